@@ -1,0 +1,144 @@
+//! Raw bindings to `shim.cpp`: libtorch's allocator statistics, the CPU counting allocator,
+//! autocast switches and version facts. Safe wrappers live in `probe` and `train`.
+use std::ffi::{c_char, c_int, c_long, CStr};
+
+/// Allocator statistics as the shim reports them, in bytes.
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RawStats {
+    pub allocated: i64,
+    pub allocated_peak: i64,
+    pub reserved: i64,
+    pub reserved_peak: i64,
+    pub num_ooms: i64,
+    pub num_alloc_retries: i64,
+}
+
+extern "C" {
+    fn oomlab_cpu_install(err: *mut c_char, len: usize) -> c_int;
+    fn oomlab_cpu_set_cap(bytes: i64);
+    fn oomlab_cpu_stats(out: *mut RawStats);
+    fn oomlab_cpu_reset_peak();
+    fn oomlab_cuda_stats(device: c_int, out: *mut RawStats, err: *mut c_char, len: usize) -> c_int;
+    fn oomlab_cuda_reset_peak(device: c_int, err: *mut c_char, len: usize) -> c_int;
+    fn oomlab_cuda_empty_cache(err: *mut c_char, len: usize) -> c_int;
+    fn oomlab_cuda_mem_info(
+        device: c_int,
+        free: *mut u64,
+        total: *mut u64,
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
+    fn oomlab_autocast_set(
+        device_type: c_int,
+        enabled: c_int,
+        dtype: c_int,
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
+    fn oomlab_autocast_enabled(device_type: c_int) -> c_int;
+    fn oomlab_torch_version() -> *const c_char;
+    fn oomlab_cuda_runtime_version() -> c_long;
+    fn oomlab_libtorch_path(out: *mut c_char, len: usize) -> c_int;
+}
+
+/// Calls a shim function that reports failure through a message buffer.
+fn call(f: impl FnOnce(*mut c_char, usize) -> c_int) -> Result<(), String> {
+    let mut buf = vec![0 as c_char; 4096];
+    if f(buf.as_mut_ptr(), buf.len()) == 0 {
+        return Ok(());
+    }
+    // SAFETY: the shim always NUL-terminates what it writes into the buffer.
+    let msg = unsafe { CStr::from_ptr(buf.as_ptr()) };
+    Err(msg.to_string_lossy().into_owned())
+}
+
+/// Installs the counting CPU allocator; idempotent.
+pub fn cpu_install() -> Result<(), String> {
+    // SAFETY: the buffer pointer and length come from `call`.
+    call(|e, l| unsafe { oomlab_cpu_install(e, l) })
+}
+
+/// Sets the CPU cap in bytes; `None` removes it.
+pub fn cpu_set_cap(bytes: Option<u64>) {
+    let raw = bytes.map_or(-1, |b| i64::try_from(b).unwrap_or(i64::MAX));
+    // SAFETY: plain value, no pointers.
+    unsafe { oomlab_cpu_set_cap(raw) }
+}
+
+pub fn cpu_stats() -> RawStats {
+    let mut s = RawStats::default();
+    // SAFETY: `s` is a valid, writable RawStats.
+    unsafe { oomlab_cpu_stats(&mut s) };
+    s
+}
+
+pub fn cpu_reset_peak() {
+    // SAFETY: no arguments.
+    unsafe { oomlab_cpu_reset_peak() }
+}
+
+pub fn cuda_stats(device: i32) -> Result<RawStats, String> {
+    let mut s = RawStats::default();
+    // SAFETY: `s` is a valid, writable RawStats; buffer from `call`.
+    call(|e, l| unsafe { oomlab_cuda_stats(device, &mut s, e, l) })?;
+    Ok(s)
+}
+
+pub fn cuda_reset_peak(device: i32) -> Result<(), String> {
+    // SAFETY: buffer from `call`.
+    call(|e, l| unsafe { oomlab_cuda_reset_peak(device, e, l) })
+}
+
+pub fn cuda_empty_cache() -> Result<(), String> {
+    // SAFETY: buffer from `call`.
+    call(|e, l| unsafe { oomlab_cuda_empty_cache(e, l) })
+}
+
+/// (free, total) bytes of a CUDA device, as cudaMemGetInfo reports them.
+pub fn cuda_mem_info(device: i32) -> Result<(u64, u64), String> {
+    let (mut free, mut total) = (0u64, 0u64);
+    // SAFETY: both outputs are valid u64s; buffer from `call`.
+    call(|e, l| unsafe { oomlab_cuda_mem_info(device, &mut free, &mut total, e, l) })?;
+    Ok((free, total))
+}
+
+/// Switches autocast for a device type (`tch::Device` CPU = 0, CUDA = 1) to a dtype.
+pub fn autocast_set(device_type: i32, enabled: bool, dtype: tch::Kind) -> Result<(), String> {
+    // c10::ScalarType numbering; tch keeps its own mapping private.
+    let kind = match dtype {
+        tch::Kind::Half => 5,
+        tch::Kind::BFloat16 => 15,
+        _ => 6,
+    };
+    // SAFETY: buffer from `call`.
+    call(|e, l| unsafe { oomlab_autocast_set(device_type, enabled as c_int, kind, e, l) })
+}
+
+pub fn autocast_enabled(device_type: i32) -> bool {
+    // SAFETY: plain value.
+    unsafe { oomlab_autocast_enabled(device_type) != 0 }
+}
+
+/// The libtorch version the binary was built against, e.g. "2.11.0".
+pub fn torch_version() -> String {
+    // SAFETY: the shim returns a static NUL-terminated string.
+    unsafe { CStr::from_ptr(oomlab_torch_version()) }.to_string_lossy().into_owned()
+}
+
+/// The CUDA runtime libtorch was built with, as "13.0"; `None` when libtorch has none.
+pub fn cuda_runtime_version() -> Option<String> {
+    // SAFETY: no arguments.
+    let v = unsafe { oomlab_cuda_runtime_version() };
+    (v > 0).then(|| format!("{}.{}", v / 1000, (v % 1000) / 10))
+}
+
+/// The libc10 file loaded at run time.
+pub fn libtorch_path() -> Option<String> {
+    // `call` hands back the buffer's text as the error; here it is the answer.
+    // SAFETY: buffer from `call`.
+    match call(|e, l| unsafe { 1 - oomlab_libtorch_path(e, l) }) {
+        Ok(()) => None,
+        Err(path) => Some(path),
+    }
+}

@@ -1,0 +1,249 @@
+// oomlab's window into libtorch's memory machinery, which tch does not bind.
+//
+// - CPU: a counting allocator installed as libtorch's CPU allocator. It wraps the default one,
+//   counts live and peak bytes, and when a cap is set refuses past it with libtorch's own
+//   OutOfMemoryError, so an OOM on CPU travels the same path as a CUDA one.
+// - CUDA: the caching allocator's statistics through the device-generic DeviceAllocator
+//   interface (the CUDA-specific header needs CUDA runtime headers that the PyPI wheel lacks).
+// - Autocast for any device and dtype (tch only switches CUDA autocast on, in fp16).
+//
+// Every entry point is extern "C" and noexcept: a C++ exception is turned into a non-zero return
+// and a message in the caller's buffer, never unwound into Rust.
+#include <ATen/autocast_mode.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/util/Exception.h>
+#include <torch/headeronly/version.h>
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+extern "C" {
+struct oomlab_stats {
+  int64_t allocated;
+  int64_t allocated_peak;
+  int64_t reserved;
+  int64_t reserved_peak;
+  int64_t num_ooms;
+  int64_t num_alloc_retries;
+};
+}
+
+namespace {
+
+// Writes a message into the caller's buffer, always NUL-terminated.
+void set_err(char* err, size_t len, const char* msg) {
+  if (err == nullptr || len == 0) return;
+  std::snprintf(err, len, "%s", msg);
+}
+
+// Runs `f`, turning any C++ exception into return code 1 and a message.
+template <typename F>
+int guarded(char* err, size_t len, F&& f) noexcept {
+  try {
+    f();
+    return 0;
+  } catch (const c10::Error& e) {
+    set_err(err, len, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    set_err(err, len, e.what());
+  } catch (...) {
+    set_err(err, len, "unknown C++ exception");
+  }
+  return 1;
+}
+
+// Same wording as PyTorch's format_size, so one parser reads CPU and CUDA messages.
+std::string format_size(int64_t bytes) {
+  char buf[64];
+  const double b = static_cast<double>(bytes);
+  if (bytes < 1024) {
+    std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(bytes));
+  } else if (bytes < 1024 * 1024) {
+    std::snprintf(buf, sizeof buf, "%.2f KiB", b / 1024.0);
+  } else if (bytes < 1024LL * 1024 * 1024) {
+    std::snprintf(buf, sizeof buf, "%.2f MiB", b / 1024.0 / 1024.0);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1024.0 / 1024.0 / 1024.0);
+  }
+  return buf;
+}
+
+struct CpuCounters {
+  std::atomic<int64_t> current{0};
+  std::atomic<int64_t> peak{0};
+  std::atomic<int64_t> cap{-1};  // < 0: no cap
+  std::atomic<int64_t> ooms{0};
+};
+CpuCounters g_cpu;
+
+void raise_peak(int64_t now) {
+  int64_t seen = g_cpu.peak.load();
+  while (now > seen && !g_cpu.peak.compare_exchange_weak(seen, now)) {
+  }
+}
+
+// Keeps the inner allocation alive and remembers its size for the deleter.
+struct Counted {
+  c10::DataPtr inner;
+  int64_t bytes;
+};
+
+void counted_delete(void* ctx) {
+  auto* c = static_cast<Counted*>(ctx);
+  g_cpu.current.fetch_sub(c->bytes);
+  delete c;
+}
+
+struct CountingAllocator final : c10::Allocator {
+  c10::Allocator* inner;
+  explicit CountingAllocator(c10::Allocator* a) : inner(a) {}
+
+  c10::DataPtr allocate(size_t n) override {
+    const auto bytes = static_cast<int64_t>(n);
+    const int64_t before = g_cpu.current.fetch_add(bytes);
+    const int64_t cap = g_cpu.cap.load();
+    if (cap >= 0 && before + bytes > cap) {
+      g_cpu.current.fetch_sub(bytes);
+      g_cpu.ooms.fetch_add(1);
+      const int64_t free = cap > before ? cap - before : 0;
+      // Worded like PyTorch 2.x's CUDA message; "budget" because the cap is oomlab's.
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory. Tried to allocate ",
+                       format_size(bytes), ". CPU budget has a total capacity of ",
+                       format_size(cap), " of which ", format_size(free),
+                       " is free. Of the allocated memory ", format_size(before),
+                       " is allocated by PyTorch, and 0 bytes is reserved by PyTorch but "
+                       "unallocated.");
+    }
+    raise_peak(before + bytes);
+    c10::DataPtr dp;
+    try {
+      dp = inner->allocate(n);
+    } catch (...) {
+      g_cpu.current.fetch_sub(bytes);
+      throw;
+    }
+    void* data = dp.get();
+    return {data, new Counted{std::move(dp), bytes}, &counted_delete, dp.device()};
+  }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+
+c10::DeviceAllocator* cuda_allocator() {
+  return c10::getDeviceAllocator(c10::DeviceType::CUDA);
+}
+
+}  // namespace
+
+extern "C" {
+
+// Installs the counting allocator (once; later calls do nothing). Tensors made before it keep
+// their own deleters, so only what is allocated afterwards is counted.
+int oomlab_cpu_install(char* err, size_t len) noexcept {
+  return guarded(err, len, [] {
+    static CountingAllocator* installed = [] {
+      auto* a = new CountingAllocator(c10::GetDefaultCPUAllocator());
+      c10::SetCPUAllocator(a, /*priority=*/100);
+      return a;
+    }();
+    (void)installed;
+  });
+}
+
+void oomlab_cpu_set_cap(int64_t bytes) noexcept { g_cpu.cap.store(bytes); }
+
+void oomlab_cpu_stats(oomlab_stats* out) noexcept {
+  const int64_t current = g_cpu.current.load();
+  const int64_t peak = g_cpu.peak.load();
+  // No cache on CPU: reserved is allocated.
+  *out = {current, peak, current, peak, g_cpu.ooms.load(), 0};
+}
+
+void oomlab_cpu_reset_peak() noexcept { g_cpu.peak.store(g_cpu.current.load()); }
+
+int oomlab_cuda_stats(int device, oomlab_stats* out, char* err, size_t len) noexcept {
+  return guarded(err, len, [&] {
+    const auto s = cuda_allocator()->getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    const auto agg = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    *out = {s.allocated_bytes[agg].current, s.allocated_bytes[agg].peak,
+            s.reserved_bytes[agg].current,  s.reserved_bytes[agg].peak,
+            s.num_ooms,                     s.num_alloc_retries};
+  });
+}
+
+int oomlab_cuda_reset_peak(int device, char* err, size_t len) noexcept {
+  return guarded(err, len, [&] {
+    cuda_allocator()->resetPeakStats(static_cast<c10::DeviceIndex>(device));
+  });
+}
+
+int oomlab_cuda_empty_cache(char* err, size_t len) noexcept {
+  return guarded(err, len, [] { cuda_allocator()->emptyCache(); });
+}
+
+int oomlab_cuda_mem_info(int device, uint64_t* free, uint64_t* total, char* err,
+                         size_t len) noexcept {
+  return guarded(err, len, [&] {
+    const auto info = cuda_allocator()->getMemoryInfo(static_cast<c10::DeviceIndex>(device));
+    *free = info.first;
+    *total = info.second;
+  });
+}
+
+// device_type: 0 CPU, 1 CUDA (c10::DeviceType values). dtype: a c10::ScalarType value.
+int oomlab_autocast_set(int device_type, int enabled, int dtype, char* err, size_t len) noexcept {
+  return guarded(err, len, [&] {
+    const auto dt = static_cast<c10::DeviceType>(device_type);
+    if (enabled) at::autocast::set_autocast_dtype(dt, static_cast<at::ScalarType>(dtype));
+    at::autocast::set_autocast_enabled(dt, enabled != 0);
+    // Autocast caches casted weights while enabled; drop them when it ends, as PyTorch does.
+    if (!enabled) at::autocast::clear_cache();
+  });
+}
+
+int oomlab_autocast_enabled(int device_type) noexcept {
+  try {
+    return at::autocast::is_autocast_enabled(static_cast<c10::DeviceType>(device_type)) ? 1 : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+// "2.11.0": the headers this binary was built against.
+const char* oomlab_torch_version() noexcept {
+#define OOMLAB_STR2(x) #x
+#define OOMLAB_STR(x) OOMLAB_STR2(x)
+  return OOMLAB_STR(TORCH_VERSION_MAJOR) "." OOMLAB_STR(TORCH_VERSION_MINOR) "." OOMLAB_STR(
+      TORCH_VERSION_PATCH);
+}
+
+// The CUDA runtime libtorch was built with, as 13000 for 13.0; 0 when unknown.
+long oomlab_cuda_runtime_version() noexcept {
+  try {
+    return at::detail::getCUDAHooks().versionCUDART();
+  } catch (...) {
+    return 0;
+  }
+}
+
+// The file libc10 was loaded from at run time, which may differ from the one linked against.
+int oomlab_libtorch_path(char* out, size_t len) noexcept {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&c10::GetCPUAllocator), &info) == 0 || !info.dli_fname) {
+    return 1;
+  }
+  set_err(out, len, info.dli_fname);
+  return 0;
+}
+
+}  // extern "C"
