@@ -36,6 +36,7 @@ extern "C" {
         err: *mut c_char,
         len: usize,
     ) -> c_int;
+    fn oomlab_set_allocator_settings(settings: *const c_char, err: *mut c_char, len: usize) -> c_int;
     fn oomlab_autocast_enabled(device_type: c_int) -> c_int;
     fn oomlab_torch_version() -> *const c_char;
     fn oomlab_cuda_runtime_version() -> c_long;
@@ -101,6 +102,13 @@ pub fn cuda_mem_info(device: i32) -> Result<(u64, u64), String> {
     // SAFETY: both outputs are valid u64s; buffer from `call`.
     call(|e, l| unsafe { oomlab_cuda_mem_info(device, &mut free, &mut total, e, l) })?;
     Ok((free, total))
+}
+
+/// Applies caching-allocator settings, in PYTORCH_CUDA_ALLOC_CONF's syntax.
+pub fn set_allocator_settings(settings: &str) -> Result<(), String> {
+    let c = std::ffi::CString::new(settings).map_err(|e| e.to_string())?;
+    // SAFETY: `c` outlives the call; buffer from `call`.
+    call(|e, l| unsafe { oomlab_set_allocator_settings(c.as_ptr(), e, l) })
 }
 
 /// Switches autocast for a device type (`tch::Device` CPU = 0, CUDA = 1) to a dtype.

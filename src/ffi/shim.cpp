@@ -11,6 +11,7 @@
 // and a message in the caller's buffer, never unwound into Rust.
 #include <ATen/autocast_mode.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/AllocatorConfig.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/Exception.h>
@@ -198,6 +199,12 @@ int oomlab_cuda_mem_info(int device, uint64_t* free, uint64_t* total, char* err,
     *free = info.first;
     *total = info.second;
   });
+}
+
+// Applies allocator settings ("per_process_memory_fraction:0.2") as torch's
+// _accelerator_setAllocatorSettings does; the CUDA allocator's config hook takes its keys.
+int oomlab_set_allocator_settings(const char* settings, char* err, size_t len) noexcept {
+  return guarded(err, len, [&] { c10::CachingAllocator::setAllocatorSettings(settings); });
 }
 
 // device_type: 0 CPU, 1 CUDA (c10::DeviceType values). dtype: a c10::ScalarType value.

@@ -1,0 +1,112 @@
+//! The CPU probe: oomlab's counting allocator (see `src/ffi/shim.cpp`) installed as libtorch's CPU
+//! allocator. The CPU has no caching allocator, so reserved always equals allocated.
+use std::sync::{Mutex, MutexGuard};
+
+use anyhow::{bail, Context, Result};
+use bytesize::ByteSize;
+
+use super::{Counters, MemoryProbe};
+use crate::ffi;
+use crate::record::MemSnapshot;
+
+/// The counter and cap are process-wide, so only one CPU probe may live at a time; others wait.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+pub struct CpuProbe {
+    budget: Option<u64>,
+    capacity: u64,
+    name: String,
+    _only: MutexGuard<'static, ()>,
+}
+
+impl CpuProbe {
+    /// Installs the counting allocator and sets the budget as its cap. A budget above the memory
+    /// the machine has available is refused: the cap would never bite, and the machine would.
+    pub fn new(budget: Option<u64>) -> Result<Self> {
+        let only = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        ffi::cpu_install().map_err(anyhow::Error::msg).context("installing the counting CPU allocator")?;
+        let (total, available) = meminfo()?;
+        if let Some(b) = budget {
+            let live = ffi::cpu_stats().allocated.max(0) as u64;
+            if b > available + live {
+                bail!(
+                    "a CPU budget of {} is more than this machine's available memory ({}): the \
+                     machine would run out before the budget does; lower `budget` in the spec or \
+                     pass a smaller --budget",
+                    ByteSize::b(b).display().iec(),
+                    ByteSize::b(available).display().iec()
+                );
+            }
+        }
+        ffi::cpu_set_cap(budget);
+        Ok(CpuProbe { budget, capacity: total, name: cpu_name(), _only: only })
+    }
+}
+
+impl Drop for CpuProbe {
+    fn drop(&mut self) {
+        ffi::cpu_set_cap(None);
+    }
+}
+
+impl MemoryProbe for CpuProbe {
+    fn device(&self) -> tch::Device {
+        tch::Device::Cpu
+    }
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn budget(&self) -> Option<u64> {
+        self.budget
+    }
+    fn snapshot(&self) -> Result<MemSnapshot> {
+        let s = ffi::cpu_stats();
+        Ok(MemSnapshot {
+            memory_allocated: s.allocated.max(0) as u64,
+            memory_reserved: s.reserved.max(0) as u64,
+            max_memory_allocated: s.allocated_peak.max(0) as u64,
+            max_memory_reserved: s.reserved_peak.max(0) as u64,
+        })
+    }
+    fn reset_peak(&self) -> Result<()> {
+        ffi::cpu_reset_peak();
+        Ok(())
+    }
+    fn empty_cache(&self) -> Result<()> {
+        Ok(())
+    }
+    fn counters(&self) -> Result<Counters> {
+        Ok(Counters { num_ooms: ffi::cpu_stats().num_ooms.max(0) as u64, num_alloc_retries: 0 })
+    }
+}
+
+/// (MemTotal, MemAvailable) in bytes, from /proc/meminfo.
+fn meminfo() -> Result<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
+    let field = |name: &str| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(name))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    };
+    match (field("MemTotal:"), field("MemAvailable:")) {
+        (Some(t), Some(a)) => Ok((t, a)),
+        _ => bail!("/proc/meminfo has no MemTotal or MemAvailable line"),
+    }
+}
+
+/// "CPU (AMD EPYC)": the model name from /proc/cpuinfo.
+fn cpu_name() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
+        t.lines()
+            .find(|l| l.starts_with("model name"))
+            .and_then(|l| l.split_once(':'))
+            .map(|(_, v)| v.trim().to_string())
+    });
+    match model {
+        Some(m) if !m.is_empty() => format!("CPU ({m})"),
+        _ => "CPU".to_string(),
+    }
+}

@@ -1,0 +1,44 @@
+//! Memory probes: one trait over what the allocator says, for CUDA (the caching allocator),
+//! the CPU (oomlab's counting allocator) and a scripted fake for unit tests of pure logic.
+use anyhow::Result;
+
+use crate::record::MemSnapshot;
+
+mod cpu;
+mod cuda;
+pub mod fake;
+
+pub use cpu::CpuProbe;
+pub use cuda::CudaProbe;
+
+/// Counters that only go up over a process's life.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Allocations refused after the cache was flushed.
+    pub num_ooms: u64,
+    /// cudaMalloc failures that a cache flush then satisfied (always 0 on CPU).
+    pub num_alloc_retries: u64,
+}
+
+/// What a run needs to know about memory on its device.
+pub trait MemoryProbe {
+    /// The tch device tensors are made on.
+    fn device(&self) -> tch::Device;
+    /// A human name: "NVIDIA H100 80GB HBM3", "CPU (AMD EPYC)".
+    fn name(&self) -> String;
+    /// Total memory of the device, in bytes.
+    fn capacity(&self) -> u64;
+    /// The budget in force, if any.
+    fn budget(&self) -> Option<u64>;
+    /// Current and peak allocated and reserved bytes, after waiting for queued work.
+    fn snapshot(&self) -> Result<MemSnapshot>;
+    /// Restarts the peaks from the current values.
+    fn reset_peak(&self) -> Result<()>;
+    /// Returns cached, unused memory to the device (a no-op on CPU, which has no cache).
+    fn empty_cache(&self) -> Result<()>;
+    fn counters(&self) -> Result<Counters>;
+    /// Bytes the device reports in use by everyone (nvidia-smi's number), where it can tell.
+    fn device_used(&self) -> Option<u64> {
+        None
+    }
+}

@@ -1,0 +1,155 @@
+//! What a run measures: memory snapshots per phase, and the outcome of each trial. These are the
+//! rows of `trace.csv` and `summary.csv`, and what charts and reports read back.
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A phase of a trial. `Data` and `Model` happen once per trial (step 0); the others once per
+/// training step, in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// The synthetic or loaded data set is made on the device.
+    Data,
+    /// Parameters are made and the optimizer is built (its state comes at the first step).
+    Model,
+    /// The step's batch is gathered from the data set into tensors of its own.
+    ToDevice,
+    /// Forward pass and loss.
+    Forward,
+    /// `backward()`: gradients are made, the graph's saved activations are freed.
+    Backward,
+    /// The optimizer step (Adam and momentum allocate their state at the first one).
+    OptimizerStep,
+    /// `zero_grad()`, which sets gradients to none and so frees them.
+    ZeroGrad,
+}
+
+impl Phase {
+    pub const TRAINING: [Phase; 5] = [
+        Phase::ToDevice,
+        Phase::Forward,
+        Phase::Backward,
+        Phase::OptimizerStep,
+        Phase::ZeroGrad,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Data => "data",
+            Phase::Model => "model",
+            Phase::ToDevice => "to_device",
+            Phase::Forward => "forward",
+            Phase::Backward => "backward",
+            Phase::OptimizerStep => "optimizer_step",
+            Phase::ZeroGrad => "zero_grad",
+        }
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The allocator's counters at one moment, in bytes, named as PyTorch names them. The peaks are
+/// since the last peak reset (the start of the phase, in a trace).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemSnapshot {
+    pub memory_allocated: u64,
+    pub memory_reserved: u64,
+    pub max_memory_allocated: u64,
+    pub max_memory_reserved: u64,
+}
+
+/// One row of `trace.csv`: the memory at the end of one phase of one step of one trial. The
+/// peaks are since the start of the phase. (Flat, because CSV has no nesting.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseRecord {
+    pub trial: usize,
+    /// 0 for the set-up phases, then 1, 2, ...
+    pub step: usize,
+    pub phase: Phase,
+    pub memory_allocated: u64,
+    pub memory_reserved: u64,
+    pub max_memory_allocated: u64,
+    pub max_memory_reserved: u64,
+    /// Bytes the device itself reports as used (nvidia-smi's number); empty on CPU.
+    pub device_used: Option<u64>,
+    /// Wall time of this phase, synchronized, in seconds.
+    pub phase_seconds: f64,
+    /// Wall time since the trial started, in seconds.
+    pub elapsed_seconds: f64,
+}
+
+/// How a trial ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    Oom,
+    Error,
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Status::Ok => "ok",
+            Status::Oom => "oom",
+            Status::Error => "error",
+        })
+    }
+}
+
+impl PhaseRecord {
+    pub fn mem(&self) -> MemSnapshot {
+        MemSnapshot {
+            memory_allocated: self.memory_allocated,
+            memory_reserved: self.memory_reserved,
+            max_memory_allocated: self.max_memory_allocated,
+            max_memory_reserved: self.max_memory_reserved,
+        }
+    }
+}
+
+/// One row of `summary.csv`: one trial, whatever its outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SummaryRow {
+    pub trial: usize,
+    /// The swept key (`model.depth`), empty when the spec has no sweep.
+    pub field: String,
+    /// The swept value.
+    pub value: Option<f64>,
+    pub status: Status,
+    /// Where an OOM or error happened.
+    pub phase: Option<Phase>,
+    pub step: Option<usize>,
+    // The configuration, so that a row reads on its own whatever was swept.
+    pub depth: usize,
+    pub hidden: usize,
+    pub batch_size: usize,
+    pub samples: usize,
+    pub features: usize,
+    pub classes: usize,
+    pub optimizer: String,
+    pub dtype: String,
+    /// Peaks over the whole trial, in bytes.
+    pub max_memory_allocated: u64,
+    pub max_memory_reserved: u64,
+    /// Allocated bytes before the trial and after its clean-up: equal unless something leaked.
+    pub baseline_allocated: u64,
+    pub after_allocated: u64,
+    pub param_count: u64,
+    pub param_bytes: u64,
+    /// Mean wall time of a training step, the first excluded when there are several.
+    pub step_seconds: Option<f64>,
+    pub final_loss: Option<f64>,
+    /// Fields of the OOM message, in bytes (rounded as the message rounds them).
+    pub oom_requested: Option<u64>,
+    pub oom_total_capacity: Option<u64>,
+    pub oom_free: Option<u64>,
+    pub oom_allocated: Option<u64>,
+    pub oom_reserved: Option<u64>,
+    /// The error's first line, empty when the trial ran.
+    pub message: String,
+}

@@ -1,0 +1,1 @@
+//! Results on disk (to be written).

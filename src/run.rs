@@ -1,0 +1,1 @@
+//! Running a spec (to be written).

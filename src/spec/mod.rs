@@ -1,0 +1,326 @@
+//! Experiment specs: TOML files parsed with unknown keys rejected ([`raw`]) and validated once
+//! ([`validate`]) into the typed values below, which need no more checks downstream.
+//!
+//! A spec describes a base [`Config`] (model, data, training), how to run it ([`RunSpec`]) and
+//! optionally a [`Sweep`] that varies one numeric field across trials.
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::device::DeviceChoice;
+
+mod raw;
+pub mod size;
+mod validate;
+
+pub use validate::{parse, SpecError};
+
+/// A validated experiment spec.
+#[derive(Debug, Clone, Serialize)]
+pub struct Spec {
+    /// The file it was read from.
+    pub path: PathBuf,
+    /// The TOML text as read, kept for the manifest.
+    #[serde(skip)]
+    pub source: String,
+    /// `[a-z0-9_-]+`; names the results folder.
+    pub name: String,
+    pub description: String,
+    pub base: Config,
+    pub run: RunSpec,
+    pub sweep: Option<Sweep>,
+}
+
+/// Everything one trial needs to train.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Config {
+    pub model: ModelSpec,
+    pub data: DataSpec,
+    pub training: TrainingSpec,
+}
+
+/// The lesson's `Classifier_MLP` generalised: `depth` hidden layers of `hidden` units, each a
+/// Linear followed by ReLU, then a Linear to the classes. Input width and classes come from the
+/// data. Invariant: `hidden >= 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ModelSpec {
+    pub hidden: usize,
+    pub depth: usize,
+}
+
+/// Where the training data comes from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DataSpec {
+    /// Seeded random features with labels from a fixed random linear teacher, made on the
+    /// device. Invariants: all counts >= 1, `classes >= 2`.
+    Synthetic {
+        samples: usize,
+        features: usize,
+        classes: usize,
+        seed: u64,
+    },
+    /// A CSV file with a header: one integer label column, every other column a feature.
+    Csv {
+        /// Resolved against the spec's folder.
+        path: PathBuf,
+        label: String,
+    },
+}
+
+/// Invariants: `batch_size >= 1`, `steps >= 1`; for synthetic data `batch_size <= samples`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TrainingSpec {
+    pub optimizer: OptimizerSpec,
+    pub batch_size: usize,
+    pub steps: usize,
+    pub dtype: Dtype,
+    /// Seeds parameter initialisation and batch order.
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "name", rename_all = "snake_case")]
+pub enum OptimizerSpec {
+    Sgd {
+        lr: f64,
+        momentum: f64,
+        weight_decay: f64,
+    },
+    Adam {
+        lr: f64,
+        weight_decay: f64,
+    },
+    #[serde(rename = "adamw")]
+    AdamW {
+        lr: f64,
+        weight_decay: f64,
+    },
+}
+
+/// The dtype of parameters and data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dtype {
+    Float32,
+    Float64,
+    Bfloat16,
+    Float16,
+}
+
+impl Dtype {
+    pub fn kind(self) -> tch::Kind {
+        match self {
+            Dtype::Float32 => tch::Kind::Float,
+            Dtype::Float64 => tch::Kind::Double,
+            Dtype::Bfloat16 => tch::Kind::BFloat16,
+            Dtype::Float16 => tch::Kind::Half,
+        }
+    }
+}
+
+/// How to run the spec. The command line may override device and budget.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSpec {
+    #[serde(serialize_with = "crate::spec::display")]
+    pub device: DeviceChoice,
+    /// A memory budget in bytes: the CUDA allocator's per-process cap, or the CPU allocator's.
+    pub budget: Option<u64>,
+    pub on_oom: OnOom,
+}
+
+/// What a sweep does after a trial runs out of memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnOom {
+    /// Go on with the next point.
+    Continue,
+    /// End the sweep.
+    Stop,
+}
+
+/// One field varied across trials.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Sweep {
+    pub field: Field,
+    pub mode: SweepMode,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SweepMode {
+    /// These values, in this order. Integer fields hold whole numbers.
+    List(Vec<f64>),
+    /// Grow from `start` by `factor` until a trial runs out of memory (or `max` is reached),
+    /// then bisect between the last fit and the first OOM to the exact boundary.
+    /// Integer fields only; `1 <= start <= max`, `factor >= 2`.
+    Search { start: u64, factor: u64, max: u64 },
+}
+
+/// A numeric field a sweep can vary, named by its TOML key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Field {
+    #[serde(rename = "model.depth")]
+    Depth,
+    #[serde(rename = "model.hidden")]
+    Hidden,
+    #[serde(rename = "training.batch_size")]
+    BatchSize,
+    #[serde(rename = "training.steps")]
+    Steps,
+    #[serde(rename = "data.samples")]
+    Samples,
+    #[serde(rename = "data.features")]
+    Features,
+    #[serde(rename = "training.lr")]
+    Lr,
+}
+
+impl Field {
+    pub const ALL: [Field; 7] = [
+        Field::Depth,
+        Field::Hidden,
+        Field::BatchSize,
+        Field::Steps,
+        Field::Samples,
+        Field::Features,
+        Field::Lr,
+    ];
+
+    /// The TOML key, e.g. `model.depth`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Field::Depth => "model.depth",
+            Field::Hidden => "model.hidden",
+            Field::BatchSize => "training.batch_size",
+            Field::Steps => "training.steps",
+            Field::Samples => "data.samples",
+            Field::Features => "data.features",
+            Field::Lr => "training.lr",
+        }
+    }
+
+    /// The short name used as a CSV column and axis label, e.g. `depth`.
+    pub fn column(self) -> &'static str {
+        self.key().rsplit('.').next().unwrap_or(self.key())
+    }
+
+    pub fn from_key(key: &str) -> Option<Field> {
+        Field::ALL.into_iter().find(|f| f.key() == key)
+    }
+
+    pub fn is_integer(self) -> bool {
+        !matches!(self, Field::Lr)
+    }
+}
+
+/// Serializes a value through its `Display`.
+pub(crate) fn display<T: std::fmt::Display, S: serde::Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+impl Config {
+    /// The value of a swept field; `None` for a data field of CSV data.
+    pub fn get(&self, field: Field) -> Option<f64> {
+        let synthetic = match &self.data {
+            DataSpec::Synthetic { samples, features, .. } => Some((*samples, *features)),
+            DataSpec::Csv { .. } => None,
+        };
+        Some(match field {
+            Field::Depth => self.model.depth as f64,
+            Field::Hidden => self.model.hidden as f64,
+            Field::BatchSize => self.training.batch_size as f64,
+            Field::Steps => self.training.steps as f64,
+            Field::Samples => synthetic?.0 as f64,
+            Field::Features => synthetic?.1 as f64,
+            Field::Lr => self.training.optimizer.lr(),
+        })
+    }
+
+    /// A copy with `field` set to `value`, checked against the invariants. The error says what is
+    /// wrong with the value, without naming the file (the caller knows where it came from).
+    pub fn with(&self, field: Field, value: f64) -> Result<Config, String> {
+        let mut c = self.clone();
+        let whole = || -> Result<usize, String> {
+            if value.fract() != 0.0 || value < 0.0 || value > u32::MAX as f64 {
+                return Err(format!("{} takes whole numbers >= 0, not {value}", field.key()));
+            }
+            Ok(value as usize)
+        };
+        match field {
+            Field::Depth => c.model.depth = whole()?,
+            Field::Hidden => c.model.hidden = whole()?,
+            Field::BatchSize => c.training.batch_size = whole()?,
+            Field::Steps => c.training.steps = whole()?,
+            Field::Samples | Field::Features => {
+                let n = whole()?;
+                match &mut c.data {
+                    DataSpec::Synthetic { samples, features, .. } => {
+                        *if field == Field::Samples { samples } else { features } = n
+                    }
+                    DataSpec::Csv { .. } => {
+                        return Err(format!("{} can only be swept for synthetic data", field.key()))
+                    }
+                }
+            }
+            Field::Lr => c.training.optimizer.set_lr(value),
+        }
+        c.check()?;
+        Ok(c)
+    }
+
+    /// The invariants that tie fields together.
+    pub fn check(&self) -> Result<(), String> {
+        if self.model.hidden == 0 {
+            return Err("model.hidden must be at least 1".into());
+        }
+        if self.training.batch_size == 0 {
+            return Err("training.batch_size must be at least 1".into());
+        }
+        if self.training.steps == 0 {
+            return Err("training.steps must be at least 1".into());
+        }
+        let lr = self.training.optimizer.lr();
+        if !(lr.is_finite() && lr > 0.0) {
+            return Err(format!("training.lr must be a positive number, not {lr}"));
+        }
+        if let DataSpec::Synthetic { samples, features, classes, .. } = self.data {
+            if features == 0 {
+                return Err("data.features must be at least 1".into());
+            }
+            if classes < 2 {
+                return Err("data.classes must be at least 2".into());
+            }
+            if self.training.batch_size > samples {
+                return Err(format!(
+                    "training.batch_size {} is larger than data.samples {samples}: a batch is drawn from the data set without repeats; raise data.samples",
+                    self.training.batch_size
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl OptimizerSpec {
+    pub fn lr(&self) -> f64 {
+        match *self {
+            OptimizerSpec::Sgd { lr, .. } | OptimizerSpec::Adam { lr, .. } | OptimizerSpec::AdamW { lr, .. } => lr,
+        }
+    }
+
+    fn set_lr(&mut self, value: f64) {
+        match self {
+            OptimizerSpec::Sgd { lr, .. } | OptimizerSpec::Adam { lr, .. } | OptimizerSpec::AdamW { lr, .. } => *lr = value,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            OptimizerSpec::Sgd { momentum, .. } if *momentum != 0.0 => "sgd_momentum",
+            OptimizerSpec::Sgd { .. } => "sgd",
+            OptimizerSpec::Adam { .. } => "adam",
+            OptimizerSpec::AdamW { .. } => "adamw",
+        }
+    }
+}

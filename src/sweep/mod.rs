@@ -1,0 +1,1 @@
+//! Sweeps (to be written).
