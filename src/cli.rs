@@ -1,1 +1,94 @@
-//! Command-line interface (to be written).
+//! The command line: raw arguments (clap) turned once into validated options, then dispatched.
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+
+use crate::device::DeviceChoice;
+use crate::run::{self, RunOptions};
+use crate::spec;
+
+mod devices;
+mod report;
+
+const EXAMPLES: &str = "\
+Examples:
+  oomlab run experiments/depth_sweep.toml
+      The lesson's challenge: how deep can a 5000-wide MLP get at batch 32 in 15.90 GiB?
+  oomlab run experiments/depth_sweep.toml --device cpu --budget 2GiB --out /tmp/r
+      The same question for a 2 GiB budget, on the CPU, written under /tmp/r.
+  oomlab devices
+      What libtorch sees here: devices, names, memory, versions.
+
+Results go to <out>/<device>/<experiment>/: manifest.json, trace.csv (memory per trial, step
+and phase), summary.csv (one row per trial) and charts. On CPU, oomlab's own allocator counts
+every byte and enforces the budget; on CUDA the numbers are the caching allocator's own.";
+
+#[derive(Debug, Parser)]
+#[command(name = "oomlab", version, about = "Reproduce, measure and explain GPU memory in neural-network training", long_about = None, after_help = EXAMPLES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Train every trial of a spec, catching out-of-memory, and write per-phase memory to CSV.
+    ///
+    /// Each trial trains a real libtorch model: data, model, then steps of to_device, forward,
+    /// backward, optimizer_step and zero_grad. The allocator is read at the end of every phase;
+    /// an out-of-memory ends the trial, not the run, and is recorded with what its message says.
+    #[command(after_help = EXAMPLES)]
+    Run(RunArgs),
+    /// Show what libtorch sees: CUDA devices with their memory, the CPU, and versions.
+    Devices,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The experiment spec (TOML), e.g. experiments/depth_sweep.toml.
+    pub spec: PathBuf,
+    /// Device to run on: auto (a GPU if libtorch sees one, else the CPU), cpu, cuda or cuda:N.
+    /// Overrides the spec's run.device.
+    #[arg(long, value_parser = parse_device)]
+    pub device: Option<DeviceChoice>,
+    /// Memory budget, e.g. 15.90GiB or 512MiB: the CUDA allocator's per-process cap, or the CPU
+    /// allocator's. Overrides the spec's run.budget.
+    #[arg(long, value_parser = parse_budget)]
+    pub budget: Option<u64>,
+    /// Results root; the run writes to OUT/<device>/<experiment>/.
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+    /// Replace results already in the experiment's folder.
+    #[arg(long)]
+    pub force: bool,
+    /// No progress bar or per-trial lines.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn parse_device(s: &str) -> Result<DeviceChoice, String> {
+    s.parse()
+}
+
+fn parse_budget(s: &str) -> Result<u64, String> {
+    spec::size::parse_size(s)
+}
+
+/// Runs a parsed command line.
+pub fn dispatch(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Run(args) => run_command(args),
+        Command::Devices => devices::print(),
+    }
+}
+
+fn run_command(args: RunArgs) -> Result<()> {
+    let spec = spec::load(&args.spec)?;
+    run::check_out(&args.out)?;
+    let opts = RunOptions { device: args.device, budget: args.budget, out: args.out, force: args.force, quiet: args.quiet };
+    let report = run::run(&spec, &opts).with_context(|| format!("running {}", args.spec.display()))?;
+    let charts = report::charts(&spec, &report)?;
+    report::print(&spec, &report, &charts);
+    Ok(())
+}

@@ -10,6 +10,7 @@ pub mod device;
 pub mod ffi;
 pub mod oom;
 pub mod probe;
+pub mod progress;
 pub mod record;
 pub mod results;
 pub mod run;

@@ -1,1 +1,16 @@
-fn main() {}
+//! The `oomlab` binary: parse the command line, dispatch, and turn any error into a message
+//! and a non-zero exit.
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = oomlab::cli::Cli::parse();
+    match oomlab::cli::dispatch(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,1 +1,238 @@
-//! Running a spec (to be written).
+//! Running a spec: open the probe for the device, prepare the results folder, run the trials
+//! in the order the sweep asks, export each as it finishes, and work out the answer.
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use bytesize::ByteSize;
+
+use crate::device::{self, DeviceChoice};
+use crate::ffi;
+use crate::probe::{CpuProbe, CudaProbe, MemoryProbe};
+use crate::progress::Progress;
+use crate::record::{Status, SummaryRow};
+use crate::results::manifest::{self, Answer, DeviceInfo, HostInfo, Manifest, Versions};
+use crate::results::{self, Exporter, SummaryCsv, TraceCsv};
+use crate::spec::{Config, Field, Spec};
+use crate::sweep::{self, Fit};
+use crate::train::{self, TrialOutcome};
+
+/// Command-line choices that override or complete the spec.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub device: Option<DeviceChoice>,
+    pub budget: Option<u64>,
+    /// Results root: the run writes to `<out>/<device-slug>/<experiment>/`.
+    pub out: PathBuf,
+    pub force: bool,
+    /// No progress bar or per-trial lines.
+    pub quiet: bool,
+}
+
+pub struct RunReport {
+    pub dir: PathBuf,
+    pub rows: Vec<SummaryRow>,
+    pub manifest: Manifest,
+}
+
+/// Opens the probe for a device, with the budget in force.
+pub fn open_probe(device: tch::Device, budget: Option<u64>) -> Result<Box<dyn MemoryProbe>> {
+    Ok(match device {
+        tch::Device::Cuda(i) => Box::new(CudaProbe::new(i, budget)?),
+        _ => Box::new(CpuProbe::new(budget)?),
+    })
+}
+
+pub fn run(spec: &Spec, opts: &RunOptions) -> Result<RunReport> {
+    let requested = opts.device.unwrap_or(spec.run.device);
+    let device = requested.resolve().map_err(anyhow::Error::msg)?;
+    let budget = opts.budget.or(spec.run.budget);
+    let probe = open_probe(device, budget)?;
+    let slug = device::slug(&probe.name());
+    let dir = results::prepare_dir(&opts.out.join(&slug).join(&spec.name), opts.force)?;
+
+    let mut spec_as_run = spec.clone();
+    spec_as_run.run.device = requested;
+    spec_as_run.run.budget = budget;
+    let mut manifest = start_manifest(&spec_as_run, requested, device, &*probe, slug);
+    manifest.write(&dir)?;
+
+    let mut exporters: Vec<Box<dyn Exporter>> = vec![Box::new(TraceCsv::create(&dir)?), Box::new(SummaryCsv::create(&dir)?)];
+    let result = run_trials(spec, &*probe, &mut exporters, opts.quiet);
+    manifest.finished_at = Some(manifest::now());
+    match &result {
+        Ok(rows) => {
+            manifest.status = "complete".into();
+            manifest.trials = rows.len();
+            manifest.answer = spec.sweep.as_ref().map(|s| answer(s.field, rows));
+        }
+        Err(e) => manifest.status = format!("failed: {e:#}"),
+    }
+    manifest.write(&dir)?;
+    let rows = result?;
+    Ok(RunReport { dir, rows, manifest })
+}
+
+fn run_trials(spec: &Spec, probe: &dyn MemoryProbe, exporters: &mut [Box<dyn Exporter>], quiet: bool) -> Result<Vec<SummaryRow>> {
+    let field = spec.sweep.as_ref().map(|s| s.field);
+    let mut order = sweep::strategy(spec.sweep.as_ref().map(|s| &s.mode), spec.run.on_oom);
+    let progress = Progress::new(order.len_hint(), quiet);
+    let mut rows = Vec::new();
+    while let Some(value) = order.next() {
+        let trial = rows.len() + 1;
+        let config = match field {
+            Some(f) => spec.base.with(f, value).map_err(anyhow::Error::msg)?,
+            None => spec.base.clone(),
+        };
+        let label = field.map_or_else(|| spec.name.clone(), |f| format!("{} {}", f.column(), value));
+        progress.start(&label);
+        let outcome = train::run_trial(&config, probe, trial, &mut |rec| {
+            exporters.iter_mut().try_for_each(|e| e.phase(rec))
+        })?;
+        let row = summary_row(trial, field, value, &config, &outcome);
+        exporters.iter_mut().try_for_each(|e| e.trial(&row))?;
+        progress.done(&format!("trial {trial:>3}  {label:<24} {}", describe(&row)));
+        if let Some(bytes) = outcome.leaked() {
+            bail!(
+                "trial {trial} ({label}) leaked {}: allocated memory was {} before it and {} after its clean-up, \
+                 so later trials would be measured wrong; the run stops here (its rows are in summary.csv)",
+                ByteSize::b(bytes).display().iec(),
+                outcome.baseline_allocated,
+                outcome.after_allocated
+            );
+        }
+        order.record(value, match row.status {
+            Status::Ok => Fit::Fits,
+            Status::Oom => Fit::Oom,
+            Status::Error => Fit::Error,
+        });
+        rows.push(row);
+    }
+    progress.finish();
+    Ok(rows)
+}
+
+/// One line on a finished trial: "ok, peak 1.20 GiB" or "OOM in backward (step 1): tried to allocate ...".
+pub fn describe(row: &SummaryRow) -> String {
+    let gib = |b: u64| ByteSize::b(b).display().iec().to_string();
+    match row.status {
+        Status::Ok => format!(
+            "ok   peak {} allocated, {} reserved{}",
+            gib(row.max_memory_allocated),
+            gib(row.max_memory_reserved),
+            row.step_seconds.map(|s| format!(", {s:.3} s/step")).unwrap_or_default()
+        ),
+        Status::Oom => format!(
+            "OOM  in {} (step {}){}",
+            row.phase.map(|p| p.to_string()).unwrap_or_default(),
+            row.step.unwrap_or_default(),
+            row.oom_requested.map(|b| format!(": tried to allocate {}", gib(b))).unwrap_or_default()
+        ),
+        Status::Error => format!("error: {}", row.message),
+    }
+}
+
+fn summary_row(trial: usize, field: Option<Field>, value: f64, config: &Config, o: &TrialOutcome) -> SummaryRow {
+    let oom = o.oom.clone().unwrap_or_default();
+    SummaryRow {
+        trial,
+        field: field.map(|f| f.key().to_string()).unwrap_or_default(),
+        value: field.map(|_| value),
+        status: o.status,
+        phase: o.phase,
+        step: o.step,
+        depth: config.model.depth,
+        hidden: config.model.hidden,
+        batch_size: config.training.batch_size,
+        samples: o.samples,
+        features: o.features,
+        classes: o.classes,
+        optimizer: config.training.optimizer.name().to_string(),
+        dtype: format!("{:?}", config.training.dtype).to_lowercase(),
+        max_memory_allocated: o.peak.max_memory_allocated,
+        max_memory_reserved: o.peak.max_memory_reserved,
+        baseline_allocated: o.baseline_allocated,
+        after_allocated: o.after_allocated,
+        param_count: o.param_count,
+        param_bytes: o.param_bytes,
+        step_seconds: o.step_seconds,
+        final_loss: o.final_loss,
+        oom_requested: oom.requested,
+        oom_total_capacity: oom.total_capacity,
+        oom_free: oom.free,
+        oom_allocated: oom.allocated,
+        oom_reserved: oom.reserved,
+        message: o.message.clone(),
+    }
+}
+
+/// The largest swept value that trained and the smallest that ran out of memory.
+pub fn answer(field: Field, rows: &[SummaryRow]) -> Answer {
+    let values = |status: Status| rows.iter().filter(move |r| r.status == status).filter_map(|r| r.value);
+    Answer {
+        field: field.key().to_string(),
+        largest_fit: values(Status::Ok).map(|v| v as u64).max(),
+        first_oom: values(Status::Oom).map(|v| v as u64).min(),
+    }
+}
+
+fn start_manifest(spec: &Spec, requested: DeviceChoice, device: tch::Device, probe: &dyn MemoryProbe, slug: String) -> Manifest {
+    let budget_mechanism = probe.budget().map(|b| match device {
+        tch::Device::Cuda(_) => format!(
+            "CUDA caching allocator per_process_memory_fraction {:.6} of {} bytes",
+            b as f64 / probe.capacity() as f64,
+            probe.capacity()
+        ),
+        _ => "oomlab's counting CPU allocator refuses allocations past the budget (CPU has no cache: reserved = allocated)".into(),
+    });
+    let driver = match device {
+        tch::Device::Cuda(_) => nvml_wrapper::Nvml::init().ok().and_then(|n| n.sys_driver_version().ok()),
+        _ => None,
+    };
+    Manifest {
+        experiment: spec.name.clone(),
+        spec_path: spec.path.display().to_string(),
+        spec_source: spec.source.clone(),
+        spec: serde_json::to_value(spec).unwrap_or_default(),
+        device: DeviceInfo {
+            requested: requested.to_string(),
+            resolved: match device {
+                tch::Device::Cuda(i) => format!("cuda:{i}"),
+                _ => "cpu".into(),
+            },
+            name: probe.name(),
+            slug,
+            capacity_bytes: probe.capacity(),
+            budget_bytes: probe.budget(),
+            budget_mechanism,
+        },
+        versions: Versions {
+            oomlab: env!("CARGO_PKG_VERSION").into(),
+            tch: "0.24.0".into(),
+            libtorch: ffi::torch_version(),
+            libtorch_path: ffi::libtorch_path(),
+            cuda_runtime: ffi::cuda_runtime_version(),
+            nvidia_driver: driver,
+        },
+        git: manifest::git_info(),
+        host: HostInfo {
+            hostname: gethostname::gethostname().to_string_lossy().into_owned(),
+            os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+            cpu: crate::probe::cpu_name(),
+            torch_threads: tch::get_num_threads(),
+        },
+        command: std::env::args().collect(),
+        started_at: manifest::now(),
+        finished_at: None,
+        status: "running".into(),
+        trials: 0,
+        answer: None,
+    }
+}
+
+/// Refuses a results root that is a file.
+pub fn check_out(out: &std::path::Path) -> Result<()> {
+    if out.is_file() {
+        bail!("--out {} is a file; give a folder", out.display());
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))
+}

@@ -98,7 +98,7 @@ fn meminfo() -> Result<(u64, u64)> {
 }
 
 /// "CPU (AMD EPYC)": the model name from /proc/cpuinfo.
-fn cpu_name() -> String {
+pub fn cpu_name() -> String {
     let model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
         t.lines()
             .find(|l| l.starts_with("model name"))

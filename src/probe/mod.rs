@@ -8,7 +8,7 @@ mod cpu;
 mod cuda;
 pub mod fake;
 
-pub use cpu::CpuProbe;
+pub use cpu::{cpu_name, CpuProbe};
 pub use cuda::CudaProbe;
 
 /// Counters that only go up over a process's life.

@@ -34,6 +34,10 @@ pub struct TrialOutcome {
     pub after_allocated: u64,
     pub param_count: u64,
     pub param_bytes: u64,
+    /// The data set's shape, once it was made (zero before).
+    pub samples: usize,
+    pub features: usize,
+    pub classes: usize,
     pub step_seconds: Option<f64>,
     pub final_loss: Option<f64>,
     pub oom: Option<OomInfo>,
@@ -51,6 +55,9 @@ impl TrialOutcome {
 /// Facts a trial learns as it goes, kept even when it stops early.
 #[derive(Default)]
 struct Progress {
+    samples: usize,
+    features: usize,
+    classes: usize,
     param_count: u64,
     param_bytes: u64,
     final_loss: Option<f64>,
@@ -86,6 +93,9 @@ pub fn run_trial(
         after_allocated: after,
         param_count: progress.param_count,
         param_bytes: progress.param_bytes,
+        samples: progress.samples,
+        features: progress.features,
+        classes: progress.classes,
         step_seconds,
         final_loss: progress.final_loss,
         oom: None,

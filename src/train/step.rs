@@ -12,6 +12,7 @@ use crate::spec::{Config, OptimizerSpec};
 pub(super) fn train(config: &Config, device: Device, rec: &mut Recorder, progress: &mut Progress) -> Result<(), Stop> {
     let kind = config.training.dtype.kind();
     let data = rec.phase(0, Phase::Data, || data::make(&config.data, kind, device))?;
+    (progress.samples, progress.features, progress.classes) = (data.samples(), data.features, data.classes);
     let (model, opt) = rec.phase(0, Phase::Model, || {
         tch::manual_seed(config.training.seed as i64);
         let m = &config.model;

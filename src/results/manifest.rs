@@ -1,0 +1,113 @@
+//! `manifest.json`: what ran, where, with which versions and code. Written when a run starts
+//! (status "running") and rewritten when it ends, atomically, so a killed run is recognisable.
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub experiment: String,
+    pub spec_path: String,
+    /// The spec file's text as run.
+    pub spec_source: String,
+    /// The validated spec, after command-line overrides.
+    pub spec: serde_json::Value,
+    pub device: DeviceInfo,
+    pub versions: Versions,
+    pub git: GitInfo,
+    pub host: HostInfo,
+    pub command: Vec<String>,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    /// "running", "complete" or "failed: <why>".
+    pub status: String,
+    pub trials: usize,
+    /// The sweep's answer, when it has one.
+    pub answer: Option<Answer>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    /// As asked: "auto", "cpu", "cuda:0".
+    pub requested: String,
+    /// As used: "cpu", "cuda:0".
+    pub resolved: String,
+    pub name: String,
+    pub slug: String,
+    pub capacity_bytes: u64,
+    pub budget_bytes: Option<u64>,
+    /// How the budget is enforced on this device.
+    pub budget_mechanism: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Versions {
+    pub oomlab: String,
+    pub tch: String,
+    /// The libtorch headers the binary was built against.
+    pub libtorch: String,
+    /// The libc10 file loaded at run time.
+    pub libtorch_path: Option<String>,
+    /// The CUDA runtime libtorch was built with.
+    pub cuda_runtime: Option<String>,
+    pub nvidia_driver: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GitInfo {
+    pub revision: Option<String>,
+    /// Uncommitted changes to tracked files outside results/ when the run started.
+    pub dirty: Option<bool>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostInfo {
+    pub hostname: String,
+    pub os: String,
+    pub cpu: String,
+    pub torch_threads: i32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Answer {
+    /// The swept key.
+    pub field: String,
+    pub largest_fit: Option<u64>,
+    pub first_oom: Option<u64>,
+}
+
+impl Manifest {
+    /// Writes to a temporary file and renames it over the old one: never half a manifest.
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let path = dir.join(super::MANIFEST);
+        let tmp = dir.join(".manifest.json.tmp");
+        let text = serde_json::to_string_pretty(self)?;
+        std::fs::write(&tmp, text + "\n").with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))
+    }
+
+    pub fn read(dir: &Path) -> Result<Manifest> {
+        let path = dir.join(super::MANIFEST);
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+    }
+}
+
+/// The revision of the source tree this binary was built from, and whether it had changes.
+pub fn git_info() -> GitInfo {
+    let src = env!("CARGO_MANIFEST_DIR");
+    let git = |args: &[&str]| -> Option<String> {
+        let out = Command::new("git").arg("-C").arg(src).args(args).output().ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    GitInfo {
+        revision: git(&["rev-parse", "HEAD"]),
+        dirty: git(&["status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"]).map(|s| !s.is_empty()),
+    }
+}
+
+pub fn now() -> String {
+    jiff::Timestamp::now().round(jiff::Unit::Second).map(|t| t.to_string()).unwrap_or_default()
+}
