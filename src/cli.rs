@@ -86,7 +86,13 @@ pub fn dispatch(cli: Cli) -> Result<()> {
 fn run_command(args: RunArgs) -> Result<()> {
     let spec = spec::load(&args.spec)?;
     run::check_out(&args.out)?;
-    let opts = RunOptions { device: args.device, budget: args.budget, out: args.out, force: args.force, quiet: args.quiet };
+    let opts = RunOptions {
+        device: args.device,
+        budget: args.budget,
+        out: args.out,
+        force: args.force,
+        quiet: args.quiet,
+    };
     let report = run::run(&spec, &opts).with_context(|| format!("running {}", args.spec.display()))?;
     let charts = report::charts(&spec, &report)?;
     report::print(&spec, &report, &charts);

@@ -51,9 +51,14 @@ impl DeviceChoice {
                 if n < count {
                     Ok(tch::Device::Cuda(n))
                 } else if count == 0 {
-                    Err(format!("cuda:{n} asked for, but libtorch sees no CUDA device; use --device cpu (or auto)"))
+                    Err(format!(
+                        "cuda:{n} asked for, but libtorch sees no CUDA device; use --device cpu (or auto)"
+                    ))
                 } else {
-                    Err(format!("cuda:{n} asked for, but libtorch sees {count} CUDA device(s): cuda:0..cuda:{}", count - 1))
+                    Err(format!(
+                        "cuda:{n} asked for, but libtorch sees {count} CUDA device(s): cuda:0..cuda:{}",
+                        count - 1
+                    ))
                 }
             }
         }

@@ -96,12 +96,8 @@ pub struct OomInfo {
 ///
 /// `cuBLAS`/`cuDNN` report their own failed `cudaMalloc` as `*_STATUS_ALLOC_FAILED`, typically
 /// when creating a handle on a full GPU; that is an OOM in all but wording.
-const OOM_MARKERS: [&str; 4] = [
-    "out of memory",
-    "can't allocate memory",
-    "cublas_status_alloc_failed",
-    "cudnn_status_alloc_failed",
-];
+const OOM_MARKERS: [&str; 4] =
+    ["out of memory", "can't allocate memory", "cublas_status_alloc_failed", "cudnn_status_alloc_failed"];
 
 /// Whether a libtorch error message reports an out-of-memory.
 ///
@@ -124,11 +120,7 @@ pub fn parse(message: &str) -> Option<OomInfo> {
     // Logs wrap long lines and PyTorch itself emits double spaces; one space everywhere lets
     // every marker below be matched literally.
     let text = squash_whitespace(clean(message));
-    let mut info = OomInfo {
-        device: device(&text),
-        requested: requested(&text),
-        ..OomInfo::default()
-    };
+    let mut info = OomInfo { device: device(&text), requested: requested(&text), ..OomInfo::default() };
     match old_details(&text) {
         Some(details) => parse_old_details(details, &mut info),
         None => parse_sentences(&text, &mut info),
@@ -174,15 +166,9 @@ fn device(text: &str) -> Option<String> {
             return Some(format!("GPU {index}"));
         }
     }
-    let implied = [
-        ("CPU out of memory", "CPU"),
-        ("DefaultCPUAllocator", "CPU"),
-        ("MPS backend out of memory", "MPS"),
-    ];
-    implied
-        .iter()
-        .find(|(marker, _)| text.contains(marker))
-        .map(|(_, device)| (*device).to_string())
+    let implied =
+        [("CPU out of memory", "CPU"), ("DefaultCPUAllocator", "CPU"), ("MPS backend out of memory", "MPS")];
+    implied.iter().find(|(marker, _)| text.contains(marker)).map(|(_, device)| (*device).to_string())
 }
 
 /// "Tried to allocate X"; the stock CPU allocator writes it lower-case ("you tried to allocate").
@@ -258,10 +244,7 @@ fn capacity_sentence(text: &str) -> Option<(u64, Option<u64>)> {
         .iter()
         .find_map(|marker| text.find(marker).map(|at| &text[at + marker.len()..]))?;
     let (total, rest) = split_size(rest)?;
-    let free = rest
-        .strip_prefix(" of which ")
-        .and_then(split_size)
-        .map(|(free, _)| free);
+    let free = rest.strip_prefix(" of which ").and_then(split_size).map(|(free, _)| free);
     Some((total, free))
 }
 
@@ -273,9 +256,7 @@ fn processes(text: &str) -> (Option<u64>, Option<u64>) {
         .filter_map(|(at, marker)| other_process(&text[at + marker.len()..]))
         .collect();
     let listed = own.into_iter().chain(others.iter().copied());
-    let all = listed.fold(None, |sum: Option<u64>, bytes| {
-        Some(sum.unwrap_or(0).saturating_add(bytes))
-    });
+    let all = listed.fold(None, |sum: Option<u64>, bytes| Some(sum.unwrap_or(0).saturating_add(bytes)));
     let own = match (own, others.as_slice()) {
         (Some(own), _) => Some(own),
         (None, [only]) => Some(*only),
@@ -312,14 +293,10 @@ fn size_before(text: &str, marker: &str) -> Option<u64> {
 /// A size at the start of `text` ("8.74 GiB (GPU 0; ..."), and the text after its unit.
 fn split_size(text: &str) -> Option<(u64, &str)> {
     let text = text.trim_start();
-    let number_end = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
+    let number_end = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
     let (number, rest) = text.split_at(number_end);
     let rest = rest.trim_start();
-    let unit_end = rest
-        .find(|c: char| !c.is_ascii_alphabetic())
-        .unwrap_or(rest.len());
+    let unit_end = rest.find(|c: char| !c.is_ascii_alphabetic()).unwrap_or(rest.len());
     let (unit, rest) = rest.split_at(unit_end);
     Some((size_in_bytes(number, unit)?, rest))
 }
@@ -351,9 +328,7 @@ fn size_in_bytes(number: &str, unit: &str) -> Option<u64> {
 
 /// The ASCII digits `text` starts with.
 fn leading_digits(text: &str) -> &str {
-    let end = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
+    let end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     &text[..end]
 }
 
@@ -589,11 +564,7 @@ mod tests {
 
     #[test]
     fn default_cpu_allocator_message() {
-        let expected = OomInfo {
-            device: Some("CPU".into()),
-            requested: Some(123),
-            ..OomInfo::default()
-        };
+        let expected = OomInfo { device: Some("CPU".into()), requested: Some(123), ..OomInfo::default() };
         assert!(is_oom(DEFAULT_CPU));
         assert_eq!(parse(DEFAULT_CPU), Some(expected));
     }
@@ -626,10 +597,7 @@ mod tests {
         let message = "CUDA out of memory. Tried to allocate 2.00 MiB.\nException raised from \
             malloc at /pytorch/c10/cuda/CUDACachingAllocator.cpp:1234 (most recent call first):\n\
             frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x9c";
-        assert_eq!(
-            clean(message),
-            "CUDA out of memory. Tried to allocate 2.00 MiB."
-        );
+        assert_eq!(clean(message), "CUDA out of memory. Tried to allocate 2.00 MiB.");
         assert_eq!(clean("  no backtrace here \n"), "no backtrace here");
         assert_eq!(clean("a\\nException raised from b"), "a");
         assert_eq!(clean(""), "");
@@ -642,10 +610,7 @@ mod tests {
         assert_eq!(parse_size_text("0 bytes"), Some(0));
         assert_eq!(parse_size_text(" 1023 bytes "), Some(1023));
         assert_eq!(parse_size_text("2 TiB"), Some(2 << 40));
-        assert_eq!(
-            parse_size_text("18446744073709551615 bytes"),
-            Some(u64::MAX)
-        );
+        assert_eq!(parse_size_text("18446744073709551615 bytes"), Some(u64::MAX));
         for bad in [
             "",
             "GiB",

@@ -13,11 +13,14 @@ impl Progress {
         let bar = match (quiet, len) {
             (true, _) => ProgressBar::hidden(),
             (false, Some(n)) => ProgressBar::new(n as u64).with_style(
-                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} trials  {msg}")
-                    .expect("valid template"),
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} trials  {msg}",
+                )
+                .expect("valid template"),
             ),
             (false, None) => ProgressBar::new_spinner().with_style(
-                ProgressStyle::with_template("{spinner} [{elapsed_precise}] trial {pos}  {msg}").expect("valid template"),
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] trial {pos}  {msg}")
+                    .expect("valid template"),
             ),
         };
         bar.enable_steady_tick(Duration::from_millis(200));

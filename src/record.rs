@@ -25,13 +25,8 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub const TRAINING: [Phase; 5] = [
-        Phase::ToDevice,
-        Phase::Forward,
-        Phase::Backward,
-        Phase::OptimizerStep,
-        Phase::ZeroGrad,
-    ];
+    pub const TRAINING: [Phase; 5] =
+        [Phase::ToDevice, Phase::Forward, Phase::Backward, Phase::OptimizerStep, Phase::ZeroGrad];
 
     pub fn as_str(self) -> &'static str {
         match self {

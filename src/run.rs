@@ -56,7 +56,8 @@ pub fn run(spec: &Spec, opts: &RunOptions) -> Result<RunReport> {
     let mut manifest = start_manifest(&spec_as_run, requested, device, &*probe, slug);
     manifest.write(&dir)?;
 
-    let mut exporters: Vec<Box<dyn Exporter>> = vec![Box::new(TraceCsv::create(&dir)?), Box::new(SummaryCsv::create(&dir)?)];
+    let mut exporters: Vec<Box<dyn Exporter>> =
+        vec![Box::new(TraceCsv::create(&dir)?), Box::new(SummaryCsv::create(&dir)?)];
     let result = run_trials(spec, &*probe, &mut exporters, opts.quiet);
     manifest.finished_at = Some(manifest::now());
     match &result {
@@ -72,7 +73,12 @@ pub fn run(spec: &Spec, opts: &RunOptions) -> Result<RunReport> {
     Ok(RunReport { dir, rows, manifest })
 }
 
-fn run_trials(spec: &Spec, probe: &dyn MemoryProbe, exporters: &mut [Box<dyn Exporter>], quiet: bool) -> Result<Vec<SummaryRow>> {
+fn run_trials(
+    spec: &Spec,
+    probe: &dyn MemoryProbe,
+    exporters: &mut [Box<dyn Exporter>],
+    quiet: bool,
+) -> Result<Vec<SummaryRow>> {
     let field = spec.sweep.as_ref().map(|s| s.field);
     let mut order = sweep::strategy(spec.sweep.as_ref().map(|s| &s.mode), spec.run.on_oom);
     let progress = Progress::new(order.len_hint(), quiet);
@@ -100,11 +106,14 @@ fn run_trials(spec: &Spec, probe: &dyn MemoryProbe, exporters: &mut [Box<dyn Exp
                 outcome.after_allocated
             );
         }
-        order.record(value, match row.status {
-            Status::Ok => Fit::Fits,
-            Status::Oom => Fit::Oom,
-            Status::Error => Fit::Error,
-        });
+        order.record(
+            value,
+            match row.status {
+                Status::Ok => Fit::Fits,
+                Status::Oom => Fit::Oom,
+                Status::Error => Fit::Error,
+            },
+        );
         rows.push(row);
     }
     progress.finish();
@@ -131,7 +140,13 @@ pub fn describe(row: &SummaryRow) -> String {
     }
 }
 
-fn summary_row(trial: usize, field: Option<Field>, value: f64, config: &Config, o: &TrialOutcome) -> SummaryRow {
+fn summary_row(
+    trial: usize,
+    field: Option<Field>,
+    value: f64,
+    config: &Config,
+    o: &TrialOutcome,
+) -> SummaryRow {
     let oom = o.oom.clone().unwrap_or_default();
     SummaryRow {
         trial,
@@ -175,7 +190,13 @@ pub fn answer(field: Field, rows: &[SummaryRow]) -> Answer {
     }
 }
 
-fn start_manifest(spec: &Spec, requested: DeviceChoice, device: tch::Device, probe: &dyn MemoryProbe, slug: String) -> Manifest {
+fn start_manifest(
+    spec: &Spec,
+    requested: DeviceChoice,
+    device: tch::Device,
+    probe: &dyn MemoryProbe,
+    slug: String,
+) -> Manifest {
     let budget_mechanism = probe.budget().map(|b| match device {
         tch::Device::Cuda(_) => format!(
             "CUDA caching allocator per_process_memory_fraction {:.6} of {} bytes",

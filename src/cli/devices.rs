@@ -21,8 +21,15 @@ pub fn print() -> Result<()> {
     for i in 0..n {
         match CudaProbe::new(i, None) {
             Ok(p) => {
-                let used = p.device_used().map(|u| format!(", {} used", ByteSize::b(u).display().iec())).unwrap_or_default();
-                println!("cuda:{i:<3} {}: {} total{used}", p.name(), ByteSize::b(p.capacity()).display().iec());
+                let used = p
+                    .device_used()
+                    .map(|u| format!(", {} used", ByteSize::b(u).display().iec()))
+                    .unwrap_or_default();
+                println!(
+                    "cuda:{i:<3} {}: {} total{used}",
+                    p.name(),
+                    ByteSize::b(p.capacity()).display().iec()
+                );
                 if let Some(d) = p.driver_version() {
                     println!("         driver {d}");
                 }

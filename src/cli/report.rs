@@ -15,16 +15,34 @@ pub fn charts(_spec: &Spec, _report: &RunReport) -> Result<Vec<PathBuf>> {
 
 pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {
     let m = &report.manifest;
-    let budget = m.device.budget_bytes.map(|b| format!(", budget {}", ByteSize::b(b).display().iec())).unwrap_or_default();
+    let budget = m
+        .device
+        .budget_bytes
+        .map(|b| format!(", budget {}", ByteSize::b(b).display().iec()))
+        .unwrap_or_default();
     println!("{} on {}{budget}: {} trials", spec.name, m.device.name, report.rows.len());
     if let (Some(sweep), Some(a)) = (&spec.sweep, &m.answer) {
         let name = sweep.field.column();
-        match a.largest_fit.and_then(|v| report.rows.iter().find(|r| r.status == Status::Ok && r.value == Some(v as f64))) {
-            Some(row) => println!("  largest {name} that fits: {}  ({})", a.largest_fit.unwrap_or_default(), describe(row).trim_start_matches("ok").trim()),
+        match a
+            .largest_fit
+            .and_then(|v| report.rows.iter().find(|r| r.status == Status::Ok && r.value == Some(v as f64)))
+        {
+            Some(row) => println!(
+                "  largest {name} that fits: {}  ({})",
+                a.largest_fit.unwrap_or_default(),
+                describe(row).trim_start_matches("ok").trim()
+            ),
             None => println!("  largest {name} that fits: none"),
         }
-        match a.first_oom.and_then(|v| report.rows.iter().find(|r| r.status == Status::Oom && r.value == Some(v as f64))) {
-            Some(row) => println!("  first OOM: {name} {}  ({})", a.first_oom.unwrap_or_default(), describe(row).trim_start_matches("OOM").trim()),
+        match a
+            .first_oom
+            .and_then(|v| report.rows.iter().find(|r| r.status == Status::Oom && r.value == Some(v as f64)))
+        {
+            Some(row) => println!(
+                "  first OOM: {name} {}  ({})",
+                a.first_oom.unwrap_or_default(),
+                describe(row).trim_start_matches("OOM").trim()
+            ),
             None => println!("  first OOM: none up to the sweep's end"),
         }
     } else {

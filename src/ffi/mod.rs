@@ -145,8 +145,5 @@ pub fn cuda_runtime_version() -> Option<String> {
 pub fn libtorch_path() -> Option<String> {
     // `call` hands back the buffer's text as the error; here it is the answer.
     // SAFETY: buffer from `call`.
-    match call(|e, l| unsafe { 1 - oomlab_libtorch_path(e, l) }) {
-        Ok(()) => None,
-        Err(path) => Some(path),
-    }
+    call(|e, l| unsafe { 1 - oomlab_libtorch_path(e, l) }).err()
 }

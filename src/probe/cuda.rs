@@ -112,7 +112,10 @@ impl MemoryProbe for CudaProbe {
     }
     fn counters(&self) -> Result<Counters> {
         let s = self.stats()?;
-        Ok(Counters { num_ooms: s.num_ooms.max(0) as u64, num_alloc_retries: s.num_alloc_retries.max(0) as u64 })
+        Ok(Counters {
+            num_ooms: s.num_ooms.max(0) as u64,
+            num_alloc_retries: s.num_alloc_retries.max(0) as u64,
+        })
     }
     fn device_used(&self) -> Option<u64> {
         let info = self.nvml.as_ref()?.device_by_index(self.index as u32).ok()?.memory_info().ok()?;

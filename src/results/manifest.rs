@@ -104,7 +104,8 @@ pub fn git_info() -> GitInfo {
     };
     GitInfo {
         revision: git(&["rev-parse", "HEAD"]),
-        dirty: git(&["status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"]).map(|s| !s.is_empty()),
+        dirty: git(&["status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"])
+            .map(|s| !s.is_empty()),
     }
 }
 

@@ -54,12 +54,7 @@ pub struct ModelSpec {
 pub enum DataSpec {
     /// Seeded random features with labels from a fixed random linear teacher, made on the
     /// device. Invariants: all counts >= 1, `classes >= 2`.
-    Synthetic {
-        samples: usize,
-        features: usize,
-        classes: usize,
-        seed: u64,
-    },
+    Synthetic { samples: usize, features: usize, classes: usize, seed: u64 },
     /// A CSV file with a header: one integer label column, every other column a feature.
     Csv {
         /// Resolved against the spec's folder.
@@ -305,13 +300,17 @@ impl Config {
 impl OptimizerSpec {
     pub fn lr(&self) -> f64 {
         match *self {
-            OptimizerSpec::Sgd { lr, .. } | OptimizerSpec::Adam { lr, .. } | OptimizerSpec::AdamW { lr, .. } => lr,
+            OptimizerSpec::Sgd { lr, .. }
+            | OptimizerSpec::Adam { lr, .. }
+            | OptimizerSpec::AdamW { lr, .. } => lr,
         }
     }
 
     fn set_lr(&mut self, value: f64) {
         match self {
-            OptimizerSpec::Sgd { lr, .. } | OptimizerSpec::Adam { lr, .. } | OptimizerSpec::AdamW { lr, .. } => *lr = value,
+            OptimizerSpec::Sgd { lr, .. }
+            | OptimizerSpec::Adam { lr, .. }
+            | OptimizerSpec::AdamW { lr, .. } => *lr = value,
         }
     }
 
@@ -327,6 +326,7 @@ impl OptimizerSpec {
 
 /// Reads and validates a spec file. (Placeholder until the validator lands.)
 pub fn load(path: &std::path::Path) -> Result<Spec, SpecError> {
-    let text = std::fs::read_to_string(path).map_err(|e| SpecError(format!("{}: cannot read: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SpecError(format!("{}: cannot read: {e}", path.display())))?;
     parse(&text, path)
 }

@@ -21,7 +21,14 @@ pub struct Search {
 impl Search {
     /// Requires `1 <= start <= max` and `factor >= 2` (the spec validator guarantees it).
     pub fn new(start: u64, factor: u64, max: u64) -> Self {
-        Search { factor: factor.max(2), max, largest_fit: 0, first_oom: None, pending: Some(start.clamp(1, max.max(1))), done: false }
+        Search {
+            factor: factor.max(2),
+            max,
+            largest_fit: 0,
+            first_oom: None,
+            pending: Some(start.clamp(1, max.max(1))),
+            done: false,
+        }
     }
 
     /// The answer once done: the largest value that fits, if any did.

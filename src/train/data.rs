@@ -94,7 +94,10 @@ fn read_csv(path: &Path, label: &str) -> Result<Table> {
             let col = &headers[j];
             if j == li {
                 let v: i64 = field.trim().parse().ok().filter(|v| *v >= 0).with_context(|| {
-                    format!("{}: row {row}, column `{col}`: label `{field}` is not a class index (0, 1, 2, ...)", path.display())
+                    format!(
+                        "{}: row {row}, column `{col}`: label `{field}` is not a class index (0, 1, 2, ...)",
+                        path.display()
+                    )
                 })?;
                 labels.push(v);
             } else {

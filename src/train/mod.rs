@@ -48,7 +48,8 @@ pub struct TrialOutcome {
 impl TrialOutcome {
     /// Bytes still allocated after clean-up that were not there before: a leak.
     pub fn leaked(&self) -> Option<u64> {
-        (self.after_allocated > self.baseline_allocated).then(|| self.after_allocated - self.baseline_allocated)
+        (self.after_allocated > self.baseline_allocated)
+            .then(|| self.after_allocated - self.baseline_allocated)
     }
 }
 
@@ -78,7 +79,8 @@ pub fn run_trial(
     let mut progress = Progress::default();
     // Everything the trial allocates lives inside this call, so it is all dropped when it
     // returns, however it returns. catch_unwind is a last guard: only fallible calls are used.
-    let result = catch_unwind(AssertUnwindSafe(|| step::train(config, probe.device(), &mut rec, &mut progress)));
+    let result =
+        catch_unwind(AssertUnwindSafe(|| step::train(config, probe.device(), &mut rec, &mut progress)));
     let (peak, step_seconds) = (rec.peak, rec.mean_step_seconds());
     drop(rec);
     probe.empty_cache()?;

@@ -22,7 +22,8 @@ impl Linear {
         let bound = 1.0 / (inputs as f64).sqrt();
         let param = |shape: &[i64]| -> Result<Tensor, TchError> {
             let mut t = Tensor::f_empty(shape, (kind, device))?;
-            t.f_uniform_(-bound, bound)?;
+            // In place; the returned handle is the same tensor.
+            let _ = t.f_uniform_(-bound, bound)?;
             t.f_set_requires_grad(true)
         };
         Ok(Linear { weight: param(&[outputs as i64, inputs as i64])?, bias: param(&[outputs as i64])? })
@@ -41,10 +42,8 @@ impl Mlp {
         let mut widths = vec![inputs];
         widths.extend(std::iter::repeat_n(hidden, depth));
         widths.push(classes);
-        let layers = widths
-            .windows(2)
-            .map(|w| Linear::new(w[0], w[1], kind, device))
-            .collect::<Result<_, _>>()?;
+        let layers =
+            widths.windows(2).map(|w| Linear::new(w[0], w[1], kind, device)).collect::<Result<_, _>>()?;
         Ok(Mlp { layers })
     }
 

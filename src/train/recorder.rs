@@ -40,12 +40,28 @@ pub struct Recorder<'a> {
 }
 
 impl<'a> Recorder<'a> {
-    pub fn new(probe: &'a dyn MemoryProbe, trial: usize, sink: &'a mut dyn FnMut(&PhaseRecord) -> Result<()>) -> Self {
-        Recorder { probe, trial, start: Instant::now(), sink, peak: MemSnapshot::default(), step_seconds: Vec::new() }
+    pub fn new(
+        probe: &'a dyn MemoryProbe,
+        trial: usize,
+        sink: &'a mut dyn FnMut(&PhaseRecord) -> Result<()>,
+    ) -> Self {
+        Recorder {
+            probe,
+            trial,
+            start: Instant::now(),
+            sink,
+            peak: MemSnapshot::default(),
+            step_seconds: Vec::new(),
+        }
     }
 
     /// Runs `f` as `phase` of `step`, recording its memory even when it fails.
-    pub fn phase<T>(&mut self, step: usize, phase: Phase, f: impl FnOnce() -> Result<T, TchError>) -> Result<T, Stop> {
+    pub fn phase<T>(
+        &mut self,
+        step: usize,
+        phase: Phase,
+        f: impl FnOnce() -> Result<T, TchError>,
+    ) -> Result<T, Stop> {
         self.probe.reset_peak()?;
         let t0 = Instant::now();
         let out = f();

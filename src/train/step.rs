@@ -9,7 +9,12 @@ use super::Progress;
 use crate::record::Phase;
 use crate::spec::{Config, OptimizerSpec};
 
-pub(super) fn train(config: &Config, device: Device, rec: &mut Recorder, progress: &mut Progress) -> Result<(), Stop> {
+pub(super) fn train(
+    config: &Config,
+    device: Device,
+    rec: &mut Recorder,
+    progress: &mut Progress,
+) -> Result<(), Stop> {
     let kind = config.training.dtype.kind();
     let data = rec.phase(0, Phase::Data, || data::make(&config.data, kind, device))?;
     (progress.samples, progress.features, progress.classes) = (data.samples(), data.features, data.classes);
@@ -44,7 +49,8 @@ pub(super) fn train(config: &Config, device: Device, rec: &mut Recorder, progres
 fn gather(data: &Dataset, step: usize, batch: usize) -> Result<(Tensor, Tensor), TchError> {
     let n = data.samples() as i64;
     let start = ((step - 1) * batch) as i64 % n;
-    let idx = Tensor::f_arange_start(start, start + batch as i64, (tch::Kind::Int64, data.x.device()))?.f_remainder(n)?;
+    let idx = Tensor::f_arange_start(start, start + batch as i64, (tch::Kind::Int64, data.x.device()))?
+        .f_remainder(n)?;
     Ok((data.x.f_index_select(0, &idx)?, data.y.f_index_select(0, &idx)?))
 }
 
@@ -52,9 +58,15 @@ fn gather(data: &Dataset, step: usize, batch: usize) -> Result<(Tensor, Tensor),
 /// State is allocated at the first step, for parameters that have a gradient.
 fn optimizer(spec: &OptimizerSpec, model: &Mlp) -> Result<COptimizer, TchError> {
     let mut opt = match *spec {
-        OptimizerSpec::Sgd { lr, momentum, weight_decay } => COptimizer::sgd(lr, momentum, 0.0, weight_decay, false)?,
-        OptimizerSpec::Adam { lr, weight_decay } => COptimizer::adam(lr, 0.9, 0.999, weight_decay, 1e-8, false)?,
-        OptimizerSpec::AdamW { lr, weight_decay } => COptimizer::adamw(lr, 0.9, 0.999, weight_decay, 1e-8, false)?,
+        OptimizerSpec::Sgd { lr, momentum, weight_decay } => {
+            COptimizer::sgd(lr, momentum, 0.0, weight_decay, false)?
+        }
+        OptimizerSpec::Adam { lr, weight_decay } => {
+            COptimizer::adam(lr, 0.9, 0.999, weight_decay, 1e-8, false)?
+        }
+        OptimizerSpec::AdamW { lr, weight_decay } => {
+            COptimizer::adamw(lr, 0.9, 0.999, weight_decay, 1e-8, false)?
+        }
     };
     for p in model.parameters() {
         opt.add_parameters(p, 0)?;

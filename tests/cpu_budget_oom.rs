@@ -1,0 +1,102 @@
+//! End to end on CPU with real libtorch: a depth search under a budget chosen so that arithmetic
+//! predicts the boundary, then exact byte counts per phase, the baseline after every trial, and
+//! complete results on disk.
+mod common;
+
+use common::{tiny_spec, Sandbox};
+use oomlab::record::{Phase, Status};
+use oomlab::results::{self, Manifest};
+use oomlab::run::{self, RunOptions};
+
+const D: u64 = 32; // features
+const H: u64 = 256; // hidden width
+const K: u64 = 4; // classes
+const N: u64 = 32; // samples
+const B: u64 = 4; // batch
+
+/// Parameters of the MLP with `depth` hidden layers.
+fn params(depth: u64) -> u64 {
+    (D * H + H) + (depth - 1) * (H * H + H) + (H * K + K)
+}
+
+#[test]
+fn depth_search_stops_where_arithmetic_says_and_memory_returns_to_baseline() {
+    let sandbox = Sandbox::new();
+    // With plain SGD the step holds parameters and gradients (8 bytes per parameter) plus the
+    // data set and a few small activations. Give depth 6 that, plus half a hidden layer: depth 6
+    // fits, depth 7 needs a whole layer (526,336 bytes) more and cannot.
+    let data_bytes = N * D * 4 + N * 8;
+    let half_layer = 4 * (H * H + H);
+    let budget = data_bytes + 8 * params(6) + half_layer;
+    let text = tiny_spec(
+        "depth_oom",
+        "hidden = 256",
+        Some(budget),
+        "[sweep]\nfield = \"model.depth\"\nsearch = { start = 1, factor = 2, max = 64 }\n",
+    );
+    let path = sandbox.spec("depth_oom.toml", &text);
+    let spec = oomlab::spec::load(&path).expect("valid spec");
+    let opts = RunOptions { device: None, budget: None, out: sandbox.out(), force: false, quiet: true };
+    let report = run::run(&spec, &opts).expect("run completes");
+
+    // The boundary.
+    let answer = report.manifest.answer.clone().expect("a sweep has an answer");
+    assert_eq!((answer.largest_fit, answer.first_oom), (Some(6), Some(7)), "rows: {:#?}", report.rows);
+    let tried: Vec<u64> = report.rows.iter().map(|r| r.value.unwrap() as u64).collect();
+    assert_eq!(tried, vec![1, 2, 4, 8, 6, 7]);
+
+    // Every trial, OOM or not, gives its memory back.
+    for r in &report.rows {
+        assert_eq!(r.after_allocated, r.baseline_allocated, "trial {} leaked", r.trial);
+    }
+    let oom = report.rows.iter().find(|r| r.value == Some(7.0)).unwrap();
+    assert_eq!(oom.status, Status::Oom);
+    assert_eq!(oom.phase, Some(Phase::Backward), "gradients are what no longer fit");
+    let requested = oom.oom_requested.expect("the message says what was requested");
+    assert!(requested > 0 && requested <= 4 * (H * H + H), "requested {requested}");
+    let cap = oom.oom_total_capacity.unwrap() as f64;
+    assert!((cap - budget as f64).abs() / (budget as f64) < 0.01, "capacity {cap} vs budget {budget}");
+    assert!(oom.max_memory_allocated <= budget);
+
+    // Exact bytes, phase by phase, for the depth-6 trial (CPU counting is exact).
+    let trace = results::read_trace(&report.dir).unwrap();
+    let six = report.rows.iter().find(|r| r.value == Some(6.0)).unwrap();
+    assert_eq!(six.param_count, params(6));
+    let at = |phase: Phase, step: usize| {
+        let rec = trace.iter().find(|t| t.trial == six.trial && t.phase == phase && t.step == step).unwrap();
+        rec.memory_allocated - six.baseline_allocated
+    };
+    let p = 4 * params(6);
+    let batch = B * D * 4 + B * 8;
+    assert_eq!(at(Phase::Data, 0), data_bytes, "the data set");
+    assert_eq!(at(Phase::Model, 0), data_bytes + p, "plus parameters; SGD has no state");
+    assert_eq!(at(Phase::ToDevice, 1), data_bytes + p + batch, "plus the batch");
+    // After backward the graph's saved activations are freed and the gradients are there; the
+    // scalar loss (4 bytes) is still held.
+    assert_eq!(at(Phase::Backward, 1), data_bytes + 2 * p + batch + 4, "plus gradients");
+    assert_eq!(at(Phase::OptimizerStep, 1), data_bytes + 2 * p + batch + 4, "plain SGD allocates nothing");
+    assert_eq!(at(Phase::ZeroGrad, 1), data_bytes + p + batch + 4, "zero_grad frees the gradients");
+
+    // The files are complete.
+    let summary = results::read_summary(&report.dir).unwrap();
+    assert_eq!(summary, report.rows);
+    let trials_in_trace: std::collections::BTreeSet<usize> = trace.iter().map(|t| t.trial).collect();
+    assert_eq!(trials_in_trace.len(), summary.len());
+    let manifest = Manifest::read(&report.dir).unwrap();
+    assert_eq!(manifest.status, "complete");
+    assert_eq!(manifest.device.budget_bytes, Some(budget));
+    assert_eq!(manifest.versions.libtorch, "2.11.0");
+    assert!(manifest.finished_at.is_some() && manifest.git.revision.is_some());
+    assert!(manifest.spec_source.contains("depth_oom"));
+}
+
+#[test]
+fn a_budget_above_available_memory_is_refused() {
+    let sandbox = Sandbox::new();
+    let text = tiny_spec("too_big", "hidden = 8\ndepth = 1", Some(1 << 50), "");
+    let spec = oomlab::spec::load(&sandbox.spec("t.toml", &text)).unwrap();
+    let opts = RunOptions { device: None, budget: None, out: sandbox.out(), force: false, quiet: true };
+    let err = format!("{:#}", run::run(&spec, &opts).err().expect("refused"));
+    assert!(err.contains("available memory"), "{err}");
+    assert!(!sandbox.out().join("cpu").exists(), "nothing written for a refused run");
+}
