@@ -1,0 +1,117 @@
+//! The binary as a user meets it: help, bad input, a full run, overwriting, and a run killed
+//! mid-sweep.
+mod common;
+
+use std::process::Command as Std;
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use common::{tiny_spec, Sandbox};
+use predicates::prelude::*;
+
+fn oomlab() -> Command {
+    Command::cargo_bin("oomlab").unwrap()
+}
+
+#[test]
+fn help_teaches_with_examples() {
+    oomlab().arg("--help").assert().success().stdout(predicate::str::contains("Examples:"));
+    oomlab()
+        .args(["run", "--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("--budget").and(predicate::str::contains("15.90GiB")));
+}
+
+#[test]
+fn unknown_key_is_named_and_nothing_is_written() {
+    let sb = Sandbox::new();
+    let text = tiny_spec("bad", "hidden = 8\ndepth = 1\nwidht = 3", None, "");
+    let spec = sb.spec("bad.toml", &text);
+    oomlab()
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("widht").and(predicate::str::contains("bad.toml")));
+    assert!(!sb.out().exists(), "a bad spec writes nothing");
+}
+
+#[test]
+fn negative_depth_is_named() {
+    let sb = Sandbox::new();
+    let spec = sb.spec("neg.toml", &tiny_spec("neg", "hidden = 8\ndepth = -3", None, ""));
+    oomlab()
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("model.depth"));
+}
+
+#[test]
+fn bad_budget_flag_is_named() {
+    let sb = Sandbox::new();
+    let spec = sb.spec("ok.toml", &tiny_spec("ok", "hidden = 8\ndepth = 1", None, ""));
+    oomlab()
+        .args(["run", spec.to_str().unwrap(), "--budget", "lots"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("--budget"));
+}
+
+#[test]
+fn a_run_writes_results_and_refuses_to_overwrite_without_force() {
+    let sb = Sandbox::new();
+    let sweep = "[sweep]\nfield = \"model.depth\"\nvalues = [1, 2]\n";
+    let spec = sb.spec("two.toml", &tiny_spec("two", "hidden = 16", None, sweep));
+    let args = ["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap()];
+    oomlab().args(args).assert().success().stdout(predicate::str::contains("largest depth that fits: 2"));
+    let dirs: Vec<_> = std::fs::read_dir(sb.out()).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(dirs.len(), 1, "one device folder");
+    let dir = dirs[0].join("two");
+    for f in ["manifest.json", "trace.csv", "summary.csv", "peak_vs_depth.png", "peak_vs_depth.svg"] {
+        assert!(dir.join(f).exists(), "{f} missing");
+    }
+    let before = std::fs::read(dir.join("summary.csv")).unwrap();
+    oomlab().args(args).assert().failure().stderr(predicate::str::contains("--force"));
+    assert_eq!(std::fs::read(dir.join("summary.csv")).unwrap(), before, "untouched without --force");
+    oomlab().args(args).arg("--force").assert().success();
+}
+
+#[test]
+fn devices_lists_libtorch() {
+    oomlab().arg("devices").assert().success().stdout(predicate::str::contains("libtorch 2.11.0"));
+}
+
+#[test]
+fn a_killed_run_keeps_every_completed_trial() {
+    let sb = Sandbox::new();
+    // Trial 1 is quick; trial 2 trains long enough to be killed in the middle.
+    let sweep = "[sweep]\nfield = \"training.steps\"\nvalues = [1, 100000, 100000]\n";
+    let spec = sb.spec("long.toml", &tiny_spec("long", "hidden = 64\ndepth = 2", None, sweep));
+    let mut child = Std::new(assert_cmd::cargo::cargo_bin("oomlab"))
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"])
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let summary = loop {
+        let found = walk(&sb.out()).into_iter().find(|p| p.ends_with("summary.csv"));
+        if let Some(p) = found.filter(|p| std::fs::read_to_string(p).unwrap().lines().count() >= 2) {
+            break p;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "trial 1 never reached summary.csv");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap(); // SIGKILL: no chance to clean up
+    child.wait().unwrap();
+    let rows = oomlab::results::read_summary(summary.parent().unwrap()).expect("summary.csv parses");
+    assert_eq!(rows.len(), 1, "trial 1 complete, trial 2 was cut");
+    assert_eq!(rows[0].status, oomlab::record::Status::Ok);
+    let manifest = oomlab::results::Manifest::read(summary.parent().unwrap()).unwrap();
+    assert_eq!(manifest.status, "running", "a killed run is recognisable");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else { return vec![] };
+    rd.flatten().flat_map(|e| if e.path().is_dir() { walk(&e.path()) } else { vec![e.path()] }).collect()
+}
