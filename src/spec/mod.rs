@@ -3,7 +3,7 @@
 //!
 //! A spec describes a base [`Config`] (model, data, training), how to run it ([`RunSpec`]) and
 //! optionally a [`Sweep`] that varies one numeric field across trials.
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -13,7 +13,15 @@ mod raw;
 pub mod size;
 mod validate;
 
+pub use size::{format_size, parse_size};
 pub use validate::{parse, SpecError};
+
+/// Reads and validates the spec at `path`.
+pub fn load(path: &Path) -> Result<Spec, SpecError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SpecError(format!("{}: cannot read the spec: {e}", path.display())))?;
+    parse(&text, path)
+}
 
 /// A validated experiment spec.
 #[derive(Debug, Clone, Serialize)]

@@ -1,15 +1,1557 @@
 //! Raw spec to typed [`Spec`](super::Spec), with errors that name the file, line, key and fix.
-//! (To be filled in.)
-use std::path::Path;
+//!
+//! Every error is one line: `file:line:col: key: what is wrong; how to fix it`. Serde-level errors
+//! (unknown keys, wrong types, TOML syntax) come with a byte span from `toml`; we turn the span
+//! into a line and column and, by reading the text before it, into the table and key it belongs
+//! to. Semantic errors use the spans that [`raw`](super::raw) keeps on every value.
+use std::collections::HashMap;
+use std::fmt::Display;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
 
-use super::Spec;
+use toml::Value;
+
+use super::raw::{
+    RawData, RawModel, RawRun, RawSearch, RawSpec, RawSweep, RawTraining, Tab, Table, S,
+};
+use super::size::parse_size;
+use super::{
+    Config, DataSpec, Dtype, Field, ModelSpec, OnOom, OptimizerSpec, RunSpec, Spec, Sweep,
+    SweepMode, TrainingSpec,
+};
+use crate::device::DeviceChoice;
 
 /// A spec that cannot be run, and why.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct SpecError(pub String);
 
-/// Parses and validates spec text read from `path`.
+/// Parses and validates spec text read from `path`. Relative CSV paths are resolved against the
+/// folder of `path`.
 pub fn parse(text: &str, path: &Path) -> Result<Spec, SpecError> {
-    Err(SpecError(format!("{}: spec parsing is not written yet ({} bytes)", path.display(), text.len())))
+    let mut cx = Cx {
+        text,
+        path,
+        spans: HashMap::new(),
+        omitted: None,
+    };
+    let raw: RawSpec = toml::from_str(text).map_err(|e| cx.toml_error(&e))?;
+    cx.spec(raw)
+}
+
+/// What a key means and how it is written, for the "how to fix it" half of messages.
+struct KeyInfo {
+    key: &'static str,
+    /// Reads after "set it to".
+    about: &'static str,
+    example: &'static str,
+}
+
+#[rustfmt::skip]
+const KEYS: &[KeyInfo] = &[
+    KeyInfo { key: "experiment.name", about: "a folder name of lowercase letters, digits, _ and -", example: r#"name = "depth_sweep""# },
+    KeyInfo { key: "experiment.description", about: "a sentence about the experiment", example: r#"description = "activation memory against depth""# },
+    KeyInfo { key: "model.hidden", about: "the width of each hidden layer", example: "hidden = 512" },
+    KeyInfo { key: "model.depth", about: "the number of hidden layers", example: "depth = 4" },
+    KeyInfo { key: "data.kind", about: r#""synthetic" or "csv""#, example: r#"kind = "synthetic""# },
+    KeyInfo { key: "data.samples", about: "the number of rows of synthetic data", example: "samples = 1024" },
+    KeyInfo { key: "data.features", about: "the number of input features", example: "features = 20" },
+    KeyInfo { key: "data.classes", about: "the number of classes, at least 2", example: "classes = 10" },
+    KeyInfo { key: "data.seed", about: "the seed of the synthetic data", example: "seed = 0" },
+    KeyInfo { key: "data.path", about: "a CSV file, relative to the spec's folder", example: r#"path = "data/iris.csv""# },
+    KeyInfo { key: "data.label", about: "the name of the integer label column", example: r#"label = "species""# },
+    KeyInfo { key: "training.optimizer", about: r#""sgd", "adam" or "adamw""#, example: r#"optimizer = "adam""# },
+    KeyInfo { key: "training.lr", about: "the learning rate", example: "lr = 0.001" },
+    KeyInfo { key: "training.momentum", about: "the SGD momentum, 0 <= m < 1", example: "momentum = 0.9" },
+    KeyInfo { key: "training.weight_decay", about: "the weight decay", example: "weight_decay = 0.01" },
+    KeyInfo { key: "training.batch_size", about: "the rows per step", example: "batch_size = 32" },
+    KeyInfo { key: "training.steps", about: "the optimizer steps per trial", example: "steps = 2" },
+    KeyInfo { key: "training.dtype", about: "float32, float64, bfloat16 or float16", example: r#"dtype = "float32""# },
+    KeyInfo { key: "training.seed", about: "the seed of initialisation and batch order", example: "seed = 0" },
+    KeyInfo { key: "run.device", about: "auto, cpu, cuda or cuda:N", example: r#"device = "auto""# },
+    KeyInfo { key: "run.budget", about: "a size or a whole number of bytes", example: r#"budget = "15.90GiB""# },
+    KeyInfo { key: "run.on_oom", about: r#""continue" or "stop""#, example: r#"on_oom = "continue""# },
+    KeyInfo { key: "sweep.field", about: "the field to vary", example: r#"field = "model.depth""# },
+    KeyInfo { key: "sweep.values", about: "the values to try, in order", example: "values = [1, 2, 4]" },
+    KeyInfo { key: "sweep.search", about: "a search that grows until out of memory", example: "search = { start = 1, factor = 2, max = 4096 }" },
+    KeyInfo { key: "sweep.search.start", about: "the first value, at least 1", example: "search = { start = 1, factor = 2, max = 4096 }" },
+    KeyInfo { key: "sweep.search.factor", about: "the growth factor, at least 2", example: "search = { start = 1, factor = 2, max = 4096 }" },
+    KeyInfo { key: "sweep.search.max", about: "the largest value to try, at least start", example: "search = { start = 1, factor = 2, max = 4096 }" },
+];
+
+const TABLES: [&str; 6] = ["experiment", "model", "data", "training", "run", "sweep"];
+
+/// The entry for a dotted key; `sweep.values[2]` finds `sweep.values`.
+fn info(key: &str) -> Option<&'static KeyInfo> {
+    let key = key.split('[').next().unwrap_or(key);
+    KEYS.iter().find(|k| k.key == key)
+}
+
+/// How to fix a bad value of `key`, e.g. "set it to the number of hidden layers, e.g. depth = 4".
+fn fix(key: &str) -> String {
+    match info(key) {
+        Some(i) => format!("set it to {}, e.g. {}", i.about, i.example),
+        None if TABLES.contains(&key) => format!("write it as a [{key}] table"),
+        None => "check it against the spec format".into(),
+    }
+}
+
+/// A value of a sweep, with where it was written and the key to name it by.
+struct Point {
+    value: f64,
+    span: Range<usize>,
+    key: String,
+}
+
+/// A parsed `[sweep]` before the base config it will be checked against exists.
+struct Draft {
+    field: Field,
+    field_span: Range<usize>,
+    mode: SweepMode,
+    /// The values to check against the base: every list value, or a search's start and max.
+    points: Vec<Point>,
+}
+
+/// The text being validated, and what we learn about it on the way.
+struct Cx<'a> {
+    text: &'a str,
+    path: &'a Path,
+    /// Where each key's value was written, to place the errors `Config::check` names by key.
+    spans: HashMap<&'static str, Range<usize>>,
+    /// The swept field, when its base value was left out and comes from the sweep's first value.
+    omitted: Option<Field>,
+}
+
+/// Splits an optional table into its header span and its contents (empty when absent).
+fn split<T: Default>(table: Tab<T>) -> (Option<Range<usize>>, T) {
+    match table {
+        Some(t) => (Some(t.span()), t.into_inner().0),
+        None => (None, T::default()),
+    }
+}
+
+impl Cx<'_> {
+    // ---- building the spec -------------------------------------------------------------------
+
+    fn spec(&mut self, raw: RawSpec) -> Result<Spec, SpecError> {
+        let (exp_span, exp) = split(raw.experiment);
+        let name = self.require(exp.name, "experiment.name", &exp_span)?;
+        let name = self.name(&name)?;
+        let description = exp.description.map(|d| d.into_inner()).unwrap_or_default();
+        // The sweep comes first: it decides whether the swept field may be left out of its table.
+        let draft = self.sweep(raw.sweep)?;
+        let swept = draft.as_ref().map(|d| d.field);
+        let model = self.model(raw.model, swept)?;
+        let data = self.data(raw.data, swept)?;
+        let training = self.training(raw.training, swept)?;
+        let run = self.run(raw.run)?;
+        let base = self.base(
+            Config {
+                model,
+                data,
+                training,
+            },
+            draft.as_ref(),
+        )?;
+        Ok(Spec {
+            path: self.path.to_path_buf(),
+            source: self.text.to_string(),
+            name,
+            description,
+            base,
+            run,
+            sweep: draft.map(|d| Sweep {
+                field: d.field,
+                mode: d.mode,
+            }),
+        })
+    }
+
+    fn name(&self, v: &S<String>) -> Result<String, SpecError> {
+        let name = v.get_ref();
+        let ok = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+        if !ok {
+            return Err(self.bad(
+                &v.span(),
+                "experiment.name",
+                "lowercase letters, digits, _ or -",
+                format!("{name:?}"),
+            ));
+        }
+        Ok(name.clone())
+    }
+
+    fn model(&mut self, raw: Tab<RawModel>, swept: Option<Field>) -> Result<ModelSpec, SpecError> {
+        let (table, m) = split(raw);
+        Ok(ModelSpec {
+            hidden: self.count_or_swept(m.hidden, Field::Hidden, 1, &table, swept, None)?,
+            depth: self.count_or_swept(m.depth, Field::Depth, 0, &table, swept, None)?,
+        })
+    }
+
+    fn data(&mut self, raw: Tab<RawData>, swept: Option<Field>) -> Result<DataSpec, SpecError> {
+        let (table, d) = split(raw);
+        let csv = match &d.kind {
+            Some(k) => self.word(k, "data.kind", &[("synthetic", false), ("csv", true)])?,
+            None => false,
+        };
+        if csv {
+            let synthetic_only = [
+                ("data.samples", span(&d.samples)),
+                ("data.features", span(&d.features)),
+                ("data.classes", span(&d.classes)),
+                ("data.seed", span(&d.seed)),
+            ];
+            self.reject(&synthetic_only, r#"is only read for kind = "synthetic"; remove it (a CSV's rows and columns come from the file)"#)?;
+            let path = self.require(d.path, "data.path", &table)?;
+            let label = self.require(d.label, "data.label", &table)?;
+            let path = self.nonempty(&path, "data.path")?;
+            let label = self.nonempty(&label, "data.label")?;
+            return Ok(DataSpec::Csv {
+                path: self.resolve(&path),
+                label,
+            });
+        }
+        let csv_only = [("data.path", span(&d.path)), ("data.label", span(&d.label))];
+        self.reject(
+            &csv_only,
+            r#"is only read for kind = "csv"; remove it, or add kind = "csv" under [data]"#,
+        )?;
+        Ok(DataSpec::Synthetic {
+            samples: self.count_or_swept(d.samples, Field::Samples, 1, &table, swept, None)?,
+            features: self.count_or_swept(d.features, Field::Features, 1, &table, swept, None)?,
+            classes: {
+                let classes = self.require(d.classes, "data.classes", &table)?;
+                self.count(&classes, "data.classes", 2)?
+            },
+            seed: self.seed(d.seed, "data.seed")?,
+        })
+    }
+
+    fn training(
+        &mut self,
+        raw: Tab<RawTraining>,
+        swept: Option<Field>,
+    ) -> Result<TrainingSpec, SpecError> {
+        let (table, t) = split(raw);
+        let optimizer = self.require(t.optimizer, "training.optimizer", &table)?;
+        let optimizer = self.word(
+            &optimizer,
+            "training.optimizer",
+            &[("sgd", "sgd"), ("adam", "adam"), ("adamw", "adamw")],
+        )?;
+        let lr = match &t.lr {
+            Some(v) => self.float(v, "training.lr", "a number > 0", |x| x > 0.0)?,
+            None => {
+                if swept == Some(Field::Lr) {
+                    self.omitted = Some(Field::Lr);
+                }
+                0.001
+            }
+        };
+        let momentum = match &t.momentum {
+            // Adam's betas play momentum's part; a momentum there would silently do nothing.
+            Some(v) if optimizer != "sgd" => {
+                return Err(self.at(
+                    &v.span(),
+                    format!(
+                        r#"training.momentum: only sgd uses momentum, but optimizer = "{optimizer}"; remove momentum, or set optimizer = "sgd""#
+                    ),
+                ))
+            }
+            Some(v) => self.float(v, "training.momentum", "a number in 0 <= m < 1", |x| {
+                (0.0..1.0).contains(&x)
+            })?,
+            None => 0.0,
+        };
+        let weight_decay = match &t.weight_decay {
+            Some(v) => self.float(v, "training.weight_decay", "a number >= 0", |x| x >= 0.0)?,
+            None => 0.0,
+        };
+        let optimizer = match optimizer {
+            "sgd" => OptimizerSpec::Sgd {
+                lr,
+                momentum,
+                weight_decay,
+            },
+            "adam" => OptimizerSpec::Adam { lr, weight_decay },
+            _ => OptimizerSpec::AdamW { lr, weight_decay },
+        };
+        Ok(TrainingSpec {
+            optimizer,
+            batch_size: self.count_or_swept(
+                t.batch_size,
+                Field::BatchSize,
+                1,
+                &table,
+                swept,
+                None,
+            )?,
+            steps: self.count_or_swept(t.steps, Field::Steps, 1, &table, swept, Some(2))?,
+            dtype: match &t.dtype {
+                Some(v) => self.word(
+                    v,
+                    "training.dtype",
+                    &[
+                        ("float32", Dtype::Float32),
+                        ("float64", Dtype::Float64),
+                        ("bfloat16", Dtype::Bfloat16),
+                        ("float16", Dtype::Float16),
+                    ],
+                )?,
+                None => Dtype::Float32,
+            },
+            seed: self.seed(t.seed, "training.seed")?,
+        })
+    }
+
+    fn run(&mut self, raw: Tab<RawRun>) -> Result<RunSpec, SpecError> {
+        let (_, r) = split(raw);
+        let device = match &r.device {
+            Some(v) => v
+                .get_ref()
+                .parse::<DeviceChoice>()
+                .map_err(|e| self.at(&v.span(), format!("run.device: {e}")))?,
+            None => DeviceChoice::Auto,
+        };
+        let budget = match &r.budget {
+            Some(v) => Some(self.budget(v)?),
+            None => None,
+        };
+        let on_oom = match &r.on_oom {
+            Some(v) => self.word(
+                v,
+                "run.on_oom",
+                &[("continue", OnOom::Continue), ("stop", OnOom::Stop)],
+            )?,
+            None => OnOom::Continue,
+        };
+        Ok(RunSpec {
+            device,
+            budget,
+            on_oom,
+        })
+    }
+
+    fn budget(&mut self, v: &S<Value>) -> Result<u64, SpecError> {
+        let key = "run.budget";
+        let bytes = match v.get_ref() {
+            Value::String(s) => {
+                parse_size(s).map_err(|e| self.at(&v.span(), format!("{key}: {e}")))?
+            }
+            Value::Integer(n) if *n >= 0 => n.unsigned_abs(),
+            _ => {
+                return Err(self.bad(
+                    &v.span(),
+                    key,
+                    "a size or a whole number of bytes",
+                    self.src(&v.span()),
+                ))
+            }
+        };
+        if bytes == 0 {
+            // A zero cap makes every allocation fail, which measures nothing.
+            return Err(self.bad(&v.span(), key, "more than 0 bytes", self.src(&v.span())));
+        }
+        Ok(bytes)
+    }
+
+    // ---- the sweep -------------------------------------------------------------------------
+
+    fn sweep(&mut self, raw: Tab<RawSweep>) -> Result<Option<Draft>, SpecError> {
+        let Some(raw) = raw else { return Ok(None) };
+        let header = raw.span();
+        let s = raw.into_inner().0;
+        let field = self.require(s.field, "sweep.field", &Some(header.clone()))?;
+        let keys: Vec<&str> = Field::ALL.iter().map(|f| f.key()).collect();
+        let Some(f) = Field::from_key(field.get_ref()) else {
+            return Err(self.at(
+                &field.span(),
+                format!(
+                    "sweep.field: {:?} is not a field that can be swept; use one of: {}",
+                    field.get_ref(),
+                    keys.join(", ")
+                ),
+            ));
+        };
+        let (points, mode) = match (s.values, s.search) {
+            (Some(_), Some(search)) => {
+                return Err(self.at(
+                    &search.span(),
+                    "sweep: give either values or search, not both; remove one of them",
+                ))
+            }
+            (None, None) => {
+                return Err(self.at(
+                    &header,
+                    format!(
+                        "sweep: no values or search to sweep {} over; add e.g. {} or {}",
+                        f.key(),
+                        list_example(f),
+                        "search = { start = 1, factor = 2, max = 4096 }"
+                    ),
+                ));
+            }
+            (Some(values), None) => self.list(f, values)?,
+            (None, Some(search)) => self.search(f, search)?,
+        };
+        Ok(Some(Draft {
+            field: f,
+            field_span: field.span(),
+            mode,
+            points,
+        }))
+    }
+
+    fn list(
+        &mut self,
+        field: Field,
+        values: S<Vec<S<Value>>>,
+    ) -> Result<(Vec<Point>, SweepMode), SpecError> {
+        if values.get_ref().is_empty() {
+            return Err(self.at(
+                &values.span(),
+                format!(
+                    "sweep.values: the list is empty; give at least one value, e.g. {}",
+                    list_example(field)
+                ),
+            ));
+        }
+        let mut points = Vec::new();
+        for (i, v) in values.into_inner().into_iter().enumerate() {
+            let key = format!("sweep.values[{i}]");
+            let span = v.span();
+            let value = match v.get_ref() {
+                Value::Integer(n) => *n as f64,
+                Value::Float(x) => *x,
+                _ => {
+                    return Err(self.at(
+                        &span,
+                        format!(
+                            "{key}: must be a number, got {}; e.g. {}",
+                            self.src(&span),
+                            list_example(field)
+                        ),
+                    ))
+                }
+            };
+            if field.is_integer() && value.fract() != 0.0 {
+                return Err(self.at(
+                    &span,
+                    format!(
+                        "{key}: {} takes whole numbers, got {}; e.g. {}",
+                        field.key(),
+                        self.src(&span),
+                        list_example(field)
+                    ),
+                ));
+            }
+            points.push(Point { value, span, key });
+        }
+        let mode = SweepMode::List(points.iter().map(|p| p.value).collect());
+        Ok((points, mode))
+    }
+
+    fn search(
+        &mut self,
+        field: Field,
+        search: S<Table<RawSearch>>,
+    ) -> Result<(Vec<Point>, SweepMode), SpecError> {
+        let span = Some(search.span());
+        if !field.is_integer() {
+            return Err(self.at(
+                &search.span(),
+                format!("sweep.search: {} is not a whole-number field, so it cannot be searched; list its values instead, e.g. {}", field.key(), list_example(field)),
+            ));
+        }
+        let s = search.into_inner().0;
+        let start_v = self.require(s.start, "sweep.search.start", &span)?;
+        let max_v = self.require(s.max, "sweep.search.max", &span)?;
+        let start = self.int(&start_v, "sweep.search.start", 1)?;
+        let factor = match &s.factor {
+            Some(v) => self.int(v, "sweep.search.factor", 2)?,
+            None => 2,
+        };
+        let max = self.int(&max_v, "sweep.search.max", 1)?;
+        if max < start {
+            return Err(self.at(
+                &max_v.span(),
+                format!("sweep.search.max: must be >= start ({start}), got {max}; raise max or lower start"),
+            ));
+        }
+        let points = vec![
+            Point {
+                value: start as f64,
+                span: start_v.span(),
+                key: "sweep.search.start".into(),
+            },
+            Point {
+                value: max as f64,
+                span: max_v.span(),
+                key: "sweep.search.max".into(),
+            },
+        ];
+        let mode = SweepMode::Search {
+            start: start.unsigned_abs(),
+            factor: factor.unsigned_abs(),
+            max: max.unsigned_abs(),
+        };
+        Ok((points, mode))
+    }
+
+    /// Checks the base config, filling in a swept field left out of its table, and checks every
+    /// sweep point against it so that a bad value is refused now rather than mid-sweep.
+    fn base(&mut self, mut base: Config, draft: Option<&Draft>) -> Result<Config, SpecError> {
+        let Some(d) = draft else {
+            base.check().map_err(|m| self.check_error(&m))?;
+            return Ok(base);
+        };
+        if base.get(d.field).is_none() {
+            return Err(self.at(
+                &d.field_span,
+                format!(r#"sweep.field: {} can only be swept with kind = "synthetic" data; sweep another field"#, d.field.key()),
+            ));
+        }
+        match (self.omitted, d.points.first()) {
+            (Some(f), Some(first)) => {
+                self.spans.insert(f.key(), first.span.clone());
+                base = base
+                    .with(f, first.value)
+                    .map_err(|m| self.point_error(first, &m))?;
+            }
+            _ => base.check().map_err(|m| self.check_error(&m))?,
+        }
+        for p in &d.points {
+            base.with(d.field, p.value)
+                .map_err(|m| self.point_error(p, &m))?;
+        }
+        Ok(base)
+    }
+
+    // ---- values ----------------------------------------------------------------------------
+
+    /// A required key, or an error saying where to add it.
+    fn require<T>(
+        &self,
+        v: Option<T>,
+        key: &str,
+        table: &Option<Range<usize>>,
+    ) -> Result<T, SpecError> {
+        v.ok_or_else(|| self.missing(key, table))
+    }
+
+    /// An integer >= `min`.
+    fn int(&mut self, v: &S<i64>, key: &'static str, min: i64) -> Result<i64, SpecError> {
+        self.spans.insert(key, v.span());
+        let n = *v.get_ref();
+        if n < min {
+            return Err(self.bad(&v.span(), key, &format!("a whole number >= {min}"), n));
+        }
+        Ok(n)
+    }
+
+    /// A count >= `min` (`min` >= 0).
+    fn count(&mut self, v: &S<i64>, key: &'static str, min: i64) -> Result<usize, SpecError> {
+        let n = self.int(v, key, min)?;
+        usize::try_from(n).map_err(|_| self.bad(&v.span(), key, "a smaller whole number", n))
+    }
+
+    /// A count that may be left out when its field is swept (then a placeholder stands in until
+    /// the sweep's first value replaces it), or that has a default.
+    fn count_or_swept(
+        &mut self,
+        v: Option<S<i64>>,
+        field: Field,
+        min: i64,
+        table: &Option<Range<usize>>,
+        swept: Option<Field>,
+        default: Option<usize>,
+    ) -> Result<usize, SpecError> {
+        match v {
+            Some(v) => self.count(&v, field.key(), min),
+            None if swept == Some(field) => {
+                self.omitted = Some(field);
+                Ok(default.unwrap_or(1))
+            }
+            None => default.ok_or_else(|| self.missing(field.key(), table)),
+        }
+    }
+
+    /// A seed: a whole number >= 0, default 0.
+    fn seed(&mut self, v: Option<S<i64>>, key: &'static str) -> Result<u64, SpecError> {
+        match v {
+            Some(v) => Ok(self.int(&v, key, 0)?.unsigned_abs()),
+            None => Ok(0),
+        }
+    }
+
+    /// A finite float for which `ok` holds.
+    fn float(
+        &mut self,
+        v: &S<f64>,
+        key: &'static str,
+        rule: &str,
+        ok: fn(f64) -> bool,
+    ) -> Result<f64, SpecError> {
+        self.spans.insert(key, v.span());
+        let x = *v.get_ref();
+        if !(x.is_finite() && ok(x)) {
+            return Err(self.bad(&v.span(), key, rule, x));
+        }
+        Ok(x)
+    }
+
+    /// One of a fixed set of words.
+    fn word<T: Copy>(
+        &mut self,
+        v: &S<String>,
+        key: &'static str,
+        options: &[(&str, T)],
+    ) -> Result<T, SpecError> {
+        self.spans.insert(key, v.span());
+        if let Some((_, t)) = options.iter().find(|(w, _)| w == v.get_ref()) {
+            return Ok(*t);
+        }
+        let names: Vec<String> = options.iter().map(|(w, _)| format!("{w:?}")).collect();
+        let example = info(key).map_or("", |i| i.example);
+        Err(self.at(
+            &v.span(),
+            format!(
+                "{key}: must be one of {}, got {:?}; e.g. {example}",
+                names.join(", "),
+                v.get_ref()
+            ),
+        ))
+    }
+
+    fn nonempty(&self, v: &S<String>, key: &str) -> Result<String, SpecError> {
+        if v.get_ref().trim().is_empty() {
+            return Err(self.bad(&v.span(), key, "a non-empty string", self.src(&v.span())));
+        }
+        Ok(v.get_ref().clone())
+    }
+
+    /// Errors on the first key present that does not belong, with `why` after its name.
+    fn reject(&self, keys: &[(&str, Option<Range<usize>>)], why: &str) -> Result<(), SpecError> {
+        match keys.iter().find_map(|(k, s)| s.as_ref().map(|s| (k, s))) {
+            Some((key, span)) => Err(self.at(span, format!("{key} {why}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// A CSV path as written, made relative to the spec's folder (absolute paths stay).
+    fn resolve(&self, p: &str) -> PathBuf {
+        match self.path.parent() {
+            Some(dir) => dir.join(p),
+            None => PathBuf::from(p),
+        }
+    }
+
+    // ---- messages --------------------------------------------------------------------------
+
+    /// `file:line:col: msg`.
+    fn at(&self, span: &Range<usize>, msg: impl Display) -> SpecError {
+        let (line, col) = line_col(self.text, span.start);
+        SpecError(format!("{}:{line}:{col}: {msg}", self.path.display()))
+    }
+
+    /// `file: msg`, for what has no place in the text.
+    fn nowhere(&self, msg: impl Display) -> SpecError {
+        SpecError(format!("{}: {msg}", self.path.display()))
+    }
+
+    /// `key: must be RULE, got GOT; FIX`.
+    fn bad(&self, span: &Range<usize>, key: &str, rule: &str, got: impl Display) -> SpecError {
+        self.at(
+            span,
+            format!("{key}: must be {rule}, got {got}; {}", fix(key)),
+        )
+    }
+
+    /// A required key that is absent; placed at its table's header when the table is there.
+    fn missing(&self, key: &str, table: &Option<Range<usize>>) -> SpecError {
+        let top = key.split('.').next().unwrap_or(key);
+        let msg = match info(key) {
+            // A key inside an inline table (sweep.search.start): show the whole inline table.
+            Some(i) if key.matches('.').count() > 1 => {
+                format!("{key} is missing; write it as {}", i.example)
+            }
+            Some(i) => format!(
+                "{key} is missing; add {} under [{top}] ({})",
+                i.example, i.about
+            ),
+            None => format!("{key} is missing; add it under [{top}]"),
+        };
+        match table {
+            Some(span) => self.at(span, msg),
+            None => self.nowhere(msg),
+        }
+    }
+
+    /// A `Config::check` message, which starts with the key it is about, placed at that key.
+    fn check_error(&self, msg: &str) -> SpecError {
+        let key = msg.split([' ', ':']).next().unwrap_or_default();
+        match self.spans.get(key) {
+            Some(span) => self.at(span, msg),
+            None => self.nowhere(msg),
+        }
+    }
+
+    /// A sweep value refused by `Config::with`. Some of its messages end in their own fix
+    /// ("; raise data.samples"); the others get a plain one.
+    fn point_error(&self, p: &Point, msg: &str) -> SpecError {
+        let fix = if msg.contains("; ") {
+            ""
+        } else {
+            "; change this value or remove it"
+        };
+        self.at(&p.span, format!("{}: {msg}{fix}", p.key))
+    }
+
+    /// The source text of a span, on one line and shortened, to quote a value as written.
+    fn src(&self, span: &Range<usize>) -> String {
+        let s = self.text.get(span.clone()).unwrap_or_default();
+        let first = s.lines().next().unwrap_or_default();
+        if first.chars().count() > 40 || first.len() < s.len() {
+            let short: String = first.chars().take(40).collect();
+            format!("{short}...")
+        } else {
+            first.to_string()
+        }
+    }
+
+    /// A serde/TOML error, reworded with the key it is about.
+    fn toml_error(&self, e: &toml::de::Error) -> SpecError {
+        let msg = e.message().trim();
+        let Some(span) = e.span() else {
+            return self.nowhere(format!("not valid TOML: {msg}"));
+        };
+        let (path, header) = key_path_at(self.text, span.start);
+        let here = self.src(&span);
+        let out = if let Some(rest) = msg.strip_prefix("unknown field ") {
+            unknown_key(rest, &path, header)
+        } else if let Some(rest) = msg
+            .strip_prefix("invalid type: ")
+            .or_else(|| msg.strip_prefix("invalid value: "))
+        {
+            // A wrong-typed table is reported at its header: the key is in the span itself.
+            let line_before = self
+                .text
+                .get(..span.start)
+                .and_then(|t| t.rsplit('\n').next());
+            let is_header =
+                here.starts_with('[') && line_before.is_some_and(|l| l.trim().is_empty());
+            let key = if is_header { header_keys(&here) } else { path };
+            let key = key.join(".");
+            let expected = rest.rsplit_once(", expected ").map_or("", |(_, x)| x);
+            format!(
+                "{key}: must be {}, got {here}; {}",
+                plain_type(expected),
+                fix(&key)
+            )
+        } else if msg == "duplicate key" {
+            let mut key = path;
+            key.push(here.trim_matches(['"', '\'']).to_string());
+            if header {
+                format!(
+                    "[{}] is written twice; merge the two into one table",
+                    key.join(".")
+                )
+            } else {
+                format!("{} is written twice; keep one of them", key.join("."))
+            }
+        } else if path.is_empty() {
+            format!("not valid TOML: {msg}")
+        } else {
+            format!("not valid TOML at {}: {msg}", path.join("."))
+        };
+        self.at(&span, out)
+    }
+}
+
+/// An example list for a field, in its kind of number.
+fn list_example(field: Field) -> &'static str {
+    if field.is_integer() {
+        "values = [1, 2, 4]"
+    } else {
+        "values = [0.0001, 0.001, 0.01]"
+    }
+}
+
+/// The span of an optional value.
+fn span<T>(v: &Option<S<T>>) -> Option<Range<usize>> {
+    v.as_ref().map(|v| v.span())
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text.as_bytes()[..offset.min(text.len())];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let start = before
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let col = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
+    (line, col)
+}
+
+/// serde's name for a type in words: `i64` is "a whole number".
+fn plain_type(expected: &str) -> &str {
+    match expected {
+        "i64" => "a whole number",
+        "f64" => "a number",
+        "a sequence" => "a list",
+        "" => "something else",
+        other => other,
+    }
+}
+
+/// "unknown field `widht`, expected `hidden` or `depth`" (after "unknown field ") as our message.
+fn unknown_key(rest: &str, path: &[String], header: bool) -> String {
+    // serde quotes names in backticks: the unknown one first, then those expected.
+    let names: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+    let (name, expected) = names.split_first().map_or(("?", &[][..]), |(n, e)| (*n, e));
+    if path.is_empty() {
+        let tables: Vec<String> = expected.iter().map(|t| format!("[{t}]")).collect();
+        return if header {
+            format!(
+                "unknown table [{name}]; expected one of: {}",
+                tables.join(", ")
+            )
+        } else {
+            format!(
+                "unknown key `{name}` outside any table; keys go under one of: {}",
+                tables.join(", ")
+            )
+        };
+    }
+    let place = match path {
+        [table] => format!("[{table}]"),
+        _ => path.join("."),
+    };
+    format!(
+        "unknown key `{name}` in {place}; expected one of: {}",
+        expected.join(", ")
+    )
+}
+
+/// The dotted key path open at byte `offset`, not counting a key that starts there: the last
+/// `[table]` header above it plus the keys before it on its own line, so the value of
+/// `search = { start = "a" }` is at `sweep.search.start` and the key `widht` under `[model]` is
+/// in `model`. The flag is true when `offset` is inside a `[table]` header.
+///
+/// This reads TOML only as far as these messages need; a multi-line array or inline table loses
+/// the keys from earlier lines, which only makes a message less specific.
+fn key_path_at(text: &str, offset: usize) -> (Vec<String>, bool) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = &before[line_start..];
+    if line.trim_start().starts_with('[') {
+        return (header_keys(line), true);
+    }
+    let mut path = before[..line_start]
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('['))
+        .map(header_keys)
+        .unwrap_or_default();
+    path.extend(keys_on_line(line));
+    (path, false)
+}
+
+/// The keys of a `[table]` or `[[table]]` header, or of its beginning up to a partial key.
+fn header_keys(line: &str) -> Vec<String> {
+    let inner = line.trim_start().trim_start_matches('[');
+    let inner = inner.split(']').next().unwrap_or_default();
+    // `[sweep.` (a header cut before a key) ends in an empty piece, which is dropped.
+    inner
+        .split('.')
+        .map(|k| k.trim().trim_matches(['"', '\'']).to_string())
+        .filter(|k| !k.is_empty())
+        .collect()
+}
+
+/// The keys that lead to the end of `line` (a line prefix, not a header): inline tables opened
+/// and not closed, then the key being assigned or the dotted prefix of a key being written.
+fn keys_on_line(line: &str) -> Vec<String> {
+    let chars: Vec<char> = line.chars().collect();
+    let mut open: Vec<Vec<String>> = Vec::new();
+    let mut key: Vec<String> = Vec::new();
+    let mut in_key = true;
+    let mut arrays = 0usize;
+    let mut i = 0;
+    while let Some(&c) = chars.get(i) {
+        i += 1;
+        match c {
+            '"' | '\'' => {
+                let start = i;
+                while let Some(&d) = chars.get(i) {
+                    i += 1;
+                    if d == '\\' && c == '"' {
+                        i += 1;
+                    } else if d == c {
+                        break;
+                    }
+                }
+                if in_key {
+                    let end = i.saturating_sub(1).max(start);
+                    key.push(chars.get(start..end).unwrap_or_default().iter().collect());
+                }
+            }
+            '=' if in_key => in_key = false,
+            '{' if !in_key => {
+                open.push(std::mem::take(&mut key));
+                in_key = true;
+            }
+            '}' => {
+                key = open.pop().unwrap_or_default();
+                in_key = false;
+            }
+            '[' if !in_key => arrays += 1,
+            ']' if !in_key => arrays = arrays.saturating_sub(1),
+            ',' if arrays == 0 && !open.is_empty() => {
+                key.clear();
+                in_key = true;
+            }
+            '#' => break,
+            c if in_key && (c.is_alphanumeric() || c == '_' || c == '-') => {
+                let start = i - 1;
+                while chars
+                    .get(i)
+                    .is_some_and(|d| d.is_alphanumeric() || *d == '_' || *d == '-')
+                {
+                    i += 1;
+                }
+                key.push(chars.get(start..i).unwrap_or_default().iter().collect());
+            }
+            _ => {}
+        }
+    }
+    // An unclosed quote leaves an empty key, which names nothing.
+    open.into_iter()
+        .flatten()
+        .chain(key)
+        .filter(|k| !k.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = "experiments/x.toml";
+
+    /// The smallest valid spec. Lines: 1 [experiment], 2 name, 4 [model], 5 hidden, 6 depth,
+    /// 8 [data], 9 samples, 10 features, 11 classes, 13 [training], 14 optimizer, 15 batch_size.
+    const MINIMAL: &str = r#"[experiment]
+name = "x"
+
+[model]
+hidden = 64
+depth = 2
+
+[data]
+samples = 128
+features = 4
+classes = 3
+
+[training]
+optimizer = "adam"
+batch_size = 32
+"#;
+
+    fn parse_at(text: &str) -> Result<Spec, SpecError> {
+        parse(text, Path::new(FILE))
+    }
+
+    /// The error for `text`, failing the test if it parses.
+    fn err(text: &str) -> String {
+        match parse_at(text) {
+            Ok(spec) => panic!("expected an error, got {spec:?}"),
+            Err(e) => e.0,
+        }
+    }
+
+    /// MINIMAL with `from` replaced by `to` (which must be there).
+    fn edit(from: &str, to: &str) -> String {
+        assert!(MINIMAL.contains(from), "{from:?} not in MINIMAL");
+        MINIMAL.replacen(from, to, 1)
+    }
+
+    #[test]
+    fn full_spec_round_trips_to_typed_values() {
+        let text = r#"[experiment]
+name = "depth_sweep"
+description = "activation memory against depth"
+
+[model]
+hidden = 5000
+depth = 1
+
+[data]
+kind = "synthetic"
+samples = 1024
+features = 20
+classes = 10
+seed = 7
+
+[training]
+optimizer = "sgd"
+lr = 0.01
+momentum = 0.9
+weight_decay = 0.0001
+batch_size = 32
+steps = 3
+dtype = "bfloat16"
+seed = 5
+
+[run]
+device = "cuda:1"
+budget = "15.90GiB"
+on_oom = "stop"
+
+[sweep]
+field = "model.depth"
+values = [1, 2, 4]
+"#;
+        let spec = parse_at(text).unwrap();
+        assert_eq!(spec.path, PathBuf::from(FILE));
+        assert_eq!(spec.source, text);
+        assert_eq!(spec.name, "depth_sweep");
+        assert_eq!(spec.description, "activation memory against depth");
+        let expected = Config {
+            model: ModelSpec {
+                hidden: 5000,
+                depth: 1,
+            },
+            data: DataSpec::Synthetic {
+                samples: 1024,
+                features: 20,
+                classes: 10,
+                seed: 7,
+            },
+            training: TrainingSpec {
+                optimizer: OptimizerSpec::Sgd {
+                    lr: 0.01,
+                    momentum: 0.9,
+                    weight_decay: 0.0001,
+                },
+                batch_size: 32,
+                steps: 3,
+                dtype: Dtype::Bfloat16,
+                seed: 5,
+            },
+        };
+        assert_eq!(spec.base, expected);
+        assert_eq!(
+            spec.run,
+            RunSpec {
+                device: DeviceChoice::Cuda(1),
+                budget: Some((15.90 * (1u64 << 30) as f64).round() as u64),
+                on_oom: OnOom::Stop,
+            }
+        );
+        assert_eq!(
+            spec.sweep,
+            Some(Sweep {
+                field: Field::Depth,
+                mode: SweepMode::List(vec![1.0, 2.0, 4.0])
+            })
+        );
+    }
+
+    #[test]
+    fn optional_keys_take_their_defaults() {
+        let spec = parse_at(MINIMAL).unwrap();
+        assert_eq!(spec.description, "");
+        assert_eq!(
+            spec.base.training.optimizer,
+            OptimizerSpec::Adam {
+                lr: 0.001,
+                weight_decay: 0.0
+            }
+        );
+        assert_eq!(spec.base.training.steps, 2);
+        assert_eq!(spec.base.training.dtype, Dtype::Float32);
+        assert_eq!(spec.base.training.seed, 0);
+        assert_eq!(
+            spec.base.data,
+            DataSpec::Synthetic {
+                samples: 128,
+                features: 4,
+                classes: 3,
+                seed: 0
+            }
+        );
+        assert_eq!(
+            spec.run,
+            RunSpec {
+                device: DeviceChoice::Auto,
+                budget: None,
+                on_oom: OnOom::Continue
+            }
+        );
+        assert_eq!(spec.sweep, None);
+    }
+
+    #[test]
+    fn unknown_key_names_the_key_table_line_and_choices() {
+        assert_eq!(
+            err(&edit("depth = 2\n", "depth = 2\nwidht = 3\n")),
+            "experiments/x.toml:7:1: unknown key `widht` in [model]; expected one of: hidden, depth"
+        );
+    }
+
+    #[test]
+    fn unknown_table_is_refused() {
+        assert_eq!(
+            err(&format!("{MINIMAL}\n[modle]\nhidden = 3\n")),
+            "experiments/x.toml:17:2: unknown table [modle]; expected one of: [experiment], [model], [data], [training], [run], [sweep]"
+        );
+    }
+
+    #[test]
+    fn unknown_key_in_an_inline_table_names_the_inline_table() {
+        let text = format!(
+            "{MINIMAL}\n[sweep]\nfield = \"model.depth\"\nsearch = {{ start = 1, fctor = 2, max = 8 }}\n"
+        );
+        assert_eq!(
+            err(&text),
+            "experiments/x.toml:19:23: unknown key `fctor` in sweep.search; expected one of: start, factor, max"
+        );
+    }
+
+    #[test]
+    fn bad_size_names_run_budget() {
+        let text = format!("{MINIMAL}\n[run]\nbudget = \"16 gigs\"\n");
+        let e = err(&text);
+        assert!(
+            e.starts_with("experiments/x.toml:18:10: run.budget: \"16 gigs\" is not a size"),
+            "{e}"
+        );
+        assert!(
+            e.contains(r#"write it like "15.90GiB", "512MiB" or "16GB""#),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn budget_may_be_bytes_but_not_zero_or_negative() {
+        let spec = parse_at(&format!("{MINIMAL}[run]\nbudget = 1048576\n")).unwrap();
+        assert_eq!(spec.run.budget, Some(1 << 20));
+        let e = err(&format!("{MINIMAL}[run]\nbudget = 0\n"));
+        assert!(
+            e.starts_with("experiments/x.toml:17:10: run.budget: must be more than 0 bytes, got 0"),
+            "{e}"
+        );
+        let e = err(&format!("{MINIMAL}[run]\nbudget = -5\n"));
+        assert!(e.starts_with("experiments/x.toml:17:10: run.budget: must be a size or a whole number of bytes, got -5"), "{e}");
+    }
+
+    #[test]
+    fn negative_depth_names_the_key_and_line() {
+        assert_eq!(
+            err(&edit("depth = 2", "depth = -3")),
+            "experiments/x.toml:6:9: model.depth: must be a whole number >= 0, got -3; set it to the number of hidden layers, e.g. depth = 4"
+        );
+    }
+
+    #[test]
+    fn wrong_type_names_the_key() {
+        assert_eq!(
+            err(&edit("hidden = 64", "hidden = \"big\"")),
+            "experiments/x.toml:5:10: model.hidden: must be a whole number, got \"big\"; set it to the width of each hidden layer, e.g. hidden = 512"
+        );
+        assert!(err(&edit("hidden = 64", "hidden = 2.5")).starts_with(
+            "experiments/x.toml:5:10: model.hidden: must be a whole number, got 2.5;"
+        ));
+        // A derived struct would take a list by position; a table must be a table.
+        let e = err(&format!(
+            "{MINIMAL}[sweep]\nfield = \"model.depth\"\nsearch = [1, 2, 8]\n"
+        ));
+        let want = "experiments/x.toml:18:10: sweep.search: must be a table, got [1, 2, 8];";
+        assert!(e.starts_with(want), "{e}");
+        let e = err(&edit("[model]", "[[model]]"));
+        let want = "experiments/x.toml:4:1: model: must be a table, got [[model]]; write it as a [model] table";
+        assert_eq!(e, want);
+    }
+
+    #[test]
+    fn integers_too_large_for_i64_name_the_key() {
+        let e = err(&edit("hidden = 64", "hidden = 9223372036854775808"));
+        let want = "experiments/x.toml:5:10: model.hidden: must be a whole number, got 9223372036854775808;";
+        assert!(e.starts_with(want), "{e}");
+    }
+
+    #[test]
+    fn missing_required_key_names_it_and_where_to_add_it() {
+        assert_eq!(
+            err(&edit("hidden = 64\n", "")),
+            "experiments/x.toml:4:1: model.hidden is missing; add hidden = 512 under [model] (the width of each hidden layer)"
+        );
+        let no_training = &MINIMAL[..MINIMAL.find("[training]").unwrap()];
+        assert_eq!(
+            err(no_training),
+            r#"experiments/x.toml: training.optimizer is missing; add optimizer = "adam" under [training] ("sgd", "adam" or "adamw")"#
+        );
+        assert!(err("").starts_with("experiments/x.toml: experiment.name is missing; add name = \"depth_sweep\" under [experiment]"));
+    }
+
+    #[test]
+    fn momentum_is_only_for_sgd() {
+        assert_eq!(
+            err(&format!("{MINIMAL}momentum = 0.9\n")),
+            r#"experiments/x.toml:16:12: training.momentum: only sgd uses momentum, but optimizer = "adam"; remove momentum, or set optimizer = "sgd""#
+        );
+        let sgd = edit("\"adam\"", "\"sgd\"");
+        let e = err(&format!("{sgd}momentum = 1.0\n"));
+        assert!(e.starts_with("experiments/x.toml:16:12: training.momentum: must be a number in 0 <= m < 1, got 1;"), "{e}");
+        let spec = parse_at(&format!("{sgd}momentum = 0.5\n")).unwrap();
+        assert_eq!(
+            spec.base.training.optimizer,
+            OptimizerSpec::Sgd {
+                lr: 0.001,
+                momentum: 0.5,
+                weight_decay: 0.0
+            }
+        );
+    }
+
+    #[test]
+    fn learning_rate_must_be_positive() {
+        let e = err(&format!("{MINIMAL}lr = 0\n"));
+        assert!(
+            e.starts_with("experiments/x.toml:16:6: training.lr: must be a number > 0, got 0;"),
+            "{e}"
+        );
+        assert!(err(&format!("{MINIMAL}lr = nan\n"))
+            .contains("training.lr: must be a number > 0, got NaN"));
+    }
+
+    #[test]
+    fn words_list_their_choices() {
+        assert_eq!(
+            err(&edit("\"adam\"", "\"rmsprop\"")),
+            r#"experiments/x.toml:14:13: training.optimizer: must be one of "sgd", "adam", "adamw", got "rmsprop"; e.g. optimizer = "adam""#
+        );
+        let e = err(&format!("{MINIMAL}[run]\ndevice = \"gpu\"\n"));
+        assert!(
+            e.starts_with("experiments/x.toml:17:10: run.device: `gpu` is not a device"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn experiment_name_must_be_folder_safe() {
+        let e = err(&edit("name = \"x\"", "name = \"Depth Sweep\""));
+        assert!(e.starts_with("experiments/x.toml:2:8: experiment.name: must be lowercase letters, digits, _ or -, got \"Depth Sweep\";"), "{e}");
+    }
+
+    #[test]
+    fn search_on_learning_rate_is_refused() {
+        let text = format!(
+            "{MINIMAL}\n[sweep]\nfield = \"training.lr\"\nsearch = {{ start = 1, max = 8 }}\n"
+        );
+        let e = err(&text);
+        assert!(
+            e.starts_with("experiments/x.toml:19:10: sweep.search: training.lr is not a whole-number field, so it cannot be searched;"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn batch_size_larger_than_samples_is_refused() {
+        let e = err(&edit("batch_size = 32", "batch_size = 256"));
+        assert!(
+            e.starts_with(
+                "experiments/x.toml:15:14: training.batch_size 256 is larger than data.samples 128"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn batch_search_past_samples_is_refused_up_front() {
+        let text = format!("{MINIMAL}\n[sweep]\nfield = \"training.batch_size\"\nsearch = {{ start = 1, max = 4096 }}\n");
+        let e = err(&text);
+        assert!(
+            e.starts_with("experiments/x.toml:19:29: sweep.search.max: training.batch_size 4096 is larger than data.samples 128"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn search_bounds_are_checked() {
+        let sweep = |s: &str| format!("{MINIMAL}[sweep]\nfield = \"model.hidden\"\nsearch = {s}\n");
+        let e = err(&sweep("{ start = 8, max = 4 }"));
+        assert_eq!(e, "experiments/x.toml:18:29: sweep.search.max: must be >= start (8), got 4; raise max or lower start");
+        let e = err(&sweep("{ start = 0, max = 4 }"));
+        assert!(
+            e.starts_with(
+                "experiments/x.toml:18:20: sweep.search.start: must be a whole number >= 1, got 0;"
+            ),
+            "{e}"
+        );
+        let e = err(&sweep("{ start = 1, factor = 1, max = 4 }"));
+        assert!(e.starts_with("experiments/x.toml:18:32: sweep.search.factor: must be a whole number >= 2, got 1;"), "{e}");
+        let e = err(&sweep("{ start = 1 }"));
+        assert!(
+            e.starts_with(
+                "experiments/x.toml:18:10: sweep.search.max is missing; write it as search = {"
+            ),
+            "{e}"
+        );
+        let spec = parse_at(&sweep("{ start = 16, max = 4096 }")).unwrap();
+        let mode = SweepMode::Search {
+            start: 16,
+            factor: 2,
+            max: 4096,
+        };
+        assert_eq!(
+            spec.sweep,
+            Some(Sweep {
+                field: Field::Hidden,
+                mode
+            })
+        );
+    }
+
+    #[test]
+    fn fractional_list_value_for_an_integer_field_names_its_index() {
+        let text = format!("{MINIMAL}[sweep]\nfield = \"model.depth\"\nvalues = [1, 2, 2.5]\n");
+        assert_eq!(
+            err(&text),
+            "experiments/x.toml:18:17: sweep.values[2]: model.depth takes whole numbers, got 2.5; e.g. values = [1, 2, 4]"
+        );
+        let text = format!("{MINIMAL}[sweep]\nfield = \"model.depth\"\nvalues = [1, \"two\"]\n");
+        assert!(err(&text).starts_with(
+            "experiments/x.toml:18:14: sweep.values[1]: must be a number, got \"two\";"
+        ));
+    }
+
+    #[test]
+    fn list_values_are_checked_against_the_base() {
+        let text =
+            format!("{MINIMAL}[sweep]\nfield = \"training.batch_size\"\nvalues = [16, 64, 512]\n");
+        let e = err(&text);
+        assert!(
+            e.starts_with("experiments/x.toml:18:19: sweep.values[2]: training.batch_size 512 is larger than data.samples 128"),
+            "{e}"
+        );
+        let text = format!("{MINIMAL}[sweep]\nfield = \"model.hidden\"\nvalues = [0, 4]\n");
+        assert_eq!(
+            err(&text),
+            "experiments/x.toml:18:11: sweep.values[0]: model.hidden must be at least 1; change this value or remove it"
+        );
+    }
+
+    #[test]
+    fn learning_rates_may_be_listed() {
+        let text = format!("{MINIMAL}[sweep]\nfield = \"training.lr\"\nvalues = [0.1, 1e-3]\n");
+        let spec = parse_at(&text).unwrap();
+        assert_eq!(spec.sweep.unwrap().mode, SweepMode::List(vec![0.1, 0.001]));
+    }
+
+    #[test]
+    fn swept_field_may_be_left_out_of_its_table() {
+        let no_depth = edit("depth = 2\n", "");
+        let spec = parse_at(&format!(
+            "{no_depth}[sweep]\nfield = \"model.depth\"\nvalues = [3, 5]\n"
+        ))
+        .unwrap();
+        assert_eq!(spec.base.model.depth, 3);
+        let no_batch = edit("batch_size = 32\n", "");
+        let text = format!("{no_batch}[sweep]\nfield = \"training.batch_size\"\nsearch = {{ start = 4, max = 64 }}\n");
+        assert_eq!(parse_at(&text).unwrap().base.training.batch_size, 4);
+        // ... but only the swept one.
+        let e = err(&format!(
+            "{no_depth}[sweep]\nfield = \"model.hidden\"\nvalues = [3, 5]\n"
+        ));
+        assert!(
+            e.starts_with("experiments/x.toml:4:1: model.depth is missing;"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn omitted_swept_samples_take_the_first_value_and_are_checked() {
+        let no_samples = edit("samples = 128\n", "");
+        let text = format!("{no_samples}[sweep]\nfield = \"data.samples\"\nvalues = [16, 256]\n");
+        let e = err(&text);
+        assert!(
+            e.starts_with("experiments/x.toml:17:11: sweep.values[0]: training.batch_size 32 is larger than data.samples 16"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn sweep_needs_exactly_one_of_values_and_search() {
+        let both = format!("{MINIMAL}[sweep]\nfield = \"model.depth\"\nvalues = [1]\nsearch = {{ start = 1, max = 2 }}\n");
+        assert!(err(&both).starts_with(
+            "experiments/x.toml:19:10: sweep: give either values or search, not both"
+        ));
+        let neither = format!("{MINIMAL}[sweep]\nfield = \"model.depth\"\n");
+        assert!(err(&neither).starts_with("experiments/x.toml:16:1: sweep: no values or search"));
+        let empty = format!("{MINIMAL}[sweep]\nfield = \"model.depth\"\nvalues = []\n");
+        assert!(
+            err(&empty).starts_with("experiments/x.toml:18:10: sweep.values: the list is empty")
+        );
+        let bad = format!("{MINIMAL}[sweep]\nfield = \"model.width\"\nvalues = [1]\n");
+        assert!(err(&bad).starts_with("experiments/x.toml:17:9: sweep.field: \"model.width\" is not a field that can be swept; use one of: model.depth,"));
+    }
+
+    #[test]
+    fn csv_path_is_resolved_against_the_spec_folder() {
+        let csv = edit(
+            "samples = 128\nfeatures = 4\nclasses = 3\n",
+            "kind = \"csv\"\npath = \"data/iris.csv\"\nlabel = \"species\"\n",
+        );
+        let spec = parse_at(&csv).unwrap();
+        assert_eq!(
+            spec.base.data,
+            DataSpec::Csv {
+                path: PathBuf::from("experiments/data/iris.csv"),
+                label: "species".into()
+            }
+        );
+        let abs = csv.replace("data/iris.csv", "/srv/iris.csv");
+        let spec = parse_at(&abs).unwrap();
+        assert!(
+            matches!(spec.base.data, DataSpec::Csv { ref path, .. } if path == Path::new("/srv/iris.csv"))
+        );
+        // Bare file name: no folder to resolve against.
+        let spec = parse(&csv, Path::new("x.toml")).unwrap();
+        assert!(
+            matches!(spec.base.data, DataSpec::Csv { ref path, .. } if path == Path::new("data/iris.csv"))
+        );
+    }
+
+    #[test]
+    fn keys_of_the_other_data_kind_are_refused() {
+        let e = err(&edit("classes = 3\n", "classes = 3\npath = \"a.csv\"\n"));
+        assert!(
+            e.starts_with("experiments/x.toml:12:8: data.path is only read for kind = \"csv\""),
+            "{e}"
+        );
+        let csv = edit(
+            "samples = 128\n",
+            "kind = \"csv\"\npath = \"a.csv\"\nlabel = \"y\"\n",
+        );
+        let e = err(&csv);
+        assert!(
+            e.starts_with(
+                "experiments/x.toml:12:12: data.features is only read for kind = \"synthetic\""
+            ),
+            "{e}"
+        );
+        let e = err(&edit(
+            "samples = 128\nfeatures = 4\nclasses = 3\n",
+            "kind = \"csv\"\npath = \"a.csv\"\n",
+        ));
+        assert!(e.starts_with("experiments/x.toml:8:1: data.label is missing; add label = \"species\" under [data]"), "{e}");
+    }
+
+    #[test]
+    fn csv_data_fields_cannot_be_swept() {
+        let csv = edit(
+            "samples = 128\nfeatures = 4\nclasses = 3\n",
+            "kind = \"csv\"\npath = \"a.csv\"\nlabel = \"y\"\n",
+        );
+        let e = err(&format!(
+            "{csv}[sweep]\nfield = \"data.samples\"\nvalues = [64]\n"
+        ));
+        assert!(e.starts_with("experiments/x.toml:17:9: sweep.field: data.samples can only be swept with kind = \"synthetic\" data"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_keys_and_tables_are_named() {
+        let e = err(&edit("depth = 2\n", "depth = 2\ndepth = 3\n"));
+        assert_eq!(
+            e,
+            "experiments/x.toml:7:1: model.depth is written twice; keep one of them"
+        );
+        let e = err(&format!("{MINIMAL}[model]\n"));
+        assert_eq!(
+            e,
+            "experiments/x.toml:16:2: [model] is written twice; merge the two into one table"
+        );
+    }
+
+    #[test]
+    fn syntax_errors_have_a_line() {
+        let e = err(&edit("hidden = 64", "hidden = "));
+        assert!(
+            e.starts_with("experiments/x.toml:5:10: not valid TOML at model.hidden: "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn odd_input_gives_errors_not_panics() {
+        for text in [
+            "",
+            "[",
+            "]",
+            "=",
+            "\"",
+            "[model",
+            "[[model]]\n[[model]]",
+            "model = 3",
+            "x = 1",
+            "[sweep]\nvalues = [[1], {a = 1}]",
+            "[sweep]\nsearch = { start = { x = 1 } }",
+            "[experiment]\nname = \"é\"",
+            "\u{0}",
+            "é = 1",
+            "[é]",
+            "[model]\nhidden = 9223372036854775808",
+            "[run]\nbudget = 1.5",
+            "[run]\nbudget = \"\u{1F600}\"",
+            "a.b.c.d = 1",
+            "[\"model\"]\nwidht = 1",
+        ] {
+            let _ = parse_at(text).unwrap_err();
+        }
+    }
+
+    #[test]
+    fn key_paths_are_found_from_the_text() {
+        let text =
+            "[model]\nhidden = 1\n[sweep]\nsearch = { start = \"a\", x = 1 }\nmodel.deep = 3\n";
+        let at = |needle: &str| key_path_at(text, text.find(needle).unwrap());
+        assert_eq!(
+            at("1\n"),
+            (vec!["model".to_string(), "hidden".to_string()], false)
+        );
+        assert_eq!(at("\"a\"").0, ["sweep", "search", "start"]);
+        assert_eq!(at("x =").0, ["sweep", "search"]);
+        assert_eq!(at("deep").0, ["sweep", "model"]);
+        assert_eq!(at("sweep]"), (vec![], true));
+        assert_eq!(header_keys("[ \"sweep\" . search ]"), ["sweep", "search"]);
+    }
+
+    #[test]
+    fn columns_count_characters_not_bytes() {
+        assert_eq!(line_col("é = 1\nab", 5), (1, 5));
+        assert_eq!(line_col("é = 1\nab", 8), (2, 2));
+        assert_eq!(line_col("ab", 99), (1, 3));
+    }
+
+    #[test]
+    fn load_names_an_unreadable_file() {
+        let e = crate::spec::load(Path::new("/nonexistent/spec.toml"))
+            .unwrap_err()
+            .0;
+        assert!(
+            e.starts_with("/nonexistent/spec.toml: cannot read the spec: "),
+            "{e}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.toml");
+        std::fs::write(&path, MINIMAL).unwrap();
+        assert_eq!(crate::spec::load(&path).unwrap().path, path);
+    }
 }
