@@ -331,10 +331,3 @@ impl OptimizerSpec {
         }
     }
 }
-
-/// Reads and validates a spec file. (Placeholder until the validator lands.)
-pub fn load(path: &std::path::Path) -> Result<Spec, SpecError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| SpecError(format!("{}: cannot read: {e}", path.display())))?;
-    parse(&text, path)
-}

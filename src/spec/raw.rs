@@ -36,9 +36,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Table<T> {
                 T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
             }
         }
-        deserializer
-            .deserialize_map(MapOnly(PhantomData))
-            .map(Table)
+        deserializer.deserialize_map(MapOnly(PhantomData)).map(Table)
     }
 }
 

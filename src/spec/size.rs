@@ -33,17 +33,13 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     if t.starts_with('-') {
         return Err(bad(": sizes cannot be negative"));
     }
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (number, unit) = (&t[..split], t[split..].trim_start());
     if !number.bytes().any(|b| b.is_ascii_digit()) {
         return Err(bad(""));
     }
     let factor = unit_factor(unit).ok_or_else(|| {
-        bad(&format!(
-            ": unknown unit `{unit}` (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB or PiB)"
-        ))
+        bad(&format!(": unknown unit `{unit}` (use B, KB, MB, GB, TB, KiB, MiB, GiB, TiB or PiB)"))
     })?;
     let too_large = || format!("{text:?} is too large: sizes go up to 16 EiB");
     // Whole numbers are multiplied exactly: f64 would round byte counts above 2^53.
@@ -71,10 +67,7 @@ fn unit_factor(unit: &str) -> Option<u64> {
         return Some(1);
     }
     let lower = unit.to_ascii_lowercase();
-    UNITS
-        .iter()
-        .find(|(name, _)| *name == lower)
-        .map(|&(_, f)| f)
+    UNITS.iter().find(|(name, _)| *name == lower).map(|&(_, f)| f)
 }
 
 /// A size for messages, in IEC units with two decimals: "15.90 GiB", "512.00 MiB", "100 B".
@@ -117,14 +110,9 @@ mod tests {
 
     #[test]
     fn rejects_what_is_not_a_size() {
-        for bad in [
-            "", "   ", "abc", "GiB", ".", "1..5GiB", "NaN", "nan GiB", "inf",
-        ] {
+        for bad in ["", "   ", "abc", "GiB", ".", "1..5GiB", "NaN", "nan GiB", "inf"] {
             let e = parse_size(bad).unwrap_err();
-            assert!(
-                e.contains("is not a size") && e.contains("15.90GiB"),
-                "{bad:?}: {e}"
-            );
+            assert!(e.contains("is not a size") && e.contains("15.90GiB"), "{bad:?}: {e}");
         }
     }
 
@@ -144,19 +132,14 @@ mod tests {
     #[test]
     fn rejects_unknown_and_ambiguous_units() {
         let e = parse_size("16 gigs").unwrap_err();
-        assert!(
-            e.starts_with("\"16 gigs\" is not a size: unknown unit `gigs`"),
-            "{e}"
-        );
+        assert!(e.starts_with("\"16 gigs\" is not a size: unknown unit `gigs`"), "{e}");
         assert!(parse_size("16G").unwrap_err().contains("unknown unit `G`"));
     }
 
     #[test]
     fn rejects_overflow() {
         assert!(parse_size("16384PiB").unwrap_err().contains("too large"));
-        assert!(parse_size("99999999999999999999")
-            .unwrap_err()
-            .contains("too large"));
+        assert!(parse_size("99999999999999999999").unwrap_err().contains("too large"));
         assert!(parse_size("16383.99PiB").is_ok());
     }
 

@@ -11,13 +11,11 @@ use std::path::{Path, PathBuf};
 
 use toml::Value;
 
-use super::raw::{
-    RawData, RawModel, RawRun, RawSearch, RawSpec, RawSweep, RawTraining, Tab, Table, S,
-};
+use super::raw::{RawData, RawModel, RawRun, RawSearch, RawSpec, RawSweep, RawTraining, Tab, Table, S};
 use super::size::parse_size;
 use super::{
-    Config, DataSpec, Dtype, Field, ModelSpec, OnOom, OptimizerSpec, RunSpec, Spec, Sweep,
-    SweepMode, TrainingSpec,
+    Config, DataSpec, Dtype, Field, ModelSpec, OnOom, OptimizerSpec, RunSpec, Spec, Sweep, SweepMode,
+    TrainingSpec,
 };
 use crate::device::DeviceChoice;
 
@@ -29,12 +27,7 @@ pub struct SpecError(pub String);
 /// Parses and validates spec text read from `path`. Relative CSV paths are resolved against the
 /// folder of `path`.
 pub fn parse(text: &str, path: &Path) -> Result<Spec, SpecError> {
-    let mut cx = Cx {
-        text,
-        path,
-        spans: HashMap::new(),
-        omitted: None,
-    };
+    let mut cx = Cx { text, path, spans: HashMap::new(), omitted: None };
     let raw: RawSpec = toml::from_str(text).map_err(|e| cx.toml_error(&e))?;
     cx.spec(raw)
 }
@@ -145,14 +138,7 @@ impl Cx<'_> {
         let data = self.data(raw.data, swept)?;
         let training = self.training(raw.training, swept)?;
         let run = self.run(raw.run)?;
-        let base = self.base(
-            Config {
-                model,
-                data,
-                training,
-            },
-            draft.as_ref(),
-        )?;
+        let base = self.base(Config { model, data, training }, draft.as_ref())?;
         Ok(Spec {
             path: self.path.to_path_buf(),
             source: self.text.to_string(),
@@ -160,19 +146,14 @@ impl Cx<'_> {
             description,
             base,
             run,
-            sweep: draft.map(|d| Sweep {
-                field: d.field,
-                mode: d.mode,
-            }),
+            sweep: draft.map(|d| Sweep { field: d.field, mode: d.mode }),
         })
     }
 
     fn name(&self, v: &S<String>) -> Result<String, SpecError> {
         let name = v.get_ref();
         let ok = !name.is_empty()
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
         if !ok {
             return Err(self.bad(
                 &v.span(),
@@ -210,10 +191,7 @@ impl Cx<'_> {
             let label = self.require(d.label, "data.label", &table)?;
             let path = self.nonempty(&path, "data.path")?;
             let label = self.nonempty(&label, "data.label")?;
-            return Ok(DataSpec::Csv {
-                path: self.resolve(&path),
-                label,
-            });
+            return Ok(DataSpec::Csv { path: self.resolve(&path), label });
         }
         let csv_only = [("data.path", span(&d.path)), ("data.label", span(&d.label))];
         self.reject(
@@ -231,11 +209,7 @@ impl Cx<'_> {
         })
     }
 
-    fn training(
-        &mut self,
-        raw: Tab<RawTraining>,
-        swept: Option<Field>,
-    ) -> Result<TrainingSpec, SpecError> {
+    fn training(&mut self, raw: Tab<RawTraining>, swept: Option<Field>) -> Result<TrainingSpec, SpecError> {
         let (table, t) = split(raw);
         let optimizer = self.require(t.optimizer, "training.optimizer", &table)?;
         let optimizer = self.word(
@@ -272,24 +246,13 @@ impl Cx<'_> {
             None => 0.0,
         };
         let optimizer = match optimizer {
-            "sgd" => OptimizerSpec::Sgd {
-                lr,
-                momentum,
-                weight_decay,
-            },
+            "sgd" => OptimizerSpec::Sgd { lr, momentum, weight_decay },
             "adam" => OptimizerSpec::Adam { lr, weight_decay },
             _ => OptimizerSpec::AdamW { lr, weight_decay },
         };
         Ok(TrainingSpec {
             optimizer,
-            batch_size: self.count_or_swept(
-                t.batch_size,
-                Field::BatchSize,
-                1,
-                &table,
-                swept,
-                None,
-            )?,
+            batch_size: self.count_or_swept(t.batch_size, Field::BatchSize, 1, &table, swept, None)?,
             steps: self.count_or_swept(t.steps, Field::Steps, 1, &table, swept, Some(2))?,
             dtype: match &t.dtype {
                 Some(v) => self.word(
@@ -322,26 +285,16 @@ impl Cx<'_> {
             None => None,
         };
         let on_oom = match &r.on_oom {
-            Some(v) => self.word(
-                v,
-                "run.on_oom",
-                &[("continue", OnOom::Continue), ("stop", OnOom::Stop)],
-            )?,
+            Some(v) => self.word(v, "run.on_oom", &[("continue", OnOom::Continue), ("stop", OnOom::Stop)])?,
             None => OnOom::Continue,
         };
-        Ok(RunSpec {
-            device,
-            budget,
-            on_oom,
-        })
+        Ok(RunSpec { device, budget, on_oom })
     }
 
     fn budget(&mut self, v: &S<Value>) -> Result<u64, SpecError> {
         let key = "run.budget";
         let bytes = match v.get_ref() {
-            Value::String(s) => {
-                parse_size(s).map_err(|e| self.at(&v.span(), format!("{key}: {e}")))?
-            }
+            Value::String(s) => parse_size(s).map_err(|e| self.at(&v.span(), format!("{key}: {e}")))?,
             Value::Integer(n) if *n >= 0 => n.unsigned_abs(),
             _ => {
                 return Err(self.bad(
@@ -379,10 +332,8 @@ impl Cx<'_> {
         };
         let (points, mode) = match (s.values, s.search) {
             (Some(_), Some(search)) => {
-                return Err(self.at(
-                    &search.span(),
-                    "sweep: give either values or search, not both; remove one of them",
-                ))
+                return Err(self
+                    .at(&search.span(), "sweep: give either values or search, not both; remove one of them"))
             }
             (None, None) => {
                 return Err(self.at(
@@ -398,19 +349,10 @@ impl Cx<'_> {
             (Some(values), None) => self.list(f, values)?,
             (None, Some(search)) => self.search(f, search)?,
         };
-        Ok(Some(Draft {
-            field: f,
-            field_span: field.span(),
-            mode,
-            points,
-        }))
+        Ok(Some(Draft { field: f, field_span: field.span(), mode, points }))
     }
 
-    fn list(
-        &mut self,
-        field: Field,
-        values: S<Vec<S<Value>>>,
-    ) -> Result<(Vec<Point>, SweepMode), SpecError> {
+    fn list(&mut self, field: Field, values: S<Vec<S<Value>>>) -> Result<(Vec<Point>, SweepMode), SpecError> {
         if values.get_ref().is_empty() {
             return Err(self.at(
                 &values.span(),
@@ -483,16 +425,8 @@ impl Cx<'_> {
             ));
         }
         let points = vec![
-            Point {
-                value: start as f64,
-                span: start_v.span(),
-                key: "sweep.search.start".into(),
-            },
-            Point {
-                value: max as f64,
-                span: max_v.span(),
-                key: "sweep.search.max".into(),
-            },
+            Point { value: start as f64, span: start_v.span(), key: "sweep.search.start".into() },
+            Point { value: max as f64, span: max_v.span(), key: "sweep.search.max".into() },
         ];
         let mode = SweepMode::Search {
             start: start.unsigned_abs(),
@@ -512,21 +446,21 @@ impl Cx<'_> {
         if base.get(d.field).is_none() {
             return Err(self.at(
                 &d.field_span,
-                format!(r#"sweep.field: {} can only be swept with kind = "synthetic" data; sweep another field"#, d.field.key()),
+                format!(
+                    r#"sweep.field: {} can only be swept with kind = "synthetic" data; sweep another field"#,
+                    d.field.key()
+                ),
             ));
         }
         match (self.omitted, d.points.first()) {
             (Some(f), Some(first)) => {
                 self.spans.insert(f.key(), first.span.clone());
-                base = base
-                    .with(f, first.value)
-                    .map_err(|m| self.point_error(first, &m))?;
+                base = base.with(f, first.value).map_err(|m| self.point_error(first, &m))?;
             }
             _ => base.check().map_err(|m| self.check_error(&m))?,
         }
         for p in &d.points {
-            base.with(d.field, p.value)
-                .map_err(|m| self.point_error(p, &m))?;
+            base.with(d.field, p.value).map_err(|m| self.point_error(p, &m))?;
         }
         Ok(base)
     }
@@ -534,12 +468,7 @@ impl Cx<'_> {
     // ---- values ----------------------------------------------------------------------------
 
     /// A required key, or an error saying where to add it.
-    fn require<T>(
-        &self,
-        v: Option<T>,
-        key: &str,
-        table: &Option<Range<usize>>,
-    ) -> Result<T, SpecError> {
+    fn require<T>(&self, v: Option<T>, key: &str, table: &Option<Range<usize>>) -> Result<T, SpecError> {
         v.ok_or_else(|| self.missing(key, table))
     }
 
@@ -619,11 +548,7 @@ impl Cx<'_> {
         let example = info(key).map_or("", |i| i.example);
         Err(self.at(
             &v.span(),
-            format!(
-                "{key}: must be one of {}, got {:?}; e.g. {example}",
-                names.join(", "),
-                v.get_ref()
-            ),
+            format!("{key}: must be one of {}, got {:?}; e.g. {example}", names.join(", "), v.get_ref()),
         ))
     }
 
@@ -665,10 +590,7 @@ impl Cx<'_> {
 
     /// `key: must be RULE, got GOT; FIX`.
     fn bad(&self, span: &Range<usize>, key: &str, rule: &str, got: impl Display) -> SpecError {
-        self.at(
-            span,
-            format!("{key}: must be {rule}, got {got}; {}", fix(key)),
-        )
+        self.at(span, format!("{key}: must be {rule}, got {got}; {}", fix(key)))
     }
 
     /// A required key that is absent; placed at its table's header when the table is there.
@@ -679,10 +601,7 @@ impl Cx<'_> {
             Some(i) if key.matches('.').count() > 1 => {
                 format!("{key} is missing; write it as {}", i.example)
             }
-            Some(i) => format!(
-                "{key} is missing; add {} under [{top}] ({})",
-                i.example, i.about
-            ),
+            Some(i) => format!("{key} is missing; add {} under [{top}] ({})", i.example, i.about),
             None => format!("{key} is missing; add it under [{top}]"),
         };
         match table {
@@ -703,11 +622,7 @@ impl Cx<'_> {
     /// A sweep value refused by `Config::with`. Some of its messages end in their own fix
     /// ("; raise data.samples"); the others get a plain one.
     fn point_error(&self, p: &Point, msg: &str) -> SpecError {
-        let fix = if msg.contains("; ") {
-            ""
-        } else {
-            "; change this value or remove it"
-        };
+        let fix = if msg.contains("; ") { "" } else { "; change this value or remove it" };
         self.at(&p.span, format!("{}: {msg}{fix}", p.key))
     }
 
@@ -733,33 +648,21 @@ impl Cx<'_> {
         let here = self.src(&span);
         let out = if let Some(rest) = msg.strip_prefix("unknown field ") {
             unknown_key(rest, &path, header)
-        } else if let Some(rest) = msg
-            .strip_prefix("invalid type: ")
-            .or_else(|| msg.strip_prefix("invalid value: "))
+        } else if let Some(rest) =
+            msg.strip_prefix("invalid type: ").or_else(|| msg.strip_prefix("invalid value: "))
         {
             // A wrong-typed table is reported at its header: the key is in the span itself.
-            let line_before = self
-                .text
-                .get(..span.start)
-                .and_then(|t| t.rsplit('\n').next());
-            let is_header =
-                here.starts_with('[') && line_before.is_some_and(|l| l.trim().is_empty());
+            let line_before = self.text.get(..span.start).and_then(|t| t.rsplit('\n').next());
+            let is_header = here.starts_with('[') && line_before.is_some_and(|l| l.trim().is_empty());
             let key = if is_header { header_keys(&here) } else { path };
             let key = key.join(".");
             let expected = rest.rsplit_once(", expected ").map_or("", |(_, x)| x);
-            format!(
-                "{key}: must be {}, got {here}; {}",
-                plain_type(expected),
-                fix(&key)
-            )
+            format!("{key}: must be {}, got {here}; {}", plain_type(expected), fix(&key))
         } else if msg == "duplicate key" {
             let mut key = path;
             key.push(here.trim_matches(['"', '\'']).to_string());
             if header {
-                format!(
-                    "[{}] is written twice; merge the two into one table",
-                    key.join(".")
-                )
+                format!("[{}] is written twice; merge the two into one table", key.join("."))
             } else {
                 format!("{} is written twice; keep one of them", key.join("."))
             }
@@ -790,10 +693,7 @@ fn span<T>(v: &Option<S<T>>) -> Option<Range<usize>> {
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text.as_bytes()[..offset.min(text.len())];
     let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let start = before
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .map_or(0, |i| i + 1);
+    let start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     let col = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
     (line, col)
 }
@@ -817,25 +717,16 @@ fn unknown_key(rest: &str, path: &[String], header: bool) -> String {
     if path.is_empty() {
         let tables: Vec<String> = expected.iter().map(|t| format!("[{t}]")).collect();
         return if header {
-            format!(
-                "unknown table [{name}]; expected one of: {}",
-                tables.join(", ")
-            )
+            format!("unknown table [{name}]; expected one of: {}", tables.join(", "))
         } else {
-            format!(
-                "unknown key `{name}` outside any table; keys go under one of: {}",
-                tables.join(", ")
-            )
+            format!("unknown key `{name}` outside any table; keys go under one of: {}", tables.join(", "))
         };
     }
     let place = match path {
         [table] => format!("[{table}]"),
         _ => path.join("."),
     };
-    format!(
-        "unknown key `{name}` in {place}; expected one of: {}",
-        expected.join(", ")
-    )
+    format!("unknown key `{name}` in {place}; expected one of: {}", expected.join(", "))
 }
 
 /// The dotted key path open at byte `offset`, not counting a key that starts there: the last
@@ -919,10 +810,7 @@ fn keys_on_line(line: &str) -> Vec<String> {
             '#' => break,
             c if in_key && (c.is_alphanumeric() || c == '_' || c == '-') => {
                 let start = i - 1;
-                while chars
-                    .get(i)
-                    .is_some_and(|d| d.is_alphanumeric() || *d == '_' || *d == '-')
-                {
+                while chars.get(i).is_some_and(|d| d.is_alphanumeric() || *d == '_' || *d == '-') {
                     i += 1;
                 }
                 key.push(chars.get(start..i).unwrap_or_default().iter().collect());
@@ -931,11 +819,7 @@ fn keys_on_line(line: &str) -> Vec<String> {
         }
     }
     // An unclosed quote leaves an empty key, which names nothing.
-    open.into_iter()
-        .flatten()
-        .chain(key)
-        .filter(|k| !k.is_empty())
-        .collect()
+    open.into_iter().flatten().chain(key).filter(|k| !k.is_empty()).collect()
 }
 
 #[cfg(test)]
@@ -1023,22 +907,10 @@ values = [1, 2, 4]
         assert_eq!(spec.name, "depth_sweep");
         assert_eq!(spec.description, "activation memory against depth");
         let expected = Config {
-            model: ModelSpec {
-                hidden: 5000,
-                depth: 1,
-            },
-            data: DataSpec::Synthetic {
-                samples: 1024,
-                features: 20,
-                classes: 10,
-                seed: 7,
-            },
+            model: ModelSpec { hidden: 5000, depth: 1 },
+            data: DataSpec::Synthetic { samples: 1024, features: 20, classes: 10, seed: 7 },
             training: TrainingSpec {
-                optimizer: OptimizerSpec::Sgd {
-                    lr: 0.01,
-                    momentum: 0.9,
-                    weight_decay: 0.0001,
-                },
+                optimizer: OptimizerSpec::Sgd { lr: 0.01, momentum: 0.9, weight_decay: 0.0001 },
                 batch_size: 32,
                 steps: 3,
                 dtype: Dtype::Bfloat16,
@@ -1056,10 +928,7 @@ values = [1, 2, 4]
         );
         assert_eq!(
             spec.sweep,
-            Some(Sweep {
-                field: Field::Depth,
-                mode: SweepMode::List(vec![1.0, 2.0, 4.0])
-            })
+            Some(Sweep { field: Field::Depth, mode: SweepMode::List(vec![1.0, 2.0, 4.0]) })
         );
     }
 
@@ -1067,33 +936,12 @@ values = [1, 2, 4]
     fn optional_keys_take_their_defaults() {
         let spec = parse_at(MINIMAL).unwrap();
         assert_eq!(spec.description, "");
-        assert_eq!(
-            spec.base.training.optimizer,
-            OptimizerSpec::Adam {
-                lr: 0.001,
-                weight_decay: 0.0
-            }
-        );
+        assert_eq!(spec.base.training.optimizer, OptimizerSpec::Adam { lr: 0.001, weight_decay: 0.0 });
         assert_eq!(spec.base.training.steps, 2);
         assert_eq!(spec.base.training.dtype, Dtype::Float32);
         assert_eq!(spec.base.training.seed, 0);
-        assert_eq!(
-            spec.base.data,
-            DataSpec::Synthetic {
-                samples: 128,
-                features: 4,
-                classes: 3,
-                seed: 0
-            }
-        );
-        assert_eq!(
-            spec.run,
-            RunSpec {
-                device: DeviceChoice::Auto,
-                budget: None,
-                on_oom: OnOom::Continue
-            }
-        );
+        assert_eq!(spec.base.data, DataSpec::Synthetic { samples: 128, features: 4, classes: 3, seed: 0 });
+        assert_eq!(spec.run, RunSpec { device: DeviceChoice::Auto, budget: None, on_oom: OnOom::Continue });
         assert_eq!(spec.sweep, None);
     }
 
@@ -1128,14 +976,8 @@ values = [1, 2, 4]
     fn bad_size_names_run_budget() {
         let text = format!("{MINIMAL}\n[run]\nbudget = \"16 gigs\"\n");
         let e = err(&text);
-        assert!(
-            e.starts_with("experiments/x.toml:18:10: run.budget: \"16 gigs\" is not a size"),
-            "{e}"
-        );
-        assert!(
-            e.contains(r#"write it like "15.90GiB", "512MiB" or "16GB""#),
-            "{e}"
-        );
+        assert!(e.starts_with("experiments/x.toml:18:10: run.budget: \"16 gigs\" is not a size"), "{e}");
+        assert!(e.contains(r#"write it like "15.90GiB", "512MiB" or "16GB""#), "{e}");
     }
 
     #[test]
@@ -1148,7 +990,12 @@ values = [1, 2, 4]
             "{e}"
         );
         let e = err(&format!("{MINIMAL}[run]\nbudget = -5\n"));
-        assert!(e.starts_with("experiments/x.toml:17:10: run.budget: must be a size or a whole number of bytes, got -5"), "{e}");
+        assert!(
+            e.starts_with(
+                "experiments/x.toml:17:10: run.budget: must be a size or a whole number of bytes, got -5"
+            ),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1165,17 +1012,15 @@ values = [1, 2, 4]
             err(&edit("hidden = 64", "hidden = \"big\"")),
             "experiments/x.toml:5:10: model.hidden: must be a whole number, got \"big\"; set it to the width of each hidden layer, e.g. hidden = 512"
         );
-        assert!(err(&edit("hidden = 64", "hidden = 2.5")).starts_with(
-            "experiments/x.toml:5:10: model.hidden: must be a whole number, got 2.5;"
-        ));
+        assert!(err(&edit("hidden = 64", "hidden = 2.5"))
+            .starts_with("experiments/x.toml:5:10: model.hidden: must be a whole number, got 2.5;"));
         // A derived struct would take a list by position; a table must be a table.
-        let e = err(&format!(
-            "{MINIMAL}[sweep]\nfield = \"model.depth\"\nsearch = [1, 2, 8]\n"
-        ));
+        let e = err(&format!("{MINIMAL}[sweep]\nfield = \"model.depth\"\nsearch = [1, 2, 8]\n"));
         let want = "experiments/x.toml:18:10: sweep.search: must be a table, got [1, 2, 8];";
         assert!(e.starts_with(want), "{e}");
         let e = err(&edit("[model]", "[[model]]"));
-        let want = "experiments/x.toml:4:1: model: must be a table, got [[model]]; write it as a [model] table";
+        let want =
+            "experiments/x.toml:4:1: model: must be a table, got [[model]]; write it as a [model] table";
         assert_eq!(e, want);
     }
 
@@ -1197,7 +1042,9 @@ values = [1, 2, 4]
             err(no_training),
             r#"experiments/x.toml: training.optimizer is missing; add optimizer = "adam" under [training] ("sgd", "adam" or "adamw")"#
         );
-        assert!(err("").starts_with("experiments/x.toml: experiment.name is missing; add name = \"depth_sweep\" under [experiment]"));
+        assert!(err("").starts_with(
+            "experiments/x.toml: experiment.name is missing; add name = \"depth_sweep\" under [experiment]"
+        ));
     }
 
     #[test]
@@ -1208,27 +1055,24 @@ values = [1, 2, 4]
         );
         let sgd = edit("\"adam\"", "\"sgd\"");
         let e = err(&format!("{sgd}momentum = 1.0\n"));
-        assert!(e.starts_with("experiments/x.toml:16:12: training.momentum: must be a number in 0 <= m < 1, got 1;"), "{e}");
+        assert!(
+            e.starts_with(
+                "experiments/x.toml:16:12: training.momentum: must be a number in 0 <= m < 1, got 1;"
+            ),
+            "{e}"
+        );
         let spec = parse_at(&format!("{sgd}momentum = 0.5\n")).unwrap();
         assert_eq!(
             spec.base.training.optimizer,
-            OptimizerSpec::Sgd {
-                lr: 0.001,
-                momentum: 0.5,
-                weight_decay: 0.0
-            }
+            OptimizerSpec::Sgd { lr: 0.001, momentum: 0.5, weight_decay: 0.0 }
         );
     }
 
     #[test]
     fn learning_rate_must_be_positive() {
         let e = err(&format!("{MINIMAL}lr = 0\n"));
-        assert!(
-            e.starts_with("experiments/x.toml:16:6: training.lr: must be a number > 0, got 0;"),
-            "{e}"
-        );
-        assert!(err(&format!("{MINIMAL}lr = nan\n"))
-            .contains("training.lr: must be a number > 0, got NaN"));
+        assert!(e.starts_with("experiments/x.toml:16:6: training.lr: must be a number > 0, got 0;"), "{e}");
+        assert!(err(&format!("{MINIMAL}lr = nan\n")).contains("training.lr: must be a number > 0, got NaN"));
     }
 
     #[test]
@@ -1238,10 +1082,7 @@ values = [1, 2, 4]
             r#"experiments/x.toml:14:13: training.optimizer: must be one of "sgd", "adam", "adamw", got "rmsprop"; e.g. optimizer = "adam""#
         );
         let e = err(&format!("{MINIMAL}[run]\ndevice = \"gpu\"\n"));
-        assert!(
-            e.starts_with("experiments/x.toml:17:10: run.device: `gpu` is not a device"),
-            "{e}"
-        );
+        assert!(e.starts_with("experiments/x.toml:17:10: run.device: `gpu` is not a device"), "{e}");
     }
 
     #[test]
@@ -1252,9 +1093,8 @@ values = [1, 2, 4]
 
     #[test]
     fn search_on_learning_rate_is_refused() {
-        let text = format!(
-            "{MINIMAL}\n[sweep]\nfield = \"training.lr\"\nsearch = {{ start = 1, max = 8 }}\n"
-        );
+        let text =
+            format!("{MINIMAL}\n[sweep]\nfield = \"training.lr\"\nsearch = {{ start = 1, max = 8 }}\n");
         let e = err(&text);
         assert!(
             e.starts_with("experiments/x.toml:19:10: sweep.search: training.lr is not a whole-number field, so it cannot be searched;"),
@@ -1275,7 +1115,9 @@ values = [1, 2, 4]
 
     #[test]
     fn batch_search_past_samples_is_refused_up_front() {
-        let text = format!("{MINIMAL}\n[sweep]\nfield = \"training.batch_size\"\nsearch = {{ start = 1, max = 4096 }}\n");
+        let text = format!(
+            "{MINIMAL}\n[sweep]\nfield = \"training.batch_size\"\nsearch = {{ start = 1, max = 4096 }}\n"
+        );
         let e = err(&text);
         assert!(
             e.starts_with("experiments/x.toml:19:29: sweep.search.max: training.batch_size 4096 is larger than data.samples 128"),
@@ -1296,27 +1138,20 @@ values = [1, 2, 4]
             "{e}"
         );
         let e = err(&sweep("{ start = 1, factor = 1, max = 4 }"));
-        assert!(e.starts_with("experiments/x.toml:18:32: sweep.search.factor: must be a whole number >= 2, got 1;"), "{e}");
-        let e = err(&sweep("{ start = 1 }"));
         assert!(
             e.starts_with(
-                "experiments/x.toml:18:10: sweep.search.max is missing; write it as search = {"
+                "experiments/x.toml:18:32: sweep.search.factor: must be a whole number >= 2, got 1;"
             ),
             "{e}"
         );
-        let spec = parse_at(&sweep("{ start = 16, max = 4096 }")).unwrap();
-        let mode = SweepMode::Search {
-            start: 16,
-            factor: 2,
-            max: 4096,
-        };
-        assert_eq!(
-            spec.sweep,
-            Some(Sweep {
-                field: Field::Hidden,
-                mode
-            })
+        let e = err(&sweep("{ start = 1 }"));
+        assert!(
+            e.starts_with("experiments/x.toml:18:10: sweep.search.max is missing; write it as search = {"),
+            "{e}"
         );
+        let spec = parse_at(&sweep("{ start = 16, max = 4096 }")).unwrap();
+        let mode = SweepMode::Search { start: 16, factor: 2, max: 4096 };
+        assert_eq!(spec.sweep, Some(Sweep { field: Field::Hidden, mode }));
     }
 
     #[test]
@@ -1327,15 +1162,13 @@ values = [1, 2, 4]
             "experiments/x.toml:18:17: sweep.values[2]: model.depth takes whole numbers, got 2.5; e.g. values = [1, 2, 4]"
         );
         let text = format!("{MINIMAL}[sweep]\nfield = \"model.depth\"\nvalues = [1, \"two\"]\n");
-        assert!(err(&text).starts_with(
-            "experiments/x.toml:18:14: sweep.values[1]: must be a number, got \"two\";"
-        ));
+        assert!(err(&text)
+            .starts_with("experiments/x.toml:18:14: sweep.values[1]: must be a number, got \"two\";"));
     }
 
     #[test]
     fn list_values_are_checked_against_the_base() {
-        let text =
-            format!("{MINIMAL}[sweep]\nfield = \"training.batch_size\"\nvalues = [16, 64, 512]\n");
+        let text = format!("{MINIMAL}[sweep]\nfield = \"training.batch_size\"\nvalues = [16, 64, 512]\n");
         let e = err(&text);
         assert!(
             e.starts_with("experiments/x.toml:18:19: sweep.values[2]: training.batch_size 512 is larger than data.samples 128"),
@@ -1358,22 +1191,17 @@ values = [1, 2, 4]
     #[test]
     fn swept_field_may_be_left_out_of_its_table() {
         let no_depth = edit("depth = 2\n", "");
-        let spec = parse_at(&format!(
-            "{no_depth}[sweep]\nfield = \"model.depth\"\nvalues = [3, 5]\n"
-        ))
-        .unwrap();
+        let spec =
+            parse_at(&format!("{no_depth}[sweep]\nfield = \"model.depth\"\nvalues = [3, 5]\n")).unwrap();
         assert_eq!(spec.base.model.depth, 3);
         let no_batch = edit("batch_size = 32\n", "");
-        let text = format!("{no_batch}[sweep]\nfield = \"training.batch_size\"\nsearch = {{ start = 4, max = 64 }}\n");
+        let text = format!(
+            "{no_batch}[sweep]\nfield = \"training.batch_size\"\nsearch = {{ start = 4, max = 64 }}\n"
+        );
         assert_eq!(parse_at(&text).unwrap().base.training.batch_size, 4);
         // ... but only the swept one.
-        let e = err(&format!(
-            "{no_depth}[sweep]\nfield = \"model.hidden\"\nvalues = [3, 5]\n"
-        ));
-        assert!(
-            e.starts_with("experiments/x.toml:4:1: model.depth is missing;"),
-            "{e}"
-        );
+        let e = err(&format!("{no_depth}[sweep]\nfield = \"model.hidden\"\nvalues = [3, 5]\n"));
+        assert!(e.starts_with("experiments/x.toml:4:1: model.depth is missing;"), "{e}");
     }
 
     #[test]
@@ -1389,16 +1217,16 @@ values = [1, 2, 4]
 
     #[test]
     fn sweep_needs_exactly_one_of_values_and_search() {
-        let both = format!("{MINIMAL}[sweep]\nfield = \"model.depth\"\nvalues = [1]\nsearch = {{ start = 1, max = 2 }}\n");
-        assert!(err(&both).starts_with(
-            "experiments/x.toml:19:10: sweep: give either values or search, not both"
-        ));
+        let both = format!(
+            "{MINIMAL}[sweep]\nfield = \"model.depth\"\nvalues = [1]\nsearch = {{ start = 1, max = 2 }}\n"
+        );
+        assert!(
+            err(&both).starts_with("experiments/x.toml:19:10: sweep: give either values or search, not both")
+        );
         let neither = format!("{MINIMAL}[sweep]\nfield = \"model.depth\"\n");
         assert!(err(&neither).starts_with("experiments/x.toml:16:1: sweep: no values or search"));
         let empty = format!("{MINIMAL}[sweep]\nfield = \"model.depth\"\nvalues = []\n");
-        assert!(
-            err(&empty).starts_with("experiments/x.toml:18:10: sweep.values: the list is empty")
-        );
+        assert!(err(&empty).starts_with("experiments/x.toml:18:10: sweep.values: the list is empty"));
         let bad = format!("{MINIMAL}[sweep]\nfield = \"model.width\"\nvalues = [1]\n");
         assert!(err(&bad).starts_with("experiments/x.toml:17:9: sweep.field: \"model.width\" is not a field that can be swept; use one of: model.depth,"));
     }
@@ -1412,10 +1240,7 @@ values = [1, 2, 4]
         let spec = parse_at(&csv).unwrap();
         assert_eq!(
             spec.base.data,
-            DataSpec::Csv {
-                path: PathBuf::from("experiments/data/iris.csv"),
-                label: "species".into()
-            }
+            DataSpec::Csv { path: PathBuf::from("experiments/data/iris.csv"), label: "species".into() }
         );
         let abs = csv.replace("data/iris.csv", "/srv/iris.csv");
         let spec = parse_at(&abs).unwrap();
@@ -1432,26 +1257,21 @@ values = [1, 2, 4]
     #[test]
     fn keys_of_the_other_data_kind_are_refused() {
         let e = err(&edit("classes = 3\n", "classes = 3\npath = \"a.csv\"\n"));
-        assert!(
-            e.starts_with("experiments/x.toml:12:8: data.path is only read for kind = \"csv\""),
-            "{e}"
-        );
-        let csv = edit(
-            "samples = 128\n",
-            "kind = \"csv\"\npath = \"a.csv\"\nlabel = \"y\"\n",
-        );
+        assert!(e.starts_with("experiments/x.toml:12:8: data.path is only read for kind = \"csv\""), "{e}");
+        let csv = edit("samples = 128\n", "kind = \"csv\"\npath = \"a.csv\"\nlabel = \"y\"\n");
         let e = err(&csv);
         assert!(
+            e.starts_with("experiments/x.toml:12:12: data.features is only read for kind = \"synthetic\""),
+            "{e}"
+        );
+        let e =
+            err(&edit("samples = 128\nfeatures = 4\nclasses = 3\n", "kind = \"csv\"\npath = \"a.csv\"\n"));
+        assert!(
             e.starts_with(
-                "experiments/x.toml:12:12: data.features is only read for kind = \"synthetic\""
+                "experiments/x.toml:8:1: data.label is missing; add label = \"species\" under [data]"
             ),
             "{e}"
         );
-        let e = err(&edit(
-            "samples = 128\nfeatures = 4\nclasses = 3\n",
-            "kind = \"csv\"\npath = \"a.csv\"\n",
-        ));
-        assert!(e.starts_with("experiments/x.toml:8:1: data.label is missing; add label = \"species\" under [data]"), "{e}");
     }
 
     #[test]
@@ -1460,33 +1280,22 @@ values = [1, 2, 4]
             "samples = 128\nfeatures = 4\nclasses = 3\n",
             "kind = \"csv\"\npath = \"a.csv\"\nlabel = \"y\"\n",
         );
-        let e = err(&format!(
-            "{csv}[sweep]\nfield = \"data.samples\"\nvalues = [64]\n"
-        ));
+        let e = err(&format!("{csv}[sweep]\nfield = \"data.samples\"\nvalues = [64]\n"));
         assert!(e.starts_with("experiments/x.toml:17:9: sweep.field: data.samples can only be swept with kind = \"synthetic\" data"), "{e}");
     }
 
     #[test]
     fn duplicate_keys_and_tables_are_named() {
         let e = err(&edit("depth = 2\n", "depth = 2\ndepth = 3\n"));
-        assert_eq!(
-            e,
-            "experiments/x.toml:7:1: model.depth is written twice; keep one of them"
-        );
+        assert_eq!(e, "experiments/x.toml:7:1: model.depth is written twice; keep one of them");
         let e = err(&format!("{MINIMAL}[model]\n"));
-        assert_eq!(
-            e,
-            "experiments/x.toml:16:2: [model] is written twice; merge the two into one table"
-        );
+        assert_eq!(e, "experiments/x.toml:16:2: [model] is written twice; merge the two into one table");
     }
 
     #[test]
     fn syntax_errors_have_a_line() {
         let e = err(&edit("hidden = 64", "hidden = "));
-        assert!(
-            e.starts_with("experiments/x.toml:5:10: not valid TOML at model.hidden: "),
-            "{e}"
-        );
+        assert!(e.starts_with("experiments/x.toml:5:10: not valid TOML at model.hidden: "), "{e}");
     }
 
     #[test]
@@ -1519,13 +1328,9 @@ values = [1, 2, 4]
 
     #[test]
     fn key_paths_are_found_from_the_text() {
-        let text =
-            "[model]\nhidden = 1\n[sweep]\nsearch = { start = \"a\", x = 1 }\nmodel.deep = 3\n";
+        let text = "[model]\nhidden = 1\n[sweep]\nsearch = { start = \"a\", x = 1 }\nmodel.deep = 3\n";
         let at = |needle: &str| key_path_at(text, text.find(needle).unwrap());
-        assert_eq!(
-            at("1\n"),
-            (vec!["model".to_string(), "hidden".to_string()], false)
-        );
+        assert_eq!(at("1\n"), (vec!["model".to_string(), "hidden".to_string()], false));
         assert_eq!(at("\"a\"").0, ["sweep", "search", "start"]);
         assert_eq!(at("x =").0, ["sweep", "search"]);
         assert_eq!(at("deep").0, ["sweep", "model"]);
@@ -1542,13 +1347,8 @@ values = [1, 2, 4]
 
     #[test]
     fn load_names_an_unreadable_file() {
-        let e = crate::spec::load(Path::new("/nonexistent/spec.toml"))
-            .unwrap_err()
-            .0;
-        assert!(
-            e.starts_with("/nonexistent/spec.toml: cannot read the spec: "),
-            "{e}"
-        );
+        let e = crate::spec::load(Path::new("/nonexistent/spec.toml")).unwrap_err().0;
+        assert!(e.starts_with("/nonexistent/spec.toml: cannot read the spec: "), "{e}");
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.toml");
         std::fs::write(&path, MINIMAL).unwrap();
