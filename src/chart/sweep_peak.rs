@@ -1,0 +1,894 @@
+//! The lesson's "how deep before out of memory" figure: peak allocated and peak reserved memory
+//! against a swept value (depth, batch size, width, ...), with the trials that ran out of memory
+//! marked where they would have needed to be, and the device's budget drawn across.
+//!
+//! An OOM is marked at what it would have needed at least (allocated + requested, from the
+//! error message), or at the budget when the message did not say. The x axis turns
+//! logarithmic (base 2) when the swept values span more than a factor of 64.
+//!
+//! Rows that failed for another reason than memory (`Status::Error`) are kept and drawn as grey
+//! rings on the x axis: they measured nothing, but hiding them would make a sweep look as if it
+//! had never tried those values.
+use super::{
+    axis_desc_style, densify, format_bytes, format_tick, free_position, header, label_style,
+    palette, ByteAxis, Chart,
+};
+use crate::record::{Status, SummaryRow};
+use anyhow::Result;
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::ops::Range;
+
+/// The chart's data: one point per trial, sorted by the swept value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepPeak {
+    pub title: String,
+    /// Device, model, optimizer...: what the reader needs to read the numbers.
+    pub subtitle: String,
+    /// The swept key's last part: "depth" for `model.depth`.
+    pub x_label: String,
+    /// Sorted by `x`.
+    pub points: Vec<SweepPoint>,
+    /// The device's memory budget in bytes, drawn as a dashed line.
+    pub budget: Option<u64>,
+}
+
+/// One trial of the sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepPoint {
+    /// The swept value.
+    pub x: f64,
+    pub status: Status,
+    /// Peaks over the trial, in bytes (up to the failure for an OOM).
+    pub max_allocated: u64,
+    pub max_reserved: u64,
+    /// For an OOM: what was allocated plus what was requested when it failed, the least the
+    /// trial would have needed. None when the message did not give both.
+    pub oom_need: Option<u64>,
+}
+
+impl SweepPoint {
+    fn from_row(row: &SummaryRow, x: f64) -> SweepPoint {
+        let oom_need = match (row.status, row.oom_allocated, row.oom_requested) {
+            (Status::Oom, Some(allocated), Some(requested)) => allocated.checked_add(requested),
+            _ => None,
+        };
+        SweepPoint {
+            x,
+            status: row.status,
+            max_allocated: row.max_memory_allocated,
+            max_reserved: row.max_memory_reserved,
+            oom_need,
+        }
+    }
+}
+
+impl SweepPeak {
+    /// The points of `rows` that have a swept value, sorted by it (a bisection runs them in
+    /// another order: 1, 2, 4, ..., 64, 48, 40, ...). The x label is the last part of the
+    /// first such row's `field`, or "value" when the field is empty.
+    pub fn from_summary(
+        rows: &[SummaryRow],
+        title: impl Into<String>,
+        subtitle: impl Into<String>,
+        budget: Option<u64>,
+    ) -> SweepPeak {
+        let swept: Vec<(&SummaryRow, f64)> = rows
+            .iter()
+            .filter_map(|row| row.value.filter(|v| v.is_finite()).map(|v| (row, v)))
+            .collect();
+        let x_label = swept
+            .first()
+            .and_then(|(row, _)| row.field.rsplit('.').next())
+            .filter(|last| !last.is_empty())
+            .unwrap_or("value")
+            .to_string();
+        let mut points: Vec<SweepPoint> = swept
+            .into_iter()
+            .map(|(row, x)| SweepPoint::from_row(row, x))
+            .collect();
+        points.sort_by(|a, b| a.x.total_cmp(&b.x));
+        SweepPeak {
+            title: title.into(),
+            subtitle: subtitle.into(),
+            x_label,
+            points,
+            budget,
+        }
+    }
+
+    /// The trials that ran, in order.
+    pub fn ok_points(&self) -> impl Iterator<Item = &SweepPoint> {
+        self.points.iter().filter(|p| p.status == Status::Ok)
+    }
+
+    /// The trials that ran out of memory, in order.
+    pub fn oom_points(&self) -> impl Iterator<Item = &SweepPoint> {
+        self.points.iter().filter(|p| p.status == Status::Oom)
+    }
+
+    /// The trial with the largest swept value that ran.
+    pub fn largest_fit(&self) -> Option<&SweepPoint> {
+        self.ok_points().last()
+    }
+
+    /// Where an OOM is marked: at what it needed; else at the budget; else at the peak it
+    /// reached before failing (a lower bound too); else as high as anything measured, since it
+    /// needed more than the trials that ran.
+    fn oom_marker(&self, p: &SweepPoint) -> u64 {
+        let reached = p.max_allocated.max(p.max_reserved);
+        p.oom_need
+            .or(self.budget)
+            .or((reached > 0).then_some(reached))
+            .unwrap_or_else(|| self.measured_top())
+    }
+
+    /// The highest value measured: peaks of the trials that ran, and the known needs.
+    fn measured_top(&self) -> u64 {
+        let peaks = self
+            .ok_points()
+            .map(|p| p.max_allocated.max(p.max_reserved));
+        let needs = self.oom_points().filter_map(|p| p.oom_need);
+        peaks.chain(needs).max().unwrap_or(0)
+    }
+
+    /// The highest value drawn: peaks, OOM markers and budget.
+    fn top(&self) -> u64 {
+        let ooms = self.oom_points().map(|p| self.oom_marker(p)).max();
+        [Some(self.measured_top()), ooms, self.budget]
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// How x values map to the axis: as they are, or as their base-2 logarithm when they span
+/// more than [`LOG_RATIO`] (batch sizes 1 to 4096 would crowd everything on the left). The
+/// axis itself stays linear over the mapped values, so one chart type serves both, and the
+/// ticks of a log axis, at whole log2 steps, read as powers of two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum XScale {
+    Linear,
+    Log2,
+}
+
+/// Above this max/min ratio of the x values, the x axis is logarithmic.
+const LOG_RATIO: f64 = 64.0;
+
+impl XScale {
+    fn for_values(xs: &[f64]) -> XScale {
+        let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if min > 0.0 && max / min > LOG_RATIO {
+            XScale::Log2
+        } else {
+            XScale::Linear
+        }
+    }
+
+    fn map(self, x: f64) -> f64 {
+        match self {
+            XScale::Linear => x,
+            XScale::Log2 => x.log2(),
+        }
+    }
+
+    /// The axis range over the mapped values, with a margin so that no marker sits on the
+    /// frame; a linear axis of non-negative values starts at 0 rather than below it.
+    fn range(self, xs: &[f64]) -> Range<f64> {
+        let mapped: Vec<f64> = xs.iter().map(|&x| self.map(x)).collect();
+        let lo = mapped.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = mapped.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if !lo.is_finite() || !hi.is_finite() {
+            return 0.0..1.0;
+        }
+        let span = hi - lo;
+        let margin = if span > 0.0 {
+            span * 0.05
+        } else {
+            (lo.abs() * 0.1).max(1.0)
+        };
+        let start = lo - margin;
+        let start = if self == XScale::Linear && lo >= 0.0 && start < 0.0 {
+            0.0
+        } else {
+            start
+        };
+        start..hi + margin
+    }
+
+    /// How many ticks to ask plotters for: with whole-number values (depths, batch sizes) or a
+    /// log axis, no more than one per unit, so that no tick falls between two whole values.
+    fn tick_count(self, range: &Range<f64>, integral: bool) -> usize {
+        let per_unit = (range.end - range.start).floor() as usize + 1;
+        match self {
+            XScale::Log2 => per_unit.clamp(2, 14),
+            XScale::Linear if integral => per_unit.clamp(2, 10),
+            XScale::Linear => 10,
+        }
+    }
+
+    fn tick(self, t: f64) -> String {
+        match self {
+            XScale::Linear => format_tick(t),
+            XScale::Log2 => format_tick(t.exp2()),
+        }
+    }
+}
+
+type Plot<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// What the drawing functions share: the mapping from data to the plot's coordinates.
+struct Frame {
+    scale: XScale,
+    x: Range<f64>,
+    y_top: f64,
+    axis: ByteAxis,
+}
+
+impl Frame {
+    fn new(chart: &SweepPeak) -> Frame {
+        let xs: Vec<f64> = chart.points.iter().map(|p| p.x).collect();
+        let scale = XScale::for_values(&xs);
+        let top_bytes = chart.top();
+        let axis = ByteAxis::for_max(top_bytes);
+        let top = axis.value(top_bytes);
+        Frame {
+            scale,
+            x: scale.range(&xs),
+            y_top: if top > 0.0 { top * 1.1 } else { 1.0 },
+            axis,
+        }
+    }
+
+    fn at(&self, x: f64, bytes: u64) -> (f64, f64) {
+        (self.scale.map(x), self.axis.value(bytes))
+    }
+
+    /// `(x, y)` in plot coordinates as fractions of the plot, (0, 0) bottom left.
+    fn fraction(&self, (x, y): (f64, f64)) -> (f64, f64) {
+        (
+            (x - self.x.start) / (self.x.end - self.x.start),
+            y / self.y_top,
+        )
+    }
+}
+
+/// The legend's layout in pixels, as plotters draws it: its margin from the plot's edges, the
+/// glyph's width, and the height of an entry.
+const LEGEND_MARGIN: u32 = 16;
+const LEGEND_GLYPH: u32 = 30;
+const LEGEND_ROW: u32 = 23;
+
+impl Chart for SweepPeak {
+    fn file_stem(&self) -> String {
+        let x: String = self
+            .x_label
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        format!("peak_vs_{x}")
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let area = header(root, &self.title, &self.subtitle)?;
+        let frame = Frame::new(self);
+        let mut plot = ChartBuilder::on(&area)
+            .margin_left(20)
+            .margin_right(40)
+            .margin_top(10)
+            .margin_bottom(20)
+            .x_label_area_size(60)
+            .y_label_area_size(78)
+            .build_cartesian_2d(frame.x.clone(), 0.0..frame.y_top)?;
+        self.draw_mesh(&mut plot, &frame)?;
+        self.draw_budget(&mut plot, &frame)?;
+        self.draw_peaks(&mut plot, &frame)?;
+        self.draw_ooms(&mut plot, &frame)?;
+        self.draw_errors(&mut plot, &frame)?;
+        self.annotate_fit(&mut plot, &frame)?;
+        self.draw_legend(&mut plot, &frame)?;
+        Ok(())
+    }
+}
+
+impl SweepPeak {
+    fn x_desc(&self, scale: XScale) -> String {
+        match scale {
+            XScale::Linear => self.x_label.clone(),
+            XScale::Log2 => format!("{} (log scale)", self.x_label),
+        }
+    }
+
+    fn draw_mesh<'a, DB: DrawingBackend + 'a>(
+        &self,
+        plot: &mut Plot<'a, DB>,
+        frame: &Frame,
+    ) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let integral = self.points.iter().all(|p| p.x.fract() == 0.0);
+        let x_desc = self.x_desc(frame.scale);
+        let y_desc = frame.axis.desc("peak memory");
+        let scale = frame.scale;
+        let x_fmt = move |t: &f64| scale.tick(*t);
+        let y_fmt = |v: &f64| format_tick(*v);
+        plot.configure_mesh()
+            .x_labels(frame.scale.tick_count(&frame.x, integral))
+            .y_labels(10)
+            .x_label_formatter(&x_fmt)
+            .y_label_formatter(&y_fmt)
+            .x_desc(x_desc)
+            .y_desc(y_desc)
+            .axis_desc_style(axis_desc_style())
+            .label_style(label_style())
+            .bold_line_style(palette::GRID)
+            // Minor lines at every unit of a depth axis are only noise.
+            .light_line_style(TRANSPARENT)
+            .axis_style(palette::AXIS)
+            .draw()?;
+        Ok(())
+    }
+
+    fn draw_budget<'a, DB: DrawingBackend + 'a>(
+        &self,
+        plot: &mut Plot<'a, DB>,
+        frame: &Frame,
+    ) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let Some(budget) = self.budget else {
+            return Ok(());
+        };
+        let y = frame.axis.value(budget);
+        plot.draw_series(DashedLineSeries::new(
+            [(frame.x.start, y), (frame.x.end, y)],
+            12,
+            8,
+            budget_style(),
+        ))?;
+        Ok(())
+    }
+
+    /// The peaks of the trials that ran: a line with a dot per trial, reserved first so that
+    /// allocated, the one the lesson reasons about, is on top where the two meet.
+    fn draw_peaks<'a, DB: DrawingBackend + 'a>(
+        &self,
+        plot: &mut Plot<'a, DB>,
+        frame: &Frame,
+    ) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        for (peak, colour) in [
+            (Peak::Reserved, palette::RESERVED),
+            (Peak::Allocated, palette::ALLOCATED),
+        ] {
+            let points: Vec<(f64, f64)> = self
+                .ok_points()
+                .map(|p| frame.at(p.x, peak.of(p)))
+                .collect();
+            plot.draw_series(LineSeries::new(
+                points.iter().copied(),
+                colour.stroke_width(3),
+            ))?;
+            plot.draw_series(
+                points
+                    .into_iter()
+                    .map(|c| Circle::new(c, 5, colour.filled())),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn draw_ooms<'a, DB: DrawingBackend + 'a>(
+        &self,
+        plot: &mut Plot<'a, DB>,
+        frame: &Frame,
+    ) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let crosses = self
+            .oom_points()
+            .map(|p| Cross::new(frame.at(p.x, self.oom_marker(p)), 8, oom_style()));
+        plot.draw_series(crosses)?;
+        Ok(())
+    }
+
+    fn draw_errors<'a, DB: DrawingBackend + 'a>(
+        &self,
+        plot: &mut Plot<'a, DB>,
+        frame: &Frame,
+    ) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let rings = self
+            .points
+            .iter()
+            .filter(|p| p.status == Status::Error)
+            .map(|p| Circle::new(frame.at(p.x, 0), 7, error_style()));
+        plot.draw_series(rings)?;
+        Ok(())
+    }
+
+    /// Marks the largest value that ran, when some did not: a dotted drop from its peak to the
+    /// axis, and a note beside it. Larger values ran out of memory, so their markers sit near
+    /// the budget or above, and the space to the lower right of that peak is free; when the
+    /// note does not fit there, it goes to the left of the dotted line, at the bottom.
+    fn annotate_fit<'a, DB: DrawingBackend + 'a>(
+        &self,
+        plot: &mut Plot<'a, DB>,
+        frame: &Frame,
+    ) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        if self.oom_points().next().is_none() {
+            return Ok(());
+        }
+        let Some(fit) = self.largest_fit() else {
+            return self.note_nothing_fit(plot, frame);
+        };
+        let top = frame.at(fit.x, fit.max_reserved.max(fit.max_allocated));
+        let muted = palette::MUTED.stroke_width(2);
+        plot.draw_series(DashedLineSeries::new([(top.0, 0.0), top], 4, 5, muted))?;
+
+        let lines = [
+            format!("largest {} that fit: {}", self.x_label, format_tick(fit.x)),
+            format!("peak reserved {}", format_bytes(fit.max_reserved)),
+        ];
+        let style = label_style();
+        let area = plot.plotting_area();
+        let width = lines
+            .iter()
+            .map(|l| area.estimate_text_size(l, &style).map(|(w, _)| w))
+            .collect::<Result<Vec<u32>, _>>()?
+            .into_iter()
+            .max()
+            .unwrap_or(0);
+        let plot_width = area.dim_in_pixel().0;
+        let room_right = (1.0 - frame.fraction(top).0) * f64::from(plot_width);
+        let (anchor, origin, dx, dy) = if f64::from(width) + 30.0 < room_right {
+            (HPos::Left, top, 16, 18)
+        } else {
+            (HPos::Right, (top.0, 0.0), -10, -54)
+        };
+        let style = style.pos(Pos::new(anchor, VPos::Top));
+        for (i, line) in lines.into_iter().enumerate() {
+            let shift = (dx, dy + 24 * i as i32);
+            plot.draw_series(std::iter::once(
+                EmptyElement::at(origin) + Text::new(line, shift, style.clone()),
+            ))?;
+        }
+        Ok(())
+    }
+
+    /// When every trial ran out of memory, says so in the plot, where the lines would be.
+    fn note_nothing_fit<'a, DB: DrawingBackend + 'a>(
+        &self,
+        plot: &mut Plot<'a, DB>,
+        frame: &Frame,
+    ) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let text = format!("no {} fit: every trial ran out of memory", self.x_label);
+        let centre = ((frame.x.start + frame.x.end) / 2.0, frame.y_top * 0.1);
+        let style = label_style().pos(Pos::new(HPos::Center, VPos::Center));
+        plot.draw_series(std::iter::once(Text::new(text, centre, style)))?;
+        Ok(())
+    }
+
+    /// The legend, in whichever corner hides no marker nor line. Its entries are added here,
+    /// apart from the data, so that their order is the reading order (allocated, reserved,
+    /// OOM, budget) whatever order the data was drawn in.
+    fn draw_legend<'a, DB: DrawingBackend + 'a>(
+        &self,
+        plot: &mut Plot<'a, DB>,
+        frame: &Frame,
+    ) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let has = |status| self.points.iter().any(|p| p.status == status);
+        let mut labels: Vec<String> = Vec::new();
+        for (peak, colour) in [
+            (Peak::Allocated, palette::ALLOCATED),
+            (Peak::Reserved, palette::RESERVED),
+        ] {
+            if has(Status::Ok) {
+                labels.push(peak.name().to_string());
+                legend_entry(plot, peak.name(), move |(x, y)| {
+                    EmptyElement::at((x, y))
+                        + PathElement::new([(0, 0), (22, 0)], colour.stroke_width(3))
+                        + Circle::new((11, 0), 5, colour.filled())
+                })?;
+            }
+        }
+        if has(Status::Oom) {
+            labels.push(OOM_LABEL.to_string());
+            legend_entry(plot, OOM_LABEL, |(x, y)| {
+                Cross::new((x + 11, y), 8, oom_style())
+            })?;
+        }
+        if has(Status::Error) {
+            labels.push(ERROR_LABEL.to_string());
+            legend_entry(plot, ERROR_LABEL, |(x, y)| {
+                Circle::new((x + 11, y), 7, error_style())
+            })?;
+        }
+        if let Some(budget) = self.budget {
+            let label = format!("budget {}", format_bytes(budget));
+            legend_entry(plot, &label, |(x, y)| {
+                EmptyElement::at((x, y))
+                    + PathElement::new([(0, 0), (8, 0)], budget_style())
+                    + PathElement::new([(14, 0), (22, 0)], budget_style())
+            })?;
+            labels.push(label);
+        }
+        if labels.is_empty() {
+            return Ok(());
+        }
+        let (w, h) = legend_fraction(plot.plotting_area(), &labels)?;
+        plot.configure_series_labels()
+            .position(free_position(&self.drawn_fractions(frame), w, h))
+            .margin(LEGEND_MARGIN)
+            .legend_area_size(LEGEND_GLYPH)
+            .label_font(label_style())
+            .background_style(WHITE.mix(0.9))
+            .border_style(palette::GRID.stroke_width(1))
+            .draw()?;
+        Ok(())
+    }
+
+    /// Where the lines and markers are, as fractions of the plot, for placing the legend.
+    fn drawn_fractions(&self, frame: &Frame) -> Vec<(f64, f64)> {
+        let mut drawn = Vec::new();
+        for peak in [Peak::Allocated, Peak::Reserved] {
+            let line: Vec<(f64, f64)> = self
+                .ok_points()
+                .map(|p| frame.fraction(frame.at(p.x, peak.of(p))))
+                .collect();
+            drawn.extend(densify(&line, 20));
+        }
+        drawn.extend(
+            self.oom_points()
+                .map(|p| frame.fraction(frame.at(p.x, self.oom_marker(p)))),
+        );
+        if let Some(budget) = self.budget {
+            let y = frame.axis.value(budget) / frame.y_top;
+            drawn.extend(densify(&[(0.0, y), (1.0, y)], 50));
+        }
+        drawn
+    }
+}
+
+/// Which of a trial's two peaks.
+#[derive(Debug, Clone, Copy)]
+enum Peak {
+    Allocated,
+    Reserved,
+}
+
+impl Peak {
+    fn of(self, p: &SweepPoint) -> u64 {
+        match self {
+            Peak::Allocated => p.max_allocated,
+            Peak::Reserved => p.max_reserved,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Peak::Allocated => "peak allocated",
+            Peak::Reserved => "peak reserved",
+        }
+    }
+}
+
+const OOM_LABEL: &str = "OOM (allocated + requested)";
+const ERROR_LABEL: &str = "error (not memory)";
+
+/// The legend's box as a fraction of `area`, with the margin around it, so that
+/// [`free_position`] keeps that margin clear too.
+fn legend_fraction<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    labels: &[String],
+) -> Result<(f64, f64)>
+where
+    DB::ErrorType: 'static,
+{
+    let style = label_style();
+    let mut widest = 0;
+    for label in labels {
+        widest = widest.max(area.estimate_text_size(label, &style)?.0);
+    }
+    let rows = u32::try_from(labels.len()).unwrap_or(u32::MAX);
+    let width = 2 * LEGEND_MARGIN + LEGEND_GLYPH + widest + 20;
+    let height = 2 * LEGEND_MARGIN + LEGEND_ROW.saturating_mul(rows) + 20;
+    let (w, h) = area.dim_in_pixel();
+    Ok((
+        f64::from(width) / f64::from(w.max(1)),
+        f64::from(height) / f64::from(h.max(1)),
+    ))
+}
+
+fn oom_style() -> ShapeStyle {
+    palette::OOM.stroke_width(3)
+}
+
+fn error_style() -> ShapeStyle {
+    palette::MUTED.stroke_width(2)
+}
+
+fn budget_style() -> ShapeStyle {
+    palette::BUDGET.stroke_width(2)
+}
+
+/// Adds a legend entry without drawing anything: an empty series carries the label.
+fn legend_entry<'a, DB, E, F>(plot: &mut Plot<'a, DB>, label: &str, glyph: F) -> Result<()>
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    E: IntoDynElement<'a, DB, (i32, i32)>,
+    F: Fn((i32, i32)) -> E + 'a,
+{
+    plot.draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())?
+        .label(label)
+        .legend(glyph);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chart::render;
+    use crate::record::Phase;
+
+    const GIB: u64 = 1 << 30;
+
+    fn row(field: &str, value: Option<f64>, status: Status) -> SummaryRow {
+        SummaryRow {
+            trial: 0,
+            field: field.to_string(),
+            value,
+            status,
+            phase: (status != Status::Ok).then_some(Phase::Forward),
+            step: (status != Status::Ok).then_some(1),
+            depth: value.unwrap_or(1.0) as usize,
+            hidden: 4096,
+            batch_size: 64,
+            samples: 1024,
+            features: 4096,
+            classes: 10,
+            optimizer: "adam".to_string(),
+            dtype: "float32".to_string(),
+            max_memory_allocated: 0,
+            max_memory_reserved: 0,
+            baseline_allocated: 0,
+            after_allocated: 0,
+            param_count: 0,
+            param_bytes: 0,
+            step_seconds: None,
+            final_loss: None,
+            oom_requested: None,
+            oom_total_capacity: None,
+            oom_free: None,
+            oom_allocated: None,
+            oom_reserved: None,
+            message: String::new(),
+        }
+    }
+
+    /// The lesson's sweep: depth 1 to 64 in bisection order, about 0.37 GiB a layer, out of
+    /// memory from 41 layers on a 15.90 GiB budget.
+    fn depth_sweep() -> (Vec<SummaryRow>, u64) {
+        let budget = (15.90 * GIB as f64) as u64;
+        let per_layer = (0.37 * GIB as f64) as u64;
+        let base = (0.6 * GIB as f64) as u64;
+        let rows = [1, 2, 4, 8, 16, 32, 64, 48, 40, 44, 42, 41]
+            .into_iter()
+            .enumerate()
+            .map(|(trial, depth)| {
+                let need = base + per_layer * depth;
+                let mut r = if depth <= 40 {
+                    let mut r = row("model.depth", Some(depth as f64), Status::Ok);
+                    r.max_memory_allocated = need;
+                    r.max_memory_reserved = need + need / 50;
+                    r
+                } else {
+                    let mut r = row("model.depth", Some(depth as f64), Status::Oom);
+                    // Fails asking for its last layer's activations.
+                    let allocated = need - per_layer;
+                    r.max_memory_allocated = allocated;
+                    r.max_memory_reserved = allocated + allocated / 50;
+                    r.oom_allocated = Some(allocated);
+                    r.oom_requested = Some(need - allocated);
+                    r
+                };
+                r.trial = trial;
+                r
+            })
+            .collect();
+        (rows, budget)
+    }
+
+    /// The text of each `<text>` element of an SVG, trimmed (plotters puts it on a line of its
+    /// own).
+    fn svg_texts(svg: &str) -> Vec<String> {
+        svg.split("</text>")
+            .filter_map(|chunk| {
+                chunk
+                    .rsplit_once('>')
+                    .map(|(_, text)| text.trim().to_string())
+            })
+            .collect()
+    }
+
+    fn png_size(path: &std::path::Path) -> (u32, u32) {
+        let bytes = std::fs::read(path).expect("png readable");
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+        let be = |r: std::ops::Range<usize>| {
+            u32::from_be_bytes(bytes[r].try_into().expect("four bytes"))
+        };
+        (be(16..20), be(20..24))
+    }
+
+    #[test]
+    fn from_summary_sorts_and_computes_what_an_oom_needed() {
+        let mut rows = vec![
+            row("model.depth", Some(8.0), Status::Ok),
+            row("model.depth", Some(2.0), Status::Ok),
+            row("model.depth", Some(16.0), Status::Oom),
+            row("model.depth", Some(12.0), Status::Oom),
+            row("model.depth", None, Status::Ok),
+            row("model.depth", Some(10.0), Status::Error),
+        ];
+        rows[2].oom_allocated = Some(10 * GIB);
+        rows[2].oom_requested = Some(GIB / 2);
+        rows[3].oom_allocated = Some(9 * GIB); // no requested size: need unknown
+        rows[0].max_memory_allocated = 3 * GIB;
+        rows[0].max_memory_reserved = 4 * GIB;
+
+        let chart = SweepPeak::from_summary(&rows, "t", "s", Some(15 * GIB));
+        let xs: Vec<f64> = chart.points.iter().map(|p| p.x).collect();
+        assert_eq!(xs, [2.0, 8.0, 10.0, 12.0, 16.0]);
+        assert_eq!(chart.x_label, "depth");
+        assert_eq!(chart.file_stem(), "peak_vs_depth");
+        assert_eq!(chart.points[4].oom_need, Some(10 * GIB + GIB / 2));
+        assert_eq!(chart.points[3].oom_need, None);
+        assert_eq!(chart.points[1].oom_need, None);
+        assert_eq!(chart.points[1].max_allocated, 3 * GIB);
+        assert_eq!(chart.points[1].max_reserved, 4 * GIB);
+        assert_eq!(chart.points[2].status, Status::Error);
+        assert_eq!(chart.largest_fit().map(|p| p.x), Some(8.0));
+        assert_eq!(chart.budget, Some(15 * GIB));
+        // Unknown need: marked at the budget.
+        assert_eq!(chart.oom_marker(&chart.points[3]), 15 * GIB);
+    }
+
+    #[test]
+    fn from_summary_labels_x_with_the_last_part_of_the_field() {
+        let rows = [row("data.batch_size", Some(64.0), Status::Ok)];
+        let chart = SweepPeak::from_summary(&rows, "", "", None);
+        assert_eq!(chart.x_label, "batch_size");
+        assert_eq!(chart.file_stem(), "peak_vs_batch_size");
+        let rows = [row("", Some(1.0), Status::Ok)];
+        assert_eq!(
+            SweepPeak::from_summary(&rows, "", "", None).x_label,
+            "value"
+        );
+    }
+
+    #[test]
+    fn x_axis_is_logarithmic_only_over_a_wide_span() {
+        assert_eq!(XScale::for_values(&[1.0, 64.0]), XScale::Linear);
+        assert_eq!(XScale::for_values(&[1.0, 4096.0]), XScale::Log2);
+        assert_eq!(XScale::for_values(&[0.0, 4096.0]), XScale::Linear);
+        assert_eq!(XScale::Log2.tick(10.0), "1024");
+        assert_eq!(XScale::Linear.range(&[1.0, 41.0]), 0.0..43.0);
+    }
+
+    #[test]
+    fn renders_png_and_svg_with_labels() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (rows, budget) = depth_sweep();
+        let chart = SweepPeak::from_summary(
+            &rows,
+            "How deep before out of memory",
+            "fake device",
+            Some(budget),
+        );
+        let out = render(&chart, dir.path()).expect("rendered");
+        assert_eq!(out.png, dir.path().join("peak_vs_depth.png"));
+        assert_eq!(png_size(&out.png), (1280, 800));
+        let texts = svg_texts(&std::fs::read_to_string(&out.svg).expect("svg readable"));
+        for text in [
+            "peak allocated",
+            "peak reserved",
+            "OOM (allocated + requested)",
+            "peak memory (GiB)",
+            "depth",
+            "budget 15.90 GiB",
+            "largest depth that fit: 40",
+            "How deep before out of memory",
+        ] {
+            assert!(texts.iter().any(|t| t == text), "{text:?} not in {texts:?}");
+        }
+    }
+
+    #[test]
+    fn renders_all_oom_single_point_wide_and_empty_sweeps() {
+        let temp = tempfile::tempdir().expect("temp dir");
+        // OOMLAB_CHART_DIR keeps the figures, to look at them.
+        let dir = std::env::var_os("OOMLAB_CHART_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| temp.path().to_path_buf());
+        let mut oom = row("model.depth", Some(4.0), Status::Oom);
+        oom.oom_allocated = Some(GIB);
+        oom.oom_requested = Some(GIB);
+        let unknown = row("model.depth", Some(8.0), Status::Oom);
+        let all_oom = SweepPeak::from_summary(&[oom, unknown], "all oom", "", None);
+        render(&all_oom, &dir.join("all_oom")).expect("all-OOM sweep renders");
+
+        let mut one = row("model.hidden", Some(512.0), Status::Ok);
+        one.max_memory_allocated = 3 << 20;
+        one.max_memory_reserved = 4 << 20;
+        let single = SweepPeak::from_summary(&[one], "one", "", None);
+        let out = render(&single, &dir.join("single")).expect("single point renders");
+        let texts = svg_texts(&std::fs::read_to_string(out.svg).expect("svg readable"));
+        assert!(texts.iter().any(|t| t == "peak memory (MiB)"), "{texts:?}");
+
+        let wide: Vec<SummaryRow> = (0..13)
+            .map(|i| {
+                let mut r = row("data.batch_size", Some(f64::from(1 << i)), Status::Ok);
+                r.max_memory_allocated = (1 << i) * (1 << 20);
+                r.max_memory_reserved = (1 << i) * (1 << 20) * 2;
+                r
+            })
+            .chain([row("data.batch_size", Some(8192.0), Status::Error)])
+            .collect();
+        let wide = SweepPeak::from_summary(&wide, "wide", "", Some(16 * GIB));
+        let out = render(&wide, &dir.join("wide")).expect("log axis renders");
+        let texts = svg_texts(&std::fs::read_to_string(out.svg).expect("svg readable"));
+        for text in [
+            "batch_size (log scale)",
+            "1",
+            "64",
+            "4096",
+            "error (not memory)",
+        ] {
+            assert!(texts.iter().any(|t| t == text), "{text:?} not in {texts:?}");
+        }
+
+        let empty = SweepPeak::from_summary(&[], "empty", "", None);
+        render(&empty, &dir.join("empty")).expect("empty sweep renders");
+    }
+
+    /// Writes the lesson's figure where `OOMLAB_CHART_DIR` says, to look at it; skipped
+    /// otherwise.
+    #[test]
+    fn writes_the_lesson_figure_when_asked() {
+        let Some(dir) = std::env::var_os("OOMLAB_CHART_DIR") else {
+            return;
+        };
+        let (rows, budget) = depth_sweep();
+        let chart = SweepPeak::from_summary(
+            &rows,
+            "How deep before out of memory",
+            "Tesla T4 (15.90 GiB) · MLP, hidden 4096, batch 64 · float32 · Adam",
+            Some(budget),
+        );
+        render(&chart, std::path::Path::new(&dir)).expect("rendered");
+    }
+}
