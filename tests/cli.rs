@@ -63,7 +63,8 @@ fn a_run_writes_results_and_refuses_to_overwrite_without_force() {
     let sb = Sandbox::new();
     let sweep = "[sweep]\nfield = \"model.depth\"\nvalues = [1, 2]\n";
     let spec = sb.spec("two.toml", &tiny_spec("two", "hidden = 16", None, sweep));
-    let args = ["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap()];
+    let out = sb.out();
+    let args = ["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap()];
     oomlab().args(args).assert().success().stdout(predicate::str::contains("largest depth that fits: 2"));
     let dirs: Vec<_> = std::fs::read_dir(sb.out()).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(dirs.len(), 1, "one device folder");

@@ -84,16 +84,11 @@ pub fn register_fonts() -> Result<()> {
     static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
     REGISTERED
         .get_or_init(|| {
-            let faces = [
-                (FontStyle::Normal, dejavu::sans::regular()),
-                (FontStyle::Bold, dejavu::sans::bold()),
-            ];
+            let faces =
+                [(FontStyle::Normal, dejavu::sans::regular()), (FontStyle::Bold, dejavu::sans::bold())];
             for (style, bytes) in faces {
                 plotters::style::register_font(FONT, style, bytes).map_err(|_| {
-                    format!(
-                        "the embedded DejaVu Sans ({}) is not a valid font",
-                        style.as_str()
-                    )
+                    format!("the embedded DejaVu Sans ({}) is not a valid font", style.as_str())
                 })?;
             }
             Ok(())
@@ -201,10 +196,7 @@ impl ByteAxis {
 
     /// Always GiB, whatever the values.
     pub fn gib() -> ByteAxis {
-        ByteAxis {
-            unit: "GiB",
-            divisor: KIB * KIB * KIB,
-        }
+        ByteAxis { unit: "GiB", divisor: KIB * KIB * KIB }
     }
 
     /// `bytes` in this unit.
@@ -221,10 +213,7 @@ impl ByteAxis {
 /// The largest binary unit in which `bytes` is at least 1.
 fn unit_for(bytes: f64) -> (&'static str, f64) {
     const UNITS: [(&str, f64); 3] = [("GiB", KIB * KIB * KIB), ("MiB", KIB * KIB), ("KiB", KIB)];
-    UNITS
-        .into_iter()
-        .find(|(_, d)| bytes >= *d)
-        .unwrap_or(("B", 1.0))
+    UNITS.into_iter().find(|(_, d)| bytes >= *d).unwrap_or(("B", 1.0))
 }
 
 /// `bytes` with two decimals in the largest unit in which it is at least 1: "15.90 GiB".
@@ -269,9 +258,7 @@ pub fn free_position(points: &[(f64, f64)], width: f64, height: f64) -> SeriesLa
     candidates
         .into_iter()
         .find(|&(_, x0, y0)| {
-            !points
-                .iter()
-                .any(|&(x, y)| x >= x0 && x <= x0 + width && y >= y0 && y <= y0 + height)
+            !points.iter().any(|&(x, y)| x >= x0 && x <= x0 + width && y >= y0 && y <= y0 + height)
         })
         .map(|(pos, _, _)| pos)
         .unwrap_or(UpperLeft)
@@ -324,21 +311,12 @@ mod tests {
     #[test]
     fn legend_goes_to_a_corner_without_data() {
         let rising = [(0.0, 0.0), (0.5, 0.5), (1.0, 0.95)];
-        assert_eq!(
-            free_position(&densify(&rising, 10), 0.3, 0.3),
-            SeriesLabelPosition::UpperLeft
-        );
+        assert_eq!(free_position(&densify(&rising, 10), 0.3, 0.3), SeriesLabelPosition::UpperLeft);
         let falling = [(0.0, 0.95), (0.5, 0.5), (1.0, 0.0)];
-        assert_eq!(
-            free_position(&densify(&falling, 10), 0.3, 0.3),
-            SeriesLabelPosition::UpperRight
-        );
+        assert_eq!(free_position(&densify(&falling, 10), 0.3, 0.3), SeriesLabelPosition::UpperRight);
         // A budget line across the top and a curve along the bottom leave the middle free.
         let mut both = densify(&[(0.0, 0.9), (1.0, 0.9)], 20);
         both.extend(densify(&[(0.0, 0.0), (0.8, 0.05), (1.0, 0.5)], 20));
-        assert_eq!(
-            free_position(&both, 0.3, 0.3),
-            SeriesLabelPosition::MiddleLeft
-        );
+        assert_eq!(free_position(&both, 0.3, 0.3), SeriesLabelPosition::MiddleLeft);
     }
 }

@@ -10,8 +10,8 @@
 //! rings on the x axis: they measured nothing, but hiding them would make a sweep look as if it
 //! had never tried those values.
 use super::{
-    axis_desc_style, densify, format_bytes, format_tick, free_position, header, label_style,
-    palette, ByteAxis, Chart,
+    axis_desc_style, densify, format_bytes, format_tick, free_position, header, label_style, palette,
+    ByteAxis, Chart,
 };
 use crate::record::{Status, SummaryRow};
 use anyhow::Result;
@@ -75,28 +75,18 @@ impl SweepPeak {
         subtitle: impl Into<String>,
         budget: Option<u64>,
     ) -> SweepPeak {
-        let swept: Vec<(&SummaryRow, f64)> = rows
-            .iter()
-            .filter_map(|row| row.value.filter(|v| v.is_finite()).map(|v| (row, v)))
-            .collect();
+        let swept: Vec<(&SummaryRow, f64)> =
+            rows.iter().filter_map(|row| row.value.filter(|v| v.is_finite()).map(|v| (row, v))).collect();
         let x_label = swept
             .first()
             .and_then(|(row, _)| row.field.rsplit('.').next())
             .filter(|last| !last.is_empty())
             .unwrap_or("value")
             .to_string();
-        let mut points: Vec<SweepPoint> = swept
-            .into_iter()
-            .map(|(row, x)| SweepPoint::from_row(row, x))
-            .collect();
+        let mut points: Vec<SweepPoint> =
+            swept.into_iter().map(|(row, x)| SweepPoint::from_row(row, x)).collect();
         points.sort_by(|a, b| a.x.total_cmp(&b.x));
-        SweepPeak {
-            title: title.into(),
-            subtitle: subtitle.into(),
-            x_label,
-            points,
-            budget,
-        }
+        SweepPeak { title: title.into(), subtitle: subtitle.into(), x_label, points, budget }
     }
 
     /// The trials that ran, in order.
@@ -119,17 +109,12 @@ impl SweepPeak {
     /// needed more than the trials that ran.
     fn oom_marker(&self, p: &SweepPoint) -> u64 {
         let reached = p.max_allocated.max(p.max_reserved);
-        p.oom_need
-            .or(self.budget)
-            .or((reached > 0).then_some(reached))
-            .unwrap_or_else(|| self.measured_top())
+        p.oom_need.or(self.budget).or((reached > 0).then_some(reached)).unwrap_or_else(|| self.measured_top())
     }
 
     /// The highest value measured: peaks of the trials that ran, and the known needs.
     fn measured_top(&self) -> u64 {
-        let peaks = self
-            .ok_points()
-            .map(|p| p.max_allocated.max(p.max_reserved));
+        let peaks = self.ok_points().map(|p| p.max_allocated.max(p.max_reserved));
         let needs = self.oom_points().filter_map(|p| p.oom_need);
         peaks.chain(needs).max().unwrap_or(0)
     }
@@ -137,11 +122,7 @@ impl SweepPeak {
     /// The highest value drawn: peaks, OOM markers and budget.
     fn top(&self) -> u64 {
         let ooms = self.oom_points().map(|p| self.oom_marker(p)).max();
-        [Some(self.measured_top()), ooms, self.budget]
-            .into_iter()
-            .flatten()
-            .max()
-            .unwrap_or(0)
+        [Some(self.measured_top()), ooms, self.budget].into_iter().flatten().max().unwrap_or(0)
     }
 }
 
@@ -186,17 +167,9 @@ impl XScale {
             return 0.0..1.0;
         }
         let span = hi - lo;
-        let margin = if span > 0.0 {
-            span * 0.05
-        } else {
-            (lo.abs() * 0.1).max(1.0)
-        };
+        let margin = if span > 0.0 { span * 0.05 } else { (lo.abs() * 0.1).max(1.0) };
         let start = lo - margin;
-        let start = if self == XScale::Linear && lo >= 0.0 && start < 0.0 {
-            0.0
-        } else {
-            start
-        };
+        let start = if self == XScale::Linear && lo >= 0.0 && start < 0.0 { 0.0 } else { start };
         start..hi + margin
     }
 
@@ -236,12 +209,7 @@ impl Frame {
         let top_bytes = chart.top();
         let axis = ByteAxis::for_max(top_bytes);
         let top = axis.value(top_bytes);
-        Frame {
-            scale,
-            x: scale.range(&xs),
-            y_top: if top > 0.0 { top * 1.1 } else { 1.0 },
-            axis,
-        }
+        Frame { scale, x: scale.range(&xs), y_top: if top > 0.0 { top * 1.1 } else { 1.0 }, axis }
     }
 
     fn at(&self, x: f64, bytes: u64) -> (f64, f64) {
@@ -250,10 +218,7 @@ impl Frame {
 
     /// `(x, y)` in plot coordinates as fractions of the plot, (0, 0) bottom left.
     fn fraction(&self, (x, y): (f64, f64)) -> (f64, f64) {
-        (
-            (x - self.x.start) / (self.x.end - self.x.start),
-            y / self.y_top,
-        )
+        ((x - self.x.start) / (self.x.end - self.x.start), y / self.y_top)
     }
 }
 
@@ -265,11 +230,8 @@ const LEGEND_ROW: u32 = 23;
 
 impl Chart for SweepPeak {
     fn file_stem(&self) -> String {
-        let x: String = self
-            .x_label
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .collect();
+        let x: String =
+            self.x_label.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
         format!("peak_vs_{x}")
     }
 
@@ -306,11 +268,7 @@ impl SweepPeak {
         }
     }
 
-    fn draw_mesh<'a, DB: DrawingBackend + 'a>(
-        &self,
-        plot: &mut Plot<'a, DB>,
-        frame: &Frame,
-    ) -> Result<()>
+    fn draw_mesh<'a, DB: DrawingBackend + 'a>(&self, plot: &mut Plot<'a, DB>, frame: &Frame) -> Result<()>
     where
         DB::ErrorType: 'static,
     {
@@ -337,11 +295,7 @@ impl SweepPeak {
         Ok(())
     }
 
-    fn draw_budget<'a, DB: DrawingBackend + 'a>(
-        &self,
-        plot: &mut Plot<'a, DB>,
-        frame: &Frame,
-    ) -> Result<()>
+    fn draw_budget<'a, DB: DrawingBackend + 'a>(&self, plot: &mut Plot<'a, DB>, frame: &Frame) -> Result<()>
     where
         DB::ErrorType: 'static,
     {
@@ -360,55 +314,29 @@ impl SweepPeak {
 
     /// The peaks of the trials that ran: a line with a dot per trial, reserved first so that
     /// allocated, the one the lesson reasons about, is on top where the two meet.
-    fn draw_peaks<'a, DB: DrawingBackend + 'a>(
-        &self,
-        plot: &mut Plot<'a, DB>,
-        frame: &Frame,
-    ) -> Result<()>
+    fn draw_peaks<'a, DB: DrawingBackend + 'a>(&self, plot: &mut Plot<'a, DB>, frame: &Frame) -> Result<()>
     where
         DB::ErrorType: 'static,
     {
-        for (peak, colour) in [
-            (Peak::Reserved, palette::RESERVED),
-            (Peak::Allocated, palette::ALLOCATED),
-        ] {
-            let points: Vec<(f64, f64)> = self
-                .ok_points()
-                .map(|p| frame.at(p.x, peak.of(p)))
-                .collect();
-            plot.draw_series(LineSeries::new(
-                points.iter().copied(),
-                colour.stroke_width(3),
-            ))?;
-            plot.draw_series(
-                points
-                    .into_iter()
-                    .map(|c| Circle::new(c, 5, colour.filled())),
-            )?;
+        for (peak, colour) in [(Peak::Reserved, palette::RESERVED), (Peak::Allocated, palette::ALLOCATED)] {
+            let points: Vec<(f64, f64)> = self.ok_points().map(|p| frame.at(p.x, peak.of(p))).collect();
+            plot.draw_series(LineSeries::new(points.iter().copied(), colour.stroke_width(3)))?;
+            plot.draw_series(points.into_iter().map(|c| Circle::new(c, 5, colour.filled())))?;
         }
         Ok(())
     }
 
-    fn draw_ooms<'a, DB: DrawingBackend + 'a>(
-        &self,
-        plot: &mut Plot<'a, DB>,
-        frame: &Frame,
-    ) -> Result<()>
+    fn draw_ooms<'a, DB: DrawingBackend + 'a>(&self, plot: &mut Plot<'a, DB>, frame: &Frame) -> Result<()>
     where
         DB::ErrorType: 'static,
     {
-        let crosses = self
-            .oom_points()
-            .map(|p| Cross::new(frame.at(p.x, self.oom_marker(p)), 8, oom_style()));
+        let crosses =
+            self.oom_points().map(|p| Cross::new(frame.at(p.x, self.oom_marker(p)), 8, oom_style()));
         plot.draw_series(crosses)?;
         Ok(())
     }
 
-    fn draw_errors<'a, DB: DrawingBackend + 'a>(
-        &self,
-        plot: &mut Plot<'a, DB>,
-        frame: &Frame,
-    ) -> Result<()>
+    fn draw_errors<'a, DB: DrawingBackend + 'a>(&self, plot: &mut Plot<'a, DB>, frame: &Frame) -> Result<()>
     where
         DB::ErrorType: 'static,
     {
@@ -425,11 +353,7 @@ impl SweepPeak {
     /// axis, and a note beside it. Larger values ran out of memory, so their markers sit near
     /// the budget or above, and the space to the lower right of that peak is free; when the
     /// note does not fit there, it goes to the left of the dotted line, at the bottom.
-    fn annotate_fit<'a, DB: DrawingBackend + 'a>(
-        &self,
-        plot: &mut Plot<'a, DB>,
-        frame: &Frame,
-    ) -> Result<()>
+    fn annotate_fit<'a, DB: DrawingBackend + 'a>(&self, plot: &mut Plot<'a, DB>, frame: &Frame) -> Result<()>
     where
         DB::ErrorType: 'static,
     {
@@ -492,20 +416,13 @@ impl SweepPeak {
     /// The legend, in whichever corner hides no marker nor line. Its entries are added here,
     /// apart from the data, so that their order is the reading order (allocated, reserved,
     /// OOM, budget) whatever order the data was drawn in.
-    fn draw_legend<'a, DB: DrawingBackend + 'a>(
-        &self,
-        plot: &mut Plot<'a, DB>,
-        frame: &Frame,
-    ) -> Result<()>
+    fn draw_legend<'a, DB: DrawingBackend + 'a>(&self, plot: &mut Plot<'a, DB>, frame: &Frame) -> Result<()>
     where
         DB::ErrorType: 'static,
     {
         let has = |status| self.points.iter().any(|p| p.status == status);
         let mut labels: Vec<String> = Vec::new();
-        for (peak, colour) in [
-            (Peak::Allocated, palette::ALLOCATED),
-            (Peak::Reserved, palette::RESERVED),
-        ] {
+        for (peak, colour) in [(Peak::Allocated, palette::ALLOCATED), (Peak::Reserved, palette::RESERVED)] {
             if has(Status::Ok) {
                 labels.push(peak.name().to_string());
                 legend_entry(plot, peak.name(), move |(x, y)| {
@@ -517,15 +434,11 @@ impl SweepPeak {
         }
         if has(Status::Oom) {
             labels.push(OOM_LABEL.to_string());
-            legend_entry(plot, OOM_LABEL, |(x, y)| {
-                Cross::new((x + 11, y), 8, oom_style())
-            })?;
+            legend_entry(plot, OOM_LABEL, |(x, y)| Cross::new((x + 11, y), 8, oom_style()))?;
         }
         if has(Status::Error) {
             labels.push(ERROR_LABEL.to_string());
-            legend_entry(plot, ERROR_LABEL, |(x, y)| {
-                Circle::new((x + 11, y), 7, error_style())
-            })?;
+            legend_entry(plot, ERROR_LABEL, |(x, y)| Circle::new((x + 11, y), 7, error_style()))?;
         }
         if let Some(budget) = self.budget {
             let label = format!("budget {}", format_bytes(budget));
@@ -555,16 +468,11 @@ impl SweepPeak {
     fn drawn_fractions(&self, frame: &Frame) -> Vec<(f64, f64)> {
         let mut drawn = Vec::new();
         for peak in [Peak::Allocated, Peak::Reserved] {
-            let line: Vec<(f64, f64)> = self
-                .ok_points()
-                .map(|p| frame.fraction(frame.at(p.x, peak.of(p))))
-                .collect();
+            let line: Vec<(f64, f64)> =
+                self.ok_points().map(|p| frame.fraction(frame.at(p.x, peak.of(p)))).collect();
             drawn.extend(densify(&line, 20));
         }
-        drawn.extend(
-            self.oom_points()
-                .map(|p| frame.fraction(frame.at(p.x, self.oom_marker(p)))),
-        );
+        drawn.extend(self.oom_points().map(|p| frame.fraction(frame.at(p.x, self.oom_marker(p)))));
         if let Some(budget) = self.budget {
             let y = frame.axis.value(budget) / frame.y_top;
             drawn.extend(densify(&[(0.0, y), (1.0, y)], 50));
@@ -617,10 +525,7 @@ where
     let width = 2 * LEGEND_MARGIN + LEGEND_GLYPH + widest + 20;
     let height = 2 * LEGEND_MARGIN + LEGEND_ROW.saturating_mul(rows) + 20;
     let (w, h) = area.dim_in_pixel();
-    Ok((
-        f64::from(width) / f64::from(w.max(1)),
-        f64::from(height) / f64::from(h.max(1)),
-    ))
+    Ok((f64::from(width) / f64::from(w.max(1)), f64::from(height) / f64::from(h.max(1))))
 }
 
 fn oom_style() -> ShapeStyle {
@@ -643,9 +548,7 @@ where
     E: IntoDynElement<'a, DB, (i32, i32)>,
     F: Fn((i32, i32)) -> E + 'a,
 {
-    plot.draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())?
-        .label(label)
-        .legend(glyph);
+    plot.draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())?.label(label).legend(glyph);
     Ok(())
 }
 
@@ -727,20 +630,14 @@ mod tests {
     /// own).
     fn svg_texts(svg: &str) -> Vec<String> {
         svg.split("</text>")
-            .filter_map(|chunk| {
-                chunk
-                    .rsplit_once('>')
-                    .map(|(_, text)| text.trim().to_string())
-            })
+            .filter_map(|chunk| chunk.rsplit_once('>').map(|(_, text)| text.trim().to_string()))
             .collect()
     }
 
     fn png_size(path: &std::path::Path) -> (u32, u32) {
         let bytes = std::fs::read(path).expect("png readable");
         assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
-        let be = |r: std::ops::Range<usize>| {
-            u32::from_be_bytes(bytes[r].try_into().expect("four bytes"))
-        };
+        let be = |r: std::ops::Range<usize>| u32::from_be_bytes(bytes[r].try_into().expect("four bytes"));
         (be(16..20), be(20..24))
     }
 
@@ -784,10 +681,7 @@ mod tests {
         assert_eq!(chart.x_label, "batch_size");
         assert_eq!(chart.file_stem(), "peak_vs_batch_size");
         let rows = [row("", Some(1.0), Status::Ok)];
-        assert_eq!(
-            SweepPeak::from_summary(&rows, "", "", None).x_label,
-            "value"
-        );
+        assert_eq!(SweepPeak::from_summary(&rows, "", "", None).x_label, "value");
     }
 
     #[test]
@@ -803,12 +697,8 @@ mod tests {
     fn renders_png_and_svg_with_labels() {
         let dir = tempfile::tempdir().expect("temp dir");
         let (rows, budget) = depth_sweep();
-        let chart = SweepPeak::from_summary(
-            &rows,
-            "How deep before out of memory",
-            "fake device",
-            Some(budget),
-        );
+        let chart =
+            SweepPeak::from_summary(&rows, "How deep before out of memory", "fake device", Some(budget));
         let out = render(&chart, dir.path()).expect("rendered");
         assert_eq!(out.png, dir.path().join("peak_vs_depth.png"));
         assert_eq!(png_size(&out.png), (1280, 800));
@@ -861,13 +751,7 @@ mod tests {
         let wide = SweepPeak::from_summary(&wide, "wide", "", Some(16 * GIB));
         let out = render(&wide, &dir.join("wide")).expect("log axis renders");
         let texts = svg_texts(&std::fs::read_to_string(out.svg).expect("svg readable"));
-        for text in [
-            "batch_size (log scale)",
-            "1",
-            "64",
-            "4096",
-            "error (not memory)",
-        ] {
+        for text in ["batch_size (log scale)", "1", "64", "4096", "error (not memory)"] {
             assert!(texts.iter().any(|t| t == text), "{text:?} not in {texts:?}");
         }
 

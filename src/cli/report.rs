@@ -4,13 +4,29 @@ use std::path::PathBuf;
 use anyhow::Result;
 use bytesize::ByteSize;
 
+use crate::chart::{self, SweepPeak};
 use crate::record::Status;
 use crate::run::{describe, RunReport};
 use crate::spec::Spec;
 
 /// Draws the run's charts into its results folder; returns the files written.
-pub fn charts(_spec: &Spec, _report: &RunReport) -> Result<Vec<PathBuf>> {
-    Ok(Vec::new())
+pub fn charts(spec: &Spec, report: &RunReport) -> Result<Vec<PathBuf>> {
+    if spec.sweep.is_none() {
+        return Ok(Vec::new());
+    }
+    let m = &report.manifest;
+    let subtitle = format!(
+        "{} on {} ({}), libtorch {}, {}",
+        spec.name,
+        m.device.name,
+        m.device.resolved,
+        m.versions.libtorch,
+        m.git.revision.as_deref().map_or("no git revision", |r| &r[..r.len().min(10)])
+    );
+    let chart =
+        SweepPeak::from_summary(&report.rows, spec.description.clone(), subtitle, m.device.budget_bytes);
+    let files = chart::render(&chart, &report.dir)?;
+    Ok(vec![files.png, files.svg])
 }
 
 pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {
