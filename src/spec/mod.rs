@@ -37,6 +37,27 @@ pub struct Spec {
     pub base: Config,
     pub run: RunSpec,
     pub sweep: Option<Sweep>,
+    /// Named variations of the base, run in turn (each with the whole sweep); empty: the base.
+    pub variants: Vec<Variant>,
+}
+
+/// A `[[variant]]`: a name and the base with the variant's keys laid over it, validated.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Variant {
+    /// `[a-z0-9_-]+`, unique in the spec.
+    pub name: String,
+    pub config: Config,
+}
+
+impl Spec {
+    /// The configurations to run, each with its variant name (`None` for the base alone).
+    pub fn configs(&self) -> Vec<(Option<&str>, &Config)> {
+        if self.variants.is_empty() {
+            vec![(None, &self.base)]
+        } else {
+            self.variants.iter().map(|v| (Some(v.name.as_str()), &v.config)).collect()
+        }
+    }
 }
 
 /// Everything one trial needs to train.
@@ -80,6 +101,108 @@ pub struct TrainingSpec {
     pub dtype: Dtype,
     /// Seeds parameter initialisation and batch order.
     pub seed: u64,
+    /// How the step is trained: accumulation, mixed precision, checkpointing, mode, history.
+    pub techniques: Techniques,
+}
+
+/// The memory techniques of the lesson's guides, each implemented in its own `train` module.
+/// They compose: e.g. fp16 autocast with checkpointing and accumulation.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Techniques {
+    /// Micro-batches per optimizer step (`training.accumulation`); `batch_size` is the micro-batch,
+    /// so the effective batch is `batch_size * accumulation`. >= 1.
+    pub accumulation: usize,
+    /// Mixed precision (`training.amp`).
+    pub amp: Amp,
+    /// Activation checkpointing (`training.checkpoint`).
+    pub checkpoint: Checkpoint,
+    /// What a step does (`training.mode`).
+    pub mode: Mode,
+    /// What the loop keeps of each step's loss (`training.history`).
+    pub history: History,
+}
+
+impl Default for Techniques {
+    fn default() -> Self {
+        Techniques {
+            accumulation: 1,
+            amp: Amp::Off,
+            checkpoint: Checkpoint::None,
+            mode: Mode::Train,
+            history: History::None,
+        }
+    }
+}
+
+/// Autocast for the forward pass; fp16 also scales the loss with a dynamic grad scaler.
+/// TOML: `amp = "off" | "fp16" | "bf16"`, and for fp16 an optional
+/// `scaler = { init_scale = 65536.0, growth_factor = 2.0, backoff_factor = 0.5, growth_interval = 2000 }`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "dtype", rename_all = "snake_case")]
+pub enum Amp {
+    Off,
+    Fp16 { scaler: ScalerSpec },
+    Bf16,
+}
+
+/// PyTorch's GradScaler settings (same defaults). Invariants: init_scale > 0,
+/// growth_factor > 1, 0 < backoff_factor < 1, growth_interval >= 1.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ScalerSpec {
+    pub init_scale: f64,
+    pub growth_factor: f64,
+    pub backoff_factor: f64,
+    pub growth_interval: usize,
+}
+
+impl Default for ScalerSpec {
+    fn default() -> Self {
+        ScalerSpec { init_scale: 65536.0, growth_factor: 2.0, backoff_factor: 0.5, growth_interval: 2000 }
+    }
+}
+
+/// Which activations are kept for backward. TOML: `checkpoint = "none" | "sqrt" | K` where K >= 1
+/// makes a segment of every K hidden layers; "sqrt" makes about sqrt(depth) segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Checkpoint {
+    None,
+    Every(usize),
+    Sqrt,
+}
+
+impl Checkpoint {
+    /// Hidden layers per segment for a model of `depth` hidden layers; `None` when off.
+    pub fn segment_len(self, depth: usize) -> Option<usize> {
+        match self {
+            Checkpoint::None => None,
+            Checkpoint::Every(k) => Some(k.max(1)),
+            Checkpoint::Sqrt => Some(((depth as f64).sqrt().ceil() as usize).max(1)),
+        }
+    }
+}
+
+/// What a step does. TOML: `mode = "train" | "forward" | "forward_no_grad"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Forward, backward, optimizer step, zero_grad.
+    Train,
+    /// Forward and loss with gradient tracking, no backward (a validation loop without no_grad).
+    Forward,
+    /// Forward and loss under no_grad.
+    ForwardNoGrad,
+}
+
+/// What the loop keeps of each step's loss. TOML: `history = "none" | "loss_tensor" | "loss_value"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum History {
+    None,
+    /// The loss tensor, and with it its autograd graph (the guide's leak: `losses.append(loss)`).
+    LossTensor,
+    /// A plain number (`losses.append(loss.item())`).
+    LossValue,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -158,6 +281,9 @@ pub enum SweepMode {
     /// then bisect between the last fit and the first OOM to the exact boundary.
     /// Integer fields only; `1 <= start <= max`, `factor >= 2`.
     Search { start: u64, factor: u64, max: u64 },
+    /// The guide's batch-size strategy: try `start`, then halve until a trial fits.
+    /// Integer fields only; `start >= 1`.
+    Halve { start: u64 },
 }
 
 /// A numeric field a sweep can vary, named by its TOML key.
@@ -177,10 +303,12 @@ pub enum Field {
     Features,
     #[serde(rename = "training.lr")]
     Lr,
+    #[serde(rename = "training.accumulation")]
+    Accumulation,
 }
 
 impl Field {
-    pub const ALL: [Field; 7] = [
+    pub const ALL: [Field; 8] = [
         Field::Depth,
         Field::Hidden,
         Field::BatchSize,
@@ -188,6 +316,7 @@ impl Field {
         Field::Samples,
         Field::Features,
         Field::Lr,
+        Field::Accumulation,
     ];
 
     /// The TOML key, e.g. `model.depth`.
@@ -200,6 +329,7 @@ impl Field {
             Field::Samples => "data.samples",
             Field::Features => "data.features",
             Field::Lr => "training.lr",
+            Field::Accumulation => "training.accumulation",
         }
     }
 
@@ -237,6 +367,7 @@ impl Config {
             Field::Samples => synthetic?.0 as f64,
             Field::Features => synthetic?.1 as f64,
             Field::Lr => self.training.optimizer.lr(),
+            Field::Accumulation => self.training.techniques.accumulation as f64,
         })
     }
 
@@ -267,6 +398,7 @@ impl Config {
                 }
             }
             Field::Lr => c.training.optimizer.set_lr(value),
+            Field::Accumulation => c.training.techniques.accumulation = whole()?,
         }
         c.check()?;
         Ok(c)
@@ -282,6 +414,17 @@ impl Config {
         }
         if self.training.steps == 0 {
             return Err("training.steps must be at least 1".into());
+        }
+        let t = &self.training.techniques;
+        if t.accumulation == 0 {
+            return Err("training.accumulation must be at least 1".into());
+        }
+        if t.mode != Mode::Train && (t.accumulation > 1 || t.checkpoint != Checkpoint::None) {
+            return Err(format!(
+                "training.mode {:?} has no backward pass: accumulation and checkpoint apply to mode = \"train\" only",
+                t.mode
+            )
+            .to_lowercase());
         }
         let lr = self.training.optimizer.lr();
         if !(lr.is_finite() && lr > 0.0) {

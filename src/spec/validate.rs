@@ -15,7 +15,7 @@ use super::raw::{RawData, RawModel, RawRun, RawSearch, RawSpec, RawSweep, RawTra
 use super::size::parse_size;
 use super::{
     Config, DataSpec, Dtype, Field, ModelSpec, OnOom, OptimizerSpec, RunSpec, Spec, Sweep, SweepMode,
-    TrainingSpec,
+    Techniques, TrainingSpec,
 };
 use crate::device::DeviceChoice;
 
@@ -147,6 +147,7 @@ impl Cx<'_> {
             base,
             run,
             sweep: draft.map(|d| Sweep { field: d.field, mode: d.mode }),
+            variants: Vec::new(),
         })
     }
 
@@ -268,6 +269,7 @@ impl Cx<'_> {
                 None => Dtype::Float32,
             },
             seed: self.seed(t.seed, "training.seed")?,
+            techniques: Techniques::default(),
         })
     }
 
@@ -915,6 +917,7 @@ values = [1, 2, 4]
                 steps: 3,
                 dtype: Dtype::Bfloat16,
                 seed: 5,
+                techniques: Techniques::default(),
             },
         };
         assert_eq!(spec.base, expected);

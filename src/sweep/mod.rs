@@ -1,7 +1,9 @@
-//! Which values a sweep tries, in what order: a fixed list, or a search that grows until out of
-//! memory and then bisects to the exact boundary. Pure logic: the runner feeds back each outcome.
+//! Which values a sweep tries, in what order: a fixed list, a search that grows until out of
+//! memory and then bisects to the exact boundary, or the guide's halving from a large start. Pure logic: the runner feeds back each outcome.
+mod halve;
 mod search;
 
+pub use halve::Halve;
 pub use search::Search;
 
 use crate::spec::{OnOom, SweepMode};
@@ -81,6 +83,7 @@ pub fn strategy(mode: Option<&SweepMode>, on_oom: OnOom) -> Box<dyn Strategy> {
         None => Box::new(Single(false)),
         Some(SweepMode::List(values)) => Box::new(List::new(values.clone(), on_oom)),
         Some(SweepMode::Search { start, factor, max }) => Box::new(Search::new(*start, *factor, *max)),
+        Some(SweepMode::Halve { start }) => Box::new(Halve::new(*start)),
     }
 }
 
