@@ -61,15 +61,32 @@ impl Mlp {
 
     /// Logits for a batch: ReLU after every layer but the last.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor, TchError> {
+        self.forward_layers(x, 0..self.layers.len())
+    }
+
+    /// Applies layers `range` (indices into `layers`) to `h`: Linear, then ReLU unless it is the
+    /// last layer of the model. Layers `0..depth` are the hidden ones, `depth` the head.
+    pub fn forward_layers(&self, h: &Tensor, range: std::ops::Range<usize>) -> Result<Tensor, TchError> {
         let last = self.layers.len() - 1;
-        let mut h = x.shallow_clone();
-        for (i, l) in self.layers.iter().enumerate() {
+        let mut h = h.shallow_clone();
+        for i in range {
+            let l = &self.layers[i];
             h = h.f_linear(&l.weight, Some(&l.bias))?;
             if i < last {
                 h = h.f_relu()?;
             }
         }
         Ok(h)
+    }
+
+    /// The hidden layers' count (the head is `layers[depth]`).
+    pub fn depth(&self) -> usize {
+        self.layers.len() - 1
+    }
+
+    /// The lesson's loss: cross-entropy over the logits, mean over the batch.
+    pub fn loss(logits: &Tensor, y: &Tensor) -> Result<Tensor, TchError> {
+        logits.f_cross_entropy_loss::<Tensor>(y, None, tch::Reduction::Mean, -100, 0.0)
     }
 }
 

@@ -1,6 +1,6 @@
 //! The plain training step, as the lesson's loop writes it: batch to the device, forward and
 //! loss, backward, optimizer step, zero_grad (which sets gradients to none, freeing them).
-use tch::{COptimizer, Device, Reduction, TchError, Tensor};
+use tch::{COptimizer, Device, TchError, Tensor};
 
 use super::data::{self, Dataset};
 use super::model::Mlp;
@@ -31,9 +31,7 @@ pub(super) fn train(
     let batch = config.training.batch_size;
     for step in 1..=config.training.steps {
         let (x, y) = rec.phase(step, Phase::ToDevice, || gather(&data, step, batch))?;
-        let loss = rec.phase(step, Phase::Forward, || {
-            model.forward(&x)?.f_cross_entropy_loss::<Tensor>(&y, None, Reduction::Mean, -100, 0.0)
-        })?;
+        let loss = rec.phase(step, Phase::Forward, || Mlp::loss(&model.forward(&x)?, &y))?;
         rec.phase(step, Phase::Backward, || loss.f_backward())?;
         rec.phase(step, Phase::OptimizerStep, || opt.step())?;
         rec.phase(step, Phase::ZeroGrad, || opt.zero_grad())?;
