@@ -64,6 +64,8 @@ pub struct PhaseRecord {
     pub trial: usize,
     /// 0 for the set-up phases, then 1, 2, ...
     pub step: usize,
+    /// The micro-batch within the step (gradient accumulation), from 0.
+    pub micro: usize,
     pub phase: Phase,
     pub memory_allocated: u64,
     pub memory_reserved: u64,
@@ -78,9 +80,10 @@ pub struct PhaseRecord {
 }
 
 /// How a trial ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
+    #[default]
     Ok,
     Oom,
     Error,
@@ -108,9 +111,11 @@ impl PhaseRecord {
 }
 
 /// One row of `summary.csv`: one trial, whatever its outcome.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct SummaryRow {
     pub trial: usize,
+    /// The `[[variant]]` name, empty when the spec has none.
+    pub variant: String,
     /// The swept key (`model.depth`), empty when the spec has no sweep.
     pub field: String,
     /// The swept value.
@@ -128,6 +133,15 @@ pub struct SummaryRow {
     pub classes: usize,
     pub optimizer: String,
     pub dtype: String,
+    pub accumulation: usize,
+    /// off, fp16, bf16.
+    pub amp: String,
+    /// none, sqrt, or the hidden layers per segment.
+    pub checkpoint: String,
+    /// train, forward, forward_no_grad.
+    pub mode: String,
+    /// none, loss_tensor, loss_value.
+    pub history: String,
     /// Peaks over the whole trial, in bytes.
     pub max_memory_allocated: u64,
     pub max_memory_reserved: u64,
@@ -139,6 +153,10 @@ pub struct SummaryRow {
     /// Mean wall time of a training step, the first excluded when there are several.
     pub step_seconds: Option<f64>,
     pub final_loss: Option<f64>,
+    /// Optimizer steps the grad scaler skipped (inf/NaN gradients); empty without fp16.
+    pub skipped_steps: Option<usize>,
+    /// The grad scaler's scale at the end; empty without fp16.
+    pub final_scale: Option<f64>,
     /// Fields of the OOM message, in bytes (rounded as the message rounds them).
     pub oom_requested: Option<u64>,
     pub oom_total_capacity: Option<u64>,

@@ -12,7 +12,7 @@ use crate::progress::Progress;
 use crate::record::{Status, SummaryRow};
 use crate::results::manifest::{self, Answer, DeviceInfo, HostInfo, Manifest, Versions};
 use crate::results::{self, Exporter, SummaryCsv, TraceCsv};
-use crate::spec::{Config, Field, Spec};
+use crate::spec::{Amp, Checkpoint, Config, Field, History, Mode, Spec};
 use crate::sweep::{self, Fit};
 use crate::train::{self, TrialOutcome};
 
@@ -64,7 +64,10 @@ pub fn run(spec: &Spec, opts: &RunOptions) -> Result<RunReport> {
         Ok(rows) => {
             manifest.status = "complete".into();
             manifest.trials = rows.len();
-            manifest.answer = spec.sweep.as_ref().map(|s| answer(s.field, rows));
+            manifest.answers = match &spec.sweep {
+                Some(s) => spec.configs().iter().map(|(v, _)| answer(*v, s.field, rows)).collect(),
+                None => Vec::new(),
+            };
         }
         Err(e) => manifest.status = format!("failed: {e:#}"),
     }
@@ -80,41 +83,52 @@ fn run_trials(
     quiet: bool,
 ) -> Result<Vec<SummaryRow>> {
     let field = spec.sweep.as_ref().map(|s| s.field);
-    let mut order = sweep::strategy(spec.sweep.as_ref().map(|s| &s.mode), spec.run.on_oom);
-    let progress = Progress::new(order.len_hint(), quiet);
+    let configs = spec.configs();
+    let mode = spec.sweep.as_ref().map(|s| &s.mode);
+    let hint = sweep::strategy(mode, spec.run.on_oom).len_hint().map(|n| n * configs.len());
+    let progress = Progress::new(hint, quiet);
     let mut rows = Vec::new();
-    while let Some(value) = order.next() {
-        let trial = rows.len() + 1;
-        let config = match field {
-            Some(f) => spec.base.with(f, value).map_err(anyhow::Error::msg)?,
-            None => spec.base.clone(),
-        };
-        let label = field.map_or_else(|| spec.name.clone(), |f| format!("{} {}", f.column(), value));
-        progress.start(&label);
-        let outcome = train::run_trial(&config, probe, trial, &mut |rec| {
-            exporters.iter_mut().try_for_each(|e| e.phase(rec))
-        })?;
-        let row = summary_row(trial, field, value, &config, &outcome);
-        exporters.iter_mut().try_for_each(|e| e.trial(&row))?;
-        progress.done(&format!("trial {trial:>3}  {label:<24} {}", describe(&row)));
-        if let Some(bytes) = outcome.leaked() {
-            bail!(
-                "trial {trial} ({label}) leaked {}: allocated memory was {} before it and {} after its clean-up, \
-                 so later trials would be measured wrong; the run stops here (its rows are in summary.csv)",
-                ByteSize::b(bytes).display().iec(),
-                outcome.baseline_allocated,
-                outcome.after_allocated
+    for (variant, base) in configs {
+        let mut order = sweep::strategy(mode, spec.run.on_oom);
+        while let Some(value) = order.next() {
+            let trial = rows.len() + 1;
+            let config = match field {
+                Some(f) => base.with(f, value).map_err(anyhow::Error::msg)?,
+                None => base.clone(),
+            };
+            let mut label = variant.map(|v| format!("{v} ")).unwrap_or_default();
+            match field {
+                Some(f) => label += &format!("{} {}", f.column(), value),
+                None if variant.is_none() => label += &spec.name,
+                None => {}
+            }
+            progress.start(&label);
+            let outcome = train::run_trial(&config, probe, trial, &mut |rec| {
+                exporters.iter_mut().try_for_each(|e| e.phase(rec))
+            })?;
+            let row = summary_row(trial, variant, field, value, &config, &outcome);
+            exporters.iter_mut().try_for_each(|e| e.trial(&row))?;
+            progress.done(&format!("trial {trial:>3}  {label:<28} {}", describe(&row)));
+            if let Some(bytes) = outcome.leaked() {
+                bail!(
+                    "trial {trial} ({label}) leaked {}: allocated memory was {} before it and {} after its \
+                     clean-up, so later trials would be measured wrong; the run stops here (its rows are \
+                     in summary.csv)",
+                    ByteSize::b(bytes).display().iec(),
+                    outcome.baseline_allocated,
+                    outcome.after_allocated
+                );
+            }
+            order.record(
+                value,
+                match row.status {
+                    Status::Ok => Fit::Fits,
+                    Status::Oom => Fit::Oom,
+                    Status::Error => Fit::Error,
+                },
             );
+            rows.push(row);
         }
-        order.record(
-            value,
-            match row.status {
-                Status::Ok => Fit::Fits,
-                Status::Oom => Fit::Oom,
-                Status::Error => Fit::Error,
-            },
-        );
-        rows.push(row);
     }
     progress.finish();
     Ok(rows)
@@ -142,14 +156,18 @@ pub fn describe(row: &SummaryRow) -> String {
 
 fn summary_row(
     trial: usize,
+    variant: Option<&str>,
     field: Option<Field>,
     value: f64,
     config: &Config,
     o: &TrialOutcome,
 ) -> SummaryRow {
     let oom = o.oom.clone().unwrap_or_default();
+    let t = &config.training.techniques;
+    let word = |v: &dyn std::fmt::Debug| format!("{v:?}").to_lowercase();
     SummaryRow {
         trial,
+        variant: variant.unwrap_or_default().to_string(),
         field: field.map(|f| f.key().to_string()).unwrap_or_default(),
         value: field.map(|_| value),
         status: o.status,
@@ -162,7 +180,28 @@ fn summary_row(
         features: o.features,
         classes: o.classes,
         optimizer: config.training.optimizer.name().to_string(),
-        dtype: format!("{:?}", config.training.dtype).to_lowercase(),
+        dtype: word(&config.training.dtype),
+        accumulation: t.accumulation,
+        amp: match t.amp {
+            Amp::Off => "off".into(),
+            Amp::Fp16 { .. } => "fp16".into(),
+            Amp::Bf16 => "bf16".into(),
+        },
+        checkpoint: match t.checkpoint {
+            Checkpoint::None => "none".into(),
+            Checkpoint::Sqrt => "sqrt".into(),
+            Checkpoint::Every(k) => k.to_string(),
+        },
+        mode: match t.mode {
+            Mode::Train => "train".into(),
+            Mode::Forward => "forward".into(),
+            Mode::ForwardNoGrad => "forward_no_grad".into(),
+        },
+        history: match t.history {
+            History::None => "none".into(),
+            History::LossTensor => "loss_tensor".into(),
+            History::LossValue => "loss_value".into(),
+        },
         max_memory_allocated: o.peak.max_memory_allocated,
         max_memory_reserved: o.peak.max_memory_reserved,
         baseline_allocated: o.baseline_allocated,
@@ -171,6 +210,8 @@ fn summary_row(
         param_bytes: o.param_bytes,
         step_seconds: o.step_seconds,
         final_loss: o.final_loss,
+        skipped_steps: o.skipped_steps,
+        final_scale: o.final_scale,
         oom_requested: oom.requested,
         oom_total_capacity: oom.total_capacity,
         oom_free: oom.free,
@@ -180,10 +221,15 @@ fn summary_row(
     }
 }
 
-/// The largest swept value that trained and the smallest that ran out of memory.
-pub fn answer(field: Field, rows: &[SummaryRow]) -> Answer {
-    let values = |status: Status| rows.iter().filter(move |r| r.status == status).filter_map(|r| r.value);
+/// The largest swept value that trained and the smallest that ran out of memory, for a variant.
+pub fn answer(variant: Option<&str>, field: Field, rows: &[SummaryRow]) -> Answer {
+    let variant = variant.unwrap_or_default().to_string();
+    let values = |status: Status| {
+        let variant = variant.clone();
+        rows.iter().filter(move |r| r.status == status && r.variant == variant).filter_map(|r| r.value)
+    };
     Answer {
+        variant: variant.clone(),
         field: field.key().to_string(),
         largest_fit: values(Status::Ok).map(|v| v as u64).max(),
         first_oom: values(Status::Oom).map(|v| v as u64).min(),
@@ -246,7 +292,7 @@ fn start_manifest(
         finished_at: None,
         status: "running".into(),
         trials: 0,
-        answer: None,
+        answers: Vec::new(),
     }
 }
 

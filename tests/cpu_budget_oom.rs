@@ -40,7 +40,7 @@ fn depth_search_stops_where_arithmetic_says_and_memory_returns_to_baseline() {
     let report = run::run(&spec, &opts).expect("run completes");
 
     // The boundary.
-    let answer = report.manifest.answer.clone().expect("a sweep has an answer");
+    let answer = report.manifest.answers.first().cloned().expect("a sweep has an answer");
     assert_eq!((answer.largest_fit, answer.first_oom), (Some(6), Some(7)), "rows: {:#?}", report.rows);
     let tried: Vec<u64> = report.rows.iter().map(|r| r.value.unwrap() as u64).collect();
     assert_eq!(tried, vec![1, 2, 4, 8, 6, 7]);

@@ -33,6 +33,8 @@ pub struct SweepPeak {
     pub points: Vec<SweepPoint>,
     /// The device's memory budget in bytes, drawn as a dashed line.
     pub budget: Option<u64>,
+    /// Appended to the file stem, e.g. "-fp16" for one variant of a spec.
+    pub stem_suffix: Option<String>,
 }
 
 /// One trial of the sweep.
@@ -86,7 +88,14 @@ impl SweepPeak {
         let mut points: Vec<SweepPoint> =
             swept.into_iter().map(|(row, x)| SweepPoint::from_row(row, x)).collect();
         points.sort_by(|a, b| a.x.total_cmp(&b.x));
-        SweepPeak { title: title.into(), subtitle: subtitle.into(), x_label, points, budget }
+        SweepPeak {
+            title: title.into(),
+            subtitle: subtitle.into(),
+            x_label,
+            points,
+            budget,
+            stem_suffix: None,
+        }
     }
 
     /// The trials that ran, in order.
@@ -232,7 +241,7 @@ impl Chart for SweepPeak {
     fn file_stem(&self) -> String {
         let x: String =
             self.x_label.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
-        format!("peak_vs_{x}")
+        format!("peak_vs_{x}{}", self.stem_suffix.as_deref().unwrap_or_default())
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
@@ -590,6 +599,7 @@ mod tests {
             oom_allocated: None,
             oom_reserved: None,
             message: String::new(),
+            ..SummaryRow::default()
         }
     }
 

@@ -6,6 +6,7 @@ use bytesize::ByteSize;
 
 use crate::chart::{self, SweepPeak};
 use crate::record::Status;
+use crate::results::manifest::Answer;
 use crate::run::{describe, RunReport};
 use crate::spec::Spec;
 
@@ -15,18 +16,26 @@ pub fn charts(spec: &Spec, report: &RunReport) -> Result<Vec<PathBuf>> {
         return Ok(Vec::new());
     }
     let m = &report.manifest;
-    let subtitle = format!(
-        "{} on {} ({}), libtorch {}, {}",
-        spec.name,
-        m.device.name,
-        m.device.resolved,
-        m.versions.libtorch,
-        m.git.revision.as_deref().map_or("no git revision", |r| &r[..r.len().min(10)])
-    );
-    let chart =
-        SweepPeak::from_summary(&report.rows, spec.description.clone(), subtitle, m.device.budget_bytes);
-    let files = chart::render(&chart, &report.dir)?;
-    Ok(vec![files.png, files.svg])
+    let mut files = Vec::new();
+    for (variant, _) in spec.configs() {
+        let name = variant.unwrap_or_default();
+        let rows: Vec<_> = report.rows.iter().filter(|r| r.variant == name).cloned().collect();
+        let subtitle = format!(
+            "{}{} on {} ({}), libtorch {}, {}",
+            spec.name,
+            variant.map(|v| format!(" [{v}]")).unwrap_or_default(),
+            m.device.name,
+            m.device.resolved,
+            m.versions.libtorch,
+            m.git.revision.as_deref().map_or("no git revision", |r| &r[..r.len().min(10)])
+        );
+        let mut chart =
+            SweepPeak::from_summary(&rows, spec.description.clone(), subtitle, m.device.budget_bytes);
+        chart.stem_suffix = variant.map(|v| format!("-{v}"));
+        let out = chart::render(&chart, &report.dir)?;
+        files.extend([out.png, out.svg]);
+    }
+    Ok(files)
 }
 
 pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {
@@ -37,37 +46,45 @@ pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {
         .map(|b| format!(", budget {}", ByteSize::b(b).display().iec()))
         .unwrap_or_default();
     println!("{} on {}{budget}: {} trials", spec.name, m.device.name, report.rows.len());
-    if let (Some(sweep), Some(a)) = (&spec.sweep, &m.answer) {
-        let name = sweep.field.column();
-        match a
-            .largest_fit
-            .and_then(|v| report.rows.iter().find(|r| r.status == Status::Ok && r.value == Some(v as f64)))
-        {
-            Some(row) => println!(
-                "  largest {name} that fits: {}  ({})",
-                a.largest_fit.unwrap_or_default(),
-                describe(row).trim_start_matches("ok").trim()
-            ),
-            None => println!("  largest {name} that fits: none"),
+    match &spec.sweep {
+        Some(sweep) => {
+            for a in &m.answers {
+                print_answer(sweep.field.column(), a, report);
+            }
         }
-        match a
-            .first_oom
-            .and_then(|v| report.rows.iter().find(|r| r.status == Status::Oom && r.value == Some(v as f64)))
-        {
-            Some(row) => println!(
-                "  first OOM: {name} {}  ({})",
-                a.first_oom.unwrap_or_default(),
-                describe(row).trim_start_matches("OOM").trim()
-            ),
-            None => println!("  first OOM: none up to the sweep's end"),
-        }
-    } else {
-        for row in &report.rows {
-            println!("  {}", describe(row));
+        None => {
+            for row in &report.rows {
+                let name =
+                    if row.variant.is_empty() { String::new() } else { format!("{:<16}", row.variant) };
+                println!("  {name}{}", describe(row));
+            }
         }
     }
     println!("  results: {}", report.dir.display());
     for c in charts {
         println!("  chart:   {}", c.display());
+    }
+}
+
+/// "largest depth that fits: 41 (...)" and "first OOM: depth 42 (...)", for one variant.
+fn print_answer(name: &str, a: &Answer, report: &RunReport) {
+    let find = |status: Status, v: Option<u64>| {
+        let v = v? as f64;
+        report.rows.iter().find(|r| r.status == status && r.variant == a.variant && r.value == Some(v))
+    };
+    if !a.variant.is_empty() {
+        println!("  [{}]", a.variant);
+    }
+    match (a.largest_fit, find(Status::Ok, a.largest_fit)) {
+        (Some(v), Some(row)) => {
+            println!("  largest {name} that fits: {v}  ({})", describe(row).trim_start_matches("ok").trim())
+        }
+        _ => println!("  largest {name} that fits: none"),
+    }
+    match (a.first_oom, find(Status::Oom, a.first_oom)) {
+        (Some(v), Some(row)) => {
+            println!("  first OOM: {name} {v}  ({})", describe(row).trim_start_matches("OOM").trim())
+        }
+        _ => println!("  first OOM: none up to the sweep's end"),
     }
 }

@@ -24,8 +24,8 @@ pub struct Manifest {
     /// "running", "complete" or "failed: <why>".
     pub status: String,
     pub trials: usize,
-    /// The sweep's answer, when it has one.
-    pub answer: Option<Answer>,
+    /// The sweep's answer for each variant (one, unnamed, without variants).
+    pub answers: Vec<Answer>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -72,6 +72,8 @@ pub struct HostInfo {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Answer {
+    /// The variant it is for; empty without variants.
+    pub variant: String,
     /// The swept key.
     pub field: String,
     pub largest_fit: Option<u64>,

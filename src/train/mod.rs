@@ -40,6 +40,9 @@ pub struct TrialOutcome {
     pub classes: usize,
     pub step_seconds: Option<f64>,
     pub final_loss: Option<f64>,
+    /// Steps the grad scaler skipped, and its final scale (fp16 only).
+    pub skipped_steps: Option<usize>,
+    pub final_scale: Option<f64>,
     pub oom: Option<OomInfo>,
     /// libtorch's message without its C++ backtrace; empty when the trial ran.
     pub message: String,
@@ -62,6 +65,8 @@ struct Progress {
     param_count: u64,
     param_bytes: u64,
     final_loss: Option<f64>,
+    skipped_steps: Option<usize>,
+    final_scale: Option<f64>,
 }
 
 /// Runs one trial of `config` on the probe's device, handing every phase record to `sink`.
@@ -100,6 +105,8 @@ pub fn run_trial(
         classes: progress.classes,
         step_seconds,
         final_loss: progress.final_loss,
+        skipped_steps: progress.skipped_steps,
+        final_scale: progress.final_scale,
         oom: None,
         message: String::new(),
     };

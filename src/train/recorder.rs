@@ -37,6 +37,8 @@ pub struct Recorder<'a> {
     pub peak: MemSnapshot,
     /// Wall time of each training step (sum of its phases).
     pub step_seconds: Vec<f64>,
+    /// The micro-batch the next phases belong to (gradient accumulation); the step sets it.
+    pub micro: usize,
 }
 
 impl<'a> Recorder<'a> {
@@ -52,6 +54,7 @@ impl<'a> Recorder<'a> {
             sink,
             peak: MemSnapshot::default(),
             step_seconds: Vec::new(),
+            micro: 0,
         }
     }
 
@@ -79,6 +82,7 @@ impl<'a> Recorder<'a> {
         let rec = PhaseRecord {
             trial: self.trial,
             step,
+            micro: self.micro,
             phase,
             memory_allocated: mem.memory_allocated,
             memory_reserved: mem.memory_reserved,
