@@ -166,9 +166,20 @@ pub fn header<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    let centre = root.dim_in_pixel().0 as i32 / 2;
+    let (width, _) = root.dim_in_pixel();
+    let centre = width as i32 / 2;
     let top = Pos::new(HPos::Center, VPos::Top);
-    root.draw_text(title, &title_style().pos(top), (centre, 14))?;
+    // A long title shrinks until it fits the width, rather than running off both edges.
+    let mut size = 30.0;
+    let fits = |size: f64| {
+        let style: TextStyle = (FONT, size, FontStyle::Bold).into_font().into();
+        root.estimate_text_size(title, &style).map(|(w, _)| w + 40 <= width).unwrap_or(true)
+    };
+    while size > 14.0 && !fits(size) {
+        size -= 1.0;
+    }
+    let style = (FONT, size, FontStyle::Bold).into_font().color(&BLACK).pos(top);
+    root.draw_text(title, &style, (centre, 14))?;
     if !subtitle.is_empty() {
         root.draw_text(subtitle, &subtitle_style().pos(top), (centre, 54))?;
     }

@@ -28,7 +28,7 @@ pub fn charts(spec: &Spec, report: &RunReport) -> Result<Vec<PathBuf>> {
             m.device.resolved,
             m.versions.libtorch,
             m.git.revision.as_deref().map_or("no git revision", |r| &r[..r.len().min(10)])
-        );
+        ) + if m.device.resolved == "cpu" { " (CPU: reserved = allocated)" } else { "" };
         let mut chart =
             SweepPeak::from_summary(&rows, spec.description.clone(), subtitle, m.device.budget_bytes);
         chart.stem_suffix = variant.map(|v| format!("-{v}"));
