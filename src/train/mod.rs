@@ -4,6 +4,7 @@
 //! A trial makes its data and model, runs `steps` training steps (to_device, forward, backward,
 //! optimizer_step, zero_grad), then drops everything, empties the cache and checks that the
 //! allocator is back at the baseline it started from.
+pub mod checkpoint;
 pub mod data;
 pub mod model;
 mod recorder;
