@@ -5,6 +5,7 @@
 //! [`probe`] reads the allocator at every phase boundary; out-of-memory is caught and parsed as
 //! data ([`oom`]); [`results`] writes CSVs and a manifest as trials finish; [`chart`] draws them.
 pub mod chart;
+pub mod claims;
 pub mod cli;
 pub mod device;
 pub mod ffi;

@@ -24,7 +24,9 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 extern "C" {
 struct oomlab_stats {
@@ -91,16 +93,31 @@ void raise_peak(int64_t now) {
   }
 }
 
-// Keeps the inner allocation alive and remembers its size for the deleter.
+// Live allocations: data pointer -> the inner allocation and its size. The DataPtr we hand out
+// has the data pointer as its context (as the default allocator's do), because libtorch's
+// raw_allocate path (used by some CPU kernels, e.g. bf16 addmm) requires context == data and
+// frees through raw_deleter() with the data pointer alone.
 struct Counted {
   c10::DataPtr inner;
   int64_t bytes;
 };
+std::mutex g_live_mutex;
+std::unordered_map<void*, Counted>& live() {
+  static auto* m = new std::unordered_map<void*, Counted>();  // never destroyed: outlives atexit
+  return *m;
+}
 
-void counted_delete(void* ctx) {
-  auto* c = static_cast<Counted*>(ctx);
-  g_cpu.current.fetch_sub(c->bytes);
-  delete c;
+void counted_delete(void* data) {
+  Counted c;
+  {
+    std::lock_guard<std::mutex> lock(g_live_mutex);
+    auto it = live().find(data);
+    if (it == live().end()) return;
+    c = std::move(it->second);
+    live().erase(it);
+  }
+  g_cpu.current.fetch_sub(c.bytes);
+  // c.inner frees the memory here, outside the lock.
 }
 
 struct CountingAllocator final : c10::Allocator {
@@ -108,6 +125,7 @@ struct CountingAllocator final : c10::Allocator {
   explicit CountingAllocator(c10::Allocator* a) : inner(a) {}
 
   c10::DataPtr allocate(size_t n) override {
+    if (n == 0) return inner->allocate(0);  // no bytes to count, and no unique pointer to key
     const auto bytes = static_cast<int64_t>(n);
     const int64_t before = g_cpu.current.fetch_add(bytes);
     const int64_t cap = g_cpu.cap.load();
@@ -132,14 +150,24 @@ struct CountingAllocator final : c10::Allocator {
       throw;
     }
     void* data = dp.get();
-    return {data, new Counted{std::move(dp), bytes}, &counted_delete, dp.device()};
+    const auto device = dp.device();
+    {
+      std::lock_guard<std::mutex> lock(g_live_mutex);
+      live().emplace(data, Counted{std::move(dp), bytes});
+    }
+    return {data, data, &counted_delete, device};
   }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &counted_delete; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
   }
 };
 
+}  // namespace
+
+namespace {
 c10::DeviceAllocator* cuda_allocator() {
   return c10::getDeviceAllocator(c10::DeviceType::CUDA);
 }

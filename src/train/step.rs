@@ -1,13 +1,27 @@
-//! The plain training step, as the lesson's loop writes it: batch to the device, forward and
-//! loss, backward, optimizer step, zero_grad (which sets gradients to none, freeing them).
+//! One training step, composed from the techniques a spec asks for, each in its own module:
+//! gradient accumulation (here: the loop over micro-batches), mixed precision (`amp`: autocast
+//! and the grad scaler), activation checkpointing (`checkpoint`), forward-only modes and what
+//! the loop keeps of each loss (the guide's leak).
+//!
+//! Phases, in order: to_device, forward, backward (once per micro-batch), then optimizer_step
+//! and zero_grad once per step. zero_grad sets gradients to none, which frees them.
 use tch::{COptimizer, Device, TchError, Tensor};
 
+use super::amp::{Autocast, GradScaler};
+use super::checkpoint;
 use super::data::{self, Dataset};
 use super::model::Mlp;
 use super::recorder::{Recorder, Stop};
 use super::Progress;
 use crate::record::Phase;
-use crate::spec::{Config, OptimizerSpec};
+use crate::spec::{Amp, Config, History, Mode, OptimizerSpec, Techniques};
+
+/// What the loop keeps of past losses, alive until the trial ends.
+#[derive(Default)]
+struct Kept {
+    tensors: Vec<Tensor>,
+    values: Vec<f64>,
+}
 
 pub(super) fn train(
     config: &Config,
@@ -16,37 +30,167 @@ pub(super) fn train(
     progress: &mut Progress,
 ) -> Result<(), Stop> {
     let kind = config.training.dtype.kind();
+    let t = &config.training.techniques;
     let data = rec.phase(0, Phase::Data, || data::make(&config.data, kind, device))?;
     (progress.samples, progress.features, progress.classes) = (data.samples(), data.features, data.classes);
-    let (model, opt) = rec.phase(0, Phase::Model, || {
+    let (model, opt, mut scaler) = rec.phase(0, Phase::Model, || {
         tch::manual_seed(config.training.seed as i64);
         let m = &config.model;
         let model = Mlp::new(data.features, m.hidden, m.depth, data.classes, kind, device)?;
         let opt = optimizer(&config.training.optimizer, &model)?;
-        Ok((model, opt))
+        let scaler = match &t.amp {
+            Amp::Fp16 { scaler } => Some(GradScaler::new(scaler, device)?),
+            _ => None,
+        };
+        Ok((model, opt, scaler))
     })?;
     progress.param_count = model.param_count();
     progress.param_bytes = model.param_bytes();
 
-    let batch = config.training.batch_size;
+    let mut kept = Kept::default();
+    let mut skipped = 0;
     for step in 1..=config.training.steps {
-        let (x, y) = rec.phase(step, Phase::ToDevice, || gather(&data, step, batch))?;
-        let loss = rec.phase(step, Phase::Forward, || Mlp::loss(&model.forward(&x)?, &y))?;
-        rec.phase(step, Phase::Backward, || loss.f_backward())?;
-        rec.phase(step, Phase::OptimizerStep, || opt.step())?;
-        rec.phase(step, Phase::ZeroGrad, || opt.zero_grad())?;
+        let loss = match t.mode {
+            Mode::Train => {
+                let (loss, skip) =
+                    train_step(config, &data, &model, &opt, scaler.as_mut(), step, rec, &mut kept)?;
+                skipped += usize::from(skip);
+                loss
+            }
+            Mode::Forward | Mode::ForwardNoGrad => forward_step(config, &data, &model, step, rec, &mut kept)?,
+        };
         if step == config.training.steps {
             progress.final_loss = loss.f_double_value(&[]).ok();
         }
     }
+    if let Some(s) = &scaler {
+        progress.skipped_steps = Some(skipped);
+        progress.final_scale = s.scale_value().ok();
+    }
+    drop(kept);
     Ok(())
 }
 
-/// The step's batch as tensors of its own (a DataLoader's batch is too): rows
-/// `(step-1)*batch ..` of the data set, wrapping around its end.
-fn gather(data: &Dataset, step: usize, batch: usize) -> Result<(Tensor, Tensor), TchError> {
+/// Forward and backward for each micro-batch, then one optimizer step and zero_grad.
+/// Returns the last micro-batch's loss and whether the grad scaler skipped the step.
+#[allow(clippy::too_many_arguments)]
+fn train_step(
+    config: &Config,
+    data: &Dataset,
+    model: &Mlp,
+    opt: &COptimizer,
+    mut scaler: Option<&mut GradScaler>,
+    step: usize,
+    rec: &mut Recorder,
+    kept: &mut Kept,
+) -> Result<(Tensor, bool), Stop> {
+    let t = &config.training.techniques;
+    let device = data.x.device();
+    let segment = t.checkpoint.segment_len(model.depth());
+    let mut last = None;
+    for micro in 0..t.accumulation {
+        rec.micro = micro;
+        let index = (step - 1) * t.accumulation + micro;
+        let (x, y) = rec.phase(step, Phase::ToDevice, || gather(data, index, config.training.batch_size))?;
+        let fwd = rec.phase(step, Phase::Forward, || {
+            let _autocast = Autocast::enter(device, &t.amp)?;
+            Ok(match segment {
+                None => Forward::Plain(Mlp::loss(&model.forward(&x)?, &y)?),
+                Some(k) => Forward::Checkpointed(checkpoint::forward(model, &x, &y, k)?),
+            })
+        })?;
+        let loss = fwd.loss().shallow_clone();
+        keep(t, &loss, kept).map_err(|e| stop(e, step, Phase::Forward))?;
+        let scaler_ref = scaler.as_deref();
+        rec.phase(step, Phase::Backward, || {
+            // The recompute inside a checkpointed backward is a forward: it runs under autocast
+            // as the first forward did, as PyTorch's checkpoint does.
+            let _autocast = if segment.is_some() { Autocast::enter(device, &t.amp)? } else { None };
+            let mut l = loss.shallow_clone();
+            if t.accumulation > 1 {
+                // Each micro-batch's mean loss counts 1/n, so the sum is the effective batch's mean.
+                l = l.f_div_scalar(t.accumulation as f64)?;
+            }
+            if let Some(s) = scaler_ref {
+                l = s.scale(&l)?;
+            }
+            fwd.backward(&l)
+        })?;
+        last = Some(loss);
+    }
+    rec.micro = 0;
+    let skipped = rec.phase(step, Phase::OptimizerStep, || match scaler.as_deref_mut() {
+        Some(s) => s.step(opt, model.parameters()),
+        None => opt.step().map(|()| false),
+    })?;
+    rec.phase(step, Phase::ZeroGrad, || opt.zero_grad())?;
+    Ok((last.expect("accumulation >= 1"), skipped))
+}
+
+/// Forward and loss only: with gradient tracking (a validation loop that forgot no_grad) or
+/// under no_grad.
+fn forward_step(
+    config: &Config,
+    data: &Dataset,
+    model: &Mlp,
+    step: usize,
+    rec: &mut Recorder,
+    kept: &mut Kept,
+) -> Result<Tensor, Stop> {
+    let t = &config.training.techniques;
+    let device = data.x.device();
+    let (x, y) = rec.phase(step, Phase::ToDevice, || gather(data, step - 1, config.training.batch_size))?;
+    let loss = rec.phase(step, Phase::Forward, || {
+        let _no_grad = (t.mode == Mode::ForwardNoGrad).then(tch::no_grad_guard);
+        let _autocast = Autocast::enter(device, &t.amp)?;
+        Mlp::loss(&model.forward(&x)?, &y)
+    })?;
+    keep(t, &loss, kept).map_err(|e| stop(e, step, Phase::Forward))?;
+    Ok(loss)
+}
+
+/// The forward pass's result, plain or checkpointed; each knows its own backward.
+enum Forward {
+    Plain(Tensor),
+    Checkpointed(checkpoint::Checkpointed),
+}
+
+impl Forward {
+    fn loss(&self) -> &Tensor {
+        match self {
+            Forward::Plain(l) => l,
+            Forward::Checkpointed(c) => &c.loss,
+        }
+    }
+
+    fn backward(self, to_backprop: &Tensor) -> Result<(), TchError> {
+        match self {
+            Forward::Plain(_) => to_backprop.f_backward(),
+            Forward::Checkpointed(c) => c.backward(to_backprop),
+        }
+    }
+}
+
+/// Keeps what the spec's history asks of this loss: the tensor (and with it its graph) or a
+/// plain number (which waits for the device, like `loss.item()`).
+fn keep(t: &Techniques, loss: &Tensor, kept: &mut Kept) -> Result<(), TchError> {
+    match t.history {
+        History::None => {}
+        History::LossTensor => kept.tensors.push(loss.shallow_clone()),
+        History::LossValue => kept.values.push(loss.f_double_value(&[])?),
+    }
+    Ok(())
+}
+
+fn stop(error: TchError, step: usize, phase: Phase) -> Stop {
+    Stop::Torch(super::PhaseError { phase, step, error })
+}
+
+/// The micro-batch `index` as tensors of its own (a DataLoader's batch is too): rows
+/// `index * batch ..`, wrapping around the end of the data set.
+fn gather(data: &Dataset, index: usize, batch: usize) -> Result<(Tensor, Tensor), TchError> {
     let n = data.samples() as i64;
-    let start = ((step - 1) * batch) as i64 % n;
+    let start = (index * batch) as i64 % n;
     let idx = Tensor::f_arange_start(start, start + batch as i64, (tch::Kind::Int64, data.x.device()))?
         .f_remainder(n)?;
     Ok((data.x.f_index_select(0, &idx)?, data.y.f_index_select(0, &idx)?))

@@ -1,0 +1,114 @@
+//! The claims report: every claim of the lesson and its guides (`../shared/seeds/README.md`),
+//! the experiment that tests it, the number measured, and a verdict, written to `CLAIMS.md` in a
+//! device's results folder. It reads results only: run the experiments first.
+mod data;
+pub mod fit;
+mod verdicts;
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+
+use data::Experiment;
+
+/// How a measurement stands against a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Confirmed,
+    Partly,
+    Refuted,
+    /// The device cannot show it (e.g. no cache on CPU).
+    NotTestable,
+    /// The experiment has no results in this folder.
+    NotRun,
+}
+
+impl Verdict {
+    fn word(self) -> &'static str {
+        match self {
+            Verdict::Confirmed => "confirmed",
+            Verdict::Partly => "partly",
+            Verdict::Refuted => "refuted",
+            Verdict::NotTestable => "not testable here",
+            Verdict::NotRun => "not run",
+        }
+    }
+}
+
+/// One line of the report.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub claim: &'static str,
+    pub experiment: &'static str,
+    /// The number(s) measured, short.
+    pub measured: String,
+    pub verdict: Verdict,
+    /// One sentence: why the verdict.
+    pub why: String,
+}
+
+/// Every experiment the claims read, by folder name.
+pub const EXPERIMENTS: [&str; 12] = [
+    "whole_dataset_batch",
+    "depth_sweep",
+    "batch_size_sweep",
+    "width_sweep",
+    "optimizers",
+    "amp",
+    "checkpointing",
+    "accumulation",
+    "inference_vs_training",
+    "leak",
+    "find_batch",
+    "find_batch_halving",
+];
+
+/// Reads a device's results folder and judges every claim.
+pub fn judge(dir: &Path) -> Result<Vec<Claim>> {
+    if !dir.is_dir() {
+        bail!("{} is not a results folder; give results/<device>", dir.display());
+    }
+    let mut found = std::collections::HashMap::new();
+    for name in EXPERIMENTS {
+        if let Some(e) = Experiment::read(dir, name).with_context(|| format!("reading {name}"))? {
+            found.insert(name, e);
+        }
+    }
+    if found.is_empty() {
+        bail!("{} holds none of the experiments ({}); run them first", dir.display(), EXPERIMENTS.join(", "));
+    }
+    Ok(verdicts::all(&|name| found.get(name)))
+}
+
+/// The Markdown report.
+pub fn markdown(dir: &Path, claims: &[Claim]) -> String {
+    let mut s = String::new();
+    let device = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let _ = writeln!(s, "# Claims measured on `{device}`\n");
+    let _ = writeln!(
+        s,
+        "Made by `oomlab claims {}` from the results in this folder (each experiment's \
+         `manifest.json` names the machine, versions and git revision that ran it). Every number \
+         below comes from those CSVs.\n",
+        dir.display()
+    );
+    let _ = writeln!(s, "| claim | experiment | measured | verdict |\n| --- | --- | --- | --- |");
+    for c in claims {
+        let _ =
+            writeln!(s, "| {} | `{}` | {} | **{}** |", c.claim, c.experiment, c.measured, c.verdict.word());
+    }
+    let _ = writeln!(s, "\n## Why\n");
+    for c in claims {
+        let _ = writeln!(s, "- **{}** ({}): {}", c.claim, c.verdict.word(), c.why);
+    }
+    s
+}
+
+/// Writes `CLAIMS.md` into `dir` and returns its path.
+pub fn write(dir: &Path) -> Result<std::path::PathBuf> {
+    let claims = judge(dir)?;
+    let path = dir.join("CLAIMS.md");
+    std::fs::write(&path, markdown(dir, &claims)).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}

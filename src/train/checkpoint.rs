@@ -1,0 +1,549 @@
+//! Activation checkpointing for the [`Mlp`]: PyTorch's `checkpoint_sequential`, written by hand
+//! because tch has no custom autograd `Function`.
+//!
+//! The hidden layers are cut into segments of `segment_len` layers (the last one may be
+//! shorter).
+//!
+//! - **Kept** between forward and backward: each segment's input (the batch `x` for the first,
+//!   then the output of the segment before), and the input of the head. The forward runs every
+//!   segment under no_grad, so none of the activations inside a segment are kept; the next layer
+//!   uses one and it is freed.
+//! - **Recomputed** in backward: each segment, last first, from its saved input with grad
+//!   tracking on. The gradient at its output (from the segment after it, or from the head) is
+//!   pushed through it with `(out * g).sum().backward()`, because `backward` only starts from a
+//!   scalar and the gradient of `<out, g>` with respect to `out` is `g`. The parameters' grads
+//!   accumulate in their `.grad`, and the gradient at the segment's input becomes the next `g`.
+//!
+//! The trade: with `depth` hidden layers and `s` segments, a plain forward keeps `depth` hidden
+//! activations for backward and a checkpointed one keeps `s` (the boundaries), plus one segment's
+//! worth while it is recomputed, so segments of about `sqrt(depth)` layers keep about
+//! `2 sqrt(depth)`. It costs a second forward through every hidden layer: about a third more
+//! compute per step, since backward costs about twice a forward.
+//!
+//! The head (and the loss) is not checkpointed: recomputing it would save only its output (the
+//! logits, `batch x classes`, small next to a hidden activation), and its backward is where the
+//! gradient at the last boundary comes from, so it simply runs with grad tracking from the last
+//! segment's output, detached so that the graph stops there.
+//!
+//! Everything is freed as soon as backward is done with it: each saved input after its segment,
+//! each gradient once the node that needs it has run, and the head's input and its gradient
+//! right after the head's backward (the caller's graph would otherwise keep them to the end).
+//!
+//! Autocast is left as the caller set it: a caller that keeps an autocast guard alive around
+//! both calls gets the recompute under autocast too, in the same precision as the first pass, as
+//! PyTorch's checkpoint does.
+use std::ops::Range;
+
+use tch::{TchError, Tensor};
+
+use super::model::{Linear, Mlp};
+
+/// A segment of hidden layers and the input it was first run on.
+struct Segment {
+    input: Tensor,
+    layers: Range<usize>,
+    /// Whether to make `input` a leaf that requires grad in the recompute, to read the gradient
+    /// at the segment's input. False for the first segment, whose input is the batch: the
+    /// backward ends there, and `x` is used as it is, so it gets a grad only if it asked for
+    /// one, as in the plain path.
+    wants_input_grad: bool,
+}
+
+/// A forward pass that kept only segment boundaries, waiting for its backward.
+pub struct Checkpointed {
+    /// Handles on the model's own parameter tensors (not copies): the recompute builds its graph
+    /// on them, so their grads land in the model's `.grad`.
+    model: Mlp,
+    segments: Vec<Segment>,
+    /// The last hidden layer's output, detached and requiring grad: backward through the head
+    /// stops here and leaves the gradient at the last boundary in its `.grad`. With no hidden
+    /// layer it is the batch itself.
+    head_input: Tensor,
+    pub loss: Tensor,
+}
+
+/// Forward with only segment boundaries kept. `segment_len >= 1` hidden layers per segment.
+pub fn forward(model: &Mlp, x: &Tensor, y: &Tensor, segment_len: usize) -> Result<Checkpointed, TchError> {
+    if segment_len == 0 {
+        return Err(TchError::Torch("checkpoint: a segment needs at least one layer".into()));
+    }
+    let depth = model.depth();
+    let (segments, last) = run_segments(model, x, segment_ranges(depth, segment_len))?;
+    let head_input = if segments.is_empty() {
+        // No hidden layer: the head reads the batch, which must stay as the caller made it.
+        last
+    } else {
+        last.f_detach()?.f_set_requires_grad(true)?
+    };
+    let logits = model.forward_layers(&head_input, depth..depth + 1)?;
+    let loss = Mlp::loss(&logits, y)?;
+    Ok(Checkpointed { model: handles(model), segments, head_input, loss })
+}
+
+impl Checkpointed {
+    /// Backward from `to_backprop` (a scalar computed from `self.loss`), recomputing each
+    /// segment. Accumulates into the parameters' `.grad`, like `backward()`.
+    pub fn backward(self, to_backprop: &Tensor) -> Result<(), TchError> {
+        let Checkpointed { model, segments, head_input, loss } = self;
+        // The head's graph: the head's grads, and the gradient at the last boundary.
+        to_backprop.f_backward()?;
+        drop(loss);
+        if segments.is_empty() {
+            return Ok(());
+        }
+        let mut upstream = take_head_grad(head_input)?;
+        // The recompute must record a graph even if the caller runs backward under no_grad.
+        let _grad = GradEnabled::new();
+        // Last segment first; each saved input is dropped as soon as its segment is done, and
+        // the earlier ones stay in the iterator until their turn.
+        for segment in segments.into_iter().rev() {
+            match backprop_segment(&model, segment, upstream)? {
+                Some(g) => upstream = g,
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// How many activation tensors are held between forward and backward: one input per
+    /// segment (the first is the batch `x` itself) plus the head's input (the last segment's
+    /// output). With no hidden layer, just the head's input, which is `x`.
+    pub fn saved_tensors(&self) -> usize {
+        self.segments.len() + 1
+    }
+}
+
+/// `0..depth` cut into consecutive ranges of `len` layers, the last one possibly shorter.
+fn segment_ranges(depth: usize, len: usize) -> Vec<Range<usize>> {
+    (0..depth).step_by(len).map(|start| start..(start + len).min(depth)).collect()
+}
+
+/// Runs the segments under no_grad, keeping each one's input; returns them and the last output
+/// (`x` when there is no segment).
+fn run_segments(
+    model: &Mlp,
+    x: &Tensor,
+    ranges: Vec<Range<usize>>,
+) -> Result<(Vec<Segment>, Tensor), TchError> {
+    // No graph: inside a segment each activation is freed once the next layer has read it.
+    // A guard, not `tch::no_grad(closure)`, so grad mode comes back even on a panic.
+    let _no_grad = tch::no_grad_guard();
+    let mut h = x.shallow_clone();
+    let mut segments = Vec::with_capacity(ranges.len());
+    for (i, layers) in ranges.into_iter().enumerate() {
+        let out = model.forward_layers(&h, layers.clone())?;
+        segments.push(Segment { input: h, layers, wants_input_grad: i > 0 });
+        h = out;
+    }
+    Ok((segments, h))
+}
+
+/// Recomputes `segment` with grad tracking and pushes `upstream` (the gradient at its output)
+/// through it. Returns the gradient at its input, or `None` for the first segment. Takes
+/// `upstream` by value so that it is freed as soon as backward has used it.
+fn backprop_segment(model: &Mlp, segment: Segment, upstream: Tensor) -> Result<Option<Tensor>, TchError> {
+    let Segment { input, layers, wants_input_grad } = segment;
+    // The saved input was made under no_grad, so it is already a leaf with no history.
+    let input = if wants_input_grad { input.f_set_requires_grad(true)? } else { input };
+    let out = model.forward_layers(&input, layers)?;
+    // <out, upstream>: its gradient with respect to `out` is `upstream`. The product is a
+    // temporary, freed before backward runs. `out` and `upstream` are held by the graph only
+    // (dropping our handles frees each as soon as the node that saved it has run).
+    let inner = out.f_mul(&upstream)?.f_sum(None)?;
+    drop((out, upstream));
+    inner.f_backward()?;
+    if wants_input_grad {
+        grad_of(&input).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// The gradient that backward left at the head's input; frees the input and its `.grad`.
+///
+/// Dropping our handle would free neither: the caller still holds `to_backprop`, and its graph
+/// keeps the head's input alive, `.grad` included, through the node that accumulated that
+/// gradient, until the caller drops it. So both are emptied in place (`set_()`, under no_grad
+/// because the input is a leaf that requires grad); the gradient's storage lives on only in the
+/// returned handle, which backward frees as soon as it has used it. That is two activations
+/// less for the whole backward, the recompute's peak included.
+fn take_head_grad(mut head_input: Tensor) -> Result<Tensor, TchError> {
+    let mut grad = grad_of(&head_input)?;
+    let upstream = grad.f_detach()?;
+    let _no_grad = tch::no_grad_guard();
+    let _ = grad.f_set_()?;
+    let _ = head_input.f_set_()?;
+    Ok(upstream)
+}
+
+/// The gradient a backward left in `t.grad`.
+fn grad_of(t: &Tensor) -> Result<Tensor, TchError> {
+    let g = t.f_grad()?;
+    if g.defined() {
+        Ok(g)
+    } else {
+        Err(TchError::Torch("checkpoint: backward left no gradient at a segment boundary".into()))
+    }
+}
+
+/// A second handle on each of the model's parameters: the same tensors, so the recompute's
+/// grads accumulate where the model's optimizer reads them, at no memory cost.
+fn handles(model: &Mlp) -> Mlp {
+    let layers = model
+        .layers
+        .iter()
+        .map(|l| Linear { weight: l.weight.shallow_clone(), bias: l.bias.shallow_clone() })
+        .collect();
+    Mlp { layers }
+}
+
+/// Grad mode on until dropped, then back to what it was. tch has a guard for turning it off but
+/// only a closure (`with_grad`, not restored on panic) for turning it on.
+struct GradEnabled {
+    was: bool,
+}
+
+impl GradEnabled {
+    fn new() -> Self {
+        // SAFETY: sets libtorch's thread-local grad mode flag and returns the old one; it
+        // cannot fail and touches no Rust memory.
+        let was = unsafe { torch_sys::at_grad_set_enabled(1) } != 0;
+        GradEnabled { was }
+    }
+}
+
+impl Drop for GradEnabled {
+    fn drop(&mut self) {
+        // SAFETY: as in `new`.
+        unsafe { torch_sys::at_grad_set_enabled(i32::from(self.was)) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tch::{Device, Kind};
+
+    use super::*;
+    use crate::probe::{CpuProbe, MemoryProbe};
+    use crate::spec::Checkpoint;
+
+    const CLASSES: usize = 4;
+
+    /// Two models with the same weights but their own tensors and grads. The weights are
+    /// copied rather than re-drawn from a seed: tests run in parallel and share the generator.
+    fn twins(features: usize, width: usize, depth: usize) -> (Mlp, Mlp) {
+        let make = || Mlp::new(features, width, depth, CLASSES, Kind::Float, Device::Cpu).unwrap();
+        let (a, b) = (make(), make());
+        tch::no_grad(|| {
+            for (p, q) in a.parameters().zip(b.parameters()) {
+                q.shallow_clone().copy_(p);
+            }
+        });
+        (a, b)
+    }
+
+    fn batch(features: usize, n: usize) -> (Tensor, Tensor) {
+        let x = Tensor::randn([n as i64, features as i64], (Kind::Float, Device::Cpu));
+        let y = Tensor::randint(CLASSES as i64, [n as i64], (Kind::Int64, Device::Cpu));
+        (x, y)
+    }
+
+    /// The plain path: loss with the whole graph kept, then `to_backprop(loss).backward()`.
+    fn plain_step(model: &Mlp, x: &Tensor, y: &Tensor, scale: f64) -> f64 {
+        let loss = Mlp::loss(&model.forward(x).unwrap(), y).unwrap();
+        (&loss * scale).backward();
+        loss.double_value(&[])
+    }
+
+    fn checkpointed_step(model: &Mlp, x: &Tensor, y: &Tensor, scale: f64, len: usize) -> f64 {
+        let c = forward(model, x, y, len).unwrap();
+        let value = c.loss.double_value(&[]);
+        let to_backprop = &c.loss * scale;
+        c.backward(&to_backprop).unwrap();
+        value
+    }
+
+    /// The largest |a.grad - b.grad| over all parameters; panics if either has no grad.
+    fn max_grad_diff(a: &Mlp, b: &Mlp) -> f64 {
+        a.parameters()
+            .zip(b.parameters())
+            .enumerate()
+            .map(|(i, (p, q))| {
+                let (gp, gq) = (p.grad(), q.grad());
+                assert!(gp.defined() && gq.defined(), "parameter {i} has no grad");
+                (gp.to_kind(Kind::Float) - gq.to_kind(Kind::Float)).abs().max().double_value(&[])
+            })
+            .fold(0.0, f64::max)
+    }
+
+    #[test]
+    fn segments_cover_the_hidden_layers_in_order() {
+        assert_eq!(segment_ranges(5, 2), vec![0..2, 2..4, 4..5]);
+        assert_eq!(segment_ranges(5, 5), vec![0..5]);
+        assert_eq!(segment_ranges(5, 9), vec![0..5]);
+        assert_eq!(segment_ranges(0, 3), Vec::<Range<usize>>::new());
+    }
+
+    #[test]
+    fn gradients_and_loss_equal_the_plain_path() {
+        let (depth, width) = (5, 32);
+        let sqrt = Checkpoint::Sqrt.segment_len(depth).unwrap();
+        for len in [1, 2, 3, sqrt, depth, depth + 2] {
+            let (plain, ckpt) = twins(16, width, depth);
+            let (x, y) = batch(16, 8);
+            let plain_loss = plain_step(&plain, &x, &y, 1.0);
+            let ckpt_loss = checkpointed_step(&ckpt, &x, &y, 1.0, len);
+            assert_eq!(plain_loss, ckpt_loss, "segment_len {len}");
+            let diff = max_grad_diff(&plain, &ckpt);
+            assert!(diff < 1e-6, "segment_len {len}: grads differ by {diff}");
+            assert!(!x.grad().defined(), "the batch got a grad it did not ask for");
+        }
+    }
+
+    #[test]
+    fn grads_accumulate_over_micro_batches() {
+        let (plain, ckpt) = twins(16, 32, 5);
+        let micro = [batch(16, 8), batch(16, 8)];
+        // Two micro-batches, each loss halved and scaled like a grad scaler would.
+        let scale = 0.5 * 1024.0;
+        for (x, y) in &micro {
+            plain_step(&plain, x, y, scale);
+        }
+        let first: Vec<Tensor> = {
+            let (x, y) = &micro[0];
+            checkpointed_step(&ckpt, x, y, scale, 2);
+            ckpt.parameters().map(|p| p.grad().copy()).collect()
+        };
+        let (x, y) = &micro[1];
+        checkpointed_step(&ckpt, x, y, scale, 2);
+        let diff = max_grad_diff(&plain, &ckpt);
+        assert!(diff < 1e-6 * scale, "accumulated grads differ by {diff}");
+        // And it really accumulated: the second call changed every grad.
+        for (p, g1) in ckpt.parameters().zip(&first) {
+            assert!((p.grad() - g1).abs().max().double_value(&[]) > 0.0);
+        }
+    }
+
+    #[test]
+    fn keeps_one_tensor_per_segment_plus_the_head_input() {
+        let depth = 8;
+        let (model, _) = twins(16, 32, depth);
+        let (x, y) = batch(16, 8);
+        // Counted the same way, the plain graph keeps x and every hidden layer's output.
+        let plain_saved = depth + 1;
+        for (len, segments) in [(1, 8), (2, 4), (3, 3), (8, 1)] {
+            let c = forward(&model, &x, &y, len).unwrap();
+            assert_eq!(c.saved_tensors(), segments + 1, "segment_len {len}");
+            assert_eq!(c.segments.len(), segments);
+            // One layer a segment keeps every boundary, which is all the plain path keeps
+            // (ReLU saves its output, the next Linear the same tensor); longer ones keep fewer.
+            assert_eq!(c.saved_tensors() == plain_saved, len == 1, "segment_len {len}");
+            let loss = c.loss.shallow_clone();
+            c.backward(&loss).unwrap();
+        }
+        let sqrt = Checkpoint::Sqrt.segment_len(depth).unwrap();
+        let c = forward(&model, &x, &y, sqrt).unwrap();
+        assert!(2 * c.saved_tensors() < plain_saved, "sqrt keeps {} of {plain_saved}", c.saved_tensors());
+    }
+
+    #[test]
+    fn depth_zero_has_nothing_to_checkpoint() {
+        let (plain, ckpt) = twins(16, 32, 0);
+        let (x, y) = batch(16, 8);
+        let c = forward(&ckpt, &x, &y, 3).unwrap();
+        assert_eq!(c.saved_tensors(), 1);
+        let loss = c.loss.shallow_clone();
+        c.backward(&loss).unwrap();
+        let plain_loss = plain_step(&plain, &x, &y, 1.0);
+        assert_eq!(plain_loss, loss.double_value(&[]));
+        assert!(max_grad_diff(&plain, &ckpt) < 1e-6);
+        assert!(!x.requires_grad(), "the batch was made to require grad");
+    }
+
+    #[test]
+    fn zero_length_segments_are_refused() {
+        let (model, _) = twins(16, 32, 2);
+        let (x, y) = batch(16, 8);
+        assert!(forward(&model, &x, &y, 0).is_err());
+    }
+
+    #[test]
+    fn backward_under_no_grad_still_recomputes() {
+        let (plain, ckpt) = twins(16, 32, 4);
+        let (x, y) = batch(16, 8);
+        plain_step(&plain, &x, &y, 1.0);
+        let c = forward(&ckpt, &x, &y, 2).unwrap();
+        let loss = c.loss.shallow_clone();
+        {
+            let _no_grad = tch::no_grad_guard();
+            c.backward(&loss).unwrap();
+            // And grad mode is off again afterwards.
+            let leaf = Tensor::from(1.0f32).set_requires_grad(true);
+            assert!(!(&leaf * 2.0).requires_grad(), "backward left grad mode on");
+        }
+        assert!(max_grad_diff(&plain, &ckpt) < 1e-6);
+    }
+
+    /// CPU autocast (oomlab's own switch; tch's only knows CUDA), off again on drop. In fp16,
+    /// not CPU's usual bf16: bf16 matmuls on CPU (oneDNN) allocate through
+    /// `Allocator::raw_allocate`, which oomlab's counting allocator fails (its data pointer is
+    /// not its context), and a CpuProbe test in this process may have installed it for good.
+    struct CpuAutocast;
+
+    impl CpuAutocast {
+        fn on() -> Self {
+            crate::ffi::autocast_set(0, true, Kind::Half).unwrap();
+            CpuAutocast
+        }
+    }
+
+    impl Drop for CpuAutocast {
+        fn drop(&mut self) {
+            crate::ffi::autocast_set(0, false, Kind::Float).unwrap();
+        }
+    }
+
+    #[test]
+    fn recompute_runs_under_the_callers_autocast() {
+        let (plain, ckpt) = twins(16, 32, 5);
+        let (x, y) = batch(16, 8);
+        let _autocast = CpuAutocast::on();
+        let plain_loss = plain_step(&plain, &x, &y, 1024.0);
+        let c = forward(&ckpt, &x, &y, 2).unwrap();
+        // The boundaries are kept in the autocast precision, so autocast really was on.
+        assert_eq!(c.head_input.kind(), Kind::Half);
+        assert!(c.segments[1..].iter().all(|s| s.input.kind() == Kind::Half));
+        let ckpt_loss = c.loss.double_value(&[]);
+        let to_backprop = &c.loss * 1024.0;
+        c.backward(&to_backprop).unwrap();
+        assert_eq!(plain_loss, ckpt_loss);
+        // Same fp16 ops on the same values: the grads agree (a recompute outside autocast would
+        // not even run: the saved boundaries are fp16 and the weights fp32).
+        let diff = max_grad_diff(&plain, &ckpt);
+        assert!(diff < 1e-3, "grads under autocast differ by {diff}");
+    }
+
+    /// Bytes held by whatever `f` returns, measured as the allocator's growth while it is alive.
+    /// Other tests in this process allocate too once the counting allocator is installed, so a
+    /// measurement is only trusted if memory is back at its baseline once the result is dropped;
+    /// otherwise it is taken again.
+    fn held_by<T>(probe: &CpuProbe, f: impl Fn() -> T) -> u64 {
+        let allocated = || probe.snapshot().unwrap().memory_allocated;
+        for _ in 0..20 {
+            let before = allocated();
+            let kept = f();
+            let during = allocated();
+            drop(kept);
+            if allocated() == before && during >= before {
+                return during - before;
+            }
+        }
+        panic!("memory never settled back to its baseline: something else is allocating");
+    }
+
+    /// The peak of `step` above what was allocated before it, once `step` leaves memory as it
+    /// found it (the grads must already exist, so that it only accumulates into them); retried
+    /// like `held_by`.
+    fn step_peak(probe: &CpuProbe, step: impl Fn()) -> u64 {
+        let allocated = || probe.snapshot().unwrap().memory_allocated;
+        for _ in 0..20 {
+            let before = allocated();
+            probe.reset_peak().unwrap();
+            step();
+            if allocated() == before {
+                return probe.snapshot().unwrap().max_memory_allocated - before;
+            }
+        }
+        panic!("memory never settled back to its baseline: something else is allocating");
+    }
+
+    /// Peaks of one plain and one checkpointed training step, each after a first step that
+    /// allocated the grads.
+    fn step_peaks(
+        probe: &CpuProbe,
+        plain: &Mlp,
+        ckpt: &Mlp,
+        x: &Tensor,
+        y: &Tensor,
+        len: usize,
+    ) -> (u64, u64) {
+        plain_step(plain, x, y, 1.0);
+        checkpointed_step(ckpt, x, y, 1.0, len);
+        let plain_peak = step_peak(probe, || {
+            plain_step(plain, x, y, 1.0);
+        });
+        let ckpt_peak = step_peak(probe, || {
+            checkpointed_step(ckpt, x, y, 1.0, len);
+        });
+        (plain_peak, ckpt_peak)
+    }
+
+    #[test]
+    fn checkpointing_holds_less_memory_after_forward() {
+        let (depth, width, batch_size, len) = (8, 256, 64, 2);
+        let probe = CpuProbe::new(None).unwrap();
+        // Made after the probe, so the counting allocator sees (and frees) them.
+        let (plain, ckpt) = twins(width, width, depth);
+        let (x, y) = batch(width, batch_size);
+
+        let plain_held = held_by(&probe, || Mlp::loss(&plain.forward(&x).unwrap(), &y).unwrap());
+        let ckpt_held = held_by(&probe, || forward(&ckpt, &x, &y, len).unwrap());
+
+        // A hidden activation is batch x width floats. The plain graph keeps all `depth` of
+        // them; checkpointing keeps `saved_tensors()` minus x, which is not new. The rest (the
+        // logits, the loss's saved log-softmax) is the same on both paths.
+        let activation = (batch_size * width * 4) as u64;
+        let saved = forward(&ckpt, &x, &y, len).unwrap().saved_tensors();
+        let dropped = depth - (saved - 1);
+        let expected_saving = dropped as u64 * activation;
+        eprintln!(
+            "after forward: plain {plain_held} B, checkpointed {ckpt_held} B, saving {} B \
+             (expected {expected_saving} B = {dropped} activations of {activation} B)",
+            plain_held.saturating_sub(ckpt_held),
+        );
+        assert!(
+            ckpt_held + expected_saving / 2 < plain_held,
+            "checkpointing held {ckpt_held} B against {plain_held} B plain, expected about \
+             {expected_saving} B less"
+        );
+
+        // The whole step's peak, for the record only: here a layer's weights (256 KiB) outweigh
+        // its activation (64 KiB), and the next test asserts the peak where activations weigh.
+        let (plain_peak, ckpt_peak) = step_peaks(&probe, &plain, &ckpt, &x, &y, len);
+        eprintln!("step peak above the warm grads: plain {plain_peak} B, checkpointed {ckpt_peak} B");
+        assert!(max_grad_diff(&plain, &ckpt) < 1e-5);
+        drop(probe);
+    }
+
+    #[test]
+    fn checkpointing_lowers_the_step_peak_when_activations_dominate() {
+        let (depth, width, batch_size) = (16, 128, 1024);
+        let len = Checkpoint::Sqrt.segment_len(depth).unwrap();
+        let probe = CpuProbe::new(None).unwrap();
+        let (plain, ckpt) = twins(width, width, depth);
+        let (x, y) = batch(width, batch_size);
+        let (plain_peak, ckpt_peak) = step_peaks(&probe, &plain, &ckpt, &x, &y, len);
+
+        // The plain step peaks with all `depth` hidden activations alive; the checkpointed one
+        // with the boundaries after x (segments - 1) and one recomputed segment (len). Both have
+        // the same few transients (a Linear's output before its ReLU, gradients in flight).
+        let activation = (batch_size * width * 4) as u64;
+        let segments = depth.div_ceil(len);
+        let spared = depth - (segments - 1) - len;
+        let expected_saving = spared as u64 * activation;
+        eprintln!(
+            "step peak above the warm grads: plain {plain_peak} B, checkpointed {ckpt_peak} B, \
+             saving {} B (expected about {expected_saving} B = {spared} activations of {activation} B)",
+            plain_peak.saturating_sub(ckpt_peak)
+        );
+        // Within one activation of the model: holding the head's input and its gradient through
+        // the whole backward (see `take_head_grad`) would cost two.
+        assert!(
+            ckpt_peak + expected_saving - activation < plain_peak,
+            "checkpointed step peaked at {ckpt_peak} B against {plain_peak} B plain, expected about \
+             {expected_saving} B less"
+        );
+        assert!(max_grad_diff(&plain, &ckpt) < 1e-4);
+        drop(probe);
+    }
+}
