@@ -19,6 +19,8 @@ Examples:
       The same question for a 2 GiB budget, on the CPU, written under /tmp/r.
   oomlab devices
       What libtorch sees here: devices, names, memory, versions.
+  oomlab claims results/cpu-amd-epyc
+      Every claim of the lesson, the experiment that tests it, the number and a verdict.
 
 Results go to <out>/<device>/<experiment>/: manifest.json, trace.csv (memory per trial, step
 and phase), summary.csv (one row per trial) and charts. On CPU, oomlab's own allocator counts
@@ -42,6 +44,14 @@ pub enum Command {
     Run(RunArgs),
     /// Show what libtorch sees: CUDA devices with their memory, the CPU, and versions.
     Devices,
+    /// Judge every claim of the lesson and its guides from a device's results; writes CLAIMS.md.
+    ///
+    /// Reads results/<device>/<experiment>/ for each experiment in experiments/ and prints, per
+    /// claim, the measured number and a verdict (confirmed, partly, refuted).
+    Claims {
+        /// A device's results folder, e.g. results/cpu-amd-epyc.
+        dir: PathBuf,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -80,6 +90,12 @@ pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(args) => run_command(args),
         Command::Devices => devices::print(),
+        Command::Claims { dir } => {
+            let path = crate::claims::write(&dir)?;
+            print!("{}", std::fs::read_to_string(&path)?);
+            eprintln!("wrote {}", path.display());
+            Ok(())
+        }
     }
 }
 

@@ -36,8 +36,7 @@ impl Experiment {
     pub fn allocated_after(&self, trial: usize, step: usize, phase: Phase) -> Option<u64> {
         self.trace
             .iter()
-            .filter(|t| t.trial == trial && t.step == step && t.phase == phase)
-            .next_back()
+            .rfind(|t| t.trial == trial && t.step == step && t.phase == phase)
             .map(|t| t.memory_allocated)
     }
 

@@ -52,11 +52,12 @@ pub fn quadratic(points: &[(f64, f64)]) -> Option<Quadratic> {
         if m[col][col].abs() < f64::EPSILON {
             return None;
         }
-        for row in 0..3 {
+        let pivot_row = m[col];
+        for (row, r) in m.iter_mut().enumerate() {
             if row != col {
-                let f = m[row][col] / m[col][col];
-                for k in col..4 {
-                    m[row][k] -= f * m[col][k];
+                let f = r[col] / pivot_row[col];
+                for (v, p) in r.iter_mut().zip(pivot_row).skip(col) {
+                    *v -= f * p;
                 }
             }
         }

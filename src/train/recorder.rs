@@ -17,6 +17,7 @@ pub struct PhaseError {
 }
 
 /// Why a trial stopped early: a libtorch error is data (`Torch`), anything else ends the run.
+#[derive(Debug)]
 pub enum Stop {
     Torch(PhaseError),
     Infra(anyhow::Error),

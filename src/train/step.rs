@@ -79,7 +79,7 @@ fn train_step(
     data: &Dataset,
     model: &Mlp,
     opt: &COptimizer,
-    mut scaler: Option<&mut GradScaler>,
+    scaler: Option<&mut GradScaler>,
     step: usize,
     rec: &mut Recorder,
     kept: &mut Kept,
@@ -119,7 +119,7 @@ fn train_step(
         last = Some(loss);
     }
     rec.micro = 0;
-    let skipped = rec.phase(step, Phase::OptimizerStep, || match scaler.as_deref_mut() {
+    let skipped = rec.phase(step, Phase::OptimizerStep, || match scaler {
         Some(s) => s.step(opt, model.parameters()),
         None => opt.step().map(|()| false),
     })?;
@@ -214,4 +214,65 @@ fn optimizer(spec: &OptimizerSpec, model: &Mlp) -> Result<COptimizer, TchError> 
         opt.add_parameters(p, 0)?;
     }
     Ok(opt)
+}
+
+#[cfg(test)]
+mod tests {
+    use tch::Kind;
+
+    use super::*;
+    use crate::probe::fake::FakeProbe;
+    use crate::record::PhaseRecord;
+    use crate::spec::{DataSpec, Dtype, ModelSpec, TrainingSpec};
+
+    fn config(batch: usize, accumulation: usize) -> Config {
+        Config {
+            model: ModelSpec { hidden: 16, depth: 2 },
+            data: DataSpec::Synthetic { samples: 64, features: 8, classes: 3, seed: 1 },
+            training: TrainingSpec {
+                optimizer: OptimizerSpec::Sgd { lr: 1.0, momentum: 0.0, weight_decay: 0.0 },
+                batch_size: batch,
+                steps: 1,
+                dtype: Dtype::Float32,
+                seed: 0,
+                techniques: Techniques { accumulation, ..Techniques::default() },
+            },
+        }
+    }
+
+    /// One real train_step with SGD at lr 1, so each parameter moves by exactly its gradient.
+    fn gradient_step(c: &Config) -> Vec<Tensor> {
+        let data = data::make(&c.data, Kind::Float, Device::Cpu).unwrap();
+        tch::manual_seed(3);
+        let model = Mlp::new(8, 16, 2, 3, Kind::Float, Device::Cpu).unwrap();
+        let before: Vec<Tensor> = model.parameters().map(|p| p.copy()).collect();
+        let opt = optimizer(&c.training.optimizer, &model).unwrap();
+        let probe = FakeProbe::default();
+        let mut sink = |_: &PhaseRecord| Ok(());
+        let mut rec = Recorder::new(&probe, 1, &mut sink);
+        let _ = train_step(c, &data, &model, &opt, None, 1, &mut rec, &mut Kept::default()).unwrap();
+        model.parameters().zip(before).map(|(p, b)| b - p).collect()
+    }
+
+    #[test]
+    fn accumulated_gradient_equals_the_full_batch() {
+        let full = gradient_step(&config(64, 1));
+        for (batch, acc) in [(16, 4), (4, 16), (1, 64)] {
+            let accumulated = gradient_step(&config(batch, acc));
+            for (f, a) in full.iter().zip(&accumulated) {
+                let err = (f - a).abs().max().double_value(&[]) / f.abs().max().double_value(&[]);
+                assert!(err < 1e-5, "{batch}x{acc}: relative error {err}");
+            }
+        }
+    }
+
+    #[test]
+    fn gather_takes_consecutive_rows_and_wraps() {
+        let spec = DataSpec::Synthetic { samples: 10, features: 2, classes: 2, seed: 0 };
+        let d = data::make(&spec, Kind::Float, Device::Cpu).unwrap();
+        let (x, y) = gather(&d, 1, 4).unwrap();
+        assert!(x.equal(&d.x.narrow(0, 4, 4)) && y.equal(&d.y.narrow(0, 4, 4)));
+        let (x, _) = gather(&d, 2, 4).unwrap(); // rows 8, 9, 0, 1
+        assert!(x.narrow(0, 2, 2).equal(&d.x.narrow(0, 0, 2)));
+    }
 }
