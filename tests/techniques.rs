@@ -1,6 +1,6 @@
 //! Each training technique through the real trial runner on CPU, under oomlab's counting
 //! allocator: it trains, and its memory moves the way the technique says.
-use oomlab::probe::{CpuProbe, MemoryProbe};
+use oomlab::probe::CpuProbe;
 use oomlab::record::{Phase, PhaseRecord, Status};
 use oomlab::spec::{Amp, Checkpoint, Config, History, Mode, ScalerSpec};
 use oomlab::train::{run_trial, TrialOutcome};
@@ -29,7 +29,7 @@ fn run(config: &Config) -> (TrialOutcome, Vec<PhaseRecord>) {
 }
 
 fn after(trace: &[PhaseRecord], step: usize, phase: Phase) -> u64 {
-    trace.iter().filter(|t| t.step == step && t.phase == phase).last().unwrap().memory_allocated
+    trace.iter().rfind(|t| t.step == step && t.phase == phase).unwrap().memory_allocated
 }
 
 #[test]

@@ -420,11 +420,10 @@ impl Config {
             return Err("training.accumulation must be at least 1".into());
         }
         if t.mode != Mode::Train && (t.accumulation > 1 || t.checkpoint != Checkpoint::None) {
+            let mode = if t.mode == Mode::Forward { "forward" } else { "forward_no_grad" };
             return Err(format!(
-                "training.mode {:?} has no backward pass: accumulation and checkpoint apply to mode = \"train\" only",
-                t.mode
-            )
-            .to_lowercase());
+                "training.mode \"{mode}\" has no backward pass: accumulation and checkpoint apply to mode = \"train\" only"
+            ));
         }
         let lr = self.training.optimizer.lr();
         if !(lr.is_finite() && lr > 0.0) {
