@@ -91,6 +91,23 @@ pub(super) struct RawTraining {
     pub steps: Option<S<i64>>,
     pub dtype: Option<S<String>>,
     pub seed: Option<S<i64>>,
+    pub accumulation: Option<S<i64>>,
+    pub amp: Option<S<String>>,
+    pub scaler: Tab<RawScaler>,
+    /// `"none"`, `"sqrt"` or an integer, so kept as a TOML value.
+    pub checkpoint: Option<S<toml::Value>>,
+    pub mode: Option<S<String>>,
+    pub history: Option<S<String>>,
+}
+
+/// `training.scaler`: the grad scaler of `amp = "fp16"`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawScaler {
+    pub init_scale: Option<S<f64>>,
+    pub growth_factor: Option<S<f64>>,
+    pub backoff_factor: Option<S<f64>>,
+    pub growth_interval: Option<S<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -109,6 +126,7 @@ pub(super) struct RawSweep {
     /// Kept as TOML values so that `2` and `2.5` stay apart and each element keeps its span.
     pub values: Option<S<Vec<S<toml::Value>>>>,
     pub search: Tab<RawSearch>,
+    pub halve: Tab<RawHalve>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -117,4 +135,10 @@ pub(super) struct RawSearch {
     pub start: Option<S<i64>>,
     pub factor: Option<S<i64>>,
     pub max: Option<S<i64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHalve {
+    pub start: Option<S<i64>>,
 }

@@ -11,11 +11,13 @@ use std::path::{Path, PathBuf};
 
 use toml::Value;
 
-use super::raw::{RawData, RawModel, RawRun, RawSearch, RawSpec, RawSweep, RawTraining, Tab, Table, S};
+use super::raw::{
+    RawData, RawHalve, RawModel, RawRun, RawScaler, RawSearch, RawSpec, RawSweep, RawTraining, Tab, Table, S,
+};
 use super::size::parse_size;
 use super::{
-    Config, DataSpec, Dtype, Field, ModelSpec, OnOom, OptimizerSpec, RunSpec, Spec, Sweep, SweepMode,
-    Techniques, TrainingSpec,
+    Amp, Checkpoint, Config, DataSpec, Dtype, Field, History, Mode, ModelSpec, OnOom, OptimizerSpec, RunSpec,
+    ScalerSpec, Spec, Sweep, SweepMode, Techniques, TrainingSpec,
 };
 use crate::device::DeviceChoice;
 
@@ -61,6 +63,16 @@ const KEYS: &[KeyInfo] = &[
     KeyInfo { key: "training.steps", about: "the optimizer steps per trial", example: "steps = 2" },
     KeyInfo { key: "training.dtype", about: "float32, float64, bfloat16 or float16", example: r#"dtype = "float32""# },
     KeyInfo { key: "training.seed", about: "the seed of initialisation and batch order", example: "seed = 0" },
+    KeyInfo { key: "training.accumulation", about: "the micro-batches per optimizer step", example: "accumulation = 4" },
+    KeyInfo { key: "training.amp", about: r#""off", "fp16" or "bf16""#, example: r#"amp = "fp16""# },
+    KeyInfo { key: "training.scaler", about: r#"the grad scaler of amp = "fp16""#, example: "scaler = { init_scale = 65536.0, growth_factor = 2.0, backoff_factor = 0.5, growth_interval = 2000 }" },
+    KeyInfo { key: "training.scaler.init_scale", about: "the first loss scale", example: "scaler = { init_scale = 65536.0 }" },
+    KeyInfo { key: "training.scaler.growth_factor", about: "what the scale is multiplied by after growth_interval steps without overflow", example: "scaler = { growth_factor = 2.0 }" },
+    KeyInfo { key: "training.scaler.backoff_factor", about: "what the scale is multiplied by after an overflow", example: "scaler = { backoff_factor = 0.5 }" },
+    KeyInfo { key: "training.scaler.growth_interval", about: "the steps without overflow before the scale grows", example: "scaler = { growth_interval = 2000 }" },
+    KeyInfo { key: "training.checkpoint", about: r#""none", "sqrt" (about sqrt(depth) segments) or the hidden layers per segment"#, example: r#"checkpoint = "sqrt""# },
+    KeyInfo { key: "training.mode", about: r#""train", "forward" or "forward_no_grad""#, example: r#"mode = "train""# },
+    KeyInfo { key: "training.history", about: r#""none", "loss_tensor" or "loss_value""#, example: r#"history = "loss_value""# },
     KeyInfo { key: "run.device", about: "auto, cpu, cuda or cuda:N", example: r#"device = "auto""# },
     KeyInfo { key: "run.budget", about: "a size or a whole number of bytes", example: r#"budget = "15.90GiB""# },
     KeyInfo { key: "run.on_oom", about: r#""continue" or "stop""#, example: r#"on_oom = "continue""# },
@@ -70,6 +82,8 @@ const KEYS: &[KeyInfo] = &[
     KeyInfo { key: "sweep.search.start", about: "the first value, at least 1", example: "search = { start = 1, factor = 2, max = 4096 }" },
     KeyInfo { key: "sweep.search.factor", about: "the growth factor, at least 2", example: "search = { start = 1, factor = 2, max = 4096 }" },
     KeyInfo { key: "sweep.search.max", about: "the largest value to try, at least start", example: "search = { start = 1, factor = 2, max = 4096 }" },
+    KeyInfo { key: "sweep.halve", about: "a first value, halved until a trial fits", example: "halve = { start = 4096 }" },
+    KeyInfo { key: "sweep.halve.start", about: "the first value, at least 1", example: "halve = { start = 4096 }" },
 ];
 
 const TABLES: [&str; 6] = ["experiment", "model", "data", "training", "run", "sweep"];
@@ -101,7 +115,8 @@ struct Draft {
     field: Field,
     field_span: Range<usize>,
     mode: SweepMode,
-    /// The values to check against the base: every list value, or a search's start and max.
+    /// The values to check against each config: every list value, a search's start and max, or
+    /// a halving's start.
     points: Vec<Point>,
 }
 
@@ -138,7 +153,7 @@ impl Cx<'_> {
         let data = self.data(raw.data, swept)?;
         let training = self.training(raw.training, swept)?;
         let run = self.run(raw.run)?;
-        let base = self.base(Config { model, data, training }, draft.as_ref())?;
+        let base = self.checked(Config { model, data, training }, draft.as_ref())?;
         Ok(Spec {
             path: self.path.to_path_buf(),
             source: self.text.to_string(),
@@ -211,7 +226,8 @@ impl Cx<'_> {
     }
 
     fn training(&mut self, raw: Tab<RawTraining>, swept: Option<Field>) -> Result<TrainingSpec, SpecError> {
-        let (table, t) = split(raw);
+        let (table, mut t) = split(raw);
+        let techniques = self.techniques(&mut t, &table, swept)?;
         let optimizer = self.require(t.optimizer, "training.optimizer", &table)?;
         let optimizer = self.word(
             &optimizer,
@@ -269,8 +285,113 @@ impl Cx<'_> {
                 None => Dtype::Float32,
             },
             seed: self.seed(t.seed, "training.seed")?,
-            techniques: Techniques::default(),
+            techniques,
         })
+    }
+
+    /// The technique keys of `[training]`, taken out of it.
+    fn techniques(
+        &mut self,
+        t: &mut RawTraining,
+        table: &Option<Range<usize>>,
+        swept: Option<Field>,
+    ) -> Result<Techniques, SpecError> {
+        let accumulation =
+            self.count_or_swept(t.accumulation.take(), Field::Accumulation, 1, table, swept, Some(1))?;
+        let amp = match &t.amp {
+            Some(v) => self.word(v, "training.amp", &[("off", "off"), ("fp16", "fp16"), ("bf16", "bf16")])?,
+            None => "off",
+        };
+        let amp = match (amp, t.scaler.take()) {
+            ("fp16", scaler) => Amp::Fp16 { scaler: self.scaler(scaler)? },
+            // The scaler exists to keep fp16 gradients from underflowing; elsewhere it would be
+            // silently unused.
+            (amp, Some(scaler)) => {
+                return Err(self.at(
+                    &scaler.span(),
+                    format!(
+                        r#"training.scaler: only amp = "fp16" uses a grad scaler, and amp is "{amp}"; remove scaler, or set amp = "fp16""#
+                    ),
+                ))
+            }
+            ("bf16", None) => Amp::Bf16,
+            (_, None) => Amp::Off,
+        };
+        let checkpoint = match &t.checkpoint {
+            Some(v) => self.checkpoint(v)?,
+            None => Checkpoint::None,
+        };
+        let mode = match &t.mode {
+            Some(v) => self.word(
+                v,
+                "training.mode",
+                &[
+                    ("train", Mode::Train),
+                    ("forward", Mode::Forward),
+                    ("forward_no_grad", Mode::ForwardNoGrad),
+                ],
+            )?,
+            None => Mode::Train,
+        };
+        let history = match &t.history {
+            Some(v) => self.word(
+                v,
+                "training.history",
+                &[
+                    ("none", History::None),
+                    ("loss_tensor", History::LossTensor),
+                    ("loss_value", History::LossValue),
+                ],
+            )?,
+            None => History::None,
+        };
+        Ok(Techniques { accumulation, amp, checkpoint, mode, history })
+    }
+
+    /// `training.scaler`, each key defaulting to PyTorch's GradScaler.
+    fn scaler(&mut self, raw: Tab<RawScaler>) -> Result<ScalerSpec, SpecError> {
+        let (_, s) = split(raw);
+        let d = ScalerSpec::default();
+        let mut float = |v: &Option<S<f64>>, key, rule, ok, default| match v {
+            Some(v) => self.float(v, key, rule, ok),
+            None => Ok(default),
+        };
+        let init_scale =
+            float(&s.init_scale, "training.scaler.init_scale", "a number > 0", |x| x > 0.0, d.init_scale)?;
+        let growth_factor = float(
+            &s.growth_factor,
+            "training.scaler.growth_factor",
+            "a number > 1",
+            |x| x > 1.0,
+            d.growth_factor,
+        )?;
+        let backoff_factor = float(
+            &s.backoff_factor,
+            "training.scaler.backoff_factor",
+            "a number in 0 < b < 1",
+            |x| x > 0.0 && x < 1.0,
+            d.backoff_factor,
+        )?;
+        let growth_interval = match &s.growth_interval {
+            Some(v) => self.count(v, "training.scaler.growth_interval", 1)?,
+            None => d.growth_interval,
+        };
+        Ok(ScalerSpec { init_scale, growth_factor, backoff_factor, growth_interval })
+    }
+
+    /// `training.checkpoint`: "none", "sqrt" or a whole number of hidden layers per segment.
+    fn checkpoint(&mut self, v: &S<Value>) -> Result<Checkpoint, SpecError> {
+        let key = "training.checkpoint";
+        self.spans.insert(key, v.span());
+        let rule = r#""none", "sqrt" or a whole number >= 1"#;
+        match v.get_ref() {
+            Value::String(w) if w == "none" => Ok(Checkpoint::None),
+            Value::String(w) if w == "sqrt" => Ok(Checkpoint::Sqrt),
+            Value::Integer(k) if *k >= 1 => usize::try_from(*k)
+                .map(Checkpoint::Every)
+                .map_err(|_| self.bad(&v.span(), key, "a smaller whole number", k)),
+            _ => Err(self.bad(&v.span(), key, rule, self.src(&v.span()))),
+        }
     }
 
     fn run(&mut self, raw: Tab<RawRun>) -> Result<RunSpec, SpecError> {
@@ -332,24 +453,39 @@ impl Cx<'_> {
                 ),
             ));
         };
-        let (points, mode) = match (s.values, s.search) {
-            (Some(_), Some(search)) => {
-                return Err(self
-                    .at(&search.span(), "sweep: give either values or search, not both; remove one of them"))
-            }
-            (None, None) => {
+        let given: Vec<(&str, Range<usize>)> =
+            [("values", span(&s.values)), ("search", span(&s.search)), ("halve", span(&s.halve))]
+                .into_iter()
+                .filter_map(|(k, s)| s.map(|s| (k, s)))
+                .collect();
+        if given.len() > 1 {
+            // Placed at the one written last.
+            let last = given.iter().map(|(_, s)| s).max_by_key(|s| s.start).cloned().unwrap_or_default();
+            let names = match given.as_slice() {
+                [(a, _), (b, _)] => format!("both {a} and {b}"),
+                _ => "all three".into(),
+            };
+            return Err(self.at(
+                &last,
+                format!("sweep: give one of values, search and halve, not {names}; remove all but one"),
+            ));
+        }
+        let (points, mode) = match (s.values, s.search, s.halve) {
+            (Some(values), _, _) => self.list(f, values)?,
+            (_, Some(search), _) => self.search(f, search)?,
+            (_, _, Some(halve)) => self.halve(f, halve)?,
+            (None, None, None) => {
                 return Err(self.at(
                     &header,
                     format!(
-                        "sweep: no values or search to sweep {} over; add e.g. {} or {}",
+                        "sweep: no values, search or halve to sweep {} over; add e.g. {}, {} or {}",
                         f.key(),
                         list_example(f),
-                        "search = { start = 1, factor = 2, max = 4096 }"
+                        "search = { start = 1, factor = 2, max = 4096 }",
+                        "halve = { start = 4096 }"
                     ),
                 ));
             }
-            (Some(values), None) => self.list(f, values)?,
-            (None, Some(search)) => self.search(f, search)?,
         };
         Ok(Some(Draft { field: f, field_span: field.span(), mode, points }))
     }
@@ -438,9 +574,29 @@ impl Cx<'_> {
         Ok((points, mode))
     }
 
+    fn halve(
+        &mut self,
+        field: Field,
+        halve: S<Table<RawHalve>>,
+    ) -> Result<(Vec<Point>, SweepMode), SpecError> {
+        let span = Some(halve.span());
+        if !field.is_integer() {
+            return Err(self.at(
+                &halve.span(),
+                format!("sweep.halve: {} is not a whole-number field, so it cannot be halved; list its values instead, e.g. {}", field.key(), list_example(field)),
+            ));
+        }
+        let h = halve.into_inner().0;
+        let start_v = self.require(h.start, "sweep.halve.start", &span)?;
+        let start = self.int(&start_v, "sweep.halve.start", 1)?;
+        let points =
+            vec![Point { value: start as f64, span: start_v.span(), key: "sweep.halve.start".into() }];
+        Ok((points, SweepMode::Halve { start: start.unsigned_abs() }))
+    }
+
     /// Checks the base config, filling in a swept field left out of its table, and checks every
     /// sweep point against it so that a bad value is refused now rather than mid-sweep.
-    fn base(&mut self, mut base: Config, draft: Option<&Draft>) -> Result<Config, SpecError> {
+    fn checked(&mut self, mut base: Config, draft: Option<&Draft>) -> Result<Config, SpecError> {
         let Some(d) = draft else {
             base.check().map_err(|m| self.check_error(&m))?;
             return Ok(base);
@@ -1219,15 +1375,25 @@ values = [1, 2, 4]
     }
 
     #[test]
-    fn sweep_needs_exactly_one_of_values_and_search() {
-        let both = format!(
-            "{MINIMAL}[sweep]\nfield = \"model.depth\"\nvalues = [1]\nsearch = {{ start = 1, max = 2 }}\n"
+    fn sweep_needs_exactly_one_of_values_search_and_halve() {
+        let sweep = |modes: &str| format!("{MINIMAL}[sweep]\nfield = \"model.depth\"\n{modes}");
+        let both = sweep("values = [1]\nsearch = { start = 1, max = 2 }\n");
+        assert_eq!(
+            err(&both),
+            "experiments/x.toml:19:10: sweep: give one of values, search and halve, not both values and search; remove all but one"
         );
-        assert!(
-            err(&both).starts_with("experiments/x.toml:19:10: sweep: give either values or search, not both")
-        );
+        let e = err(&sweep("values = [1]\nhalve = { start = 2 }\n"));
+        assert_eq!(e, "experiments/x.toml:19:9: sweep: give one of values, search and halve, not both values and halve; remove all but one");
+        // Placed at the one written last.
+        let e = err(&sweep("halve = { start = 2 }\nsearch = { start = 1, max = 2 }\n"));
+        assert_eq!(e, "experiments/x.toml:19:10: sweep: give one of values, search and halve, not both search and halve; remove all but one");
+        let e = err(&sweep("values = [1]\nhalve = { start = 2 }\nsearch = { start = 1, max = 2 }\n"));
+        assert_eq!(e, "experiments/x.toml:20:10: sweep: give one of values, search and halve, not all three; remove all but one");
         let neither = format!("{MINIMAL}[sweep]\nfield = \"model.depth\"\n");
-        assert!(err(&neither).starts_with("experiments/x.toml:16:1: sweep: no values or search"));
+        assert_eq!(
+            err(&neither),
+            "experiments/x.toml:16:1: sweep: no values, search or halve to sweep model.depth over; add e.g. values = [1, 2, 4], search = { start = 1, factor = 2, max = 4096 } or halve = { start = 4096 }"
+        );
         let empty = format!("{MINIMAL}[sweep]\nfield = \"model.depth\"\nvalues = []\n");
         assert!(err(&empty).starts_with("experiments/x.toml:18:10: sweep.values: the list is empty"));
         let bad = format!("{MINIMAL}[sweep]\nfield = \"model.width\"\nvalues = [1]\n");
@@ -1356,5 +1522,265 @@ values = [1, 2, 4]
         let path = dir.path().join("x.toml");
         std::fs::write(&path, MINIMAL).unwrap();
         assert_eq!(crate::spec::load(&path).unwrap().path, path);
+    }
+
+    // ---- techniques ----------------------------------------------------------------------------
+
+    /// MINIMAL's config.
+    fn minimal_config() -> Config {
+        Config {
+            model: ModelSpec { hidden: 64, depth: 2 },
+            data: DataSpec::Synthetic { samples: 128, features: 4, classes: 3, seed: 0 },
+            training: TrainingSpec {
+                optimizer: OptimizerSpec::Adam { lr: 0.001, weight_decay: 0.0 },
+                batch_size: 32,
+                steps: 2,
+                dtype: Dtype::Float32,
+                seed: 0,
+                techniques: Techniques {
+                    accumulation: 1,
+                    amp: Amp::Off,
+                    checkpoint: Checkpoint::None,
+                    mode: Mode::Train,
+                    history: History::None,
+                },
+            },
+        }
+    }
+
+    /// The techniques of MINIMAL with `lines` added to [training].
+    fn techniques(lines: &str) -> Techniques {
+        parse_at(&format!("{MINIMAL}{lines}")).unwrap().base.training.techniques
+    }
+
+    #[test]
+    fn techniques_parse_to_typed_values() {
+        let t = techniques(
+            r#"accumulation = 4
+amp = "fp16"
+scaler = { init_scale = 1024.0, growth_factor = 4.0, backoff_factor = 0.25, growth_interval = 10 }
+checkpoint = "sqrt"
+mode = "train"
+history = "loss_tensor"
+"#,
+        );
+        let scaler =
+            ScalerSpec { init_scale: 1024.0, growth_factor: 4.0, backoff_factor: 0.25, growth_interval: 10 };
+        let want = Techniques {
+            accumulation: 4,
+            amp: Amp::Fp16 { scaler },
+            checkpoint: Checkpoint::Sqrt,
+            mode: Mode::Train,
+            history: History::LossTensor,
+        };
+        assert_eq!(t, want);
+        // fp16 without a scaler: PyTorch's GradScaler defaults.
+        let defaults = ScalerSpec {
+            init_scale: 65536.0,
+            growth_factor: 2.0,
+            backoff_factor: 0.5,
+            growth_interval: 2000,
+        };
+        assert_eq!(techniques("amp = \"fp16\"\n").amp, Amp::Fp16 { scaler: defaults });
+        // Each scaler key is optional, the table may be written as [training.scaler], and a whole
+        // number is a number.
+        let t = techniques("amp = \"fp16\"\n[training.scaler]\ninit_scale = 256\ngrowth_interval = 5\n");
+        let scaler =
+            ScalerSpec { init_scale: 256.0, growth_factor: 2.0, backoff_factor: 0.5, growth_interval: 5 };
+        assert_eq!(t.amp, Amp::Fp16 { scaler });
+        let t = techniques("amp = \"bf16\"\ncheckpoint = 3\nhistory = \"loss_value\"\n");
+        let want = Techniques {
+            accumulation: 1,
+            amp: Amp::Bf16,
+            checkpoint: Checkpoint::Every(3),
+            mode: Mode::Train,
+            history: History::LossValue,
+        };
+        assert_eq!(t, want);
+        let t = techniques("amp = \"off\"\ncheckpoint = \"none\"\nmode = \"forward\"\nhistory = \"none\"\n");
+        let want = Techniques {
+            accumulation: 1,
+            amp: Amp::Off,
+            checkpoint: Checkpoint::None,
+            mode: Mode::Forward,
+            history: History::None,
+        };
+        assert_eq!(t, want);
+        let t = techniques("mode = \"forward_no_grad\"\nhistory = \"loss_tensor\"\naccumulation = 1\n");
+        let want = Techniques {
+            accumulation: 1,
+            amp: Amp::Off,
+            checkpoint: Checkpoint::None,
+            mode: Mode::ForwardNoGrad,
+            history: History::LossTensor,
+        };
+        assert_eq!(t, want);
+    }
+
+    #[test]
+    fn techniques_default_to_plain_training() {
+        let spec = parse_at(MINIMAL).unwrap();
+        assert_eq!(spec.base, minimal_config());
+        assert_eq!(spec.variants, []);
+        assert_eq!(spec.configs(), [(None, &minimal_config())]);
+    }
+
+    #[test]
+    fn technique_values_are_checked() {
+        let e = err(&format!("{MINIMAL}accumulation = 0\n"));
+        assert_eq!(e, "experiments/x.toml:16:16: training.accumulation: must be a whole number >= 1, got 0; set it to the micro-batches per optimizer step, e.g. accumulation = 4");
+        let e = err(&format!("{MINIMAL}amp = \"fp8\"\n"));
+        assert_eq!(
+            e,
+            r#"experiments/x.toml:16:7: training.amp: must be one of "off", "fp16", "bf16", got "fp8"; e.g. amp = "fp16""#
+        );
+        let e = err(&format!("{MINIMAL}checkpoint = 0\n"));
+        assert_eq!(
+            e,
+            r#"experiments/x.toml:16:14: training.checkpoint: must be "none", "sqrt" or a whole number >= 1, got 0; set it to "none", "sqrt" (about sqrt(depth) segments) or the hidden layers per segment, e.g. checkpoint = "sqrt""#
+        );
+        for bad in ["\"all\"", "-2", "1.5", "true"] {
+            let e = err(&format!("{MINIMAL}checkpoint = {bad}\n"));
+            let want = format!(
+                r#"experiments/x.toml:16:14: training.checkpoint: must be "none", "sqrt" or a whole number >= 1, got {bad};"#
+            );
+            assert!(e.starts_with(&want), "{e}");
+        }
+        let e = err(&format!("{MINIMAL}mode = \"eval\"\n"));
+        assert_eq!(
+            e,
+            r#"experiments/x.toml:16:8: training.mode: must be one of "train", "forward", "forward_no_grad", got "eval"; e.g. mode = "train""#
+        );
+        let e = err(&format!("{MINIMAL}history = \"all\"\n"));
+        assert_eq!(
+            e,
+            r#"experiments/x.toml:16:11: training.history: must be one of "none", "loss_tensor", "loss_value", got "all"; e.g. history = "loss_value""#
+        );
+    }
+
+    #[test]
+    fn scaler_is_only_for_fp16() {
+        let e = err(&format!("{MINIMAL}scaler = {{ init_scale = 2.0 }}\n"));
+        assert_eq!(
+            e,
+            r#"experiments/x.toml:16:10: training.scaler: only amp = "fp16" uses a grad scaler, and amp is "off"; remove scaler, or set amp = "fp16""#
+        );
+        let e = err(&format!("{MINIMAL}amp = \"bf16\"\n[training.scaler]\ngrowth_interval = 5\n"));
+        assert_eq!(
+            e,
+            r#"experiments/x.toml:17:1: training.scaler: only amp = "fp16" uses a grad scaler, and amp is "bf16"; remove scaler, or set amp = "fp16""#
+        );
+    }
+
+    #[test]
+    fn scaler_values_are_checked() {
+        let fp16 = |scaler: &str| err(&format!("{MINIMAL}amp = \"fp16\"\nscaler = {{ {scaler} }}\n"));
+        assert_eq!(
+            fp16("init_scale = 0.0"),
+            "experiments/x.toml:17:25: training.scaler.init_scale: must be a number > 0, got 0; set it to the first loss scale, e.g. scaler = { init_scale = 65536.0 }"
+        );
+        let e = fp16("growth_factor = 1.0");
+        assert!(
+            e.starts_with(
+                "experiments/x.toml:17:28: training.scaler.growth_factor: must be a number > 1, got 1;"
+            ),
+            "{e}"
+        );
+        let e = fp16("backoff_factor = 1.0");
+        assert_eq!(e, "experiments/x.toml:17:29: training.scaler.backoff_factor: must be a number in 0 < b < 1, got 1; set it to what the scale is multiplied by after an overflow, e.g. scaler = { backoff_factor = 0.5 }");
+        let e = fp16("backoff_factor = 0");
+        assert!(e.starts_with("experiments/x.toml:17:29: training.scaler.backoff_factor: must be a number in 0 < b < 1, got 0;"), "{e}");
+        let e = fp16("growth_interval = 0");
+        assert!(e.starts_with("experiments/x.toml:17:30: training.scaler.growth_interval: must be a whole number >= 1, got 0;"), "{e}");
+        let e = fp16("growth_interval = 1.5");
+        assert!(
+            e.starts_with(
+                "experiments/x.toml:17:30: training.scaler.growth_interval: must be a whole number, got 1.5;"
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            fp16("growth = 3"),
+            "experiments/x.toml:17:12: unknown key `growth` in training.scaler; expected one of: init_scale, growth_factor, backoff_factor, growth_interval"
+        );
+    }
+
+    #[test]
+    fn modes_without_backward_refuse_accumulation_and_checkpoint() {
+        let e = err(&format!("{MINIMAL}mode = \"forward\"\naccumulation = 4\n"));
+        assert_eq!(
+            e,
+            r#"experiments/x.toml:16:8: training.mode forward has no backward pass: accumulation and checkpoint apply to mode = "train" only"#
+        );
+        let e = err(&format!("{MINIMAL}checkpoint = 2\nmode = \"forward_no_grad\"\n"));
+        assert!(e.starts_with("experiments/x.toml:17:8: training.mode forward"), "{e}");
+        assert!(
+            e.ends_with(r#"has no backward pass: accumulation and checkpoint apply to mode = "train" only"#),
+            "{e}"
+        );
+    }
+
+    // ---- halving and accumulation sweeps --------------------------------------------------------
+
+    #[test]
+    fn halve_sweeps_from_a_start() {
+        let sweep =
+            |field: &str, halve: &str| format!("{MINIMAL}[sweep]\nfield = \"{field}\"\nhalve = {halve}\n");
+        let spec = parse_at(&sweep("training.batch_size", "{ start = 64 }")).unwrap();
+        let want = Sweep { field: Field::BatchSize, mode: SweepMode::Halve { start: 64 } };
+        assert_eq!(spec.sweep, Some(want));
+        assert_eq!(spec.base, minimal_config());
+        assert_eq!(
+            err(&sweep("training.batch_size", "{ start = 4096 }")),
+            "experiments/x.toml:18:19: sweep.halve.start: training.batch_size 4096 is larger than data.samples 128: a batch is drawn from the data set without repeats; raise data.samples"
+        );
+        assert_eq!(
+            err(&sweep("training.batch_size", "{ start = 0 }")),
+            "experiments/x.toml:18:19: sweep.halve.start: must be a whole number >= 1, got 0; set it to the first value, at least 1, e.g. halve = { start = 4096 }"
+        );
+        assert_eq!(
+            err(&sweep("training.batch_size", "{}")),
+            "experiments/x.toml:18:9: sweep.halve.start is missing; write it as halve = { start = 4096 }"
+        );
+        assert_eq!(
+            err(&sweep("training.lr", "{ start = 1 }")),
+            "experiments/x.toml:18:9: sweep.halve: training.lr is not a whole-number field, so it cannot be halved; list its values instead, e.g. values = [0.0001, 0.001, 0.01]"
+        );
+        assert_eq!(
+            err(&sweep("training.batch_size", "{ start = 8, min = 1 }")),
+            "experiments/x.toml:18:22: unknown key `min` in sweep.halve; expected one of: start"
+        );
+        // The swept field left out of its table starts at the start.
+        let no_batch = edit("batch_size = 32\n", "");
+        let text = format!("{no_batch}[sweep]\nfield = \"training.batch_size\"\nhalve = {{ start = 64 }}\n");
+        assert_eq!(parse_at(&text).unwrap().base.training.batch_size, 64);
+    }
+
+    #[test]
+    fn accumulation_can_be_swept() {
+        let text = format!(
+            "{MINIMAL}accumulation = 2\n[sweep]\nfield = \"training.accumulation\"\nvalues = [1, 2, 8]\n"
+        );
+        let spec = parse_at(&text).unwrap();
+        assert_eq!(spec.base.training.techniques.accumulation, 2);
+        let want = Sweep { field: Field::Accumulation, mode: SweepMode::List(vec![1.0, 2.0, 8.0]) };
+        assert_eq!(spec.sweep, Some(want));
+        // Left out, it starts at the sweep's first value.
+        let text = format!("{MINIMAL}[sweep]\nfield = \"training.accumulation\"\nhalve = {{ start = 16 }}\n");
+        let spec = parse_at(&text).unwrap();
+        assert_eq!(spec.base.training.techniques.accumulation, 16);
+        assert_eq!(spec.sweep.unwrap().mode, SweepMode::Halve { start: 16 });
+        let text = format!("{MINIMAL}[sweep]\nfield = \"training.accumulation\"\nvalues = [0, 2]\n");
+        assert_eq!(
+            err(&text),
+            "experiments/x.toml:18:11: sweep.values[0]: training.accumulation must be at least 1; change this value or remove it"
+        );
+        let text = format!(
+            "{MINIMAL}mode = \"forward\"\n[sweep]\nfield = \"training.accumulation\"\nvalues = [1, 4]\n"
+        );
+        assert_eq!(
+            err(&text),
+            r#"experiments/x.toml:19:14: sweep.values[1]: training.mode forward has no backward pass: accumulation and checkpoint apply to mode = "train" only; change this value or remove it"#
+        );
     }
 }
