@@ -6,6 +6,7 @@
 //! instead of a bare serde "invalid value".
 use std::fmt;
 use std::marker::PhantomData;
+use std::ops::Range;
 
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -20,7 +21,7 @@ pub(super) type Tab<T> = Option<S<Table<T>>>;
 /// A struct read from a TOML table only. Serde's derived structs also accept a sequence, filling
 /// fields by position, so without this `search = [1, 2, 4096]` would quietly mean start, factor,
 /// max, and `[[model]]` would fail with a message about the first field instead of the table.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct Table<T>(pub T);
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Table<T> {
@@ -50,6 +51,8 @@ pub(super) struct RawSpec {
     pub training: Tab<RawTraining>,
     pub run: Tab<RawRun>,
     pub sweep: Tab<RawSweep>,
+    /// `[[variant]]` tables, in order.
+    pub variant: Option<Vec<S<Table<RawVariant>>>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -59,7 +62,7 @@ pub(super) struct RawExperiment {
     pub description: Option<S<String>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawModel {
     pub hidden: Option<S<i64>>,
@@ -68,7 +71,7 @@ pub(super) struct RawModel {
 
 /// Both kinds' keys live in one struct so that a key of the other kind gets a message saying so,
 /// rather than "unknown key".
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawData {
     pub kind: Option<S<String>>,
@@ -80,7 +83,7 @@ pub(super) struct RawData {
     pub label: Option<S<String>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTraining {
     pub optimizer: Option<S<String>>,
@@ -91,6 +94,23 @@ pub(super) struct RawTraining {
     pub steps: Option<S<i64>>,
     pub dtype: Option<S<String>>,
     pub seed: Option<S<i64>>,
+    pub accumulation: Option<S<i64>>,
+    pub amp: Option<S<String>>,
+    pub scaler: Tab<RawScaler>,
+    /// `"none"`, `"sqrt"` or an integer, so kept as a TOML value.
+    pub checkpoint: Option<S<toml::Value>>,
+    pub mode: Option<S<String>>,
+    pub history: Option<S<String>>,
+}
+
+/// `training.scaler`: the grad scaler of `amp = "fp16"`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawScaler {
+    pub init_scale: Option<S<f64>>,
+    pub growth_factor: Option<S<f64>>,
+    pub backoff_factor: Option<S<f64>>,
+    pub growth_interval: Option<S<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -109,6 +129,7 @@ pub(super) struct RawSweep {
     /// Kept as TOML values so that `2` and `2.5` stay apart and each element keeps its span.
     pub values: Option<S<Vec<S<toml::Value>>>>,
     pub search: Tab<RawSearch>,
+    pub halve: Tab<RawHalve>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -117,4 +138,71 @@ pub(super) struct RawSearch {
     pub start: Option<S<i64>>,
     pub factor: Option<S<i64>>,
     pub max: Option<S<i64>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHalve {
+    pub start: Option<S<i64>>,
+}
+
+/// A `[[variant]]`: a name and partial `[model]`, `[data]` and `[training]` tables. `[run]` and
+/// `[sweep]` are the spec's own and cannot be varied.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawVariant {
+    pub name: Option<S<String>>,
+    pub model: Tab<RawModel>,
+    pub data: Tab<RawData>,
+    pub training: Tab<RawTraining>,
+}
+
+/// Laying a variant's keys over the base's: a key written in `over` replaces this one's, keys
+/// absent from `over` stay, and nested tables (`training.scaler`) are merged the same way, key by
+/// key. The spans of everything taken from `over` are pushed to `taken`, so that an error can
+/// tell a value written in the variant from one inherited from the base.
+pub(super) trait Overlay {
+    fn overlay(&mut self, over: Self, taken: &mut Vec<Range<usize>>);
+}
+
+/// Implements [`Overlay`] for a raw table. The struct is destructured in full, so a key added to
+/// it and not listed here is a compile error rather than a key that variants silently ignore.
+macro_rules! overlay {
+    ($name:ident { $($key:ident),* } $(tables { $($table:ident),* })?) => {
+        impl Overlay for $name {
+            fn overlay(&mut self, over: Self, taken: &mut Vec<Range<usize>>) {
+                let $name { $($key,)* $($($table,)*)? } = over;
+                $(
+                    if let Some(v) = $key {
+                        taken.push(v.span());
+                        self.$key = Some(v);
+                    }
+                )*
+                $($( overlay_table(&mut self.$table, $table, taken); )*)?
+            }
+        }
+    };
+}
+
+overlay!(RawModel { hidden, depth });
+overlay!(RawData { kind, samples, features, classes, seed, path, label });
+overlay!(RawTraining {
+    optimizer, lr, momentum, weight_decay, batch_size, steps, dtype, seed, accumulation, amp,
+    checkpoint, mode, history
+} tables { scaler });
+overlay!(RawScaler { init_scale, growth_factor, backoff_factor, growth_interval });
+
+/// Lays table `over` over `base`. The result keeps the span of `over`'s header when it was
+/// written (a key missing from the merged table is then asked for in the variant), else `base`'s.
+pub(super) fn overlay_table<T: Overlay + Default>(
+    base: &mut Tab<T>,
+    over: Tab<T>,
+    taken: &mut Vec<Range<usize>>,
+) {
+    let Some(over) = over else { return };
+    let span = over.span();
+    taken.push(span.clone());
+    let mut merged = base.take().map(|b| b.into_inner().0).unwrap_or_default();
+    merged.overlay(over.into_inner().0, taken);
+    *base = Some(S::new(span, Table(merged)));
 }

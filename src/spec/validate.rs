@@ -4,6 +4,13 @@
 //! (unknown keys, wrong types, TOML syntax) come with a byte span from `toml`; we turn the span
 //! into a line and column and, by reading the text before it, into the table and key it belongs
 //! to. Semantic errors use the spans that [`raw`](super::raw) keeps on every value.
+//!
+//! Variants are numbered from 0 in keys, like list elements (`sweep.values[0]`): the first
+//! `[[variant]]` is `variant[0]`. A variant's config is the base's `[model]`, `[data]` and
+//! `[training]` with the variant's keys laid over them, validated exactly like the base; an error
+//! about a value written in the variant names it `variant[i].training.amp`, and one about a value
+//! it inherits (from the base or the sweep) is placed at that value and starts with
+//! `in variant[i] "name" (line N):`.
 use std::collections::HashMap;
 use std::fmt::Display;
 use std::ops::Range;
@@ -11,11 +18,14 @@ use std::path::{Path, PathBuf};
 
 use toml::Value;
 
-use super::raw::{RawData, RawModel, RawRun, RawSearch, RawSpec, RawSweep, RawTraining, Tab, Table, S};
+use super::raw::{
+    overlay_table, RawData, RawHalve, RawModel, RawRun, RawScaler, RawSearch, RawSpec, RawSweep, RawTraining,
+    RawVariant, Tab, Table, S,
+};
 use super::size::parse_size;
 use super::{
-    Config, DataSpec, Dtype, Field, ModelSpec, OnOom, OptimizerSpec, RunSpec, Spec, Sweep, SweepMode,
-    Techniques, TrainingSpec,
+    Amp, Checkpoint, Config, DataSpec, Dtype, Field, History, Mode, ModelSpec, OnOom, OptimizerSpec, RunSpec,
+    ScalerSpec, Spec, Sweep, SweepMode, Techniques, TrainingSpec, Variant,
 };
 use crate::device::DeviceChoice;
 
@@ -27,7 +37,7 @@ pub struct SpecError(pub String);
 /// Parses and validates spec text read from `path`. Relative CSV paths are resolved against the
 /// folder of `path`.
 pub fn parse(text: &str, path: &Path) -> Result<Spec, SpecError> {
-    let mut cx = Cx { text, path, spans: HashMap::new(), omitted: None };
+    let mut cx = Cx { text, path, spans: HashMap::new(), omitted: None, scope: None };
     let raw: RawSpec = toml::from_str(text).map_err(|e| cx.toml_error(&e))?;
     cx.spec(raw)
 }
@@ -61,6 +71,16 @@ const KEYS: &[KeyInfo] = &[
     KeyInfo { key: "training.steps", about: "the optimizer steps per trial", example: "steps = 2" },
     KeyInfo { key: "training.dtype", about: "float32, float64, bfloat16 or float16", example: r#"dtype = "float32""# },
     KeyInfo { key: "training.seed", about: "the seed of initialisation and batch order", example: "seed = 0" },
+    KeyInfo { key: "training.accumulation", about: "the micro-batches per optimizer step", example: "accumulation = 4" },
+    KeyInfo { key: "training.amp", about: r#""off", "fp16" or "bf16""#, example: r#"amp = "fp16""# },
+    KeyInfo { key: "training.scaler", about: r#"the grad scaler of amp = "fp16""#, example: "scaler = { init_scale = 65536.0, growth_factor = 2.0, backoff_factor = 0.5, growth_interval = 2000 }" },
+    KeyInfo { key: "training.scaler.init_scale", about: "the first loss scale", example: "scaler = { init_scale = 65536.0 }" },
+    KeyInfo { key: "training.scaler.growth_factor", about: "what the scale is multiplied by after growth_interval steps without overflow", example: "scaler = { growth_factor = 2.0 }" },
+    KeyInfo { key: "training.scaler.backoff_factor", about: "what the scale is multiplied by after an overflow", example: "scaler = { backoff_factor = 0.5 }" },
+    KeyInfo { key: "training.scaler.growth_interval", about: "the steps without overflow before the scale grows", example: "scaler = { growth_interval = 2000 }" },
+    KeyInfo { key: "training.checkpoint", about: r#""none", "sqrt" (about sqrt(depth) segments) or the hidden layers per segment"#, example: r#"checkpoint = "sqrt""# },
+    KeyInfo { key: "training.mode", about: r#""train", "forward" or "forward_no_grad""#, example: r#"mode = "train""# },
+    KeyInfo { key: "training.history", about: r#""none", "loss_tensor" or "loss_value""#, example: r#"history = "loss_value""# },
     KeyInfo { key: "run.device", about: "auto, cpu, cuda or cuda:N", example: r#"device = "auto""# },
     KeyInfo { key: "run.budget", about: "a size or a whole number of bytes", example: r#"budget = "15.90GiB""# },
     KeyInfo { key: "run.on_oom", about: r#""continue" or "stop""#, example: r#"on_oom = "continue""# },
@@ -70,14 +90,28 @@ const KEYS: &[KeyInfo] = &[
     KeyInfo { key: "sweep.search.start", about: "the first value, at least 1", example: "search = { start = 1, factor = 2, max = 4096 }" },
     KeyInfo { key: "sweep.search.factor", about: "the growth factor, at least 2", example: "search = { start = 1, factor = 2, max = 4096 }" },
     KeyInfo { key: "sweep.search.max", about: "the largest value to try, at least start", example: "search = { start = 1, factor = 2, max = 4096 }" },
+    KeyInfo { key: "sweep.halve", about: "a first value, halved until a trial fits", example: "halve = { start = 4096 }" },
+    KeyInfo { key: "sweep.halve.start", about: "the first value, at least 1", example: "halve = { start = 4096 }" },
+    KeyInfo { key: "variant.name", about: "a name of lowercase letters, digits, _ and -", example: r#"name = "fp16""# },
 ];
 
 const TABLES: [&str; 6] = ["experiment", "model", "data", "training", "run", "sweep"];
 
-/// The entry for a dotted key; `sweep.values[2]` finds `sweep.values`.
+/// The entry for a dotted key; `sweep.values[2]` finds `sweep.values`, `variant[1].name` finds
+/// `variant.name` and `variant[1].training.amp` finds `training.amp`.
 fn info(key: &str) -> Option<&'static KeyInfo> {
-    let key = key.split('[').next().unwrap_or(key);
-    KEYS.iter().find(|k| k.key == key)
+    let mut plain = String::new();
+    let mut depth = 0usize;
+    for c in key.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            c if depth == 0 => plain.push(c),
+            _ => {}
+        }
+    }
+    let find = |k: &str| KEYS.iter().find(|i| i.key == k);
+    find(&plain).or_else(|| plain.strip_prefix("variant.").and_then(find))
 }
 
 /// How to fix a bad value of `key`, e.g. "set it to the number of hidden layers, e.g. depth = 4".
@@ -85,6 +119,7 @@ fn fix(key: &str) -> String {
     match info(key) {
         Some(i) => format!("set it to {}, e.g. {}", i.about, i.example),
         None if TABLES.contains(&key) => format!("write it as a [{key}] table"),
+        None if key == "variant" => "write each variant as a [[variant]] table".into(),
         None => "check it against the spec format".into(),
     }
 }
@@ -101,8 +136,28 @@ struct Draft {
     field: Field,
     field_span: Range<usize>,
     mode: SweepMode,
-    /// The values to check against the base: every list value, or a search's start and max.
+    /// The values to check against each config: every list value, a search's start and max, or
+    /// a halving's start.
     points: Vec<Point>,
+}
+
+/// The tables a config is built from: the base's, or a variant's laid over them.
+#[derive(Clone)]
+struct Tables {
+    model: Tab<RawModel>,
+    data: Tab<RawData>,
+    training: Tab<RawTraining>,
+}
+
+/// The variant whose config is being validated.
+struct Scope {
+    /// `variant[i]`.
+    label: String,
+    name: String,
+    /// The line of its `[[variant]]` header.
+    line: usize,
+    /// The spans of the values and tables written in the variant (the rest are the base's).
+    taken: Vec<Range<usize>>,
 }
 
 /// The text being validated, and what we learn about it on the way.
@@ -111,8 +166,10 @@ struct Cx<'a> {
     path: &'a Path,
     /// Where each key's value was written, to place the errors `Config::check` names by key.
     spans: HashMap<&'static str, Range<usize>>,
-    /// The swept field, when its base value was left out and comes from the sweep's first value.
+    /// The swept field, when its value was left out and comes from the sweep's first value.
     omitted: Option<Field>,
+    /// Set while a variant's config is validated.
+    scope: Option<Scope>,
 }
 
 /// Splits an optional table into its header span and its contents (empty when absent).
@@ -129,16 +186,14 @@ impl Cx<'_> {
     fn spec(&mut self, raw: RawSpec) -> Result<Spec, SpecError> {
         let (exp_span, exp) = split(raw.experiment);
         let name = self.require(exp.name, "experiment.name", &exp_span)?;
-        let name = self.name(&name)?;
+        let name = self.name(&name, "experiment.name")?;
         let description = exp.description.map(|d| d.into_inner()).unwrap_or_default();
         // The sweep comes first: it decides whether the swept field may be left out of its table.
         let draft = self.sweep(raw.sweep)?;
-        let swept = draft.as_ref().map(|d| d.field);
-        let model = self.model(raw.model, swept)?;
-        let data = self.data(raw.data, swept)?;
-        let training = self.training(raw.training, swept)?;
+        let tables = Tables { model: raw.model, data: raw.data, training: raw.training };
+        let base = self.config(tables.clone(), draft.as_ref())?;
         let run = self.run(raw.run)?;
-        let base = self.base(Config { model, data, training }, draft.as_ref())?;
+        let variants = self.variants(raw.variant.unwrap_or_default(), &tables, draft.as_ref())?;
         Ok(Spec {
             path: self.path.to_path_buf(),
             source: self.text.to_string(),
@@ -147,23 +202,66 @@ impl Cx<'_> {
             base,
             run,
             sweep: draft.map(|d| Sweep { field: d.field, mode: d.mode }),
-            variants: Vec::new(),
+            variants,
         })
     }
 
-    fn name(&self, v: &S<String>) -> Result<String, SpecError> {
+    fn name(&self, v: &S<String>, key: &str) -> Result<String, SpecError> {
         let name = v.get_ref();
         let ok = !name.is_empty()
             && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
         if !ok {
-            return Err(self.bad(
-                &v.span(),
-                "experiment.name",
-                "lowercase letters, digits, _ or -",
-                format!("{name:?}"),
-            ));
+            return Err(self.bad(&v.span(), key, "lowercase letters, digits, _ or -", format!("{name:?}")));
         }
         Ok(name.clone())
+    }
+
+    /// One config from its tables, checked with the sweep (the base's, or a variant's).
+    fn config(&mut self, t: Tables, draft: Option<&Draft>) -> Result<Config, SpecError> {
+        self.spans.clear();
+        self.omitted = None;
+        let swept = draft.map(|d| d.field);
+        let model = self.model(t.model, swept)?;
+        let data = self.data(t.data, swept)?;
+        let training = self.training(t.training, swept)?;
+        self.checked(Config { model, data, training }, draft)
+    }
+
+    /// Each `[[variant]]`'s name, and its keys laid over `base` and validated as a config.
+    fn variants(
+        &mut self,
+        raw: Vec<S<Table<RawVariant>>>,
+        base: &Tables,
+        draft: Option<&Draft>,
+    ) -> Result<Vec<Variant>, SpecError> {
+        let mut variants: Vec<Variant> = Vec::new();
+        for (i, v) in raw.into_iter().enumerate() {
+            let label = format!("variant[{i}]");
+            let header = v.span();
+            let RawVariant { name, model, data, training } = v.into_inner().0;
+            let key = format!("{label}.name");
+            let name_v = self.require(name, &key, &Some(header.clone()))?;
+            let name = self.name(&name_v, &key)?;
+            if let Some(j) = variants.iter().position(|o| o.name == name) {
+                return Err(self.at(
+                    &name_v.span(),
+                    format!(
+                        "{key}: {name:?} is already the name of variant[{j}]; give each variant its own name"
+                    ),
+                ));
+            }
+            let mut taken = Vec::new();
+            let mut tables = base.clone();
+            overlay_table(&mut tables.model, model, &mut taken);
+            overlay_table(&mut tables.data, data, &mut taken);
+            overlay_table(&mut tables.training, training, &mut taken);
+            let line = line_col(self.text, header.start).0;
+            self.scope = Some(Scope { label, name: name.clone(), line, taken });
+            let config = self.config(tables, draft);
+            self.scope = None;
+            variants.push(Variant { name, config: config? });
+        }
+        Ok(variants)
     }
 
     fn model(&mut self, raw: Tab<RawModel>, swept: Option<Field>) -> Result<ModelSpec, SpecError> {
@@ -211,7 +309,8 @@ impl Cx<'_> {
     }
 
     fn training(&mut self, raw: Tab<RawTraining>, swept: Option<Field>) -> Result<TrainingSpec, SpecError> {
-        let (table, t) = split(raw);
+        let (table, mut t) = split(raw);
+        let techniques = self.techniques(&mut t, &table, swept)?;
         let optimizer = self.require(t.optimizer, "training.optimizer", &table)?;
         let optimizer = self.word(
             &optimizer,
@@ -269,8 +368,113 @@ impl Cx<'_> {
                 None => Dtype::Float32,
             },
             seed: self.seed(t.seed, "training.seed")?,
-            techniques: Techniques::default(),
+            techniques,
         })
+    }
+
+    /// The technique keys of `[training]`, taken out of it.
+    fn techniques(
+        &mut self,
+        t: &mut RawTraining,
+        table: &Option<Range<usize>>,
+        swept: Option<Field>,
+    ) -> Result<Techniques, SpecError> {
+        let accumulation =
+            self.count_or_swept(t.accumulation.take(), Field::Accumulation, 1, table, swept, Some(1))?;
+        let amp = match &t.amp {
+            Some(v) => self.word(v, "training.amp", &[("off", "off"), ("fp16", "fp16"), ("bf16", "bf16")])?,
+            None => "off",
+        };
+        let amp = match (amp, t.scaler.take()) {
+            ("fp16", scaler) => Amp::Fp16 { scaler: self.scaler(scaler)? },
+            // The scaler exists to keep fp16 gradients from underflowing; elsewhere it would be
+            // silently unused.
+            (amp, Some(scaler)) => {
+                return Err(self.at(
+                    &scaler.span(),
+                    format!(
+                        r#"training.scaler: only amp = "fp16" uses a grad scaler, and amp is "{amp}"; remove scaler, or set amp = "fp16""#
+                    ),
+                ))
+            }
+            ("bf16", None) => Amp::Bf16,
+            (_, None) => Amp::Off,
+        };
+        let checkpoint = match &t.checkpoint {
+            Some(v) => self.checkpoint(v)?,
+            None => Checkpoint::None,
+        };
+        let mode = match &t.mode {
+            Some(v) => self.word(
+                v,
+                "training.mode",
+                &[
+                    ("train", Mode::Train),
+                    ("forward", Mode::Forward),
+                    ("forward_no_grad", Mode::ForwardNoGrad),
+                ],
+            )?,
+            None => Mode::Train,
+        };
+        let history = match &t.history {
+            Some(v) => self.word(
+                v,
+                "training.history",
+                &[
+                    ("none", History::None),
+                    ("loss_tensor", History::LossTensor),
+                    ("loss_value", History::LossValue),
+                ],
+            )?,
+            None => History::None,
+        };
+        Ok(Techniques { accumulation, amp, checkpoint, mode, history })
+    }
+
+    /// `training.scaler`, each key defaulting to PyTorch's GradScaler.
+    fn scaler(&mut self, raw: Tab<RawScaler>) -> Result<ScalerSpec, SpecError> {
+        let (_, s) = split(raw);
+        let d = ScalerSpec::default();
+        let mut float = |v: &Option<S<f64>>, key, rule, ok, default| match v {
+            Some(v) => self.float(v, key, rule, ok),
+            None => Ok(default),
+        };
+        let init_scale =
+            float(&s.init_scale, "training.scaler.init_scale", "a number > 0", |x| x > 0.0, d.init_scale)?;
+        let growth_factor = float(
+            &s.growth_factor,
+            "training.scaler.growth_factor",
+            "a number > 1",
+            |x| x > 1.0,
+            d.growth_factor,
+        )?;
+        let backoff_factor = float(
+            &s.backoff_factor,
+            "training.scaler.backoff_factor",
+            "a number in 0 < b < 1",
+            |x| x > 0.0 && x < 1.0,
+            d.backoff_factor,
+        )?;
+        let growth_interval = match &s.growth_interval {
+            Some(v) => self.count(v, "training.scaler.growth_interval", 1)?,
+            None => d.growth_interval,
+        };
+        Ok(ScalerSpec { init_scale, growth_factor, backoff_factor, growth_interval })
+    }
+
+    /// `training.checkpoint`: "none", "sqrt" or a whole number of hidden layers per segment.
+    fn checkpoint(&mut self, v: &S<Value>) -> Result<Checkpoint, SpecError> {
+        let key = "training.checkpoint";
+        self.spans.insert(key, v.span());
+        let rule = r#""none", "sqrt" or a whole number >= 1"#;
+        match v.get_ref() {
+            Value::String(w) if w == "none" => Ok(Checkpoint::None),
+            Value::String(w) if w == "sqrt" => Ok(Checkpoint::Sqrt),
+            Value::Integer(k) if *k >= 1 => usize::try_from(*k)
+                .map(Checkpoint::Every)
+                .map_err(|_| self.bad(&v.span(), key, "a smaller whole number", k)),
+            _ => Err(self.bad(&v.span(), key, rule, self.src(&v.span()))),
+        }
     }
 
     fn run(&mut self, raw: Tab<RawRun>) -> Result<RunSpec, SpecError> {
@@ -332,24 +536,39 @@ impl Cx<'_> {
                 ),
             ));
         };
-        let (points, mode) = match (s.values, s.search) {
-            (Some(_), Some(search)) => {
-                return Err(self
-                    .at(&search.span(), "sweep: give either values or search, not both; remove one of them"))
-            }
-            (None, None) => {
+        let given: Vec<(&str, Range<usize>)> =
+            [("values", span(&s.values)), ("search", span(&s.search)), ("halve", span(&s.halve))]
+                .into_iter()
+                .filter_map(|(k, s)| s.map(|s| (k, s)))
+                .collect();
+        if given.len() > 1 {
+            // Placed at the one written last.
+            let last = given.iter().map(|(_, s)| s).max_by_key(|s| s.start).cloned().unwrap_or_default();
+            let names = match given.as_slice() {
+                [(a, _), (b, _)] => format!("both {a} and {b}"),
+                _ => "all three".into(),
+            };
+            return Err(self.at(
+                &last,
+                format!("sweep: give one of values, search and halve, not {names}; remove all but one"),
+            ));
+        }
+        let (points, mode) = match (s.values, s.search, s.halve) {
+            (Some(values), _, _) => self.list(f, values)?,
+            (_, Some(search), _) => self.search(f, search)?,
+            (_, _, Some(halve)) => self.halve(f, halve)?,
+            (None, None, None) => {
                 return Err(self.at(
                     &header,
                     format!(
-                        "sweep: no values or search to sweep {} over; add e.g. {} or {}",
+                        "sweep: no values, search or halve to sweep {} over; add e.g. {}, {} or {}",
                         f.key(),
                         list_example(f),
-                        "search = { start = 1, factor = 2, max = 4096 }"
+                        "search = { start = 1, factor = 2, max = 4096 }",
+                        "halve = { start = 4096 }"
                     ),
                 ));
             }
-            (Some(values), None) => self.list(f, values)?,
-            (None, Some(search)) => self.search(f, search)?,
         };
         Ok(Some(Draft { field: f, field_span: field.span(), mode, points }))
     }
@@ -438,9 +657,30 @@ impl Cx<'_> {
         Ok((points, mode))
     }
 
-    /// Checks the base config, filling in a swept field left out of its table, and checks every
-    /// sweep point against it so that a bad value is refused now rather than mid-sweep.
-    fn base(&mut self, mut base: Config, draft: Option<&Draft>) -> Result<Config, SpecError> {
+    fn halve(
+        &mut self,
+        field: Field,
+        halve: S<Table<RawHalve>>,
+    ) -> Result<(Vec<Point>, SweepMode), SpecError> {
+        let span = Some(halve.span());
+        if !field.is_integer() {
+            return Err(self.at(
+                &halve.span(),
+                format!("sweep.halve: {} is not a whole-number field, so it cannot be halved; list its values instead, e.g. {}", field.key(), list_example(field)),
+            ));
+        }
+        let h = halve.into_inner().0;
+        let start_v = self.require(h.start, "sweep.halve.start", &span)?;
+        let start = self.int(&start_v, "sweep.halve.start", 1)?;
+        let points =
+            vec![Point { value: start as f64, span: start_v.span(), key: "sweep.halve.start".into() }];
+        Ok((points, SweepMode::Halve { start: start.unsigned_abs() }))
+    }
+
+    /// Checks a config (the base or a variant), filling in a swept field left out of its table,
+    /// and checks every sweep point against it so that a bad value is refused now rather than
+    /// mid-sweep.
+    fn checked(&mut self, mut base: Config, draft: Option<&Draft>) -> Result<Config, SpecError> {
         let Some(d) = draft else {
             base.check().map_err(|m| self.check_error(&m))?;
             return Ok(base);
@@ -582,12 +822,23 @@ impl Cx<'_> {
     /// `file:line:col: msg`.
     fn at(&self, span: &Range<usize>, msg: impl Display) -> SpecError {
         let (line, col) = line_col(self.text, span.start);
-        SpecError(format!("{}:{line}:{col}: {msg}", self.path.display()))
+        SpecError(format!("{}:{line}:{col}: {}", self.path.display(), self.scoped(Some(span), msg)))
     }
 
     /// `file: msg`, for what has no place in the text.
     fn nowhere(&self, msg: impl Display) -> SpecError {
-        SpecError(format!("{}: {msg}", self.path.display()))
+        SpecError(format!("{}: {}", self.path.display(), self.scoped(None, msg)))
+    }
+
+    /// While a variant is validated: a message about a value written in the variant (messages
+    /// start with their key) gets the variant's index before its key, and one about a value
+    /// inherited from the base or the sweep says which variant it breaks.
+    fn scoped(&self, span: Option<&Range<usize>>, msg: impl Display) -> String {
+        match &self.scope {
+            None => msg.to_string(),
+            Some(s) if span.is_some_and(|span| s.taken.contains(span)) => format!("{}.{msg}", s.label),
+            Some(s) => format!("in {} {:?} (line {}): {msg}", s.label, s.name, s.line),
+        }
     }
 
     /// `key: must be RULE, got GOT; FIX`.
@@ -598,13 +849,22 @@ impl Cx<'_> {
     /// A required key that is absent; placed at its table's header when the table is there.
     fn missing(&self, key: &str, table: &Option<Range<usize>>) -> SpecError {
         let top = key.split('.').next().unwrap_or(key);
+        let in_variant =
+            self.scope.as_ref().is_some_and(|s| table.as_ref().is_some_and(|t| s.taken.contains(t)));
+        let under = if top.starts_with("variant[") {
+            "[[variant]]".to_string()
+        } else if in_variant {
+            format!("[variant.{top}]")
+        } else {
+            format!("[{top}]")
+        };
         let msg = match info(key) {
             // A key inside an inline table (sweep.search.start): show the whole inline table.
-            Some(i) if key.matches('.').count() > 1 => {
+            Some(i) if key.matches('.').count() > 1 && !top.starts_with("variant[") => {
                 format!("{key} is missing; write it as {}", i.example)
             }
-            Some(i) => format!("{key} is missing; add {} under [{top}] ({})", i.example, i.about),
-            None => format!("{key} is missing; add it under [{top}]"),
+            Some(i) => format!("{key} is missing; add {} under {under} ({})", i.example, i.about),
+            None => format!("{key} is missing; add it under {under}"),
         };
         match table {
             Some(span) => self.at(span, msg),
@@ -647,6 +907,7 @@ impl Cx<'_> {
             return self.nowhere(format!("not valid TOML: {msg}"));
         };
         let (path, header) = key_path_at(self.text, span.start);
+        let path = number_variant(self.text, span.start, path);
         let here = self.src(&span);
         let out = if let Some(rest) = msg.strip_prefix("unknown field ") {
             unknown_key(rest, &path, header)
@@ -663,7 +924,12 @@ impl Cx<'_> {
         } else if msg == "duplicate key" {
             let mut key = path;
             key.push(here.trim_matches(['"', '\'']).to_string());
-            if header {
+            let variant = key.first().filter(|k| header && k.starts_with("variant[")).cloned();
+            if let Some(variant) = variant {
+                // A header names the table as written: [variant.training], in variant[1].
+                key[0] = "variant".into();
+                format!("[{}] is written twice in {variant}; merge the two into one table", key.join("."))
+            } else if header {
                 format!("[{}] is written twice; merge the two into one table", key.join("."))
             } else {
                 format!("{} is written twice; keep one of them", key.join("."))
@@ -684,6 +950,22 @@ fn list_example(field: Field) -> &'static str {
     } else {
         "values = [0.0001, 0.001, 0.01]"
     }
+}
+
+/// `variant.training.amp` as `variant[i].training.amp`, where `[[variant]]` header number `i`
+/// (from 0) is the last before `offset`. Paths of other tables, or a variant written as an inline
+/// array, stay as they are.
+fn number_variant(text: &str, offset: usize, mut path: Vec<String>) -> Vec<String> {
+    if path.first().map(String::as_str) != Some("variant") {
+        return path;
+    }
+    let before = text.get(..offset).unwrap_or(text);
+    let headers =
+        before.lines().filter(|l| l.trim_start().starts_with("[[") && header_keys(l) == ["variant"]).count();
+    if let Some(i) = headers.checked_sub(1) {
+        path[0] = format!("variant[{i}]");
+    }
+    path
 }
 
 /// The span of an optional value.
@@ -717,7 +999,10 @@ fn unknown_key(rest: &str, path: &[String], header: bool) -> String {
     let names: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
     let (name, expected) = names.split_first().map_or(("?", &[][..]), |(n, e)| (*n, e));
     if path.is_empty() {
-        let tables: Vec<String> = expected.iter().map(|t| format!("[{t}]")).collect();
+        let tables: Vec<String> = expected
+            .iter()
+            .map(|t| if *t == "variant" { "[[variant]]".into() } else { format!("[{t}]") })
+            .collect();
         return if header {
             format!("unknown table [{name}]; expected one of: {}", tables.join(", "))
         } else {
@@ -725,9 +1010,16 @@ fn unknown_key(rest: &str, path: &[String], header: bool) -> String {
         };
     }
     let place = match path {
-        [table] => format!("[{table}]"),
+        [table] if !table.contains('[') => format!("[{table}]"),
         _ => path.join("."),
     };
+    if let [variant] = path {
+        if variant.starts_with("variant") && ["experiment", "run", "sweep"].contains(&name) {
+            return format!(
+                "unknown key `{name}` in {place}: [{name}] is the whole spec's and cannot be varied; move it out of the variant (a variant may set model, data and training)"
+            );
+        }
+    }
     format!("unknown key `{name}` in {place}; expected one of: {}", expected.join(", "))
 }
 
@@ -960,7 +1252,7 @@ values = [1, 2, 4]
     fn unknown_table_is_refused() {
         assert_eq!(
             err(&format!("{MINIMAL}\n[modle]\nhidden = 3\n")),
-            "experiments/x.toml:17:2: unknown table [modle]; expected one of: [experiment], [model], [data], [training], [run], [sweep]"
+            "experiments/x.toml:17:2: unknown table [modle]; expected one of: [experiment], [model], [data], [training], [run], [sweep], [[variant]]"
         );
     }
 
@@ -1219,15 +1511,25 @@ values = [1, 2, 4]
     }
 
     #[test]
-    fn sweep_needs_exactly_one_of_values_and_search() {
-        let both = format!(
-            "{MINIMAL}[sweep]\nfield = \"model.depth\"\nvalues = [1]\nsearch = {{ start = 1, max = 2 }}\n"
+    fn sweep_needs_exactly_one_of_values_search_and_halve() {
+        let sweep = |modes: &str| format!("{MINIMAL}[sweep]\nfield = \"model.depth\"\n{modes}");
+        let both = sweep("values = [1]\nsearch = { start = 1, max = 2 }\n");
+        assert_eq!(
+            err(&both),
+            "experiments/x.toml:19:10: sweep: give one of values, search and halve, not both values and search; remove all but one"
         );
-        assert!(
-            err(&both).starts_with("experiments/x.toml:19:10: sweep: give either values or search, not both")
-        );
+        let e = err(&sweep("values = [1]\nhalve = { start = 2 }\n"));
+        assert_eq!(e, "experiments/x.toml:19:9: sweep: give one of values, search and halve, not both values and halve; remove all but one");
+        // Placed at the one written last.
+        let e = err(&sweep("halve = { start = 2 }\nsearch = { start = 1, max = 2 }\n"));
+        assert_eq!(e, "experiments/x.toml:19:10: sweep: give one of values, search and halve, not both search and halve; remove all but one");
+        let e = err(&sweep("values = [1]\nhalve = { start = 2 }\nsearch = { start = 1, max = 2 }\n"));
+        assert_eq!(e, "experiments/x.toml:20:10: sweep: give one of values, search and halve, not all three; remove all but one");
         let neither = format!("{MINIMAL}[sweep]\nfield = \"model.depth\"\n");
-        assert!(err(&neither).starts_with("experiments/x.toml:16:1: sweep: no values or search"));
+        assert_eq!(
+            err(&neither),
+            "experiments/x.toml:16:1: sweep: no values, search or halve to sweep model.depth over; add e.g. values = [1, 2, 4], search = { start = 1, factor = 2, max = 4096 } or halve = { start = 4096 }"
+        );
         let empty = format!("{MINIMAL}[sweep]\nfield = \"model.depth\"\nvalues = []\n");
         assert!(err(&empty).starts_with("experiments/x.toml:18:10: sweep.values: the list is empty"));
         let bad = format!("{MINIMAL}[sweep]\nfield = \"model.width\"\nvalues = [1]\n");
@@ -1356,5 +1658,483 @@ values = [1, 2, 4]
         let path = dir.path().join("x.toml");
         std::fs::write(&path, MINIMAL).unwrap();
         assert_eq!(crate::spec::load(&path).unwrap().path, path);
+    }
+
+    // ---- techniques ----------------------------------------------------------------------------
+
+    /// MINIMAL's config, to compare variants with.
+    fn minimal_config() -> Config {
+        Config {
+            model: ModelSpec { hidden: 64, depth: 2 },
+            data: DataSpec::Synthetic { samples: 128, features: 4, classes: 3, seed: 0 },
+            training: TrainingSpec {
+                optimizer: OptimizerSpec::Adam { lr: 0.001, weight_decay: 0.0 },
+                batch_size: 32,
+                steps: 2,
+                dtype: Dtype::Float32,
+                seed: 0,
+                techniques: Techniques {
+                    accumulation: 1,
+                    amp: Amp::Off,
+                    checkpoint: Checkpoint::None,
+                    mode: Mode::Train,
+                    history: History::None,
+                },
+            },
+        }
+    }
+
+    /// The techniques of MINIMAL with `lines` added to [training].
+    fn techniques(lines: &str) -> Techniques {
+        parse_at(&format!("{MINIMAL}{lines}")).unwrap().base.training.techniques
+    }
+
+    #[test]
+    fn techniques_parse_to_typed_values() {
+        let t = techniques(
+            r#"accumulation = 4
+amp = "fp16"
+scaler = { init_scale = 1024.0, growth_factor = 4.0, backoff_factor = 0.25, growth_interval = 10 }
+checkpoint = "sqrt"
+mode = "train"
+history = "loss_tensor"
+"#,
+        );
+        let scaler =
+            ScalerSpec { init_scale: 1024.0, growth_factor: 4.0, backoff_factor: 0.25, growth_interval: 10 };
+        let want = Techniques {
+            accumulation: 4,
+            amp: Amp::Fp16 { scaler },
+            checkpoint: Checkpoint::Sqrt,
+            mode: Mode::Train,
+            history: History::LossTensor,
+        };
+        assert_eq!(t, want);
+        // fp16 without a scaler: PyTorch's GradScaler defaults.
+        let defaults = ScalerSpec {
+            init_scale: 65536.0,
+            growth_factor: 2.0,
+            backoff_factor: 0.5,
+            growth_interval: 2000,
+        };
+        assert_eq!(techniques("amp = \"fp16\"\n").amp, Amp::Fp16 { scaler: defaults });
+        // Each scaler key is optional, the table may be written as [training.scaler], and a whole
+        // number is a number.
+        let t = techniques("amp = \"fp16\"\n[training.scaler]\ninit_scale = 256\ngrowth_interval = 5\n");
+        let scaler =
+            ScalerSpec { init_scale: 256.0, growth_factor: 2.0, backoff_factor: 0.5, growth_interval: 5 };
+        assert_eq!(t.amp, Amp::Fp16 { scaler });
+        let t = techniques("amp = \"bf16\"\ncheckpoint = 3\nhistory = \"loss_value\"\n");
+        let want = Techniques {
+            accumulation: 1,
+            amp: Amp::Bf16,
+            checkpoint: Checkpoint::Every(3),
+            mode: Mode::Train,
+            history: History::LossValue,
+        };
+        assert_eq!(t, want);
+        let t = techniques("amp = \"off\"\ncheckpoint = \"none\"\nmode = \"forward\"\nhistory = \"none\"\n");
+        let want = Techniques {
+            accumulation: 1,
+            amp: Amp::Off,
+            checkpoint: Checkpoint::None,
+            mode: Mode::Forward,
+            history: History::None,
+        };
+        assert_eq!(t, want);
+        let t = techniques("mode = \"forward_no_grad\"\nhistory = \"loss_tensor\"\naccumulation = 1\n");
+        let want = Techniques {
+            accumulation: 1,
+            amp: Amp::Off,
+            checkpoint: Checkpoint::None,
+            mode: Mode::ForwardNoGrad,
+            history: History::LossTensor,
+        };
+        assert_eq!(t, want);
+    }
+
+    #[test]
+    fn techniques_default_to_plain_training() {
+        let spec = parse_at(MINIMAL).unwrap();
+        assert_eq!(spec.base, minimal_config());
+        assert_eq!(spec.variants, []);
+        assert_eq!(spec.configs(), [(None, &minimal_config())]);
+    }
+
+    #[test]
+    fn technique_values_are_checked() {
+        let e = err(&format!("{MINIMAL}accumulation = 0\n"));
+        assert_eq!(e, "experiments/x.toml:16:16: training.accumulation: must be a whole number >= 1, got 0; set it to the micro-batches per optimizer step, e.g. accumulation = 4");
+        let e = err(&format!("{MINIMAL}amp = \"fp8\"\n"));
+        assert_eq!(
+            e,
+            r#"experiments/x.toml:16:7: training.amp: must be one of "off", "fp16", "bf16", got "fp8"; e.g. amp = "fp16""#
+        );
+        let e = err(&format!("{MINIMAL}checkpoint = 0\n"));
+        assert_eq!(
+            e,
+            r#"experiments/x.toml:16:14: training.checkpoint: must be "none", "sqrt" or a whole number >= 1, got 0; set it to "none", "sqrt" (about sqrt(depth) segments) or the hidden layers per segment, e.g. checkpoint = "sqrt""#
+        );
+        for bad in ["\"all\"", "-2", "1.5", "true"] {
+            let e = err(&format!("{MINIMAL}checkpoint = {bad}\n"));
+            let want = format!(
+                r#"experiments/x.toml:16:14: training.checkpoint: must be "none", "sqrt" or a whole number >= 1, got {bad};"#
+            );
+            assert!(e.starts_with(&want), "{e}");
+        }
+        let e = err(&format!("{MINIMAL}mode = \"eval\"\n"));
+        assert_eq!(
+            e,
+            r#"experiments/x.toml:16:8: training.mode: must be one of "train", "forward", "forward_no_grad", got "eval"; e.g. mode = "train""#
+        );
+        let e = err(&format!("{MINIMAL}history = \"all\"\n"));
+        assert_eq!(
+            e,
+            r#"experiments/x.toml:16:11: training.history: must be one of "none", "loss_tensor", "loss_value", got "all"; e.g. history = "loss_value""#
+        );
+    }
+
+    #[test]
+    fn scaler_is_only_for_fp16() {
+        let e = err(&format!("{MINIMAL}scaler = {{ init_scale = 2.0 }}\n"));
+        assert_eq!(
+            e,
+            r#"experiments/x.toml:16:10: training.scaler: only amp = "fp16" uses a grad scaler, and amp is "off"; remove scaler, or set amp = "fp16""#
+        );
+        let e = err(&format!("{MINIMAL}amp = \"bf16\"\n[training.scaler]\ngrowth_interval = 5\n"));
+        assert_eq!(
+            e,
+            r#"experiments/x.toml:17:1: training.scaler: only amp = "fp16" uses a grad scaler, and amp is "bf16"; remove scaler, or set amp = "fp16""#
+        );
+    }
+
+    #[test]
+    fn scaler_values_are_checked() {
+        let fp16 = |scaler: &str| err(&format!("{MINIMAL}amp = \"fp16\"\nscaler = {{ {scaler} }}\n"));
+        assert_eq!(
+            fp16("init_scale = 0.0"),
+            "experiments/x.toml:17:25: training.scaler.init_scale: must be a number > 0, got 0; set it to the first loss scale, e.g. scaler = { init_scale = 65536.0 }"
+        );
+        let e = fp16("growth_factor = 1.0");
+        assert!(
+            e.starts_with(
+                "experiments/x.toml:17:28: training.scaler.growth_factor: must be a number > 1, got 1;"
+            ),
+            "{e}"
+        );
+        let e = fp16("backoff_factor = 1.0");
+        assert_eq!(e, "experiments/x.toml:17:29: training.scaler.backoff_factor: must be a number in 0 < b < 1, got 1; set it to what the scale is multiplied by after an overflow, e.g. scaler = { backoff_factor = 0.5 }");
+        let e = fp16("backoff_factor = 0");
+        assert!(e.starts_with("experiments/x.toml:17:29: training.scaler.backoff_factor: must be a number in 0 < b < 1, got 0;"), "{e}");
+        let e = fp16("growth_interval = 0");
+        assert!(e.starts_with("experiments/x.toml:17:30: training.scaler.growth_interval: must be a whole number >= 1, got 0;"), "{e}");
+        let e = fp16("growth_interval = 1.5");
+        assert!(
+            e.starts_with(
+                "experiments/x.toml:17:30: training.scaler.growth_interval: must be a whole number, got 1.5;"
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            fp16("growth = 3"),
+            "experiments/x.toml:17:12: unknown key `growth` in training.scaler; expected one of: init_scale, growth_factor, backoff_factor, growth_interval"
+        );
+    }
+
+    #[test]
+    fn modes_without_backward_refuse_accumulation_and_checkpoint() {
+        let e = err(&format!("{MINIMAL}mode = \"forward\"\naccumulation = 4\n"));
+        assert_eq!(
+            e,
+            r#"experiments/x.toml:16:8: training.mode forward has no backward pass: accumulation and checkpoint apply to mode = "train" only"#
+        );
+        let e = err(&format!("{MINIMAL}checkpoint = 2\nmode = \"forward_no_grad\"\n"));
+        assert!(e.starts_with("experiments/x.toml:17:8: training.mode forward"), "{e}");
+        assert!(
+            e.ends_with(r#"has no backward pass: accumulation and checkpoint apply to mode = "train" only"#),
+            "{e}"
+        );
+    }
+
+    // ---- halving and accumulation sweeps --------------------------------------------------------
+
+    #[test]
+    fn halve_sweeps_from_a_start() {
+        let sweep =
+            |field: &str, halve: &str| format!("{MINIMAL}[sweep]\nfield = \"{field}\"\nhalve = {halve}\n");
+        let spec = parse_at(&sweep("training.batch_size", "{ start = 64 }")).unwrap();
+        let want = Sweep { field: Field::BatchSize, mode: SweepMode::Halve { start: 64 } };
+        assert_eq!(spec.sweep, Some(want));
+        assert_eq!(spec.base, minimal_config());
+        assert_eq!(
+            err(&sweep("training.batch_size", "{ start = 4096 }")),
+            "experiments/x.toml:18:19: sweep.halve.start: training.batch_size 4096 is larger than data.samples 128: a batch is drawn from the data set without repeats; raise data.samples"
+        );
+        assert_eq!(
+            err(&sweep("training.batch_size", "{ start = 0 }")),
+            "experiments/x.toml:18:19: sweep.halve.start: must be a whole number >= 1, got 0; set it to the first value, at least 1, e.g. halve = { start = 4096 }"
+        );
+        assert_eq!(
+            err(&sweep("training.batch_size", "{}")),
+            "experiments/x.toml:18:9: sweep.halve.start is missing; write it as halve = { start = 4096 }"
+        );
+        assert_eq!(
+            err(&sweep("training.lr", "{ start = 1 }")),
+            "experiments/x.toml:18:9: sweep.halve: training.lr is not a whole-number field, so it cannot be halved; list its values instead, e.g. values = [0.0001, 0.001, 0.01]"
+        );
+        assert_eq!(
+            err(&sweep("training.batch_size", "{ start = 8, min = 1 }")),
+            "experiments/x.toml:18:22: unknown key `min` in sweep.halve; expected one of: start"
+        );
+        // The swept field left out of its table starts at the start.
+        let no_batch = edit("batch_size = 32\n", "");
+        let text = format!("{no_batch}[sweep]\nfield = \"training.batch_size\"\nhalve = {{ start = 64 }}\n");
+        assert_eq!(parse_at(&text).unwrap().base.training.batch_size, 64);
+    }
+
+    #[test]
+    fn accumulation_can_be_swept() {
+        let text = format!(
+            "{MINIMAL}accumulation = 2\n[sweep]\nfield = \"training.accumulation\"\nvalues = [1, 2, 8]\n"
+        );
+        let spec = parse_at(&text).unwrap();
+        assert_eq!(spec.base.training.techniques.accumulation, 2);
+        let want = Sweep { field: Field::Accumulation, mode: SweepMode::List(vec![1.0, 2.0, 8.0]) };
+        assert_eq!(spec.sweep, Some(want));
+        // Left out, it starts at the sweep's first value.
+        let text = format!("{MINIMAL}[sweep]\nfield = \"training.accumulation\"\nhalve = {{ start = 16 }}\n");
+        let spec = parse_at(&text).unwrap();
+        assert_eq!(spec.base.training.techniques.accumulation, 16);
+        assert_eq!(spec.sweep.unwrap().mode, SweepMode::Halve { start: 16 });
+        let text = format!("{MINIMAL}[sweep]\nfield = \"training.accumulation\"\nvalues = [0, 2]\n");
+        assert_eq!(
+            err(&text),
+            "experiments/x.toml:18:11: sweep.values[0]: training.accumulation must be at least 1; change this value or remove it"
+        );
+        let text = format!(
+            "{MINIMAL}mode = \"forward\"\n[sweep]\nfield = \"training.accumulation\"\nvalues = [1, 4]\n"
+        );
+        assert_eq!(
+            err(&text),
+            r#"experiments/x.toml:19:14: sweep.values[1]: training.mode forward has no backward pass: accumulation and checkpoint apply to mode = "train" only; change this value or remove it"#
+        );
+    }
+
+    // ---- variants -------------------------------------------------------------------------------
+
+    #[test]
+    fn variants_lay_their_keys_over_the_base() {
+        // Lines: 17 [[variant]] "wide_fp16", 25 [[variant]] "sgd".
+        let text = format!(
+            r#"{MINIMAL}
+[[variant]]
+name = "wide_fp16"
+[variant.model]
+hidden = 1024
+[variant.training]
+amp = "fp16"
+accumulation = 2
+
+[[variant]]
+name = "sgd"
+training = {{ optimizer = "sgd", momentum = 0.9, checkpoint = 1, history = "loss_value" }}
+data = {{ samples = 256, seed = 3 }}
+"#
+        );
+        let spec = parse_at(&text).unwrap();
+        assert_eq!(spec.base, minimal_config());
+        let mut wide = minimal_config();
+        wide.model.hidden = 1024;
+        wide.training.techniques.accumulation = 2;
+        wide.training.techniques.amp = Amp::Fp16 { scaler: ScalerSpec::default() };
+        let sgd = Config {
+            model: ModelSpec { hidden: 64, depth: 2 },
+            data: DataSpec::Synthetic { samples: 256, features: 4, classes: 3, seed: 3 },
+            training: TrainingSpec {
+                optimizer: OptimizerSpec::Sgd { lr: 0.001, momentum: 0.9, weight_decay: 0.0 },
+                batch_size: 32,
+                steps: 2,
+                dtype: Dtype::Float32,
+                seed: 0,
+                techniques: Techniques {
+                    accumulation: 1,
+                    amp: Amp::Off,
+                    checkpoint: Checkpoint::Every(1),
+                    mode: Mode::Train,
+                    history: History::LossValue,
+                },
+            },
+        };
+        assert_eq!(
+            spec.variants,
+            [
+                Variant { name: "wide_fp16".into(), config: wide.clone() },
+                Variant { name: "sgd".into(), config: sgd.clone() }
+            ]
+        );
+        assert_eq!(spec.configs(), [(Some("wide_fp16"), &wide), (Some("sgd"), &sgd)]);
+    }
+
+    #[test]
+    fn a_variant_overrides_scaler_keys_one_by_one() {
+        let text = format!(
+            r#"{MINIMAL}amp = "fp16"
+scaler = {{ init_scale = 1024.0, growth_interval = 10 }}
+
+[[variant]]
+name = "slow_growth"
+[variant.training.scaler]
+growth_interval = 500
+backoff_factor = 0.25
+
+[[variant]]
+name = "same"
+"#
+        );
+        let spec = parse_at(&text).unwrap();
+        let base =
+            ScalerSpec { init_scale: 1024.0, growth_factor: 2.0, backoff_factor: 0.5, growth_interval: 10 };
+        assert_eq!(spec.base.training.techniques.amp, Amp::Fp16 { scaler: base });
+        let slow =
+            ScalerSpec { init_scale: 1024.0, growth_factor: 2.0, backoff_factor: 0.25, growth_interval: 500 };
+        let mut want = spec.base.clone();
+        want.training.techniques.amp = Amp::Fp16 { scaler: slow };
+        assert_eq!(spec.variants[0], Variant { name: "slow_growth".into(), config: want });
+        assert_eq!(spec.variants[1], Variant { name: "same".into(), config: spec.base.clone() });
+        // A variant cannot remove a key: the base's scaler stays, and bf16 refuses it.
+        let text = format!(
+            "{MINIMAL}amp = \"fp16\"\nscaler = {{ init_scale = 1024.0 }}\n\n[[variant]]\nname = \"bf16\"\ntraining.amp = \"bf16\"\n"
+        );
+        assert_eq!(
+            err(&text),
+            r#"experiments/x.toml:17:10: in variant[0] "bf16" (line 19): training.scaler: only amp = "fp16" uses a grad scaler, and amp is "bf16"; remove scaler, or set amp = "fp16""#
+        );
+    }
+
+    #[test]
+    fn unknown_keys_in_a_variant_are_named() {
+        let e = err(&format!("{MINIMAL}\n[[variant]]\nname = \"a\"\nhiden = 3\n"));
+        assert_eq!(
+            e,
+            "experiments/x.toml:19:1: unknown key `hiden` in variant[0]; expected one of: name, model, data, training"
+        );
+        let text = format!(
+            "{MINIMAL}\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\n[variant.model]\nwidht = 3\n"
+        );
+        assert_eq!(
+            err(&text),
+            "experiments/x.toml:22:1: unknown key `widht` in variant[1].model; expected one of: hidden, depth"
+        );
+        let e = err(&format!("{MINIMAL}\n[[variant]]\nname = \"a\"\n[variant.run]\ndevice = \"cpu\"\n"));
+        assert_eq!(
+            e,
+            "experiments/x.toml:19:10: unknown key `run` in variant[0]: [run] is the whole spec's and cannot be varied; move it out of the variant (a variant may set model, data and training)"
+        );
+        let e =
+            err(&format!("{MINIMAL}\n[[variant]]\nname = \"a\"\nsweep = {{ field = \"model.depth\" }}\n"));
+        assert!(
+            e.starts_with(
+                "experiments/x.toml:19:1: unknown key `sweep` in variant[0]: [sweep] is the whole spec's"
+            ),
+            "{e}"
+        );
+        assert_eq!(
+            err(&format!("{MINIMAL}\n[variant]\nname = \"a\"\n")),
+            "experiments/x.toml:17:1: variant: must be a list, got [variant]; write each variant as a [[variant]] table"
+        );
+        assert_eq!(
+            err(&format!("{MINIMAL}\n[[variant]]\nname = \"a\"\n[variant.training]\namp = 3\n")),
+            r#"experiments/x.toml:20:7: variant[0].training.amp: must be a string, got 3; set it to "off", "fp16" or "bf16", e.g. amp = "fp16""#
+        );
+    }
+
+    #[test]
+    fn an_invalid_variant_is_named_with_its_line() {
+        let variant = |base: &str, keys: &str| err(&format!("{base}\n[[variant]]\nname = \"v\"\n{keys}\n"));
+        // A value written in the variant: named variant[0].key, at its line.
+        assert_eq!(
+            variant(MINIMAL, "training.amp = \"fp8\""),
+            r#"experiments/x.toml:19:16: variant[0].training.amp: must be one of "off", "fp16", "bf16", got "fp8"; e.g. amp = "fp16""#
+        );
+        assert_eq!(
+            variant(MINIMAL, "training.batch_size = 256"),
+            "experiments/x.toml:19:23: variant[0].training.batch_size 256 is larger than data.samples 128: a batch is drawn from the data set without repeats; raise data.samples"
+        );
+        assert_eq!(
+            variant(&format!("{MINIMAL}accumulation = 4\n"), "training.mode = \"forward\""),
+            r#"experiments/x.toml:20:17: variant[0].training.mode forward has no backward pass: accumulation and checkpoint apply to mode = "train" only"#
+        );
+        // A base value the variant breaks: placed at it, naming the variant and its line.
+        let sgd = format!("{}momentum = 0.9\n", edit("\"adam\"", "\"sgd\""));
+        assert_eq!(
+            variant(&sgd, "training.optimizer = \"adam\""),
+            r#"experiments/x.toml:16:12: in variant[0] "v" (line 18): training.momentum: only sgd uses momentum, but optimizer = "adam"; remove momentum, or set optimizer = "sgd""#
+        );
+        assert_eq!(
+            variant(MINIMAL, "data.samples = 16"),
+            r#"experiments/x.toml:15:14: in variant[0] "v" (line 17): training.batch_size 32 is larger than data.samples 16: a batch is drawn from the data set without repeats; raise data.samples"#
+        );
+        // The base must be valid by itself, even where a variant would fill the gap.
+        let e = variant(&edit("depth = 2\n", ""), "model.depth = 3");
+        assert!(e.starts_with("experiments/x.toml:4:1: model.depth is missing;"), "{e}");
+    }
+
+    #[test]
+    fn variant_names_are_required_folder_safe_and_unique() {
+        let e = err(&format!("{MINIMAL}\n[[variant]]\nname = \"a\"\n\n[[variant]]\nname = \"a\"\n"));
+        assert_eq!(
+            e,
+            r#"experiments/x.toml:21:8: variant[1].name: "a" is already the name of variant[0]; give each variant its own name"#
+        );
+        let e = err(&format!("{MINIMAL}\n[[variant]]\nmodel.hidden = 8\n"));
+        assert_eq!(
+            e,
+            r#"experiments/x.toml:17:1: variant[0].name is missing; add name = "fp16" under [[variant]] (a name of lowercase letters, digits, _ and -)"#
+        );
+        let e = err(&format!("{MINIMAL}\n[[variant]]\nname = \"FP16\"\n"));
+        assert_eq!(
+            e,
+            r#"experiments/x.toml:18:8: variant[0].name: must be lowercase letters, digits, _ or -, got "FP16"; set it to a name of lowercase letters, digits, _ and -, e.g. name = "fp16""#
+        );
+    }
+
+    #[test]
+    fn sweep_bounds_are_checked_against_every_variant() {
+        // Lines: 17 [[variant]] "small", 21 [sweep], 23 the sweep's values.
+        let text = |mode: &str| {
+            format!(
+                "{MINIMAL}\n[[variant]]\nname = \"small\"\ndata.samples = 64\n\n[sweep]\nfield = \"training.batch_size\"\n{mode}\n"
+            )
+        };
+        let spec = parse_at(&text("values = [16, 64]")).unwrap();
+        let mut small = minimal_config();
+        small.data = DataSpec::Synthetic { samples: 64, features: 4, classes: 3, seed: 0 };
+        assert_eq!(spec.variants, [Variant { name: "small".into(), config: small }]);
+        assert_eq!(
+            err(&text("values = [16, 100]")),
+            r#"experiments/x.toml:23:15: in variant[0] "small" (line 17): sweep.values[1]: training.batch_size 100 is larger than data.samples 64: a batch is drawn from the data set without repeats; raise data.samples"#
+        );
+        assert_eq!(
+            err(&text("search = { start = 1, max = 100 }")),
+            r#"experiments/x.toml:23:29: in variant[0] "small" (line 17): sweep.search.max: training.batch_size 100 is larger than data.samples 64: a batch is drawn from the data set without repeats; raise data.samples"#
+        );
+        assert_eq!(
+            err(&text("halve = { start = 100 }")),
+            r#"experiments/x.toml:23:19: in variant[0] "small" (line 17): sweep.halve.start: training.batch_size 100 is larger than data.samples 64: a batch is drawn from the data set without repeats; raise data.samples"#
+        );
+    }
+
+    #[test]
+    fn a_swept_field_may_be_left_out_of_variants_too() {
+        let no_batch = edit("batch_size = 32\n", "");
+        let text = format!(
+            "{no_batch}\n[[variant]]\nname = \"deep\"\nmodel.depth = 8\n\n[sweep]\nfield = \"training.batch_size\"\nvalues = [16, 64]\n"
+        );
+        let spec = parse_at(&text).unwrap();
+        assert_eq!(spec.base.training.batch_size, 16);
+        let mut deep = minimal_config();
+        deep.model.depth = 8;
+        deep.training.batch_size = 16;
+        assert_eq!(spec.variants, [Variant { name: "deep".into(), config: deep }]);
     }
 }
