@@ -110,8 +110,10 @@ impl PhaseRecord {
     }
 }
 
-/// One row of `summary.csv`: one trial, whatever its outcome.
+/// One row of `summary.csv`: one trial, whatever its outcome. Columns missing from an older
+/// file read as their defaults.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct SummaryRow {
     pub trial: usize,
     /// The `[[variant]]` name, empty when the spec has none.
@@ -145,6 +147,10 @@ pub struct SummaryRow {
     /// Peaks over the whole trial, in bytes.
     pub max_memory_allocated: u64,
     pub max_memory_reserved: u64,
+    /// `oomlab estimate`'s predicted peak allocated bytes for this configuration.
+    pub predicted_peak: Option<u64>,
+    /// (predicted - measured) / measured peak, for trials that ran.
+    pub predicted_error: Option<f64>,
     /// Allocated bytes before the trial and after its clean-up: equal unless something leaked.
     pub baseline_allocated: u64,
     pub after_allocated: u64,

@@ -204,6 +204,8 @@ fn summary_row(
         },
         max_memory_allocated: o.peak.max_memory_allocated,
         max_memory_reserved: o.peak.max_memory_reserved,
+        predicted_peak: None,
+        predicted_error: None,
         baseline_allocated: o.baseline_allocated,
         after_allocated: o.after_allocated,
         param_count: o.param_count,
