@@ -9,6 +9,7 @@ use crate::run::{self, RunOptions};
 use crate::spec;
 
 mod devices;
+mod estimate;
 mod report;
 
 const EXAMPLES: &str = "\
@@ -42,6 +43,9 @@ pub enum Command {
     Run(RunArgs),
     /// Show what libtorch sees: CUDA devices with their memory, the CPU, and versions.
     Devices,
+    /// Predict each trial's memory per phase and category from a model of libtorch, without
+    /// training, and the largest swept value predicted to fit the budget.
+    Estimate(estimate::EstimateArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -80,6 +84,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(args) => run_command(args),
         Command::Devices => devices::print(),
+        Command::Estimate(args) => estimate::run(args),
     }
 }
 
