@@ -22,6 +22,9 @@ pub struct EstimateArgs {
     /// One line per trial, without the phase tables.
     #[arg(long)]
     pub brief: bool,
+    /// Everything as JSON instead: every trial's phases in bytes, per category.
+    #[arg(long, conflicts_with = "brief")]
+    pub json: bool,
 }
 
 pub fn run(args: EstimateArgs) -> Result<()> {
@@ -36,7 +39,11 @@ pub fn run(args: EstimateArgs) -> Result<()> {
     let budget = args.budget.or(spec.run.budget);
     let sweeps = estimate::predict_spec(&spec, budget, &options)
         .with_context(|| format!("estimating {}", args.spec.display()))?;
-    print!("{}", render(&spec, &sweeps, budget, target, args.brief));
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&sweeps)?);
+    } else {
+        print!("{}", render(&spec, &sweeps, budget, target, args.brief));
+    }
     Ok(())
 }
 

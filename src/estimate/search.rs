@@ -1,13 +1,14 @@
 //! Sweeps, predicted: the trials a run would make, each predicted instead of trained, and the
 //! largest value of an integer field predicted to fit under a budget.
 use anyhow::{anyhow, Result};
+use serde::Serialize;
 
 use super::{data_shape, predict_with, DataShape, Options, Prediction};
 use crate::spec::{Config, DataSpec, Field, OnOom, Spec, Sweep, SweepMode};
 use crate::sweep::{self, Fit};
 
 /// One trial of a sweep, predicted.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct SweepPoint {
     /// The swept field's value (`None` without a sweep).
     pub value: Option<f64>,
@@ -18,7 +19,7 @@ pub struct SweepPoint {
 }
 
 /// A variant's sweep, predicted.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize)]
 pub struct SweepPrediction {
     pub variant: Option<String>,
     pub field: Option<Field>,
