@@ -9,6 +9,7 @@ use crate::run::{self, RunOptions};
 use crate::spec;
 
 mod devices;
+mod estimate;
 mod report;
 
 const EXAMPLES: &str = "\
@@ -52,6 +53,9 @@ pub enum Command {
         /// A device's results folder, e.g. results/cpu-amd-epyc.
         dir: PathBuf,
     },
+    /// Predict each trial's memory per phase and category from a model of libtorch, without
+    /// training, and the largest swept value predicted to fit the budget.
+    Estimate(estimate::EstimateArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -96,6 +100,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             eprintln!("wrote {}", path.display());
             Ok(())
         }
+        Command::Estimate(args) => estimate::run(args),
     }
 }
 

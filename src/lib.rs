@@ -8,6 +8,7 @@ pub mod chart;
 pub mod claims;
 pub mod cli;
 pub mod device;
+pub mod estimate;
 pub mod ffi;
 pub mod oom;
 pub mod probe;

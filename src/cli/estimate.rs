@@ -1,0 +1,197 @@
+//! `oomlab estimate SPEC`: the spec's trials predicted by the memory model, without training:
+//! each sweep point's peak per phase and per category, and the largest value predicted to fit.
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+use crate::device::DeviceChoice;
+use crate::estimate::{self, Category, Options, PhasePrediction, SweepPoint, SweepPrediction, Target};
+use crate::spec::{self, format_size, Spec, SweepMode};
+
+#[derive(Debug, clap::Args)]
+pub struct EstimateArgs {
+    /// The experiment spec (TOML), e.g. experiments/depth_sweep.toml.
+    pub spec: PathBuf,
+    /// Memory budget, e.g. 15.90GiB. Overrides the spec's run.budget.
+    #[arg(long, value_parser = super::parse_budget)]
+    pub budget: Option<u64>,
+    /// Whose allocator to model: cpu (oomlab's counting allocator, exact) or cuda (512-byte
+    /// blocks). Default: the spec's run.device; auto is cuda when libtorch sees a GPU.
+    #[arg(long, value_parser = super::parse_device)]
+    pub device: Option<DeviceChoice>,
+    /// One line per trial, without the phase tables.
+    #[arg(long)]
+    pub brief: bool,
+    /// Everything as JSON instead: every trial's phases in bytes, per category.
+    #[arg(long, conflicts_with = "brief")]
+    pub json: bool,
+}
+
+pub fn run(args: EstimateArgs) -> Result<()> {
+    let spec = spec::load(&args.spec)?;
+    let target = match args.device.unwrap_or(spec.run.device) {
+        DeviceChoice::Cpu => Target::Cpu,
+        DeviceChoice::Cuda(_) => Target::Cuda,
+        DeviceChoice::Auto if tch::Cuda::is_available() => Target::Cuda,
+        DeviceChoice::Auto => Target::Cpu,
+    };
+    let options = Options { target, ..Options::default() };
+    let budget = args.budget.or(spec.run.budget);
+    let sweeps = estimate::predict_spec(&spec, budget, &options)
+        .with_context(|| format!("estimating {}", args.spec.display()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&sweeps)?);
+    } else {
+        print!("{}", render(&spec, &sweeps, budget, target, args.brief));
+    }
+    Ok(())
+}
+
+/// The whole report, as text.
+pub fn render(
+    spec: &Spec,
+    sweeps: &[SweepPrediction],
+    budget: Option<u64>,
+    target: Target,
+    brief: bool,
+) -> String {
+    let mut out = String::new();
+    let allocator = match target {
+        Target::Cpu => "cpu (oomlab's counting allocator: exact bytes)",
+        Target::Cuda => "cuda (caching allocator's 512-byte blocks; cuBLAS workspace not included)",
+    };
+    let budget_text = budget.map(|b| format!(", budget {}", format_size(b))).unwrap_or_default();
+    out += &format!("{}: predicted memory for {allocator}{budget_text}\n", spec.name);
+    if let Some(s) = &spec.sweep {
+        let how = match &s.mode {
+            SweepMode::List(v) => format!("values {v:?}"),
+            SweepMode::Search { start, factor, max } => {
+                format!("search from {start}, x{factor}, up to {max}")
+            }
+            SweepMode::Halve { start } => format!("halving from {start}"),
+        };
+        out += &format!("sweep {}: {how}\n", s.field.key());
+    }
+    for sweep in sweeps {
+        out += "\n";
+        if let Some(v) = &sweep.variant {
+            out += &format!("[{v}]\n");
+        }
+        for point in &sweep.points {
+            out += &point_line(sweep, point, budget);
+            if !brief {
+                out += &table(point);
+            }
+        }
+        out += &answer(sweep);
+    }
+    out
+}
+
+fn point_line(sweep: &SweepPrediction, point: &SweepPoint, budget: Option<u64>) -> String {
+    let p = &point.prediction;
+    let at = p.peak_phase();
+    let name = match (sweep.field, point.value) {
+        (Some(f), Some(v)) => format!("{} {v}", f.column()),
+        _ => "trial".to_string(),
+    };
+    let verdict = match budget {
+        None => String::new(),
+        Some(_) if point.fits => "  fits".to_string(),
+        Some(b) => {
+            let over = p.first_over(b).map(where_).unwrap_or_default();
+            format!("  OOM predicted in {over}")
+        }
+    };
+    let mut line = format!(
+        "{name:<14} peak {:>11} in {} ({} params, {}){verdict}\n",
+        format_size(p.peak),
+        where_(at),
+        p.param_count,
+        format_size(p.param_bytes),
+    );
+    for note in &p.notes {
+        line += &format!("  note: {note}\n");
+    }
+    line
+}
+
+/// "backward, step 1" (with the micro-batch when there are several).
+fn where_(p: &PhasePrediction) -> String {
+    match (p.step, p.micro) {
+        (0, _) => p.phase.to_string(),
+        (s, 0) => format!("{}, step {s}", p.phase),
+        (s, m) => format!("{}, step {s}.{m}", p.phase),
+    }
+}
+
+/// Peak and end per phase, and what the peak is made of. Steps after the second repeat it
+/// (unless a history grows), so only the last is shown after them.
+fn table(point: &SweepPoint) -> String {
+    let p = &point.prediction;
+    let cats: Vec<Category> =
+        Category::ALL.into_iter().filter(|&c| p.phases.iter().any(|ph| ph.by_category.get(c) > 0)).collect();
+    let mut out = format!("  {:<15}{:>6}{:>12}{:>12} |", "phase", "step", "peak", "end");
+    for c in &cats {
+        out += &format!("{:>12}", c.as_str());
+    }
+    out += "\n";
+    let last = p.phases.last().map_or(0, |ph| ph.step);
+    let mut skipped = false;
+    for ph in &p.phases {
+        if ph.step > 2 && ph.step < last {
+            if !skipped {
+                out += &format!("  {:<15}{:>6}\n", "...", format!("3-{}", last - 1));
+                skipped = true;
+            }
+            continue;
+        }
+        let step = if ph.micro > 0 { format!("{}.{}", ph.step, ph.micro) } else { ph.step.to_string() };
+        out += &format!(
+            "  {:<15}{step:>6}{:>12}{:>12} |",
+            ph.phase.as_str(),
+            format_size(ph.peak),
+            format_size(ph.allocated_end)
+        );
+        for &c in &cats {
+            out += &format!("{:>12}", format_size(ph.by_category.get(c)));
+        }
+        out += "\n";
+    }
+    out
+}
+
+fn answer(sweep: &SweepPrediction) -> String {
+    let (Some(field), Some(budget)) = (sweep.field, sweep.budget) else { return String::new() };
+    if !field.is_integer() {
+        return String::new();
+    }
+    let col = field.column();
+    let mut out = String::new();
+    let peak_of = |v: u64| {
+        sweep.points.iter().find(|p| p.value == Some(v as f64)).map(|p| format_size(p.prediction.peak))
+    };
+    match (sweep.exact_largest_fit, sweep.range) {
+        (Some(v), Some((_, hi))) => {
+            out += &format!("largest {col} predicted to fit in {}: {v}", format_size(budget));
+            if let Some(peak) = peak_of(v) {
+                out += &format!(" (peak {peak})");
+            }
+            if v == hi {
+                out += &format!("; the sweep goes no higher than {hi}");
+            } else if let Some(peak) = peak_of(v + 1) {
+                out += &format!("; {} needs {peak}", v + 1);
+            }
+            out += "\n";
+        }
+        (None, Some((lo, _))) => {
+            out += &format!("nothing from {col} {lo} up is predicted to fit in {}\n", format_size(budget));
+        }
+        _ => {}
+    }
+    if sweep.largest_fit != sweep.exact_largest_fit {
+        let found = sweep.largest_fit.map_or("none".to_string(), |v| v.to_string());
+        out += &format!("the sweep's own trials would find: {found}\n");
+    }
+    out
+}

@@ -1,0 +1,430 @@
+//! Predict before you run: an analytic model of the memory a trial allocates, phase by phase and
+//! by category, without training and without a GPU (milliseconds for a whole sweep).
+//!
+//! The model is a replay. [`phases`] walks the trial the way `train::step` runs it and, for
+//! every tensor libtorch allocates or frees on the way, records the event in a [`Ledger`]
+//! that keeps live bytes per [`Category`] and each phase's peak. The sizes are in [`terms`];
+//! each event is there for a reason that the code's comments name (an ATen kernel's output,
+//! what autograd saves, what the engine releases when, what `torch::optim` allocates). In
+//! short, for an MLP of `depth` hidden layers of width `H`, batch `B`, `K` classes, `P`
+//! parameter bytes and element size `e`:
+//!
+//! | category | what | bytes |
+//! |---|---|---|
+//! | data | `x [S,D]`, `y [S]` int64 | `S·D·e + 8S` |
+//! | batch | `index_select` copies of the rows | `B·D·e + 8B` |
+//! | params | weight `[out,in]` + bias `[out]` per layer | `P` |
+//! | grads | `.grad` from backward to `zero_grad` | `P` |
+//! | opt_state | momentum: `momentum_buffer`; Adam/AdamW: `exp_avg`, `exp_avg_sq` | `0, P, 2P` |
+//! | activations | ReLU outputs (saved by ReLU's backward and the next Linear's), log-softmax `[B,K]` (saved by its backward and NLL's), loss, NLL's `total_weight` | `depth·B·H·e + B·K·e + 2e` |
+//! | transient | a Linear's output before its ReLU; logits; gradients in flight (at a Linear's backward: incoming `[B,out]`, input grad `[B,in]`, weight and bias grads); Adam's `sqrt` and quotient; index tensors; 0-dim wrapped scalars | phase-local |
+//!
+//! The peak of a training step is one of: the forward at a hidden layer (activations so far +
+//! the Linear's output + its ReLU), the backward at a Linear (remaining activations + grads so
+//! far + incoming gradient + input gradient + this layer's weight and bias gradients), or the
+//! optimizer step (params + grads + state, plus for Adam two temporaries of the largest
+//! parameter; at the first step the state is allocated parameter by parameter, so the peak comes
+//! at the largest weight late in the list).
+//!
+//! On the CPU, oomlab's counting allocator counts exactly these bytes, so the model is exact
+//! there for fp32 (see `tests/estimate_accuracy.rs`). On CUDA each block is rounded to 512
+//! bytes ([`Target::Cuda`]); cuBLAS workspaces and whole cached blocks are not modelled.
+//!
+//! Covered: the plain step (SGD, momentum, Adam, AdamW, with or without weight decay), any
+//! dtype (exact for fp32 and fp64 on CPU; fp16/bf16 kernels may add temporaries), gradient
+//! accumulation, modes `forward` and `forward_no_grad`, and the loss history. Not covered:
+//! mixed precision and activation checkpointing ([`predict`] says so with an error).
+//! Accumulation, modes and history follow the loop as `train::step` is expected to compose them;
+//! see [`Prediction::notes`].
+mod ledger;
+mod phases;
+mod search;
+pub mod terms;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+pub use ledger::{Categories, Category, Ledger};
+pub use search::{largest_fit, predict_spec, predict_sweep, SweepPoint, SweepPrediction};
+pub use terms::{DataShape, Target};
+
+use crate::record::Phase;
+use crate::spec::{Amp, Checkpoint, Config, DataSpec, Dtype, History, Mode};
+
+/// How a step's batch is taken from the data set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Gather {
+    /// `index_select` with an int64 index, always: a copy of the rows (the plain loop's
+    /// `gather` today).
+    Copy,
+    /// `narrow` views when the window does not wrap around the data set's end (nothing
+    /// allocated), the `index_select` copy when it does.
+    ViewUnlessWrapped,
+}
+
+/// What `train::step::gather` does in this version of the code. `tests/estimate_accuracy.rs`
+/// checks it against the real thing.
+pub const CURRENT_GATHER: Gather = Gather::Copy;
+
+/// What the model assumes about the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Options {
+    pub target: Target,
+    pub gather: Gather,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { target: Target::Cpu, gather: CURRENT_GATHER }
+    }
+}
+
+impl Options {
+    /// The options for a run on `device`.
+    pub fn for_device(device: tch::Device) -> Self {
+        let target = if device.is_cuda() { Target::Cuda } else { Target::Cpu };
+        Options { target, ..Options::default() }
+    }
+}
+
+/// One phase of one (micro-)step, as the trace records it, predicted. Bytes are the trial's own:
+/// add the allocator's baseline to compare with `memory_allocated`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhasePrediction {
+    /// 0 for `data` and `model`, then 1, 2, ...
+    pub step: usize,
+    /// The micro-batch (gradient accumulation), from 0.
+    pub micro: usize,
+    pub phase: Phase,
+    /// Allocated when the phase ends.
+    pub allocated_end: u64,
+    /// The highest allocated during the phase (the probe resets its peak at the phase's start).
+    pub peak: u64,
+    /// What was live at that peak.
+    pub by_category: Categories,
+    /// What is live when the phase ends.
+    pub end_by_category: Categories,
+}
+
+/// A trial, predicted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Prediction {
+    /// Every phase in the order the trial runs them.
+    pub phases: Vec<PhasePrediction>,
+    /// The highest of the phases' peaks: the trial's `max_memory_allocated` over its baseline.
+    pub peak: u64,
+    pub param_count: u64,
+    pub param_bytes: u64,
+    /// Optimizer state once allocated.
+    pub optimizer_state_bytes: u64,
+    pub shape: DataShape,
+    pub options: Options,
+    /// Where the prediction is less than exact, in words (empty: exact on the CPU).
+    pub notes: Vec<String>,
+}
+
+impl Prediction {
+    /// The first phase that reaches the trial's peak.
+    pub fn peak_phase(&self) -> &PhasePrediction {
+        self.phases.iter().find(|p| p.peak == self.peak).expect("a trial has phases")
+    }
+
+    /// Whether the trial fits under a budget, counting from an allocator at zero: the counting
+    /// allocator refuses an allocation that would take it past the budget, so the trial fits
+    /// exactly when its peak does. (Subtract a nonzero baseline from the budget first.)
+    pub fn fits(&self, budget: u64) -> bool {
+        self.peak <= budget
+    }
+
+    /// Where the trial is predicted to run out of memory under `budget`: the first phase whose
+    /// peak is over it.
+    pub fn first_over(&self, budget: u64) -> Option<&PhasePrediction> {
+        self.phases.iter().find(|p| p.peak > budget)
+    }
+
+    /// The prediction for one phase of the trace.
+    pub fn phase(&self, step: usize, micro: usize, phase: Phase) -> Option<&PhasePrediction> {
+        self.phases.iter().find(|p| p.step == step && p.micro == micro && p.phase == phase)
+    }
+}
+
+/// `(predicted - measured) / measured`: the error column a summary can show. 0 when both are 0.
+pub fn relative_error(predicted: u64, measured: u64) -> f64 {
+    if measured == 0 {
+        return if predicted == 0 { 0.0 } else { f64::INFINITY };
+    }
+    (predicted as f64 - measured as f64) / measured as f64
+}
+
+/// Predicts a trial of `config` on the CPU, with the current `gather`. For CSV data the file's
+/// shape is read (header, labels, rows); see [`predict_with`] to give it instead.
+pub fn predict(config: &Config) -> Result<Prediction> {
+    let shape = data_shape(&config.data)?;
+    predict_with(config, shape, &Options::default())
+}
+
+/// Predicts a trial of `config` whose data set has `shape` (the synthetic spec's own shape is
+/// ignored in favour of it).
+pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Result<Prediction> {
+    let t = &config.training;
+    let tech = t.techniques;
+    if tech.amp != Amp::Off {
+        bail!("estimate does not model mixed precision (training.amp) yet");
+    }
+    if tech.checkpoint != Checkpoint::None {
+        bail!("estimate does not model activation checkpointing (training.checkpoint) yet");
+    }
+    if shape.samples == 0 || shape.features == 0 || shape.classes == 0 {
+        bail!("estimate needs a data set with samples, features and classes, not {shape:?}");
+    }
+    let terms = terms::Terms::new(
+        shape,
+        config.model.hidden,
+        config.model.depth,
+        t.batch_size,
+        t.dtype,
+        options.target,
+    );
+    let phases = phases::Sim::new(config, &terms, options.gather).run();
+    let peak = phases.iter().map(|p| p.peak).max().unwrap_or(0);
+    let mut notes = Vec::new();
+    if options.target == Target::Cuda {
+        notes.push(
+            "cuda: blocks rounded to 512 bytes; cuBLAS workspace and cached-block reuse not modelled; a CUDA \
+             budget caps reserved memory, which fragmentation can put above this allocated peak"
+                .into(),
+        );
+    }
+    if matches!(t.dtype, Dtype::Float16 | Dtype::Bfloat16) {
+        notes.push(
+            format!("{:?}: kernels that accumulate in float32 may add temporaries", t.dtype).to_lowercase(),
+        );
+    }
+    if tech.accumulation > 1 {
+        notes.push("accumulation: loss divided per micro-batch, grads added in place; not yet checked against the composed step".into());
+    }
+    if tech.mode != Mode::Train || tech.history == History::LossTensor {
+        notes.push(
+            "mode/history: modelled from autograd's rules; not yet checked against the composed step".into(),
+        );
+    }
+    Ok(Prediction {
+        phases,
+        peak,
+        param_count: terms.param_count(),
+        param_bytes: terms.param_bytes(),
+        optimizer_state_bytes: terms::optimizer_state_bytes(&t.optimizer, &terms),
+        shape,
+        options: *options,
+        notes,
+    })
+}
+
+/// The data set's shape: the synthetic spec's, or a CSV file's (read: features and classes as
+/// `train::data` reads them, and the number of data rows).
+pub fn data_shape(data: &DataSpec) -> Result<DataShape> {
+    match data {
+        DataSpec::Synthetic { samples, features, classes, .. } => {
+            Ok(DataShape { samples: *samples, features: *features, classes: *classes })
+        }
+        DataSpec::Csv { path, .. } => {
+            let (features, classes) = crate::train::data::shape(data)?;
+            let mut rd =
+                csv::Reader::from_path(path).with_context(|| format!("opening {}", path.display()))?;
+            let samples = rd.records().count();
+            Ok(DataShape { samples, features, classes })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{DataSpec, ModelSpec, OptimizerSpec, Techniques, TrainingSpec};
+
+    pub(crate) fn config(depth: usize, hidden: usize, batch: usize, optimizer: OptimizerSpec) -> Config {
+        Config {
+            model: ModelSpec { hidden, depth },
+            data: DataSpec::Synthetic { samples: 32, features: 32, classes: 4, seed: 0 },
+            training: TrainingSpec {
+                optimizer,
+                batch_size: batch,
+                steps: 2,
+                dtype: Dtype::Float32,
+                seed: 0,
+                techniques: Techniques::default(),
+            },
+        }
+    }
+
+    const SGD: OptimizerSpec = OptimizerSpec::Sgd { lr: 0.01, momentum: 0.0, weight_decay: 0.0 };
+
+    /// The exact bytes `tests/cpu_budget_oom.rs` measures for plain SGD, depth 6, width 256.
+    #[test]
+    fn plain_sgd_matches_the_measured_accounting() {
+        let (d, h, k, n, b) = (32u64, 256u64, 4u64, 32u64, 4u64);
+        let params = 4 * ((d * h + h) + 5 * (h * h + h) + (h * k + k));
+        let p = predict(&config(6, 256, 4, SGD)).unwrap();
+        let at = |phase, step| p.phase(step, 0, phase).unwrap().allocated_end;
+        let data = n * d * 4 + n * 8;
+        let batch = b * d * 4 + b * 8;
+        assert_eq!(p.param_bytes, params);
+        assert_eq!(at(Phase::Data, 0), data);
+        assert_eq!(at(Phase::Model, 0), data + params);
+        assert_eq!(at(Phase::ToDevice, 1), data + params + batch);
+        assert_eq!(at(Phase::Backward, 1), data + 2 * params + batch + 4);
+        assert_eq!(at(Phase::OptimizerStep, 1), data + 2 * params + batch + 4);
+        assert_eq!(at(Phase::ZeroGrad, 1), data + params + batch + 4);
+        assert_eq!(at(Phase::ToDevice, 2), data + params + batch, "step 1's batch and loss are gone");
+        assert_eq!(p.phases.len(), 2 + 2 * 5);
+    }
+
+    #[test]
+    fn adam_state_is_twice_the_parameters_and_arrives_at_the_first_step() {
+        let adam = OptimizerSpec::Adam { lr: 0.01, weight_decay: 0.0 };
+        let p = predict(&config(2, 64, 8, adam)).unwrap();
+        assert_eq!(p.optimizer_state_bytes, 2 * p.param_bytes);
+        let model = p.phase(0, 0, Phase::Model).unwrap();
+        assert_eq!(model.end_by_category.optimizer_state, 0);
+        let step = p.phase(1, 0, Phase::OptimizerStep).unwrap();
+        assert_eq!(step.end_by_category.optimizer_state, 2 * p.param_bytes);
+        assert_eq!(step.end_by_category.grads, p.param_bytes);
+        // The steady-state step: two temporaries of the largest parameter (64x64 floats) and a
+        // wrapped scalar with its float cast, over everything live.
+        let step2 = p.phase(2, 0, Phase::OptimizerStep).unwrap();
+        assert_eq!(step2.peak - step2.allocated_end, 2 * 64 * 64 * 4 + 12);
+        assert_eq!(step2.by_category.transient, 2 * 64 * 64 * 4 + 12);
+    }
+
+    #[test]
+    fn momentum_keeps_one_buffer_and_zero_grad_frees_the_grads() {
+        let momentum = OptimizerSpec::Sgd { lr: 0.01, momentum: 0.9, weight_decay: 0.0 };
+        let p = predict(&config(1, 64, 4, momentum)).unwrap();
+        assert_eq!(p.optimizer_state_bytes, p.param_bytes);
+        let zero = p.phase(1, 0, Phase::ZeroGrad).unwrap();
+        assert_eq!(zero.end_by_category.grads, 0);
+        assert_eq!(zero.end_by_category.optimizer_state, p.param_bytes);
+    }
+
+    /// Depth 1, width 64, batch 4: the backward peak is at layer 0's Linear, where the
+    /// 64x32 weight gradient and the bias's are made while the incoming [4, 64] gradient lives.
+    #[test]
+    fn backward_peak_is_at_the_first_layers_weight_gradient() {
+        let p = predict(&config(1, 64, 4, SGD)).unwrap();
+        let start = p.phase(1, 0, Phase::ToDevice).unwrap().allocated_end;
+        let back = p.phase(1, 0, Phase::Backward).unwrap();
+        let head_grads = 4 * (64 * 4 + 4);
+        let incoming = 4 * 4 * 64;
+        let w0 = 4 * 64 * 32;
+        let b0 = 4 * 64;
+        assert_eq!(
+            back.peak - start,
+            head_grads + incoming + w0 + b0 + 8,
+            "+8: the loss and the seed gradient"
+        );
+        assert_eq!(back.by_category.activations, 4, "every activation but the loss is freed by then");
+    }
+
+    #[test]
+    fn forward_keeps_one_activation_per_layer() {
+        let p = predict(&config(3, 100, 8, SGD)).unwrap();
+        let fwd = p.phase(1, 0, Phase::Forward).unwrap();
+        assert_eq!(fwd.end_by_category.activations, 3 * 8 * 100 * 4 + 8 * 4 * 4 + 2 * 4);
+        // Peak: at the last hidden layer, its Linear output and its ReLU output both live.
+        assert_eq!(fwd.by_category.activations, 3 * 8 * 100 * 4);
+        assert_eq!(fwd.by_category.transient, 8 * 100 * 4);
+    }
+
+    #[test]
+    fn no_grad_forward_keeps_nothing_but_the_loss() {
+        let mut c = config(3, 100, 8, SGD);
+        c.training.techniques.mode = Mode::ForwardNoGrad;
+        let p = predict(&c).unwrap();
+        let phases: Vec<Phase> = p.phases.iter().map(|p| p.phase).collect();
+        assert_eq!(
+            phases,
+            [Phase::Data, Phase::Model, Phase::ToDevice, Phase::Forward, Phase::ToDevice, Phase::Forward]
+        );
+        let fwd = p.phase(1, 0, Phase::Forward).unwrap();
+        assert_eq!(fwd.end_by_category.activations, 4);
+        assert_eq!(fwd.by_category.transient, 2 * 8 * 100 * 4, "two activations at a time");
+    }
+
+    #[test]
+    fn a_kept_loss_tensor_keeps_its_graph_without_backward() {
+        let mut c = config(2, 100, 8, SGD);
+        c.training.techniques.mode = Mode::Forward;
+        c.training.techniques.history = History::LossTensor;
+        c.training.steps = 3;
+        let p = predict(&c).unwrap();
+        let graph = 2 * 8 * 100 * 4 + 8 * 4 * 4 + 2 * 4;
+        let batch = 8 * 32 * 4 + 8 * 8;
+        let last = p.phase(3, 0, Phase::ToDevice).unwrap();
+        assert_eq!(last.end_by_category.history, 2 * (graph + batch));
+        // With a backward, only the 4-byte losses stay.
+        c.training.techniques.mode = Mode::Train;
+        let p = predict(&c).unwrap();
+        assert_eq!(p.phase(3, 0, Phase::ToDevice).unwrap().end_by_category.history, 2 * 4);
+    }
+
+    #[test]
+    fn accumulation_adds_later_micro_batch_gradients_in_place() {
+        let mut c = config(2, 64, 4, SGD);
+        c.training.techniques.accumulation = 3;
+        let p = predict(&c).unwrap();
+        let micros: Vec<(usize, usize, Phase)> =
+            p.phases.iter().map(|p| (p.step, p.micro, p.phase)).collect();
+        assert_eq!(
+            micros[2..9],
+            [
+                (1, 0, Phase::ToDevice),
+                (1, 0, Phase::Forward),
+                (1, 0, Phase::Backward),
+                (1, 1, Phase::ToDevice),
+                (1, 1, Phase::Forward),
+                (1, 1, Phase::Backward),
+                (1, 2, Phase::ToDevice),
+            ]
+        );
+        let b0 = p.phase(1, 0, Phase::Backward).unwrap();
+        let b1 = p.phase(1, 1, Phase::Backward).unwrap();
+        assert_eq!(b0.end_by_category.grads, p.param_bytes);
+        assert_eq!(b1.end_by_category.grads, p.param_bytes, "no second copy");
+        assert!(b1.peak > b0.peak, "the existing grads are there from the start");
+        // The micro-batch is the batch: the same forward peak as without accumulation.
+        let plain = predict(&config(2, 64, 4, SGD)).unwrap();
+        assert_eq!(
+            p.phase(1, 1, Phase::Forward).unwrap().by_category.activations,
+            plain.phase(1, 0, Phase::Forward).unwrap().by_category.activations
+        );
+    }
+
+    #[test]
+    fn techniques_it_does_not_model_are_refused() {
+        let mut c = config(1, 8, 4, SGD);
+        c.training.techniques.checkpoint = Checkpoint::Sqrt;
+        let err = predict(&c).unwrap_err().to_string();
+        assert!(err.contains("checkpoint"), "{err}");
+    }
+
+    #[test]
+    fn budget_helpers() {
+        let p = predict(&config(1, 64, 4, SGD)).unwrap();
+        assert!(p.fits(p.peak) && !p.fits(p.peak - 1));
+        assert_eq!(p.first_over(p.peak - 1).map(|f| f.phase), Some(p.peak_phase().phase));
+        assert_eq!(p.peak_phase().phase, Phase::Backward);
+        assert_eq!(relative_error(102, 100), 0.02);
+    }
+
+    #[test]
+    fn the_view_gather_allocates_only_when_the_window_wraps() {
+        // 32 samples, batch 12: windows 0..12, 12..24, 24..36 (wraps).
+        let mut c = config(1, 16, 12, SGD);
+        c.training.steps = 3;
+        let opts = Options { gather: Gather::ViewUnlessWrapped, ..Options::default() };
+        let p = predict_with(&c, data_shape(&c.data).unwrap(), &opts).unwrap();
+        let batch = |step| p.phase(step, 0, Phase::ToDevice).unwrap().end_by_category.batch;
+        assert_eq!((batch(1), batch(2), batch(3)), (0, 0, 12 * 32 * 4 + 12 * 8));
+    }
+}

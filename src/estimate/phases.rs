@@ -1,0 +1,383 @@
+//! The trial, replayed: every allocation and free a trial makes, in the order libtorch makes
+//! them, phase by phase, with the reason for each. What is allocated when follows
+//! `train::step` (the loop), `train::data` and `train::model` (oomlab's side), and libtorch's
+//! own code for the rest (ATen kernels, the autograd engine, `torch::optim`); the comments name
+//! the function each event comes from.
+//!
+//! Sizes come from [`Terms`]; the [`Ledger`] turns the events into per-phase peaks.
+use super::ledger::{Category, Ledger};
+use super::terms::{Target, Terms};
+use super::{Gather, PhasePrediction};
+use crate::record::Phase;
+use crate::spec::{Config, DataSpec, Dtype, History, Mode, OptimizerSpec};
+
+use Category::{Activations, Batch, Data, Grads, OptimizerState, Params, Transient};
+
+pub(super) struct Sim<'a> {
+    t: &'a Terms,
+    config: &'a Config,
+    gather: Gather,
+    ledger: Ledger,
+    out: Vec<PhasePrediction>,
+    /// The optimizer has allocated its state (it does at its first step).
+    has_state: bool,
+}
+
+/// What a forward pass left alive until the end of its (micro-)step.
+#[derive(Debug, Clone, Copy, Default)]
+struct Kept {
+    /// The batch, when it was copied.
+    batch: u64,
+    /// The loss and, when no backward freed it, the graph's saved tensors.
+    graph: u64,
+}
+
+impl<'a> Sim<'a> {
+    pub fn new(config: &'a Config, t: &'a Terms, gather: Gather) -> Self {
+        Sim { t, config, gather, ledger: Ledger::default(), out: Vec::new(), has_state: false }
+    }
+
+    /// Replays the whole trial.
+    pub fn run(mut self) -> Vec<PhasePrediction> {
+        self.phase(0, 0, Phase::Data, Self::data);
+        self.phase(0, 0, Phase::Model, Self::model);
+        let tech = self.config.training.techniques;
+        let accumulation = tech.accumulation.max(1);
+        let mut micro_index = 0usize;
+        for step in 1..=self.config.training.steps {
+            match tech.mode {
+                Mode::Train => {
+                    let mut kept = Kept::default();
+                    for micro in 0..accumulation {
+                        // A micro-batch's batch and loss go at the end of its iteration; the
+                        // last one's live on through optimizer_step and zero_grad, as the
+                        // plain loop's `let loss` does.
+                        self.end_of_iteration(kept, false);
+                        let batch = self.phase(step, micro, Phase::ToDevice, |s| s.gather(micro_index));
+                        micro_index += 1;
+                        let scaled = accumulation > 1;
+                        let graph = self.phase(step, micro, Phase::Forward, |s| s.forward(scaled));
+                        self.phase(step, micro, Phase::Backward, |s| s.backward(micro == 0, scaled));
+                        // After backward the graph has released everything but the loss.
+                        debug_assert!(graph >= self.t.scalar());
+                        kept = Kept { batch, graph: self.t.scalar() };
+                    }
+                    let last = accumulation - 1;
+                    self.phase(step, last, Phase::OptimizerStep, Self::optimizer_step);
+                    self.phase(step, last, Phase::ZeroGrad, Self::zero_grad);
+                    self.end_of_iteration(kept, tech.history == History::LossTensor);
+                }
+                Mode::Forward | Mode::ForwardNoGrad => {
+                    let batch = self.phase(step, 0, Phase::ToDevice, |s| s.gather(micro_index));
+                    micro_index += 1;
+                    let graph = if tech.mode == Mode::Forward {
+                        self.phase(step, 0, Phase::Forward, |s| s.forward(false))
+                    } else {
+                        self.phase(step, 0, Phase::Forward, Self::forward_no_grad)
+                    };
+                    self.end_of_iteration(Kept { batch, graph }, tech.history == History::LossTensor);
+                }
+            }
+        }
+        self.out
+    }
+
+    /// Runs one phase as the recorder does: the peak restarts at its start, and the end is read
+    /// when it returns.
+    fn phase<T>(&mut self, step: usize, micro: usize, phase: Phase, f: impl FnOnce(&mut Self) -> T) -> T {
+        self.ledger.reset_peak();
+        let out = f(self);
+        self.out.push(PhasePrediction {
+            step,
+            micro,
+            phase,
+            allocated_end: self.ledger.live().total(),
+            peak: self.ledger.peak(),
+            by_category: self.ledger.at_peak(),
+            end_by_category: self.ledger.live(),
+        });
+        out
+    }
+
+    /// The loop's iteration ends: its batch and loss are dropped, and with the loss whatever graph
+    /// it still holds, unless the history keeps the loss (and so the graph and the batch the
+    /// graph saved: layer 0's Linear saves `x`, the NLL saves `y`).
+    fn end_of_iteration(&mut self, kept: Kept, keep_loss: bool) {
+        if keep_loss {
+            self.ledger.recategorize(Activations, Category::History, kept.graph);
+            let saved_batch = if kept.graph > self.t.scalar() { kept.batch } else { 0 };
+            self.ledger.recategorize(Batch, Category::History, saved_batch);
+            self.ledger.free(Batch, kept.batch - saved_batch);
+        } else {
+            self.ledger.free(Activations, kept.graph);
+            self.ledger.free(Batch, kept.batch);
+        }
+    }
+
+    /// `train::data::make`.
+    fn data(&mut self) {
+        let t = self.t;
+        match &self.config.data {
+            DataSpec::Synthetic { .. } => {
+                // x = randn [S, D]; teacher = randn [D, K]; y = x.matmul(teacher).argmax(1):
+                // the logits [S, K] live until the statement ends, the teacher until the
+                // function returns.
+                self.ledger.alloc(Data, t.data_x());
+                let teacher = t.bytes((t.shape.features * t.shape.classes) as u64);
+                let logits = t.bytes((t.shape.samples * t.shape.classes) as u64);
+                self.ledger.alloc(Transient, teacher);
+                self.ledger.alloc(Transient, logits);
+                self.ledger.alloc(Data, t.data_y());
+                self.ledger.free(Transient, logits);
+                self.ledger.free(Transient, teacher);
+            }
+            DataSpec::Csv { .. } => {
+                // from_slice(f32 values) -> reshape (a view) -> to_kind -> to_device; then the
+                // labels from_slice(i64) -> to_device.
+                let numel = (t.shape.samples * t.shape.features) as u64;
+                match t.target {
+                    Target::Cpu if t.dtype == Dtype::Float32 => {
+                        // to_kind and to_device are no-ops: x is the f32 tensor itself.
+                        self.ledger.alloc(Data, t.data_x());
+                    }
+                    Target::Cpu => {
+                        let staging = numel * 4;
+                        self.ledger.alloc(Transient, staging);
+                        self.ledger.alloc(Data, t.data_x());
+                        self.ledger.free(Transient, staging);
+                    }
+                    // The staging copy is on the CPU, which the CUDA allocator does not count.
+                    Target::Cuda => self.ledger.alloc(Data, t.data_x()),
+                }
+                self.ledger.alloc(Data, t.data_y());
+            }
+        }
+    }
+
+    /// `Mlp::new`: `empty` then `uniform_` in place, weight then bias, layer by layer. Building
+    /// the optimizer allocates nothing: its state comes at the first step.
+    fn model(&mut self) {
+        for n in self.t.param_numels() {
+            self.ledger.alloc(Params, self.t.bytes(n));
+        }
+    }
+
+    /// `train::step::gather`: the batch's rows. Returns the bytes of the batch it allocated.
+    fn gather(&mut self, micro_index: usize) -> u64 {
+        let t = self.t;
+        let n = t.shape.samples.max(1);
+        let start = (micro_index * t.batch as usize) % n;
+        let wraps = start + t.batch as usize > n;
+        if self.gather == Gather::ViewUnlessWrapped && !wraps {
+            // x.narrow and y.narrow: views of the data set, nothing allocated.
+            return 0;
+        }
+        // idx = arange(start, start + B) [int64] .remainder(n): remainder wraps n in a 0-dim
+        // int64 tensor; the arange goes when the statement ends.
+        let idx = t.index_bytes(t.batch);
+        self.ledger.alloc(Transient, idx);
+        self.ledger.alloc(Transient, t.wrapped_index_scalar());
+        self.ledger.alloc(Transient, idx);
+        self.ledger.free(Transient, t.wrapped_index_scalar());
+        self.ledger.free(Transient, idx);
+        // x.index_select(0, idx), y.index_select(0, idx); idx is dropped on return.
+        let batch = t.batch_x() + t.batch_y();
+        self.ledger.alloc(Batch, t.batch_x());
+        self.ledger.alloc(Batch, t.batch_y());
+        self.ledger.free(Transient, idx);
+        batch
+    }
+
+    /// `Mlp::forward` then `Mlp::loss`, with grad tracking. Returns the bytes the graph keeps
+    /// (its saved tensors and the loss).
+    ///
+    /// - `linear` is `addmm(bias, h, weight.t())`: a new `[B, out]`. Autograd saves `h` (the
+    ///   layer's input, for the weight's gradient) and `weight.t()` (a view of the parameter):
+    ///   nothing new.
+    /// - `relu` is `clamp_min(h, 0)`: a new `[B, out]`, which ReLU's backward saves (it needs the
+    ///   output, not the input). The Linear's output is then unreferenced and freed: one hidden
+    ///   activation per layer survives, and two are live at once inside the layer.
+    /// - `cross_entropy` is `nll_loss(log_softmax(logits))`: log_softmax's output `[B, K]` is
+    ///   saved (by its own backward and by NLL's), NLL adds the loss and a `total_weight`
+    ///   scalar it saves; the logits are saved by nobody and go when the closure returns.
+    /// - Accumulation divides the loss by the number of micro-batches: a wrapped scalar and a
+    ///   new 0-dim loss; the undivided one is saved by nobody.
+    fn forward(&mut self, scaled: bool) -> u64 {
+        let t = self.t;
+        let depth = t.depth();
+        let mut kept = 0;
+        for i in 0..depth {
+            let a = t.activation(i);
+            self.ledger.alloc(Transient, a); // the Linear's output
+            self.ledger.alloc(Activations, a); // ReLU's output, saved
+            self.ledger.free(Transient, a);
+            kept += a;
+        }
+        self.ledger.alloc(Transient, t.logits());
+        self.ledger.alloc(Activations, t.logits()); // log_softmax, saved
+        self.ledger.alloc(Activations, t.scalar()); // the loss
+        self.ledger.alloc(Activations, t.scalar()); // total_weight, saved by NLL
+        kept += t.logits() + 2 * t.scalar();
+        if scaled {
+            self.ledger.alloc(Transient, t.wrapped_scalar());
+            self.ledger.alloc(Activations, t.scalar());
+            self.ledger.free(Transient, t.wrapped_scalar());
+            self.ledger.free(Activations, t.scalar());
+        }
+        self.ledger.free(Transient, t.logits());
+        kept
+    }
+
+    /// The same forward under no_grad: nothing is saved, so each activation goes as soon as the
+    /// next one exists (`h` is reassigned). Returns the bytes kept: the loss.
+    fn forward_no_grad(&mut self) -> u64 {
+        let t = self.t;
+        let mut input = 0; // the batch is the caller's
+        for i in 0..t.depth() {
+            let a = t.activation(i);
+            self.ledger.alloc(Transient, a); // z = linear(h)
+            self.ledger.free(Transient, input); // h = z drops the previous h
+            self.ledger.alloc(Transient, a); // relu(z)
+            self.ledger.free(Transient, a); // z
+            input = a;
+        }
+        self.ledger.alloc(Transient, t.logits());
+        self.ledger.free(Transient, input);
+        self.ledger.alloc(Transient, t.logits()); // log_softmax
+        self.ledger.alloc(Activations, t.scalar()); // the loss
+        self.ledger.alloc(Transient, t.scalar()); // total_weight, dropped inside nll_loss
+        self.ledger.free(Transient, t.scalar());
+        self.ledger.free(Transient, t.logits()); // log_softmax, at cross_entropy's return
+        self.ledger.free(Transient, t.logits()); // the logits, at the closure's return
+        t.scalar()
+    }
+
+    /// `loss.backward()` through libtorch's autograd engine (CPU: one thread, nodes in
+    /// decreasing sequence number, AccumulateGrad first). After each node runs, the engine
+    /// releases its saved tensors (`release_variables`) and its input gradient; a saved tensor
+    /// is freed when the last node that saved it has run.
+    ///
+    /// - The seed gradient `ones_like(loss)` lives to the end.
+    /// - NllLossBackward: `zeros_like(log_probs)` filled at the targets; releases total_weight.
+    /// - LogSoftmaxBackward: a new `[B, K]`; releases the log-probabilities.
+    /// - AddmmBackward of layer i (from the head down): the gradient w.r.t. its input
+    ///   `grad.mm(weight)` `[B, in]` (not for layer 0, whose input needs none), the weight's
+    ///   `(grad.t().mm(h)).t()` (`mm_mat2_backward` computes it transposed so that it comes out
+    ///   with the weight's own strides), and the bias's `sum_to` `[out]`, made in
+    ///   `validate_outputs`. All live together with the incoming gradient: that is the peak of
+    ///   the node. The weight and bias gradients are stolen by AccumulateGrad as `.grad` (no
+    ///   copy: they obey the layout contract and nothing else holds them); with accumulation,
+    ///   later micro-batches add them in place (`grad += new`) and free them.
+    /// - ReluBackward of layer i-1: `threshold_backward` `[B, H]`; releases the ReLU output,
+    ///   now unreferenced since the Linear above it has run.
+    fn backward(&mut self, first_micro: bool, scaled: bool) {
+        let t = self.t;
+        let grad_cat = if first_micro { Grads } else { Transient };
+        self.ledger.alloc(Transient, t.scalar()); // the seed
+        if scaled {
+            // DivBackward: grad / n, another wrapped scalar.
+            self.ledger.alloc(Transient, t.wrapped_scalar());
+            self.ledger.alloc(Transient, t.scalar());
+            self.ledger.free(Transient, t.wrapped_scalar());
+        }
+        self.ledger.alloc(Transient, t.logits()); // NllLossBackward
+        self.ledger.free(Activations, t.scalar()); // total_weight
+        if scaled {
+            self.ledger.free(Transient, t.scalar());
+        }
+        self.ledger.alloc(Transient, t.logits()); // LogSoftmaxBackward
+        self.ledger.free(Activations, t.logits()); // the log-probabilities
+        self.ledger.free(Transient, t.logits()); // NLL's gradient
+        let mut incoming = t.logits();
+        for i in (0..t.layers.len()).rev() {
+            let layer = t.layers[i];
+            let input_grad = if i > 0 { t.layer_input(i) } else { 0 };
+            let (w, b) = (t.bytes(layer.weight_numel()), t.bytes(layer.bias_numel()));
+            self.ledger.alloc(Transient, input_grad);
+            self.ledger.alloc(grad_cat, w);
+            self.ledger.alloc(grad_cat, b);
+            self.ledger.free(Transient, incoming);
+            if !first_micro {
+                self.ledger.free(Transient, w);
+                self.ledger.free(Transient, b);
+            }
+            if i > 0 {
+                let a = t.activation(i - 1);
+                self.ledger.alloc(Transient, a); // ReluBackward
+                self.ledger.free(Activations, a); // its saved output
+                self.ledger.free(Transient, input_grad);
+                incoming = a;
+            }
+        }
+        self.ledger.free(Transient, t.scalar()); // the seed
+    }
+
+    /// `torch::optim` (`torch/csrc/api/src/optim/{sgd,adam,adamw}.cpp`), parameter by
+    /// parameter in the order they were added. State is allocated at a parameter's first step,
+    /// just before it is used, so at the first step the peak is reached part-way, with the state
+    /// of the parameters before it and the temporaries of the current one.
+    ///
+    /// - SGD: `d_p = grad.add(p, wd)` when weight decay is on (a temporary); with momentum, the
+    ///   first step clones `d_p` into `momentum_buffer`, later ones `buf.mul_(momentum)` (a
+    ///   wrapped scalar) and `add_`; `p.add_(d_p, -lr)` is in place.
+    /// - Adam: `exp_avg`, `exp_avg_sq` = `zeros_like(p)` at the first step; `grad.add(p, wd)`
+    ///   with weight decay; `mul_(beta)` twice (wrapped scalars); then
+    ///   `denom = (exp_avg_sq.sqrt() / sqrt(bc2)).add_(eps)`: the `sqrt` temporary and the
+    ///   quotient live together (2 parameter-sized temporaries, plus the wrapped divisor);
+    ///   `p.addcdiv_` is in place.
+    /// - AdamW: the same without the gradient temporary; weight decay is `p.mul_(1 - lr*wd)` in
+    ///   place (a wrapped scalar).
+    fn optimizer_step(&mut self) {
+        let t = self.t;
+        let first = !self.has_state;
+        let opt = self.config.training.optimizer;
+        let scalar_op = |ledger: &mut Ledger| {
+            ledger.alloc(Transient, t.wrapped_scalar());
+            ledger.free(Transient, t.wrapped_scalar());
+        };
+        for n in t.param_numels() {
+            let s = t.bytes(n);
+            match opt {
+                OptimizerSpec::Sgd { momentum, weight_decay, .. } => {
+                    let wd = if weight_decay != 0.0 { s } else { 0 };
+                    self.ledger.alloc(Transient, wd);
+                    if momentum != 0.0 {
+                        if first {
+                            self.ledger.alloc(OptimizerState, s);
+                        } else {
+                            scalar_op(&mut self.ledger);
+                        }
+                    }
+                    self.ledger.free(Transient, wd);
+                }
+                OptimizerSpec::Adam { weight_decay, .. } | OptimizerSpec::AdamW { weight_decay, .. } => {
+                    let adamw = matches!(opt, OptimizerSpec::AdamW { .. });
+                    if adamw && weight_decay != 0.0 {
+                        scalar_op(&mut self.ledger); // p.mul_(1 - lr * wd)
+                    }
+                    if first {
+                        self.ledger.alloc(OptimizerState, 2 * s);
+                    }
+                    let wd = if !adamw && weight_decay != 0.0 { s } else { 0 };
+                    self.ledger.alloc(Transient, wd); // grad.add(p, wd)
+                    scalar_op(&mut self.ledger); // exp_avg.mul_(beta1)
+                    scalar_op(&mut self.ledger); // exp_avg_sq.mul_(beta2)
+                    self.ledger.alloc(Transient, s); // exp_avg_sq.sqrt()
+                    self.ledger.alloc(Transient, t.wrapped_scalar());
+                    self.ledger.alloc(Transient, s); // ... / sqrt(bc2)
+                    self.ledger.free(Transient, t.wrapped_scalar());
+                    self.ledger.free(Transient, s); // the sqrt
+                    scalar_op(&mut self.ledger); // .add_(eps)
+                    self.ledger.free(Transient, s); // denom, after addcdiv_
+                    self.ledger.free(Transient, wd);
+                }
+            }
+        }
+        self.has_state = true;
+    }
+
+    /// `zero_grad()` sets every `.grad` to none (libtorch's default since 2.0), freeing them.
+    fn zero_grad(&mut self) {
+        self.ledger.free(Grads, self.t.param_bytes());
+    }
+}

@@ -1,0 +1,205 @@
+//! Sweeps, predicted: the trials a run would make, each predicted instead of trained, and the
+//! largest value of an integer field predicted to fit under a budget.
+use anyhow::{anyhow, Result};
+use serde::Serialize;
+
+use super::{data_shape, predict_with, DataShape, Options, Prediction};
+use crate::spec::{Config, DataSpec, Field, OnOom, Spec, Sweep, SweepMode};
+use crate::sweep::{self, Fit};
+
+/// One trial of a sweep, predicted.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepPoint {
+    /// The swept field's value (`None` without a sweep).
+    pub value: Option<f64>,
+    pub config: Config,
+    pub prediction: Prediction,
+    /// Under the budget (always true without one).
+    pub fits: bool,
+}
+
+/// A variant's sweep, predicted.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepPrediction {
+    pub variant: Option<String>,
+    pub field: Option<Field>,
+    pub budget: Option<u64>,
+    /// The trials the sweep's strategy would run, in its order, had each fitted or not as
+    /// predicted (so a search's grow-then-bisect path, and its answer, as a run would find it).
+    pub points: Vec<SweepPoint>,
+    /// Among `points`, as the run's answer: the largest value that fits, the smallest that does
+    /// not.
+    pub largest_fit: Option<u64>,
+    pub first_oom: Option<u64>,
+    /// For an integer field with a budget: the range searched (a search's start..max, a halving's
+    /// 1..start, a list's min..max) and the largest value in it predicted to fit, found by
+    /// bisection on the model (peak memory grows with every integer field).
+    pub range: Option<(u64, u64)>,
+    pub exact_largest_fit: Option<u64>,
+}
+
+/// Predicts every variant's sweep of a spec, under `budget` (the command line's, else the
+/// spec's).
+pub fn predict_spec(spec: &Spec, budget: Option<u64>, options: &Options) -> Result<Vec<SweepPrediction>> {
+    let budget = budget.or(spec.run.budget);
+    spec.configs()
+        .into_iter()
+        .map(|(variant, base)| {
+            let mut p = predict_sweep(base, spec.sweep.as_ref(), spec.run.on_oom, budget, options)?;
+            p.variant = variant.map(str::to_string);
+            Ok(p)
+        })
+        .collect()
+}
+
+/// Predicts one base config's sweep (or the base alone without one).
+pub fn predict_sweep(
+    base: &Config,
+    sweep: Option<&Sweep>,
+    on_oom: OnOom,
+    budget: Option<u64>,
+    options: &Options,
+) -> Result<SweepPrediction> {
+    let shapes = Shapes::new(base)?;
+    let mut order = sweep::strategy(sweep.map(|s| &s.mode), on_oom);
+    let mut points = Vec::new();
+    while let Some(value) = order.next() {
+        let config = match sweep {
+            Some(s) => base.with(s.field, value).map_err(|e| anyhow!("{} = {value}: {e}", s.field.key()))?,
+            None => base.clone(),
+        };
+        let prediction = predict_with(&config, shapes.of(&config), options)?;
+        let fits = budget.is_none_or(|b| prediction.fits(b));
+        order.record(value, if fits { Fit::Fits } else { Fit::Oom });
+        points.push(SweepPoint { value: sweep.map(|_| value), config, prediction, fits });
+    }
+    let values = |fit: bool| points.iter().filter(move |p| p.fits == fit).filter_map(|p| p.value);
+    let (largest_fit, first_oom) = match sweep {
+        Some(s) if s.field.is_integer() => {
+            (values(true).map(|v| v as u64).max(), values(false).map(|v| v as u64).min())
+        }
+        _ => (None, None),
+    };
+    let range = sweep.filter(|s| s.field.is_integer()).and_then(|s| match &s.mode {
+        SweepMode::Search { start, max, .. } => Some((*start, *max)),
+        SweepMode::Halve { start } => Some((1, *start)),
+        SweepMode::List(values) => {
+            let lo = values.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (lo.is_finite() && hi.is_finite()).then_some((lo as u64, hi as u64))
+        }
+    });
+    let exact_largest_fit = match (sweep, budget, range) {
+        (Some(s), Some(b), Some((lo, hi))) => self::largest_fit(base, s.field, b, lo, hi, options)?,
+        _ => None,
+    };
+    Ok(SweepPrediction {
+        variant: None,
+        field: sweep.map(|s| s.field),
+        budget,
+        points,
+        largest_fit,
+        first_oom,
+        range,
+        exact_largest_fit,
+    })
+}
+
+/// The largest value of `field` in `lo..=hi` for which `base` is predicted to fit in `budget`,
+/// by bisection: predicted peaks never fall as depth, width, batch, samples, features, steps or
+/// accumulation grow. A value the config cannot take (a batch larger than the data set) counts
+/// as not fitting. `None` when not even `lo` fits.
+pub fn largest_fit(
+    base: &Config,
+    field: Field,
+    budget: u64,
+    lo: u64,
+    hi: u64,
+    options: &Options,
+) -> Result<Option<u64>> {
+    if !field.is_integer() {
+        return Err(anyhow!("{} is not an integer field", field.key()));
+    }
+    let shapes = Shapes::new(base)?;
+    let fits = |v: u64| -> Result<bool> {
+        let Ok(config) = base.with(field, v as f64) else { return Ok(false) };
+        Ok(predict_with(&config, shapes.of(&config), options)?.fits(budget))
+    };
+    if lo > hi || !fits(lo)? {
+        return Ok(None);
+    }
+    if fits(hi)? {
+        return Ok(Some(hi));
+    }
+    // fits(a), !fits(b)
+    let (mut a, mut b) = (lo, hi);
+    while b - a > 1 {
+        let mid = a + (b - a) / 2;
+        if fits(mid)? {
+            a = mid;
+        } else {
+            b = mid;
+        }
+    }
+    Ok(Some(a))
+}
+
+/// Data shapes per config: a synthetic spec's own, or a CSV's read once (its shape cannot be
+/// swept).
+struct Shapes(Option<DataShape>);
+
+impl Shapes {
+    fn new(base: &Config) -> Result<Self> {
+        Ok(Shapes(match base.data {
+            DataSpec::Csv { .. } => Some(data_shape(&base.data)?),
+            DataSpec::Synthetic { .. } => None,
+        }))
+    }
+
+    fn of(&self, config: &Config) -> DataShape {
+        match (&config.data, self.0) {
+            (DataSpec::Synthetic { samples, features, classes, .. }, _) => {
+                DataShape { samples: *samples, features: *features, classes: *classes }
+            }
+            (DataSpec::Csv { .. }, Some(shape)) => shape,
+            (DataSpec::Csv { .. }, None) => unreachable!("a CSV's shape is read in Shapes::new"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimate::tests::config;
+    use crate::spec::OptimizerSpec;
+
+    const ADAM: OptimizerSpec = OptimizerSpec::Adam { lr: 0.001, weight_decay: 0.0 };
+
+    #[test]
+    fn the_search_path_and_bisection_agree() {
+        let base = config(1, 128, 4, ADAM);
+        let opts = Options::default();
+        let peak =
+            |d: usize| predict_with(&config(d, 128, 4, ADAM), Shapes(None).of(&base), &opts).unwrap().peak;
+        // A budget between depth 9's peak and depth 10's.
+        let budget = (peak(9) + peak(10)) / 2;
+        let sweep = Sweep { field: Field::Depth, mode: SweepMode::Search { start: 1, factor: 2, max: 64 } };
+        let p = predict_sweep(&base, Some(&sweep), OnOom::Continue, Some(budget), &opts).unwrap();
+        let tried: Vec<u64> = p.points.iter().map(|p| p.value.unwrap() as u64).collect();
+        assert_eq!(tried, [1, 2, 4, 8, 16, 12, 10, 9]);
+        assert_eq!((p.largest_fit, p.first_oom), (Some(9), Some(10)));
+        assert_eq!(p.exact_largest_fit, Some(9));
+        assert_eq!(largest_fit(&base, Field::Depth, budget, 0, 5, &opts).unwrap(), Some(5));
+        assert_eq!(largest_fit(&base, Field::Depth, peak(0) - 1, 0, 5, &opts).unwrap(), None);
+    }
+
+    #[test]
+    fn a_batch_beyond_the_data_set_does_not_fit() {
+        let base = config(1, 16, 4, ADAM);
+        // 32 samples: batch 33 is not a valid config.
+        assert_eq!(
+            largest_fit(&base, Field::BatchSize, u64::MAX, 1, 1000, &Options::default()).unwrap(),
+            Some(32)
+        );
+    }
+}

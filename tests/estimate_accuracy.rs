@@ -1,0 +1,283 @@
+//! The memory model against the real thing: real libtorch trials on the CPU, where oomlab's
+//! counting allocator counts every byte, compared phase by phase with `estimate::predict`.
+mod common;
+
+use common::Sandbox;
+use oomlab::estimate::{self, relative_error, Options, Prediction};
+use oomlab::probe::CpuProbe;
+use oomlab::record::{PhaseRecord, Status};
+use oomlab::run::{self, RunOptions};
+use oomlab::spec::{Config, DataSpec, Dtype, ModelSpec, OptimizerSpec, Techniques, TrainingSpec};
+use predicates::prelude::PredicateBooleanExt;
+
+/// The model must be within this of the allocator, per phase and over the trial.
+const TOLERANCE: f64 = 0.02;
+
+const SGD: OptimizerSpec = OptimizerSpec::Sgd { lr: 0.01, momentum: 0.0, weight_decay: 0.0 };
+const MOMENTUM: OptimizerSpec = OptimizerSpec::Sgd { lr: 0.01, momentum: 0.9, weight_decay: 0.0 };
+const MOMENTUM_WD: OptimizerSpec = OptimizerSpec::Sgd { lr: 0.01, momentum: 0.9, weight_decay: 1e-4 };
+const ADAM: OptimizerSpec = OptimizerSpec::Adam { lr: 1e-3, weight_decay: 0.0 };
+const ADAM_WD: OptimizerSpec = OptimizerSpec::Adam { lr: 1e-3, weight_decay: 1e-4 };
+const ADAMW: OptimizerSpec = OptimizerSpec::AdamW { lr: 1e-3, weight_decay: 0.01 };
+
+struct Case {
+    optimizer: OptimizerSpec,
+    depth: usize,
+    hidden: usize,
+    batch: usize,
+    samples: usize,
+    features: usize,
+    dtype: Dtype,
+}
+
+fn case(
+    optimizer: OptimizerSpec,
+    depth: usize,
+    hidden: usize,
+    batch: usize,
+    samples: usize,
+    features: usize,
+) -> Case {
+    Case { optimizer, depth, hidden, batch, samples, features, dtype: Dtype::Float32 }
+}
+
+impl Case {
+    fn config(&self) -> Config {
+        Config {
+            model: ModelSpec { hidden: self.hidden, depth: self.depth },
+            data: DataSpec::Synthetic {
+                samples: self.samples,
+                features: self.features,
+                classes: 10,
+                seed: 1,
+            },
+            training: TrainingSpec {
+                optimizer: self.optimizer,
+                batch_size: self.batch,
+                steps: 2,
+                dtype: self.dtype,
+                seed: 1,
+                techniques: Techniques::default(),
+            },
+        }
+    }
+
+    fn name(&self) -> String {
+        format!(
+            "{} depth {} width {} batch {} ({} x {}, {:?})",
+            self.optimizer.name(),
+            self.depth,
+            self.hidden,
+            self.batch,
+            self.samples,
+            self.features,
+            self.dtype
+        )
+    }
+}
+
+/// Runs a real trial on the CPU; returns its records with the baseline taken off, and its peak.
+fn measure(config: &Config) -> (Vec<PhaseRecord>, u64) {
+    let probe = CpuProbe::new(None).expect("CPU probe");
+    let mut records = Vec::new();
+    let outcome = oomlab::train::run_trial(config, &probe, 0, &mut |r| {
+        records.push(r.clone());
+        Ok(())
+    })
+    .expect("trial runs");
+    assert_eq!(outcome.status, Status::Ok, "{}", outcome.message);
+    let base = outcome.baseline_allocated;
+    for r in &mut records {
+        r.memory_allocated -= base;
+        r.max_memory_allocated -= base;
+    }
+    (records, outcome.peak.max_memory_allocated - base)
+}
+
+/// Compares a prediction with a trial: every phase's end and peak, and the trial's peak. Returns
+/// the failures (empty: all within tolerance) and the largest error seen.
+fn compare(name: &str, predicted: &Prediction, records: &[PhaseRecord], peak: u64) -> (Vec<String>, f64) {
+    let mut failures = Vec::new();
+    let mut worst = 0f64;
+    let mut check = |what: String, p: u64, m: u64| {
+        let err = relative_error(p, m);
+        worst = worst.max(err.abs());
+        if err.abs() > TOLERANCE {
+            failures.push(format!("{name}: {what}: predicted {p}, measured {m} ({:+.2}%)", 100.0 * err));
+        }
+    };
+    assert_eq!(predicted.phases.len(), records.len(), "{name}: phases {:?}", predicted.phases);
+    for (p, r) in predicted.phases.iter().zip(records) {
+        assert_eq!((p.step, p.micro, p.phase), (r.step, r.micro, r.phase), "{name}: phase order");
+        check(format!("step {} {} end", r.step, r.phase), p.allocated_end, r.memory_allocated);
+        check(format!("step {} {} peak", r.step, r.phase), p.peak, r.max_memory_allocated);
+    }
+    check("trial peak".into(), predicted.peak, peak);
+    (failures, worst)
+}
+
+#[test]
+fn predicted_memory_matches_the_counting_allocator() {
+    let cases = [
+        case(SGD, 0, 64, 1, 64, 32),
+        case(SGD, 1, 64, 8, 64, 32),
+        case(SGD, 3, 256, 64, 200, 64),
+        case(MOMENTUM, 1, 512, 32, 48, 100),
+        case(MOMENTUM, 3, 1024, 512, 1024, 128),
+        case(MOMENTUM_WD, 3, 256, 32, 96, 64),
+        case(ADAM, 0, 64, 512, 1024, 128),
+        case(ADAM, 1, 1024, 16, 64, 20),
+        case(ADAM, 3, 512, 128, 300, 64),
+        case(ADAM_WD, 1, 256, 64, 100, 32),
+        case(ADAMW, 3, 1024, 256, 512, 32),
+        case(ADAMW, 1, 64, 1, 10, 8),
+        Case { dtype: Dtype::Float64, ..case(ADAM, 3, 256, 32, 64, 16) },
+    ];
+    let mut failures = Vec::new();
+    let mut lines = Vec::new();
+    for c in &cases {
+        let config = c.config();
+        let predicted = estimate::predict(&config).expect("prediction");
+        let (records, peak) = measure(&config);
+        let (f, worst) = compare(&c.name(), &predicted, &records, peak);
+        lines.push(format!(
+            "{:<60} peak predicted {:>10} measured {:>10}  worst phase error {:.4}%",
+            c.name(),
+            predicted.peak,
+            peak,
+            100.0 * worst
+        ));
+        failures.extend(f);
+    }
+    println!("{}", lines.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}\n\nall cases:\n{}",
+        failures.len(),
+        failures.join("\n"),
+        lines.join("\n")
+    );
+}
+
+#[test]
+fn csv_data_is_predicted_too() {
+    let sandbox = Sandbox::new();
+    let path = sandbox.spec("d.csv", &{
+        let mut text = String::from("a,b,c,label\n");
+        for i in 0..50 {
+            text += &format!("{},{},{},{}\n", i as f32 * 0.1, -(i as f32), 1.5, i % 3);
+        }
+        text
+    });
+    for dtype in [Dtype::Float32, Dtype::Float64] {
+        let mut config = case(ADAM, 2, 128, 16, 0, 0).config();
+        config.data = DataSpec::Csv { path: path.clone(), label: "label".into() };
+        config.training.dtype = dtype;
+        let predicted = estimate::predict(&config).expect("prediction");
+        assert_eq!((predicted.shape.samples, predicted.shape.features, predicted.shape.classes), (50, 3, 3));
+        let (records, peak) = measure(&config);
+        let (failures, _) = compare(&format!("csv {dtype:?}"), &predicted, &records, peak);
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+}
+
+/// The depth a real search under a CPU budget finds is the depth the model predicts.
+#[test]
+fn predicted_largest_depth_is_what_a_real_search_finds() {
+    let sandbox = Sandbox::new();
+    let text = r#"[experiment]
+name = "estimate_vs_search"
+
+[model]
+hidden = 256
+
+[data]
+samples = 64
+features = 32
+classes = 4
+
+[training]
+optimizer = "adam"
+lr = 0.001
+batch_size = 16
+steps = 2
+
+[run]
+device = "cpu"
+budget = "6MiB"
+
+[sweep]
+field = "model.depth"
+search = { start = 1, factor = 2, max = 64 }
+"#;
+    let spec = oomlab::spec::load(&sandbox.spec("s.toml", text)).expect("valid spec");
+    let budget = spec.run.budget.unwrap();
+    let opts = RunOptions { device: None, budget: None, out: sandbox.out(), force: false, quiet: true };
+    let report = run::run(&spec, &opts).expect("run completes");
+    let real = report.manifest.answers[0].clone();
+
+    // The budget caps everything allocated, so what the trial may use is what its baseline leaves.
+    let baseline = report.rows[0].baseline_allocated;
+    let predicted = estimate::predict_spec(&spec, Some(budget - baseline), &Options::default()).unwrap();
+    let p = &predicted[0];
+    assert_eq!(
+        (p.exact_largest_fit, p.largest_fit, p.first_oom),
+        (real.largest_fit, real.largest_fit, real.first_oom),
+        "predicted vs real search; rows: {:#?}",
+        report.rows.iter().map(|r| (r.value, r.status, r.max_memory_allocated)).collect::<Vec<_>>()
+    );
+    assert!(real.largest_fit.is_some_and(|d| d > 1), "the budget should allow a few layers: {real:?}");
+    // The same trials, in the same order, with the same peaks where they ran.
+    let tried: Vec<f64> = report.rows.iter().filter_map(|r| r.value).collect();
+    let predicted_tried: Vec<f64> = p.points.iter().filter_map(|pt| pt.value).collect();
+    assert_eq!(tried, predicted_tried);
+    for (row, point) in report.rows.iter().zip(&p.points) {
+        assert_eq!(row.status == Status::Ok, point.fits, "depth {:?}", row.value);
+        if row.status == Status::Ok {
+            let m = row.max_memory_allocated - row.baseline_allocated;
+            let err = relative_error(point.prediction.peak, m);
+            assert!(
+                err.abs() <= TOLERANCE,
+                "depth {:?}: predicted {} measured {m}",
+                row.value,
+                point.prediction.peak
+            );
+        }
+    }
+}
+
+/// `oomlab estimate` answers from the model alone: no results folder, the boundary printed.
+#[test]
+fn the_estimate_command_prints_the_boundary() {
+    let sandbox = Sandbox::new();
+    let text = common::tiny_spec(
+        "estimate_cli",
+        "hidden = 256",
+        Some(4 << 20),
+        "[sweep]\nfield = \"model.depth\"\nsearch = { start = 1, factor = 2, max = 64 }\n",
+    );
+    let spec_path = sandbox.spec("e.toml", &text);
+    let spec = oomlab::spec::load(&spec_path).unwrap();
+    let expected =
+        estimate::predict_spec(&spec, None, &Options::default()).unwrap()[0].exact_largest_fit.unwrap();
+    let out = assert_cmd::Command::cargo_bin("oomlab")
+        .unwrap()
+        .current_dir(sandbox.path())
+        .args(["estimate", spec_path.to_str().unwrap(), "--brief"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.contains(&format!("largest depth predicted to fit in 4.00 MiB: {expected} ")), "{out}");
+    assert!(out.contains("OOM predicted in backward, step 1"), "SGD runs out where the grads come: {out}");
+    assert!(!sandbox.out().exists() && !sandbox.path().join("results").exists(), "nothing written");
+    // The phase tables, unless --brief.
+    assert_cmd::Command::cargo_bin("oomlab")
+        .unwrap()
+        .args(["estimate", spec_path.to_str().unwrap(), "--budget", "1MiB"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("optimizer_step").and(predicates::str::contains("params")));
+}
