@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use bytesize::ByteSize;
 
 use crate::device::{self, DeviceChoice};
+use crate::estimate;
 use crate::ffi;
 use crate::probe::{CpuProbe, CudaProbe, MemoryProbe};
 use crate::progress::Progress;
@@ -106,7 +107,8 @@ fn run_trials(
             let outcome = train::run_trial(&config, probe, trial, &mut |rec| {
                 exporters.iter_mut().try_for_each(|e| e.phase(rec))
             })?;
-            let row = summary_row(trial, variant, field, value, &config, &outcome);
+            let mut row = summary_row(trial, variant, field, value, &config, &outcome);
+            add_prediction(&mut row, &config, probe.device());
             exporters.iter_mut().try_for_each(|e| e.trial(&row))?;
             progress.done(&format!("trial {trial:>3}  {label:<28} {}", describe(&row)));
             if let Some(bytes) = outcome.leaked() {
@@ -132,6 +134,22 @@ fn run_trials(
     }
     progress.finish();
     Ok(rows)
+}
+
+/// Fills the estimate's predicted peak (what the trial adds, on top of the baseline it started
+/// from) and its error against the measured peak. Left empty where the model does not reach
+/// (mixed precision, checkpointing).
+fn add_prediction(row: &mut SummaryRow, config: &Config, device: tch::Device) {
+    let options = estimate::Options::for_device(device);
+    let Ok(p) = estimate::data_shape(&config.data).and_then(|s| estimate::predict_with(config, s, &options))
+    else {
+        return;
+    };
+    let predicted = row.baseline_allocated + p.peak;
+    row.predicted_peak = Some(predicted);
+    if row.status == Status::Ok {
+        row.predicted_error = Some(estimate::relative_error(predicted, row.max_memory_allocated));
+    }
 }
 
 /// One line on a finished trial: "ok, peak 1.20 GiB" or "OOM in backward (step 1): tried to allocate ...".

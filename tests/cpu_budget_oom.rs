@@ -45,6 +45,10 @@ fn depth_search_stops_where_arithmetic_says_and_memory_returns_to_baseline() {
     let tried: Vec<u64> = report.rows.iter().map(|r| r.value.unwrap() as u64).collect();
     assert_eq!(tried, vec![1, 2, 4, 8, 6, 7]);
 
+    // The estimate predicts every trial that ran to the byte (CPU counting is exact).
+    for r in report.rows.iter().filter(|r| r.status == Status::Ok) {
+        assert_eq!(r.predicted_error, Some(0.0), "trial {}: predicted {:?}", r.trial, r.predicted_peak);
+    }
     // Every trial, OOM or not, gives its memory back.
     for r in &report.rows {
         assert_eq!(r.after_allocated, r.baseline_allocated, "trial {} leaked", r.trial);

@@ -7,7 +7,9 @@ use oomlab::estimate::{self, relative_error, Options, Prediction};
 use oomlab::probe::CpuProbe;
 use oomlab::record::{PhaseRecord, Status};
 use oomlab::run::{self, RunOptions};
-use oomlab::spec::{Config, DataSpec, Dtype, ModelSpec, OptimizerSpec, Techniques, TrainingSpec};
+use oomlab::spec::{
+    Config, DataSpec, Dtype, History, Mode, ModelSpec, OptimizerSpec, Techniques, TrainingSpec,
+};
 use predicates::prelude::PredicateBooleanExt;
 
 /// The model must be within this of the allocator, per phase and over the trial.
@@ -28,6 +30,7 @@ struct Case {
     samples: usize,
     features: usize,
     dtype: Dtype,
+    techniques: Techniques,
 }
 
 fn case(
@@ -38,7 +41,16 @@ fn case(
     samples: usize,
     features: usize,
 ) -> Case {
-    Case { optimizer, depth, hidden, batch, samples, features, dtype: Dtype::Float32 }
+    Case {
+        optimizer,
+        depth,
+        hidden,
+        batch,
+        samples,
+        features,
+        dtype: Dtype::Float32,
+        techniques: Techniques::default(),
+    }
 }
 
 impl Case {
@@ -57,7 +69,7 @@ impl Case {
                 steps: 2,
                 dtype: self.dtype,
                 seed: 1,
-                techniques: Techniques::default(),
+                techniques: self.techniques,
             },
         }
     }
@@ -116,6 +128,10 @@ fn compare(name: &str, predicted: &Prediction, records: &[PhaseRecord], peak: u6
     (failures, worst)
 }
 
+fn tech(accumulation: usize, mode: Mode, history: History) -> Techniques {
+    Techniques { accumulation, mode, history, ..Techniques::default() }
+}
+
 #[test]
 fn predicted_memory_matches_the_counting_allocator() {
     let cases = [
@@ -132,6 +148,12 @@ fn predicted_memory_matches_the_counting_allocator() {
         case(ADAMW, 3, 1024, 256, 512, 32),
         case(ADAMW, 1, 64, 1, 10, 8),
         Case { dtype: Dtype::Float64, ..case(ADAM, 3, 256, 32, 64, 16) },
+        // The composed step: accumulation, forward-only modes, losses kept.
+        Case { techniques: tech(4, Mode::Train, History::None), ..case(ADAM, 2, 256, 16, 128, 32) },
+        Case { techniques: tech(3, Mode::Train, History::LossTensor), ..case(MOMENTUM, 2, 128, 8, 64, 16) },
+        Case { techniques: tech(1, Mode::Forward, History::LossTensor), ..case(SGD, 3, 256, 32, 128, 32) },
+        Case { techniques: tech(1, Mode::Forward, History::LossValue), ..case(SGD, 3, 256, 32, 128, 32) },
+        Case { techniques: tech(1, Mode::ForwardNoGrad, History::None), ..case(ADAM, 3, 256, 32, 128, 32) },
     ];
     let mut failures = Vec::new();
     let mut lines = Vec::new();

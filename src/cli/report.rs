@@ -60,6 +60,14 @@ pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {
             }
         }
     }
+    let errors: Vec<f64> = report.rows.iter().filter_map(|r| r.predicted_error).collect();
+    if let Some(worst) = errors.iter().copied().max_by(|a, b| a.abs().total_cmp(&b.abs())) {
+        println!(
+            "  estimate: worst error {:+.2}% of the measured peak over {} trials (`oomlab estimate`)",
+            100.0 * worst,
+            errors.len()
+        );
+    }
     println!("  results: {}", report.dir.display());
     for c in charts {
         println!("  chart:   {}", c.display());

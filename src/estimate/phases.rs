@@ -47,12 +47,9 @@ impl<'a> Sim<'a> {
         for step in 1..=self.config.training.steps {
             match tech.mode {
                 Mode::Train => {
+                    let keep = tech.history == History::LossTensor;
                     let mut kept = Kept::default();
                     for micro in 0..accumulation {
-                        // A micro-batch's batch and loss go at the end of its iteration; the
-                        // last one's live on through optimizer_step and zero_grad, as the
-                        // plain loop's `let loss` does.
-                        self.end_of_iteration(kept, false);
                         let batch = self.phase(step, micro, Phase::ToDevice, |s| s.gather(micro_index));
                         micro_index += 1;
                         let scaled = accumulation > 1;
@@ -60,12 +57,21 @@ impl<'a> Sim<'a> {
                         self.phase(step, micro, Phase::Backward, |s| s.backward(micro == 0, scaled));
                         // After backward the graph has released everything but the loss.
                         debug_assert!(graph >= self.t.scalar());
-                        kept = Kept { batch, graph: self.t.scalar() };
+                        // `train::step`: the micro-batch goes when its iteration ends, and its
+                        // loss too, but the last one's, which lives on through optimizer_step and
+                        // zero_grad.
+                        self.ledger.free(Batch, batch);
+                        let loss = Kept { batch: 0, graph: self.t.scalar() };
+                        if micro + 1 == accumulation {
+                            kept = loss;
+                        } else {
+                            self.end_of_iteration(loss, keep);
+                        }
                     }
-                    let last = accumulation - 1;
-                    self.phase(step, last, Phase::OptimizerStep, Self::optimizer_step);
-                    self.phase(step, last, Phase::ZeroGrad, Self::zero_grad);
-                    self.end_of_iteration(kept, tech.history == History::LossTensor);
+                    // The recorder files the step's own phases under micro-batch 0.
+                    self.phase(step, 0, Phase::OptimizerStep, Self::optimizer_step);
+                    self.phase(step, 0, Phase::ZeroGrad, Self::zero_grad);
+                    self.end_of_iteration(kept, keep);
                 }
                 Mode::Forward | Mode::ForwardNoGrad => {
                     let batch = self.phase(step, 0, Phase::ToDevice, |s| s.gather(micro_index));

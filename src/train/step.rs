@@ -116,7 +116,11 @@ fn train_step(
             }
             fwd.backward(&l)
         })?;
-        last = Some(loss);
+        // The micro-batch and its loss go when this iteration ends; only the last loss lives on
+        // through optimizer_step and zero_grad (the caller reads it).
+        if micro + 1 == t.accumulation {
+            last = Some(loss);
+        }
     }
     rec.micro = 0;
     let skipped = rec.phase(step, Phase::OptimizerStep, || match scaler {
