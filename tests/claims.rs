@@ -1,0 +1,71 @@
+//! The claims report from real (tiny) runs: the optimizer claim is judged from the trace, and
+//! claims whose experiments were not run say so.
+mod common;
+
+use common::Sandbox;
+use oomlab::claims::{self, Verdict};
+use oomlab::run::{self, RunOptions};
+
+#[test]
+fn optimizer_state_is_judged_from_real_runs() {
+    let sb = Sandbox::new();
+    let text = r#"
+[experiment]
+name = "optimizers"
+[model]
+hidden = 64
+depth = 2
+[data]
+samples = 64
+features = 16
+classes = 4
+[training]
+optimizer = "sgd"
+batch_size = 8
+steps = 2
+[run]
+device = "cpu"
+[[variant]]
+name = "sgd"
+[[variant]]
+name = "sgd_momentum"
+[variant.training]
+momentum = 0.9
+[[variant]]
+name = "adam"
+[variant.training]
+optimizer = "adam"
+[[variant]]
+name = "adamw"
+[variant.training]
+optimizer = "adamw"
+"#;
+    let spec = oomlab::spec::load(&sb.spec("optimizers.toml", text)).unwrap();
+    let opts = RunOptions { device: None, budget: None, out: sb.out(), force: false, quiet: true };
+    let report = run::run(&spec, &opts).unwrap();
+    let device_dir = report.dir.parent().unwrap();
+
+    let judged = claims::judge(device_dir).unwrap();
+    let by_experiment = |e: &str| judged.iter().filter(|c| c.experiment == e).collect::<Vec<_>>();
+    let opt = by_experiment("optimizers");
+    assert_eq!(opt.len(), 2, "optimizer state and gradients");
+    assert!(opt.iter().all(|c| c.verdict == Verdict::Confirmed), "{opt:#?}");
+    assert!(
+        opt[0].measured.contains("adam 2.000x") && opt[0].measured.contains("sgd 0.000x"),
+        "{}",
+        opt[0].measured
+    );
+    assert!(by_experiment("depth_sweep").iter().all(|c| c.verdict == Verdict::NotRun));
+    assert!(judged.iter().any(|c| c.verdict == Verdict::NotTestable), "reserved = allocated on CPU");
+
+    let path = claims::write(device_dir).unwrap();
+    let md = std::fs::read_to_string(path).unwrap();
+    assert!(md.contains("| claim | experiment | measured | verdict |") && md.contains("**confirmed**"));
+}
+
+#[test]
+fn a_folder_without_results_is_refused() {
+    let sb = Sandbox::new();
+    let err = claims::judge(sb.path()).unwrap_err().to_string();
+    assert!(err.contains("none of the experiments"), "{err}");
+}
