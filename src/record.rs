@@ -87,6 +87,8 @@ pub enum Status {
     Ok,
     Oom,
     Error,
+    /// Not run: the estimate put it over the budget by more than the spec's margin.
+    PredictedOom,
 }
 
 impl fmt::Display for Status {
@@ -95,6 +97,7 @@ impl fmt::Display for Status {
             Status::Ok => "ok",
             Status::Oom => "oom",
             Status::Error => "error",
+            Status::PredictedOom => "predicted_oom",
         })
     }
 }

@@ -104,9 +104,12 @@ fn run_trials(
                 None => {}
             }
             progress.start(&label);
-            let outcome = train::run_trial(&config, probe, trial, &mut |rec| {
-                exporters.iter_mut().try_for_each(|e| e.phase(rec))
-            })?;
+            let outcome = match predicted_oom(spec, &config, probe)? {
+                Some(skipped) => skipped,
+                None => train::run_trial(&config, probe, trial, &mut |rec| {
+                    exporters.iter_mut().try_for_each(|e| e.phase(rec))
+                })?,
+            };
             let mut row = summary_row(trial, variant, field, value, &config, &outcome);
             add_prediction(&mut row, &config, probe.device());
             exporters.iter_mut().try_for_each(|e| e.trial(&row))?;
@@ -125,7 +128,7 @@ fn run_trials(
                 value,
                 match row.status {
                     Status::Ok => Fit::Fits,
-                    Status::Oom => Fit::Oom,
+                    Status::Oom | Status::PredictedOom => Fit::Oom,
                     Status::Error => Fit::Error,
                 },
             );
@@ -134,6 +137,50 @@ fn run_trials(
     }
     progress.finish();
     Ok(rows)
+}
+
+/// When the spec asks (`run.skip_predicted_oom`), a trial whose predicted peak is over the budget
+/// by more than the margin is not run: its outcome says so, with the phase predicted to fail.
+fn predicted_oom(spec: &Spec, config: &Config, probe: &dyn MemoryProbe) -> Result<Option<TrialOutcome>> {
+    let (Some(margin), Some(budget)) = (spec.run.skip_predicted_oom, probe.budget()) else {
+        return Ok(None);
+    };
+    let options = estimate::Options::for_device(probe.device());
+    let Ok(p) = estimate::data_shape(&config.data).and_then(|s| estimate::predict_with(config, s, &options))
+    else {
+        return Ok(None); // the model does not reach this configuration: run it
+    };
+    let baseline = probe.snapshot()?.memory_allocated;
+    let need = baseline + p.peak;
+    if (need as f64) <= budget as f64 * (1.0 + margin) {
+        return Ok(None);
+    }
+    let at = p.first_over(budget.saturating_sub(baseline));
+    let gib = |b: u64| ByteSize::b(b).display().iec().to_string();
+    Ok(Some(TrialOutcome {
+        status: Status::PredictedOom,
+        phase: at.map(|a| a.phase),
+        step: at.map(|a| a.step),
+        peak: Default::default(),
+        baseline_allocated: baseline,
+        after_allocated: baseline,
+        param_count: p.param_count,
+        param_bytes: p.param_bytes,
+        samples: p.shape.samples,
+        features: p.shape.features,
+        classes: p.shape.classes,
+        step_seconds: None,
+        final_loss: None,
+        skipped_steps: None,
+        final_scale: None,
+        oom: None,
+        message: format!(
+            "predicted to need {} against a budget of {} (margin {:.0}%): not run",
+            gib(need),
+            gib(budget),
+            100.0 * margin
+        ),
+    }))
 }
 
 /// Fills the estimate's predicted peak (what the trial adds, on top of the baseline it started
@@ -169,6 +216,7 @@ pub fn describe(row: &SummaryRow) -> String {
             row.oom_requested.map(|b| format!(": tried to allocate {}", gib(b))).unwrap_or_default()
         ),
         Status::Error => format!("error: {}", row.message),
+        Status::PredictedOom => format!("skip {}", row.message),
     }
 }
 

@@ -253,6 +253,9 @@ pub struct RunSpec {
     /// A memory budget in bytes: the CUDA allocator's per-process cap, or the CPU allocator's.
     pub budget: Option<u64>,
     pub on_oom: OnOom,
+    /// Skip a trial whose predicted peak (`oomlab estimate`) exceeds the budget by more than this
+    /// fraction, recording it as `predicted_oom` (`run.skip_predicted_oom`; needs a budget).
+    pub skip_predicted_oom: Option<f64>,
 }
 
 /// What a sweep does after a trial runs out of memory.

@@ -120,6 +120,7 @@ pub(super) struct RawRun {
     /// A size string or an integer number of bytes, so kept as a TOML value.
     pub budget: Option<S<toml::Value>>,
     pub on_oom: Option<S<String>>,
+    pub skip_predicted_oom: Option<S<f64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -84,6 +84,7 @@ const KEYS: &[KeyInfo] = &[
     KeyInfo { key: "run.device", about: "auto, cpu, cuda or cuda:N", example: r#"device = "auto""# },
     KeyInfo { key: "run.budget", about: "a size or a whole number of bytes", example: r#"budget = "15.90GiB""# },
     KeyInfo { key: "run.on_oom", about: r#""continue" or "stop""#, example: r#"on_oom = "continue""# },
+    KeyInfo { key: "run.skip_predicted_oom", about: "a margin >= 0 over the budget", example: "skip_predicted_oom = 0.05" },
     KeyInfo { key: "sweep.field", about: "the field to vary", example: r#"field = "model.depth""# },
     KeyInfo { key: "sweep.values", about: "the values to try, in order", example: "values = [1, 2, 4]" },
     KeyInfo { key: "sweep.search", about: "a search that grows until out of memory", example: "search = { start = 1, factor = 2, max = 4096 }" },
@@ -494,7 +495,23 @@ impl Cx<'_> {
             Some(v) => self.word(v, "run.on_oom", &[("continue", OnOom::Continue), ("stop", OnOom::Stop)])?,
             None => OnOom::Continue,
         };
-        Ok(RunSpec { device, budget, on_oom })
+        let skip_predicted_oom = match &r.skip_predicted_oom {
+            Some(v) => Some(self.float(
+                v,
+                "run.skip_predicted_oom",
+                "a margin >= 0 (0.05: 5% over the budget)",
+                |x| x >= 0.0,
+            )?),
+            None => None,
+        };
+        if let (Some(v), None) = (&r.skip_predicted_oom, budget) {
+            return Err(self.at(
+                &v.span(),
+                "run.skip_predicted_oom: needs run.budget to compare predictions with; add budget = \"...\""
+                    .to_string(),
+            ));
+        }
+        Ok(RunSpec { device, budget, on_oom, skip_predicted_oom })
     }
 
     fn budget(&mut self, v: &S<Value>) -> Result<u64, SpecError> {
