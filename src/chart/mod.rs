@@ -13,8 +13,10 @@
 //! [`format_bytes`], [`format_tick`], the colours in [`palette`], [`header`] (title and
 //! subtitle), the text styles, and [`free_position`] (where a legend hides no data).
 mod sweep_peak;
+mod timeline;
 
 pub use sweep_peak::{SweepPeak, SweepPoint};
+pub use timeline::{phase_colour, OomMark, Timeline, TimelinePoint};
 
 use anyhow::{anyhow, Context, Result};
 use plotters::coord::Shift;
