@@ -207,8 +207,14 @@ const DEVICE_USED: RGBColor = RGBColor(148, 103, 189);
 const BAND_AREA: u32 = 138;
 const BAND_HEIGHT: i32 = 18;
 
+/// An OOM's cross is drawn no higher than this fraction of the plot, to leave room for its note.
+const OOM_HEIGHT: f64 = 0.85;
+
 /// Steps narrower than this, in pixels, are not shaded.
 const MIN_SHADED_STEP: f64 = 24.0;
+
+/// The narrowest column, in pixels: below it, phases are grouped into columns.
+const MIN_COLUMN: f64 = 3.0;
 
 /// Above this many phases, the end-of-phase dots are left out: they would be a smear.
 const MAX_DOTS: usize = 80;
@@ -246,6 +252,9 @@ impl Chart for Timeline {
         let axis = ByteAxis::for_max(self.top());
         let data_top = axis.value(self.top());
         let data_top = if data_top > 0.0 { data_top * 1.08 } else { 1.0 };
+        // An OOM's note goes above its cross: room for it.
+        let oom_top = self.oom.as_ref().map_or(0.0, |o| axis.value(self.oom_marker(o)) / OOM_HEIGHT);
+        let data_top = data_top.max(oom_top);
 
         // Room for the legend: above the data when no corner of the plot is free.
         let build = |y_top: f64| {
@@ -272,11 +281,12 @@ impl Chart for Timeline {
         let plot_width = f64::from(plot.plotting_area().dim_in_pixel().0);
         self.shade_steps(&mut plot, y_top, plot_width / n)?;
         self.draw_budget(&mut plot, &axis, n)?;
-        self.draw_peaks(&mut plot, &axis)?;
-        self.draw_lines(&mut plot, &axis)?;
+        let group = phases_per_column(plot_width / n);
+        self.draw_peaks(&mut plot, &axis, group)?;
+        self.draw_lines(&mut plot, &axis, group)?;
         self.draw_oom(&mut plot, &axis, y_top)?;
         self.draw_legend(&mut plot, position)?;
-        self.draw_band(&lower, n)?;
+        self.draw_band(&lower, n, group)?;
         Ok(())
     }
 }
@@ -362,63 +372,89 @@ impl Timeline {
         Ok(())
     }
 
-    /// The peaks within each phase: a bar for allocated, a dash for reserved.
-    fn draw_peaks<'a, DB: DrawingBackend + 'a>(&self, plot: &mut Plot<'a, DB>, axis: &ByteAxis) -> Result<()>
+    /// The peaks within each column: a bar for allocated, a dash for reserved.
+    fn draw_peaks<'a, DB: DrawingBackend + 'a>(
+        &self,
+        plot: &mut Plot<'a, DB>,
+        axis: &ByteAxis,
+        group: usize,
+    ) -> Result<()>
     where
         DB::ErrorType: 'static,
     {
         let gap = if self.points.len() <= MAX_DOTS { 0.12 } else { 0.0 };
-        let bars = self.points.iter().enumerate().map(|(i, p)| {
-            let x = i as f64;
+        let columns =
+            || self.points.chunks(group).enumerate().map(|(c, ps)| (c * group, c * group + ps.len(), ps));
+        let max = |ps: &[TimelinePoint], f: fn(&TimelinePoint) -> u64| ps.iter().map(f).max().unwrap_or(0);
+        let bars = columns().map(|(a, b, ps)| {
             Rectangle::new(
-                [(x + gap, 0.0), (x + 1.0 - gap, axis.value(p.max_allocated))],
+                [(a as f64 + gap, 0.0), (b as f64 - gap, axis.value(max(ps, |p| p.max_allocated)))],
                 palette::ALLOCATED.mix(0.22).filled(),
             )
         });
         plot.draw_series(bars)?;
         if self.reserved_differs() {
-            let dashes = self.points.iter().enumerate().map(|(i, p)| {
-                let (x, y) = (i as f64, axis.value(p.max_reserved));
-                PathElement::new([(x + gap, y), (x + 1.0 - gap, y)], palette::RESERVED.stroke_width(3))
+            let dashes = columns().map(|(a, b, ps)| {
+                let y = axis.value(max(ps, |p| p.max_reserved));
+                PathElement::new(
+                    [(a as f64 + gap, y), (b as f64 - gap, y)],
+                    palette::RESERVED.stroke_width(3),
+                )
             });
             plot.draw_series(dashes)?;
         }
         Ok(())
     }
 
-    /// The end-of-phase lines: device used, reserved, then allocated on top.
-    fn draw_lines<'a, DB: DrawingBackend + 'a>(&self, plot: &mut Plot<'a, DB>, axis: &ByteAxis) -> Result<()>
+    /// The end-of-phase series: device used, reserved, then allocated on top. One phase a
+    /// column: lines through the ends of the columns. Several: a band from the lowest to the
+    /// highest value in each column, since a line through every phase would be a solid smear.
+    fn draw_lines<'a, DB: DrawingBackend + 'a>(
+        &self,
+        plot: &mut Plot<'a, DB>,
+        axis: &ByteAxis,
+        group: usize,
+    ) -> Result<()>
     where
         DB::ErrorType: 'static,
     {
-        let dots = self.points.len() <= MAX_DOTS;
-        let mut series: Vec<(Vec<(f64, f64)>, RGBColor)> = Vec::new();
+        type Get = fn(&TimelinePoint) -> Option<u64>;
+        let mut series: Vec<(Get, RGBColor)> = Vec::new();
         if self.has_device_used() {
-            let used = self
-                .points
-                .iter()
-                .enumerate()
-                .filter_map(|(i, p)| p.device_used.map(|u| ((i + 1) as f64, axis.value(u))))
-                .collect();
-            series.push((used, DEVICE_USED));
+            series.push((|p| p.device_used, DEVICE_USED));
         }
         if self.reserved_differs() {
-            let reserved = self
-                .points
-                .iter()
-                .enumerate()
-                .map(|(i, p)| ((i + 1) as f64, axis.value(p.reserved)))
-                .collect();
-            series.push((reserved, palette::RESERVED));
+            series.push((|p| Some(p.reserved), palette::RESERVED));
         }
-        let allocated =
-            self.points.iter().enumerate().map(|(i, p)| ((i + 1) as f64, axis.value(p.allocated))).collect();
-        series.push((allocated, palette::ALLOCATED));
-        for (points, colour) in series {
-            plot.draw_series(LineSeries::new(points.iter().copied(), colour.stroke_width(3)))?;
-            if dots {
-                plot.draw_series(points.into_iter().map(|c| Circle::new(c, 4, colour.filled())))?;
+        series.push((|p| Some(p.allocated), palette::ALLOCATED));
+        for (get, colour) in series {
+            if group == 1 {
+                let points: Vec<(f64, f64)> = self
+                    .points
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, p)| get(p).map(|v| ((i + 1) as f64, axis.value(v))))
+                    .collect();
+                plot.draw_series(LineSeries::new(points.iter().copied(), colour.stroke_width(3)))?;
+                if self.points.len() <= MAX_DOTS {
+                    plot.draw_series(points.into_iter().map(|c| Circle::new(c, 4, colour.filled())))?;
+                }
+                continue;
             }
+            let mut upper = Vec::new();
+            let mut lower = Vec::new();
+            for (c, ps) in self.points.chunks(group).enumerate() {
+                let values: Vec<u64> = ps.iter().filter_map(get).collect();
+                if let (Some(lo), Some(hi)) = (values.iter().min(), values.iter().max()) {
+                    let x = (c * group) as f64 + ps.len() as f64 / 2.0;
+                    upper.push((x, axis.value(*hi)));
+                    lower.push((x, axis.value(*lo)));
+                }
+            }
+            let outline: Vec<(f64, f64)> = upper.iter().chain(lower.iter().rev()).copied().collect();
+            plot.draw_series(std::iter::once(Polygon::new(outline, colour.mix(0.45).filled())))?;
+            plot.draw_series(LineSeries::new(upper, colour.stroke_width(2)))?;
+            plot.draw_series(LineSeries::new(lower, colour.stroke_width(2)))?;
         }
         Ok(())
     }
@@ -452,12 +488,18 @@ impl Timeline {
         if let Some(requested) = oom.requested {
             text += &format!(": tried to allocate {}", format_bytes(requested));
         }
-        // Beside the cross, on the side with more room, and below it when it is near the top.
+        // Above the cross (the plot leaves room there), towards the side with more room, on a
+        // white ground in case a bar or the budget line runs behind it.
         let right_half = x > n.max(1) as f64 / 2.0;
-        let (anchor, dx) = if right_half { (HPos::Right, -16) } else { (HPos::Left, 16) };
-        let dy = if y > y_top * 0.85 { 14 } else { -30 };
-        let style = label_style().color(&palette::OOM).pos(Pos::new(anchor, VPos::Top));
-        plot.draw_series(std::iter::once(EmptyElement::at((x, y)) + Text::new(text, (dx, dy), style)))?;
+        let style = label_style().color(&palette::OOM);
+        let (w, h) = plot.plotting_area().estimate_text_size(&text, &style)?;
+        let (w, h) = (w as i32, h as i32);
+        let left = if right_half { 12 - w } else { -12 };
+        let top = if y > y_top * 0.95 { 14 } else { -18 - h };
+        let ground =
+            Rectangle::new([(left - 4, top - 3), (left + w + 4, top + h + 3)], WHITE.mix(0.85).filled());
+        let note = Text::new(text, (left, top), style.pos(Pos::new(HPos::Left, VPos::Top)));
+        plot.draw_series(std::iter::once(EmptyElement::at((x, y)) + ground + note))?;
         Ok(())
     }
 
@@ -550,16 +592,23 @@ impl Timeline {
         if let Some(oom) = &self.oom {
             let x = oom.index.map_or(1.0, |i| (i as f64 + 0.5) / n);
             let y = axis.value(self.oom_marker(oom)) / y_top;
-            // The cross and its note, about a third of the plot wide, on the side it goes.
-            let side = if x > 0.5 { -0.35 } else { 0.35 };
-            drawn.extend((0..=10).map(|k| (x + side * f64::from(k) / 10.0, y)));
+            // The cross and its note above it, about half the plot wide, on the side it goes.
+            let side = if x > 0.5 { -0.5 } else { 0.5 };
+            for dy in [0.0, 0.04, 0.08] {
+                drawn.extend((0..=10).map(|k| (x + side * f64::from(k) / 10.0, y + dy)));
+            }
         }
         drawn
     }
 
     /// Under the plot: the phase of each column as a colour, the step numbers, what the x axis
     /// is, and the key to the colours.
-    fn draw_band<DB: DrawingBackend>(&self, lower: &DrawingArea<DB, Shift>, n: f64) -> Result<()>
+    fn draw_band<DB: DrawingBackend>(
+        &self,
+        lower: &DrawingArea<DB, Shift>,
+        n: f64,
+        group: usize,
+    ) -> Result<()>
     where
         DB::ErrorType: 'static,
     {
@@ -612,8 +661,13 @@ impl Timeline {
         }
 
         let seconds = self.trial_seconds();
+        let columns = if group == 1 {
+            "one column each".to_string()
+        } else {
+            format!("lines as ranges over {group} phases at a time")
+        };
         let desc = format!(
-            "step: {} phases in the order they ran, one column each ({} s in all)",
+            "step: {} phases in the order they ran, {columns} ({} s in all)",
             self.points.len(),
             format_seconds(seconds)
         );
@@ -636,6 +690,16 @@ impl Timeline {
             x += w;
         }
         Ok(())
+    }
+}
+
+/// How many phases share a column of the plot: one while a phase gets [`MIN_COLUMN`] pixels,
+/// else as many as make a column that wide.
+fn phases_per_column(px_per_phase: f64) -> usize {
+    if px_per_phase >= MIN_COLUMN || px_per_phase <= 0.0 {
+        1
+    } else {
+        (MIN_COLUMN / px_per_phase).ceil() as usize
     }
 }
 
@@ -789,6 +853,14 @@ pub(crate) mod tests {
     const GIB: u64 = 1 << 30;
 
     #[test]
+    fn dense_traces_share_columns() {
+        assert_eq!(phases_per_column(50.0), 1);
+        assert_eq!(phases_per_column(3.0), 1);
+        assert_eq!(phases_per_column(1.0), 3);
+        assert_eq!(phases_per_column(0.6), 5);
+    }
+
+    #[test]
     fn step_labels_are_thinned_to_round_strides() {
         assert_eq!(stride_for(200.0, 30.0), 1);
         assert_eq!(stride_for(20.0, 30.0), 2);
@@ -875,6 +947,7 @@ pub(crate) mod tests {
         let out = render(&chart, &dir).expect("long trial renders");
         let texts = svg_texts(&std::fs::read_to_string(&out.svg).expect("svg readable"));
         assert!(texts.iter().any(|t| t == "180"), "every so many steps labelled: {texts:?}");
+        assert!(texts.iter().any(|t| t.contains("lines as ranges over 3 phases at a time")), "{texts:?}");
         assert!(!texts.iter().any(|t| t == "190"), "not every step labelled");
 
         let empty = Timeline::from_trace(&[], &summary(6, Status::Error), "empty", "", None);
