@@ -9,6 +9,7 @@ pub mod cli;
 pub mod device;
 pub mod ffi;
 pub mod oom;
+pub mod plot;
 pub mod probe;
 pub mod progress;
 pub mod record;
