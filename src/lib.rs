@@ -6,6 +6,7 @@
 //! data ([`oom`]); [`results`] writes CSVs and a manifest as trials finish; [`chart`] draws them.
 pub mod chart;
 pub mod cli;
+pub mod compare;
 pub mod device;
 pub mod ffi;
 pub mod oom;
