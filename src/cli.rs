@@ -10,6 +10,7 @@ use crate::spec;
 
 mod devices;
 mod report;
+mod viz;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -19,6 +20,10 @@ Examples:
       The same question for a 2 GiB budget, on the CPU, written under /tmp/r.
   oomlab devices
       What libtorch sees here: devices, names, memory, versions.
+  oomlab plot results/cpu-amd-epyc/depth_sweep --trial 3
+      Redraw an experiment's charts (and trace.json) from its CSVs, with trial 3's timeline.
+  oomlab compare results/tesla-t4/depth_sweep results/cpu-amd-epyc/depth_sweep
+      The same experiment from two devices side by side: COMPARE.md and overlaid charts.
 
 Results go to <out>/<device>/<experiment>/: manifest.json, trace.csv (memory per trial, step
 and phase), summary.csv (one row per trial) and charts. On CPU, oomlab's own allocator counts
@@ -42,6 +47,19 @@ pub enum Command {
     Run(RunArgs),
     /// Show what libtorch sees: CUDA devices with their memory, the CPU, and versions.
     Devices,
+    /// Redraw every chart of an experiment folder from its CSVs and manifest, without running.
+    ///
+    /// Draws the peak-vs-swept-value chart of each variant, the memory timelines of the trial
+    /// with the highest peak that fit and of the first that ran out of memory, and rewrites
+    /// trace.json (open it in ui.perfetto.dev) from trace.csv.
+    #[command(after_help = EXAMPLES)]
+    Plot(viz::PlotArgs),
+    /// Compare one experiment's results from several devices or budgets.
+    ///
+    /// Refuses folders of different experiments, warns when their spec files differ, and writes
+    /// COMPARE.md (the answers per folder and their ratios) and overlaid sweep charts.
+    #[command(after_help = EXAMPLES)]
+    Compare(viz::CompareArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -80,6 +98,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(args) => run_command(args),
         Command::Devices => devices::print(),
+        Command::Plot(args) => viz::plot(args),
+        Command::Compare(args) => viz::compare(args),
     }
 }
 
