@@ -9,8 +9,8 @@
 //! folder's limit when the message did not say.
 use super::sweep_peak::{legend_entry, legend_fraction, Plot, XScale, LEGEND_GLYPH, LEGEND_MARGIN};
 use super::{
-    axis_desc_style, densify, format_bytes, format_tick, free_position, header, label_style, palette,
-    ByteAxis, Chart, SweepPeak, SweepPoint,
+    axis_desc_style, densify, format_tick, free_position, header, label_style, palette, ByteAxis, Chart,
+    SweepPeak, SweepPoint,
 };
 use crate::compare::{Comparison, Side};
 use crate::record::Status;
@@ -92,16 +92,12 @@ impl CompareSweep {
             for v in variants {
                 let x_label =
                     t.field.rsplit('.').next().filter(|k| !k.is_empty()).unwrap_or("value").to_string();
-                let folders: Vec<String> = c
-                    .folders
-                    .iter()
-                    .map(|s| format!("{} ({} {})", s.device, s.limit_name(), format_bytes(s.limit())))
-                    .collect();
+                let folders: Vec<String> = c.folders.iter().map(Side::label).collect();
                 out.push(CompareSweep {
                     title: format!("{}: peak memory by {x_label}, compared", c.experiment),
                     subtitle: format!(
                         "{}{}{}",
-                        folders.join(" vs "),
+                        folders.join("  vs  "),
                         if v.is_empty() { String::new() } else { format!(" · variant {v}") },
                         if c.spec_differs.is_empty() { "" } else { " · WARNING: the spec files differ" }
                     ),
