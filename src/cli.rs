@@ -11,6 +11,7 @@ use crate::spec;
 mod devices;
 mod estimate;
 mod report;
+mod viz;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -22,6 +23,10 @@ Examples:
       What libtorch sees here: devices, names, memory, versions.
   oomlab claims results/cpu-amd-epyc
       Every claim of the lesson, the experiment that tests it, the number and a verdict.
+  oomlab plot results/cpu-amd-epyc/depth_sweep --trial 3
+      Redraw an experiment's charts (and trace.json) from its CSVs, with trial 3's timeline.
+  oomlab compare results/tesla-t4/depth_sweep results/cpu-amd-epyc/depth_sweep
+      The same experiment from two devices side by side: COMPARE.md and overlaid charts.
 
 Results go to <out>/<device>/<experiment>/: manifest.json, trace.csv (memory per trial, step
 and phase), summary.csv (one row per trial) and charts. On CPU, oomlab's own allocator counts
@@ -56,6 +61,19 @@ pub enum Command {
     /// Predict each trial's memory per phase and category from a model of libtorch, without
     /// training, and the largest swept value predicted to fit the budget.
     Estimate(estimate::EstimateArgs),
+    /// Redraw every chart of an experiment folder from its CSVs and manifest, without running.
+    ///
+    /// Draws the peak-vs-swept-value chart of each variant, the memory timelines of the trial
+    /// with the highest peak that fit and of the first that ran out of memory, and rewrites
+    /// trace.json (open it in ui.perfetto.dev) from trace.csv.
+    #[command(after_help = EXAMPLES)]
+    Plot(viz::PlotArgs),
+    /// Compare one experiment's results from several devices or budgets.
+    ///
+    /// Refuses folders of different experiments, warns when their spec files differ, and writes
+    /// COMPARE.md (the answers per folder and their ratios) and overlaid sweep charts.
+    #[command(after_help = EXAMPLES)]
+    Compare(viz::CompareArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -101,6 +119,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Estimate(args) => estimate::run(args),
+        Command::Plot(args) => viz::plot(args),
+        Command::Compare(args) => viz::compare(args),
     }
 }
 

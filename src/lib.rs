@@ -7,10 +7,12 @@
 pub mod chart;
 pub mod claims;
 pub mod cli;
+pub mod compare;
 pub mod device;
 pub mod estimate;
 pub mod ffi;
 pub mod oom;
+pub mod plot;
 pub mod probe;
 pub mod progress;
 pub mod record;

@@ -12,7 +12,7 @@ use crate::probe::{CpuProbe, CudaProbe, MemoryProbe};
 use crate::progress::Progress;
 use crate::record::{Status, SummaryRow};
 use crate::results::manifest::{self, Answer, DeviceInfo, HostInfo, Manifest, Versions};
-use crate::results::{self, Exporter, SummaryCsv, TraceCsv};
+use crate::results::{self, Exporter, PerfettoTrace, SummaryCsv, TraceCsv};
 use crate::spec::{Amp, Checkpoint, Config, Field, History, Mode, Spec};
 use crate::sweep::{self, Fit};
 use crate::train::{self, TrialOutcome};
@@ -57,8 +57,11 @@ pub fn run(spec: &Spec, opts: &RunOptions) -> Result<RunReport> {
     let mut manifest = start_manifest(&spec_as_run, requested, device, &*probe, slug);
     manifest.write(&dir)?;
 
-    let mut exporters: Vec<Box<dyn Exporter>> =
-        vec![Box::new(TraceCsv::create(&dir)?), Box::new(SummaryCsv::create(&dir)?)];
+    let mut exporters: Vec<Box<dyn Exporter>> = vec![
+        Box::new(TraceCsv::create(&dir)?),
+        Box::new(SummaryCsv::create(&dir)?),
+        Box::new(PerfettoTrace::create(&dir)?),
+    ];
     let result = run_trials(spec, &*probe, &mut exporters, opts.quiet);
     manifest.finished_at = Some(manifest::now());
     match &result {

@@ -12,9 +12,13 @@
 //! Shared pieces later charts reuse: [`ByteAxis`] (bytes to a readable unit on an axis),
 //! [`format_bytes`], [`format_tick`], the colours in [`palette`], [`header`] (title and
 //! subtitle), the text styles, and [`free_position`] (where a legend hides no data).
+mod compare;
 mod sweep_peak;
+mod timeline;
 
+pub use compare::{CompareSeries, CompareSweep};
 pub use sweep_peak::{SweepPeak, SweepPoint};
+pub use timeline::{phase_colour, OomMark, Timeline, TimelinePoint};
 
 use anyhow::{anyhow, Context, Result};
 use plotters::coord::Shift;

@@ -55,11 +55,15 @@ impl SweepPoint {
     fn from_row(row: &SummaryRow, x: f64) -> SweepPoint {
         let oom_need = match (row.status, row.oom_allocated, row.oom_requested) {
             (Status::Oom, Some(allocated), Some(requested)) => allocated.checked_add(requested),
+            // Not run: the estimate's peak is what it would have needed.
+            (Status::PredictedOom, _, _) => row.predicted_peak,
             _ => None,
         };
+        // A predicted OOM is drawn with the OOMs, at its predicted need.
+        let status = if row.status == Status::PredictedOom { Status::Oom } else { row.status };
         SweepPoint {
             x,
-            status: row.status,
+            status,
             max_allocated: row.max_memory_allocated,
             max_reserved: row.max_memory_reserved,
             oom_need,
@@ -140,7 +144,7 @@ impl SweepPeak {
 /// axis itself stays linear over the mapped values, so one chart type serves both, and the
 /// ticks of a log axis, at whole log2 steps, read as powers of two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum XScale {
+pub(super) enum XScale {
     Linear,
     Log2,
 }
@@ -149,7 +153,7 @@ enum XScale {
 const LOG_RATIO: f64 = 64.0;
 
 impl XScale {
-    fn for_values(xs: &[f64]) -> XScale {
+    pub(super) fn for_values(xs: &[f64]) -> XScale {
         let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
         let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         if min > 0.0 && max / min > LOG_RATIO {
@@ -159,7 +163,7 @@ impl XScale {
         }
     }
 
-    fn map(self, x: f64) -> f64 {
+    pub(super) fn map(self, x: f64) -> f64 {
         match self {
             XScale::Linear => x,
             XScale::Log2 => x.log2(),
@@ -168,7 +172,7 @@ impl XScale {
 
     /// The axis range over the mapped values, with a margin so that no marker sits on the
     /// frame; a linear axis of non-negative values starts at 0 rather than below it.
-    fn range(self, xs: &[f64]) -> Range<f64> {
+    pub(super) fn range(self, xs: &[f64]) -> Range<f64> {
         let mapped: Vec<f64> = xs.iter().map(|&x| self.map(x)).collect();
         let lo = mapped.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = mapped.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -184,7 +188,7 @@ impl XScale {
 
     /// How many ticks to ask plotters for: with whole-number values (depths, batch sizes) or a
     /// log axis, no more than one per unit, so that no tick falls between two whole values.
-    fn tick_count(self, range: &Range<f64>, integral: bool) -> usize {
+    pub(super) fn tick_count(self, range: &Range<f64>, integral: bool) -> usize {
         let per_unit = (range.end - range.start).floor() as usize + 1;
         match self {
             XScale::Log2 => per_unit.clamp(2, 14),
@@ -193,7 +197,7 @@ impl XScale {
         }
     }
 
-    fn tick(self, t: f64) -> String {
+    pub(super) fn tick(self, t: f64) -> String {
         match self {
             XScale::Linear => format_tick(t),
             XScale::Log2 => format_tick(t.exp2()),
@@ -201,7 +205,7 @@ impl XScale {
     }
 }
 
-type Plot<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+pub(super) type Plot<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
 
 /// What the drawing functions share: the mapping from data to the plot's coordinates.
 struct Frame {
@@ -233,9 +237,9 @@ impl Frame {
 
 /// The legend's layout in pixels, as plotters draws it: its margin from the plot's edges, the
 /// glyph's width, and the height of an entry.
-const LEGEND_MARGIN: u32 = 16;
-const LEGEND_GLYPH: u32 = 30;
-const LEGEND_ROW: u32 = 23;
+pub(super) const LEGEND_MARGIN: u32 = 16;
+pub(super) const LEGEND_GLYPH: u32 = 30;
+pub(super) const LEGEND_ROW: u32 = 23;
 
 impl Chart for SweepPeak {
     fn file_stem(&self) -> String {
@@ -518,7 +522,7 @@ const ERROR_LABEL: &str = "error (not memory)";
 
 /// The legend's box as a fraction of `area`, with the margin around it, so that
 /// [`free_position`] keeps that margin clear too.
-fn legend_fraction<DB: DrawingBackend>(
+pub(super) fn legend_fraction<DB: DrawingBackend>(
     area: &DrawingArea<DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
     labels: &[String],
 ) -> Result<(f64, f64)>
@@ -550,7 +554,7 @@ fn budget_style() -> ShapeStyle {
 }
 
 /// Adds a legend entry without drawing anything: an empty series carries the label.
-fn legend_entry<'a, DB, E, F>(plot: &mut Plot<'a, DB>, label: &str, glyph: F) -> Result<()>
+pub(super) fn legend_entry<'a, DB, E, F>(plot: &mut Plot<'a, DB>, label: &str, glyph: F) -> Result<()>
 where
     DB: DrawingBackend + 'a,
     DB::ErrorType: 'static,

@@ -4,38 +4,17 @@ use std::path::PathBuf;
 use anyhow::Result;
 use bytesize::ByteSize;
 
-use crate::chart::{self, SweepPeak};
+use crate::plot;
 use crate::record::Status;
-use crate::results::manifest::Answer;
+use crate::results::{self, manifest::Answer};
 use crate::run::{describe, RunReport};
 use crate::spec::Spec;
 
-/// Draws the run's charts into its results folder; returns the files written.
-pub fn charts(spec: &Spec, report: &RunReport) -> Result<Vec<PathBuf>> {
-    if spec.sweep.is_none() {
-        return Ok(Vec::new());
-    }
-    let m = &report.manifest;
-    let mut files = Vec::new();
-    for (variant, _) in spec.configs() {
-        let name = variant.unwrap_or_default();
-        let rows: Vec<_> = report.rows.iter().filter(|r| r.variant == name).cloned().collect();
-        let subtitle = format!(
-            "{}{} on {} ({}), libtorch {}, {}",
-            spec.name,
-            variant.map(|v| format!(" [{v}]")).unwrap_or_default(),
-            m.device.name,
-            m.device.resolved,
-            m.versions.libtorch,
-            m.git.revision.as_deref().map_or("no git revision", |r| &r[..r.len().min(10)])
-        ) + if m.device.resolved == "cpu" { " (CPU: reserved = allocated)" } else { "" };
-        let mut chart =
-            SweepPeak::from_summary(&rows, spec.description.clone(), subtitle, m.device.budget_bytes);
-        chart.stem_suffix = variant.map(|v| format!("-{v}"));
-        let out = chart::render(&chart, &report.dir)?;
-        files.extend([out.png, out.svg]);
-    }
-    Ok(files)
+/// Draws the run's charts into its results folder, as `oomlab plot` would; returns the files
+/// written.
+pub fn charts(_spec: &Spec, report: &RunReport) -> Result<Vec<PathBuf>> {
+    let trace = results::read_trace(&report.dir)?;
+    plot::draw_charts(&report.dir, &report.manifest, &report.rows, &trace, &[])
 }
 
 pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {

@@ -5,6 +5,7 @@
 //! leaves every completed trial readable. Comparing runs is reading two such folders.
 mod csv_out;
 pub mod manifest;
+pub mod perfetto;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use anyhow::{bail, Context, Result};
 use crate::record::{PhaseRecord, SummaryRow};
 pub use csv_out::{SummaryCsv, TraceCsv};
 pub use manifest::Manifest;
+pub use perfetto::PerfettoTrace;
 
 pub const TRACE: &str = "trace.csv";
 pub const SUMMARY: &str = "summary.csv";

@@ -1,0 +1,332 @@
+//! Which charts an experiment folder gets, in one place, so that `oomlab run` (at the end of a
+//! run) and `oomlab plot` (from the CSVs and manifest, later) draw the same things:
+//!
+//! - per variant whose rows have a swept value, the peak-vs-swept-value chart
+//!   (`peak_vs_<key>[-<variant>]`);
+//! - per variant, the memory timeline ([`Timeline`]) of the trial with the highest peak that
+//!   fit, and of the first trial that ran out of memory (the smallest swept value that did, or
+//!   the earliest trial without a sweep): what the largest model that fits does step by step,
+//!   and what broke the next one;
+//! - the timelines of any trials asked for by number (`--trial N`).
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use crate::chart::{self, SweepPeak, Timeline};
+use crate::record::{PhaseRecord, Status, SummaryRow};
+use crate::results::{self, perfetto, Manifest};
+
+/// An experiment folder read back: what it ran and what it measured.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    pub dir: PathBuf,
+    pub manifest: Manifest,
+    pub rows: Vec<SummaryRow>,
+    pub trace: Vec<PhaseRecord>,
+}
+
+impl Experiment {
+    /// Reads `manifest.json`, `summary.csv` and `trace.csv` from `dir`.
+    pub fn read(dir: &Path) -> Result<Experiment> {
+        if !dir.is_dir() {
+            bail!(
+                "{} is not a folder; give an experiment's results folder, e.g. results/<device>/<experiment>",
+                dir.display()
+            );
+        }
+        Ok(Experiment {
+            dir: dir.to_path_buf(),
+            manifest: Manifest::read(dir)?,
+            rows: results::read_summary(dir)?,
+            trace: read_trace_whole_rows(dir)?,
+        })
+    }
+}
+
+/// `trace.csv` without a last row cut short. The CSV writer flushes when its buffer fills, so a
+/// run killed in the middle of a trial can leave half a row at the end of the file; everything
+/// up to the last line break is read, and that half row dropped.
+pub fn read_trace_whole_rows(dir: &Path) -> Result<Vec<PhaseRecord>> {
+    let path = dir.join(results::TRACE);
+    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+    let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    csv::Reader::from_reader(&bytes[..whole])
+        .deserialize()
+        .enumerate()
+        .map(|(i, r)| r.with_context(|| format!("{}: row {}", path.display(), i + 2)))
+        .collect()
+}
+
+/// What [`plot`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plotted {
+    /// PNG and SVG of every chart, in the order drawn.
+    pub charts: Vec<PathBuf>,
+    pub trace_json: PathBuf,
+}
+
+/// `oomlab plot`: redraws every chart of the folder, and `trace.json` from `trace.csv`.
+pub fn plot(dir: &Path, extra_trials: &[usize]) -> Result<Plotted> {
+    let exp = Experiment::read(dir)?;
+    let charts = draw_charts(&exp.dir, &exp.manifest, &exp.rows, &exp.trace, extra_trials)?;
+    let trace_json = perfetto::write_trace_json(&exp.dir, &exp.trace, &exp.rows)?;
+    Ok(Plotted { charts, trace_json })
+}
+
+/// Draws the charts [`select`] picks into `dir`; returns the files written.
+pub fn draw_charts(
+    dir: &Path,
+    manifest: &Manifest,
+    rows: &[SummaryRow],
+    trace: &[PhaseRecord],
+    extra_trials: &[usize],
+) -> Result<Vec<PathBuf>> {
+    let budget = manifest.device.budget_bytes;
+    let title = description(manifest);
+    let mut files = Vec::new();
+    for pick in select(rows, trace, extra_trials)? {
+        let out = match pick {
+            Pick::Sweep { variant } => {
+                let mine: Vec<SummaryRow> = rows.iter().filter(|r| r.variant == variant).cloned().collect();
+                let mut chart =
+                    SweepPeak::from_summary(&mine, title.clone(), subtitle(manifest, &variant), budget);
+                chart.stem_suffix = (!variant.is_empty()).then(|| format!("-{variant}"));
+                chart::render(&chart, dir)?
+            }
+            Pick::Timeline { trial, why } => {
+                // A trial in the trace only (the run was killed in it) is drawn without an outcome.
+                let row = rows
+                    .iter()
+                    .find(|r| r.trial == trial)
+                    .cloned()
+                    .unwrap_or_else(|| SummaryRow { trial, ..SummaryRow::default() });
+                let known = rows.iter().any(|r| r.trial == trial);
+                let chart = Timeline::from_trace(
+                    trace,
+                    &row,
+                    timeline_title(&row, known, why),
+                    subtitle(manifest, &row.variant),
+                    budget,
+                );
+                chart::render(&chart, dir)?
+            }
+        };
+        files.extend([out.png, out.svg]);
+    }
+    Ok(files)
+}
+
+/// A chart to draw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pick {
+    /// Peak against the swept value, for one variant ("" without variants).
+    Sweep { variant: String },
+    /// One trial's memory timeline.
+    Timeline { trial: usize, why: Why },
+}
+
+/// Why a trial's timeline is drawn; it goes into the title.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Why {
+    /// The highest peak among the trials of its variant that ran.
+    HighestFit,
+    /// The first trial of its variant that ran out of memory.
+    FirstOom,
+    /// Asked for with `--trial`.
+    Asked,
+}
+
+/// The charts for an experiment, in the order they are drawn: the sweep chart of each variant
+/// with a swept value, then the timelines, each trial once. A trial asked for that is neither in
+/// the summary nor in the trace is an error.
+pub fn select(rows: &[SummaryRow], trace: &[PhaseRecord], extra_trials: &[usize]) -> Result<Vec<Pick>> {
+    let mut variants: Vec<&str> = Vec::new();
+    for r in rows {
+        if !variants.contains(&r.variant.as_str()) {
+            variants.push(&r.variant);
+        }
+    }
+    let mut picks: Vec<Pick> = variants
+        .iter()
+        .filter(|v| rows.iter().any(|r| r.variant == **v && r.value.is_some_and(f64::is_finite)))
+        .map(|v| Pick::Sweep { variant: v.to_string() })
+        .collect();
+    let mut trials: Vec<(usize, Why)> = Vec::new();
+    for v in &variants {
+        let mine = || rows.iter().filter(|r| r.variant == *v);
+        let highest = mine()
+            .filter(|r| r.status == Status::Ok)
+            .max_by_key(|r| (r.max_memory_allocated.max(r.max_memory_reserved), std::cmp::Reverse(r.trial)));
+        let first_oom = mine()
+            .filter(|r| r.status == Status::Oom)
+            .min_by(|a, b| oom_order(a).partial_cmp(&oom_order(b)).unwrap_or(std::cmp::Ordering::Equal));
+        trials.extend(highest.map(|r| (r.trial, Why::HighestFit)));
+        trials.extend(first_oom.map(|r| (r.trial, Why::FirstOom)));
+    }
+    for &t in extra_trials {
+        if !rows.iter().any(|r| r.trial == t) && !trace.iter().any(|r| r.trial == t) {
+            let known: Vec<String> = rows.iter().map(|r| r.trial.to_string()).collect();
+            bail!(
+                "--trial {t}: no such trial in summary.csv or trace.csv (trials: {})",
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            );
+        }
+        trials.push((t, Why::Asked));
+    }
+    let mut seen = Vec::new();
+    for (trial, why) in trials {
+        if !seen.contains(&trial) {
+            seen.push(trial);
+            picks.push(Pick::Timeline { trial, why });
+        }
+    }
+    Ok(picks)
+}
+
+/// The order "first OOM" means: the smallest swept value, then the earliest trial.
+fn oom_order(r: &SummaryRow) -> (f64, usize) {
+    (r.value.filter(|v| v.is_finite()).unwrap_or(f64::INFINITY), r.trial)
+}
+
+/// The spec's description, or the experiment's name when it has none.
+pub fn description(m: &Manifest) -> String {
+    m.spec
+        .get("description")
+        .and_then(|d| d.as_str())
+        .filter(|d| !d.is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(|| m.experiment.clone())
+}
+
+/// "depth_sweep [fp16] on Tesla T4 (cuda:0), libtorch 2.11.0, 1a2b3c4d5e".
+pub fn subtitle(m: &Manifest, variant: &str) -> String {
+    format!(
+        "{}{} on {} ({}), libtorch {}, {}",
+        m.experiment,
+        if variant.is_empty() { String::new() } else { format!(" [{variant}]") },
+        m.device.name,
+        m.device.resolved,
+        m.versions.libtorch,
+        m.git.revision.as_deref().map_or("no git revision", |r| &r[..r.len().min(10)])
+    )
+}
+
+/// "Memory per phase, trial 9: depth 40, the highest peak that fit".
+fn timeline_title(row: &SummaryRow, known: bool, why: Why) -> String {
+    let mut title = format!("Memory per phase, trial {}", row.trial);
+    if let Some(v) = row.value {
+        let key = row.field.rsplit('.').next().filter(|k| !k.is_empty()).unwrap_or("value");
+        title += &format!(": {key} {}", chart::format_tick(v));
+    }
+    let outcome = match (known, row.status, why) {
+        (false, _, _) => "incomplete (killed?)",
+        (_, Status::Ok, Why::HighestFit) => "the highest peak that fit",
+        (_, Status::Oom, Why::FirstOom) => "the first out of memory",
+        (_, Status::Ok, _) => "ok",
+        (_, Status::Oom, _) => "out of memory",
+        (_, Status::Error, _) => "error",
+        (_, Status::PredictedOom, _) => "predicted out of memory, not run",
+    };
+    format!("{title}, {outcome}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(trial: usize, variant: &str, value: Option<f64>, status: Status, peak: u64) -> SummaryRow {
+        SummaryRow {
+            trial,
+            variant: variant.into(),
+            field: if value.is_some() { "model.depth".into() } else { String::new() },
+            value,
+            status,
+            max_memory_allocated: peak,
+            max_memory_reserved: peak,
+            ..SummaryRow::default()
+        }
+    }
+
+    #[test]
+    fn a_sweep_gets_its_chart_and_the_timelines_at_its_boundary() {
+        // A bisection: 1, 2, 4 fit, 8 OOM, then 6 OOM, 5 fits.
+        let rows = [
+            row(1, "", Some(1.0), Status::Ok, 10),
+            row(2, "", Some(2.0), Status::Ok, 20),
+            row(3, "", Some(4.0), Status::Ok, 40),
+            row(4, "", Some(8.0), Status::Oom, 60),
+            row(5, "", Some(6.0), Status::Oom, 55),
+            row(6, "", Some(5.0), Status::Ok, 50),
+        ];
+        let picks = select(&rows, &[], &[]).unwrap();
+        assert_eq!(
+            picks,
+            [
+                Pick::Sweep { variant: String::new() },
+                Pick::Timeline { trial: 6, why: Why::HighestFit },
+                Pick::Timeline { trial: 5, why: Why::FirstOom },
+            ]
+        );
+        // Asked for: added once, after the others; one asked for twice or already drawn, once.
+        let picks = select(&rows, &[], &[2, 6, 2]).unwrap();
+        assert_eq!(picks.len(), 4);
+        assert_eq!(picks[3], Pick::Timeline { trial: 2, why: Why::Asked });
+        let err = select(&rows, &[], &[42]).unwrap_err().to_string();
+        assert!(err.contains("--trial 42") && err.contains("1, 2, 3, 4, 5, 6"), "{err}");
+    }
+
+    #[test]
+    fn variants_each_get_theirs_and_no_sweep_gets_timelines_only() {
+        let rows = [
+            row(1, "fp32", None, Status::Ok, 100),
+            row(2, "fp16", None, Status::Ok, 60),
+            row(3, "big", None, Status::Oom, 0),
+            row(4, "big", None, Status::Oom, 0),
+        ];
+        let picks = select(&rows, &[], &[]).unwrap();
+        assert_eq!(
+            picks,
+            [
+                Pick::Timeline { trial: 1, why: Why::HighestFit },
+                Pick::Timeline { trial: 2, why: Why::HighestFit },
+                Pick::Timeline { trial: 3, why: Why::FirstOom },
+            ]
+        );
+        let swept = [row(1, "a", Some(1.0), Status::Ok, 1), row(2, "b", Some(1.0), Status::Ok, 1)];
+        let sweeps: Vec<Pick> = select(&swept, &[], &[])
+            .unwrap()
+            .into_iter()
+            .filter(|p| matches!(p, Pick::Sweep { .. }))
+            .collect();
+        assert_eq!(sweeps, [Pick::Sweep { variant: "a".into() }, Pick::Sweep { variant: "b".into() }]);
+    }
+
+    #[test]
+    fn a_row_cut_short_by_a_kill_is_dropped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let head = "trial,step,micro,phase,memory_allocated,memory_reserved,max_memory_allocated,\
+                    max_memory_reserved,device_used,phase_seconds,elapsed_seconds\n";
+        let row = "1,0,0,data,10,10,12,12,,0.5,0.5\n";
+        std::fs::write(tmp.path().join(results::TRACE), format!("{head}{row}1,0,0,mod")).unwrap();
+        let trace = read_trace_whole_rows(tmp.path()).unwrap();
+        assert_eq!(trace.len(), 1);
+        assert_eq!(trace[0].max_memory_allocated, 12);
+        std::fs::write(tmp.path().join(results::TRACE), format!("{head}{row}")).unwrap();
+        assert_eq!(read_trace_whole_rows(tmp.path()).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn timeline_titles_say_why() {
+        let r = row(9, "", Some(40.0), Status::Ok, 1);
+        assert_eq!(
+            timeline_title(&r, true, Why::HighestFit),
+            "Memory per phase, trial 9: depth 40, the highest peak that fit"
+        );
+        let r = row(3, "", None, Status::Oom, 1);
+        assert_eq!(timeline_title(&r, true, Why::Asked), "Memory per phase, trial 3, out of memory");
+        assert_eq!(
+            timeline_title(&SummaryRow::default(), false, Why::Asked),
+            "Memory per phase, trial 0, incomplete (killed?)"
+        );
+    }
+}

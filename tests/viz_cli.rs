@@ -1,0 +1,338 @@
+//! `oomlab plot` and `oomlab compare` as a user meets them, on result folders made by hand in a
+//! temp folder (no training), and `trace.json` from a real run, whole and killed.
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command as Std;
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use common::{tiny_spec, Sandbox};
+use oomlab::record::{Phase, PhaseRecord, Status, SummaryRow};
+use oomlab::results::{Exporter, SummaryCsv, TraceCsv};
+use predicates::prelude::*;
+use serde_json::{json, Value};
+
+fn oomlab() -> Command {
+    Command::cargo_bin("oomlab").unwrap()
+}
+
+const MIB: u64 = 1 << 20;
+
+/// A manifest as a run writes it, by hand.
+fn manifest(experiment: &str, device: &str, budget: u64, source: &str, answers: Value) -> Value {
+    json!({
+        "experiment": experiment,
+        "spec_path": format!("experiments/{experiment}.toml"),
+        "spec_source": source,
+        "spec": {"name": experiment, "description": "How deep before out of memory?"},
+        "device": {"requested": "auto", "resolved": "cuda:0", "name": device, "slug": "dev",
+                   "capacity_bytes": 16u64 << 30, "budget_bytes": budget, "budget_mechanism": null},
+        "versions": {"oomlab": "0.1.0", "tch": "0.24.0", "libtorch": "2.11.0", "libtorch_path": null,
+                     "cuda_runtime": null, "nvidia_driver": null},
+        "git": {"revision": "0123456789abcdef", "dirty": false},
+        "host": {"hostname": "h", "os": "linux x86_64", "cpu": "cpu", "torch_threads": 1},
+        "command": ["oomlab", "run"],
+        "started_at": "2025-01-01T00:00:00Z",
+        "finished_at": "2025-01-01T00:01:00Z",
+        "status": "complete",
+        "trials": 0,
+        "answers": answers,
+    })
+}
+
+/// One trial's trace: data, model, then two steps of the five phases; `per_layer` bytes a layer.
+/// An OOM trial stops in step 1's backward.
+fn trial_trace(trial: usize, depth: u64, per_layer: u64, oom: bool) -> Vec<PhaseRecord> {
+    let params = depth * per_layer;
+    let mut out = Vec::new();
+    let mut t = 0.0;
+    let mut push = |step, phase, allocated: u64| {
+        t += 0.01;
+        out.push(PhaseRecord {
+            trial,
+            step,
+            micro: 0,
+            phase,
+            memory_allocated: allocated,
+            memory_reserved: allocated + MIB,
+            max_memory_allocated: allocated + allocated / 10,
+            max_memory_reserved: allocated + allocated / 10 + MIB,
+            device_used: Some(allocated + 300 * MIB),
+            phase_seconds: 0.01,
+            elapsed_seconds: t,
+        });
+    };
+    push(0, Phase::Data, MIB);
+    push(0, Phase::Model, MIB + params);
+    for step in 1..=2 {
+        push(step, Phase::ToDevice, MIB + params);
+        push(step, Phase::Forward, MIB + 2 * params);
+        push(step, Phase::Backward, MIB + 2 * params);
+        if oom {
+            break;
+        }
+        push(step, Phase::OptimizerStep, MIB + 4 * params);
+        push(step, Phase::ZeroGrad, MIB + 3 * params);
+    }
+    out
+}
+
+/// A results folder of a depth sweep by hand: depths 1, 2, 4 fit, 8 and 6 OOM, 5 fits, on a
+/// device with `budget` and `per_layer` bytes a layer.
+fn sweep_folder(dir: &Path, device: &str, budget: u64, per_layer: u64, source: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let plan = [(1, false), (2, false), (4, false), (8, true), (6, true), (5, false)];
+    let mut trace = TraceCsv::create(dir).unwrap();
+    let mut summary = SummaryCsv::create(dir).unwrap();
+    for (i, &(depth, oom)) in plan.iter().enumerate() {
+        let trial = i + 1;
+        let records = trial_trace(trial, depth, per_layer, oom);
+        for r in &records {
+            trace.phase(r).unwrap();
+        }
+        let peak = records.iter().map(|r| r.max_memory_allocated).max().unwrap();
+        let row = SummaryRow {
+            trial,
+            field: "model.depth".into(),
+            value: Some(depth as f64),
+            status: if oom { Status::Oom } else { Status::Ok },
+            phase: oom.then_some(Phase::Backward),
+            step: oom.then_some(1),
+            depth: depth as usize,
+            max_memory_allocated: peak,
+            max_memory_reserved: peak + MIB,
+            oom_allocated: oom.then_some(peak),
+            oom_requested: oom.then_some(per_layer),
+            message: if oom { "CUDA out of memory. Tried to allocate ...".into() } else { String::new() },
+            ..SummaryRow::default()
+        };
+        trace.trial(&row).unwrap();
+        summary.trial(&row).unwrap();
+    }
+    let answers = json!([{"variant": "", "field": "model.depth", "largest_fit": 5, "first_oom": 6}]);
+    let text =
+        serde_json::to_string_pretty(&manifest("depth_sweep", device, budget, source, answers)).unwrap();
+    std::fs::write(dir.join("manifest.json"), text).unwrap();
+    dir.to_path_buf()
+}
+
+const SPEC: &str = "[experiment]\nname = \"depth_sweep\"\n";
+
+fn png_size(path: &Path) -> (u32, u32) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(&bytes[12..16], b"IHDR");
+    let be = |r: std::ops::Range<usize>| u32::from_be_bytes(bytes[r].try_into().unwrap());
+    (be(16..20), be(20..24))
+}
+
+fn trace_json(dir: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(dir.join("trace.json")).expect("trace.json");
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("trace.json is not JSON: {e}"))
+}
+
+/// The names of the tracks of `trace.json`, in order.
+fn track_names(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| e["args"]["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn plot_redraws_the_charts_and_the_trace_from_the_csvs() {
+    let sb = Sandbox::new();
+    let dir = sweep_folder(&sb.path().join("t4/depth_sweep"), "Tesla T4", 600 * MIB, 40 * MIB, SPEC);
+    oomlab().args(["plot", dir.to_str().unwrap()]).assert().success().stdout(
+        predicate::str::contains("peak_vs_depth.png")
+            .and(predicate::str::contains("timeline_trial6.png")) // depth 5: the highest that fit
+            .and(predicate::str::contains("timeline_trial5.png")) // depth 6: the first OOM
+            .and(predicate::str::contains("trace.json")),
+    );
+    for stem in ["peak_vs_depth", "timeline_trial6", "timeline_trial5"] {
+        assert_eq!(png_size(&dir.join(format!("{stem}.png"))), (1280, 800));
+        let svg = std::fs::read_to_string(dir.join(format!("{stem}.svg"))).unwrap();
+        assert!(svg.contains("How deep before out of memory?") || svg.contains("Memory per phase"), "{stem}");
+    }
+    let svg = std::fs::read_to_string(dir.join("timeline_trial5.svg")).unwrap();
+    assert!(svg.contains("Memory per phase, trial 5: depth 6, the first out of memory"));
+    assert!(svg.contains("OOM in backward, step 1: tried to allocate 40.00 MiB"));
+    assert!(!dir.join("timeline_trial1.png").exists(), "only the trials chosen");
+
+    let events = trace_json(&dir);
+    assert_eq!(
+        track_names(&events),
+        [
+            "trial 1 · depth 1 · ok",
+            "trial 2 · depth 2 · ok",
+            "trial 3 · depth 4 · ok",
+            "trial 4 · depth 8 · OOM in backward",
+            "trial 5 · depth 6 · OOM in backward",
+            "trial 6 · depth 5 · ok",
+        ]
+    );
+    assert!(events.iter().any(|e| e["ph"] == "C" && e["name"] == "device_used"));
+
+    // --trial adds a timeline; a trial that is not there is named.
+    oomlab()
+        .args(["plot", dir.to_str().unwrap(), "--trial", "1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("timeline_trial1.png"));
+    assert_eq!(png_size(&dir.join("timeline_trial1.png")), (1280, 800));
+    oomlab()
+        .args(["plot", dir.to_str().unwrap(), "--trial", "99"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("--trial 99").and(predicate::str::contains("1, 2, 3, 4, 5, 6")));
+    oomlab()
+        .args(["plot", sb.path().join("nowhere").to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("is not a folder"));
+}
+
+#[test]
+fn compare_writes_the_table_and_overlaid_charts() {
+    let sb = Sandbox::new();
+    let a = sweep_folder(&sb.path().join("results/t4/depth_sweep"), "Tesla T4", 600 * MIB, 40 * MIB, SPEC);
+    let b = sweep_folder(&sb.path().join("results/h100/depth_sweep"), "H100", 1200 * MIB, 40 * MIB, SPEC);
+    // The H100 fits twice as deep.
+    let mut m: Value =
+        serde_json::from_str(&std::fs::read_to_string(b.join("manifest.json")).unwrap()).unwrap();
+    m["answers"][0]["largest_fit"] = json!(10);
+    m["answers"][0]["first_oom"] = json!(12);
+    std::fs::write(b.join("manifest.json"), m.to_string()).unwrap();
+
+    oomlab()
+        .args(["compare", a.to_str().unwrap(), b.to_str().unwrap()])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("warning").not())
+        .stdout(predicate::str::contains("A: Tesla T4, budget 600.00 MiB"));
+    let out = sb.path().join("results/compare/depth_sweep");
+    let md = std::fs::read_to_string(out.join("COMPARE.md")).expect("COMPARE.md beside the device folders");
+    let lines: Vec<&str> = md.lines().collect();
+    let a_line = format!("| A | Tesla T4 | 600.00 MiB | 16.00 GiB | complete | `{}` |", a.display());
+    for line in [
+        "# depth_sweep: 2 results compared",
+        a_line.as_str(),
+        "## model.depth",
+        "| figure | A | B | B / A |",
+        "| largest depth that fit | 5 | 10 | 2.00 |",
+        "| first depth out of memory | 6 | 12 | 2.00 |",
+        "![compare_peak_vs_depth.png](compare_peak_vs_depth.png)",
+    ] {
+        assert!(lines.contains(&line), "{line:?} not in\n{md}");
+    }
+    assert!(!md.contains("Warning"));
+    assert_eq!(png_size(&out.join("compare_peak_vs_depth.png")), (1280, 800));
+    let svg = std::fs::read_to_string(out.join("compare_peak_vs_depth.svg")).unwrap();
+    for text in ["A: Tesla T4, budget 600.00 MiB", "B: H100, budget 1.17 GiB", "peak reserved (% of budget)"]
+    {
+        assert!(svg.contains(text), "{text:?} not in the SVG");
+    }
+
+    // --out elsewhere; a different spec is warned about, on stderr and in the table.
+    let c = sweep_folder(&sb.path().join("c/depth_sweep"), "CPU", 600 * MIB, 40 * MIB, "# edited\n");
+    let elsewhere = sb.path().join("cmp");
+    oomlab()
+        .args(["compare", a.to_str().unwrap(), c.to_str().unwrap(), "--out", elsewhere.to_str().unwrap()])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("warning: the spec file of B differs from A's"));
+    let md = std::fs::read_to_string(elsewhere.join("COMPARE.md")).unwrap();
+    assert!(md.contains("> **Warning:** the spec file of B differs from A's"), "{md}");
+}
+
+#[test]
+fn compare_refuses_different_experiments_and_a_single_folder() {
+    let sb = Sandbox::new();
+    let a = sweep_folder(&sb.path().join("a/depth_sweep"), "Tesla T4", 600 * MIB, 40 * MIB, SPEC);
+    let b = sweep_folder(&sb.path().join("b/width_sweep"), "Tesla T4", 600 * MIB, 40 * MIB, SPEC);
+    let mut m: Value =
+        serde_json::from_str(&std::fs::read_to_string(b.join("manifest.json")).unwrap()).unwrap();
+    m["experiment"] = json!("width_sweep");
+    std::fs::write(b.join("manifest.json"), m.to_string()).unwrap();
+    let out = sb.path().join("out");
+    oomlab()
+        .args(["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("different experiments")
+                .and(predicate::str::contains("\"depth_sweep\""))
+                .and(predicate::str::contains("\"width_sweep\"")),
+        );
+    assert!(!out.exists(), "nothing written");
+    oomlab().args(["compare", a.to_str().unwrap()]).assert().failure();
+}
+
+#[test]
+fn a_run_writes_trace_json_and_plot_redraws_what_run_drew() {
+    let sb = Sandbox::new();
+    let sweep = "[sweep]\nfield = \"model.depth\"\nvalues = [1, 2]\n";
+    let spec = sb.spec("two.toml", &tiny_spec("two", "hidden = 16", None, sweep));
+    let run = oomlab()
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap()])
+        .assert()
+        .success();
+    let charts = |out: &[u8]| -> Vec<String> {
+        let mut names: Vec<String> = String::from_utf8_lossy(out)
+            .lines()
+            .filter_map(|l| l.split_once("chart:").map(|(_, p)| p.trim().to_string()))
+            .collect();
+        names.sort();
+        names
+    };
+    let drawn = charts(&run.get_output().stdout);
+    assert!(drawn.iter().any(|c| c.ends_with("timeline_trial2.png")), "{drawn:?}");
+    let dir = Path::new(&drawn[0]).parent().unwrap().to_path_buf();
+    let events = trace_json(&dir);
+    assert_eq!(track_names(&events), ["trial 1 · depth 1 · ok", "trial 2 · depth 2 · ok"]);
+    let live = std::fs::read_to_string(dir.join("trace.json")).unwrap();
+
+    let plot = oomlab().args(["plot", dir.to_str().unwrap()]).assert().success();
+    assert_eq!(charts(&plot.get_output().stdout), drawn, "run and plot draw the same charts");
+    assert_eq!(std::fs::read_to_string(dir.join("trace.json")).unwrap(), live, "the same trace.json");
+}
+
+#[test]
+fn a_killed_run_leaves_a_trace_json_that_parses() {
+    let sb = Sandbox::new();
+    let sweep = "[sweep]\nfield = \"training.steps\"\nvalues = [1, 100000, 100000]\n";
+    let spec = sb.spec("long.toml", &tiny_spec("long", "hidden = 64\ndepth = 2", None, sweep));
+    let mut child = Std::new(assert_cmd::cargo::cargo_bin("oomlab"))
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"])
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let dir = loop {
+        let found = walk(&sb.out()).into_iter().find(|p| p.ends_with("summary.csv"));
+        if let Some(p) = found.filter(|p| std::fs::read_to_string(p).unwrap().lines().count() >= 2) {
+            break p.parent().unwrap().to_path_buf();
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "trial 1 never reached summary.csv");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap(); // SIGKILL: no destructor runs
+    child.wait().unwrap();
+
+    let events = trace_json(&dir);
+    assert_eq!(track_names(&events), ["trial 1 · steps 1 · ok"], "the finished trial only");
+
+    // plot works on the killed run: trial 1's timeline, and trial 2 as incomplete in the trace.
+    oomlab().args(["plot", dir.to_str().unwrap(), "--trial", "2"]).assert().success().stdout(
+        predicate::str::contains("timeline_trial1.png").and(predicate::str::contains("timeline_trial2.png")),
+    );
+    let events = trace_json(&dir);
+    assert_eq!(track_names(&events), ["trial 1 · steps 1 · ok", "trial 2 · incomplete"]);
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else { return vec![] };
+    rd.flatten().flat_map(|e| if e.path().is_dir() { walk(&e.path()) } else { vec![e.path()] }).collect()
+}
