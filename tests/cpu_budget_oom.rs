@@ -106,3 +106,36 @@ fn a_budget_above_available_memory_is_refused() {
     assert!(err.contains("available memory"), "{err}");
     assert!(!sandbox.out().join("cpu").exists(), "nothing written for a refused run");
 }
+
+#[test]
+fn predicted_ooms_are_skipped_and_the_answer_holds() {
+    let sandbox = Sandbox::new();
+    let data_bytes = N * D * 4 + N * 8;
+    let budget = data_bytes + 8 * params(6) + 4 * (H * H + H);
+    let text = tiny_spec(
+        "depth_skip",
+        "hidden = 256",
+        Some(budget),
+        "skip_predicted_oom = 0.0\n[sweep]\nfield = \"model.depth\"\nsearch = { start = 1, factor = 2, max = 64 }\n",
+    );
+    let spec = oomlab::spec::load(&sandbox.spec("s.toml", &text)).expect("valid spec");
+    let opts = RunOptions { device: None, budget: None, out: sandbox.out(), force: false, quiet: true };
+    let report = run::run(&spec, &opts).expect("run completes");
+    let answer = report.manifest.answers.first().cloned().unwrap();
+    assert_eq!(
+        (answer.largest_fit, answer.first_oom),
+        (Some(6), None),
+        "a predicted OOM is not a measured one"
+    );
+    let skipped: Vec<u64> = report
+        .rows
+        .iter()
+        .filter(|r| r.status == Status::PredictedOom)
+        .map(|r| r.value.unwrap() as u64)
+        .collect();
+    assert_eq!(skipped, vec![8, 7], "the points over the budget were not run");
+    assert!(report.rows.iter().all(|r| r.status != Status::Oom));
+    let seven = report.rows.iter().find(|r| r.value == Some(7.0)).unwrap();
+    assert_eq!(seven.phase, Some(Phase::Backward), "predicted to fail where the real run does");
+    assert!(seven.predicted_peak.unwrap() > budget && seven.max_memory_allocated == 0);
+}

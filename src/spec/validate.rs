@@ -1236,6 +1236,7 @@ values = [1, 2, 4]
                 device: DeviceChoice::Cuda(1),
                 budget: Some((15.90 * (1u64 << 30) as f64).round() as u64),
                 on_oom: OnOom::Stop,
+                skip_predicted_oom: None,
             }
         );
         assert_eq!(
@@ -1253,7 +1254,15 @@ values = [1, 2, 4]
         assert_eq!(spec.base.training.dtype, Dtype::Float32);
         assert_eq!(spec.base.training.seed, 0);
         assert_eq!(spec.base.data, DataSpec::Synthetic { samples: 128, features: 4, classes: 3, seed: 0 });
-        assert_eq!(spec.run, RunSpec { device: DeviceChoice::Auto, budget: None, on_oom: OnOom::Continue });
+        assert_eq!(
+            spec.run,
+            RunSpec {
+                device: DeviceChoice::Auto,
+                budget: None,
+                on_oom: OnOom::Continue,
+                skip_predicted_oom: None
+            }
+        );
         assert_eq!(spec.sweep, None);
     }
 
@@ -1863,10 +1872,10 @@ history = "loss_tensor"
         let e = err(&format!("{MINIMAL}mode = \"forward\"\naccumulation = 4\n"));
         assert_eq!(
             e,
-            r#"experiments/x.toml:16:8: training.mode forward has no backward pass: accumulation and checkpoint apply to mode = "train" only"#
+            r#"experiments/x.toml:16:8: training.mode "forward" has no backward pass: accumulation and checkpoint apply to mode = "train" only"#
         );
         let e = err(&format!("{MINIMAL}checkpoint = 2\nmode = \"forward_no_grad\"\n"));
-        assert!(e.starts_with("experiments/x.toml:17:8: training.mode forward"), "{e}");
+        assert!(e.starts_with("experiments/x.toml:17:8: training.mode \"forward_no_grad\""), "{e}");
         assert!(
             e.ends_with(r#"has no backward pass: accumulation and checkpoint apply to mode = "train" only"#),
             "{e}"
@@ -1933,7 +1942,7 @@ history = "loss_tensor"
         );
         assert_eq!(
             err(&text),
-            r#"experiments/x.toml:19:14: sweep.values[1]: training.mode forward has no backward pass: accumulation and checkpoint apply to mode = "train" only; change this value or remove it"#
+            r#"experiments/x.toml:19:14: sweep.values[1]: training.mode "forward" has no backward pass: accumulation and checkpoint apply to mode = "train" only; change this value or remove it"#
         );
     }
 
@@ -2079,7 +2088,7 @@ name = "same"
         );
         assert_eq!(
             variant(&format!("{MINIMAL}accumulation = 4\n"), "training.mode = \"forward\""),
-            r#"experiments/x.toml:20:17: variant[0].training.mode forward has no backward pass: accumulation and checkpoint apply to mode = "train" only"#
+            r#"experiments/x.toml:20:17: variant[0].training.mode "forward" has no backward pass: accumulation and checkpoint apply to mode = "train" only"#
         );
         // A base value the variant breaks: placed at it, naming the variant and its line.
         let sgd = format!("{}momentum = 0.9\n", edit("\"adam\"", "\"sgd\""));

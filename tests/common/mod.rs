@@ -54,8 +54,7 @@ steps = 1
 
 [run]
 device = "cpu"
-{budget}
-{extra}
+{budget}{extra}
 "#
     )
 }
