@@ -490,7 +490,26 @@ impl SweepPeak {
             let y = frame.axis.value(budget) / frame.y_top;
             drawn.extend(densify(&[(0.0, y), (1.0, y)], 50));
         }
+        drawn.extend(self.fit_note_fractions(frame));
         drawn
+    }
+
+    /// Where the "largest ... that fit" note and its dotted line go (see `draw_fit`), so that the
+    /// legend keeps clear of them. The note is about a quarter of the plot wide and sits right of
+    /// the line near its top, or left of it near the axis when there is no room on the right.
+    fn fit_note_fractions(&self, frame: &Frame) -> Vec<(f64, f64)> {
+        let Some(fit) = self.largest_fit().filter(|_| self.oom_points().next().is_some()) else {
+            return Vec::new();
+        };
+        let (x, y) = frame.fraction(frame.at(fit.x, fit.max_reserved.max(fit.max_allocated)));
+        let mut out = densify(&[(x, 0.0), (x, y)], 20);
+        let (x0, y0, y1) = if x + 0.3 < 1.0 { (x, y - 0.12, y) } else { (x - 0.3, 0.0, 0.14) };
+        for i in 0..=10 {
+            for j in 0..=4 {
+                out.push((x0 + 0.3 * f64::from(i) / 10.0, y0 + (y1 - y0) * f64::from(j) / 4.0));
+            }
+        }
+        out
     }
 }
 
