@@ -124,7 +124,7 @@ pub fn draw_charts(
             Pick::Tradeoff => {
                 let chart = Tradeoff::from_summary(
                     rows,
-                    format!("{title}: wall-clock step time against peak memory"),
+                    format!("{title}: step time against peak memory"),
                     format!("{}; step times are wall-clock on that machine", subtitle(manifest, "")),
                 );
                 chart::render(&chart, dir)?

@@ -21,7 +21,6 @@
 //! Which trial stands for a variant ([`pick_trials`], shared with the time-against-memory
 //! chart): its first trial that ran; in a sweep, the one at the largest swept value every
 //! variant ran, so that the bars compare like with like.
-use super::sweep_peak::{legend_fraction, LEGEND_GLYPH, LEGEND_MARGIN};
 use super::{axis_desc_style, format_bytes, format_tick, header, label_style, palette, ByteAxis, Chart};
 use crate::record::{Phase, PhaseRecord, Status, SummaryRow};
 use anyhow::Result;
@@ -39,6 +38,8 @@ pub struct Categories {
     pub title: String,
     pub subtitle: String,
     pub bars: Vec<CategoryBar>,
+    /// Which swept value the bars stand at ([`comparison`]), None without a sweep.
+    pub comparison: Option<String>,
 }
 
 /// One trial's memory by category.
@@ -66,6 +67,16 @@ impl CategoryBar {
 /// every variant ran; when there is none, each variant's largest value that ran. Without
 /// variants (all names empty), every trial that ran, labelled "trial N" or "<key> <value>".
 pub fn pick_trials(rows: &[SummaryRow]) -> Vec<(String, &SummaryRow)> {
+    choose(rows).0
+}
+
+/// Which swept value the picked trials are compared at, for the reader: "each variant at
+/// batch_size 8192, the largest every variant ran", or None without a sweep or variants.
+pub fn comparison(rows: &[SummaryRow]) -> Option<String> {
+    choose(rows).1
+}
+
+fn choose(rows: &[SummaryRow]) -> (Vec<(String, &SummaryRow)>, Option<String>) {
     let ok: Vec<&SummaryRow> = rows.iter().filter(|r| r.status == Status::Ok).collect();
     let mut variants: Vec<&str> = Vec::new();
     for r in rows {
@@ -76,14 +87,18 @@ pub fn pick_trials(rows: &[SummaryRow]) -> Vec<(String, &SummaryRow)> {
     if variants.iter().all(|v| v.is_empty()) {
         let mut mine = ok.clone();
         mine.sort_by(|a, b| swept(a).total_cmp(&swept(b)).then(a.trial.cmp(&b.trial)));
-        return mine.into_iter().map(|r| (trial_label(r), r)).collect();
+        return (mine.into_iter().map(|r| (trial_label(r), r)).collect(), None);
     }
+    let key = rows
+        .iter()
+        .find(|r| r.value.is_some_and(f64::is_finite))
+        .map(|r| r.field.rsplit('.').next().filter(|k| !k.is_empty()).unwrap_or("value").to_string());
     let common = rows
         .iter()
         .filter_map(|r| r.value.filter(|v| v.is_finite()))
         .filter(|&v| variants.iter().all(|name| ok.iter().any(|r| r.variant == *name && r.value == Some(v))))
         .fold(None, |best: Option<f64>, v| Some(best.map_or(v, |b| b.max(v))));
-    variants
+    let picked = variants
         .iter()
         .filter_map(|name| {
             let mine = ok.iter().filter(|r| r.variant == *name);
@@ -95,9 +110,19 @@ pub fn pick_trials(rows: &[SummaryRow]) -> Vec<(String, &SummaryRow)> {
                     _ => Some(r),
                 }),
             };
-            row.map(|r| (name.to_string(), *r))
+            row.map(|r| match (common, r.value.filter(|v| v.is_finite())) {
+                (None, Some(v)) => {
+                    (format!("{name} ({} {})", key.as_deref().unwrap_or("value"), format_tick(v)), *r)
+                }
+                _ => (name.to_string(), *r),
+            })
         })
-        .collect()
+        .collect();
+    let note = key.map(|key| match common {
+        Some(v) => format!("each variant at {key} {}, the largest every variant ran", format_tick(v)),
+        None => format!("each variant at the largest {key} it ran (no {key} ran in every variant)"),
+    });
+    (picked, note)
 }
 
 /// The swept value, or -inf without one, for ordering.
@@ -166,7 +191,7 @@ impl Categories {
             .into_iter()
             .map(|(label, row)| CategoryBar::from_trace(label, row, trace))
             .collect();
-        Categories { title: title.into(), subtitle: subtitle.into(), bars }
+        Categories { title: title.into(), subtitle: subtitle.into(), bars, comparison: comparison(rows) }
     }
 
     fn autocast(&self) -> bool {
@@ -195,6 +220,9 @@ impl Categories {
 
 const PEAK_LABEL: &str = "measured peak";
 const NOTE_ROW: u32 = 24;
+/// Width of the legend's column, right of the plot: outside it, so that it never hides a bar.
+const LEGEND_WIDTH: u32 = 200;
+const LEGEND_ROW: i32 = 28;
 
 impl Chart for Categories {
     fn file_stem(&self) -> String {
@@ -207,13 +235,14 @@ impl Chart for Categories {
     {
         let area = header(root, &self.title, &self.subtitle)?;
         let notes = self.notes();
-        let (_, height) = area.dim_in_pixel();
+        let (width, height) = area.dim_in_pixel();
         let note_band = NOTE_ROW * notes.len() as u32 + 12;
         let (area, note_area) = area.split_vertically(height.saturating_sub(note_band));
         for (i, note) in notes.iter().enumerate() {
             let style = label_style().color(&palette::MUTED).pos(Pos::new(HPos::Left, VPos::Top));
             note_area.draw_text(note, &style, (30, (NOTE_ROW * i as u32) as i32))?;
         }
+        let (area, legend_area) = area.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
 
         let top_bytes = self.top();
         let axis = ByteAxis::for_max(top_bytes);
@@ -229,9 +258,15 @@ impl Chart for Categories {
             labels.get(i as usize).cloned().unwrap_or_default()
         };
         let y_fmt = |v: &f64| format_tick(*v);
+        let x_what =
+            if self.bars.iter().all(|b| b.label.starts_with("trial ")) { "trial" } else { "variant" };
+        let x_desc = match &self.comparison {
+            Some(c) => format!("{x_what}: {c}"),
+            None => x_what.to_string(),
+        };
         let mut plot = ChartBuilder::on(&area)
             .margin_left(20)
-            .margin_right(40)
+            .margin_right(10)
             .margin_top(10)
             .margin_bottom(10)
             .x_label_area_size(60)
@@ -243,7 +278,7 @@ impl Chart for Categories {
             .y_labels(10)
             .x_label_formatter(&x_fmt)
             .y_label_formatter(&y_fmt)
-            .x_desc(if self.bars.iter().all(|b| b.label.starts_with("trial ")) { "trial" } else { "variant" })
+            .x_desc(x_desc)
             .y_desc(axis.desc("memory"))
             .axis_desc_style(axis_desc_style())
             .label_style(label_style())
@@ -252,115 +287,74 @@ impl Chart for Categories {
             .axis_style(palette::AXIS)
             .draw()?;
 
+        if self.bars.is_empty() {
+            let style = label_style().pos(Pos::new(HPos::Center, VPos::Center));
+            plot.draw_series(std::iter::once(Text::new(
+                "no trial ran".to_string(),
+                (0.0, y_top / 2.0),
+                style,
+            )))?;
+            return Ok(());
+        }
         let (_, plot_h) = plot.plotting_area().dim_in_pixel();
         let px_per_unit = f64::from(plot_h) / y_top;
         const HALF: f64 = 0.3;
         for (i, bar) in self.bars.iter().enumerate() {
             let x = i as f64;
+            let peak = axis.value(bar.peak);
             let mut base = 0.0;
             for (c, &bytes) in bar.bytes.iter().enumerate() {
                 let h = axis.value(bytes);
                 if h <= 0.0 {
                     continue;
                 }
-                let colour = palette::category(c);
-                plot.draw_series(std::iter::once(Rectangle::new(
-                    [(x - HALF, base), (x + HALF, base + h)],
-                    colour.filled(),
-                )))?;
-                plot.draw_series(std::iter::once(Rectangle::new(
-                    [(x - HALF, base), (x + HALF, base + h)],
-                    WHITE.stroke_width(1),
-                )))?;
-                // The size inside the segment, when it is tall enough to hold it.
-                if h * px_per_unit >= 22.0 {
+                let corners = [(x - HALF, base), (x + HALF, base + h)];
+                plot.draw_series(std::iter::once(Rectangle::new(corners, palette::category(c).filled())))?;
+                plot.draw_series(std::iter::once(Rectangle::new(corners, WHITE.stroke_width(1))))?;
+                // The size inside the segment, when it is tall enough to hold it and the peak
+                // line does not cross it.
+                let centre = base + h / 2.0;
+                if h * px_per_unit >= 22.0 && (peak - centre).abs() * px_per_unit >= 13.0 {
                     let style = label_style().color(&WHITE).pos(Pos::new(HPos::Center, VPos::Center));
-                    plot.draw_series(std::iter::once(Text::new(
-                        format_bytes(bytes),
-                        (x, base + h / 2.0),
-                        style,
-                    )))?;
+                    plot.draw_series(std::iter::once(Text::new(format_bytes(bytes), (x, centre), style)))?;
                 }
                 base += h;
             }
-            let peak = axis.value(bar.peak);
             plot.draw_series(std::iter::once(PathElement::new(
                 [(x - HALF - 0.06, peak), (x + HALF + 0.06, peak)],
                 BLACK.stroke_width(3),
             )))?;
             // The peak's size above whichever is higher, the stack or the line.
-            let above = peak.max(base);
             let style = label_style().pos(Pos::new(HPos::Center, VPos::Bottom));
             plot.draw_series(std::iter::once(Text::new(
                 format!("peak {}", format_bytes(bar.peak)),
-                (x, above + 8.0 / px_per_unit),
+                (x, peak.max(base) + 8.0 / px_per_unit),
                 style,
             )))?;
         }
-
-        if self.bars.is_empty() {
-            let style = label_style().pos(Pos::new(HPos::Center, VPos::Center));
-            plot.draw_series(std::iter::once(Text::new(
-                "no trial ran".to_string(),
-                ((n as f64 - 1.0) / 2.0, y_top / 2.0),
-                style,
-            )))?;
-            return Ok(());
-        }
-        self.draw_legend(&mut plot)?;
-        Ok(())
+        self.draw_legend(&legend_area)
     }
 }
 
 impl Categories {
-    /// Legend in the upper left or right, whichever is above lower bars, listed top to bottom
-    /// as the segments stack.
-    fn draw_legend<'a, DB: DrawingBackend + 'a>(
-        &self,
-        plot: &mut super::sweep_peak::Plot<'a, DB>,
-    ) -> Result<()>
+    /// The legend, in its own column right of the plot, top to bottom as the segments stack;
+    /// categories that are 0 in every bar are left out.
+    fn draw_legend<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>
     where
         DB::ErrorType: 'static,
     {
-        let mut labels: Vec<String> = vec![PEAK_LABEL.to_string()];
-        super::sweep_peak::legend_entry(plot, PEAK_LABEL, |(x, y)| {
-            PathElement::new([(x, y), (x + 22, y)], BLACK.stroke_width(3))
-        })?;
+        let text = label_style().pos(Pos::new(HPos::Left, VPos::Center));
+        let mut y = 30;
+        area.draw(&PathElement::new([(4, y), (28, y)], BLACK.stroke_width(3)))?;
+        area.draw_text(PEAK_LABEL, &text, (38, y))?;
         for c in (0..CATEGORY_NAMES.len()).rev() {
             if self.bars.iter().all(|b| b.bytes[c] == 0) {
                 continue;
             }
-            let colour = palette::category(c);
-            let name = CATEGORY_NAMES[c];
-            labels.push(name.to_string());
-            super::sweep_peak::legend_entry(plot, name, move |(x, y)| {
-                Rectangle::new([(x + 2, y - 8), (x + 20, y + 8)], colour.filled())
-            })?;
+            y += LEGEND_ROW;
+            area.draw(&Rectangle::new([(6, y - 9), (26, y + 9)], palette::category(c).filled()))?;
+            area.draw_text(CATEGORY_NAMES[c], &text, (38, y))?;
         }
-        let (w, h) = legend_fraction(plot.plotting_area(), &labels)?;
-        // Bars' tops (with their peak labels) as fractions of the plot.
-        let top = self.top() as f64 * 1.12;
-        let n = self.bars.len() as f64;
-        let drawn: Vec<(f64, f64)> = self
-            .bars
-            .iter()
-            .enumerate()
-            .flat_map(|(i, b)| {
-                let y = if top > 0.0 { b.total().max(b.peak) as f64 / top + 0.06 } else { 0.0 };
-                let centre = (i as f64 + 0.5) / n;
-                [(centre - 0.4 / n, y), (centre, y), (centre + 0.4 / n, y)]
-                    .into_iter()
-                    .flat_map(move |(x, y)| (0..=10).map(move |k| (x, y * f64::from(k) / 10.0)))
-            })
-            .collect();
-        plot.configure_series_labels()
-            .position(super::free_position(&drawn, w, h))
-            .margin(LEGEND_MARGIN)
-            .legend_area_size(LEGEND_GLYPH)
-            .label_font(label_style())
-            .background_style(WHITE.mix(0.9))
-            .border_style(palette::GRID.stroke_width(1))
-            .draw()?;
         Ok(())
     }
 }
@@ -479,6 +473,10 @@ pub(crate) mod tests {
         let picked: Vec<(String, usize)> =
             pick_trials(&rows).into_iter().map(|(l, r)| (l, r.trial)).collect();
         assert_eq!(picked, [("fp32".to_string(), 2), ("fp16".to_string(), 5)]);
+        assert_eq!(
+            comparison(&rows).as_deref(),
+            Some("each variant at batch_size 1024, the largest every variant ran")
+        );
 
         // No value that every variant ran: each its own largest.
         let rows = [
@@ -487,8 +485,10 @@ pub(crate) mod tests {
             summary(3, "b", Some(2.0), Status::Ok),
             summary(4, "c", Some(1.0), Status::Oom),
         ];
-        let picked: Vec<usize> = pick_trials(&rows).into_iter().map(|(_, r)| r.trial).collect();
-        assert_eq!(picked, [2, 3]);
+        let picked: Vec<(String, usize)> =
+            pick_trials(&rows).into_iter().map(|(l, r)| (l, r.trial)).collect();
+        assert_eq!(picked, [("a (batch_size 4)".to_string(), 2), ("b (batch_size 2)".to_string(), 3)]);
+        assert!(comparison(&rows).is_some_and(|c| c.contains("no batch_size ran in every variant")));
     }
 
     #[test]
@@ -502,6 +502,7 @@ pub(crate) mod tests {
         let picked: Vec<(String, usize)> =
             pick_trials(&rows).into_iter().map(|(l, r)| (l, r.trial)).collect();
         assert_eq!(picked, [("sgd".to_string(), 2), ("adam".to_string(), 3)]);
+        assert_eq!(comparison(&rows), None);
         // Without variants: every trial that ran, by swept value.
         let rows = [
             summary(1, "", Some(8.0), Status::Ok),
@@ -560,5 +561,14 @@ pub(crate) mod tests {
         let out = render(&one, &temp.path().join("one")).expect("one renders");
         let texts = svg_texts(&std::fs::read_to_string(&out.svg).expect("svg readable"));
         assert!(texts.iter().any(|t| t == "trial 1"), "{texts:?}");
+
+        // A sweep says where the bars stand.
+        let rows = [summary(1, "fp32", Some(64.0), Status::Ok), summary(2, "bf16", Some(64.0), Status::Ok)];
+        let trace: Vec<PhaseRecord> = train_trace(1).into_iter().chain(train_trace(2)).collect();
+        let out = render(&Categories::from_results(&rows, &trace, "swept", ""), &temp.path().join("swept"))
+            .expect("sweep renders");
+        let texts = svg_texts(&std::fs::read_to_string(&out.svg).expect("svg readable"));
+        let desc = "variant: each variant at batch_size 64, the largest every variant ran";
+        assert!(texts.iter().any(|t| t == desc), "{texts:?}");
     }
 }

@@ -3,7 +3,7 @@
 //! left. The trial standing for each variant is the one the category chart picks
 //! ([`pick_trials`]). Step times are wall-clock on the machine that ran the experiment: compare
 //! them within one chart, not across machines.
-use super::categories::pick_trials;
+use super::categories::{comparison, pick_trials};
 use super::sweep_peak::{Plot, XScale};
 use super::{axis_desc_style, format_bytes, format_tick, header, label_style, palette, ByteAxis, Chart};
 use crate::record::SummaryRow;
@@ -18,6 +18,8 @@ pub struct Tradeoff {
     pub title: String,
     pub subtitle: String,
     pub points: Vec<TradeoffPoint>,
+    /// Which swept value the points stand at ([`comparison`]), None without a sweep.
+    pub comparison: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -46,7 +48,7 @@ impl Tradeoff {
                 Some(TradeoffPoint { label, trial: r.trial, peak: r.max_memory_allocated, step_seconds: s })
             })
             .collect();
-        Tradeoff { title: title.into(), subtitle: subtitle.into(), points }
+        Tradeoff { title: title.into(), subtitle: subtitle.into(), points, comparison: comparison(rows) }
     }
 }
 
@@ -61,9 +63,14 @@ impl Chart for Tradeoff {
     {
         let area = header(root, &self.title, &self.subtitle)?;
         let (_, height) = area.dim_in_pixel();
-        let (area, note_area) = area.split_vertically(height.saturating_sub(36));
+        let notes: Vec<String> =
+            self.comparison.iter().map(|c| format!("Points: {c}.")).chain([NOTE.to_string()]).collect();
+        let band = 24 * notes.len() as u32 + 12;
+        let (area, note_area) = area.split_vertically(height.saturating_sub(band));
         let style = label_style().color(&palette::MUTED).pos(Pos::new(HPos::Left, VPos::Top));
-        note_area.draw_text(NOTE, &style, (30, 0))?;
+        for (i, note) in notes.iter().enumerate() {
+            note_area.draw_text(note, &style, (30, 24 * i as i32))?;
+        }
 
         let max_peak = self.points.iter().map(|p| p.peak).max().unwrap_or(0);
         let axis = ByteAxis::for_max(max_peak);
