@@ -7,12 +7,14 @@
 //!   fit, and of the first trial that ran out of memory (the smallest swept value that did, or
 //!   the earliest trial without a sweep): what the largest model that fits does step by step,
 //!   and what broke the next one;
-//! - the timelines of any trials asked for by number (`--trial N`).
+//! - the timelines of any trials asked for by number (`--trial N`);
+//! - with at least two variants, memory by category per variant ([`Categories`]) and step time
+//!   against peak memory ([`Tradeoff`]), each variant at the trial [`chart::pick_trials`] picks.
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::chart::{self, SweepPeak, Timeline};
+use crate::chart::{self, Categories, SweepPeak, Timeline, Tradeoff};
 use crate::record::{PhaseRecord, Status, SummaryRow};
 use crate::results::{self, perfetto, Manifest};
 
@@ -110,6 +112,23 @@ pub fn draw_charts(
                 );
                 chart::render(&chart, dir)?
             }
+            Pick::Categories => {
+                let chart = Categories::from_results(
+                    rows,
+                    trace,
+                    format!("{title}: memory by category"),
+                    subtitle(manifest, ""),
+                );
+                chart::render(&chart, dir)?
+            }
+            Pick::Tradeoff => {
+                let chart = Tradeoff::from_summary(
+                    rows,
+                    format!("{title}: step time against peak memory"),
+                    format!("{}; step times are wall-clock on that machine", subtitle(manifest, "")),
+                );
+                chart::render(&chart, dir)?
+            }
         };
         files.extend([out.png, out.svg]);
     }
@@ -123,6 +142,10 @@ pub enum Pick {
     Sweep { variant: String },
     /// One trial's memory timeline.
     Timeline { trial: usize, why: Why },
+    /// Memory by category, one bar per variant.
+    Categories,
+    /// Step time against peak memory, one point per variant.
+    Tradeoff,
 }
 
 /// Why a trial's timeline is drawn; it goes into the title.
@@ -137,8 +160,9 @@ pub enum Why {
 }
 
 /// The charts for an experiment, in the order they are drawn: the sweep chart of each variant
-/// with a swept value, then the timelines, each trial once. A trial asked for that is neither in
-/// the summary nor in the trace is an error.
+/// with a swept value, then the timelines, each trial once, then with two variants or more the
+/// category and time-against-memory charts. A trial asked for that is neither in the summary
+/// nor in the trace is an error.
 pub fn select(rows: &[SummaryRow], trace: &[PhaseRecord], extra_trials: &[usize]) -> Result<Vec<Pick>> {
     let mut variants: Vec<&str> = Vec::new();
     for r in rows {
@@ -179,6 +203,9 @@ pub fn select(rows: &[SummaryRow], trace: &[PhaseRecord], extra_trials: &[usize]
             seen.push(trial);
             picks.push(Pick::Timeline { trial, why });
         }
+    }
+    if variants.len() >= 2 {
+        picks.extend([Pick::Categories, Pick::Tradeoff]);
     }
     Ok(picks)
 }
@@ -290,6 +317,8 @@ mod tests {
                 Pick::Timeline { trial: 1, why: Why::HighestFit },
                 Pick::Timeline { trial: 2, why: Why::HighestFit },
                 Pick::Timeline { trial: 3, why: Why::FirstOom },
+                Pick::Categories,
+                Pick::Tradeoff,
             ]
         );
         let swept = [row(1, "a", Some(1.0), Status::Ok, 1), row(2, "b", Some(1.0), Status::Ok, 1)];

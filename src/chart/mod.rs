@@ -12,13 +12,17 @@
 //! Shared pieces later charts reuse: [`ByteAxis`] (bytes to a readable unit on an axis),
 //! [`format_bytes`], [`format_tick`], the colours in [`palette`], [`header`] (title and
 //! subtitle), the text styles, and [`free_position`] (where a legend hides no data).
+mod categories;
 mod compare;
 mod sweep_peak;
 mod timeline;
+mod tradeoff;
 
+pub use categories::{pick_trials, Categories, CategoryBar, CATEGORY_NAMES};
 pub use compare::{CompareSeries, CompareSweep};
 pub use sweep_peak::{SweepPeak, SweepPoint};
 pub use timeline::{phase_colour, OomMark, Timeline, TimelinePoint};
+pub use tradeoff::{Tradeoff, TradeoffPoint};
 
 use anyhow::{anyhow, Context, Result};
 use plotters::coord::Shift;

@@ -1,0 +1,230 @@
+//! What memory costs in time: one point per variant, its peak memory across, its mean step time
+//! up, so that a trade (checkpointing: less memory, more time) reads as a move up and to the
+//! left. The trial standing for each variant is the one the category chart picks
+//! ([`pick_trials`]). Step times are wall-clock on the machine that ran the experiment: compare
+//! them within one chart, not across machines.
+use super::categories::{comparison, pick_trials};
+use super::sweep_peak::{Plot, XScale};
+use super::{axis_desc_style, format_bytes, format_tick, header, label_style, palette, ByteAxis, Chart};
+use crate::record::SummaryRow;
+use anyhow::Result;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+/// The chart's data: one point per variant that has a step time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tradeoff {
+    pub title: String,
+    pub subtitle: String,
+    pub points: Vec<TradeoffPoint>,
+    /// Which swept value the points stand at ([`comparison`]), None without a sweep.
+    pub comparison: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TradeoffPoint {
+    pub label: String,
+    pub trial: usize,
+    /// `max_memory_allocated`, in bytes.
+    pub peak: u64,
+    /// Mean wall-clock seconds of a training step.
+    pub step_seconds: f64,
+}
+
+const NOTE: &str =
+    "Step time: mean wall-clock time of a training step (the first excluded), on the machine that ran it.";
+
+impl Tradeoff {
+    pub fn from_summary(
+        rows: &[SummaryRow],
+        title: impl Into<String>,
+        subtitle: impl Into<String>,
+    ) -> Tradeoff {
+        let points = pick_trials(rows)
+            .into_iter()
+            .filter_map(|(label, r)| {
+                let s = r.step_seconds.filter(|s| s.is_finite() && *s >= 0.0)?;
+                Some(TradeoffPoint { label, trial: r.trial, peak: r.max_memory_allocated, step_seconds: s })
+            })
+            .collect();
+        Tradeoff { title: title.into(), subtitle: subtitle.into(), points, comparison: comparison(rows) }
+    }
+}
+
+impl Chart for Tradeoff {
+    fn file_stem(&self) -> String {
+        "time_vs_memory".to_string()
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let area = header(root, &self.title, &self.subtitle)?;
+        let (_, height) = area.dim_in_pixel();
+        let notes: Vec<String> =
+            self.comparison.iter().map(|c| format!("Points: {c}.")).chain([NOTE.to_string()]).collect();
+        let band = 24 * notes.len() as u32 + 12;
+        let (area, note_area) = area.split_vertically(height.saturating_sub(band));
+        let style = label_style().color(&palette::MUTED).pos(Pos::new(HPos::Left, VPos::Top));
+        for (i, note) in notes.iter().enumerate() {
+            note_area.draw_text(note, &style, (30, 24 * i as i32))?;
+        }
+
+        let max_peak = self.points.iter().map(|p| p.peak).max().unwrap_or(0);
+        let axis = ByteAxis::for_max(max_peak);
+        let xs: Vec<f64> = self.points.iter().map(|p| axis.value(p.peak)).collect();
+        let mut x_range = XScale::Linear.range(&xs);
+        // From 0, so that distances read as ratios, and wide enough for the labels at the right.
+        x_range.start = 0.0;
+        x_range.end = x_range.end.max(1e-9) * 1.08;
+        let max_s = self.points.iter().map(|p| p.step_seconds).fold(0.0, f64::max);
+        let y_top = if max_s > 0.0 { max_s * 1.15 } else { 1.0 };
+        let x_fmt = |v: &f64| format_tick(*v);
+        let y_fmt = |v: &f64| format_tick(*v);
+        let mut plot: Plot<DB> = ChartBuilder::on(&area)
+            .margin_left(20)
+            .margin_right(40)
+            .margin_top(10)
+            .margin_bottom(10)
+            .x_label_area_size(60)
+            .y_label_area_size(78)
+            .build_cartesian_2d(x_range.clone(), 0.0..y_top)?;
+        plot.configure_mesh()
+            .x_labels(10)
+            .y_labels(10)
+            .x_label_formatter(&x_fmt)
+            .y_label_formatter(&y_fmt)
+            .x_desc(axis.desc("peak memory allocated"))
+            .y_desc("step time (s, wall-clock)")
+            .axis_desc_style(axis_desc_style())
+            .label_style(label_style())
+            .bold_line_style(palette::GRID)
+            .light_line_style(TRANSPARENT)
+            .axis_style(palette::AXIS)
+            .draw()?;
+
+        if self.points.is_empty() {
+            let style = label_style().pos(Pos::new(HPos::Center, VPos::Center));
+            let centre = ((x_range.start + x_range.end) / 2.0, y_top / 2.0);
+            plot.draw_series(std::iter::once(Text::new("no step times".to_string(), centre, style)))?;
+            return Ok(());
+        }
+        let (plot_w, plot_h) = plot.plotting_area().dim_in_pixel();
+        let x_per_px = (x_range.end - x_range.start) / f64::from(plot_w.max(1));
+        let y_per_px = y_top / f64::from(plot_h.max(1));
+        // Labels of points at about the same place go one under the other, not on top.
+        let mut placed: Vec<(f64, f64)> = Vec::new();
+        for (i, p) in self.points.iter().enumerate() {
+            let colour = palette::category(i);
+            let at = (axis.value(p.peak), p.step_seconds);
+            plot.draw_series(std::iter::once(Circle::new(at, 8, colour.filled())))?;
+            let text = format!("{}: {}, {} s", p.label, format_bytes(p.peak), format_tick(p.step_seconds));
+            let width = plot.plotting_area().estimate_text_size(&text, &label_style())?.0;
+            // Right of the point, or left of it when it would run off the plot.
+            let right = at.0 + (14.0 + f64::from(width)) * x_per_px <= x_range.end;
+            let mut y = at.1;
+            while placed
+                .iter()
+                .any(|&(px, py)| (px - at.0).abs() < 150.0 * x_per_px && (py - y).abs() < 24.0 * y_per_px)
+            {
+                y -= 24.0 * y_per_px;
+            }
+            placed.push((at.0, y));
+            let (x, h) = if right {
+                (at.0 + 14.0 * x_per_px, HPos::Left)
+            } else {
+                (at.0 - 14.0 * x_per_px, HPos::Right)
+            };
+            let style = label_style().pos(Pos::new(h, VPos::Center));
+            plot.draw_series(std::iter::once(Text::new(text, (x, y), style)))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chart::categories::tests::summary;
+    use crate::chart::render;
+    use crate::record::Status;
+
+    fn svg_texts(svg: &str) -> Vec<String> {
+        svg.split("</text>")
+            .filter_map(|chunk| chunk.rsplit_once('>').map(|(_, text)| text.trim().to_string()))
+            .collect()
+    }
+
+    fn png_size(path: &std::path::Path) -> (u32, u32) {
+        let bytes = std::fs::read(path).expect("png readable");
+        let be = |r: std::ops::Range<usize>| u32::from_be_bytes(bytes[r].try_into().expect("four bytes"));
+        (be(16..20), be(20..24))
+    }
+
+    fn timed(trial: usize, variant: &str, peak: u64, seconds: Option<f64>) -> SummaryRow {
+        let mut r = summary(trial, variant, None, Status::Ok);
+        r.max_memory_allocated = peak;
+        r.step_seconds = seconds;
+        r
+    }
+
+    #[test]
+    fn one_point_per_variant_with_a_step_time() {
+        let rows = [
+            timed(1, "none", 200 << 20, Some(1.5)),
+            timed(2, "sqrt", 150 << 20, Some(2.0)),
+            timed(3, "every1", 140 << 20, None),
+            timed(4, "none", 999 << 20, Some(9.0)),
+        ];
+        let chart = Tradeoff::from_summary(&rows, "t", "s");
+        assert_eq!(
+            chart.points,
+            [
+                TradeoffPoint { label: "none".into(), trial: 1, peak: 200 << 20, step_seconds: 1.5 },
+                TradeoffPoint { label: "sqrt".into(), trial: 2, peak: 150 << 20, step_seconds: 2.0 },
+            ]
+        );
+        assert_eq!(chart.file_stem(), "time_vs_memory");
+    }
+
+    #[test]
+    fn renders_png_and_svg_with_labels() {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let dir = std::env::var_os("OOMLAB_CHART_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| temp.path().to_path_buf());
+        let rows = [
+            timed(1, "none", 211 << 20, Some(1.25)),
+            timed(2, "every1", 211 << 20, Some(1.5)),
+            timed(3, "sqrt", 163 << 20, Some(1.75)),
+        ];
+        let chart = Tradeoff::from_summary(&rows, "Time against memory", "fake device");
+        let out = render(&chart, &dir.join("tradeoff")).expect("rendered");
+        assert_eq!(png_size(&out.png), (1280, 800));
+        let texts = svg_texts(&std::fs::read_to_string(&out.svg).expect("svg readable"));
+        for text in [
+            "none: 211.00 MiB, 1.25 s",
+            "sqrt: 163.00 MiB, 1.75 s",
+            "peak memory allocated (MiB)",
+            "step time (s, wall-clock)",
+            NOTE,
+        ] {
+            assert!(texts.iter().any(|t| t == text), "{text:?} not in {texts:?}");
+        }
+    }
+
+    #[test]
+    fn renders_empty_and_single_inputs() {
+        let temp = tempfile::tempdir().expect("temp dir");
+        render(&Tradeoff::from_summary(&[], "empty", ""), &temp.path().join("empty")).expect("empty");
+        let untimed = [timed(1, "a", 10, None), timed(2, "b", 10, None)];
+        let chart = Tradeoff::from_summary(&untimed, "untimed", "");
+        assert!(chart.points.is_empty());
+        render(&chart, &temp.path().join("untimed")).expect("untimed");
+        let one = Tradeoff::from_summary(&[timed(1, "", 3 << 30, Some(0.5))], "one", "");
+        assert_eq!(one.points.len(), 1);
+        render(&one, &temp.path().join("one")).expect("one");
+    }
+}
