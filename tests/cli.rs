@@ -2,9 +2,6 @@
 //! mid-sweep.
 mod common;
 
-use std::process::Command as Std;
-use std::time::{Duration, Instant};
-
 use assert_cmd::Command;
 use common::{tiny_spec, Sandbox};
 use predicates::prelude::*;
@@ -86,33 +83,10 @@ fn devices_lists_libtorch() {
 #[test]
 fn a_killed_run_keeps_every_completed_trial() {
     let sb = Sandbox::new();
-    // Trial 1 is quick; trial 2 trains long enough to be killed in the middle.
-    let sweep = "[sweep]\nfield = \"training.steps\"\nvalues = [1, 100000, 100000]\n";
-    let spec = sb.spec("long.toml", &tiny_spec("long", "hidden = 64\ndepth = 2", None, sweep));
-    let mut child = Std::new(assert_cmd::cargo::cargo_bin("oomlab"))
-        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"])
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    let summary = loop {
-        let found = walk(&sb.out()).into_iter().find(|p| p.ends_with("summary.csv"));
-        if let Some(p) = found.filter(|p| std::fs::read_to_string(p).unwrap().lines().count() >= 2) {
-            break p;
-        }
-        assert!(started.elapsed() < Duration::from_secs(120), "trial 1 never reached summary.csv");
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    std::thread::sleep(Duration::from_millis(300));
-    child.kill().unwrap(); // SIGKILL: no chance to clean up
-    child.wait().unwrap();
-    let rows = oomlab::results::read_summary(summary.parent().unwrap()).expect("summary.csv parses");
+    let dir = common::killed_after_first_trial(&sb);
+    let rows = oomlab::results::read_summary(&dir).expect("summary.csv parses");
     assert_eq!(rows.len(), 1, "trial 1 complete, trial 2 was cut");
     assert_eq!(rows[0].status, oomlab::record::Status::Ok);
-    let manifest = oomlab::results::Manifest::read(summary.parent().unwrap()).unwrap();
+    let manifest = oomlab::results::Manifest::read(&dir).unwrap();
     assert_eq!(manifest.status, "running", "a killed run is recognisable");
-}
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let Ok(rd) = std::fs::read_dir(dir) else { return vec![] };
-    rd.flatten().flat_map(|e| if e.path().is_dir() { walk(&e.path()) } else { vec![e.path()] }).collect()
 }

@@ -3,8 +3,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command as Std;
-use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 use common::{tiny_spec, Sandbox};
@@ -302,24 +300,7 @@ fn a_run_writes_trace_json_and_plot_redraws_what_run_drew() {
 #[test]
 fn a_killed_run_leaves_a_trace_json_that_parses() {
     let sb = Sandbox::new();
-    let sweep = "[sweep]\nfield = \"training.steps\"\nvalues = [1, 100000, 100000]\n";
-    let spec = sb.spec("long.toml", &tiny_spec("long", "hidden = 64\ndepth = 2", None, sweep));
-    let mut child = Std::new(assert_cmd::cargo::cargo_bin("oomlab"))
-        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"])
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    let dir = loop {
-        let found = walk(&sb.out()).into_iter().find(|p| p.ends_with("summary.csv"));
-        if let Some(p) = found.filter(|p| std::fs::read_to_string(p).unwrap().lines().count() >= 2) {
-            break p.parent().unwrap().to_path_buf();
-        }
-        assert!(started.elapsed() < Duration::from_secs(120), "trial 1 never reached summary.csv");
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    std::thread::sleep(Duration::from_millis(500));
-    child.kill().unwrap(); // SIGKILL: no destructor runs
-    child.wait().unwrap();
+    let dir = common::killed_after_first_trial(&sb);
 
     let events = trace_json(&dir);
     assert_eq!(track_names(&events), ["trial 1 · steps 1 · ok"], "the finished trial only");
@@ -330,9 +311,4 @@ fn a_killed_run_leaves_a_trace_json_that_parses() {
     );
     let events = trace_json(&dir);
     assert_eq!(track_names(&events), ["trial 1 · steps 1 · ok", "trial 2 · incomplete"]);
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(dir) else { return vec![] };
-    rd.flatten().flat_map(|e| if e.path().is_dir() { walk(&e.path()) } else { vec![e.path()] }).collect()
 }

@@ -58,3 +58,36 @@ device = "cpu"
 "#
     )
 }
+
+/// Starts a three-trial run whose first trial is quick and whose second trains for minutes,
+/// waits until trial 1 is in summary.csv, then SIGKILLs the run (no destructor runs). Returns
+/// the experiment's results folder.
+pub fn killed_after_first_trial(sb: &Sandbox) -> PathBuf {
+    use std::time::{Duration, Instant};
+    let sweep = "[sweep]\nfield = \"training.steps\"\nvalues = [1, 100000, 100000]\n";
+    let spec = sb.spec("long.toml", &tiny_spec("long", "hidden = 64\ndepth = 2", None, sweep));
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("oomlab"))
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"])
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let dir = loop {
+        let found = walk(&sb.out()).into_iter().find(|p| p.ends_with("summary.csv"));
+        if let Some(p) = found.filter(|p| std::fs::read_to_string(p).unwrap().lines().count() >= 2) {
+            break p.parent().unwrap().to_path_buf();
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "trial 1 never reached summary.csv");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Into trial 2, then kill.
+    std::thread::sleep(Duration::from_millis(500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    dir
+}
+
+/// Every file under `dir`.
+pub fn walk(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else { return vec![] };
+    rd.flatten().flat_map(|e| if e.path().is_dir() { walk(&e.path()) } else { vec![e.path()] }).collect()
+}
