@@ -641,12 +641,7 @@ impl Cx<'_> {
         search: S<Table<RawSearch>>,
     ) -> Result<(Vec<Point>, SweepMode), SpecError> {
         let span = Some(search.span());
-        if !field.is_integer() {
-            return Err(self.at(
-                &search.span(),
-                format!("sweep.search: {} is not a whole-number field, so it cannot be searched; list its values instead, e.g. {}", field.key(), list_example(field)),
-            ));
-        }
+        self.whole_number_field(field, &search.span(), "search", "searched")?;
         let s = search.into_inner().0;
         let start_v = self.require(s.start, "sweep.search.start", &span)?;
         let max_v = self.require(s.max, "sweep.search.max", &span)?;
@@ -674,18 +669,34 @@ impl Cx<'_> {
         Ok((points, mode))
     }
 
+    /// Searching and halving step through whole numbers: refuse them on a float field.
+    fn whole_number_field(
+        &self,
+        field: Field,
+        span: &std::ops::Range<usize>,
+        mode: &str,
+        done: &str,
+    ) -> Result<(), SpecError> {
+        if field.is_integer() {
+            return Ok(());
+        }
+        Err(self.at(
+            span,
+            format!(
+                "sweep.{mode}: {} is not a whole-number field, so it cannot be {done}; list its values instead, e.g. {}",
+                field.key(),
+                list_example(field)
+            ),
+        ))
+    }
+
     fn halve(
         &mut self,
         field: Field,
         halve: S<Table<RawHalve>>,
     ) -> Result<(Vec<Point>, SweepMode), SpecError> {
         let span = Some(halve.span());
-        if !field.is_integer() {
-            return Err(self.at(
-                &halve.span(),
-                format!("sweep.halve: {} is not a whole-number field, so it cannot be halved; list its values instead, e.g. {}", field.key(), list_example(field)),
-            ));
-        }
+        self.whole_number_field(field, &halve.span(), "halve", "halved")?;
         let h = halve.into_inner().0;
         let start_v = self.require(h.start, "sweep.halve.start", &span)?;
         let start = self.int(&start_v, "sweep.halve.start", 1)?;
