@@ -62,8 +62,13 @@ pub fn run(spec: &Spec, opts: &RunOptions) -> Result<RunReport> {
         Box::new(SummaryCsv::create(&dir)?),
         Box::new(PerfettoTrace::create(&dir)?),
     ];
+    let before = probe.counters()?;
     let result = run_trials(spec, &*probe, &mut exporters, opts.quiet);
     manifest.finished_at = Some(manifest::now());
+    if let Ok(after) = probe.counters() {
+        manifest.num_ooms = Some(after.num_ooms - before.num_ooms);
+        manifest.num_alloc_retries = Some(after.num_alloc_retries - before.num_alloc_retries);
+    }
     match &result {
         Ok(rows) => {
             manifest.status = "complete".into();
@@ -364,6 +369,8 @@ fn start_manifest(
         status: "running".into(),
         trials: 0,
         answers: Vec::new(),
+        num_ooms: None,
+        num_alloc_retries: None,
     }
 }
 

@@ -90,6 +90,8 @@ fn depth_search_stops_where_arithmetic_says_and_memory_returns_to_baseline() {
     assert_eq!(trials_in_trace.len(), summary.len());
     let manifest = Manifest::read(&report.dir).unwrap();
     assert_eq!(manifest.status, "complete");
+    let ooms = report.rows.iter().filter(|r| r.status == Status::Oom).count() as u64;
+    assert_eq!(manifest.num_ooms, Some(ooms), "the allocator refused once per OOM trial");
     assert_eq!(manifest.device.budget_bytes, Some(budget));
     assert_eq!(manifest.versions.libtorch, "2.11.0");
     assert!(manifest.finished_at.is_some() && manifest.git.revision.is_some());

@@ -26,6 +26,12 @@ pub struct Manifest {
     pub trials: usize,
     /// The sweep's answer for each variant (one, unnamed, without variants).
     pub answers: Vec<Answer>,
+    /// The allocator's own counts over the run: allocations refused after a cache flush, and
+    /// device allocations that only a cache flush satisfied (CUDA; always 0 on CPU).
+    #[serde(default)]
+    pub num_ooms: Option<u64>,
+    #[serde(default)]
+    pub num_alloc_retries: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
