@@ -459,6 +459,8 @@ pub(crate) mod tests {
             status: "complete".into(),
             trials: 0,
             answers: Vec::new(),
+            num_ooms: None,
+            num_alloc_retries: None,
         }
     }
 
