@@ -21,7 +21,8 @@
 //! Which trial stands for a variant ([`pick_trials`], shared with the time-against-memory
 //! chart): its first trial that ran; in a sweep, the one at the largest swept value every
 //! variant ran, so that the bars compare like with like.
-use super::{axis_desc_style, format_bytes, format_tick, header, label_style, palette, ByteAxis, Chart};
+use super::{format_bytes, format_tick, header, label_style, palette, ByteAxis, Chart};
+use crate::chart::house_style;
 use crate::record::{Phase, PhaseRecord, Status, SummaryRow};
 use anyhow::Result;
 use plotters::coord::Shift;
@@ -272,20 +273,17 @@ impl Chart for Categories {
             .x_label_area_size(60)
             .y_label_area_size(78)
             .build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..y_top)?;
-        plot.configure_mesh()
-            .disable_x_mesh()
-            .x_labels(n)
-            .y_labels(10)
-            .x_label_formatter(&x_fmt)
-            .y_label_formatter(&y_fmt)
-            .x_desc(x_desc)
-            .y_desc(axis.desc("memory"))
-            .axis_desc_style(axis_desc_style())
-            .label_style(label_style())
-            .bold_line_style(palette::GRID)
-            .light_line_style(TRANSPARENT)
-            .axis_style(palette::AXIS)
-            .draw()?;
+        house_style(
+            plot.configure_mesh()
+                .disable_x_mesh()
+                .x_labels(n)
+                .y_labels(10)
+                .x_label_formatter(&x_fmt)
+                .y_label_formatter(&y_fmt)
+                .x_desc(x_desc)
+                .y_desc(axis.desc("memory")),
+        )
+        .draw()?;
 
         if self.bars.is_empty() {
             let style = label_style().pos(Pos::new(HPos::Center, VPos::Center));
@@ -363,6 +361,7 @@ impl Categories {
 pub(crate) mod tests {
     use super::*;
     use crate::chart::render;
+    use crate::chart::test_support::{png_size, svg_texts};
 
     pub(crate) fn rec(trial: usize, step: usize, micro: usize, phase: Phase, allocated: u64) -> PhaseRecord {
         PhaseRecord {
@@ -410,19 +409,6 @@ pub(crate) mod tests {
             ]);
         }
         t
-    }
-
-    fn svg_texts(svg: &str) -> Vec<String> {
-        svg.split("</text>")
-            .filter_map(|chunk| chunk.rsplit_once('>').map(|(_, text)| text.trim().to_string()))
-            .collect()
-    }
-
-    fn png_size(path: &std::path::Path) -> (u32, u32) {
-        let bytes = std::fs::read(path).expect("png readable");
-        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
-        let be = |r: std::ops::Range<usize>| u32::from_be_bytes(bytes[r].try_into().expect("four bytes"));
-        (be(16..20), be(20..24))
     }
 
     #[test]

@@ -9,9 +9,9 @@
 //! folder's limit when the message did not say.
 use super::sweep_peak::{legend_entry, legend_fraction, Plot, XScale, LEGEND_GLYPH, LEGEND_MARGIN};
 use super::{
-    axis_desc_style, densify, format_tick, free_position, header, label_style, palette, ByteAxis, Chart,
-    SweepPeak, SweepPoint,
+    densify, format_tick, free_position, header, label_style, palette, ByteAxis, Chart, SweepPeak, SweepPoint,
 };
+use crate::chart::house_style;
 use crate::compare::{Comparison, Side};
 use crate::record::Status;
 use anyhow::Result;
@@ -233,19 +233,16 @@ impl CompareSweep {
         let scale = frame.scale;
         let x_fmt = move |t: &f64| scale.tick(*t);
         let y_fmt = |v: &f64| format_tick(*v);
-        plot.configure_mesh()
-            .x_labels(frame.scale.tick_count(&frame.x, integral).min(8))
-            .y_labels(10)
-            .x_label_formatter(&x_fmt)
-            .y_label_formatter(&y_fmt)
-            .x_desc(x_desc)
-            .y_desc(y_desc)
-            .axis_desc_style(axis_desc_style())
-            .label_style(label_style())
-            .bold_line_style(palette::GRID)
-            .light_line_style(TRANSPARENT)
-            .axis_style(palette::AXIS)
-            .draw()?;
+        house_style(
+            plot.configure_mesh()
+                .x_labels(frame.scale.tick_count(&frame.x, integral).min(8))
+                .y_labels(10)
+                .x_label_formatter(&x_fmt)
+                .y_label_formatter(&y_fmt)
+                .x_desc(x_desc)
+                .y_desc(y_desc),
+        )
+        .draw()?;
 
         // Limits: one dashed line per folder in bytes, in its colour; one at 100% in shares.
         let dashed = |y: f64, colour: RGBColor| {
@@ -331,13 +328,8 @@ impl CompareSweep {
 mod tests {
     use super::*;
     use crate::chart::render;
+    use crate::chart::test_support::{png_size, svg_texts};
     use crate::compare::{compare, tests::two_devices};
-
-    fn svg_texts(svg: &str) -> Vec<String> {
-        svg.split("</text>")
-            .filter_map(|chunk| chunk.rsplit_once('>').map(|(_, text)| text.trim().to_string()))
-            .collect()
-    }
 
     #[test]
     fn overlays_one_line_per_folder_in_bytes_and_shares() {
@@ -356,10 +348,7 @@ mod tests {
         assert!(chart.top_share() > 100.0);
 
         let out = render(chart, &dir).expect("rendered");
-        let bytes = std::fs::read(&out.png).unwrap();
-        assert_eq!(&bytes[12..16], b"IHDR");
-        let be = |r: std::ops::Range<usize>| u32::from_be_bytes(bytes[r].try_into().unwrap());
-        assert_eq!((be(16..20), be(20..24)), (1280, 800));
+        assert_eq!(png_size(&out.png), (1280, 800));
         let texts = svg_texts(&std::fs::read_to_string(&out.svg).unwrap());
         for text in [
             "A: Tesla T4, budget 15.90 GiB",

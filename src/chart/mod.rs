@@ -15,6 +15,8 @@
 mod categories;
 mod compare;
 mod sweep_peak;
+#[cfg(test)]
+mod test_support;
 mod timeline;
 mod tradeoff;
 
@@ -25,6 +27,7 @@ pub use timeline::{phase_colour, OomMark, Timeline, TimelinePoint};
 pub use tradeoff::{Tradeoff, TradeoffPoint};
 
 use anyhow::{anyhow, Context, Result};
+use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -147,6 +150,23 @@ pub mod palette {
 /// Text style of a chart's title.
 pub fn title_style() -> TextStyle<'static> {
     (FONT, 30, FontStyle::Bold).into_font().color(&BLACK)
+}
+
+/// The mesh every chart shares: its label and description styles, major grid lines only (minor
+/// lines at every unit of a depth axis are only noise), and the axis colour.
+pub fn house_style<'m, 'a, 'b, X, Y, DB>(
+    mesh: &'m mut MeshStyle<'a, 'b, X, Y, DB>,
+) -> &'m mut MeshStyle<'a, 'b, X, Y, DB>
+where
+    X: Ranged,
+    Y: Ranged,
+    DB: DrawingBackend,
+{
+    mesh.axis_desc_style(axis_desc_style())
+        .label_style(label_style())
+        .bold_line_style(palette::GRID)
+        .light_line_style(TRANSPARENT)
+        .axis_style(palette::AXIS)
 }
 
 /// Text style of a chart's subtitle (device, model, ...).

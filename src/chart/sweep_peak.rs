@@ -10,9 +10,9 @@
 //! rings on the x axis: they measured nothing, but hiding them would make a sweep look as if it
 //! had never tried those values.
 use super::{
-    axis_desc_style, densify, format_bytes, format_tick, free_position, header, label_style, palette,
-    ByteAxis, Chart,
+    densify, format_bytes, format_tick, free_position, header, label_style, palette, ByteAxis, Chart,
 };
+use crate::chart::house_style;
 use crate::record::{Status, SummaryRow};
 use anyhow::Result;
 use plotters::coord::types::RangedCoordf64;
@@ -291,20 +291,16 @@ impl SweepPeak {
         let scale = frame.scale;
         let x_fmt = move |t: &f64| scale.tick(*t);
         let y_fmt = |v: &f64| format_tick(*v);
-        plot.configure_mesh()
-            .x_labels(frame.scale.tick_count(&frame.x, integral))
-            .y_labels(10)
-            .x_label_formatter(&x_fmt)
-            .y_label_formatter(&y_fmt)
-            .x_desc(x_desc)
-            .y_desc(y_desc)
-            .axis_desc_style(axis_desc_style())
-            .label_style(label_style())
-            .bold_line_style(palette::GRID)
-            // Minor lines at every unit of a depth axis are only noise.
-            .light_line_style(TRANSPARENT)
-            .axis_style(palette::AXIS)
-            .draw()?;
+        house_style(
+            plot.configure_mesh()
+                .x_labels(frame.scale.tick_count(&frame.x, integral))
+                .y_labels(10)
+                .x_label_formatter(&x_fmt)
+                .y_label_formatter(&y_fmt)
+                .x_desc(x_desc)
+                .y_desc(y_desc),
+        )
+        .draw()?;
         Ok(())
     }
 
@@ -588,6 +584,7 @@ where
 mod tests {
     use super::*;
     use crate::chart::render;
+    use crate::chart::test_support::{png_size, svg_texts};
     use crate::record::Phase;
 
     const GIB: u64 = 1 << 30;
@@ -657,21 +654,6 @@ mod tests {
             })
             .collect();
         (rows, budget)
-    }
-
-    /// The text of each `<text>` element of an SVG, trimmed (plotters puts it on a line of its
-    /// own).
-    fn svg_texts(svg: &str) -> Vec<String> {
-        svg.split("</text>")
-            .filter_map(|chunk| chunk.rsplit_once('>').map(|(_, text)| text.trim().to_string()))
-            .collect()
-    }
-
-    fn png_size(path: &std::path::Path) -> (u32, u32) {
-        let bytes = std::fs::read(path).expect("png readable");
-        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
-        let be = |r: std::ops::Range<usize>| u32::from_be_bytes(bytes[r].try_into().expect("four bytes"));
-        (be(16..20), be(20..24))
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! needed (allocated + requested), or at the budget when its message did not say.
 use super::sweep_peak::{legend_entry, legend_fraction, Plot, LEGEND_GLYPH, LEGEND_MARGIN};
 use super::{axis_desc_style, format_bytes, format_tick, header, label_style, palette, ByteAxis, Chart};
+use crate::chart::house_style;
 use crate::record::{Phase, PhaseRecord, Status, SummaryRow};
 use anyhow::Result;
 use plotters::coord::Shift;
@@ -315,18 +316,15 @@ impl Timeline {
         DB::ErrorType: 'static,
     {
         let y_fmt = |v: &f64| format_tick(*v);
-        plot.configure_mesh()
-            .disable_x_mesh()
-            .x_labels(0)
-            .y_labels(10)
-            .y_label_formatter(&y_fmt)
-            .y_desc(axis.desc("memory"))
-            .axis_desc_style(axis_desc_style())
-            .label_style(label_style())
-            .bold_line_style(palette::GRID)
-            .light_line_style(TRANSPARENT)
-            .axis_style(palette::AXIS)
-            .draw()?;
+        house_style(
+            plot.configure_mesh()
+                .disable_x_mesh()
+                .x_labels(0)
+                .y_labels(10)
+                .y_label_formatter(&y_fmt)
+                .y_desc(axis.desc("memory")),
+        )
+        .draw()?;
         Ok(())
     }
 
@@ -744,6 +742,7 @@ fn budget_style() -> ShapeStyle {
 pub(crate) mod tests {
     use super::*;
     use crate::chart::render;
+    use crate::chart::test_support::{png_size, svg_texts};
 
     const MIB: u64 = 1 << 20;
 
@@ -786,20 +785,6 @@ pub(crate) mod tests {
 
     fn summary(trial: usize, status: Status) -> SummaryRow {
         SummaryRow { trial, status, field: "model.depth".into(), value: Some(4.0), ..SummaryRow::default() }
-    }
-
-    fn svg_texts(svg: &str) -> Vec<String> {
-        svg.split("</text>")
-            .filter_map(|chunk| chunk.rsplit_once('>').map(|(_, text)| text.trim().to_string()))
-            .collect()
-    }
-
-    fn png_size(path: &std::path::Path) -> (u32, u32) {
-        let bytes = std::fs::read(path).expect("png readable");
-        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
-        assert_eq!(&bytes[12..16], b"IHDR");
-        let be = |r: std::ops::Range<usize>| u32::from_be_bytes(bytes[r].try_into().expect("four bytes"));
-        (be(16..20), be(20..24))
     }
 
     /// Where to write figures: `OOMLAB_CHART_DIR` to keep them and look, else `temp`.

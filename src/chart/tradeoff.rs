@@ -5,7 +5,8 @@
 //! them within one chart, not across machines.
 use super::categories::{comparison, pick_trials};
 use super::sweep_peak::{Plot, XScale};
-use super::{axis_desc_style, format_bytes, format_tick, header, label_style, palette, ByteAxis, Chart};
+use super::{format_bytes, format_tick, header, label_style, palette, ByteAxis, Chart};
+use crate::chart::house_style;
 use crate::record::SummaryRow;
 use anyhow::Result;
 use plotters::coord::Shift;
@@ -91,19 +92,16 @@ impl Chart for Tradeoff {
             .x_label_area_size(60)
             .y_label_area_size(78)
             .build_cartesian_2d(x_range.clone(), 0.0..y_top)?;
-        plot.configure_mesh()
-            .x_labels(10)
-            .y_labels(10)
-            .x_label_formatter(&x_fmt)
-            .y_label_formatter(&y_fmt)
-            .x_desc(axis.desc("peak memory allocated"))
-            .y_desc("step time (s, wall-clock)")
-            .axis_desc_style(axis_desc_style())
-            .label_style(label_style())
-            .bold_line_style(palette::GRID)
-            .light_line_style(TRANSPARENT)
-            .axis_style(palette::AXIS)
-            .draw()?;
+        house_style(
+            plot.configure_mesh()
+                .x_labels(10)
+                .y_labels(10)
+                .x_label_formatter(&x_fmt)
+                .y_label_formatter(&y_fmt)
+                .x_desc(axis.desc("peak memory allocated"))
+                .y_desc("step time (s, wall-clock)"),
+        )
+        .draw()?;
 
         if self.points.is_empty() {
             let style = label_style().pos(Pos::new(HPos::Center, VPos::Center));
@@ -149,19 +147,8 @@ mod tests {
     use super::*;
     use crate::chart::categories::tests::summary;
     use crate::chart::render;
+    use crate::chart::test_support::{png_size, svg_texts};
     use crate::record::Status;
-
-    fn svg_texts(svg: &str) -> Vec<String> {
-        svg.split("</text>")
-            .filter_map(|chunk| chunk.rsplit_once('>').map(|(_, text)| text.trim().to_string()))
-            .collect()
-    }
-
-    fn png_size(path: &std::path::Path) -> (u32, u32) {
-        let bytes = std::fs::read(path).expect("png readable");
-        let be = |r: std::ops::Range<usize>| u32::from_be_bytes(bytes[r].try_into().expect("four bytes"));
-        (be(16..20), be(20..24))
-    }
 
     fn timed(trial: usize, variant: &str, peak: u64, seconds: Option<f64>) -> SummaryRow {
         let mut r = summary(trial, variant, None, Status::Ok);
