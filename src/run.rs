@@ -112,14 +112,15 @@ fn run_trials(
                 None => {}
             }
             progress.start(&label);
-            let outcome = match predicted_oom(spec, &config, probe)? {
+            let prediction = predict(&config, probe.device());
+            let outcome = match predicted_oom(spec, prediction.as_ref(), probe)? {
                 Some(skipped) => skipped,
                 None => train::run_trial(&config, probe, trial, &mut |rec| {
                     exporters.iter_mut().try_for_each(|e| e.phase(rec))
                 })?,
             };
             let mut row = summary_row(trial, variant, field, value, &config, &outcome);
-            add_prediction(&mut row, &config, probe.device());
+            add_prediction(&mut row, prediction.as_ref());
             exporters.iter_mut().try_for_each(|e| e.trial(&row))?;
             progress.done(&format!("trial {trial:>3}  {label:<28} {}", describe(&row)));
             if let Some(bytes) = outcome.leaked() {
@@ -147,16 +148,24 @@ fn run_trials(
     Ok(rows)
 }
 
+/// The estimate for a trial's configuration; `None` where the model does not reach (mixed
+/// precision, checkpointing).
+fn predict(config: &Config, device: tch::Device) -> Option<estimate::Prediction> {
+    let options = estimate::Options::for_device(device);
+    estimate::data_shape(&config.data).and_then(|s| estimate::predict_with(config, s, &options)).ok()
+}
+
 /// When the spec asks (`run.skip_predicted_oom`), a trial whose predicted peak is over the budget
 /// by more than the margin is not run: its outcome says so, with the phase predicted to fail.
-fn predicted_oom(spec: &Spec, config: &Config, probe: &dyn MemoryProbe) -> Result<Option<TrialOutcome>> {
-    let (Some(margin), Some(budget)) = (spec.run.skip_predicted_oom, probe.budget()) else {
-        return Ok(None);
-    };
-    let options = estimate::Options::for_device(probe.device());
-    let Ok(p) = estimate::data_shape(&config.data).and_then(|s| estimate::predict_with(config, s, &options))
+/// Without a prediction the trial runs.
+fn predicted_oom(
+    spec: &Spec,
+    prediction: Option<&estimate::Prediction>,
+    probe: &dyn MemoryProbe,
+) -> Result<Option<TrialOutcome>> {
+    let (Some(margin), Some(budget), Some(p)) = (spec.run.skip_predicted_oom, probe.budget(), prediction)
     else {
-        return Ok(None); // the model does not reach this configuration: run it
+        return Ok(None);
     };
     let baseline = probe.snapshot()?.memory_allocated;
     let need = baseline + p.peak;
@@ -192,12 +201,9 @@ fn predicted_oom(spec: &Spec, config: &Config, probe: &dyn MemoryProbe) -> Resul
 }
 
 /// Fills the estimate's predicted peak (what the trial adds, on top of the baseline it started
-/// from) and its error against the measured peak. Left empty where the model does not reach
-/// (mixed precision, checkpointing).
-fn add_prediction(row: &mut SummaryRow, config: &Config, device: tch::Device) {
-    let options = estimate::Options::for_device(device);
-    let Ok(p) = estimate::data_shape(&config.data).and_then(|s| estimate::predict_with(config, s, &options))
-    else {
+/// from) and its error against the measured peak. Left empty without a prediction.
+fn add_prediction(row: &mut SummaryRow, prediction: Option<&estimate::Prediction>) {
+    let Some(p) = prediction else {
         return;
     };
     let predicted = row.baseline_allocated + p.peak;
@@ -327,10 +333,6 @@ fn start_manifest(
         ),
         _ => "oomlab's counting CPU allocator refuses allocations past the budget (CPU has no cache: reserved = allocated)".into(),
     });
-    let driver = match device {
-        tch::Device::Cuda(_) => nvml_wrapper::Nvml::init().ok().and_then(|n| n.sys_driver_version().ok()),
-        _ => None,
-    };
     Manifest {
         experiment: spec.name.clone(),
         spec_path: spec.path.display().to_string(),
@@ -354,7 +356,7 @@ fn start_manifest(
             libtorch: ffi::torch_version(),
             libtorch_path: ffi::libtorch_path(),
             cuda_runtime: ffi::cuda_runtime_version(),
-            nvidia_driver: driver,
+            nvidia_driver: probe.driver_version(),
         },
         git: manifest::git_info(),
         host: HostInfo {

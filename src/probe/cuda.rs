@@ -73,11 +73,6 @@ impl CudaProbe {
     fn stats(&self) -> Result<ffi::RawStats> {
         ffi::cuda_stats(self.index as i32).map_err(|e| anyhow!("reading CUDA allocator stats: {e}"))
     }
-
-    /// The NVIDIA driver version, where NVML can tell.
-    pub fn driver_version(&self) -> Option<String> {
-        self.nvml.as_ref()?.sys_driver_version().ok()
-    }
 }
 
 impl MemoryProbe for CudaProbe {
@@ -116,6 +111,9 @@ impl MemoryProbe for CudaProbe {
             num_ooms: s.num_ooms.max(0) as u64,
             num_alloc_retries: s.num_alloc_retries.max(0) as u64,
         })
+    }
+    fn driver_version(&self) -> Option<String> {
+        self.nvml.as_ref()?.sys_driver_version().ok()
     }
     fn device_used(&self) -> Option<u64> {
         let info = self.nvml.as_ref()?.device_by_index(self.index as u32).ok()?.memory_info().ok()?;

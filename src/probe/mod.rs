@@ -41,4 +41,8 @@ pub trait MemoryProbe {
     fn device_used(&self) -> Option<u64> {
         None
     }
+    /// The NVIDIA driver version, where there is one and NVML can tell.
+    fn driver_version(&self) -> Option<String> {
+        None
+    }
 }
