@@ -8,7 +8,7 @@ use oomlab::probe::CpuProbe;
 use oomlab::record::{PhaseRecord, Status};
 use oomlab::run::{self, RunOptions};
 use oomlab::spec::{
-    Config, DataSpec, Dtype, History, Mode, ModelSpec, OptimizerSpec, Techniques, TrainingSpec,
+    Checkpoint, Config, DataSpec, Dtype, History, Mode, ModelSpec, OptimizerSpec, Techniques, TrainingSpec,
 };
 use predicates::prelude::PredicateBooleanExt;
 
@@ -76,14 +76,15 @@ impl Case {
 
     fn name(&self) -> String {
         format!(
-            "{} depth {} width {} batch {} ({} x {}, {:?})",
+            "{} depth {} width {} batch {} ({} x {}, {:?}) {:?}",
             self.optimizer.name(),
             self.depth,
             self.hidden,
             self.batch,
             self.samples,
             self.features,
-            self.dtype
+            self.dtype,
+            self.techniques
         )
     }
 }
@@ -128,6 +129,10 @@ fn compare(name: &str, predicted: &Prediction, records: &[PhaseRecord], peak: u6
     (failures, worst)
 }
 
+fn ckpt(checkpoint: Checkpoint, accumulation: usize) -> Techniques {
+    Techniques { checkpoint, accumulation, ..Techniques::default() }
+}
+
 fn tech(accumulation: usize, mode: Mode, history: History) -> Techniques {
     Techniques { accumulation, mode, history, ..Techniques::default() }
 }
@@ -154,6 +159,18 @@ fn predicted_memory_matches_the_counting_allocator() {
         Case { techniques: tech(1, Mode::Forward, History::LossTensor), ..case(SGD, 3, 256, 32, 128, 32) },
         Case { techniques: tech(1, Mode::Forward, History::LossValue), ..case(SGD, 3, 256, 32, 128, 32) },
         Case { techniques: tech(1, Mode::ForwardNoGrad, History::None), ..case(ADAM, 3, 256, 32, 128, 32) },
+        // Activation checkpointing: every layer, segments of 2 with a shorter last one, sqrt,
+        // one segment for all, no hidden layer; with accumulation and a kept loss.
+        Case { techniques: ckpt(Checkpoint::Every(1), 1), ..case(SGD, 4, 256, 64, 128, 32) },
+        Case { techniques: ckpt(Checkpoint::Every(2), 1), ..case(MOMENTUM, 5, 512, 128, 256, 64) },
+        Case { techniques: ckpt(Checkpoint::Sqrt, 1), ..case(ADAM, 9, 256, 32, 64, 16) },
+        Case { techniques: ckpt(Checkpoint::Every(8), 1), ..case(ADAMW, 3, 128, 16, 32, 8) },
+        Case { techniques: ckpt(Checkpoint::Every(1), 1), ..case(SGD, 0, 64, 8, 32, 16) },
+        Case { techniques: ckpt(Checkpoint::Every(2), 3), ..case(ADAM, 4, 256, 16, 64, 32) },
+        Case {
+            techniques: Techniques { history: History::LossTensor, ..ckpt(Checkpoint::Sqrt, 2) },
+            ..case(SGD, 4, 128, 8, 64, 16)
+        },
     ];
     let mut failures = Vec::new();
     let mut lines = Vec::new();

@@ -32,8 +32,9 @@
 //!
 //! Covered: the plain step (SGD, momentum, Adam, AdamW, with or without weight decay), any
 //! dtype (exact for fp32 and fp64 on CPU; fp16/bf16 kernels may add temporaries), gradient
-//! accumulation, modes `forward` and `forward_no_grad`, and the loss history. Not covered:
-//! mixed precision and activation checkpointing ([`predict`] says so with an error).
+//! accumulation, activation checkpointing (`phases::checkpoint`: the boundaries kept, one
+//! segment recomputed at a time), modes `forward` and `forward_no_grad`, and the loss history.
+//! Not covered: mixed precision ([`predict`] says so with an error).
 //! Accumulation, modes and history follow the loop as `train::step` is expected to compose them;
 //! see [`Prediction::notes`].
 mod ledger;
@@ -49,7 +50,7 @@ pub use search::{largest_fit, predict_spec, predict_sweep, SweepPoint, SweepPred
 pub use terms::{DataShape, Target};
 
 use crate::record::Phase;
-use crate::spec::{Amp, Checkpoint, Config, DataSpec, Dtype, History, Mode};
+use crate::spec::{Amp, Config, DataSpec, Dtype, History, Mode};
 
 /// How a step's batch is taken from the data set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -172,9 +173,6 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
     if tech.amp != Amp::Off {
         bail!("estimate does not model mixed precision (training.amp) yet");
     }
-    if tech.checkpoint != Checkpoint::None {
-        bail!("estimate does not model activation checkpointing (training.checkpoint) yet");
-    }
     if shape.samples == 0 || shape.features == 0 || shape.classes == 0 {
         bail!("estimate needs a data set with samples, features and classes, not {shape:?}");
     }
@@ -241,7 +239,7 @@ pub fn data_shape(data: &DataSpec) -> Result<DataShape> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{DataSpec, ModelSpec, OptimizerSpec, Techniques, TrainingSpec};
+    use crate::spec::{Checkpoint, DataSpec, ModelSpec, OptimizerSpec, Techniques, TrainingSpec};
 
     pub(crate) fn config(depth: usize, hidden: usize, batch: usize, optimizer: OptimizerSpec) -> Config {
         Config {
@@ -402,11 +400,33 @@ mod tests {
     }
 
     #[test]
-    fn techniques_it_does_not_model_are_refused() {
+    fn mixed_precision_is_refused() {
         let mut c = config(1, 8, 4, SGD);
-        c.training.techniques.checkpoint = Checkpoint::Sqrt;
+        c.training.techniques.amp = crate::spec::Amp::Bf16;
         let err = predict(&c).unwrap_err().to_string();
-        assert!(err.contains("checkpoint"), "{err}");
+        assert!(err.contains("mixed precision"), "{err}");
+    }
+
+    /// sqrt(9) = 3 layers a segment, batch large enough for activations to set the peak: the forward keeps 3 boundaries instead of 9 activations,
+    /// and the backward recomputes one segment at a time.
+    #[test]
+    fn checkpointing_keeps_the_boundaries_only() {
+        let mut c = config(9, 100, 256, SGD);
+        let a = 256 * 100 * 4;
+        let head = 256 * 4 * 4 + 2 * 4;
+        let plain = predict(&c).unwrap();
+        c.training.techniques.checkpoint = Checkpoint::Sqrt;
+        let ckpt = predict(&c).unwrap();
+        let kept = |p: &Prediction| p.phase(1, 0, Phase::Forward).unwrap().end_by_category.activations;
+        assert_eq!(kept(&plain), 9 * a + head);
+        assert_eq!(kept(&ckpt), 3 * a + head);
+        // At most: 2 boundaries not yet used, the segment's 3 recomputed activations.
+        let back = ckpt.phase(1, 0, Phase::Backward).unwrap();
+        assert!(back.by_category.activations <= 5 * a + head, "{:?}", back.by_category);
+        assert!(ckpt.peak < plain.peak);
+        // Checkpointing every layer keeps what the plain forward keeps.
+        c.training.techniques.checkpoint = Checkpoint::Every(1);
+        assert_eq!(kept(&predict(&c).unwrap()), kept(&plain));
     }
 
     #[test]

@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -87,6 +88,11 @@ struct CpuCounters {
 };
 CpuCounters g_cpu;
 
+// OOMLAB_ALLOC_LOG=1 prints every counted allocation and free ("+bytes live" / "-bytes live")
+// to stderr: the ground truth to read when the memory model in src/estimate disagrees with a
+// measurement.
+const bool g_log = std::getenv("OOMLAB_ALLOC_LOG") != nullptr;
+
 void raise_peak(int64_t now) {
   int64_t seen = g_cpu.peak.load();
   while (now > seen && !g_cpu.peak.compare_exchange_weak(seen, now)) {
@@ -116,7 +122,8 @@ void counted_delete(void* data) {
     c = std::move(it->second);
     live().erase(it);
   }
-  g_cpu.current.fetch_sub(c.bytes);
+  const int64_t after = g_cpu.current.fetch_sub(c.bytes) - c.bytes;
+  if (g_log) std::fprintf(stderr, "oomlab-alloc -%lld %lld\n", (long long)c.bytes, (long long)after);
   // c.inner frees the memory here, outside the lock.
 }
 
@@ -142,6 +149,9 @@ struct CountingAllocator final : c10::Allocator {
                        "unallocated.");
     }
     raise_peak(before + bytes);
+    if (g_log) {
+      std::fprintf(stderr, "oomlab-alloc +%lld %lld\n", (long long)bytes, (long long)(before + bytes));
+    }
     c10::DataPtr dp;
     try {
       dp = inner->allocate(n);

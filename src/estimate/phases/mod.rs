@@ -5,6 +5,8 @@
 //! the function each event comes from.
 //!
 //! Sizes come from [`Terms`]; the [`Ledger`] turns the events into per-phase peaks.
+mod checkpoint;
+
 use super::ledger::{Category, Ledger};
 use super::terms::{Target, Terms};
 use super::{Gather, PhasePrediction};
@@ -43,6 +45,7 @@ impl<'a> Sim<'a> {
         self.phase(0, 0, Phase::Model, Self::model);
         let tech = self.config.training.techniques;
         let accumulation = tech.accumulation.max(1);
+        let segment = tech.checkpoint.segment_len(self.t.depth());
         let mut micro_index = 0usize;
         for step in 1..=self.config.training.steps {
             match tech.mode {
@@ -53,8 +56,14 @@ impl<'a> Sim<'a> {
                         let batch = self.phase(step, micro, Phase::ToDevice, |s| s.gather(micro_index));
                         micro_index += 1;
                         let scaled = accumulation > 1;
-                        let graph = self.phase(step, micro, Phase::Forward, |s| s.forward(scaled));
-                        self.phase(step, micro, Phase::Backward, |s| s.backward(micro == 0, scaled));
+                        let graph = self.phase(step, micro, Phase::Forward, |s| match segment {
+                            None => s.forward(scaled),
+                            Some(len) => s.checkpointed_forward(len, scaled),
+                        });
+                        self.phase(step, micro, Phase::Backward, |s| match segment {
+                            None => s.backward(micro == 0, scaled),
+                            Some(len) => s.checkpointed_backward(len, micro == 0, scaled),
+                        });
                         // After backward the graph has released everything but the loss.
                         debug_assert!(graph >= self.t.scalar());
                         // `train::step`: the micro-batch goes when its iteration ends, and its
@@ -210,20 +219,25 @@ impl<'a> Sim<'a> {
     ///   new 0-dim loss; the undivided one is saved by nobody.
     fn forward(&mut self, scaled: bool) -> u64 {
         let t = self.t;
-        let depth = t.depth();
         let mut kept = 0;
-        for i in 0..depth {
+        for i in 0..t.depth() {
             let a = t.activation(i);
             self.ledger.alloc(Transient, a); // the Linear's output
             self.ledger.alloc(Activations, a); // ReLU's output, saved
             self.ledger.free(Transient, a);
             kept += a;
         }
+        kept + self.head_and_loss(scaled)
+    }
+
+    /// The head's Linear and the loss, with grad tracking, from the last hidden activation.
+    /// Returns the bytes the graph keeps of them: log-probabilities, loss, `total_weight`.
+    fn head_and_loss(&mut self, scaled: bool) -> u64 {
+        let t = self.t;
         self.ledger.alloc(Transient, t.logits());
         self.ledger.alloc(Activations, t.logits()); // log_softmax, saved
         self.ledger.alloc(Activations, t.scalar()); // the loss
         self.ledger.alloc(Activations, t.scalar()); // total_weight, saved by NLL
-        kept += t.logits() + 2 * t.scalar();
         if scaled {
             self.ledger.alloc(Transient, t.wrapped_scalar());
             self.ledger.alloc(Activations, t.scalar());
@@ -231,7 +245,7 @@ impl<'a> Sim<'a> {
             self.ledger.free(Activations, t.scalar());
         }
         self.ledger.free(Transient, t.logits());
-        kept
+        t.logits() + 2 * t.scalar()
     }
 
     /// The same forward under no_grad: nothing is saved, so each activation goes as soon as the
@@ -277,8 +291,20 @@ impl<'a> Sim<'a> {
     /// - ReluBackward of layer i-1: `threshold_backward` `[B, H]`; releases the ReLU output,
     ///   now unreferenced since the Linear above it has run.
     fn backward(&mut self, first_micro: bool, scaled: bool) {
+        let mut incoming = self.loss_backward(scaled);
+        for i in (0..self.t.layers.len()).rev() {
+            incoming = self.linear_backward(i, incoming, first_micro);
+            if i > 0 {
+                incoming = self.relu_backward(i - 1, incoming);
+            }
+        }
+        self.ledger.free(Transient, self.t.scalar()); // the seed
+    }
+
+    /// The seed, NllLossBackward and LogSoftmaxBackward. Returns the gradient at the logits,
+    /// `[B, K]`; the seed stays until the caller's backward ends.
+    fn loss_backward(&mut self, scaled: bool) -> u64 {
         let t = self.t;
-        let grad_cat = if first_micro { Grads } else { Transient };
         self.ledger.alloc(Transient, t.scalar()); // the seed
         if scaled {
             // DivBackward: grad / n, another wrapped scalar.
@@ -294,28 +320,38 @@ impl<'a> Sim<'a> {
         self.ledger.alloc(Transient, t.logits()); // LogSoftmaxBackward
         self.ledger.free(Activations, t.logits()); // the log-probabilities
         self.ledger.free(Transient, t.logits()); // NLL's gradient
-        let mut incoming = t.logits();
-        for i in (0..t.layers.len()).rev() {
-            let layer = t.layers[i];
-            let input_grad = if i > 0 { t.layer_input(i) } else { 0 };
-            let (w, b) = (t.bytes(layer.weight_numel()), t.bytes(layer.bias_numel()));
-            self.ledger.alloc(Transient, input_grad);
-            self.ledger.alloc(grad_cat, w);
-            self.ledger.alloc(grad_cat, b);
-            self.ledger.free(Transient, incoming);
-            if !first_micro {
-                self.ledger.free(Transient, w);
-                self.ledger.free(Transient, b);
-            }
-            if i > 0 {
-                let a = t.activation(i - 1);
-                self.ledger.alloc(Transient, a); // ReluBackward
-                self.ledger.free(Activations, a); // its saved output
-                self.ledger.free(Transient, input_grad);
-                incoming = a;
-            }
+        t.logits()
+    }
+
+    /// AddmmBackward of layer `i`, given the `incoming` gradient at its output: the input's
+    /// gradient (none for layer 0, whose input needs none), the weight's and the bias's, all
+    /// live with the incoming one. Returns the input's gradient.
+    fn linear_backward(&mut self, i: usize, incoming: u64, first_micro: bool) -> u64 {
+        let t = self.t;
+        let layer = t.layers[i];
+        let input_grad = if i > 0 { t.layer_input(i) } else { 0 };
+        let (w, b) = (t.bytes(layer.weight_numel()), t.bytes(layer.bias_numel()));
+        // The first micro-batch's are stolen as `.grad`; later ones are added in place and go.
+        let grad_cat = if first_micro { Grads } else { Transient };
+        self.ledger.alloc(Transient, input_grad);
+        self.ledger.alloc(grad_cat, w);
+        self.ledger.alloc(grad_cat, b);
+        self.ledger.free(Transient, incoming);
+        if !first_micro {
+            self.ledger.free(Transient, w);
+            self.ledger.free(Transient, b);
         }
-        self.ledger.free(Transient, t.scalar()); // the seed
+        input_grad
+    }
+
+    /// ReluBackward of hidden layer `i`: `threshold_backward` makes its gradient and releases
+    /// the saved output. Returns the gradient.
+    fn relu_backward(&mut self, i: usize, incoming: u64) -> u64 {
+        let a = self.t.activation(i);
+        self.ledger.alloc(Transient, a);
+        self.ledger.free(Activations, a);
+        self.ledger.free(Transient, incoming);
+        a
     }
 
     /// `torch::optim` (`torch/csrc/api/src/optim/{sgd,adam,adamw}.cpp`), parameter by

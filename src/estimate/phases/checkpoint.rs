@@ -1,0 +1,118 @@
+//! Activation checkpointing, replayed: what `train::checkpoint` allocates and frees. Its
+//! forward keeps only segment boundaries; its backward runs the head's graph, then recomputes
+//! each segment (last first) with grad tracking and pushes the boundary's gradient through it
+//! with `(out * g).sum().backward()`.
+//!
+//! So, against the plain step: the forward keeps one hidden activation per segment instead of
+//! one per layer (and while a segment runs, a layer's input, output and ReLU at most); the
+//! backward's peak is in the recompute of a segment: the boundaries not yet used, the segment's
+//! own activations, its incoming gradient and the product that carries it, then the usual
+//! AddmmBackward peak inside the segment.
+use std::ops::Range;
+
+use super::Sim;
+use crate::estimate::ledger::Category::{Activations, Transient};
+
+/// `0..depth` in segments of `len` hidden layers, the last one possibly shorter (as
+/// `train::checkpoint` cuts them).
+pub(super) fn segments(depth: usize, len: usize) -> Vec<Range<usize>> {
+    (0..depth).step_by(len.max(1)).map(|start| start..(start + len).min(depth)).collect()
+}
+
+impl Sim<'_> {
+    /// `checkpoint::forward`: each segment under no_grad, keeping its output (the next
+    /// segment's input; the last one is the head's), then the head and the loss with grad
+    /// tracking. Returns the bytes kept for backward.
+    pub(super) fn checkpointed_forward(&mut self, len: usize, scaled: bool) -> u64 {
+        let t = self.t;
+        let mut kept = 0;
+        for segment in segments(t.depth(), len) {
+            // Under no_grad nothing is saved: `h = linear(h)` frees the previous `h` (unless it
+            // is the segment's input, which is kept), `h = relu(h)` the Linear's output.
+            let mut previous = 0;
+            for i in segment.clone() {
+                let a = t.activation(i);
+                self.ledger.alloc(Transient, a); // linear
+                self.ledger.free(Transient, previous);
+                self.ledger.alloc(Transient, a); // relu
+                self.ledger.free(Transient, a); // the linear's output
+                previous = a;
+            }
+            // The segment's output is kept, as the next segment's input or the head's.
+            self.ledger.recategorize(Transient, Activations, previous);
+            kept += previous;
+        }
+        kept + self.head_and_loss(scaled)
+    }
+
+    /// `Checkpointed::backward`.
+    pub(super) fn checkpointed_backward(&mut self, len: usize, first_micro: bool, scaled: bool) {
+        let t = self.t;
+        let depth = t.depth();
+        // The head's graph, as in the plain backward; the gradient at the head's input is left
+        // in its `.grad`.
+        let logits_grad = self.loss_backward(scaled);
+        let mut upstream = self.linear_backward(depth, logits_grad, first_micro);
+        self.ledger.free(Transient, t.scalar()); // the seed
+        if depth == 0 {
+            return;
+        }
+        // `take_head_grad` empties the head's input (the last boundary) in place; its
+        // gradient lives on as the upstream gradient of the last segment.
+        self.ledger.free(Activations, t.activation(depth - 1));
+        for segment in segments(depth, len).into_iter().rev() {
+            upstream = self.backprop_segment(segment, upstream, first_micro);
+        }
+    }
+
+    /// `backprop_segment`: recompute with grad tracking, then backward from `(out * g).sum()`.
+    /// Returns the gradient at the segment's input (0 for the first segment, whose input is the
+    /// batch).
+    fn backprop_segment(&mut self, layers: Range<usize>, upstream: u64, first_micro: bool) -> u64 {
+        let t = self.t;
+        let last = layers.end - 1;
+        // The recompute saves what a plain forward saves: every ReLU output of the segment.
+        for i in layers.clone() {
+            let a = t.activation(i);
+            self.ledger.alloc(Transient, a); // linear
+            self.ledger.alloc(Activations, a); // relu, saved
+            self.ledger.free(Transient, a);
+        }
+        // inner = (out * upstream).sum(): the product is freed at once; MulBackward saves
+        // `upstream` (the factor that needs no grad), ReluBackward saves `out`.
+        let out = t.activation(last);
+        self.ledger.alloc(Transient, out); // the product
+        self.ledger.alloc(Transient, t.scalar()); // inner
+        self.ledger.free(Transient, out);
+        // inner.backward(): the seed; SumBackward expands it (a view); MulBackward makes
+        // `grad * upstream` and releases `upstream`.
+        self.ledger.alloc(Transient, t.scalar()); // the seed
+        self.ledger.alloc(Transient, out);
+        self.ledger.free(Transient, upstream);
+        let mut incoming = out;
+        for i in layers.clone().rev() {
+            incoming = self.relu_backward(i, incoming);
+            incoming = self.linear_backward(i, incoming, first_micro);
+        }
+        self.ledger.free(Transient, t.scalar()); // the seed
+                                                 // On return `inner` goes, and the saved input (a boundary, or the caller's batch); its
+                                                 // gradient lives on in the handle returned.
+        self.ledger.free(Transient, t.scalar());
+        if layers.start > 0 {
+            self.ledger.free(Activations, t.activation(layers.start - 1));
+        }
+        incoming
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::segments;
+
+    #[test]
+    fn segments_match_the_trainer() {
+        assert_eq!(segments(5, 2), vec![0..2, 2..4, 4..5]);
+        assert_eq!(segments(4, 9), vec![0..4]);
+        assert!(segments(0, 3).is_empty());
+    }
+}
