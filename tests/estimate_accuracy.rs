@@ -4,11 +4,12 @@ mod common;
 
 use common::Sandbox;
 use oomlab::estimate::{self, relative_error, Options, Prediction};
-use oomlab::probe::CpuProbe;
+use oomlab::probe::{CpuProbe, MemoryProbe};
 use oomlab::record::{PhaseRecord, Status};
 use oomlab::run::{self, RunOptions};
 use oomlab::spec::{
-    Checkpoint, Config, DataSpec, Dtype, History, Mode, ModelSpec, OptimizerSpec, Techniques, TrainingSpec,
+    Amp, Checkpoint, Config, DataSpec, Dtype, History, Mode, ModelSpec, OptimizerSpec, ScalerSpec,
+    Techniques, TrainingSpec,
 };
 use predicates::prelude::PredicateBooleanExt;
 
@@ -107,15 +108,23 @@ fn measure(config: &Config) -> (Vec<PhaseRecord>, u64) {
     (records, outcome.peak.max_memory_allocated - base)
 }
 
-/// Compares a prediction with a trial: every phase's end and peak, and the trial's peak. Returns
-/// the failures (empty: all within tolerance) and the largest error seen.
-fn compare(name: &str, predicted: &Prediction, records: &[PhaseRecord], peak: u64) -> (Vec<String>, f64) {
+/// Compares a prediction with a trial: every phase's end and peak, and the trial's peak, each
+/// within [`TOLERANCE`], less `slack` allowed under. Returns the failures (empty: all within)
+/// and the largest error seen.
+fn compare(
+    name: &str,
+    predicted: &Prediction,
+    records: &[PhaseRecord],
+    peak: u64,
+    slack: u64,
+) -> (Vec<String>, f64) {
     let mut failures = Vec::new();
     let mut worst = 0f64;
     let mut check = |what: String, p: u64, m: u64| {
         let err = relative_error(p, m);
         worst = worst.max(err.abs());
-        if err.abs() > TOLERANCE {
+        let under = relative_error(p + slack.min(m - p.min(m)), m);
+        if err > TOLERANCE || under < -TOLERANCE {
             failures.push(format!("{name}: {what}: predicted {p}, measured {m} ({:+.2}%)", 100.0 * err));
         }
     };
@@ -127,6 +136,51 @@ fn compare(name: &str, predicted: &Prediction, records: &[PhaseRecord], peak: u6
     }
     check("trial peak".into(), predicted.peak, peak);
     (failures, worst)
+}
+
+/// The largest workspace the CPU's bf16 matmuls take for this case's layers, measured on real
+/// tensors: the forward's addmm, the input's gradient and the weight's, as autograd computes
+/// them. The model leaves oneDNN's workspace out (it depends on the CPU and oneDNN's blocking),
+/// so a bf16 prediction may fall short of the measurement by at most this.
+fn bf16_matmul_workspace(c: &Case) -> u64 {
+    use tch::{Device, Kind, Tensor};
+    let probe = CpuProbe::new(None).expect("CPU probe");
+    let mut widths = vec![c.features as i64];
+    widths.extend(std::iter::repeat_n(c.hidden as i64, c.depth));
+    widths.push(10);
+    let opts = (Kind::BFloat16, Device::Cpu);
+    let m = c.batch as i64;
+    let mut worst = 0;
+    for w in widths.windows(2) {
+        let (k, n) = (w[0], w[1]);
+        let (x, weight, bias, grad) = (
+            Tensor::ones([m, k], opts),
+            Tensor::ones([n, k], opts),
+            Tensor::ones([n], opts),
+            Tensor::ones([m, n], opts),
+        );
+        let products: [(&dyn Fn() -> Tensor, i64); 3] = [
+            (&|| bias.addmm(&x, &weight.tr()), m * n),
+            (&|| grad.mm(&weight), m * k),
+            (&|| grad.tr().mm(&x), n * k),
+        ];
+        for (product, numel) in products {
+            let before = probe.snapshot().unwrap().memory_allocated;
+            probe.reset_peak().unwrap();
+            drop(product());
+            let peak = probe.snapshot().unwrap().max_memory_allocated;
+            worst = worst.max(peak - before - 2 * numel as u64);
+        }
+    }
+    worst
+}
+
+fn amp(amp: Amp, accumulation: usize) -> Techniques {
+    Techniques { amp, accumulation, ..Techniques::default() }
+}
+
+fn fp16() -> Amp {
+    Amp::Fp16 { scaler: ScalerSpec::default() }
 }
 
 fn ckpt(checkpoint: Checkpoint, accumulation: usize) -> Techniques {
@@ -171,6 +225,13 @@ fn predicted_memory_matches_the_counting_allocator() {
             techniques: Techniques { history: History::LossTensor, ..ckpt(Checkpoint::Sqrt, 2) },
             ..case(SGD, 4, 128, 8, 64, 16)
         },
+        // Mixed precision: bf16 and fp16 with its grad scaler, with accumulation.
+        Case { techniques: amp(Amp::Bf16, 1), ..case(SGD, 2, 256, 64, 128, 32) },
+        Case { techniques: amp(Amp::Bf16, 1), ..case(ADAM, 4, 512, 512, 1024, 64) },
+        Case { techniques: amp(fp16(), 1), ..case(SGD, 2, 256, 64, 128, 32) },
+        Case { techniques: amp(fp16(), 1), ..case(ADAM, 4, 512, 512, 1024, 64) },
+        Case { techniques: amp(fp16(), 3), ..case(MOMENTUM, 1, 128, 16, 64, 16) },
+        Case { techniques: amp(Amp::Bf16, 2), ..case(ADAMW, 0, 64, 32, 64, 16) },
     ];
     let mut failures = Vec::new();
     let mut lines = Vec::new();
@@ -178,13 +239,19 @@ fn predicted_memory_matches_the_counting_allocator() {
         let config = c.config();
         let predicted = estimate::predict(&config).expect("prediction");
         let (records, peak) = measure(&config);
-        let (f, worst) = compare(&c.name(), &predicted, &records, peak);
+        let slack = if c.techniques.amp == Amp::Bf16 { bf16_matmul_workspace(c) } else { 0 };
+        let (f, worst) = compare(&c.name(), &predicted, &records, peak, slack);
         lines.push(format!(
-            "{:<60} peak predicted {:>10} measured {:>10}  worst phase error {:.4}%",
+            "{:<60} peak predicted {:>10} measured {:>10}  worst phase error {:.4}%{}",
             c.name(),
             predicted.peak,
             peak,
-            100.0 * worst
+            100.0 * worst,
+            if slack > 0 {
+                format!(" (bf16 matmul workspace {slack} B allowed under)")
+            } else {
+                String::new()
+            }
         ));
         failures.extend(f);
     }
@@ -215,7 +282,7 @@ fn csv_data_is_predicted_too() {
         let predicted = estimate::predict(&config).expect("prediction");
         assert_eq!((predicted.shape.samples, predicted.shape.features, predicted.shape.classes), (50, 3, 3));
         let (records, peak) = measure(&config);
-        let (failures, _) = compare(&format!("csv {dtype:?}"), &predicted, &records, peak);
+        let (failures, _) = compare(&format!("csv {dtype:?}"), &predicted, &records, peak, 0);
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 }

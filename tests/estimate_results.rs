@@ -67,9 +67,6 @@ fn every_committed_cpu_trial_is_predicted() {
         let name = dir.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(dir).display().to_string();
         for row in results::read_summary(dir).unwrap() {
             let config = config_of(&spec, &row);
-            if config.training.techniques.amp != Amp::Off {
-                continue;
-            } // TEMP
             let what = format!("{name} trial {} ({} {:?})", row.trial, row.variant, row.value);
             let p = estimate::predict(&config).unwrap_or_else(|e| panic!("{what}: no prediction: {e:#}"));
             match row.status {

@@ -15,11 +15,14 @@ pub enum Category {
     Params,
     /// `.grad` of every parameter, from backward to `zero_grad`.
     Grads,
-    /// Momentum buffers, Adam's two moments.
+    /// Momentum buffers, Adam's two moments; the fp16 grad scaler's scale and growth tracker.
     OptimizerState,
     /// What the autograd graph keeps from forward to backward (ReLU outputs, log-probabilities,
     /// the loss), and the loss after it.
     Activations,
+    /// Autocast's low-precision copies: the cached casts of the weights (until autocast exits,
+    /// or backward when the graph saved them) and the batch's cast.
+    AmpCopies,
     /// What lives only inside a phase: pre-activation Linear outputs, logits, gradients in
     /// flight during backward, optimizer temporaries, index tensors, wrapped scalars.
     Transient,
@@ -29,13 +32,14 @@ pub enum Category {
 }
 
 impl Category {
-    pub const ALL: [Category; 8] = [
+    pub const ALL: [Category; 9] = [
         Category::Data,
         Category::Batch,
         Category::Params,
         Category::Grads,
         Category::OptimizerState,
         Category::Activations,
+        Category::AmpCopies,
         Category::Transient,
         Category::History,
     ];
@@ -49,6 +53,7 @@ impl Category {
             Category::Grads => "grads",
             Category::OptimizerState => "opt_state",
             Category::Activations => "activations",
+            Category::AmpCopies => "amp_copies",
             Category::Transient => "transient",
             Category::History => "history",
         }
@@ -64,6 +69,7 @@ pub struct Categories {
     pub grads: u64,
     pub optimizer_state: u64,
     pub activations: u64,
+    pub amp_copies: u64,
     pub transient: u64,
     pub history: u64,
 }
@@ -77,6 +83,7 @@ impl Categories {
             Category::Grads => self.grads,
             Category::OptimizerState => self.optimizer_state,
             Category::Activations => self.activations,
+            Category::AmpCopies => self.amp_copies,
             Category::Transient => self.transient,
             Category::History => self.history,
         }
@@ -90,6 +97,7 @@ impl Categories {
             Category::Grads => &mut self.grads,
             Category::OptimizerState => &mut self.optimizer_state,
             Category::Activations => &mut self.activations,
+            Category::AmpCopies => &mut self.amp_copies,
             Category::Transient => &mut self.transient,
             Category::History => &mut self.history,
         }

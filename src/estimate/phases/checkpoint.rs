@@ -23,7 +23,7 @@ impl Sim<'_> {
     /// `checkpoint::forward`: each segment under no_grad, keeping its output (the next
     /// segment's input; the last one is the head's), then the head and the loss with grad
     /// tracking. Returns the bytes kept for backward.
-    pub(super) fn checkpointed_forward(&mut self, len: usize, scaled: bool) -> u64 {
+    pub(super) fn checkpointed_forward(&mut self, len: usize) -> u64 {
         let t = self.t;
         let mut kept = 0;
         for segment in segments(t.depth(), len) {
@@ -42,16 +42,16 @@ impl Sim<'_> {
             self.ledger.recategorize(Transient, Activations, previous);
             kept += previous;
         }
-        kept + self.head_and_loss(scaled)
+        kept + self.head_and_loss()
     }
 
     /// `Checkpointed::backward`.
-    pub(super) fn checkpointed_backward(&mut self, len: usize, first_micro: bool, scaled: bool) {
+    pub(super) fn checkpointed_backward(&mut self, len: usize, first_micro: bool) {
         let t = self.t;
         let depth = t.depth();
         // The head's graph, as in the plain backward; the gradient at the head's input is left
         // in its `.grad`.
-        let logits_grad = self.loss_backward(scaled);
+        let logits_grad = self.loss_backward();
         let mut upstream = self.linear_backward(depth, logits_grad, first_micro);
         self.ledger.free(Transient, t.scalar()); // the seed
         if depth == 0 {

@@ -5,13 +5,14 @@
 //! the function each event comes from.
 //!
 //! Sizes come from [`Terms`]; the [`Ledger`] turns the events into per-phase peaks.
+mod amp;
 mod checkpoint;
 
 use super::ledger::{Category, Ledger};
 use super::terms::{Target, Terms};
 use super::{Gather, PhasePrediction};
 use crate::record::Phase;
-use crate::spec::{Config, DataSpec, Dtype, History, Mode, OptimizerSpec};
+use crate::spec::{Amp, Config, DataSpec, Dtype, History, Mode, OptimizerSpec};
 
 use Category::{Activations, Batch, Data, Grads, OptimizerState, Params, Transient};
 
@@ -23,6 +24,16 @@ pub(super) struct Sim<'a> {
     out: Vec<PhasePrediction>,
     /// The optimizer has allocated its state (it does at its first step).
     has_state: bool,
+}
+
+/// How a training step's forward and backward run.
+#[derive(Debug, Clone, Copy)]
+enum Pass {
+    Plain,
+    /// Segments of this many hidden layers ([`checkpoint`]).
+    Checkpointed(usize),
+    /// Under autocast, fp32 master weights ([`amp`]).
+    Autocast,
 }
 
 /// What a forward pass left alive until the end of its (micro-)step.
@@ -45,7 +56,12 @@ impl<'a> Sim<'a> {
         self.phase(0, 0, Phase::Model, Self::model);
         let tech = self.config.training.techniques;
         let accumulation = tech.accumulation.max(1);
-        let segment = tech.checkpoint.segment_len(self.t.depth());
+        let pass = match (tech.amp, tech.checkpoint.segment_len(self.t.depth())) {
+            (Amp::Off, None) => Pass::Plain,
+            (Amp::Off, Some(len)) => Pass::Checkpointed(len),
+            // `predict` refuses autocast with checkpointing.
+            _ => Pass::Autocast,
+        };
         let mut micro_index = 0usize;
         for step in 1..=self.config.training.steps {
             match tech.mode {
@@ -55,14 +71,20 @@ impl<'a> Sim<'a> {
                     for micro in 0..accumulation {
                         let batch = self.phase(step, micro, Phase::ToDevice, |s| s.gather(micro_index));
                         micro_index += 1;
-                        let scaled = accumulation > 1;
-                        let graph = self.phase(step, micro, Phase::Forward, |s| match segment {
-                            None => s.forward(scaled),
-                            Some(len) => s.checkpointed_forward(len, scaled),
+                        let first = micro == 0;
+                        let graph = self.phase(step, micro, Phase::Forward, |s| match pass {
+                            Pass::Plain => s.forward(),
+                            Pass::Checkpointed(len) => s.checkpointed_forward(len),
+                            Pass::Autocast => s.autocast_forward(),
                         });
-                        self.phase(step, micro, Phase::Backward, |s| match segment {
-                            None => s.backward(micro == 0, scaled),
-                            Some(len) => s.checkpointed_backward(len, micro == 0, scaled),
+                        self.phase(step, micro, Phase::Backward, |s| {
+                            let scaled_loss = s.scale_loss();
+                            match pass {
+                                Pass::Plain => s.backward(first),
+                                Pass::Checkpointed(len) => s.checkpointed_backward(len, first),
+                                Pass::Autocast => s.autocast_backward(first),
+                            }
+                            s.ledger.free(Transient, scaled_loss);
                         });
                         // After backward the graph has released everything but the loss.
                         debug_assert!(graph >= self.t.scalar());
@@ -86,7 +108,7 @@ impl<'a> Sim<'a> {
                     let batch = self.phase(step, 0, Phase::ToDevice, |s| s.gather(micro_index));
                     micro_index += 1;
                     let graph = if tech.mode == Mode::Forward {
-                        self.phase(step, 0, Phase::Forward, |s| s.forward(false))
+                        self.phase(step, 0, Phase::Forward, Self::forward)
                     } else {
                         self.phase(step, 0, Phase::Forward, Self::forward_no_grad)
                     };
@@ -175,6 +197,9 @@ impl<'a> Sim<'a> {
         for n in self.t.param_numels() {
             self.ledger.alloc(Params, self.t.bytes(n));
         }
+        if self.loss_scalings().1 {
+            self.scaler_state();
+        }
     }
 
     /// `train::step::gather`: the batch's rows. Returns the bytes of the batch it allocated.
@@ -217,7 +242,7 @@ impl<'a> Sim<'a> {
     ///   scalar it saves; the logits are saved by nobody and go when the closure returns.
     /// - Accumulation divides the loss by the number of micro-batches: a wrapped scalar and a
     ///   new 0-dim loss; the undivided one is saved by nobody.
-    fn forward(&mut self, scaled: bool) -> u64 {
+    fn forward(&mut self) -> u64 {
         let t = self.t;
         let mut kept = 0;
         for i in 0..t.depth() {
@@ -227,25 +252,59 @@ impl<'a> Sim<'a> {
             self.ledger.free(Transient, a);
             kept += a;
         }
-        kept + self.head_and_loss(scaled)
+        kept + self.head_and_loss()
     }
 
     /// The head's Linear and the loss, with grad tracking, from the last hidden activation.
     /// Returns the bytes the graph keeps of them: log-probabilities, loss, `total_weight`.
-    fn head_and_loss(&mut self, scaled: bool) -> u64 {
+    fn head_and_loss(&mut self) -> u64 {
         let t = self.t;
         self.ledger.alloc(Transient, t.logits());
+        let kept = self.loss();
+        self.ledger.free(Transient, t.logits());
+        kept
+    }
+
+    /// `cross_entropy` = `nll_loss(log_softmax(logits))` on logits of the training dtype:
+    /// log_softmax's output is saved (by its own backward and by NLL's), NLL adds the loss and a
+    /// `total_weight` it saves. Returns those bytes.
+    fn loss(&mut self) -> u64 {
+        let t = self.t;
         self.ledger.alloc(Activations, t.logits()); // log_softmax, saved
         self.ledger.alloc(Activations, t.scalar()); // the loss
         self.ledger.alloc(Activations, t.scalar()); // total_weight, saved by NLL
-        if scaled {
-            self.ledger.alloc(Transient, t.wrapped_scalar());
-            self.ledger.alloc(Activations, t.scalar());
-            self.ledger.free(Transient, t.wrapped_scalar());
-            self.ledger.free(Activations, t.scalar());
-        }
-        self.ledger.free(Transient, t.logits());
         t.logits() + 2 * t.scalar()
+    }
+
+    /// What `train_step` makes of the loss before backward, in the backward phase: with
+    /// accumulation `loss / n` (a wrapped scalar and a new 0-dim loss), with the fp16 grad
+    /// scaler `loss * scale`. Returns the bytes left until the phase ends.
+    fn scale_loss(&mut self) -> u64 {
+        let (divided, scaled) = self.loss_scalings();
+        let t = self.t;
+        if divided {
+            self.ledger.alloc(Transient, t.wrapped_scalar());
+            self.ledger.alloc(Transient, t.scalar());
+            self.ledger.free(Transient, t.wrapped_scalar());
+        }
+        if scaled {
+            self.ledger.alloc(Transient, t.scalar());
+        }
+        // The divided loss is freed once the scaled one exists: nothing else holds it.
+        if divided && scaled {
+            self.ledger.free(Transient, t.scalar());
+        }
+        if divided || scaled {
+            t.scalar()
+        } else {
+            0
+        }
+    }
+
+    /// Whether the loss is divided (accumulation) and multiplied by the grad scaler's scale.
+    fn loss_scalings(&self) -> (bool, bool) {
+        let tech = &self.config.training.techniques;
+        (tech.accumulation > 1, matches!(tech.amp, Amp::Fp16 { .. }))
     }
 
     /// The same forward under no_grad: nothing is saved, so each activation goes as soon as the
@@ -290,8 +349,8 @@ impl<'a> Sim<'a> {
     ///   later micro-batches add them in place (`grad += new`) and free them.
     /// - ReluBackward of layer i-1: `threshold_backward` `[B, H]`; releases the ReLU output,
     ///   now unreferenced since the Linear above it has run.
-    fn backward(&mut self, first_micro: bool, scaled: bool) {
-        let mut incoming = self.loss_backward(scaled);
+    fn backward(&mut self, first_micro: bool) {
+        let mut incoming = self.loss_backward();
         for i in (0..self.t.layers.len()).rev() {
             incoming = self.linear_backward(i, incoming, first_micro);
             if i > 0 {
@@ -301,22 +360,28 @@ impl<'a> Sim<'a> {
         self.ledger.free(Transient, self.t.scalar()); // the seed
     }
 
-    /// The seed, NllLossBackward and LogSoftmaxBackward. Returns the gradient at the logits,
-    /// `[B, K]`; the seed stays until the caller's backward ends.
-    fn loss_backward(&mut self, scaled: bool) -> u64 {
+    /// The seed, the backward of the loss's scalings (`DivBackward`: another wrapped scalar and
+    /// `grad / n`; `MulBackward`: `grad * scale`), NllLossBackward and LogSoftmaxBackward.
+    /// Returns the gradient at the logits, `[B, K]`; the seed stays until the caller's backward
+    /// ends.
+    fn loss_backward(&mut self) -> u64 {
         let t = self.t;
+        let (divided, scaled) = self.loss_scalings();
         self.ledger.alloc(Transient, t.scalar()); // the seed
+        let mut scalars = 0;
         if scaled {
-            // DivBackward: grad / n, another wrapped scalar.
+            self.ledger.alloc(Transient, t.scalar());
+            scalars += t.scalar();
+        }
+        if divided {
             self.ledger.alloc(Transient, t.wrapped_scalar());
             self.ledger.alloc(Transient, t.scalar());
             self.ledger.free(Transient, t.wrapped_scalar());
+            scalars += t.scalar();
         }
         self.ledger.alloc(Transient, t.logits()); // NllLossBackward
         self.ledger.free(Activations, t.scalar()); // total_weight
-        if scaled {
-            self.ledger.free(Transient, t.scalar());
-        }
+        self.ledger.free(Transient, scalars);
         self.ledger.alloc(Transient, t.logits()); // LogSoftmaxBackward
         self.ledger.free(Activations, t.logits()); // the log-probabilities
         self.ledger.free(Transient, t.logits()); // NLL's gradient
@@ -370,6 +435,12 @@ impl<'a> Sim<'a> {
     /// - AdamW: the same without the gradient temporary; weight decay is `p.mul_(1 - lr*wd)` in
     ///   place (a wrapped scalar).
     fn optimizer_step(&mut self) {
+        let unscaled = if self.loss_scalings().1 { self.unscale() } else { 0 };
+        self.torch_optimizer_step();
+        self.ledger.free(Transient, unscaled);
+    }
+
+    fn torch_optimizer_step(&mut self) {
         let t = self.t;
         let first = !self.has_state;
         let opt = self.config.training.optimizer;
