@@ -419,8 +419,9 @@ mod tests {
         assert!(err.contains("mixed precision") && err.contains("checkpointing"), "{err}");
     }
 
-    /// sqrt(9) = 3 layers a segment, batch large enough for activations to set the peak: the forward keeps 3 boundaries instead of 9 activations,
-    /// and the backward recomputes one segment at a time.
+    /// sqrt(9) = 3 layers a segment, batch large enough for activations to set the peak: the
+    /// forward keeps 3 boundaries instead of 9 activations, and the backward recomputes one
+    /// segment at a time.
     #[test]
     fn checkpointing_keeps_the_boundaries_only() {
         let mut c = config(9, 100, 256, SGD);
@@ -439,6 +440,35 @@ mod tests {
         // Checkpointing every layer keeps what the plain forward keeps.
         c.training.techniques.checkpoint = Checkpoint::Every(1);
         assert_eq!(kept(&predict(&c).unwrap()), kept(&plain));
+    }
+
+    /// Autocast halves what the forward keeps and adds its copies: after the forward, the
+    /// casts of every weight but the first (saved for the input gradients) and of the batch
+    /// (saved for layer 0's weight gradient); the biases' and the first weight's casts went with
+    /// the cache. Parameters, gradients and Adam's state stay fp32.
+    #[test]
+    fn autocast_keeps_half_width_activations_and_the_saved_casts() {
+        let adam = OptimizerSpec::Adam { lr: 0.01, weight_decay: 0.0 };
+        let mut c = config(3, 100, 256, adam);
+        let plain = predict(&c).unwrap();
+        c.training.techniques.amp = Amp::Bf16;
+        let bf16 = predict(&c).unwrap();
+        let fwd = |p: &Prediction| p.phase(1, 0, Phase::Forward).unwrap().end_by_category;
+        let relu = 3 * 256 * 100;
+        assert_eq!(fwd(&plain).activations - fwd(&bf16).activations, relu * 2, "4 bytes -> 2 per element");
+        let weights_after_first = 2 * (100 * 100 + 100 * 100 + 4 * 100);
+        assert_eq!(fwd(&bf16).amp_copies, weights_after_first + 2 * 256 * 32);
+        assert_eq!(bf16.param_bytes, plain.param_bytes);
+        let step = |p: &Prediction| p.phase(1, 0, Phase::OptimizerStep).unwrap().end_by_category;
+        assert_eq!(step(&bf16).grads, bf16.param_bytes, "fp32 grads");
+        assert_eq!(step(&bf16).optimizer_state, 2 * bf16.param_bytes);
+        assert_eq!(step(&bf16).amp_copies, 0, "every cast gone by the optimizer step");
+        // fp16 adds the grad scaler's scale and growth tracker, 4 bytes each.
+        c.training.techniques.amp = Amp::Fp16 { scaler: Default::default() };
+        let fp16 = predict(&c).unwrap();
+        assert_eq!(fp16.phase(0, 0, Phase::Model).unwrap().end_by_category.optimizer_state, 8);
+        let (a, b) = (fwd(&fp16), fwd(&bf16));
+        assert_eq!((a.activations, a.amp_copies), (b.activations, b.amp_copies));
     }
 
     #[test]
