@@ -232,6 +232,23 @@ fn predicted_memory_matches_the_counting_allocator() {
         Case { techniques: amp(fp16(), 1), ..case(ADAM, 4, 512, 512, 1024, 64) },
         Case { techniques: amp(fp16(), 3), ..case(MOMENTUM, 1, 128, 16, 64, 16) },
         Case { techniques: amp(Amp::Bf16, 2), ..case(ADAMW, 0, 64, 32, 64, 16) },
+        // Both: the recompute runs under autocast too, its casts cached to the end of backward.
+        Case {
+            techniques: Techniques { checkpoint: Checkpoint::Every(2), ..amp(fp16(), 1) },
+            ..case(SGD, 5, 256, 64, 128, 32)
+        },
+        Case {
+            techniques: Techniques { checkpoint: Checkpoint::Sqrt, ..amp(fp16(), 2) },
+            ..case(ADAM, 4, 128, 16, 64, 16)
+        },
+        Case {
+            techniques: Techniques { checkpoint: Checkpoint::Sqrt, ..amp(Amp::Bf16, 1) },
+            ..case(MOMENTUM, 4, 512, 256, 512, 64)
+        },
+        Case {
+            techniques: Techniques { checkpoint: Checkpoint::Every(1), ..amp(fp16(), 1) },
+            ..case(SGD, 0, 64, 8, 32, 16)
+        },
     ];
     let mut failures = Vec::new();
     let mut lines = Vec::new();

@@ -36,10 +36,10 @@
 //! accumulation, activation checkpointing (`phases::checkpoint`: the boundaries kept, one
 //! segment recomputed at a time), mixed precision (`phases::amp`: autocast's cached casts, the
 //! fp32 loss and gradients, the fp16 grad scaler; exact for fp16 on the CPU, and for bf16 but
-//! for oneDNN's matmul workspace), modes `forward` and `forward_no_grad`, and the loss
-//! history, all as `train::step` composes them. Not covered ([`predict`] says so): mixed
-//! precision with checkpointing, or in a forward-only mode. [`Prediction::notes`] says where a
-//! prediction is less than exact.
+//! for oneDNN's matmul workspace), both together, modes `forward` and `forward_no_grad`, and
+//! the loss history, all as `train::step` composes them. Not covered ([`predict`] says so):
+//! mixed precision in a forward-only mode. [`Prediction::notes`] says where a prediction is
+//! less than exact.
 mod ledger;
 mod phases;
 mod search;
@@ -53,7 +53,7 @@ pub use search::{largest_fit, predict_spec, predict_sweep, SweepPoint, SweepPred
 pub use terms::{DataShape, Target};
 
 use crate::record::Phase;
-use crate::spec::{Amp, Checkpoint, Config, DataSpec, Dtype, Mode};
+use crate::spec::{Amp, Config, DataSpec, Dtype, Mode};
 
 /// How a step's batch is taken from the data set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -174,9 +174,6 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
     let t = &config.training;
     let tech = t.techniques;
     if tech.amp != Amp::Off {
-        if tech.checkpoint != Checkpoint::None {
-            bail!("estimate does not model mixed precision (training.amp) together with checkpointing yet");
-        }
         if tech.mode != Mode::Train {
             bail!("estimate models mixed precision (training.amp) for mode = \"train\" only");
         }
@@ -249,7 +246,7 @@ pub fn data_shape(data: &DataSpec) -> Result<DataShape> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{DataSpec, History, ModelSpec, OptimizerSpec, Techniques, TrainingSpec};
+    use crate::spec::{Checkpoint, DataSpec, History, ModelSpec, OptimizerSpec, Techniques, TrainingSpec};
 
     pub(crate) fn config(depth: usize, hidden: usize, batch: usize, optimizer: OptimizerSpec) -> Config {
         Config {
@@ -410,13 +407,14 @@ mod tests {
     }
 
     #[test]
-    fn mixed_precision_with_checkpointing_is_refused() {
+    fn mixed_precision_in_a_forward_only_mode_is_refused() {
         let mut c = config(1, 8, 4, SGD);
         c.training.techniques.amp = Amp::Bf16;
-        assert!(predict(&c).is_ok());
         c.training.techniques.checkpoint = Checkpoint::Sqrt;
+        assert!(predict(&c).is_ok());
+        c.training.techniques.mode = Mode::ForwardNoGrad;
         let err = predict(&c).unwrap_err().to_string();
-        assert!(err.contains("mixed precision") && err.contains("checkpointing"), "{err}");
+        assert!(err.contains("mixed precision") && err.contains("train"), "{err}");
     }
 
     /// sqrt(9) = 3 layers a segment, batch large enough for activations to set the peak: the

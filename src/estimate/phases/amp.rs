@@ -2,7 +2,9 @@
 //! the gradients cast back to fp32, and the fp16 grad scaler (`train::amp`). Parameters,
 //! gradients and optimizer state stay fp32; the activations are low precision (2 bytes).
 //!
-//! libtorch's CPU and CUDA autocast (`aten/src/ATen/autocast_mode.cpp`):
+//! libtorch's CPU autocast (`aten/src/ATen/autocast_mode.cpp`), as the counting allocator sees
+//! it (`OOMLAB_ALLOC_LOG=1`); CUDA's op lists differ in places (the loss's among them) and are
+//! not checked here:
 //! - `linear` is on the low-precision list: its arguments are cast with `cached_cast`, right to
 //!   left as the compiler evaluates them (bias, weight, input). The casts of fp32 leaves that
 //!   require grad (the parameters) are cached until autocast exits (the end of the forward
@@ -34,87 +36,138 @@ impl Sim<'_> {
         self.t.target.counted(numel * 4)
     }
 
+    /// A hidden activation of layer `i` as this trial makes it: low precision under autocast.
+    pub(super) fn act(&self, i: usize) -> u64 {
+        if self.autocast {
+            self.low(self.t.batch * self.t.layers[i].outputs)
+        } else {
+            self.t.activation(i)
+        }
+    }
+
+    /// A 0-dim tensor of the activations' dtype.
+    pub(super) fn act_scalar(&self) -> u64 {
+        if self.autocast {
+            self.low(1)
+        } else {
+            self.t.scalar()
+        }
+    }
+
+    /// `linear`'s casts for layer `i`: its bias and weight (cached until autocast exits), then
+    /// for layer 0 the batch (cached by nobody). Returns their bytes: (bias, weight, batch).
+    pub(super) fn cast_for_linear(&mut self, i: usize) -> (u64, u64, u64) {
+        let layer = self.t.layers[i];
+        let (b, w) = (self.low(layer.bias_numel()), self.low(layer.weight_numel()));
+        let x = if i == 0 { self.low(self.t.batch * layer.inputs) } else { 0 };
+        self.ledger.alloc(AmpCopies, b);
+        self.ledger.alloc(AmpCopies, w);
+        self.ledger.alloc(AmpCopies, x);
+        (b, w, x)
+    }
+
+    /// The casts for layer `i` with grad tracking: AddmmBackward saves the batch's cast (layer
+    /// 0) or the weight's (the others). Adds what only the cache holds to `cache_only` and
+    /// returns what the graph keeps.
+    fn cast_and_save(&mut self, i: usize, cache_only: &mut u64) -> u64 {
+        let (b, w, x) = self.cast_for_linear(i);
+        if i == 0 {
+            *cache_only += b + w;
+            x
+        } else {
+            *cache_only += b;
+            w
+        }
+    }
+
     /// The forward under autocast, head and loss included; the cache is cleared at the end.
     /// Returns the bytes the graph keeps.
     pub(super) fn autocast_forward(&mut self) -> u64 {
-        let t = self.t;
-        let depth = t.depth();
         let mut kept = 0;
-        let mut cached_only = 0; // casts only the cache holds
-        for (i, layer) in t.layers.iter().enumerate() {
-            let (w, b) = (self.low(layer.weight_numel()), self.low(layer.bias_numel()));
-            self.ledger.alloc(AmpCopies, b);
-            self.ledger.alloc(AmpCopies, w);
-            cached_only += b;
-            if i == 0 {
-                // The batch's cast: saved by layer 0 for its weight's gradient.
-                let x = self.low(t.batch * layer.inputs);
-                self.ledger.alloc(AmpCopies, x);
-                kept += x;
-                cached_only += w;
-            } else {
-                kept += w;
-            }
-            let out = self.low(t.batch * layer.outputs);
+        let mut cache_only = 0;
+        for i in 0..self.t.depth() {
+            kept += self.cast_and_save(i, &mut cache_only);
+            let out = self.act(i);
             self.ledger.alloc(Transient, out); // addmm
-            if i < depth {
-                self.ledger.alloc(Activations, out); // relu, saved
-                self.ledger.free(Transient, out);
-                kept += out;
-            }
+            self.ledger.alloc(Activations, out); // relu, saved
+            self.ledger.free(Transient, out);
+            kept += out;
         }
-        // cross_entropy in fp32: the logits cast up (freed at its return), then the plain loss.
-        self.ledger.alloc(Transient, self.full(t.batch * t.shape.classes as u64));
-        kept += self.loss();
-        self.ledger.free(Transient, self.full(t.batch * t.shape.classes as u64));
-        self.ledger.free(Transient, self.low(t.batch * t.shape.classes as u64)); // the logits
-        self.ledger.free(AmpCopies, cached_only); // autocast exits: its cache goes
+        kept += self.autocast_head_and_loss(&mut cache_only);
+        self.ledger.free(AmpCopies, cache_only); // autocast exits: its cache goes
         kept
+    }
+
+    /// The head under autocast (low-precision logits), then cross_entropy in fp32: the logits
+    /// cast up (freed at its return) and the plain loss. Returns what the graph keeps.
+    pub(super) fn autocast_head_and_loss(&mut self, cache_only: &mut u64) -> u64 {
+        let t = self.t;
+        let kept = self.cast_and_save(t.depth(), cache_only);
+        let (low, full) = (self.low(t.batch * t.shape.classes as u64), t.logits());
+        self.ledger.alloc(Transient, low); // addmm
+        self.ledger.alloc(Transient, full);
+        let loss = self.loss();
+        self.ledger.free(Transient, full);
+        self.ledger.free(Transient, low); // the logits, at the closure's return
+        kept + loss
     }
 
     /// The backward of an autocast forward.
     pub(super) fn autocast_backward(&mut self, first_micro: bool) {
-        let t = self.t;
-        let logits_grad = self.loss_backward();
-        // ToCopyBackward of the logits' cast: the gradient goes down to the low dtype.
-        let mut incoming = self.low(t.batch * t.shape.classes as u64);
-        self.ledger.alloc(Transient, incoming);
-        self.ledger.free(Transient, logits_grad);
-        for i in (0..t.layers.len()).rev() {
-            let layer = t.layers[i];
-            // AddmmBackward in low precision, then its saved tensors go.
-            let input_grad = if i > 0 { self.low(t.batch * layer.inputs) } else { 0 };
-            let (w, b) = (self.low(layer.weight_numel()), self.low(layer.bias_numel()));
-            self.ledger.alloc(Transient, input_grad);
-            self.ledger.alloc(Transient, w);
-            self.ledger.alloc(Transient, b);
-            self.ledger.free(Transient, incoming);
+        let mut incoming = self.autocast_loss_backward();
+        for i in (0..self.t.layers.len()).rev() {
+            incoming = self.autocast_linear_backward(i, incoming, first_micro, false);
             if i > 0 {
-                self.ledger.free(AmpCopies, w); // the weight's cast
-            } else {
-                self.ledger.free(AmpCopies, self.low(t.batch * layer.inputs)); // the batch's
-            }
-            // ToCopyBackward of the weight's and the bias's casts: fp32 gradients, stolen as
-            // `.grad` at the first micro-batch, added in place and freed after.
-            let grad_cat = if first_micro { Grads } else { Transient };
-            for (low, full) in [(w, self.full(layer.weight_numel())), (b, self.full(layer.bias_numel()))] {
-                self.ledger.alloc(grad_cat, full);
-                self.ledger.free(Transient, low);
-                if !first_micro {
-                    self.ledger.free(Transient, full);
-                }
-            }
-            incoming = input_grad;
-            if i > 0 {
-                // ReluBackward, in low precision.
-                let a = self.low(t.batch * t.layers[i - 1].outputs);
-                self.ledger.alloc(Transient, a);
-                self.ledger.free(Activations, a);
-                self.ledger.free(Transient, incoming);
-                incoming = a;
+                incoming = self.relu_backward(i - 1, incoming);
             }
         }
-        self.ledger.free(Transient, t.scalar()); // the seed
+        self.ledger.free(Transient, self.t.scalar()); // the seed
+    }
+
+    /// The loss's backward in fp32, then ToCopyBackward of the logits' cast: the gradient goes
+    /// down to the low dtype. Returns it.
+    pub(super) fn autocast_loss_backward(&mut self) -> u64 {
+        let logits_grad = self.loss_backward();
+        let low = self.low(self.t.batch * self.t.shape.classes as u64);
+        self.ledger.alloc(Transient, low);
+        self.ledger.free(Transient, logits_grad);
+        low
+    }
+
+    /// AddmmBackward of layer `i` in low precision, then ToCopyBackward of its weight's and
+    /// bias's casts: fp32 gradients, stolen as `.grad` at the first micro-batch, added in place
+    /// and freed after. The cast the node saved goes with it, unless the cache still holds it
+    /// (`weight_cached`: a checkpointed segment recomputed under autocast). Returns the input's
+    /// gradient.
+    pub(super) fn autocast_linear_backward(
+        &mut self,
+        i: usize,
+        incoming: u64,
+        first_micro: bool,
+        weight_cached: bool,
+    ) -> u64 {
+        let t = self.t;
+        let layer = t.layers[i];
+        let input_grad = if i > 0 { self.low(t.batch * layer.inputs) } else { 0 };
+        let (w, b) = (self.low(layer.weight_numel()), self.low(layer.bias_numel()));
+        self.ledger.alloc(Transient, input_grad);
+        self.ledger.alloc(Transient, w);
+        self.ledger.alloc(Transient, b);
+        self.ledger.free(Transient, incoming);
+        if i == 0 {
+            self.ledger.free(AmpCopies, self.low(t.batch * layer.inputs)); // the batch's cast
+        } else if !weight_cached {
+            self.ledger.free(AmpCopies, w); // the weight's cast
+        }
+        let grad_cat = if first_micro { Grads } else { Transient };
+        for (low, full) in [(w, self.full(layer.weight_numel())), (b, self.full(layer.bias_numel()))] {
+            self.ledger.alloc(grad_cat, full);
+            self.ledger.free(Transient, low);
+            if !first_micro {
+                self.ledger.free(Transient, full);
+            }
+        }
+        input_grad
     }
 
     /// `GradScaler::new`: the scale (fp32) and the growth tracker (int32), 0-dim each.

@@ -8,10 +8,14 @@
 //! backward's peak is in the recompute of a segment: the boundaries not yet used, the segment's
 //! own activations, its incoming gradient and the product that carries it, then the usual
 //! AddmmBackward peak inside the segment.
+//!
+//! Under autocast the same, in low precision, with autocast's casts (`super::amp`): the forward
+//! caches every weight's cast until its end, and the backward phase, which `train_step` also
+//! runs under autocast, caches them again as the segments are recomputed, until it ends.
 use std::ops::Range;
 
 use super::Sim;
-use crate::estimate::ledger::Category::{Activations, Transient};
+use crate::estimate::ledger::Category::{Activations, AmpCopies, Transient};
 
 /// `0..depth` in segments of `len` hidden layers, the last one possibly shorter (as
 /// `train::checkpoint` cuts them).
@@ -26,14 +30,18 @@ impl Sim<'_> {
     pub(super) fn checkpointed_forward(&mut self, len: usize) -> u64 {
         let t = self.t;
         let mut kept = 0;
+        let mut cache_only = 0; // under autocast: the casts, until autocast exits
         for segment in segments(t.depth(), len) {
             // Under no_grad nothing is saved: `h = linear(h)` frees the previous `h` (unless it
-            // is the segment's input, which is kept), `h = relu(h)` the Linear's output.
+            // is the segment's input, which is kept), `h = relu(h)` the Linear's output, and
+            // the batch's cast goes as soon as the Linear has read it.
             let mut previous = 0;
             for i in segment.clone() {
-                let a = t.activation(i);
+                let batch_cast = self.cast_if_autocast(i, &mut cache_only);
+                let a = self.act(i);
                 self.ledger.alloc(Transient, a); // linear
                 self.ledger.free(Transient, previous);
+                self.ledger.free(AmpCopies, batch_cast);
                 self.ledger.alloc(Transient, a); // relu
                 self.ledger.free(Transient, a); // the linear's output
                 previous = a;
@@ -42,7 +50,13 @@ impl Sim<'_> {
             self.ledger.recategorize(Transient, Activations, previous);
             kept += previous;
         }
-        kept + self.head_and_loss()
+        if self.autocast {
+            kept += self.autocast_head_and_loss(&mut cache_only);
+            self.ledger.free(AmpCopies, cache_only);
+            kept
+        } else {
+            kept + self.head_and_loss()
+        }
     }
 
     /// `Checkpointed::backward`.
@@ -51,55 +65,88 @@ impl Sim<'_> {
         let depth = t.depth();
         // The head's graph, as in the plain backward; the gradient at the head's input is left
         // in its `.grad`.
-        let logits_grad = self.loss_backward();
-        let mut upstream = self.linear_backward(depth, logits_grad, first_micro);
+        let mut upstream = if self.autocast {
+            let logits_grad = self.autocast_loss_backward();
+            self.autocast_linear_backward(depth, logits_grad, first_micro, false)
+        } else {
+            let logits_grad = self.loss_backward();
+            self.linear_backward(depth, logits_grad, first_micro)
+        };
         self.ledger.free(Transient, t.scalar()); // the seed
         if depth == 0 {
             return;
         }
         // `take_head_grad` empties the head's input (the last boundary) in place; its
         // gradient lives on as the upstream gradient of the last segment.
-        self.ledger.free(Activations, t.activation(depth - 1));
+        self.ledger.free(Activations, self.act(depth - 1));
+        // Under autocast (which `train_step` keeps on through the backward phase, so that the
+        // recompute runs in the same precision) the recompute's casts are cached again, until
+        // the phase ends.
+        let mut cache = 0;
         for segment in segments(depth, len).into_iter().rev() {
-            upstream = self.backprop_segment(segment, upstream, first_micro);
+            upstream = self.backprop_segment(segment, upstream, first_micro, &mut cache);
         }
+        self.ledger.free(AmpCopies, cache);
+    }
+
+    /// Under autocast, `linear`'s casts for layer `i` (the bias's and weight's go to `cache`);
+    /// returns the batch's cast (layer 0), which nobody caches. Nothing without autocast.
+    fn cast_if_autocast(&mut self, i: usize, cache: &mut u64) -> u64 {
+        if !self.autocast {
+            return 0;
+        }
+        let (b, w, x) = self.cast_for_linear(i);
+        *cache += b + w;
+        x
     }
 
     /// `backprop_segment`: recompute with grad tracking, then backward from `(out * g).sum()`.
     /// Returns the gradient at the segment's input (0 for the first segment, whose input is the
     /// batch).
-    fn backprop_segment(&mut self, layers: Range<usize>, upstream: u64, first_micro: bool) -> u64 {
-        let t = self.t;
+    fn backprop_segment(
+        &mut self,
+        layers: Range<usize>,
+        upstream: u64,
+        first_micro: bool,
+        cache: &mut u64,
+    ) -> u64 {
         let last = layers.end - 1;
-        // The recompute saves what a plain forward saves: every ReLU output of the segment.
+        // The recompute saves what a plain forward saves: every ReLU output of the segment
+        // (and under autocast the batch's cast at layer 0; the weights' casts are in the cache).
         for i in layers.clone() {
-            let a = t.activation(i);
+            self.cast_if_autocast(i, cache);
+            let a = self.act(i);
             self.ledger.alloc(Transient, a); // linear
             self.ledger.alloc(Activations, a); // relu, saved
             self.ledger.free(Transient, a);
         }
         // inner = (out * upstream).sum(): the product is freed at once; MulBackward saves
-        // `upstream` (the factor that needs no grad), ReluBackward saves `out`.
-        let out = t.activation(last);
+        // `upstream` (the factor that needs no grad), ReluBackward saves `out`. Both, and the
+        // sum and its seed, are of the activations' dtype.
+        let (out, scalar) = (self.act(last), self.act_scalar());
         self.ledger.alloc(Transient, out); // the product
-        self.ledger.alloc(Transient, t.scalar()); // inner
+        self.ledger.alloc(Transient, scalar); // inner
         self.ledger.free(Transient, out);
         // inner.backward(): the seed; SumBackward expands it (a view); MulBackward makes
         // `grad * upstream` and releases `upstream`.
-        self.ledger.alloc(Transient, t.scalar()); // the seed
+        self.ledger.alloc(Transient, scalar); // the seed
         self.ledger.alloc(Transient, out);
         self.ledger.free(Transient, upstream);
         let mut incoming = out;
         for i in layers.clone().rev() {
             incoming = self.relu_backward(i, incoming);
-            incoming = self.linear_backward(i, incoming, first_micro);
+            incoming = if self.autocast {
+                self.autocast_linear_backward(i, incoming, first_micro, true)
+            } else {
+                self.linear_backward(i, incoming, first_micro)
+            };
         }
-        self.ledger.free(Transient, t.scalar()); // the seed
-                                                 // On return `inner` goes, and the saved input (a boundary, or the caller's batch); its
-                                                 // gradient lives on in the handle returned.
-        self.ledger.free(Transient, t.scalar());
+        self.ledger.free(Transient, scalar); // the seed
+                                             // On return `inner` goes, and the saved input (a boundary, or the caller's batch); its
+                                             // gradient lives on in the handle returned.
+        self.ledger.free(Transient, scalar);
         if layers.start > 0 {
-            self.ledger.free(Activations, t.activation(layers.start - 1));
+            self.ledger.free(Activations, self.act(layers.start - 1));
         }
         incoming
     }

@@ -24,15 +24,17 @@ pub(super) struct Sim<'a> {
     out: Vec<PhasePrediction>,
     /// The optimizer has allocated its state (it does at its first step).
     has_state: bool,
+    /// Training runs under autocast: activations in low precision.
+    autocast: bool,
 }
 
 /// How a training step's forward and backward run.
 #[derive(Debug, Clone, Copy)]
 enum Pass {
     Plain,
-    /// Segments of this many hidden layers ([`checkpoint`]).
+    /// Segments of this many hidden layers ([`checkpoint`]), under autocast or not.
     Checkpointed(usize),
-    /// Under autocast, fp32 master weights ([`amp`]).
+    /// Under autocast, fp32 master weights ([`amp`]), no checkpointing.
     Autocast,
 }
 
@@ -47,7 +49,8 @@ struct Kept {
 
 impl<'a> Sim<'a> {
     pub fn new(config: &'a Config, t: &'a Terms, gather: Gather) -> Self {
-        Sim { t, config, gather, ledger: Ledger::default(), out: Vec::new(), has_state: false }
+        let autocast = config.training.techniques.amp != Amp::Off;
+        Sim { t, config, gather, ledger: Ledger::default(), out: Vec::new(), has_state: false, autocast }
     }
 
     /// Replays the whole trial.
@@ -58,9 +61,8 @@ impl<'a> Sim<'a> {
         let accumulation = tech.accumulation.max(1);
         let pass = match (tech.amp, tech.checkpoint.segment_len(self.t.depth())) {
             (Amp::Off, None) => Pass::Plain,
-            (Amp::Off, Some(len)) => Pass::Checkpointed(len),
-            // `predict` refuses autocast with checkpointing.
-            _ => Pass::Autocast,
+            (_, Some(len)) => Pass::Checkpointed(len),
+            (_, None) => Pass::Autocast,
         };
         let mut micro_index = 0usize;
         for step in 1..=self.config.training.steps {
@@ -412,7 +414,7 @@ impl<'a> Sim<'a> {
     /// ReluBackward of hidden layer `i`: `threshold_backward` makes its gradient and releases
     /// the saved output. Returns the gradient.
     fn relu_backward(&mut self, i: usize, incoming: u64) -> u64 {
-        let a = self.t.activation(i);
+        let a = self.act(i);
         self.ledger.alloc(Transient, a);
         self.ledger.free(Activations, a);
         self.ledger.free(Transient, incoming);
