@@ -469,6 +469,52 @@ mod tests {
         assert_eq!((a.activations, a.amp_copies), (b.activations, b.amp_copies));
     }
 
+    /// Every combination of techniques replays without freeing a byte it never allocated (the
+    /// ledger's debug assertion), and each phase ends with nothing in flight: no transients, no
+    /// autocast copies but those a forward's graph saved, no gradients after zero_grad.
+    #[test]
+    fn every_combination_balances_its_books() {
+        let adam = OptimizerSpec::Adam { lr: 0.01, weight_decay: 0.0 };
+        let amps = [Amp::Off, Amp::Bf16, Amp::Fp16 { scaler: Default::default() }];
+        let checkpoints = [Checkpoint::None, Checkpoint::Every(1), Checkpoint::Every(2), Checkpoint::Sqrt];
+        let mut n = 0;
+        for depth in 0..4 {
+            for amp in amps {
+                for checkpoint in checkpoints {
+                    for accumulation in [1, 3] {
+                        for history in [History::None, History::LossTensor, History::LossValue] {
+                            let mut c = config(depth, 16, 4, adam);
+                            c.training.steps = 3;
+                            c.training.techniques = Techniques {
+                                amp,
+                                checkpoint,
+                                accumulation,
+                                history,
+                                ..Techniques::default()
+                            };
+                            let p = predict(&c).unwrap();
+                            for ph in &p.phases {
+                                let end = ph.end_by_category;
+                                let what =
+                                    format!("{:?} at {} {:?}", c.training.techniques, ph.step, ph.phase);
+                                assert_eq!(end.transient, 0, "{what}");
+                                // The casts the graph saved live from forward to backward.
+                                if ph.phase != Phase::Forward {
+                                    assert_eq!(end.amp_copies, 0, "{what}");
+                                }
+                                if ph.phase == Phase::ZeroGrad {
+                                    assert_eq!(end.grads, 0, "{what}");
+                                }
+                            }
+                            n += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(n, 4 * 3 * 4 * 2 * 3);
+    }
+
     #[test]
     fn budget_helpers() {
         let p = predict(&config(1, 64, 4, SGD)).unwrap();
