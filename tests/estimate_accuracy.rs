@@ -179,6 +179,10 @@ fn amp(amp: Amp, accumulation: usize) -> Techniques {
     Techniques { amp, accumulation, ..Techniques::default() }
 }
 
+fn amp_mode(amp: Amp, mode: Mode, history: History) -> Techniques {
+    Techniques { amp, ..tech(1, mode, history) }
+}
+
 fn fp16() -> Amp {
     Amp::Fp16 { scaler: ScalerSpec::default() }
 }
@@ -248,6 +252,23 @@ fn predicted_memory_matches_the_counting_allocator() {
         Case {
             techniques: Techniques { checkpoint: Checkpoint::Every(1), ..amp(fp16(), 1) },
             ..case(SGD, 0, 64, 8, 32, 16)
+        },
+        // Autocast in the forward-only modes: a kept loss keeps the saved casts too.
+        Case {
+            techniques: amp_mode(fp16(), Mode::Forward, History::LossTensor),
+            ..case(SGD, 3, 256, 32, 128, 32)
+        },
+        Case {
+            techniques: amp_mode(Amp::Bf16, Mode::Forward, History::LossValue),
+            ..case(SGD, 2, 256, 32, 128, 32)
+        },
+        Case {
+            techniques: amp_mode(fp16(), Mode::ForwardNoGrad, History::None),
+            ..case(ADAM, 3, 256, 32, 128, 32)
+        },
+        Case {
+            techniques: amp_mode(fp16(), Mode::ForwardNoGrad, History::None),
+            ..case(ADAM, 0, 64, 8, 32, 16)
         },
     ];
     let mut failures = Vec::new();

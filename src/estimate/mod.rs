@@ -37,9 +37,9 @@
 //! segment recomputed at a time), mixed precision (`phases::amp`: autocast's cached casts, the
 //! fp32 loss and gradients, the fp16 grad scaler; exact for fp16 on the CPU, and for bf16 but
 //! for oneDNN's matmul workspace), both together, modes `forward` and `forward_no_grad`, and
-//! the loss history, all as `train::step` composes them. Not covered ([`predict`] says so):
-//! mixed precision in a forward-only mode. [`Prediction::notes`] says where a prediction is
-//! less than exact.
+//! the loss history, in any combination, as `train::step` composes them. Not covered
+//! ([`predict`] says so): mixed precision over parameters that are not float32.
+//! [`Prediction::notes`] says where a prediction is less than exact.
 mod ledger;
 mod phases;
 mod search;
@@ -53,7 +53,7 @@ pub use search::{largest_fit, predict_spec, predict_sweep, SweepPoint, SweepPred
 pub use terms::{DataShape, Target};
 
 use crate::record::Phase;
-use crate::spec::{Amp, Config, DataSpec, Dtype, Mode};
+use crate::spec::{Amp, Config, DataSpec, Dtype};
 
 /// How a step's batch is taken from the data set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -173,13 +173,8 @@ pub fn predict(config: &Config) -> Result<Prediction> {
 pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Result<Prediction> {
     let t = &config.training;
     let tech = t.techniques;
-    if tech.amp != Amp::Off {
-        if tech.mode != Mode::Train {
-            bail!("estimate models mixed precision (training.amp) for mode = \"train\" only");
-        }
-        if t.dtype != Dtype::Float32 {
-            bail!("estimate models mixed precision (training.amp) over float32 parameters only");
-        }
+    if tech.amp != Amp::Off && t.dtype != Dtype::Float32 {
+        bail!("estimate models mixed precision (training.amp) over float32 parameters only");
     }
     if shape.samples == 0 || shape.features == 0 || shape.classes == 0 {
         bail!("estimate needs a data set with samples, features and classes, not {shape:?}");
@@ -246,7 +241,9 @@ pub fn data_shape(data: &DataSpec) -> Result<DataShape> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{Checkpoint, DataSpec, History, ModelSpec, OptimizerSpec, Techniques, TrainingSpec};
+    use crate::spec::{
+        Checkpoint, DataSpec, History, Mode, ModelSpec, OptimizerSpec, Techniques, TrainingSpec,
+    };
 
     pub(crate) fn config(depth: usize, hidden: usize, batch: usize, optimizer: OptimizerSpec) -> Config {
         Config {
@@ -407,14 +404,14 @@ mod tests {
     }
 
     #[test]
-    fn mixed_precision_in_a_forward_only_mode_is_refused() {
+    fn mixed_precision_over_low_precision_parameters_is_refused() {
         let mut c = config(1, 8, 4, SGD);
         c.training.techniques.amp = Amp::Bf16;
         c.training.techniques.checkpoint = Checkpoint::Sqrt;
         assert!(predict(&c).is_ok());
-        c.training.techniques.mode = Mode::ForwardNoGrad;
+        c.training.dtype = Dtype::Bfloat16;
         let err = predict(&c).unwrap_err().to_string();
-        assert!(err.contains("mixed precision") && err.contains("train"), "{err}");
+        assert!(err.contains("mixed precision") && err.contains("float32"), "{err}");
     }
 
     /// sqrt(9) = 3 layers a segment, batch large enough for activations to set the peak: the
@@ -477,28 +474,25 @@ mod tests {
         let adam = OptimizerSpec::Adam { lr: 0.01, weight_decay: 0.0 };
         let amps = [Amp::Off, Amp::Bf16, Amp::Fp16 { scaler: Default::default() }];
         let checkpoints = [Checkpoint::None, Checkpoint::Every(1), Checkpoint::Every(2), Checkpoint::Sqrt];
+        let modes = [(Mode::Train, 1), (Mode::Train, 3), (Mode::Forward, 1), (Mode::ForwardNoGrad, 1)];
         let mut n = 0;
         for depth in 0..4 {
             for amp in amps {
                 for checkpoint in checkpoints {
-                    for accumulation in [1, 3] {
+                    for (mode, accumulation) in modes {
                         for history in [History::None, History::LossTensor, History::LossValue] {
                             let mut c = config(depth, 16, 4, adam);
                             c.training.steps = 3;
-                            c.training.techniques = Techniques {
-                                amp,
-                                checkpoint,
-                                accumulation,
-                                history,
-                                ..Techniques::default()
-                            };
+                            c.training.techniques =
+                                Techniques { amp, checkpoint, accumulation, mode, history };
                             let p = predict(&c).unwrap();
                             for ph in &p.phases {
                                 let end = ph.end_by_category;
                                 let what =
                                     format!("{:?} at {} {:?}", c.training.techniques, ph.step, ph.phase);
                                 assert_eq!(end.transient, 0, "{what}");
-                                // The casts the graph saved live from forward to backward.
+                                // The casts the graph saved live from forward to backward (or
+                                // on, with a kept loss, in its history).
                                 if ph.phase != Phase::Forward {
                                     assert_eq!(end.amp_copies, 0, "{what}");
                                 }
@@ -512,7 +506,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(n, 4 * 3 * 4 * 2 * 3);
+        assert_eq!(n, 4 * 3 * 4 * 4 * 3);
     }
 
     #[test]

@@ -67,26 +67,20 @@ impl Sim<'_> {
     }
 
     /// The casts for layer `i` with grad tracking: AddmmBackward saves the batch's cast (layer
-    /// 0) or the weight's (the others). Adds what only the cache holds to `cache_only` and
-    /// returns what the graph keeps.
-    fn cast_and_save(&mut self, i: usize, cache_only: &mut u64) -> u64 {
-        let (b, w, x) = self.cast_for_linear(i);
-        if i == 0 {
-            *cache_only += b + w;
-            x
-        } else {
-            *cache_only += b;
-            w
-        }
+    /// 0) or the weight's (the others). Adds what only the cache holds to `cache_only`.
+    fn cast_and_save(&mut self, i: usize, cache_only: &mut u64) {
+        let (b, w, _) = self.cast_for_linear(i);
+        *cache_only += if i == 0 { b + w } else { b };
     }
 
     /// The forward under autocast, head and loss included; the cache is cleared at the end.
-    /// Returns the bytes the graph keeps.
+    /// Returns the activations the graph keeps; the casts it saved are what is left of
+    /// `amp_copies`.
     pub(super) fn autocast_forward(&mut self) -> u64 {
         let mut kept = 0;
         let mut cache_only = 0;
         for i in 0..self.t.depth() {
-            kept += self.cast_and_save(i, &mut cache_only);
+            self.cast_and_save(i, &mut cache_only);
             let out = self.act(i);
             self.ledger.alloc(Transient, out); // addmm
             self.ledger.alloc(Activations, out); // relu, saved
@@ -99,17 +93,52 @@ impl Sim<'_> {
     }
 
     /// The head under autocast (low-precision logits), then cross_entropy in fp32: the logits
-    /// cast up (freed at its return) and the plain loss. Returns what the graph keeps.
+    /// cast up (freed at its return) and the plain loss. Returns the activations the graph
+    /// keeps of them.
     pub(super) fn autocast_head_and_loss(&mut self, cache_only: &mut u64) -> u64 {
         let t = self.t;
-        let kept = self.cast_and_save(t.depth(), cache_only);
+        self.cast_and_save(t.depth(), cache_only);
         let (low, full) = (self.low(t.batch * t.shape.classes as u64), t.logits());
         self.ledger.alloc(Transient, low); // addmm
         self.ledger.alloc(Transient, full);
         let loss = self.loss();
         self.ledger.free(Transient, full);
         self.ledger.free(Transient, low); // the logits, at the closure's return
-        kept + loss
+        loss
+    }
+
+    /// The same forward under no_grad (`forward_no_grad` with autocast): the weights' casts
+    /// are still cached (they are leaves that require grad; grad mode does not matter), the
+    /// batch's goes once layer 0 has read it, and each activation once the next exists.
+    /// Returns the bytes kept: the loss.
+    pub(super) fn autocast_forward_no_grad(&mut self) -> u64 {
+        let t = self.t;
+        let (mut cache, mut input) = (0, 0);
+        for i in 0..=t.depth() {
+            let (b, w, x) = self.cast_for_linear(i);
+            cache += b + w;
+            let out = if i < t.depth() { self.act(i) } else { self.low(t.batch * t.shape.classes as u64) };
+            self.ledger.alloc(Transient, out); // z = linear(h)
+            self.ledger.free(AmpCopies, x);
+            self.ledger.free(Transient, input); // h = z drops the previous h
+            if i < t.depth() {
+                self.ledger.alloc(Transient, out); // relu(z)
+                self.ledger.free(Transient, out); // z
+            }
+            input = out;
+        }
+        // cross_entropy in fp32: the cast up, log_softmax, the loss and a total_weight that
+        // nothing saves.
+        let full = t.logits();
+        self.ledger.alloc(Transient, full);
+        self.ledger.alloc(Transient, full); // log_softmax
+        self.ledger.alloc(Activations, t.scalar()); // the loss
+        self.ledger.alloc(Transient, t.scalar()); // total_weight
+        self.ledger.free(Transient, t.scalar());
+        self.ledger.free(Transient, 2 * full);
+        self.ledger.free(Transient, input); // the logits, at the closure's return
+        self.ledger.free(AmpCopies, cache); // autocast exits
+        t.scalar()
     }
 
     /// The backward of an autocast forward.

@@ -14,7 +14,7 @@ use super::{Gather, PhasePrediction};
 use crate::record::Phase;
 use crate::spec::{Amp, Config, DataSpec, Dtype, History, Mode, OptimizerSpec};
 
-use Category::{Activations, Batch, Data, Grads, OptimizerState, Params, Transient};
+use Category::{Activations, AmpCopies, Batch, Data, Grads, OptimizerState, Params, Transient};
 
 pub(super) struct Sim<'a> {
     t: &'a Terms,
@@ -109,11 +109,12 @@ impl<'a> Sim<'a> {
                 Mode::Forward | Mode::ForwardNoGrad => {
                     let batch = self.phase(step, 0, Phase::ToDevice, |s| s.gather(micro_index));
                     micro_index += 1;
-                    let graph = if tech.mode == Mode::Forward {
-                        self.phase(step, 0, Phase::Forward, Self::forward)
-                    } else {
-                        self.phase(step, 0, Phase::Forward, Self::forward_no_grad)
-                    };
+                    let graph = self.phase(step, 0, Phase::Forward, |s| match (tech.mode, s.autocast) {
+                        (Mode::Forward, false) => s.forward(),
+                        (Mode::Forward, true) => s.autocast_forward(),
+                        (_, false) => s.forward_no_grad(),
+                        (_, true) => s.autocast_forward_no_grad(),
+                    });
                     self.end_of_iteration(Kept { batch, graph }, tech.history == History::LossTensor);
                 }
             }
@@ -141,14 +142,24 @@ impl<'a> Sim<'a> {
     /// The loop's iteration ends: its batch and loss are dropped, and with the loss whatever graph
     /// it still holds, unless the history keeps the loss (and so the graph and the batch the
     /// graph saved: layer 0's Linear saves `x`, the NLL saves `y`).
+    ///
+    /// Under autocast the graph saved the batch's cast instead of the batch's features (NLL
+    /// still saves the labels), and the weights' casts: the autocast copies still live.
     fn end_of_iteration(&mut self, kept: Kept, keep_loss: bool) {
+        let copies = self.ledger.live().amp_copies;
         if keep_loss {
             self.ledger.recategorize(Activations, Category::History, kept.graph);
-            let saved_batch = if kept.graph > self.t.scalar() { kept.batch } else { 0 };
+            self.ledger.recategorize(AmpCopies, Category::History, copies);
+            let saved_batch = match (kept.graph > self.t.scalar(), self.autocast) {
+                (false, _) => 0,
+                (true, false) => kept.batch,
+                (true, true) => kept.batch.min(self.t.batch_y()),
+            };
             self.ledger.recategorize(Batch, Category::History, saved_batch);
             self.ledger.free(Batch, kept.batch - saved_batch);
         } else {
             self.ledger.free(Activations, kept.graph);
+            self.ledger.free(AmpCopies, copies);
             self.ledger.free(Batch, kept.batch);
         }
     }
