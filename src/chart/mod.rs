@@ -119,6 +119,8 @@ pub mod palette {
     pub const RESERVED: RGBColor = RGBColor(255, 127, 14);
     /// Out of memory.
     pub const OOM: RGBColor = RGBColor(214, 39, 40);
+    /// The memory model's prediction (`oomlab estimate`).
+    pub const PREDICTED: RGBColor = RGBColor(44, 160, 44);
     /// The device's budget and other reference lines.
     pub const BUDGET: RGBColor = RGBColor(70, 70, 70);
     /// Axes and frames.

@@ -6,6 +6,11 @@
 //! error message), or at the budget when the message did not say. The x axis turns
 //! logarithmic (base 2) when the swept values span more than a factor of 64.
 //!
+//! When the summary carries the memory model's prediction (`predicted_peak`, from `oomlab
+//! estimate`'s model), it is drawn too, as a thin dashed line through every trial, failed ones
+//! included: where it crosses the budget is where the model says trials stop fitting, and how far
+//! above the budget a failed trial's point sits is how much it would have needed.
+//!
 //! Rows that failed for another reason than memory (`Status::Error`) are kept and drawn as grey
 //! rings on the x axis: they measured nothing, but hiding them would make a sweep look as if it
 //! had never tried those values.
@@ -49,6 +54,8 @@ pub struct SweepPoint {
     /// For an OOM: what was allocated plus what was requested when it failed, the least the
     /// trial would have needed. None when the message did not give both.
     pub oom_need: Option<u64>,
+    /// The memory model's peak for the whole trial (baseline included), when the summary has it.
+    pub predicted: Option<u64>,
 }
 
 impl SweepPoint {
@@ -67,6 +74,7 @@ impl SweepPoint {
             max_allocated: row.max_memory_allocated,
             max_reserved: row.max_memory_reserved,
             oom_need,
+            predicted: row.predicted_peak,
         }
     }
 }
@@ -112,6 +120,11 @@ impl SweepPeak {
         self.points.iter().filter(|p| p.status == Status::Oom)
     }
 
+    /// The trials with a predicted peak, in order.
+    fn predicted_points(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
+        self.points.iter().filter_map(|p| p.predicted.map(|b| (p.x, b)))
+    }
+
     /// The trial with the largest swept value that ran.
     pub fn largest_fit(&self) -> Option<&SweepPoint> {
         self.ok_points().last()
@@ -132,10 +145,11 @@ impl SweepPeak {
         peaks.chain(needs).max().unwrap_or(0)
     }
 
-    /// The highest value drawn: peaks, OOM markers and budget.
+    /// The highest value drawn: peaks, OOM markers, predictions and budget.
     fn top(&self) -> u64 {
         let ooms = self.oom_points().map(|p| self.oom_marker(p)).max();
-        [Some(self.measured_top()), ooms, self.budget].into_iter().flatten().max().unwrap_or(0)
+        let predicted = self.predicted_points().map(|(_, b)| b).max();
+        [Some(self.measured_top()), ooms, predicted, self.budget].into_iter().flatten().max().unwrap_or(0)
     }
 }
 
@@ -264,6 +278,7 @@ impl Chart for SweepPeak {
             .build_cartesian_2d(frame.x.clone(), 0.0..frame.y_top)?;
         self.draw_mesh(&mut plot, &frame)?;
         self.draw_budget(&mut plot, &frame)?;
+        self.draw_predicted(&mut plot, &frame)?;
         self.draw_peaks(&mut plot, &frame)?;
         self.draw_ooms(&mut plot, &frame)?;
         self.draw_errors(&mut plot, &frame)?;
@@ -332,6 +347,22 @@ impl SweepPeak {
             plot.draw_series(LineSeries::new(points.iter().copied(), colour.stroke_width(3)))?;
             plot.draw_series(points.into_iter().map(|c| Circle::new(c, 5, colour.filled())))?;
         }
+        Ok(())
+    }
+
+    /// The model's prediction for every trial: a thin dashed line with a ring per trial, under
+    /// the measurements so that where the two agree the measurement shows.
+    fn draw_predicted<'a, DB: DrawingBackend + 'a>(
+        &self,
+        plot: &mut Plot<'a, DB>,
+        frame: &Frame,
+    ) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let points: Vec<(f64, f64)> = self.predicted_points().map(|(x, b)| frame.at(x, b)).collect();
+        plot.draw_series(DashedLineSeries::new(points.iter().copied(), 10, 6, predicted_style()))?;
+        plot.draw_series(points.into_iter().map(|c| Circle::new(c, 8, predicted_style())))?;
         Ok(())
     }
 
@@ -449,6 +480,15 @@ impl SweepPeak {
             labels.push(ERROR_LABEL.to_string());
             legend_entry(plot, ERROR_LABEL, |(x, y)| Circle::new((x + 11, y), 7, error_style()))?;
         }
+        if self.predicted_points().next().is_some() {
+            labels.push(PREDICTED_LABEL.to_string());
+            legend_entry(plot, PREDICTED_LABEL, |(x, y)| {
+                EmptyElement::at((x, y))
+                    + PathElement::new([(0, 0), (6, 0)], predicted_style())
+                    + Circle::new((11, 0), 5, predicted_style())
+                    + PathElement::new([(16, 0), (22, 0)], predicted_style())
+            })?;
+        }
         if let Some(budget) = self.budget {
             let label = format!("budget {}", format_bytes(budget));
             legend_entry(plot, &label, |(x, y)| {
@@ -482,6 +522,9 @@ impl SweepPeak {
             drawn.extend(densify(&line, 20));
         }
         drawn.extend(self.oom_points().map(|p| frame.fraction(frame.at(p.x, self.oom_marker(p)))));
+        let predicted: Vec<(f64, f64)> =
+            self.predicted_points().map(|(x, b)| frame.fraction(frame.at(x, b))).collect();
+        drawn.extend(densify(&predicted, 20));
         if let Some(budget) = self.budget {
             let y = frame.axis.value(budget) / frame.y_top;
             drawn.extend(densify(&[(0.0, y), (1.0, y)], 50));
@@ -534,6 +577,7 @@ impl Peak {
 
 const OOM_LABEL: &str = "OOM (allocated + requested)";
 const ERROR_LABEL: &str = "error (not memory)";
+const PREDICTED_LABEL: &str = "predicted peak (oomlab estimate)";
 
 /// The legend's box as a fraction of `area`, with the margin around it, so that
 /// [`free_position`] keeps that margin clear too.
@@ -554,6 +598,10 @@ where
     let height = 2 * LEGEND_MARGIN + LEGEND_ROW.saturating_mul(rows) + 20;
     let (w, h) = area.dim_in_pixel();
     Ok((f64::from(width) / f64::from(w.max(1)), f64::from(height) / f64::from(h.max(1))))
+}
+
+fn predicted_style() -> ShapeStyle {
+    palette::PREDICTED.stroke_width(2)
 }
 
 fn oom_style() -> ShapeStyle {
@@ -718,6 +766,7 @@ mod tests {
         assert_eq!(out.png, dir.path().join("peak_vs_depth.png"));
         assert_eq!(png_size(&out.png), (1280, 800));
         let texts = svg_texts(&std::fs::read_to_string(&out.svg).expect("svg readable"));
+        assert!(!texts.iter().any(|t| t == PREDICTED_LABEL), "no prediction in these rows");
         for text in [
             "peak allocated",
             "peak reserved",
@@ -730,6 +779,25 @@ mod tests {
         ] {
             assert!(texts.iter().any(|t| t == text), "{text:?} not in {texts:?}");
         }
+    }
+
+    /// Predictions come from the rows, for failed trials too, raise the axis to the highest
+    /// one, and get a legend entry.
+    #[test]
+    fn predictions_are_kept_and_drawn() {
+        let (mut rows, budget) = depth_sweep();
+        for r in &mut rows {
+            r.predicted_peak = Some((0.6 * GIB as f64) as u64 + (0.37 * GIB as f64) as u64 * r.depth as u64);
+        }
+        let chart = SweepPeak::from_summary(&rows, "t", "s", Some(budget));
+        let at_64 = chart.points.iter().find(|p| p.x == 64.0).unwrap();
+        assert_eq!(at_64.status, Status::Oom);
+        assert_eq!(at_64.predicted, rows[6].predicted_peak);
+        assert_eq!(chart.top(), at_64.predicted.unwrap(), "the highest prediction sets the axis");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = render(&chart, dir.path()).expect("rendered");
+        let texts = svg_texts(&std::fs::read_to_string(&out.svg).expect("svg readable"));
+        assert!(texts.iter().any(|t| t == PREDICTED_LABEL), "{texts:?}");
     }
 
     #[test]
