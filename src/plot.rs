@@ -15,8 +15,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use crate::chart::{self, Categories, SweepPeak, Timeline, Tradeoff};
+use crate::estimate::{self, Options, Target};
 use crate::record::{PhaseRecord, Status, SummaryRow};
 use crate::results::{self, perfetto, Manifest};
+use crate::spec;
 
 /// An experiment folder read back: what it ran and what it measured.
 #[derive(Debug, Clone)]
@@ -57,6 +59,16 @@ pub fn read_trace_whole_rows(dir: &Path) -> Result<Vec<PhaseRecord>> {
         .enumerate()
         .map(|(i, r)| r.with_context(|| format!("{}: row {}", path.display(), i + 2)))
         .collect()
+}
+
+/// The memory model's prediction for a trial, from the spec its run recorded; `None` when
+/// that cannot be had (a spec that no longer parses, CSV data not where it was).
+fn predict(manifest: &Manifest, row: &SummaryRow) -> Option<estimate::Prediction> {
+    let spec = spec::parse(&manifest.spec_source, Path::new(&manifest.spec_path)).ok()?;
+    let config = spec.trial_config(&row.variant, row.value)?;
+    let shape = estimate::data_shape(&config.data).ok()?;
+    let target = if manifest.device.resolved.starts_with("cuda") { Target::Cuda } else { Target::Cpu };
+    estimate::predict_with(&config, shape, &Options { target, ..Options::default() }).ok()
 }
 
 /// What [`plot`] wrote.
@@ -103,13 +115,19 @@ pub fn draw_charts(
                     .cloned()
                     .unwrap_or_else(|| SummaryRow { trial, ..SummaryRow::default() });
                 let known = rows.iter().any(|r| r.trial == trial);
-                let chart = Timeline::from_trace(
+                let mut chart = Timeline::from_trace(
                     trace,
                     &row,
                     timeline_title(&row, known, why),
                     subtitle(manifest, &row.variant),
                     budget,
                 );
+                if let Some(p) = known.then(|| predict(manifest, &row)).flatten() {
+                    let base = row.baseline_allocated;
+                    chart.set_predicted(|step, micro, phase| {
+                        p.phase(step, micro, phase).map(|ph| base + ph.peak)
+                    });
+                }
                 chart::render(&chart, dir)?
             }
             Pick::Categories => {

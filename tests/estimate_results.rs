@@ -14,9 +14,9 @@
 use std::path::{Path, PathBuf};
 
 use oomlab::estimate::{self, relative_error};
-use oomlab::record::{Status, SummaryRow};
+use oomlab::record::Status;
 use oomlab::results::{self, Manifest};
-use oomlab::spec::{self, Amp, Config, Field};
+use oomlab::spec::{self, Amp};
 
 /// fp32 and fp64 trials, on the CPU.
 const TOLERANCE: f64 = 0.02;
@@ -42,19 +42,6 @@ fn cpu_result_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-/// The configuration a summary row was trained with, from the spec the run recorded.
-fn config_of(spec: &spec::Spec, row: &SummaryRow) -> Config {
-    let (_, base) = spec
-        .configs()
-        .into_iter()
-        .find(|(v, _)| v.unwrap_or("") == row.variant)
-        .unwrap_or_else(|| panic!("{}: no variant {:?} in the recorded spec", spec.name, row.variant));
-    match (Field::from_key(&row.field), row.value) {
-        (Some(field), Some(value)) => base.with(field, value).expect("a value the run used"),
-        _ => base.clone(),
-    }
-}
-
 #[test]
 fn every_committed_cpu_trial_is_predicted() {
     let dirs = cpu_result_dirs();
@@ -66,7 +53,9 @@ fn every_committed_cpu_trial_is_predicted() {
             .unwrap_or_else(|e| panic!("{}: the recorded spec no longer parses: {e}", dir.display()));
         let name = dir.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(dir).display().to_string();
         for row in results::read_summary(dir).unwrap() {
-            let config = config_of(&spec, &row);
+            let config = spec
+                .trial_config(&row.variant, row.value)
+                .unwrap_or_else(|| panic!("{name}: no config for trial {} in the recorded spec", row.trial));
             let what = format!("{name} trial {} ({} {:?})", row.trial, row.variant, row.value);
             let p = estimate::predict(&config).unwrap_or_else(|e| panic!("{what}: no prediction: {e:#}"));
             match row.status {

@@ -577,7 +577,7 @@ impl Peak {
 
 const OOM_LABEL: &str = "OOM (allocated + requested)";
 const ERROR_LABEL: &str = "error (not memory)";
-const PREDICTED_LABEL: &str = "predicted peak (oomlab estimate)";
+pub(super) const PREDICTED_LABEL: &str = "predicted peak (oomlab estimate)";
 
 /// The legend's box as a fraction of `area`, with the margin around it, so that
 /// [`free_position`] keeps that margin clear too.

@@ -11,12 +11,14 @@
 //! - an orange dash at the peak reserved within it;
 //! - solid lines through the allocated and reserved memory at the end of each phase, with a dot
 //!   at the column's right edge (the end of the phase);
-//! - the memory the device reports as used (NVML) when the trace has it.
+//! - the memory the device reports as used (NVML) when the trace has it;
+//! - when given, the memory model's predicted peak of each phase (`oomlab estimate`), as a
+//!   green tick across the column: where it sits on the bar's top, the model saw that phase.
 //!
 //! Steps are shaded alternately and numbered under the plot; a band of colours there names the
 //! phase of each column. An OOM is a red cross in the column of the phase it struck, at what it
 //! needed (allocated + requested), or at the budget when its message did not say.
-use super::sweep_peak::{legend_entry, legend_fraction, Plot, LEGEND_GLYPH, LEGEND_MARGIN};
+use super::sweep_peak::{legend_entry, legend_fraction, Plot, LEGEND_GLYPH, LEGEND_MARGIN, PREDICTED_LABEL};
 use super::{axis_desc_style, format_bytes, format_tick, header, label_style, palette, ByteAxis, Chart};
 use crate::chart::house_style;
 use crate::record::{Phase, PhaseRecord, Status, SummaryRow};
@@ -59,6 +61,8 @@ pub struct TimelinePoint {
     /// When the phase started and how long it ran, in seconds since the trial started.
     pub start_seconds: f64,
     pub seconds: f64,
+    /// The memory model's peak for the phase (baseline included), when known.
+    pub predicted_peak: Option<u64>,
 }
 
 /// The out-of-memory that ended a trial.
@@ -87,15 +91,23 @@ impl TimelinePoint {
             device_used: r.device_used,
             start_seconds: (r.elapsed_seconds - r.phase_seconds).max(0.0),
             seconds: r.phase_seconds,
+            predicted_peak: None,
         }
     }
 
     /// The highest of the numbers drawn for this phase.
     fn top(&self) -> u64 {
-        [self.allocated, self.reserved, self.max_allocated, self.max_reserved, self.device_used.unwrap_or(0)]
-            .into_iter()
-            .max()
-            .unwrap_or(0)
+        [
+            self.allocated,
+            self.reserved,
+            self.max_allocated,
+            self.max_reserved,
+            self.device_used.unwrap_or(0),
+            self.predicted_peak.unwrap_or(0),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0)
     }
 }
 
@@ -131,6 +143,19 @@ impl Timeline {
             budget,
             oom,
         }
+    }
+
+    /// Sets each phase's predicted peak from `predicted(step, micro, phase)`; the caller owns
+    /// the model, so that the chart only draws.
+    pub fn set_predicted(&mut self, predicted: impl Fn(usize, usize, Phase) -> Option<u64>) {
+        for p in &mut self.points {
+            p.predicted_peak = predicted(p.step, p.micro, p.phase);
+        }
+    }
+
+    /// Whether any phase has a predicted peak.
+    pub fn has_predicted(&self) -> bool {
+        self.points.iter().any(|p| p.predicted_peak.is_some())
     }
 
     /// Whether the trace has NVML's numbers.
@@ -285,6 +310,7 @@ impl Chart for Timeline {
         let group = phases_per_column(plot_width / n);
         self.draw_peaks(&mut plot, &axis, group)?;
         self.draw_lines(&mut plot, &axis, group)?;
+        self.draw_predicted(&mut plot, &axis, group)?;
         self.draw_oom(&mut plot, &axis, y_top)?;
         self.draw_legend(&mut plot, position)?;
         self.draw_band(&lower, n, group)?;
@@ -404,6 +430,30 @@ impl Timeline {
         Ok(())
     }
 
+    /// The predicted peak of each column: a green tick across it with a ring in the middle.
+    fn draw_predicted<'a, DB: DrawingBackend + 'a>(
+        &self,
+        plot: &mut Plot<'a, DB>,
+        axis: &ByteAxis,
+        group: usize,
+    ) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let style = palette::PREDICTED.stroke_width(2);
+        let ticks = self.points.chunks(group).enumerate().filter_map(|(c, ps)| {
+            let y = axis.value(ps.iter().filter_map(|p| p.predicted_peak).max()?);
+            let (a, b) = ((c * group) as f64, (c * group + ps.len()) as f64);
+            Some(
+                EmptyElement::at(((a + b) / 2.0, y))
+                    + PathElement::new([(-12, 0), (12, 0)], style)
+                    + Circle::new((0, 0), 3, style),
+            )
+        });
+        plot.draw_series(ticks)?;
+        Ok(())
+    }
+
     /// The end-of-phase series: device used, reserved, then allocated on top. One phase a
     /// column: lines through the ends of the columns. Several: a band from the lowest to the
     /// highest value in each column, since a line through every phase would be a solid smear.
@@ -517,6 +567,9 @@ impl Timeline {
         if self.oom.is_some() {
             labels.push(OOM_LABEL.to_string());
         }
+        if self.has_predicted() {
+            labels.push(PREDICTED_LABEL.to_string());
+        }
         labels
     }
 
@@ -559,6 +612,14 @@ impl Timeline {
         }
         if self.oom.is_some() {
             legend_entry(plot, OOM_LABEL, |(x, y)| Cross::new((x + 11, y), 8, palette::OOM.stroke_width(3)))?;
+        }
+        if self.has_predicted() {
+            legend_entry(plot, PREDICTED_LABEL, |(x, y)| {
+                let style = palette::PREDICTED.stroke_width(2);
+                EmptyElement::at((x, y))
+                    + PathElement::new([(5, 0), (17, 0)], style)
+                    + Circle::new((11, 0), 3, style)
+            })?;
         }
         plot.configure_series_labels()
             .position(position)
@@ -891,6 +952,29 @@ pub(crate) mod tests {
             assert!(texts.iter().any(|t| t == text), "{text:?} not in {texts:?}");
         }
         assert!(texts.iter().any(|t| t.starts_with("step: 17 phases")), "{texts:?}");
+    }
+
+    /// Predictions are matched to the phases by step, micro-batch and phase, raise the axis
+    /// when above everything measured, and get a legend entry; without them, no entry.
+    #[test]
+    fn predicted_peaks_are_set_per_phase_and_drawn() {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let records = trace(3, 2, 100 * MIB, 50 * MIB);
+        let row = summary(3, Status::Ok);
+        let mut chart = Timeline::from_trace(&records, &row, "t", "s", None);
+        let plain = render(&chart, &temp.path().join("plain")).expect("rendered");
+        let texts = svg_texts(&std::fs::read_to_string(&plain.svg).expect("svg readable"));
+        assert!(!texts.iter().any(|t| t == PREDICTED_LABEL), "no prediction, no entry");
+
+        let high = 10 * GIB;
+        chart.set_predicted(|step, _, phase| (step == 2 && phase == Phase::Backward).then_some(high));
+        let marked: Vec<(usize, Phase)> =
+            chart.points.iter().filter(|p| p.predicted_peak.is_some()).map(|p| (p.step, p.phase)).collect();
+        assert_eq!(marked, [(2, Phase::Backward)]);
+        assert_eq!(chart.top(), high);
+        let out = render(&chart, &temp.path().join("predicted")).expect("rendered");
+        let texts = svg_texts(&std::fs::read_to_string(&out.svg).expect("svg readable"));
+        assert!(texts.iter().any(|t| t == PREDICTED_LABEL), "{texts:?}");
     }
 
     #[test]

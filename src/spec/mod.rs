@@ -58,6 +58,16 @@ impl Spec {
             self.variants.iter().map(|v| (Some(v.name.as_str()), &v.config)).collect()
         }
     }
+
+    /// The configuration of one trial, as a summary row names it: its variant (`""` for none)
+    /// and swept value. `None` when the spec has no such variant or the value does not apply.
+    pub fn trial_config(&self, variant: &str, value: Option<f64>) -> Option<Config> {
+        let (_, base) = self.configs().into_iter().find(|(v, _)| v.unwrap_or("") == variant)?;
+        match (self.sweep.as_ref(), value) {
+            (Some(sweep), Some(value)) => base.with(sweep.field, value).ok(),
+            _ => Some(base.clone()),
+        }
+    }
 }
 
 /// Everything one trial needs to train.
