@@ -61,14 +61,15 @@ pub fn read_trace_whole_rows(dir: &Path) -> Result<Vec<PhaseRecord>> {
         .collect()
 }
 
-/// The memory model's prediction for a trial, from the spec its run recorded; `None` when
-/// that cannot be had (a spec that no longer parses, CSV data not where it was).
+/// The memory model's prediction for a trial, from the spec and thread count its run recorded;
+/// `None` when that cannot be had (a spec that no longer parses, CSV data not where it was).
 fn predict(manifest: &Manifest, row: &SummaryRow) -> Option<estimate::Prediction> {
     let spec = spec::parse(&manifest.spec_source, Path::new(&manifest.spec_path)).ok()?;
     let config = spec.trial_config(&row.variant, row.value)?;
     let shape = estimate::data_shape(&config.data).ok()?;
     let target = if manifest.device.resolved.starts_with("cuda") { Target::Cuda } else { Target::Cpu };
-    estimate::predict_with(&config, shape, &Options { target, ..Options::default() }).ok()
+    let threads = usize::try_from(manifest.host.torch_threads).unwrap_or(1).max(1);
+    estimate::predict_with(&config, shape, &Options { target, threads, ..Options::default() }).ok()
 }
 
 /// What [`plot`] wrote.

@@ -1,20 +1,23 @@
 //! The memory model against the real thing: real libtorch trials on the CPU, where oomlab's
 //! counting allocator counts every byte, compared phase by phase with `estimate::predict`.
+//!
+//! The model must match to the byte: every phase's end and peak, and the trial's peak (issue 5
+//! asked for 2%; the replay does better, and a looser bound would hide a forgotten tensor). The
+//! one exception is bf16, whose oneDNN matmuls take a workspace the model leaves out: a bf16
+//! forward or backward peak (and so the trial's) may fall short of the measurement by at most
+//! the largest workspace this test measures for the case's shapes, and never exceed it.
 mod common;
 
 use common::Sandbox;
 use oomlab::estimate::{self, relative_error, Options, Prediction};
 use oomlab::probe::{CpuProbe, MemoryProbe};
-use oomlab::record::{PhaseRecord, Status};
+use oomlab::record::{Phase, PhaseRecord, Status};
 use oomlab::run::{self, RunOptions};
 use oomlab::spec::{
     Amp, Checkpoint, Config, DataSpec, Dtype, History, Mode, ModelSpec, OptimizerSpec, ScalerSpec,
     Techniques, TrainingSpec,
 };
 use predicates::prelude::PredicateBooleanExt;
-
-/// The model must be within this of the allocator, per phase and over the trial.
-const TOLERANCE: f64 = 0.02;
 
 const SGD: OptimizerSpec = OptimizerSpec::Sgd { lr: 0.01, momentum: 0.0, weight_decay: 0.0 };
 const MOMENTUM: OptimizerSpec = OptimizerSpec::Sgd { lr: 0.01, momentum: 0.9, weight_decay: 0.0 };
@@ -108,33 +111,34 @@ fn measure(config: &Config) -> (Vec<PhaseRecord>, u64) {
     (records, outcome.peak.max_memory_allocated - base)
 }
 
-/// Compares a prediction with a trial: every phase's end and peak, and the trial's peak, each
-/// within [`TOLERANCE`], less `slack` allowed under. Returns the failures (empty: all within)
-/// and the largest error seen.
+/// Compares a prediction with a trial: every phase's end and peak, and the trial's peak, to
+/// the byte, except that a peak where a matmul ran (forward, backward, the trial's) may fall
+/// short by up to `workspace`. Returns the failures (empty: all match) and the largest relative
+/// error seen.
 fn compare(
     name: &str,
     predicted: &Prediction,
     records: &[PhaseRecord],
     peak: u64,
-    slack: u64,
+    workspace: u64,
 ) -> (Vec<String>, f64) {
     let mut failures = Vec::new();
     let mut worst = 0f64;
-    let mut check = |what: String, p: u64, m: u64| {
-        let err = relative_error(p, m);
-        worst = worst.max(err.abs());
-        let under = relative_error(p + slack.min(m - p.min(m)), m);
-        if err > TOLERANCE || under < -TOLERANCE {
-            failures.push(format!("{name}: {what}: predicted {p}, measured {m} ({:+.2}%)", 100.0 * err));
+    let mut check = |what: String, p: u64, m: u64, slack: u64| {
+        worst = worst.max(relative_error(p, m).abs());
+        if p > m || m - p > slack {
+            failures
+                .push(format!("{name}: {what}: predicted {p}, measured {m} ({:+} B)", p as i64 - m as i64));
         }
     };
     assert_eq!(predicted.phases.len(), records.len(), "{name}: phases {:?}", predicted.phases);
     for (p, r) in predicted.phases.iter().zip(records) {
         assert_eq!((p.step, p.micro, p.phase), (r.step, r.micro, r.phase), "{name}: phase order");
-        check(format!("step {} {} end", r.step, r.phase), p.allocated_end, r.memory_allocated);
-        check(format!("step {} {} peak", r.step, r.phase), p.peak, r.max_memory_allocated);
+        let slack = if matches!(r.phase, Phase::Forward | Phase::Backward) { workspace } else { 0 };
+        check(format!("step {} {} end", r.step, r.phase), p.allocated_end, r.memory_allocated, 0);
+        check(format!("step {} {} peak", r.step, r.phase), p.peak, r.max_memory_allocated, slack);
     }
-    check("trial peak".into(), predicted.peak, peak);
+    check("trial peak".into(), predicted.peak, peak, workspace);
     (failures, worst)
 }
 
@@ -379,13 +383,7 @@ search = { start = 1, factor = 2, max = 64 }
         assert_eq!(row.status == Status::Ok, point.fits, "depth {:?}", row.value);
         if row.status == Status::Ok {
             let m = row.max_memory_allocated - row.baseline_allocated;
-            let err = relative_error(point.prediction.peak, m);
-            assert!(
-                err.abs() <= TOLERANCE,
-                "depth {:?}: predicted {} measured {m}",
-                row.value,
-                point.prediction.peak
-            );
+            assert_eq!(point.prediction.peak, m, "depth {:?}", row.value);
         }
     }
 }

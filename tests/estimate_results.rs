@@ -4,8 +4,9 @@
 //! depth sweep's 15.9 GiB included). `tests/estimate_accuracy.rs` checks the same model phase by
 //! phase on small trials it runs itself; this one checks it on the runs the claims rest on.
 //!
-//! - A trial that ran: predicted peak within 2% of the measured one (issue 5's goal for fp32 on
-//!   the CPU; mixed precision gets its own, looser, bound).
+//! - A trial that ran: predicted peak equal to the measured one, to the byte (issue 5 asked for
+//!   2% on fp32); bf16 may fall short by oneDNN's matmul workspace, which the model leaves out,
+//!   up to [`BF16_SHORTFALL`] of the peak, and never over.
 //! - A trial that ran out of memory: the model predicts it would not fit in what the budget
 //!   left it, and fail in the same phase of the same step.
 //!
@@ -13,15 +14,14 @@
 //! (`scripts/regenerate-figures cpu`): results that no longer describe the code are stale.
 use std::path::{Path, PathBuf};
 
-use oomlab::estimate::{self, relative_error};
+use oomlab::estimate::{self, relative_error, Options};
 use oomlab::record::Status;
 use oomlab::results::{self, Manifest};
 use oomlab::spec::{self, Amp};
 
-/// fp32 and fp64 trials, on the CPU.
-const TOLERANCE: f64 = 0.02;
-/// Mixed precision: autocast's casts and low-precision kernels are modelled too, less exactly.
-const AMP_TOLERANCE: f64 = 0.05;
+/// How far under the measurement a bf16 prediction may fall: the workspace, relative to the
+/// peak (3.3% measured at batch 1024 of the `amp` experiment).
+const BF16_SHORTFALL: f64 = 0.05;
 
 /// Every experiment folder of a CPU run under `results/`.
 fn cpu_result_dirs() -> Vec<PathBuf> {
@@ -51,22 +51,27 @@ fn every_committed_cpu_trial_is_predicted() {
         let manifest = Manifest::read(dir).unwrap();
         let spec = spec::parse(&manifest.spec_source, Path::new(&manifest.spec_path))
             .unwrap_or_else(|e| panic!("{}: the recorded spec no longer parses: {e}", dir.display()));
+        // The run's thread count: a split CPU reduction takes a buffer per thread.
+        let threads = usize::try_from(manifest.host.torch_threads).unwrap_or(1).max(1);
+        let options = Options { threads, ..Options::default() };
         let name = dir.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(dir).display().to_string();
         for row in results::read_summary(dir).unwrap() {
             let config = spec
                 .trial_config(&row.variant, row.value)
                 .unwrap_or_else(|| panic!("{name}: no config for trial {} in the recorded spec", row.trial));
             let what = format!("{name} trial {} ({} {:?})", row.trial, row.variant, row.value);
-            let p = estimate::predict(&config).unwrap_or_else(|e| panic!("{what}: no prediction: {e:#}"));
+            let shape = estimate::data_shape(&config.data).unwrap();
+            let p = estimate::predict_with(&config, shape, &options)
+                .unwrap_or_else(|e| panic!("{what}: no prediction: {e:#}"));
             match row.status {
                 Status::Ok => {
                     ran += 1;
                     let measured = row.max_memory_allocated - row.baseline_allocated;
                     let err = relative_error(p.peak, measured);
-                    let tolerance =
-                        if config.training.techniques.amp == Amp::Off { TOLERANCE } else { AMP_TOLERANCE };
+                    let shortfall =
+                        if config.training.techniques.amp == Amp::Bf16 { BF16_SHORTFALL } else { 0.0 };
                     worst = worst.max(err.abs());
-                    if err.abs() > tolerance {
+                    if p.peak > measured || err < -shortfall {
                         failures.push(format!(
                             "{what}: predicted {}, measured {measured} ({:+.2}%)",
                             p.peak,

@@ -76,11 +76,19 @@ pub const CURRENT_GATHER: Gather = Gather::Copy;
 pub struct Options {
     pub target: Target,
     pub gather: Gather,
+    /// libtorch's intra-op threads: a CPU reduction of a whole tensor to one number (the
+    /// checkpointed backward's `sum`) takes a buffer of one result per thread.
+    pub threads: usize,
 }
 
 impl Default for Options {
+    /// The CPU, the current gather, and this process's thread count.
     fn default() -> Self {
-        Options { target: Target::Cpu, gather: CURRENT_GATHER }
+        Options {
+            target: Target::Cpu,
+            gather: CURRENT_GATHER,
+            threads: tch::get_num_threads().max(1) as usize,
+        }
     }
 }
 
@@ -187,7 +195,7 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
         t.dtype,
         options.target,
     );
-    let phases = phases::Sim::new(config, &terms, options.gather).run();
+    let phases = phases::Sim::new(config, &terms, options).run();
     let peak = phases.iter().map(|p| p.peak).max().unwrap_or(0);
     let mut notes = Vec::new();
     if options.target == Target::Cuda {
@@ -200,6 +208,13 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
     if matches!(t.dtype, Dtype::Float16 | Dtype::Bfloat16) {
         notes.push(
             format!("{:?}: kernels that accumulate in float32 may add temporaries", t.dtype).to_lowercase(),
+        );
+    }
+    if matches!(tech.amp, Amp::Fp16 { .. }) && terms::state_tensors_per_param(&t.optimizer) > 0 {
+        notes.push(
+            "fp16: assumes the grad scaler skips no step; a skipped first step (inf/NaN gradients) \
+             makes the optimizer's state arrive a step later"
+                .into(),
         );
     }
     if tech.amp == Amp::Bf16 && options.target == Target::Cpu {
@@ -486,6 +501,21 @@ mod tests {
                             c.training.techniques =
                                 Techniques { amp, checkpoint, accumulation, mode, history };
                             let p = predict(&c).unwrap();
+                            // Between steps nothing of a step's graph is left but what the
+                            // history keeps, and that grows by the same bytes every step.
+                            let at_start: Vec<_> = (1..=3)
+                                .map(|step| p.phase(step, 0, Phase::ToDevice).unwrap().end_by_category)
+                                .collect();
+                            for (i, cats) in at_start.iter().enumerate() {
+                                let what = format!("{:?} at step {}", c.training.techniques, i + 1);
+                                assert_eq!(
+                                    (cats.activations, cats.amp_copies, cats.grads),
+                                    (0, 0, 0),
+                                    "{what}"
+                                );
+                            }
+                            let growth = |i: usize| at_start[i + 1].history - at_start[i].history;
+                            assert_eq!(growth(0), growth(1), "{:?}", c.training.techniques);
                             for ph in &p.phases {
                                 let end = ph.end_by_category;
                                 let what =

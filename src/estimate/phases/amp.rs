@@ -206,15 +206,17 @@ impl Sim<'_> {
     }
 
     /// `GradScaler::step` before the optimizer's: `inv_scale` (the scale to fp64, its
-    /// reciprocal, back to fp32) and `found_inf`; the unscale itself is in place. Returns the
-    /// bytes held through the optimizer's step.
+    /// reciprocal, back to fp32) and `found_inf`; the unscale itself is in place, and
+    /// `inv_scale` goes when `unscale_grads` returns. Returns the bytes held through the
+    /// optimizer's step: `found_inf`.
     pub(super) fn unscale(&mut self) -> u64 {
-        let double = self.t.target.counted(8);
+        let (double, single) = (self.t.target.counted(8), self.full(1));
         self.ledger.alloc(Transient, double);
         self.ledger.alloc(Transient, double);
-        self.ledger.alloc(Transient, self.full(1));
+        self.ledger.alloc(Transient, single); // inv_scale
         self.ledger.free(Transient, 2 * double);
-        self.ledger.alloc(Transient, self.full(1));
-        2 * self.full(1)
+        self.ledger.alloc(Transient, single); // found_inf
+        self.ledger.free(Transient, single); // inv_scale
+        single
     }
 }

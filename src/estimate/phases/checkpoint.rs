@@ -16,6 +16,7 @@ use std::ops::Range;
 
 use super::Sim;
 use crate::estimate::ledger::Category::{Activations, AmpCopies, Transient};
+use crate::estimate::Target;
 
 /// `0..depth` in segments of `len` hidden layers, the last one possibly shorter (as
 /// `train::checkpoint` cuts them).
@@ -100,6 +101,19 @@ impl Sim<'_> {
         x
     }
 
+    /// The buffer a CPU `sum` of `numel` elements to one number takes on the way: one partial
+    /// result (of `elt` bytes) per thread, when libtorch splits the work (`two_pass_reduction`
+    /// in `TensorIteratorReduce.cpp`: at least `GRAIN_SIZE`, 32768, elements and more than one
+    /// thread). CUDA's reductions are not modelled.
+    fn sum_buffer(&self, numel: u64, elt: u64) -> u64 {
+        let split = self.t.target == Target::Cpu && self.threads > 1 && numel >= 32_768;
+        if split {
+            self.threads as u64 * elt
+        } else {
+            0
+        }
+    }
+
     /// `backprop_segment`: recompute with grad tracking, then backward from `(out * g).sum()`.
     /// Returns the gradient at the segment's input (0 for the first segment, whose input is the
     /// batch).
@@ -126,6 +140,9 @@ impl Sim<'_> {
         let (out, scalar) = (self.act(last), self.act_scalar());
         self.ledger.alloc(Transient, out); // the product
         self.ledger.alloc(Transient, scalar); // inner
+        let buffer = self.sum_buffer(self.t.batch * self.t.layers[last].outputs, scalar);
+        self.ledger.alloc(Transient, buffer);
+        self.ledger.free(Transient, buffer);
         self.ledger.free(Transient, out);
         // inner.backward(): the seed; SumBackward expands it (a view); MulBackward makes
         // `grad * upstream` and releases `upstream`.
@@ -141,9 +158,10 @@ impl Sim<'_> {
                 self.linear_backward(i, incoming, first_micro)
             };
         }
-        self.ledger.free(Transient, scalar); // the seed
-                                             // On return `inner` goes, and the saved input (a boundary, or the caller's batch); its
-                                             // gradient lives on in the handle returned.
+        // The seed goes when inner.backward() returns; on return from the segment, `inner` goes,
+        // and the saved input (a boundary, or the caller's batch); its gradient lives on in the
+        // handle returned.
+        self.ledger.free(Transient, scalar);
         self.ledger.free(Transient, scalar);
         if layers.start > 0 {
             self.ledger.free(Activations, self.act(layers.start - 1));

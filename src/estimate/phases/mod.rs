@@ -10,7 +10,7 @@ mod checkpoint;
 
 use super::ledger::{Category, Ledger};
 use super::terms::{Target, Terms};
-use super::{Gather, PhasePrediction};
+use super::{Gather, Options, PhasePrediction};
 use crate::record::Phase;
 use crate::spec::{Amp, Config, DataSpec, Dtype, History, Mode, OptimizerSpec};
 
@@ -20,6 +20,8 @@ pub(super) struct Sim<'a> {
     t: &'a Terms,
     config: &'a Config,
     gather: Gather,
+    /// libtorch's intra-op threads (see [`Options::threads`]).
+    threads: usize,
     ledger: Ledger,
     out: Vec<PhasePrediction>,
     /// The optimizer has allocated its state (it does at its first step).
@@ -48,9 +50,19 @@ struct Kept {
 }
 
 impl<'a> Sim<'a> {
-    pub fn new(config: &'a Config, t: &'a Terms, gather: Gather) -> Self {
+    pub fn new(config: &'a Config, t: &'a Terms, options: &Options) -> Self {
         let autocast = config.training.techniques.amp != Amp::Off;
-        Sim { t, config, gather, ledger: Ledger::default(), out: Vec::new(), has_state: false, autocast }
+        let (gather, threads) = (options.gather, options.threads);
+        Sim {
+            t,
+            config,
+            gather,
+            threads,
+            ledger: Ledger::default(),
+            out: Vec::new(),
+            has_state: false,
+            autocast,
+        }
     }
 
     /// Replays the whole trial.
@@ -253,8 +265,7 @@ impl<'a> Sim<'a> {
     /// - `cross_entropy` is `nll_loss(log_softmax(logits))`: log_softmax's output `[B, K]` is
     ///   saved (by its own backward and by NLL's), NLL adds the loss and a `total_weight`
     ///   scalar it saves; the logits are saved by nobody and go when the closure returns.
-    /// - Accumulation divides the loss by the number of micro-batches: a wrapped scalar and a
-    ///   new 0-dim loss; the undivided one is saved by nobody.
+    /// - Accumulation's division of the loss happens in the backward phase ([`Self::scale_loss`]).
     fn forward(&mut self) -> u64 {
         let t = self.t;
         let mut kept = 0;
