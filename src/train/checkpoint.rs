@@ -114,7 +114,7 @@ impl Checkpointed {
 }
 
 /// `0..depth` cut into consecutive ranges of `len` layers, the last one possibly shorter.
-fn segment_ranges(depth: usize, len: usize) -> Vec<Range<usize>> {
+pub fn segment_ranges(depth: usize, len: usize) -> Vec<Range<usize>> {
     (0..depth).step_by(len).map(|start| start..(start + len).min(depth)).collect()
 }
 

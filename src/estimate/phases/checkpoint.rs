@@ -17,12 +17,8 @@ use std::ops::Range;
 use super::Sim;
 use crate::estimate::ledger::Category::{Activations, AmpCopies, Transient};
 use crate::estimate::Target;
-
-/// `0..depth` in segments of `len` hidden layers, the last one possibly shorter (as
-/// `train::checkpoint` cuts them).
-pub(super) fn segments(depth: usize, len: usize) -> Vec<Range<usize>> {
-    (0..depth).step_by(len.max(1)).map(|start| start..(start + len).min(depth)).collect()
-}
+// The trainer's own cut, so that the replay recomputes the segments the trainer does.
+use crate::train::checkpoint::segment_ranges;
 
 impl Sim<'_> {
     /// `checkpoint::forward`: each segment under no_grad, keeping its output (the next
@@ -32,7 +28,7 @@ impl Sim<'_> {
         let t = self.t;
         let mut kept = 0;
         let mut cache_only = 0; // under autocast: the casts, until autocast exits
-        for segment in segments(t.depth(), len) {
+        for segment in segment_ranges(t.depth(), len) {
             // Under no_grad nothing is saved: `h = linear(h)` frees the previous `h` (unless it
             // is the segment's input, which is kept), `h = relu(h)` the Linear's output, and
             // the batch's cast goes as soon as the Linear has read it.
@@ -84,7 +80,7 @@ impl Sim<'_> {
         // recompute runs in the same precision) the recompute's casts are cached again, until
         // the phase ends.
         let mut cache = 0;
-        for segment in segments(depth, len).into_iter().rev() {
+        for segment in segment_ranges(depth, len).into_iter().rev() {
             upstream = self.backprop_segment(segment, upstream, first_micro, &mut cache);
         }
         self.ledger.free(AmpCopies, cache);
@@ -167,17 +163,5 @@ impl Sim<'_> {
             self.ledger.free(Activations, self.act(layers.start - 1));
         }
         incoming
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::segments;
-
-    #[test]
-    fn segments_match_the_trainer() {
-        assert_eq!(segments(5, 2), vec![0..2, 2..4, 4..5]);
-        assert_eq!(segments(4, 9), vec![0..4]);
-        assert!(segments(0, 3).is_empty());
     }
 }
