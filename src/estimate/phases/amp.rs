@@ -2,6 +2,11 @@
 //! the gradients cast back to fp32, and the fp16 grad scaler (`train::amp`). Parameters,
 //! gradients and optimizer state stay fp32; the activations are low precision (2 bytes).
 //!
+//! There is no separate autocast pass: the plain and checkpointed passes ask these helpers for
+//! activation sizes (`act`, `act_logits`) and casts (`cast_and_save`, `cast_if_autocast`), which
+//! are the training dtype's and nothing without autocast, and `linear_backward` hands over to
+//! [`Sim::autocast_linear_backward`] under it.
+//!
 //! libtorch's CPU autocast (`aten/src/ATen/autocast_mode.cpp`), as the counting allocator sees
 //! it (`OOMLAB_ALLOC_LOG=1`); CUDA's op lists differ in places (the loss's among them) and are
 //! not checked here:
@@ -23,7 +28,7 @@
 //! product, 820 KB for a 512x512 by 512x512 weight gradient), which sits on top of a matmul's
 //! output at the layer that sets the peak; fp16 on the CPU takes none.
 use super::Sim;
-use crate::estimate::ledger::Category::{Activations, AmpCopies, Grads, OptimizerState, Transient};
+use crate::estimate::ledger::Category::{AmpCopies, Grads, OptimizerState, Transient};
 
 impl Sim<'_> {
     /// Bytes of a low-precision tensor of `numel` elements.
@@ -56,7 +61,7 @@ impl Sim<'_> {
 
     /// `linear`'s casts for layer `i`: its bias and weight (cached until autocast exits), then
     /// for layer 0 the batch (cached by nobody). Returns their bytes: (bias, weight, batch).
-    pub(super) fn cast_for_linear(&mut self, i: usize) -> (u64, u64, u64) {
+    fn cast_for_linear(&mut self, i: usize) -> (u64, u64, u64) {
         let layer = self.t.layers[i];
         let (b, w) = (self.low(layer.bias_numel()), self.low(layer.weight_numel()));
         let x = if i == 0 { self.low(self.t.batch * layer.inputs) } else { 0 };
@@ -66,101 +71,35 @@ impl Sim<'_> {
         (b, w, x)
     }
 
-    /// The casts for layer `i` with grad tracking: AddmmBackward saves the batch's cast (layer
-    /// 0) or the weight's (the others). Adds what only the cache holds to `cache_only`.
-    fn cast_and_save(&mut self, i: usize, cache_only: &mut u64) {
-        let (b, w, _) = self.cast_for_linear(i);
-        *cache_only += if i == 0 { b + w } else { b };
-    }
-
-    /// The forward under autocast, head and loss included; the cache is cleared at the end.
-    /// Returns the activations the graph keeps; the casts it saved are what is left of
-    /// `amp_copies`.
-    pub(super) fn autocast_forward(&mut self) -> u64 {
-        let mut kept = 0;
-        let mut cache_only = 0;
-        for i in 0..self.t.depth() {
-            self.cast_and_save(i, &mut cache_only);
-            let out = self.act(i);
-            self.ledger.alloc(Transient, out); // addmm
-            self.ledger.alloc(Activations, out); // relu, saved
-            self.ledger.free(Transient, out);
-            kept += out;
+    /// The logits `[B, K]` as the head makes them: low precision under autocast.
+    pub(super) fn act_logits(&self) -> u64 {
+        if self.autocast {
+            self.low(self.t.batch * self.t.shape.classes as u64)
+        } else {
+            self.t.logits()
         }
-        kept += self.autocast_head_and_loss(&mut cache_only);
-        self.ledger.free(AmpCopies, cache_only); // autocast exits: its cache goes
-        kept
     }
 
-    /// The head under autocast (low-precision logits), then cross_entropy in fp32: the logits
-    /// cast up (freed at its return) and the plain loss. Returns the activations the graph
-    /// keeps of them.
-    pub(super) fn autocast_head_and_loss(&mut self, cache_only: &mut u64) -> u64 {
-        let t = self.t;
-        self.cast_and_save(t.depth(), cache_only);
-        let (low, full) = (self.low(t.batch * t.shape.classes as u64), t.logits());
-        self.ledger.alloc(Transient, low); // addmm
-        self.ledger.alloc(Transient, full);
-        let loss = self.loss();
-        self.ledger.free(Transient, full);
-        self.ledger.free(Transient, low); // the logits, at the closure's return
-        loss
-    }
-
-    /// The same forward under no_grad (`forward_no_grad` with autocast): the weights' casts
-    /// are still cached (they are leaves that require grad; grad mode does not matter), the
-    /// batch's goes once layer 0 has read it, and each activation once the next exists.
-    /// Returns the bytes kept: the loss.
-    pub(super) fn autocast_forward_no_grad(&mut self) -> u64 {
-        let t = self.t;
-        let (mut cache, mut input) = (0, 0);
-        for i in 0..=t.depth() {
-            let (b, w, x) = self.cast_for_linear(i);
-            cache += b + w;
-            let out = if i < t.depth() { self.act(i) } else { self.low(t.batch * t.shape.classes as u64) };
-            self.ledger.alloc(Transient, out); // z = linear(h)
-            self.ledger.free(AmpCopies, x);
-            self.ledger.free(Transient, input); // h = z drops the previous h
-            if i < t.depth() {
-                self.ledger.alloc(Transient, out); // relu(z)
-                self.ledger.free(Transient, out); // z
-            }
-            input = out;
+    /// Under autocast, the casts for layer `i` with grad tracking: AddmmBackward saves the
+    /// batch's cast (layer 0) or the weight's (the others). Adds what only the cache holds to
+    /// `cache_only`. Nothing without autocast.
+    pub(super) fn cast_and_save(&mut self, i: usize, cache_only: &mut u64) {
+        if self.autocast {
+            let (b, w, _) = self.cast_for_linear(i);
+            *cache_only += if i == 0 { b + w } else { b };
         }
-        // cross_entropy in fp32: the cast up, log_softmax, the loss and a total_weight that
-        // nothing saves.
-        let full = t.logits();
-        self.ledger.alloc(Transient, full);
-        self.ledger.alloc(Transient, full); // log_softmax
-        self.ledger.alloc(Activations, t.scalar()); // the loss
-        self.ledger.alloc(Transient, t.scalar()); // total_weight
-        self.ledger.free(Transient, t.scalar());
-        self.ledger.free(Transient, 2 * full);
-        self.ledger.free(Transient, input); // the logits, at the closure's return
-        self.ledger.free(AmpCopies, cache); // autocast exits
-        t.scalar()
     }
 
-    /// The backward of an autocast forward.
-    pub(super) fn autocast_backward(&mut self, first_micro: bool) {
-        let mut incoming = self.autocast_loss_backward();
-        for i in (0..self.t.layers.len()).rev() {
-            incoming = self.autocast_linear_backward(i, incoming, first_micro, false);
-            if i > 0 {
-                incoming = self.relu_backward(i - 1, incoming);
-            }
+    /// Under autocast, `linear`'s casts for layer `i` when nothing saves them (no_grad): the
+    /// bias's and weight's go to `cache`; returns the batch's cast (layer 0), which nobody
+    /// caches. Nothing without autocast.
+    pub(super) fn cast_if_autocast(&mut self, i: usize, cache: &mut u64) -> u64 {
+        if !self.autocast {
+            return 0;
         }
-        self.ledger.free(Transient, self.t.scalar()); // the seed
-    }
-
-    /// The loss's backward in fp32, then ToCopyBackward of the logits' cast: the gradient goes
-    /// down to the low dtype. Returns it.
-    pub(super) fn autocast_loss_backward(&mut self) -> u64 {
-        let logits_grad = self.loss_backward();
-        let low = self.low(self.t.batch * self.t.shape.classes as u64);
-        self.ledger.alloc(Transient, low);
-        self.ledger.free(Transient, logits_grad);
-        low
+        let (b, w, x) = self.cast_for_linear(i);
+        *cache += b + w;
+        x
     }
 
     /// AddmmBackward of layer `i` in low precision, then ToCopyBackward of its weight's and

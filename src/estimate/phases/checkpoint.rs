@@ -47,13 +47,9 @@ impl Sim<'_> {
             self.ledger.recategorize(Transient, Activations, previous);
             kept += previous;
         }
-        if self.autocast {
-            kept += self.autocast_head_and_loss(&mut cache_only);
-            self.ledger.free(AmpCopies, cache_only);
-            kept
-        } else {
-            kept + self.head_and_loss()
-        }
+        kept += self.head_and_loss(&mut cache_only);
+        self.ledger.free(AmpCopies, cache_only); // autocast exits: its cache goes
+        kept
     }
 
     /// `Checkpointed::backward`.
@@ -62,13 +58,8 @@ impl Sim<'_> {
         let depth = t.depth();
         // The head's graph, as in the plain backward; the gradient at the head's input is left
         // in its `.grad`.
-        let mut upstream = if self.autocast {
-            let logits_grad = self.autocast_loss_backward();
-            self.autocast_linear_backward(depth, logits_grad, first_micro, false)
-        } else {
-            let logits_grad = self.loss_backward();
-            self.linear_backward(depth, logits_grad, first_micro)
-        };
+        let logits_grad = self.loss_backward();
+        let mut upstream = self.linear_backward(depth, logits_grad, first_micro, false);
         self.ledger.free(Transient, t.scalar()); // the seed
         if depth == 0 {
             return;
@@ -84,17 +75,6 @@ impl Sim<'_> {
             upstream = self.backprop_segment(segment, upstream, first_micro, &mut cache);
         }
         self.ledger.free(AmpCopies, cache);
-    }
-
-    /// Under autocast, `linear`'s casts for layer `i` (the bias's and weight's go to `cache`);
-    /// returns the batch's cast (layer 0), which nobody caches. Nothing without autocast.
-    fn cast_if_autocast(&mut self, i: usize, cache: &mut u64) -> u64 {
-        if !self.autocast {
-            return 0;
-        }
-        let (b, w, x) = self.cast_for_linear(i);
-        *cache += b + w;
-        x
     }
 
     /// The buffer a CPU `sum` of `numel` elements to one number takes on the way: one partial
@@ -148,11 +128,8 @@ impl Sim<'_> {
         let mut incoming = out;
         for i in layers.clone().rev() {
             incoming = self.relu_backward(i, incoming);
-            incoming = if self.autocast {
-                self.autocast_linear_backward(i, incoming, first_micro, true)
-            } else {
-                self.linear_backward(i, incoming, first_micro)
-            };
+            // Under autocast the weights' casts stay in the cache until the phase ends.
+            incoming = self.linear_backward(i, incoming, first_micro, true);
         }
         // The seed goes when inner.backward() returns; on return from the segment, `inner` goes,
         // and the saved input (a boundary, or the caller's batch); its gradient lives on in the

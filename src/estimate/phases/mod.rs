@@ -34,10 +34,8 @@ pub(super) struct Sim<'a> {
 #[derive(Debug, Clone, Copy)]
 enum Pass {
     Plain,
-    /// Segments of this many hidden layers ([`checkpoint`]), under autocast or not.
+    /// Segments of this many hidden layers ([`checkpoint`]).
     Checkpointed(usize),
-    /// Under autocast, fp32 master weights ([`amp`]), no checkpointing.
-    Autocast,
 }
 
 /// What a forward pass left alive until the end of its (micro-)step.
@@ -71,10 +69,9 @@ impl<'a> Sim<'a> {
         self.phase(0, 0, Phase::Model, Self::model);
         let tech = self.config.training.techniques;
         let accumulation = tech.accumulation.max(1);
-        let pass = match (tech.amp, tech.checkpoint.segment_len(self.t.depth())) {
-            (Amp::Off, None) => Pass::Plain,
-            (_, Some(len)) => Pass::Checkpointed(len),
-            (_, None) => Pass::Autocast,
+        let pass = match tech.checkpoint.segment_len(self.t.depth()) {
+            None => Pass::Plain,
+            Some(len) => Pass::Checkpointed(len),
         };
         let mut micro_index = 0usize;
         for step in 1..=self.config.training.steps {
@@ -89,14 +86,12 @@ impl<'a> Sim<'a> {
                         let graph = self.phase(step, micro, Phase::Forward, |s| match pass {
                             Pass::Plain => s.forward(),
                             Pass::Checkpointed(len) => s.checkpointed_forward(len),
-                            Pass::Autocast => s.autocast_forward(),
                         });
                         self.phase(step, micro, Phase::Backward, |s| {
                             let scaled_loss = s.scale_loss();
                             match pass {
                                 Pass::Plain => s.backward(first),
                                 Pass::Checkpointed(len) => s.checkpointed_backward(len, first),
-                                Pass::Autocast => s.autocast_backward(first),
                             }
                             s.ledger.free(Transient, scaled_loss);
                         });
@@ -121,11 +116,9 @@ impl<'a> Sim<'a> {
                 Mode::Forward | Mode::ForwardNoGrad => {
                     let batch = self.phase(step, 0, Phase::ToDevice, |s| s.gather(micro_index));
                     micro_index += 1;
-                    let graph = self.phase(step, 0, Phase::Forward, |s| match (tech.mode, s.autocast) {
-                        (Mode::Forward, false) => s.forward(),
-                        (Mode::Forward, true) => s.autocast_forward(),
-                        (_, false) => s.forward_no_grad(),
-                        (_, true) => s.autocast_forward_no_grad(),
+                    let graph = self.phase(step, 0, Phase::Forward, |s| match tech.mode {
+                        Mode::Forward => s.forward(),
+                        _ => s.forward_no_grad(),
                     });
                     self.end_of_iteration(Kept { batch, graph }, tech.history == History::LossTensor);
                 }
@@ -267,25 +260,33 @@ impl<'a> Sim<'a> {
     ///   scalar it saves; the logits are saved by nobody and go when the closure returns.
     /// - Accumulation's division of the loss happens in the backward phase ([`Self::scale_loss`]).
     fn forward(&mut self) -> u64 {
-        let t = self.t;
         let mut kept = 0;
-        for i in 0..t.depth() {
-            let a = t.activation(i);
+        let mut cache_only = 0; // under autocast: the casts only the cache holds
+        for i in 0..self.t.depth() {
+            self.cast_and_save(i, &mut cache_only);
+            let a = self.act(i);
             self.ledger.alloc(Transient, a); // the Linear's output
             self.ledger.alloc(Activations, a); // ReLU's output, saved
             self.ledger.free(Transient, a);
             kept += a;
         }
-        kept + self.head_and_loss()
+        kept += self.head_and_loss(&mut cache_only);
+        self.ledger.free(AmpCopies, cache_only); // autocast exits: its cache goes
+        kept
     }
 
     /// The head's Linear and the loss, with grad tracking, from the last hidden activation.
-    /// Returns the bytes the graph keeps of them: log-probabilities, loss, `total_weight`.
-    fn head_and_loss(&mut self) -> u64 {
-        let t = self.t;
-        self.ledger.alloc(Transient, t.logits());
+    /// Under autocast the logits are low precision and `cross_entropy` (on autocast's fp32
+    /// list) casts them up first, a temporary. Returns the activations the graph keeps of them:
+    /// log-probabilities, loss, `total_weight`.
+    fn head_and_loss(&mut self, cache_only: &mut u64) -> u64 {
+        self.cast_and_save(self.t.depth(), cache_only);
+        let (logits, up) = (self.act_logits(), if self.autocast { self.t.logits() } else { 0 });
+        self.ledger.alloc(Transient, logits);
+        self.ledger.alloc(Transient, up);
         let kept = self.loss();
-        self.ledger.free(Transient, t.logits());
+        self.ledger.free(Transient, up);
+        self.ledger.free(Transient, logits); // at the closure's return
         kept
     }
 
@@ -335,23 +336,30 @@ impl<'a> Sim<'a> {
     /// next one exists (`h` is reassigned). Returns the bytes kept: the loss.
     fn forward_no_grad(&mut self) -> u64 {
         let t = self.t;
-        let mut input = 0; // the batch is the caller's
-        for i in 0..t.depth() {
-            let a = t.activation(i);
-            self.ledger.alloc(Transient, a); // z = linear(h)
+        let (mut cache, mut input) = (0, 0); // the batch is the caller's
+        for i in 0..=t.depth() {
+            // Under autocast the weights' casts are cached even under no_grad (they are leaves
+            // that require grad), and the batch's goes once layer 0 has read it.
+            let batch_cast = self.cast_if_autocast(i, &mut cache);
+            let out = if i < t.depth() { self.act(i) } else { self.act_logits() };
+            self.ledger.alloc(Transient, out); // z = linear(h)
+            self.ledger.free(AmpCopies, batch_cast);
             self.ledger.free(Transient, input); // h = z drops the previous h
-            self.ledger.alloc(Transient, a); // relu(z)
-            self.ledger.free(Transient, a); // z
-            input = a;
+            if i < t.depth() {
+                self.ledger.alloc(Transient, out); // relu(z)
+                self.ledger.free(Transient, out); // z
+            }
+            input = out;
         }
-        self.ledger.alloc(Transient, t.logits());
-        self.ledger.free(Transient, input);
+        let up = if self.autocast { t.logits() } else { 0 }; // cross_entropy's cast to fp32
+        self.ledger.alloc(Transient, up);
         self.ledger.alloc(Transient, t.logits()); // log_softmax
         self.ledger.alloc(Activations, t.scalar()); // the loss
         self.ledger.alloc(Transient, t.scalar()); // total_weight, dropped inside nll_loss
         self.ledger.free(Transient, t.scalar());
-        self.ledger.free(Transient, t.logits()); // log_softmax, at cross_entropy's return
-        self.ledger.free(Transient, t.logits()); // the logits, at the closure's return
+        self.ledger.free(Transient, t.logits() + up); // at cross_entropy's return
+        self.ledger.free(Transient, input); // the logits, at the closure's return
+        self.ledger.free(AmpCopies, cache); // autocast exits
         t.scalar()
     }
 
@@ -376,7 +384,7 @@ impl<'a> Sim<'a> {
     fn backward(&mut self, first_micro: bool) {
         let mut incoming = self.loss_backward();
         for i in (0..self.t.layers.len()).rev() {
-            incoming = self.linear_backward(i, incoming, first_micro);
+            incoming = self.linear_backward(i, incoming, first_micro, false);
             if i > 0 {
                 incoming = self.relu_backward(i - 1, incoming);
             }
@@ -409,13 +417,23 @@ impl<'a> Sim<'a> {
         self.ledger.alloc(Transient, t.logits()); // LogSoftmaxBackward
         self.ledger.free(Activations, t.logits()); // the log-probabilities
         self.ledger.free(Transient, t.logits()); // NLL's gradient
-        t.logits()
+                                                 // Under autocast, ToCopyBackward of the logits' cast up: the gradient goes back down.
+        let logits = self.act_logits();
+        if self.autocast {
+            self.ledger.alloc(Transient, logits);
+            self.ledger.free(Transient, t.logits());
+        }
+        logits
     }
 
     /// AddmmBackward of layer `i`, given the `incoming` gradient at its output: the input's
     /// gradient (none for layer 0, whose input needs none), the weight's and the bias's, all
     /// live with the incoming one. Returns the input's gradient.
-    fn linear_backward(&mut self, i: usize, incoming: u64, first_micro: bool) -> u64 {
+    /// Under autocast [`Self::autocast_linear_backward`] does it, in low precision.
+    fn linear_backward(&mut self, i: usize, incoming: u64, first_micro: bool, weight_cached: bool) -> u64 {
+        if self.autocast {
+            return self.autocast_linear_backward(i, incoming, first_micro, weight_cached);
+        }
         let t = self.t;
         let layer = t.layers[i];
         let input_grad = if i > 0 { t.layer_input(i) } else { 0 };
