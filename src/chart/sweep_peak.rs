@@ -600,7 +600,8 @@ where
     Ok((f64::from(width) / f64::from(w.max(1)), f64::from(height) / f64::from(h.max(1))))
 }
 
-fn predicted_style() -> ShapeStyle {
+/// The memory model's prediction, on every chart that draws it.
+pub(super) fn predicted_style() -> ShapeStyle {
     palette::PREDICTED.stroke_width(2)
 }
 

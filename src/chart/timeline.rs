@@ -18,7 +18,9 @@
 //! Steps are shaded alternately and numbered under the plot; a band of colours there names the
 //! phase of each column. An OOM is a red cross in the column of the phase it struck, at what it
 //! needed (allocated + requested), or at the budget when its message did not say.
-use super::sweep_peak::{legend_entry, legend_fraction, Plot, LEGEND_GLYPH, LEGEND_MARGIN, PREDICTED_LABEL};
+use super::sweep_peak::{
+    legend_entry, legend_fraction, predicted_style, Plot, LEGEND_GLYPH, LEGEND_MARGIN, PREDICTED_LABEL,
+};
 use super::{axis_desc_style, format_bytes, format_tick, header, label_style, palette, ByteAxis, Chart};
 use crate::chart::house_style;
 use crate::record::{Phase, PhaseRecord, Status, SummaryRow};
@@ -440,7 +442,7 @@ impl Timeline {
     where
         DB::ErrorType: 'static,
     {
-        let style = palette::PREDICTED.stroke_width(2);
+        let style = predicted_style();
         let ticks = self.points.chunks(group).enumerate().filter_map(|(c, ps)| {
             let y = axis.value(ps.iter().filter_map(|p| p.predicted_peak).max()?);
             let (a, b) = ((c * group) as f64, (c * group + ps.len()) as f64);
@@ -615,7 +617,7 @@ impl Timeline {
         }
         if self.has_predicted() {
             legend_entry(plot, PREDICTED_LABEL, |(x, y)| {
-                let style = palette::PREDICTED.stroke_width(2);
+                let style = predicted_style();
                 EmptyElement::at((x, y))
                     + PathElement::new([(5, 0), (17, 0)], style)
                     + Circle::new((11, 0), 3, style)
