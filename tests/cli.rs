@@ -90,3 +90,26 @@ fn a_killed_run_keeps_every_completed_trial() {
     let manifest = oomlab::results::Manifest::read(&dir).unwrap();
     assert_eq!(manifest.status, "running", "a killed run is recognisable");
 }
+
+/// `OOMLAB_ALLOC_LOG` prints the counting allocator's events ("+bytes live" and "-bytes live")
+/// to stderr, and nothing without it.
+#[test]
+fn the_allocation_log_is_printed_when_asked() {
+    let sb = Sandbox::new();
+    let spec = sb.spec("log.toml", &tiny_spec("log", "hidden = 8\ndepth = 1", None, ""));
+    let run = |log: bool| {
+        let mut cmd = oomlab();
+        cmd.args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--force", "--quiet"]);
+        if log {
+            cmd.env("OOMLAB_ALLOC_LOG", "1");
+        } else {
+            cmd.env_remove("OOMLAB_ALLOC_LOG");
+        }
+        String::from_utf8(cmd.assert().success().get_output().stderr.clone()).unwrap()
+    };
+    let logged = run(true);
+    let allocs = logged.lines().filter(|l| l.starts_with("oomlab-alloc +")).count();
+    let frees = logged.lines().filter(|l| l.starts_with("oomlab-alloc -")).count();
+    assert!(allocs > 10 && frees > 10, "{allocs} allocations, {frees} frees logged");
+    assert!(!run(false).contains("oomlab-alloc"), "no log unless asked");
+}
