@@ -40,27 +40,26 @@ impl fmt::Display for DeviceChoice {
 }
 
 impl DeviceChoice {
-    /// The concrete device; `Auto` asks libtorch whether CUDA is there.
+    /// The concrete device, given the CUDA devices libtorch sees.
     pub fn resolve(self) -> Result<tch::Device, String> {
+        self.resolve_among(tch::Cuda::device_count().max(0) as usize)
+    }
+
+    /// The concrete device on a machine with `cuda_devices` CUDA devices: `auto` is `cuda:0`
+    /// where there is one, else the CPU; `cuda:N` must exist.
+    pub fn resolve_among(self, cuda_devices: usize) -> Result<tch::Device, String> {
         match self {
             DeviceChoice::Cpu => Ok(tch::Device::Cpu),
-            DeviceChoice::Auto if tch::Cuda::is_available() => Ok(tch::Device::Cuda(0)),
+            DeviceChoice::Auto if cuda_devices > 0 => Ok(tch::Device::Cuda(0)),
             DeviceChoice::Auto => Ok(tch::Device::Cpu),
-            DeviceChoice::Cuda(n) => {
-                let count = tch::Cuda::device_count() as usize;
-                if n < count {
-                    Ok(tch::Device::Cuda(n))
-                } else if count == 0 {
-                    Err(format!(
-                        "cuda:{n} asked for, but libtorch sees no CUDA device; use --device cpu (or auto)"
-                    ))
-                } else {
-                    Err(format!(
-                        "cuda:{n} asked for, but libtorch sees {count} CUDA device(s): cuda:0..cuda:{}",
-                        count - 1
-                    ))
-                }
-            }
+            DeviceChoice::Cuda(n) if n < cuda_devices => Ok(tch::Device::Cuda(n)),
+            DeviceChoice::Cuda(n) if cuda_devices == 0 => Err(format!(
+                "cuda:{n} asked for, but libtorch sees no CUDA device; use --device cpu (or auto)"
+            )),
+            DeviceChoice::Cuda(n) => Err(format!(
+                "cuda:{n} asked for, but libtorch sees {cuda_devices} CUDA device(s): cuda:0..cuda:{}",
+                cuda_devices - 1
+            )),
         }
     }
 }
@@ -89,6 +88,20 @@ mod tests {
         assert_eq!("cuda:3".parse(), Ok(DeviceChoice::Cuda(3)));
         assert!("gpu".parse::<DeviceChoice>().unwrap_err().contains("cuda:N"));
         assert!("cuda:x".parse::<DeviceChoice>().is_err());
+    }
+
+    #[test]
+    fn resolves_against_the_devices_there_are() {
+        use tch::Device;
+        assert_eq!(DeviceChoice::Auto.resolve_among(0), Ok(Device::Cpu));
+        assert_eq!(DeviceChoice::Auto.resolve_among(2), Ok(Device::Cuda(0)));
+        assert_eq!(DeviceChoice::Cpu.resolve_among(4), Ok(Device::Cpu));
+        assert_eq!(DeviceChoice::Cuda(0).resolve_among(1), Ok(Device::Cuda(0)));
+        assert_eq!(DeviceChoice::Cuda(3).resolve_among(4), Ok(Device::Cuda(3)));
+        let none = DeviceChoice::Cuda(0).resolve_among(0).unwrap_err();
+        assert!(none.contains("no CUDA device") && none.contains("--device cpu"), "{none}");
+        let past = DeviceChoice::Cuda(2).resolve_among(2).unwrap_err();
+        assert!(past.contains("sees 2 CUDA device(s): cuda:0..cuda:1"), "{past}");
     }
 
     #[test]

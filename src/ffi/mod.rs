@@ -19,6 +19,7 @@ extern "C" {
     fn oomlab_cpu_set_cap(bytes: i64);
     fn oomlab_cpu_stats(out: *mut RawStats);
     fn oomlab_cpu_reset_peak();
+    fn oomlab_cpu_allocations() -> i64;
     fn oomlab_cuda_stats(device: c_int, out: *mut RawStats, err: *mut c_char, len: usize) -> c_int;
     fn oomlab_cuda_reset_peak(device: c_int, err: *mut c_char, len: usize) -> c_int;
     fn oomlab_cuda_empty_cache(err: *mut c_char, len: usize) -> c_int;
@@ -72,6 +73,12 @@ pub fn cpu_stats() -> RawStats {
     // SAFETY: `s` is a valid, writable RawStats.
     unsafe { oomlab_cpu_stats(&mut s) };
     s
+}
+
+/// How many allocations the counting CPU allocator has made since it was installed.
+pub fn cpu_allocations() -> u64 {
+    // SAFETY: no arguments.
+    unsafe { oomlab_cpu_allocations() }.max(0) as u64
 }
 
 pub fn cpu_reset_peak() {

@@ -9,6 +9,7 @@
 //
 // Every entry point is extern "C" and noexcept: a C++ exception is turned into a non-zero return
 // and a message in the caller's buffer, never unwound into Rust.
+#include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/AllocatorConfig.h>
@@ -85,6 +86,7 @@ struct CpuCounters {
   std::atomic<int64_t> peak{0};
   std::atomic<int64_t> cap{-1};  // < 0: no cap
   std::atomic<int64_t> ooms{0};
+  std::atomic<int64_t> allocations{0};  // counted allocations ever made, for tests
 };
 CpuCounters g_cpu;
 
@@ -149,6 +151,7 @@ struct CountingAllocator final : c10::Allocator {
                        "unallocated.");
     }
     raise_peak(before + bytes);
+    g_cpu.allocations.fetch_add(1);
     if (g_log) {
       std::fprintf(stderr, "oomlab-alloc +%lld %lld\n", (long long)bytes, (long long)(before + bytes));
     }
@@ -178,7 +181,17 @@ struct CountingAllocator final : c10::Allocator {
 }  // namespace
 
 namespace {
+// The caching allocator sizes its per-device tables in CUDA's lazy initialisation, which runs at
+// the first CUDA tensor. Before it, getDeviceStats(0) fails with "Invalid device argument": a
+// run without a budget (no test allocation) read its stats before any tensor existed. So every
+// statistics call initialises CUDA first (once; later calls return at once). getMemoryInfo does
+// not: the probe calls it before applying the budget's memory fraction, which must come first.
 c10::DeviceAllocator* cuda_allocator() {
+  at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
+  return c10::getDeviceAllocator(c10::DeviceType::CUDA);
+}
+
+c10::DeviceAllocator* cuda_allocator_uninitialised() {
   return c10::getDeviceAllocator(c10::DeviceType::CUDA);
 }
 
@@ -208,6 +221,8 @@ void oomlab_cpu_stats(oomlab_stats* out) noexcept {
   *out = {current, peak, current, peak, g_cpu.ooms.load(), 0};
 }
 
+int64_t oomlab_cpu_allocations() noexcept { return g_cpu.allocations.load(); }
+
 void oomlab_cpu_reset_peak() noexcept { g_cpu.peak.store(g_cpu.current.load()); }
 
 int oomlab_cuda_stats(int device, oomlab_stats* out, char* err, size_t len) noexcept {
@@ -233,7 +248,7 @@ int oomlab_cuda_empty_cache(char* err, size_t len) noexcept {
 int oomlab_cuda_mem_info(int device, uint64_t* free, uint64_t* total, char* err,
                          size_t len) noexcept {
   return guarded(err, len, [&] {
-    const auto info = cuda_allocator()->getMemoryInfo(static_cast<c10::DeviceIndex>(device));
+    const auto info = cuda_allocator_uninitialised()->getMemoryInfo(static_cast<c10::DeviceIndex>(device));
     *free = info.first;
     *total = info.second;
   });
