@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use crate::device::DeviceChoice;
-use crate::estimate::{self, Category, Options, PhasePrediction, SweepPoint, SweepPrediction, Target};
+use crate::estimate::{
+    self, Category, GpuArch, Options, PhasePrediction, SweepPoint, SweepPrediction, Target,
+};
 use crate::spec::{self, format_size, Spec, SweepMode};
 
 #[derive(Debug, clap::Args)]
@@ -15,10 +17,16 @@ pub struct EstimateArgs {
     /// Memory budget, e.g. 15.90GiB. Overrides the spec's run.budget.
     #[arg(long, value_parser = super::parse_budget)]
     pub budget: Option<u64>,
-    /// Whose allocator to model: cpu (oomlab's counting allocator, exact) or cuda (512-byte
-    /// blocks). Default: the spec's run.device; auto is cuda when libtorch sees a GPU.
+    /// Whose allocator to model: cpu (oomlab's counting allocator, exact) or cuda (libtorch's
+    /// caching allocator replayed, with its workspaces). Default: the spec's run.device; auto is
+    /// cuda when libtorch sees a GPU.
     #[arg(long, value_parser = super::parse_device)]
     pub device: Option<DeviceChoice>,
+    /// With cuda: the GPU, for libtorch's workspace sizes: h100 or h200 (32 MiB cuBLAS
+    /// workspaces), or a100, v100, t4, l4, l40s, rtx4090, b200, other (8.125 MiB). Default: the
+    /// GPU libtorch sees, else h100.
+    #[arg(long, value_parser = parse_gpu)]
+    pub gpu: Option<GpuArch>,
     /// One line per trial, without the phase tables.
     #[arg(long)]
     pub brief: bool,
@@ -35,8 +43,14 @@ pub fn run(args: EstimateArgs) -> Result<()> {
         DeviceChoice::Auto if tch::Cuda::is_available() => Target::Cuda,
         DeviceChoice::Auto => Target::Cpu,
     };
-    let options = Options { target, ..Options::default() };
-    let budget = args.budget.or(spec.run.budget);
+    let options = match target {
+        Target::Cpu => Options::default(),
+        Target::Cuda => {
+            let arch = args.gpu.or_else(local_gpu).unwrap_or_default();
+            Options::cuda(arch, spec.configs().into_iter().map(|(_, c)| c))
+        }
+    };
+    let budget = args.budget.or(spec.run.budget_on(target == Target::Cuda));
     let sweeps = estimate::predict_spec(&spec, budget, &options)
         .with_context(|| format!("estimating {}", args.spec.display()))?;
     if args.json {
@@ -45,6 +59,20 @@ pub fn run(args: EstimateArgs) -> Result<()> {
         print!("{}", render(&spec, &sweeps, budget, target, args.brief));
     }
     Ok(())
+}
+
+fn parse_gpu(s: &str) -> Result<GpuArch, String> {
+    GpuArch::parse(s)
+}
+
+/// The generation of the first GPU libtorch sees, from NVML.
+fn local_gpu() -> Option<GpuArch> {
+    if !tch::Cuda::is_available() {
+        return None;
+    }
+    let nvml = nvml_wrapper::Nvml::init().ok()?;
+    let cc = nvml.device_by_index(0).ok()?.cuda_compute_capability().ok()?;
+    Some(GpuArch::from_capability(cc.major, cc.minor))
 }
 
 /// The whole report, as text.
@@ -58,7 +86,7 @@ pub fn render(
     let mut out = String::new();
     let allocator = match target {
         Target::Cpu => "cpu (oomlab's counting allocator: exact bytes)",
-        Target::Cuda => "cuda (caching allocator's 512-byte blocks; cuBLAS workspace not included)",
+        Target::Cuda => "cuda (libtorch's caching allocator replayed, workspaces included; the budget caps reserved memory)",
     };
     let budget_text = budget.map(|b| format!(", budget {}", format_size(b))).unwrap_or_default();
     out += &format!("{}: predicted memory for {allocator}{budget_text}\n", spec.name);
@@ -72,13 +100,14 @@ pub fn render(
         };
         out += &format!("sweep {}: {how}\n", s.field.key());
     }
+    let mut noted = std::collections::HashSet::new();
     for sweep in sweeps {
         out += "\n";
         if let Some(v) = &sweep.variant {
             out += &format!("[{v}]\n");
         }
         for point in &sweep.points {
-            out += &point_line(sweep, point, budget);
+            out += &point_line(sweep, point, budget, &mut noted);
             if !brief {
                 out += &table(point);
             }
@@ -88,7 +117,13 @@ pub fn render(
     out
 }
 
-fn point_line(sweep: &SweepPrediction, point: &SweepPoint, budget: Option<u64>) -> String {
+/// One trial's line; its notes, each the first time it comes up.
+fn point_line(
+    sweep: &SweepPrediction,
+    point: &SweepPoint,
+    budget: Option<u64>,
+    noted: &mut std::collections::HashSet<String>,
+) -> String {
     let p = &point.prediction;
     let at = p.peak_phase();
     let name = match (sweep.field, point.value) {
@@ -105,12 +140,12 @@ fn point_line(sweep: &SweepPrediction, point: &SweepPoint, budget: Option<u64>) 
     };
     let mut line = format!(
         "{name:<14} peak {:>11} in {} ({} params, {}){verdict}\n",
-        format_size(p.peak),
+        p.describe_peak(),
         where_(at),
         p.param_count,
         format_size(p.param_bytes),
     );
-    for note in &p.notes {
+    for note in p.notes.iter().filter(|n| noted.insert(n.to_string())) {
         line += &format!("  note: {note}\n");
     }
     line
@@ -169,7 +204,7 @@ fn answer(sweep: &SweepPrediction) -> String {
     let col = field.column();
     let mut out = String::new();
     let peak_of = |v: u64| {
-        sweep.points.iter().find(|p| p.value == Some(v as f64)).map(|p| format_size(p.prediction.peak))
+        sweep.points.iter().find(|p| p.value == Some(v as f64)).map(|p| p.prediction.describe_peak())
     };
     match (sweep.exact_largest_fit, sweep.range) {
         (Some(v), Some((_, hi))) => {

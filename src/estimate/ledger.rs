@@ -1,7 +1,11 @@
 //! A replay of the allocator: live bytes per category, and the peak of the current phase with
 //! what was live at that moment. [`super::phases`] calls `alloc` and `free` in the order libtorch
 //! allocates and frees, so the peaks come out as the allocator's own `max_memory_allocated`.
+use std::collections::HashMap;
+
 use serde::Serialize;
+
+use super::caching::{BlockId, CachingAllocator, OutOfMemory};
 
 /// What a byte is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -108,18 +112,56 @@ impl Categories {
     }
 }
 
-/// Live bytes and the phase's peak. Sizes given to it are already as the allocator counts them.
+/// Live bytes and the phase's peak. Sizes given to it are already as the allocator counts them
+/// on the CPU; on CUDA each allocation is a block of the caching allocator's replay
+/// ([`CachingAllocator`]), which may count more (an unsplit remainder) and reserves segments.
 #[derive(Debug, Clone, Default)]
 pub struct Ledger {
     live: Categories,
     /// What was live at the highest point since the last `reset_peak`.
     at_peak: Categories,
     peak: u64,
+    cuda: Option<Blocks>,
+}
+
+/// The CUDA side: the allocator's replay and, per category, the blocks live in it (the bytes
+/// asked for, the block, the bytes it counts), most recent last.
+#[derive(Debug, Clone)]
+struct Blocks {
+    allocator: CachingAllocator,
+    live: HashMap<Category, Vec<(u64, BlockId, u64)>>,
+    /// What was there before the trial: allocated and reserved bytes.
+    baseline: (u64, u64),
+    /// The first request the limit refused.
+    refused: Option<OutOfMemory>,
 }
 
 impl Ledger {
+    /// A ledger for a CUDA device: the allocator's replay under `limit`, holding `workspaces`
+    /// (made in that order, before the trial) outside every category.
+    pub fn cuda(limit: Option<u64>, workspaces: impl IntoIterator<Item = u64>) -> Self {
+        let mut allocator = CachingAllocator::new(limit);
+        for w in workspaces.into_iter().filter(|&w| w > 0) {
+            allocator.malloc(w);
+        }
+        let baseline = (allocator.allocated(), allocator.reserved());
+        allocator.reset_peak();
+        let cuda = Blocks { allocator, live: HashMap::new(), baseline, refused: None };
+        Ledger { cuda: Some(cuda), ..Ledger::default() }
+    }
+
     pub fn alloc(&mut self, c: Category, bytes: u64) {
-        *self.live.get_mut(c) += bytes;
+        let counted = match &mut self.cuda {
+            Some(_) if bytes == 0 => 0,
+            Some(b) => {
+                let (id, counted, refused) = b.allocator.malloc(bytes);
+                b.refused = b.refused.or(refused);
+                b.live.entry(c).or_default().push((bytes, id, counted));
+                counted
+            }
+            None => bytes,
+        };
+        *self.live.get_mut(c) += counted;
         let total = self.live.total();
         if total > self.peak {
             self.peak = total;
@@ -127,23 +169,42 @@ impl Ledger {
         }
     }
 
-    /// Frees bytes allocated earlier under the same category.
+    /// Frees bytes allocated earlier under the same category: one allocation of that size, or
+    /// several that add up to it (a graph's saved tensors), the most recent first.
     pub fn free(&mut self, c: Category, bytes: u64) {
+        let counted = match &mut self.cuda {
+            Some(b) => b.take(c, bytes).into_iter().map(|(_, id, _)| b.allocator.free(id)).sum(),
+            None => bytes,
+        };
         let slot = self.live.get_mut(c);
-        debug_assert!(*slot >= bytes, "freeing {bytes} {c:?} bytes of {}", *slot);
-        *slot = slot.saturating_sub(bytes);
+        debug_assert!(*slot >= counted, "freeing {counted} {c:?} bytes of {}", *slot);
+        *slot = slot.saturating_sub(counted);
     }
 
     /// The same bytes, now counted under another category (no allocation).
     pub fn recategorize(&mut self, from: Category, to: Category, bytes: u64) {
-        self.free(from, bytes);
-        *self.live.get_mut(to) += bytes;
+        let counted = match &mut self.cuda {
+            Some(b) => {
+                let moved = b.take(from, bytes);
+                let counted = moved.iter().map(|m| m.2).sum();
+                b.live.entry(to).or_default().extend(moved);
+                counted
+            }
+            None => bytes,
+        };
+        let slot = self.live.get_mut(from);
+        debug_assert!(*slot >= counted, "moving {counted} {from:?} bytes of {}", *slot);
+        *slot = slot.saturating_sub(counted);
+        *self.live.get_mut(to) += counted;
     }
 
     /// Starts a phase: the peak restarts from what is live, as the probe's `reset_peak` does.
     pub fn reset_peak(&mut self) {
         self.peak = self.live.total();
         self.at_peak = self.live;
+        if let Some(b) = &mut self.cuda {
+            b.allocator.reset_peak();
+        }
     }
 
     pub fn live(&self) -> Categories {
@@ -156,6 +217,66 @@ impl Ledger {
 
     pub fn at_peak(&self) -> Categories {
         self.at_peak
+    }
+
+    /// Reserved memory now and its peak since the phase began, over the baseline's (on the CPU,
+    /// which has no cache, the allocated ones).
+    pub fn reserved(&self) -> (u64, u64) {
+        match &self.cuda {
+            Some(b) => {
+                let base = b.baseline.1;
+                (
+                    b.allocator.reserved().saturating_sub(base),
+                    b.allocator.peak_reserved().saturating_sub(base),
+                )
+            }
+            None => (self.live.total(), self.peak),
+        }
+    }
+
+    /// The bytes asked for by the allocations live in category `c` (what its frees must add up
+    /// to; on CUDA the blocks may count more).
+    pub fn requested(&self, c: Category) -> u64 {
+        match &self.cuda {
+            Some(b) => b.live.get(&c).map_or(0, |l| l.iter().map(|e| e.0).sum()),
+            None => self.live.get(c),
+        }
+    }
+
+    /// Allocated and reserved bytes before the trial (the workspaces; zero on the CPU).
+    pub fn baseline(&self) -> (u64, u64) {
+        self.cuda.as_ref().map_or((0, 0), |b| b.baseline)
+    }
+
+    /// The first allocation the limit refused, if one was.
+    pub fn refused(&self) -> Option<OutOfMemory> {
+        self.cuda.as_ref().and_then(|b| b.refused)
+    }
+}
+
+impl Blocks {
+    /// Takes live blocks of category `c` asked for with `bytes` in all: the most recent of
+    /// exactly that size, else the most recent that add up to it.
+    fn take(&mut self, c: Category, bytes: u64) -> Vec<(u64, BlockId, u64)> {
+        let Some(list) = self.live.get_mut(&c) else { return Vec::new() };
+        if bytes == 0 {
+            return Vec::new();
+        }
+        if let Some(i) = list.iter().rposition(|e| e.0 == bytes) {
+            return vec![list.remove(i)];
+        }
+        let mut left = bytes;
+        let mut taken = Vec::new();
+        let mut i = list.len();
+        while i > 0 && left > 0 {
+            i -= 1;
+            if list[i].0 <= left {
+                left -= list[i].0;
+                taken.push(list.remove(i));
+            }
+        }
+        debug_assert_eq!(left, 0, "no live {c:?} blocks add up to {bytes}");
+        taken
     }
 }
 

@@ -40,10 +40,12 @@
 //! the loss history, in any combination, as `train::step` composes them. Not covered
 //! ([`predict`] says so): mixed precision over parameters that are not float32.
 //! [`Prediction::notes`] says where a prediction is less than exact.
+pub mod caching;
 mod ledger;
 mod phases;
 mod search;
 pub mod terms;
+pub mod workspace;
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -51,6 +53,7 @@ use serde::Serialize;
 pub use ledger::{Categories, Category, Ledger};
 pub use search::{largest_fit, predict_spec, predict_sweep, SweepPoint, SweepPrediction};
 pub use terms::{DataShape, Target};
+pub use workspace::{GpuArch, Workspaces};
 
 use crate::record::Phase;
 use crate::spec::{Amp, Config, DataSpec, Dtype};
@@ -79,6 +82,11 @@ pub struct Options {
     /// libtorch's intra-op threads: a CPU reduction of a whole tensor to one number (the
     /// checkpointed backward's `sum`) takes a buffer of one result per thread.
     pub threads: usize,
+    /// CUDA: the caching allocator's limit (the budget's memory fraction), if any. A trial
+    /// fits when the replay never needs a segment past it.
+    pub limit: Option<u64>,
+    /// CUDA: the workspaces libtorch keeps for the process, there before every trial.
+    pub workspaces: Workspaces,
 }
 
 impl Default for Options {
@@ -88,6 +96,8 @@ impl Default for Options {
             target: Target::Cpu,
             gather: CURRENT_GATHER,
             threads: tch::get_num_threads().max(1) as usize,
+            limit: None,
+            workspaces: Workspaces::default(),
         }
     }
 }
@@ -97,6 +107,20 @@ impl Options {
     pub fn for_device(device: tch::Device) -> Self {
         let target = if device.is_cuda() { Target::Cuda } else { Target::Cpu };
         Options { target, ..Options::default() }
+    }
+
+    /// CUDA on a GPU of `arch`, for a run of `configs` (whose warm-up makes the workspaces).
+    pub fn cuda<'a>(arch: GpuArch, configs: impl IntoIterator<Item = &'a Config>) -> Self {
+        Options { target: Target::Cuda, workspaces: Workspaces::for_run(arch, configs), ..Options::default() }
+    }
+
+    /// With `budget` as the CUDA allocator's limit (the CPU's cap needs none: a trial fits when
+    /// its peak does).
+    pub fn under(self, budget: Option<u64>) -> Self {
+        match self.target {
+            Target::Cuda => Options { limit: budget, ..self },
+            Target::Cpu => self,
+        }
     }
 }
 
@@ -113,6 +137,10 @@ pub struct PhasePrediction {
     pub allocated_end: u64,
     /// The highest allocated during the phase (the probe resets its peak at the phase's start).
     pub peak: u64,
+    /// Reserved memory (segments) when the phase ends and its highest during it, over the
+    /// baseline's; on the CPU, which has no cache, the allocated figures.
+    pub reserved_end: u64,
+    pub reserved_peak: u64,
     /// What was live at that peak.
     pub by_category: Categories,
     /// What is live when the phase ends.
@@ -126,6 +154,14 @@ pub struct Prediction {
     pub phases: Vec<PhasePrediction>,
     /// The highest of the phases' peaks: the trial's `max_memory_allocated` over its baseline.
     pub peak: u64,
+    /// The highest reserved memory over the baseline's (CUDA: segments; CPU: as `peak`).
+    pub reserved_peak: u64,
+    /// What the allocator holds before the trial, allocated and reserved: the workspaces on
+    /// CUDA, nothing on the CPU.
+    pub baseline_allocated: u64,
+    pub baseline_reserved: u64,
+    /// CUDA with a limit: where the allocator refused a segment even with its cache emptied.
+    pub oom: Option<PredictedOom>,
     pub param_count: u64,
     pub param_bytes: u64,
     /// Optimizer state once allocated.
@@ -137,28 +173,74 @@ pub struct Prediction {
 }
 
 impl Prediction {
+    /// What `max_memory_allocated` reads at the trial's peak: the baseline (workspaces) and the
+    /// trial's own bytes.
+    pub fn peak_allocated(&self) -> u64 {
+        self.baseline_allocated + self.peak
+    }
+
+    /// What `max_memory_reserved` reads at the trial's highest.
+    pub fn peak_reserved(&self) -> u64 {
+        self.baseline_reserved + self.reserved_peak
+    }
+
+    /// The peak in words: allocated, and on CUDA reserved too.
+    pub fn describe_peak(&self) -> String {
+        let size = crate::spec::format_size;
+        match self.options.target {
+            Target::Cpu => size(self.peak_allocated()),
+            Target::Cuda => {
+                format!("{} allocated, {} reserved", size(self.peak_allocated()), size(self.peak_reserved()))
+            }
+        }
+    }
+
     /// The first phase that reaches the trial's peak.
     pub fn peak_phase(&self) -> &PhasePrediction {
         self.phases.iter().find(|p| p.peak == self.peak).expect("a trial has phases")
     }
 
-    /// Whether the trial fits under a budget, counting from an allocator at zero: the counting
-    /// allocator refuses an allocation that would take it past the budget, so the trial fits
-    /// exactly when its peak does. (Subtract a nonzero baseline from the budget first.)
+    /// Whether the trial fits under a budget. On the CPU, counting from an allocator at zero:
+    /// the counting allocator refuses an allocation that would take it past the budget, so the
+    /// trial fits exactly when its peak does (subtract a nonzero baseline from the budget
+    /// first). On CUDA the budget caps reserved memory, workspaces included: replayed under it
+    /// (`Options::under`), the trial fits when no segment was refused; otherwise when reserved
+    /// memory, never given back, stays under it.
     pub fn fits(&self, budget: u64) -> bool {
-        self.peak <= budget
+        match self.options.target {
+            Target::Cpu => self.peak <= budget,
+            Target::Cuda if self.options.limit == Some(budget) => self.oom.is_none(),
+            Target::Cuda => self.baseline_reserved + self.reserved_peak <= budget,
+        }
     }
 
     /// Where the trial is predicted to run out of memory under `budget`: the first phase whose
-    /// peak is over it.
+    /// peak is over it (CUDA: the phase of the refusal, or whose reserved peak is over it).
     pub fn first_over(&self, budget: u64) -> Option<&PhasePrediction> {
-        self.phases.iter().find(|p| p.peak > budget)
+        match self.options.target {
+            Target::Cpu => self.phases.iter().find(|p| p.peak > budget),
+            Target::Cuda if self.options.limit == Some(budget) => {
+                self.oom.map(|o| &self.phases[o.phase_index])
+            }
+            Target::Cuda => self.phases.iter().find(|p| self.baseline_reserved + p.reserved_peak > budget),
+        }
     }
 
     /// The prediction for one phase of the trace.
     pub fn phase(&self, step: usize, micro: usize, phase: Phase) -> Option<&PhasePrediction> {
         self.phases.iter().find(|p| p.step == step && p.micro == micro && p.phase == phase)
     }
+}
+
+/// Where a CUDA replay ran out of memory.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PredictedOom {
+    /// Into [`Prediction::phases`].
+    pub phase_index: usize,
+    /// The segment refused ("Tried to allocate").
+    pub requested: u64,
+    /// Reserved memory when it was refused, workspaces included.
+    pub reserved: u64,
 }
 
 /// `(predicted - measured) / measured`: the error column a summary can show. 0 when both are 0.
@@ -195,15 +277,23 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
         t.dtype,
         options.target,
     );
-    let phases = phases::Sim::new(config, &terms, options).run();
+    let replay = phases::Sim::new(config, &terms, options).run();
+    let phases = replay.phases;
     let peak = phases.iter().map(|p| p.peak).max().unwrap_or(0);
+    let reserved_peak = phases.iter().map(|p| p.reserved_peak).max().unwrap_or(0);
+    let oom = replay.oom.map(|(phase_index, o)| PredictedOom {
+        phase_index,
+        requested: o.requested,
+        reserved: o.reserved,
+    });
     let mut notes = Vec::new();
     if options.target == Target::Cuda {
-        notes.push(
-            "cuda: blocks rounded to 512 bytes; cuBLAS workspace and cached-block reuse not modelled; a CUDA \
-             budget caps reserved memory, which fragmentation can put above this allocated peak"
-                .into(),
-        );
+        notes.push(format!(
+            "cuda: libtorch 2.11's caching allocator replayed (512-byte blocks, pools, segments, splits, the \
+             budget as a cap on reserved memory), with {} of cuBLAS/cuBLASLt workspaces kept for the process; \
+             block addresses are assumed in the order made",
+            crate::spec::format_size(options.workspaces.total())
+        ));
     }
     if matches!(t.dtype, Dtype::Float16 | Dtype::Bfloat16) {
         notes.push(
@@ -227,6 +317,10 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
     Ok(Prediction {
         phases,
         peak,
+        reserved_peak,
+        baseline_allocated: replay.baseline.0,
+        baseline_reserved: replay.baseline.1,
+        oom,
         param_count: terms.param_count(),
         param_bytes: terms.param_bytes(),
         optimizer_state_bytes: terms::optimizer_state_bytes(&t.optimizer, &terms),
@@ -257,13 +351,14 @@ pub fn data_shape(data: &DataSpec) -> Result<DataShape> {
 mod tests {
     use super::*;
     use crate::spec::{
-        Checkpoint, DataSpec, History, Mode, ModelSpec, OptimizerSpec, Techniques, TrainingSpec,
+        Checkpoint, DataLocation, DataSpec, History, Mode, ModelSpec, OptimizerSpec, Techniques, TrainingSpec,
     };
 
     pub(crate) fn config(depth: usize, hidden: usize, batch: usize, optimizer: OptimizerSpec) -> Config {
         Config {
             model: ModelSpec { hidden, depth },
             data: DataSpec::Synthetic { samples: 32, features: 32, classes: 4, seed: 0 },
+            location: DataLocation::Host,
             training: TrainingSpec {
                 optimizer,
                 batch_size: batch,

@@ -41,7 +41,7 @@ pub struct SweepPrediction {
 /// Predicts every variant's sweep of a spec, under `budget` (the command line's, else the
 /// spec's).
 pub fn predict_spec(spec: &Spec, budget: Option<u64>, options: &Options) -> Result<Vec<SweepPrediction>> {
-    let budget = budget.or(spec.run.budget);
+    let budget = budget.or(spec.run.budget_on(options.target == super::Target::Cuda));
     spec.configs()
         .into_iter()
         .map(|(variant, base)| {
@@ -61,6 +61,7 @@ pub fn predict_sweep(
     options: &Options,
 ) -> Result<SweepPrediction> {
     let shapes = Shapes::new(base)?;
+    let options = &options.under(budget);
     let mut order = sweep::strategy(sweep.map(|s| &s.mode), on_oom);
     let mut points = Vec::new();
     while let Some(value) = order.next() {
@@ -121,6 +122,7 @@ pub fn largest_fit(
         return Err(anyhow!("{} is not an integer field", field.key()));
     }
     let shapes = Shapes::new(base)?;
+    let options = &options.under(Some(budget));
     let fits = |v: u64| -> Result<bool> {
         let Ok(config) = base.with(field, v as f64) else { return Ok(false) };
         Ok(predict_with(&config, shapes.of(&config), options)?.fits(budget))

@@ -8,16 +8,28 @@
 mod amp;
 mod checkpoint;
 
+use super::caching::OutOfMemory;
 use super::ledger::{Category, Ledger};
 use super::terms::{Target, Terms};
 use super::{Gather, Options, PhasePrediction};
 use crate::record::Phase;
-use crate::spec::{Amp, Config, DataSpec, Dtype, History, Mode, OptimizerSpec};
+use crate::spec::{Amp, Config, DataLocation, DataSpec, Dtype, History, Mode, OptimizerSpec};
 
 use Category::{Activations, AmpCopies, Batch, Data, Grads, OptimizerState, Params, Transient};
 
+/// A trial replayed: its phases, and on CUDA what the allocator held before it and the first
+/// phase in which the limit refused an allocation.
+pub(super) struct Replay {
+    pub phases: Vec<PhasePrediction>,
+    /// Allocated and reserved bytes before the trial (the workspaces).
+    pub baseline: (u64, u64),
+    /// The index in `phases` of the first refusal, and the refused request.
+    pub oom: Option<(usize, OutOfMemory)>,
+}
+
 pub(super) struct Sim<'a> {
     t: &'a Terms,
+    oom: Option<(usize, OutOfMemory)>,
     config: &'a Config,
     gather: Gather,
     /// libtorch's intra-op threads (see [`Options::threads`]).
@@ -51,20 +63,15 @@ impl<'a> Sim<'a> {
     pub fn new(config: &'a Config, t: &'a Terms, options: &Options) -> Self {
         let autocast = config.training.techniques.amp != Amp::Off;
         let (gather, threads) = (options.gather, options.threads);
-        Sim {
-            t,
-            config,
-            gather,
-            threads,
-            ledger: Ledger::default(),
-            out: Vec::new(),
-            has_state: false,
-            autocast,
-        }
+        let ledger = match options.target {
+            Target::Cpu => Ledger::default(),
+            Target::Cuda => Ledger::cuda(options.limit, options.workspaces.in_order()),
+        };
+        Sim { t, oom: None, config, gather, threads, ledger, out: Vec::new(), has_state: false, autocast }
     }
 
     /// Replays the whole trial.
-    pub fn run(mut self) -> Vec<PhasePrediction> {
+    pub fn run(mut self) -> Replay {
         self.phase(0, 0, Phase::Data, Self::data);
         self.phase(0, 0, Phase::Model, Self::model);
         let tech = self.config.training.techniques;
@@ -124,7 +131,7 @@ impl<'a> Sim<'a> {
                 }
             }
         }
-        self.out
+        Replay { phases: self.out, baseline: self.ledger.baseline(), oom: self.oom }
     }
 
     /// Runs one phase as the recorder does: the peak restarts at its start, and the end is read
@@ -132,12 +139,18 @@ impl<'a> Sim<'a> {
     fn phase<T>(&mut self, step: usize, micro: usize, phase: Phase, f: impl FnOnce(&mut Self) -> T) -> T {
         self.ledger.reset_peak();
         let out = f(self);
+        if let (None, Some(refused)) = (self.oom, self.ledger.refused()) {
+            self.oom = Some((self.out.len(), refused));
+        }
+        let (reserved_end, reserved_peak) = self.ledger.reserved();
         self.out.push(PhasePrediction {
             step,
             micro,
             phase,
             allocated_end: self.ledger.live().total(),
             peak: self.ledger.peak(),
+            reserved_end,
+            reserved_peak,
             by_category: self.ledger.at_peak(),
             end_by_category: self.ledger.live(),
         });
@@ -151,7 +164,7 @@ impl<'a> Sim<'a> {
     /// Under autocast the graph saved the batch's cast instead of the batch's features (NLL
     /// still saves the labels), and the weights' casts: the autocast copies still live.
     fn end_of_iteration(&mut self, kept: Kept, keep_loss: bool) {
-        let copies = self.ledger.live().amp_copies;
+        let copies = self.ledger.requested(AmpCopies);
         if keep_loss {
             self.ledger.recategorize(Activations, Category::History, kept.graph);
             self.ledger.recategorize(AmpCopies, Category::History, copies);
@@ -169,9 +182,18 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Whether the data set lives in host memory on a device that is not the host: then the
+    /// device sees only each batch, moved there by `to_device`.
+    fn data_on_host(&self) -> bool {
+        self.config.location == DataLocation::Host && self.t.target == Target::Cuda
+    }
+
     /// `train::data::make`.
     fn data(&mut self) {
         let t = self.t;
+        if self.data_on_host() {
+            return; // made in host memory, which the device's allocator does not count
+        }
         match &self.config.data {
             DataSpec::Synthetic { .. } => {
                 // x = randn [S, D]; teacher = randn [D, K]; y = x.matmul(teacher).argmax(1):
@@ -226,6 +248,12 @@ impl<'a> Sim<'a> {
         let n = t.shape.samples.max(1);
         let start = (micro_index * t.batch as usize) % n;
         let wraps = start + t.batch as usize > n;
+        if self.data_on_host() {
+            // Gathered on the host, then x.to_device and y.to_device: the device gets the copies.
+            self.ledger.alloc(Batch, t.batch_x());
+            self.ledger.alloc(Batch, t.batch_y());
+            return t.batch_x() + t.batch_y();
+        }
         if self.gather == Gather::ViewUnlessWrapped && !wraps {
             // x.narrow and y.narrow: views of the data set, nothing allocated.
             return 0;

@@ -1,0 +1,115 @@
+//! The estimate on CUDA against what an H100 measured (`tests/fixtures/h100`): the caching
+//! allocator's replay with libtorch's workspaces must give every trial's `max_memory_allocated`
+//! within 0.5%, its `max_memory_reserved` within 2%, and the lesson's largest depth exactly.
+use std::path::Path;
+
+use oomlab::estimate::{self, GpuArch, Options, Prediction};
+use oomlab::spec::{self, Config, DataLocation, Field, Spec};
+
+const BUDGET: u64 = 17_072_495_001; // 15.90 GiB, as the run's manifest has it
+
+fn depth_sweep() -> Spec {
+    spec::load(Path::new("experiments/depth_sweep.toml")).unwrap()
+}
+
+/// The configuration the H100 ran: the data set made on the GPU, as oomlab did then.
+fn config_at(spec: &Spec, depth: usize) -> Config {
+    let mut c = spec.base.with(Field::Depth, depth as f64).unwrap();
+    c.location = DataLocation::Device;
+    c
+}
+
+fn options(c: &Config) -> Options {
+    Options::cuda(GpuArch::Hopper, [c]).under(Some(BUDGET))
+}
+
+fn predict(c: &Config) -> Prediction {
+    estimate::predict_with(c, estimate::data_shape(&c.data).unwrap(), &options(c)).unwrap()
+}
+
+/// (depth, status, max_memory_allocated, max_memory_reserved) of every row.
+fn measured() -> Vec<(usize, String, u64, u64)> {
+    let mut rd = csv::Reader::from_path("tests/fixtures/h100/h100-depth-summaries.csv").unwrap();
+    let h = rd.headers().unwrap().clone();
+    let col = |name: &str| h.iter().position(|c| c == name).unwrap();
+    let (d, s, a, r) = (col("depth"), col("status"), col("max_memory_allocated"), col("max_memory_reserved"));
+    rd.records()
+        .map(|row| {
+            let row = row.unwrap();
+            (row[d].parse().unwrap(), row[s].to_string(), row[a].parse().unwrap(), row[r].parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn every_trial_within_half_a_percent_allocated_and_two_percent_reserved() {
+    let spec = depth_sweep();
+    let rows = measured();
+    assert_eq!(rows.iter().filter(|r| r.1 == "ok").count(), 7, "the fixture's seven depths that ran");
+    for (depth, status, allocated, reserved) in rows.into_iter().filter(|r| r.1 == "ok") {
+        let p = predict(&config_at(&spec, depth));
+        let a = estimate::relative_error(p.peak_allocated(), allocated);
+        let r = estimate::relative_error(p.peak_reserved(), reserved);
+        eprintln!(
+            "depth {depth} {status}: allocated {a:+.4}%, reserved {r:+.4}%",
+            a = 100.0 * a,
+            r = 100.0 * r
+        );
+        assert!(
+            a.abs() <= 0.005,
+            "depth {depth}: allocated {} vs measured {allocated} ({:+.3}%)",
+            p.peak_allocated(),
+            100.0 * a
+        );
+        assert!(
+            r.abs() <= 0.02,
+            "depth {depth}: reserved {} vs measured {reserved} ({:+.3}%)",
+            p.peak_reserved(),
+            100.0 * r
+        );
+        assert!(p.oom.is_none(), "depth {depth} ran on the H100");
+    }
+}
+
+#[test]
+fn the_oom_is_where_the_h100_ran_out() {
+    let spec = depth_sweep();
+    for (depth, status, ..) in measured().into_iter().filter(|r| r.1 == "oom") {
+        let p = predict(&config_at(&spec, depth));
+        let oom = p.oom.unwrap_or_else(|| panic!("depth {depth} ({status}) must run out"));
+        let at = &p.phases[oom.phase_index];
+        assert_eq!((at.phase.as_str(), at.step), ("optimizer_step", 1), "depth {depth}");
+        assert_eq!(oom.requested, 100_663_296, "\"Tried to allocate 96.00 MiB\"");
+    }
+}
+
+#[test]
+fn the_largest_depth_is_the_h100s() {
+    let spec = depth_sweep();
+    let base = config_at(&spec, 1);
+    let fit = estimate::largest_fit(&base, Field::Depth, BUDGET, 1, 256, &options(&base)).unwrap();
+    assert_eq!(fit, Some(42));
+}
+
+/// Phase by phase at depth 8 (step 2, the steady state), end and peak within 0.5%.
+#[test]
+fn depth_eight_phase_by_phase() {
+    let spec = depth_sweep();
+    let p = predict(&config_at(&spec, 8));
+    let mut rd = csv::Reader::from_path("tests/fixtures/h100/h100-depth8-trace.csv").unwrap();
+    let mut compared = 0;
+    for row in rd.records() {
+        let row = row.unwrap();
+        let (step, phase): (usize, &str) = (row[1].parse().unwrap(), &row[3]);
+        if step != 2 {
+            continue; // step 1 made the workspaces inside the trial; a warmed-up run has them before
+        }
+        let (end, peak): (u64, u64) = (row[4].parse().unwrap(), row[6].parse().unwrap());
+        let ph = p.phases.iter().find(|x| x.step == step && x.phase.as_str() == phase).unwrap();
+        let e = estimate::relative_error(p.baseline_allocated + ph.allocated_end, end);
+        let k = estimate::relative_error(p.baseline_allocated + ph.peak, peak);
+        assert!(e.abs() <= 0.005 && k.abs() <= 0.005, "{phase}: end {e:+.4}, peak {k:+.4}");
+        compared += 1;
+    }
+    assert_eq!(compared, 5);
+}
