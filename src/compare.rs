@@ -461,6 +461,8 @@ pub(crate) mod tests {
             answers: Vec::new(),
             num_ooms: None,
             num_alloc_retries: None,
+            workspace: None,
+            data_location: None,
         }
     }
 

@@ -11,11 +11,11 @@ use crate::ffi;
 use crate::probe::{CpuProbe, CudaProbe, MemoryProbe};
 use crate::progress::Progress;
 use crate::record::{Status, SummaryRow};
-use crate::results::manifest::{self, Answer, DeviceInfo, HostInfo, Manifest, Versions};
+use crate::results::manifest::{self, Answer, DeviceInfo, HostInfo, Manifest, Versions, WorkspaceInfo};
 use crate::results::{self, Exporter, PerfettoTrace, SummaryCsv, TraceCsv};
-use crate::spec::{Amp, Checkpoint, Config, Field, History, Mode, Spec};
+use crate::spec::{Amp, Checkpoint, Config, DataLocation, Field, History, Mode, Spec};
 use crate::sweep::{self, Fit};
-use crate::train::{self, TrialOutcome};
+use crate::train::{self, TrialOutcome, Workspace};
 
 /// Command-line choices that override or complete the spec.
 #[derive(Debug, Clone)]
@@ -46,16 +46,41 @@ pub fn open_probe(device: tch::Device, budget: Option<u64>) -> Result<Box<dyn Me
 pub fn run(spec: &Spec, opts: &RunOptions) -> Result<RunReport> {
     let requested = opts.device.unwrap_or(spec.run.device);
     let device = requested.resolve().map_err(anyhow::Error::msg)?;
-    let budget = opts.budget.or(spec.run.budget);
+    let budget = opts.budget.or(spec.run.budget_on(device.is_cuda()));
     let probe = open_probe(device, budget)?;
+    run_on(spec, opts, requested, &*probe)
+}
+
+/// Runs a spec on an open probe: warms up, then runs and exports every trial.
+pub fn run_on(
+    spec: &Spec,
+    opts: &RunOptions,
+    requested: DeviceChoice,
+    probe: &dyn MemoryProbe,
+) -> Result<RunReport> {
     let slug = device::slug(&probe.name());
     let dir = results::prepare_dir(&opts.out.join(&slug).join(&spec.name), opts.force)?;
 
     let mut spec_as_run = spec.clone();
     spec_as_run.run.device = requested;
-    spec_as_run.run.budget = budget;
-    let mut manifest = start_manifest(&spec_as_run, requested, device, &*probe, slug);
+    spec_as_run.run.set_budget(probe.budget());
+    let mut manifest = start_manifest(&spec_as_run, requested, probe, slug);
     manifest.write(&dir)?;
+
+    // Before the first trial, so that every trial's baseline holds what libtorch keeps for the
+    // process (cuBLAS workspaces) and none of them counts it as its own or as a leak.
+    let workspace = train::warm_up(spec.configs().into_iter().map(|(_, c)| c), probe);
+    match &workspace {
+        Ok(w) => {
+            manifest.workspace = Some(WorkspaceInfo::new(*w, probe.device()));
+            if !opts.quiet {
+                eprintln!("{}", workspace_line(*w, probe.device()));
+            }
+        }
+        Err(e) => manifest.status = format!("failed: warming up: {e:#}"),
+    }
+    manifest.write(&dir)?;
+    workspace.context("warming up before the first trial")?;
 
     let mut exporters: Vec<Box<dyn Exporter>> = vec![
         Box::new(TraceCsv::create(&dir)?),
@@ -63,7 +88,7 @@ pub fn run(spec: &Spec, opts: &RunOptions) -> Result<RunReport> {
         Box::new(PerfettoTrace::create(&dir)?),
     ];
     let before = probe.counters()?;
-    let result = run_trials(spec, &*probe, &mut exporters, opts.quiet);
+    let result = run_trials(spec, probe, &mut exporters, opts.quiet);
     manifest.finished_at = Some(manifest::now());
     if let Ok(after) = probe.counters() {
         manifest.num_ooms = Some(after.num_ooms - before.num_ooms);
@@ -85,6 +110,17 @@ pub fn run(spec: &Spec, opts: &RunOptions) -> Result<RunReport> {
     Ok(RunReport { dir, rows, manifest })
 }
 
+/// "workspace  65.0 MiB allocated, 66.0 MiB reserved by libtorch for the process (...)".
+pub fn workspace_line(w: Workspace, device: tch::Device) -> String {
+    let size = |b: u64| ByteSize::b(b).display().iec().to_string();
+    format!(
+        "workspace  {} allocated, {} reserved before the first trial: {}",
+        size(w.allocated),
+        size(w.reserved),
+        WorkspaceInfo::what(w, device)
+    )
+}
+
 fn run_trials(
     spec: &Spec,
     probe: &dyn MemoryProbe,
@@ -96,6 +132,7 @@ fn run_trials(
     let mode = spec.sweep.as_ref().map(|s| &s.mode);
     let hint = sweep::strategy(mode, spec.run.on_oom).len_hint().map(|n| n * configs.len());
     let progress = Progress::new(hint, quiet);
+    let options = estimate_options(spec, probe);
     let mut rows = Vec::new();
     for (variant, base) in configs {
         let mut order = sweep::strategy(mode, spec.run.on_oom);
@@ -112,7 +149,7 @@ fn run_trials(
                 None => {}
             }
             progress.start(&label);
-            let prediction = predict(&config, probe.device());
+            let prediction = predict(&config, &options);
             let outcome = match predicted_oom(spec, prediction.as_ref(), probe)? {
                 Some(skipped) => skipped,
                 None => train::run_trial(&config, probe, trial, &mut |rec| {
@@ -148,11 +185,22 @@ fn run_trials(
     Ok(rows)
 }
 
+/// What the estimate assumes for this run: on CUDA the GPU's workspaces (by its generation) and
+/// the budget as the allocator's limit.
+fn estimate_options(spec: &Spec, probe: &dyn MemoryProbe) -> estimate::Options {
+    match probe.device() {
+        tch::Device::Cuda(_) => {
+            let arch = probe.gpu_arch().unwrap_or_default();
+            estimate::Options::cuda(arch, spec.configs().into_iter().map(|(_, c)| c)).under(probe.budget())
+        }
+        device => estimate::Options::for_device(device),
+    }
+}
+
 /// The estimate for a trial's configuration; `None` where the model does not reach (mixed
-/// precision, checkpointing).
-fn predict(config: &Config, device: tch::Device) -> Option<estimate::Prediction> {
-    let options = estimate::Options::for_device(device);
-    estimate::data_shape(&config.data).and_then(|s| estimate::predict_with(config, s, &options)).ok()
+/// precision over parameters that are not float32).
+fn predict(config: &Config, options: &estimate::Options) -> Option<estimate::Prediction> {
+    estimate::data_shape(&config.data).and_then(|s| estimate::predict_with(config, s, options)).ok()
 }
 
 /// When the spec asks (`run.skip_predicted_oom`), a trial whose predicted peak is over the budget
@@ -318,13 +366,8 @@ pub fn answer(variant: Option<&str>, field: Field, rows: &[SummaryRow]) -> Answe
     }
 }
 
-fn start_manifest(
-    spec: &Spec,
-    requested: DeviceChoice,
-    device: tch::Device,
-    probe: &dyn MemoryProbe,
-    slug: String,
-) -> Manifest {
+fn start_manifest(spec: &Spec, requested: DeviceChoice, probe: &dyn MemoryProbe, slug: String) -> Manifest {
+    let device = probe.device();
     let budget_mechanism = probe.budget().map(|b| match device {
         tch::Device::Cuda(_) => format!(
             "CUDA caching allocator per_process_memory_fraction {:.6} of {} bytes",
@@ -373,7 +416,30 @@ fn start_manifest(
         answers: Vec::new(),
         num_ooms: None,
         num_alloc_retries: None,
+        workspace: None,
+        data_location: Some(data_location(spec, device)),
     }
+}
+
+/// "host: ..." for the manifest: where the configurations keep their data set, in words.
+fn data_location(spec: &Spec, device: tch::Device) -> String {
+    let mut places: Vec<DataLocation> = spec.configs().iter().map(|(_, c)| c.location).collect();
+    places.dedup();
+    let words: Vec<String> = places
+        .into_iter()
+        .map(|l| match (l, device) {
+            (_, tch::Device::Cpu) => format!(
+                "{}: on the CPU the host is the device, so host and device placement are the same memory",
+                if l == DataLocation::Host { "host" } else { "device" }
+            ),
+            (DataLocation::Host, _) => {
+                "host: the data set in host memory; each step's batch is moved to the device (to_device)"
+                    .into()
+            }
+            (DataLocation::Device, _) => "device: the whole data set made on the device".into(),
+        })
+        .collect();
+    words.join("; ")
 }
 
 /// Refuses a results root that is a file.

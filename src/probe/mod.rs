@@ -45,4 +45,8 @@ pub trait MemoryProbe {
     fn driver_version(&self) -> Option<String> {
         None
     }
+    /// The GPU's generation, as far as libtorch's workspace sizes depend on it.
+    fn gpu_arch(&self) -> Option<crate::estimate::GpuArch> {
+        None
+    }
 }

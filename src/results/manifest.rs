@@ -32,6 +32,45 @@ pub struct Manifest {
     pub num_ooms: Option<u64>,
     #[serde(default)]
     pub num_alloc_retries: Option<u64>,
+    /// What libtorch kept for the process before the first trial (see `train::warmup`).
+    #[serde(default)]
+    pub workspace: Option<WorkspaceInfo>,
+    /// Where the data set lived (`data.location`), and what that means on this device.
+    #[serde(default)]
+    pub data_location: Option<String>,
+}
+
+/// Why `memory_allocated` starts above zero: what stayed after the warm-up, part of every
+/// trial's `baseline_allocated`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WorkspaceInfo {
+    pub allocated_bytes: u64,
+    pub reserved_bytes: u64,
+    /// What it is, in words.
+    pub what: String,
+}
+
+impl WorkspaceInfo {
+    pub fn new(w: crate::train::Workspace, device: tch::Device) -> Self {
+        WorkspaceInfo {
+            allocated_bytes: w.allocated,
+            reserved_bytes: w.reserved,
+            what: Self::what(w, device),
+        }
+    }
+
+    pub fn what(w: crate::train::Workspace, device: tch::Device) -> String {
+        match (device.is_cuda(), w.allocated) {
+            (false, 0) => "the CPU keeps nothing for the process (no cuBLAS; data and model share host memory)".into(),
+            (false, _) => "allocated on the CPU before the first trial and still held (not libtorch's: something \
+                           else in this process)"
+                .into(),
+            (true, _) => "libtorch's cuBLAS and cuBLASLt workspaces (one per thread that ran matrix products: \
+                          the main thread and the autograd engine's), made at the first products and kept for \
+                          the life of the process; every trial's baseline includes them"
+                .into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -10,6 +10,7 @@ pub mod data;
 pub mod model;
 mod recorder;
 mod step;
+mod warmup;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -21,6 +22,7 @@ use crate::record::{MemSnapshot, Phase, PhaseRecord, Status};
 use crate::spec::Config;
 pub use recorder::PhaseError;
 use recorder::{Recorder, Stop};
+pub use warmup::{warm_up, Workspace};
 
 /// What a trial did.
 #[derive(Debug, Clone)]
