@@ -14,8 +14,8 @@ use oomlab::probe::{CpuProbe, MemoryProbe};
 use oomlab::record::{Phase, PhaseRecord, Status};
 use oomlab::run::{self, RunOptions};
 use oomlab::spec::{
-    Amp, Checkpoint, Config, DataSpec, Dtype, History, Mode, ModelSpec, OptimizerSpec, ScalerSpec,
-    Techniques, TrainingSpec,
+    Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, History, Mode, ModelSpec, OptimizerSpec,
+    ScalerSpec, Techniques, TrainingSpec,
 };
 use predicates::prelude::PredicateBooleanExt;
 
@@ -67,6 +67,7 @@ impl Case {
                 classes: 10,
                 seed: 1,
             },
+            location: DataLocation::Host,
             training: TrainingSpec {
                 optimizer: self.optimizer,
                 batch_size: self.batch,

@@ -75,7 +75,21 @@ impl Spec {
 pub struct Config {
     pub model: ModelSpec,
     pub data: DataSpec,
+    /// Where the data set lives (`data.location`).
+    pub location: DataLocation,
     pub training: TrainingSpec,
+}
+
+/// Where the data set lives during training.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DataLocation {
+    /// In host memory, as the lesson's DataLoader keeps it: each step's batch is gathered there
+    /// and moved to the device. On the CPU the host is the device: the same as `Device`.
+    #[default]
+    Host,
+    /// Made on the device whole; batches are gathered there.
+    Device,
 }
 
 /// The lesson's `Classifier_MLP` generalised: `depth` hidden layers of `hidden` units, each a
@@ -260,12 +274,33 @@ impl Dtype {
 pub struct RunSpec {
     #[serde(serialize_with = "crate::spec::display")]
     pub device: DeviceChoice,
-    /// A memory budget in bytes: the CUDA allocator's per-process cap, or the CPU allocator's.
+    /// A memory budget in bytes on the CPU (oomlab's counting allocator's cap): `budget`, or
+    /// its `cpu` key.
     pub budget: Option<u64>,
+    /// On CUDA (the caching allocator's per-process cap): `budget`, or its `cuda` key. The same
+    /// as `budget` unless the spec sizes the two apart, because a GPU keeps tens of MiB of
+    /// workspaces that a CPU-sized budget would mostly be.
+    pub cuda_budget: Option<u64>,
     pub on_oom: OnOom,
     /// Skip a trial whose predicted peak (`oomlab estimate`) exceeds the budget by more than this
     /// fraction, recording it as `predicted_oom` (`run.skip_predicted_oom`; needs a budget).
     pub skip_predicted_oom: Option<f64>,
+}
+
+impl RunSpec {
+    /// The budget for a run on CUDA (`cuda`) or the CPU.
+    pub fn budget_on(&self, cuda: bool) -> Option<u64> {
+        if cuda {
+            self.cuda_budget
+        } else {
+            self.budget
+        }
+    }
+
+    /// Both budgets set to one value (a command line's `--budget`, or what a run used).
+    pub fn set_budget(&mut self, budget: Option<u64>) {
+        (self.budget, self.cuda_budget) = (budget, budget);
+    }
 }
 
 /// What a sweep does after a trial runs out of memory.

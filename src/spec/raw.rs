@@ -81,6 +81,7 @@ pub(super) struct RawData {
     pub seed: Option<S<i64>>,
     pub path: Option<S<String>>,
     pub label: Option<S<String>>,
+    pub location: Option<S<String>>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -186,7 +187,7 @@ macro_rules! overlay {
 }
 
 overlay!(RawModel { hidden, depth });
-overlay!(RawData { kind, samples, features, classes, seed, path, label });
+overlay!(RawData { kind, samples, features, classes, seed, path, label, location });
 overlay!(RawTraining {
     optimizer, lr, momentum, weight_decay, batch_size, steps, dtype, seed, accumulation, amp,
     checkpoint, mode, history

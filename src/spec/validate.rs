@@ -24,8 +24,8 @@ use super::raw::{
 };
 use super::size::parse_size;
 use super::{
-    Amp, Checkpoint, Config, DataSpec, Dtype, Field, History, Mode, ModelSpec, OnOom, OptimizerSpec, RunSpec,
-    ScalerSpec, Spec, Sweep, SweepMode, Techniques, TrainingSpec, Variant,
+    Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, Field, History, Mode, ModelSpec, OnOom,
+    OptimizerSpec, RunSpec, ScalerSpec, Spec, Sweep, SweepMode, Techniques, TrainingSpec, Variant,
 };
 use crate::device::DeviceChoice;
 
@@ -63,6 +63,7 @@ const KEYS: &[KeyInfo] = &[
     KeyInfo { key: "data.seed", about: "the seed of the synthetic data", example: "seed = 0" },
     KeyInfo { key: "data.path", about: "a CSV file, relative to the spec's folder", example: r#"path = "data/iris.csv""# },
     KeyInfo { key: "data.label", about: "the name of the integer label column", example: r#"label = "species""# },
+    KeyInfo { key: "data.location", about: r#""host" (the data set in host memory, each batch moved to the device, as a DataLoader does) or "device" (the whole data set on the device)"#, example: r#"location = "host""# },
     KeyInfo { key: "training.optimizer", about: r#""sgd", "adam" or "adamw""#, example: r#"optimizer = "adam""# },
     KeyInfo { key: "training.lr", about: "the learning rate", example: "lr = 0.001" },
     KeyInfo { key: "training.momentum", about: "the SGD momentum, 0 <= m < 1", example: "momentum = 0.9" },
@@ -223,9 +224,9 @@ impl Cx<'_> {
         self.omitted = None;
         let swept = draft.map(|d| d.field);
         let model = self.model(t.model, swept)?;
-        let data = self.data(t.data, swept)?;
+        let (data, location) = self.data(t.data, swept)?;
         let training = self.training(t.training, swept)?;
-        self.checked(Config { model, data, training }, draft)
+        self.checked(Config { model, data, location, training }, draft)
     }
 
     /// Each `[[variant]]`'s name, and its keys laid over `base` and validated as a config.
@@ -273,8 +274,20 @@ impl Cx<'_> {
         })
     }
 
-    fn data(&mut self, raw: Tab<RawData>, swept: Option<Field>) -> Result<DataSpec, SpecError> {
+    fn data(
+        &mut self,
+        raw: Tab<RawData>,
+        swept: Option<Field>,
+    ) -> Result<(DataSpec, DataLocation), SpecError> {
         let (table, d) = split(raw);
+        let location = match &d.location {
+            Some(l) => self.word(
+                l,
+                "data.location",
+                &[("host", DataLocation::Host), ("device", DataLocation::Device)],
+            )?,
+            None => DataLocation::Host,
+        };
         let csv = match &d.kind {
             Some(k) => self.word(k, "data.kind", &[("synthetic", false), ("csv", true)])?,
             None => false,
@@ -291,14 +304,14 @@ impl Cx<'_> {
             let label = self.require(d.label, "data.label", &table)?;
             let path = self.nonempty(&path, "data.path")?;
             let label = self.nonempty(&label, "data.label")?;
-            return Ok(DataSpec::Csv { path: self.resolve(&path), label });
+            return Ok((DataSpec::Csv { path: self.resolve(&path), label }, location));
         }
         let csv_only = [("data.path", span(&d.path)), ("data.label", span(&d.label))];
         self.reject(
             &csv_only,
             r#"is only read for kind = "csv"; remove it, or add kind = "csv" under [data]"#,
         )?;
-        Ok(DataSpec::Synthetic {
+        let data = DataSpec::Synthetic {
             samples: self.count_or_swept(d.samples, Field::Samples, 1, &table, swept, None)?,
             features: self.count_or_swept(d.features, Field::Features, 1, &table, swept, None)?,
             classes: {
@@ -306,7 +319,8 @@ impl Cx<'_> {
                 self.count(&classes, "data.classes", 2)?
             },
             seed: self.seed(d.seed, "data.seed")?,
-        })
+        };
+        Ok((data, location))
     }
 
     fn training(&mut self, raw: Tab<RawTraining>, swept: Option<Field>) -> Result<TrainingSpec, SpecError> {
@@ -487,9 +501,9 @@ impl Cx<'_> {
                 .map_err(|e| self.at(&v.span(), format!("run.device: {e}")))?,
             None => DeviceChoice::Auto,
         };
-        let budget = match &r.budget {
-            Some(v) => Some(self.budget(v)?),
-            None => None,
+        let (budget, cuda_budget) = match &r.budget {
+            Some(v) => self.budgets(v)?,
+            None => (None, None),
         };
         let on_oom = match &r.on_oom {
             Some(v) => self.word(v, "run.on_oom", &[("continue", OnOom::Continue), ("stop", OnOom::Stop)])?,
@@ -504,33 +518,52 @@ impl Cx<'_> {
             )?),
             None => None,
         };
-        if let (Some(v), None) = (&r.skip_predicted_oom, budget) {
+        if let (Some(v), None, None) = (&r.skip_predicted_oom, budget, cuda_budget) {
             return Err(self.at(
                 &v.span(),
                 "run.skip_predicted_oom: needs run.budget to compare predictions with; add budget = \"...\""
                     .to_string(),
             ));
         }
-        Ok(RunSpec { device, budget, on_oom, skip_predicted_oom })
+        Ok(RunSpec { device, budget, cuda_budget, on_oom, skip_predicted_oom })
     }
 
-    fn budget(&mut self, v: &S<Value>) -> Result<u64, SpecError> {
-        let key = "run.budget";
-        let bytes = match v.get_ref() {
-            Value::String(s) => parse_size(s).map_err(|e| self.at(&v.span(), format!("{key}: {e}")))?,
-            Value::Integer(n) if *n >= 0 => n.unsigned_abs(),
-            _ => {
-                return Err(self.bad(
+    /// `budget = "16GiB"` (any device), or `budget = { cpu = "128MiB", cuda = "1GiB" }`.
+    fn budgets(&mut self, v: &S<Value>) -> Result<(Option<u64>, Option<u64>), SpecError> {
+        let Value::Table(table) = v.get_ref() else {
+            let b = self.budget(v.get_ref(), &v.span(), "run.budget")?;
+            return Ok((Some(b), Some(b)));
+        };
+        let (mut cpu, mut cuda) = (None, None);
+        for (name, value) in table {
+            let slot = match name.as_str() {
+                "cpu" => &mut cpu,
+                "cuda" => &mut cuda,
+                _ => return Err(self.at(
                     &v.span(),
-                    key,
-                    "a size or a whole number of bytes",
-                    self.src(&v.span()),
-                ))
-            }
+                    format!(
+                        "run.budget: unknown key `{name}`; a budget per device has keys cpu and cuda, e.g. \
+                             budget = {{ cpu = \"128MiB\", cuda = \"1GiB\" }}"
+                    ),
+                )),
+            };
+            *slot = Some(self.budget(value, &v.span(), &format!("run.budget.{name}"))?);
+        }
+        if cpu.is_none() && cuda.is_none() {
+            return Err(self.bad(&v.span(), "run.budget", "a size, or a table with cpu and/or cuda", "{}"));
+        }
+        Ok((cpu, cuda))
+    }
+
+    fn budget(&mut self, v: &Value, span: &Range<usize>, key: &str) -> Result<u64, SpecError> {
+        let bytes = match v {
+            Value::String(s) => parse_size(s).map_err(|e| self.at(span, format!("{key}: {e}")))?,
+            Value::Integer(n) if *n >= 0 => n.unsigned_abs(),
+            _ => return Err(self.bad(span, key, "a size or a whole number of bytes", v)),
         };
         if bytes == 0 {
             // A zero cap makes every allocation fail, which measures nothing.
-            return Err(self.bad(&v.span(), key, "more than 0 bytes", self.src(&v.span())));
+            return Err(self.bad(span, key, "more than 0 bytes", v));
         }
         Ok(bytes)
     }
@@ -1231,6 +1264,7 @@ values = [1, 2, 4]
         let expected = Config {
             model: ModelSpec { hidden: 5000, depth: 1 },
             data: DataSpec::Synthetic { samples: 1024, features: 20, classes: 10, seed: 7 },
+            location: DataLocation::Host,
             training: TrainingSpec {
                 optimizer: OptimizerSpec::Sgd { lr: 0.01, momentum: 0.9, weight_decay: 0.0001 },
                 batch_size: 32,
@@ -1246,6 +1280,7 @@ values = [1, 2, 4]
             RunSpec {
                 device: DeviceChoice::Cuda(1),
                 budget: Some((15.90 * (1u64 << 30) as f64).round() as u64),
+                cuda_budget: Some((15.90 * (1u64 << 30) as f64).round() as u64),
                 on_oom: OnOom::Stop,
                 skip_predicted_oom: None,
             }
@@ -1270,6 +1305,7 @@ values = [1, 2, 4]
             RunSpec {
                 device: DeviceChoice::Auto,
                 budget: None,
+                cuda_budget: None,
                 on_oom: OnOom::Continue,
                 skip_predicted_oom: None
             }
@@ -1704,6 +1740,7 @@ values = [1, 2, 4]
         Config {
             model: ModelSpec { hidden: 64, depth: 2 },
             data: DataSpec::Synthetic { samples: 128, features: 4, classes: 3, seed: 0 },
+            location: DataLocation::Host,
             training: TrainingSpec {
                 optimizer: OptimizerSpec::Adam { lr: 0.001, weight_decay: 0.0 },
                 batch_size: 32,
@@ -1987,6 +2024,7 @@ data = {{ samples = 256, seed = 3 }}
         let sgd = Config {
             model: ModelSpec { hidden: 64, depth: 2 },
             data: DataSpec::Synthetic { samples: 256, features: 4, classes: 3, seed: 3 },
+            location: DataLocation::Host,
             training: TrainingSpec {
                 optimizer: OptimizerSpec::Sgd { lr: 0.001, momentum: 0.9, weight_decay: 0.0 },
                 batch_size: 32,
@@ -2173,5 +2211,38 @@ name = "same"
         deep.model.depth = 8;
         deep.training.batch_size = 16;
         assert_eq!(spec.variants, [Variant { name: "deep".into(), config: deep }]);
+    }
+
+    #[test]
+    fn a_budget_per_device() {
+        let spec = parse_at(&format!("{MINIMAL}[run]\nbudget = {{ cpu = \"128MiB\", cuda = \"192MiB\" }}\n"))
+            .unwrap();
+        assert_eq!((spec.run.budget_on(false), spec.run.budget_on(true)), (Some(128 << 20), Some(192 << 20)));
+        let one = parse_at(&format!("{MINIMAL}[run]\nbudget = \"1GiB\"\n")).unwrap();
+        assert_eq!((one.run.budget_on(false), one.run.budget_on(true)), (Some(1 << 30), Some(1 << 30)));
+        let cuda_only = parse_at(&format!("{MINIMAL}[run]\nbudget = {{ cuda = \"2GiB\" }}\n")).unwrap();
+        assert_eq!((cuda_only.run.budget_on(false), cuda_only.run.budget_on(true)), (None, Some(2 << 30)));
+        let e = err(&format!("{MINIMAL}[run]\nbudget = {{ gpu = \"2GiB\" }}\n"));
+        assert!(e.starts_with("experiments/x.toml:17:10: run.budget: unknown key `gpu`; a budget per device has keys cpu and cuda"), "{e}");
+        let e = err(&format!("{MINIMAL}[run]\nbudget = {{ cuda = \"lots\" }}\n"));
+        assert!(e.starts_with("experiments/x.toml:17:10: run.budget.cuda: \"lots\" is not a size"), "{e}");
+        let e = err(&format!("{MINIMAL}[run]\nbudget = {{ cpu = 0 }}\n"));
+        assert!(e.contains("run.budget.cpu") && e.contains("more than 0 bytes"), "{e}");
+    }
+
+    #[test]
+    fn data_location_is_host_unless_asked() {
+        assert_eq!(parse_at(MINIMAL).unwrap().base.location, DataLocation::Host);
+        let text = MINIMAL.replace("classes = 3\n", "classes = 3\nlocation = \"device\"\n");
+        assert_eq!(parse_at(&text).unwrap().base.location, DataLocation::Device);
+        let e = err(&MINIMAL.replace("classes = 3\n", "classes = 3\nlocation = \"gpu\"\n"));
+        assert!(
+            e.starts_with(
+                r#"experiments/x.toml:12:12: data.location: must be one of "host", "device", got "gpu""#
+            ),
+            "{e}"
+        );
+        let variant = format!("{MINIMAL}\n[[variant]]\nname = \"on-device\"\ndata.location = \"device\"\n");
+        assert_eq!(parse_at(&variant).unwrap().variants[0].config.location, DataLocation::Device);
     }
 }

@@ -79,6 +79,11 @@ impl Mlp {
         Ok(h)
     }
 
+    /// The device the parameters live on.
+    pub fn device(&self) -> Device {
+        self.layers[0].weight.device()
+    }
+
     /// The hidden layers' count (the head is `layers[depth]`).
     pub fn depth(&self) -> usize {
         self.layers.len() - 1

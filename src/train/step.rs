@@ -14,7 +14,7 @@ use super::model::Mlp;
 use super::recorder::{Recorder, Stop};
 use super::Progress;
 use crate::record::Phase;
-use crate::spec::{Amp, Config, History, Mode, OptimizerSpec, Techniques};
+use crate::spec::{Amp, Config, DataLocation, History, Mode, OptimizerSpec, Techniques};
 
 /// What the loop keeps of past losses, alive until the trial ends.
 #[derive(Default)]
@@ -31,7 +31,12 @@ pub(super) fn train(
 ) -> Result<(), Stop> {
     let kind = config.training.dtype.kind();
     let t = &config.training.techniques;
-    let data = rec.phase(0, Phase::Data, || data::make(&config.data, kind, device))?;
+    // With the data on the host (a DataLoader's way) only each batch reaches the device.
+    let home = match config.location {
+        DataLocation::Host => Device::Cpu,
+        DataLocation::Device => device,
+    };
+    let data = rec.phase(0, Phase::Data, || data::make(&config.data, kind, home))?;
     (progress.samples, progress.features, progress.classes) = (data.samples(), data.features, data.classes);
     let (model, opt, mut scaler) = rec.phase(0, Phase::Model, || {
         tch::manual_seed(config.training.seed as i64);
@@ -85,13 +90,14 @@ fn train_step(
     kept: &mut Kept,
 ) -> Result<(Tensor, bool), Stop> {
     let t = &config.training.techniques;
-    let device = data.x.device();
+    let device = model.device();
     let segment = t.checkpoint.segment_len(model.depth());
     let mut last = None;
     for micro in 0..t.accumulation {
         rec.micro = micro;
         let index = (step - 1) * t.accumulation + micro;
-        let (x, y) = rec.phase(step, Phase::ToDevice, || gather(data, index, config.training.batch_size))?;
+        let (x, y) =
+            rec.phase(step, Phase::ToDevice, || gather(data, index, config.training.batch_size, device))?;
         let fwd = rec.phase(step, Phase::Forward, || {
             let _autocast = Autocast::enter(device, &t.amp)?;
             Ok(match segment {
@@ -142,8 +148,9 @@ fn forward_step(
     kept: &mut Kept,
 ) -> Result<Tensor, Stop> {
     let t = &config.training.techniques;
-    let device = data.x.device();
-    let (x, y) = rec.phase(step, Phase::ToDevice, || gather(data, step - 1, config.training.batch_size))?;
+    let device = model.device();
+    let (x, y) =
+        rec.phase(step, Phase::ToDevice, || gather(data, step - 1, config.training.batch_size, device))?;
     let loss = rec.phase(step, Phase::Forward, || {
         let _no_grad = (t.mode == Mode::ForwardNoGrad).then(tch::no_grad_guard);
         let _autocast = Autocast::enter(device, &t.amp)?;
@@ -190,14 +197,16 @@ fn stop(error: TchError, step: usize, phase: Phase) -> Stop {
     Stop::Torch(super::PhaseError { phase, step, error })
 }
 
-/// The micro-batch `index` as tensors of its own (a DataLoader's batch is too): rows
-/// `index * batch ..`, wrapping around the end of the data set.
-fn gather(data: &Dataset, index: usize, batch: usize) -> Result<(Tensor, Tensor), TchError> {
+/// The micro-batch `index` as tensors of its own on `device` (a DataLoader's batch is too):
+/// rows `index * batch ..`, wrapping around the end of the data set, gathered where the data
+/// set lives and then moved (a no-op when it lives on `device`).
+fn gather(data: &Dataset, index: usize, batch: usize, device: Device) -> Result<(Tensor, Tensor), TchError> {
     let n = data.samples() as i64;
     let start = (index * batch) as i64 % n;
     let idx = Tensor::f_arange_start(start, start + batch as i64, (tch::Kind::Int64, data.x.device()))?
         .f_remainder(n)?;
-    Ok((data.x.f_index_select(0, &idx)?, data.y.f_index_select(0, &idx)?))
+    let (x, y) = (data.x.f_index_select(0, &idx)?, data.y.f_index_select(0, &idx)?);
+    Ok((x.f_to_device(device)?, y.f_to_device(device)?))
 }
 
 /// libtorch's own optimizers, through the fallible `COptimizer` (`nn::Optimizer` panics on OOM).
@@ -227,12 +236,13 @@ mod tests {
     use super::*;
     use crate::probe::fake::FakeProbe;
     use crate::record::PhaseRecord;
-    use crate::spec::{DataSpec, Dtype, ModelSpec, TrainingSpec};
+    use crate::spec::{DataLocation, DataSpec, Dtype, ModelSpec, TrainingSpec};
 
     fn config(batch: usize, accumulation: usize) -> Config {
         Config {
             model: ModelSpec { hidden: 16, depth: 2 },
             data: DataSpec::Synthetic { samples: 64, features: 8, classes: 3, seed: 1 },
+            location: DataLocation::Host,
             training: TrainingSpec {
                 optimizer: OptimizerSpec::Sgd { lr: 1.0, momentum: 0.0, weight_decay: 0.0 },
                 batch_size: batch,
@@ -274,9 +284,9 @@ mod tests {
     fn gather_takes_consecutive_rows_and_wraps() {
         let spec = DataSpec::Synthetic { samples: 10, features: 2, classes: 2, seed: 0 };
         let d = data::make(&spec, Kind::Float, Device::Cpu).unwrap();
-        let (x, y) = gather(&d, 1, 4).unwrap();
+        let (x, y) = gather(&d, 1, 4, Device::Cpu).unwrap();
         assert!(x.equal(&d.x.narrow(0, 4, 4)) && y.equal(&d.y.narrow(0, 4, 4)));
-        let (x, _) = gather(&d, 2, 4).unwrap(); // rows 8, 9, 0, 1
+        let (x, _) = gather(&d, 2, 4, Device::Cpu).unwrap(); // rows 8, 9, 0, 1
         assert!(x.narrow(0, 2, 2).equal(&d.x.narrow(0, 0, 2)));
     }
 }
