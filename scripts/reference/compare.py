@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""Puts an oomlab results folder beside the PyTorch reference's re-run of it (train.py), as a
+markdown section per experiment.
+
+Usage:
+    compare.py RESULTS_DIR REF_CSV [RESULTS_DIR REF_CSV ...] [--out FILE] [--max-trials N]
+
+RESULTS_DIR is `results/<device>/<experiment>` (trace.csv, summary.csv, manifest.json); REF_CSV
+is train.py's --out (its per-trial summary is REF_CSV + ".summary.csv").
+
+For each experiment it writes a one-line verdict, then the memory at the end of each phase
+(memory_allocated) and the peak within it (max_memory_allocated), oomlab against PyTorch, for
+step 0 (data, model), step 1 and the last step (first and last micro-batch), for a few trials
+chosen to show where they disagree most; then one row per trial: status (a difference flagged),
+peak, oomlab's predicted_peak against PyTorch's measured peak, final loss, step time.
+
+PyTorch keeps no allocator statistics on the CPU, so a CPU reference compares phases, statuses
+and losses only, and says so.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+MIB = 1024 * 1024
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def num(s) -> int | None:
+    return None if s in (None, "") else int(float(s))
+
+
+def fnum(s) -> float | None:
+    return None if s in (None, "") else float(s)
+
+
+def fmt_bytes(b: int | None) -> str:
+    return "" if b is None else f"{b:,}"
+
+
+def fmt_delta(d: int | None) -> str:
+    if d is None:
+        return ""
+    return "0" if d == 0 else f"{d:+,}"
+
+
+def fmt_size(b: float) -> str:
+    b = abs(b)
+    if b < 1024:
+        return f"{b:.0f} B"
+    if b < MIB:
+        return f"{b / 1024:.1f} KiB"
+    return f"{b / MIB:.2f} MiB"
+
+
+def key(r: dict) -> tuple:
+    return int(r["trial"]), int(r["step"]), int(r["micro"]), r["phase"]
+
+
+class Experiment:
+    def __init__(self, results: Path, ref: Path):
+        self.results, self.ref = results, ref
+        self.manifest = json.loads((results / "manifest.json").read_text())
+        self.name = self.manifest.get("experiment", results.name)
+        self.o_trace = {key(r): r for r in read_csv(results / "trace.csv")}
+        self.o_sum = {int(r["trial"]): r for r in read_csv(results / "summary.csv")}
+        self.r_trace = {key(r): r for r in read_csv(ref)}
+        self.r_sum = {int(r["trial"]): r for r in read_csv(Path(str(ref) + ".summary.csv"))}
+        self.has_mem = any(r["memory_allocated"] != "" for r in self.r_trace.values())
+        self.trials = sorted(t for t, r in self.r_sum.items() if r["status"] != "skipped")
+        self.skipped = sorted(t for t, r in self.r_sum.items() if r["status"] == "skipped")
+
+    def label(self, t: int) -> str:
+        r = self.o_sum[t]
+        parts = [r["variant"]] if r["variant"] else []
+        if r["field"]:
+            v = float(r["value"])
+            parts.append(f"{r['field'].split('.')[-1]}={v:g}")
+        return " ".join(parts) or self.name
+
+    def keys(self, trace: dict, t: int) -> list[tuple]:
+        """The trial's phases in the order they ran (the file's order)."""
+        return [k for k in trace if k[0] == t]
+
+    def status(self, t: int) -> tuple[str, str]:
+        """oomlab's and PyTorch's outcome, with the phase and step of an OOM."""
+        def where(r):
+            s = r["status"]
+            return f"{s} ({r['phase']} {r['step']})" if r.get("phase") else s
+        return where(self.o_sum[t]), where(self.r_sum[t])
+
+    def status_differs(self, t: int) -> bool:
+        o, r = self.o_sum[t], self.r_sum[t]
+        return (o["status"], o["phase"], o["step"]) != (r["status"], r["phase"], str(r["step"]))
+
+    def phases_agree(self, t: int) -> bool:
+        return [k[1:] for k in self.keys(self.o_trace, t)] == [k[1:] for k in self.keys(self.r_trace, t)]
+
+    def deltas(self, t: int) -> list[tuple]:
+        """(key, alloc oomlab, alloc torch, peak oomlab, peak torch) for phases both recorded."""
+        out = []
+        for k in self.keys(self.o_trace, t):
+            if k in self.r_trace:
+                o, r = self.o_trace[k], self.r_trace[k]
+                out.append((k, num(o["memory_allocated"]), num(r["memory_allocated"]),
+                            num(o["max_memory_allocated"]), num(r["max_memory_allocated"])))
+        return out
+
+    def loss_rel(self, t: int) -> float | None:
+        a, b = fnum(self.o_sum[t].get("final_loss")), fnum(self.r_sum[t].get("final_loss"))
+        if a is None or b is None:
+            return None
+        return abs(b - a) / max(abs(a), 1e-30)
+
+
+def shown_steps(e: Experiment, t: int) -> set[tuple]:
+    """Step 0, step 1 and the last step; within a step, the first and last micro-batch."""
+    ks = [k for k in e.keys(e.o_trace, t) if k in e.r_trace]
+    if not ks:
+        return set()
+    last = max(k[1] for k in ks)
+    out = set()
+    for s in {0, 1, last}:
+        micros = [k[2] for k in ks if k[1] == s]
+        if micros:
+            out |= {(s, min(micros)), (s, max(micros))}
+    return out
+
+
+def pick_trials(e: Experiment, n: int) -> list[int]:
+    """The trials whose phases are tabled: differing statuses first, then the largest
+    difference, the highest peak that fit, the first trial and the first OOM."""
+    if len(e.trials) <= n:
+        return e.trials
+    cands = [t for t in e.trials if e.status_differs(t)]
+    if e.has_mem:
+        worst = max(e.trials, key=lambda t: max(
+            [abs(a - b) for _, ao, ar, po, pr in e.deltas(t) for a, b in ((ao, ar), (po, pr))
+             if a is not None and b is not None] or [0]))
+        cands.append(worst)
+    ok = [t for t in e.trials if e.o_sum[t]["status"] == "ok"]
+    if ok:
+        cands.append(max(ok, key=lambda t: num(e.o_sum[t]["max_memory_allocated"]) or 0))
+    cands.append(e.trials[0])
+    cands += [t for t in e.trials if e.o_sum[t]["status"] == "oom"][:1]
+    seen: list[int] = []
+    for t in cands:
+        if t not in seen:
+            seen.append(t)
+    return sorted(seen[:n])
+
+
+def section(e: Experiment, max_trials: int) -> str:
+    dev = e.manifest.get("device", {})
+    lines = [f"### {e.name}", ""]
+    budget = dev.get("budget_bytes")
+    lines.append(f"oomlab: `{e.results}` on {dev.get('name', '?')}"
+                 + (f", budget {fmt_size(budget)}" if budget else "")
+                 + f"; PyTorch: `{e.ref}`.")
+    lines.append("")
+    if not e.trials:
+        lines += ["No trial was re-run" + (f" ({len(e.skipped)} skipped: oomlab ran out of its CPU "
+                                           "budget, PyTorch has none on the CPU)." if e.skipped else "."), ""]
+        return "\n".join(lines)
+
+    differ = [t for t in e.trials if e.status_differs(t)]
+    phase_bad = [t for t in e.trials if not e.phases_agree(t)]
+    losses = [(t, e.loss_rel(t)) for t in e.trials if e.loss_rel(t) is not None]
+    exact = sum(1 for _, r in losses if r == 0)
+    worst_loss = max(losses, key=lambda x: x[1]) if losses else None
+
+    verdict = [f"{len(e.trials)} trials re-run"]
+    if e.skipped:
+        verdict[0] += f" ({len(e.skipped)} skipped: OOM in oomlab, no CPU budget in PyTorch)"
+    verdict.append("status agrees in all" if not differ else
+                   f"**status differs in {len(differ)}** (trials {', '.join(map(str, differ))})")
+    verdict.append("phases agree" if not phase_bad else
+                   f"**phase sequence differs in trials {', '.join(map(str, phase_bad))}**")
+    if e.has_mem:
+        worst_a = worst_p = (0, None)
+        for t in e.trials:
+            for k, ao, ar, po, pr in e.deltas(t):
+                if ao is not None and ar is not None and abs(ar - ao) > abs(worst_a[0]):
+                    worst_a = (ar - ao, k)
+                if po is not None and pr is not None and abs(pr - po) > abs(worst_p[0]):
+                    worst_p = (pr - po, k)
+        for what, (d, k) in (("allocated", worst_a), ("peak", worst_p)):
+            if k is None:
+                verdict.append(f"{what} equal at every phase")
+            else:
+                verdict.append(f"largest {what} difference {'+' if d > 0 else '-'}{fmt_size(d)} "
+                               f"(PyTorch - oomlab; trial {k[0]} step {k[1]} {k[3]})")
+        errs = []
+        for t in e.trials:
+            pred, peak = num(e.o_sum[t].get("predicted_peak")), num(e.r_sum[t].get("max_memory_allocated"))
+            if pred is not None and peak and e.r_sum[t]["status"] == "ok":
+                errs.append(abs(pred - peak) / peak)
+        if errs:
+            verdict.append(f"predicted_peak within {100 * max(errs):.1f}% of PyTorch's peak")
+    if worst_loss and exact == len(losses):
+        verdict.append(f"final loss identical in all {len(losses)} that finished")
+    elif worst_loss:
+        verdict.append(f"final loss identical in {exact}/{len(losses)}, largest relative difference "
+                       f"{worst_loss[1]:.1e} (trial {worst_loss[0]})")
+    lines.append(f"**Verdict:** {'; '.join(verdict)}.")
+    lines.append("")
+    if e.has_mem:
+        # Absolute bytes include what was allocated before a trial: cuBLAS's workspaces, kept for
+        # the process's lifetime. Both sides make them in a warm-up before trial 1 (an oomlab
+        # without one makes them in trial 1, whose phases then start below the reference's).
+        first, last = e.trials[0], e.trials[-1]
+        b = [num(e.o_sum[first].get("baseline_allocated")), num(e.r_sum[first].get("baseline_allocated")),
+             num(e.o_sum[last].get("after_allocated")), num(e.r_sum[last].get("after_allocated"))]
+        ws = (e.manifest.get("workspace") or {}).get("allocated_bytes")
+        warm = f" (oomlab's warm-up: {fmt_bytes(ws)} B)" if ws is not None else " (no warm-up in its manifest)"
+        lines += [f"Allocated before trial {first}: oomlab {fmt_bytes(b[0])} B{warm}, PyTorch {fmt_bytes(b[1])} B; "
+                  f"after trial {last}'s clean-up: oomlab {fmt_bytes(b[2])} B, PyTorch {fmt_bytes(b[3])} B.", ""]
+    else:
+        lines += ["CPU: no allocator statistics in PyTorch; compared phases and status only "
+                  "(and final losses).", ""]
+
+    if e.has_mem:
+        shown = pick_trials(e, max_trials)
+        note = "" if len(shown) == len(e.trials) else f" (trials {', '.join(map(str, shown))} of {len(e.trials)})"
+        lines += [f"Bytes at the end of each phase and peak within it; Δ = PyTorch - oomlab{note}.", "",
+                  "| trial | step(.micro) | phase | allocated oomlab | allocated PyTorch | Δ | peak oomlab | peak PyTorch | Δ |",
+                  "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for t in shown:
+            keep = shown_steps(e, t)
+            micros = any(k[2] > 0 for k in e.keys(e.o_trace, t))
+            for k, ao, ar, po, pr in e.deltas(t):
+                if (k[1], k[2]) not in keep:
+                    continue
+                at = f"{k[1]}.{k[2]}" if micros else str(k[1])
+                da = None if ao is None or ar is None else ar - ao
+                dp = None if po is None or pr is None else pr - po
+                lines.append(f"| {t} | {at} | {k[3]} | {fmt_bytes(ao)} | {fmt_bytes(ar)} | "
+                             f"{fmt_delta(da)} | {fmt_bytes(po)} | {fmt_bytes(pr)} | {fmt_delta(dp)} |")
+        lines.append("")
+
+    # One row per trial: outcome, peak, prediction, loss, time.
+    rows = []
+    if e.has_mem:
+        head = ("| trial | config | status oomlab | status PyTorch | peak oomlab | peak PyTorch | Δ | "
+                "predicted | vs PyTorch | loss rel. Δ | step s oomlab / PyTorch |")
+        sep = "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    else:
+        head = ("| trial | config | status oomlab | status PyTorch | phases | final loss oomlab | "
+                "final loss PyTorch | rel. Δ | step s oomlab / PyTorch |")
+        sep = "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |"
+    for t in e.trials:
+        o, r = e.o_sum[t], e.r_sum[t]
+        so, sr = e.status(t)
+        flag = " ⚠" if e.status_differs(t) else ""
+        rel = e.loss_rel(t)
+        rel_s = "" if rel is None else ("0" if rel == 0 else f"{rel:.1e}")
+        secs = f"{fnum(o.get('step_seconds')) or 0:.4f} / {fnum(r.get('step_seconds')) or 0:.4f}"
+        if e.has_mem:
+            po, pr = num(o["max_memory_allocated"]), num(r["max_memory_allocated"])
+            pred = num(o.get("predicted_peak"))
+            # Only a trial that ran has a measured peak to predict; an OOM's is where it stopped.
+            ran = r["status"] == "ok"
+            perr = "" if pred is None or not pr or not ran else f"{100 * (pred - pr) / pr:+.2f}%"
+            d = None if po is None or pr is None else pr - po
+            rows.append(f"| {t} | {e.label(t)} | {so} | {sr}{flag} | {fmt_bytes(po)} | {fmt_bytes(pr)} | "
+                        f"{fmt_delta(d)} | {fmt_bytes(pred)} | {perr} | {rel_s} | {secs} |")
+        else:
+            ph = "same" if e.phases_agree(t) else "**differ**"
+            rows.append(f"| {t} | {e.label(t)} | {so} | {sr}{flag} | {ph} | {o.get('final_loss', '')} | "
+                        f"{r.get('final_loss', '')} | {rel_s} | {secs} |")
+    table = [head, sep, *rows]
+    if len(rows) > 8:
+        lines += ["<details><summary>All trials</summary>", "", *table, "", "</details>", ""]
+    else:
+        lines += [*table, ""]
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("pairs", nargs="+", metavar="RESULTS_DIR REF_CSV")
+    p.add_argument("--out", type=Path, help="append the markdown here (default: stdout)")
+    p.add_argument("--max-trials", type=int, default=4, help="trials whose phases are tabled (default 4)")
+    args = p.parse_args()
+    if len(args.pairs) % 2:
+        p.error("give RESULTS_DIR REF_CSV pairs")
+    parts = []
+    for results, ref in zip(args.pairs[::2], args.pairs[1::2]):
+        parts.append(section(Experiment(Path(results), Path(ref)), args.max_trials))
+    text = "\n".join(parts)
+    if args.out:
+        with open(args.out, "a") as f:
+            f.write(text + "\n")
+    else:
+        sys.stdout.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,706 @@
+#!/usr/bin/env python3
+"""The oracle for oomlab: each trial of an oomlab summary.csv, re-run in plain eager PyTorch.
+
+oomlab trains through libtorch from Rust and reads the caching allocator itself. This script
+trains the same configurations the way the lesson's readers would write them in Python
+(nn.Sequential of nn.Linear + nn.ReLU, F.cross_entropy, torch.optim, torch.autocast,
+torch.amp.GradScaler, torch.utils.checkpoint) and reads torch.cuda.memory_allocated() and
+friends at the same points. Where the two differ in bytes, either oomlab does something a
+PyTorch user would not, or the Python side costs something libtorch's C++ does not; the
+comments marked "Differs from oomlab" say where we already know the two part ways.
+
+Usage:
+    train.py --summary results/<device>/<experiment>/summary.csv --device cuda --out ref.csv
+
+It writes, like oomlab's trace.csv, one row per trial x step x micro-batch x phase (same columns,
+same phases, same order) to --out, and one row per trial to --out + ".summary.csv" (status, the
+phase and step of an OOM, peaks, final loss). The configuration of each trial comes from the
+summary row's columns and from the validated spec in manifest.json beside it (learning rate,
+momentum, weight decay, seeds, steps, grad scaler settings, and the swept value).
+
+The data set lives where the spec's data.location put it in oomlab's run (host: CPU tensors,
+each batch gathered there and moved with .to(device); device: made and gathered on the device);
+--location overrides it. Before trial 1 a warm-up makes what libtorch keeps for the process
+(cuBLAS workspaces), as oomlab's run does, and prints it as `workspace <bytes>`.
+
+On the CPU, PyTorch keeps no allocator statistics, so the memory fields are left empty: the
+phases, timings, statuses and losses still compare. Trials oomlab ran out of memory in are
+skipped on the CPU (PyTorch has no CPU budget, so they would simply run, or exhaust the
+machine) unless --run-oom-on-cpu.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import csv
+import gc
+import json
+import math
+import sys
+import time
+import warnings
+from pathlib import Path
+
+# The GPU machine's venv may lack numpy; torch only warns about it, and nothing here needs it.
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.utils.checkpoint import checkpoint  # noqa: E402
+
+TRACE_COLUMNS = [
+    "trial", "step", "micro", "phase", "memory_allocated", "memory_reserved",
+    "max_memory_allocated", "max_memory_reserved", "device_used", "phase_seconds",
+    "elapsed_seconds",
+]
+# What happened first (status, where an OOM struck, peaks, message); then what compare.py needs
+# to check the numbers as well as the bytes: baselines, final loss, the grad scaler, step time.
+SUMMARY_COLUMNS = [
+    "trial", "status", "phase", "step", "max_memory_allocated", "max_memory_reserved",
+    "message", "baseline_allocated", "after_allocated", "final_loss", "skipped_steps",
+    "final_scale", "step_seconds",
+]
+DTYPES = {
+    "float32": torch.float32, "float64": torch.float64,
+    "bfloat16": torch.bfloat16, "float16": torch.float16,
+}
+AMP_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+# The same markers oomlab's src/oom.rs counts as out of memory: cuBLAS and the stock CPU
+# allocator raise plain RuntimeErrors, not torch.OutOfMemoryError.
+OOM_MARKERS = ("out of memory", "can't allocate memory", "cublas_status_alloc_failed",
+               "cudnn_status_alloc_failed")
+
+
+# --------------------------------------------------------------------------------------------
+# What to run: summary rows and the spec they came from
+
+
+def read_summary(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def read_manifest(summary: Path) -> dict:
+    path = summary.parent / "manifest.json"
+    if not path.exists():
+        sys.exit(f"train.py: {path} is missing; it holds the spec (lr, seeds, steps, scaler)")
+    return json.loads(path.read_text())
+
+
+def trial_config(manifest: dict, row: dict) -> dict:
+    """The validated config of one trial (the manifest's JSON form), as oomlab ran it.
+
+    Starts from the variant's (or the base's) config, applies the swept value as
+    Spec::trial_config does, then takes the summary row's own columns over it, so that a row
+    always reads as the trial that produced it.
+    """
+    spec = manifest["spec"]
+    if spec.get("variants"):
+        found = [v["config"] for v in spec["variants"] if v["name"] == row["variant"]]
+        if not found:
+            raise ValueError(f"trial {row['trial']}: no variant {row['variant']!r} in manifest.json")
+        cfg = copy.deepcopy(found[0])
+    else:
+        cfg = copy.deepcopy(spec["base"])
+    t, d, m = cfg["training"], cfg["data"], cfg["model"]
+    field, value = row.get("field") or "", row.get("value") or ""
+    if field and value:
+        v = float(value)
+        if field == "training.lr":
+            t["optimizer"]["lr"] = v
+        else:
+            section, key = field.split(".")
+            target = {"model": m, "data": d, "training": t}[section]
+            if key == "accumulation":
+                t["techniques"]["accumulation"] = int(v)
+            else:
+                target[key] = int(v)
+
+    m["depth"], m["hidden"] = int(row["depth"]), int(row["hidden"])
+    t["batch_size"] = int(row["batch_size"])
+    if d["kind"] == "synthetic":
+        d["samples"], d["features"], d["classes"] = (int(row[k]) for k in ("samples", "features", "classes"))
+    # The column is a label: "sgd_momentum" is SGD with momentum != 0.
+    if row["optimizer"].split("_")[0] != t["optimizer"]["name"]:
+        raise ValueError(f"trial {row['trial']}: optimizer {row['optimizer']} in summary.csv, "
+                         f"{t['optimizer']['name']} in the spec")
+    t["dtype"] = row["dtype"]
+    tech = t["techniques"]
+    tech["accumulation"] = int(row["accumulation"])
+    if row["amp"] != tech["amp"]["dtype"]:
+        tech["amp"] = {"dtype": row["amp"]}
+    if row["amp"] == "fp16":
+        tech["amp"].setdefault("scaler", {"init_scale": 65536.0, "growth_factor": 2.0,
+                                          "backoff_factor": 0.5, "growth_interval": 2000})
+    ck = row["checkpoint"]
+    tech["checkpoint"] = ck if ck in ("none", "sqrt") else {"every": int(ck)}
+    tech["mode"], tech["history"] = row["mode"], row["history"]
+    return cfg
+
+
+def segment_len(checkpoint_spec, depth: int) -> int | None:
+    """Hidden layers per checkpointed segment, as Checkpoint::segment_len computes it."""
+    if checkpoint_spec == "none":
+        return None
+    if checkpoint_spec == "sqrt":
+        return max(1, math.ceil(math.sqrt(depth)))
+    return max(1, int(checkpoint_spec["every"]))
+
+
+def segment_ranges(depth: int, length: int) -> list[range]:
+    """0..depth in consecutive ranges of `length` layers, the last one possibly shorter
+    (train::checkpoint::segment_ranges)."""
+    return [range(s, min(s + length, depth)) for s in range(0, depth, length)]
+
+
+# --------------------------------------------------------------------------------------------
+# Reading the allocator at phase boundaries
+
+
+class Probe:
+    """The allocator's counters as oomlab reads them: peaks reset at a phase's start, and a
+    synchronize before every read so that queued kernels have allocated what they will."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self._nvml = True
+
+    def reset_peak(self):
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def sync(self):
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+    def snapshot(self) -> dict:
+        """memory_allocated & co. at this moment; empty strings on the CPU."""
+        self.sync()
+        if not self.cuda:
+            return dict.fromkeys(TRACE_COLUMNS[4:9], "")
+        d = self.device
+        return {
+            "memory_allocated": torch.cuda.memory_allocated(d),
+            "memory_reserved": torch.cuda.memory_reserved(d),
+            "max_memory_allocated": torch.cuda.max_memory_allocated(d),
+            "max_memory_reserved": torch.cuda.max_memory_reserved(d),
+            "device_used": self.device_used(),
+        }
+
+    def device_used(self):
+        # oomlab reads NVML's used memory. torch.cuda.device_memory_used needs pynvml, which a
+        # bare venv lacks; cudaMemGetInfo's total - free is the driver's figure for the same
+        # thing (it can differ from nvidia-smi by the memory the driver reserves for itself).
+        if self._nvml:
+            try:
+                return torch.cuda.device_memory_used(self.device)
+            except Exception:
+                self._nvml = False
+        free, total = torch.cuda.mem_get_info(self.device)
+        return total - free
+
+    def allocated(self) -> int | None:
+        return torch.cuda.memory_allocated(self.device) if self.cuda else None
+
+    def empty_cache(self):
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            torch.cuda.empty_cache()
+
+
+class PhaseOOM(Exception):
+    """A phase that failed inside PyTorch, carried as data without its tensors."""
+
+    def __init__(self, phase: str, step: int, message: str, oom: bool):
+        super().__init__(message)
+        self.phase, self.step, self.message, self.oom = phase, step, message, oom
+
+
+class Recorder:
+    """Runs one phase at a time, as oomlab's train::recorder does, and writes its trace row
+    whether the phase succeeded or failed."""
+
+    def __init__(self, probe: Probe, trial: int, writer: csv.DictWriter):
+        self.probe, self.trial, self.writer = probe, trial, writer
+        self.start = time.perf_counter()
+        self.micro = 0
+        self.peak = [0, 0]
+        self.step_seconds: list[float] = []
+
+    def phase(self, step: int, name: str, fn, *args):
+        self.probe.reset_peak()
+        t0 = time.perf_counter()
+        error = None
+        try:
+            out = fn(*args)
+        except RuntimeError as e:  # torch.OutOfMemoryError is a RuntimeError
+            text = str(e)
+            oom = isinstance(e, torch.OutOfMemoryError) or any(m in text.lower() for m in OOM_MARKERS)
+            error = (text.strip().splitlines() or [""])[0], oom
+            out = None
+        if error is not None:
+            # The traceback held the failed phase's frames and their tensors; it is gone now
+            # that the except block has ended, but frames can sit in reference cycles. oomlab
+            # reads the allocator after the failed closure's locals are dropped: do the same.
+            gc.collect()
+        mem = self.probe.snapshot()
+        secs = time.perf_counter() - t0
+        if self.probe.cuda:
+            self.peak[0] = max(self.peak[0], mem["max_memory_allocated"])
+            self.peak[1] = max(self.peak[1], mem["max_memory_reserved"])
+        if step > 0:
+            while len(self.step_seconds) < step:
+                self.step_seconds.append(0.0)
+            self.step_seconds[step - 1] += secs
+        self.writer.writerow({
+            "trial": self.trial, "step": step, "micro": self.micro, "phase": name, **mem,
+            "phase_seconds": f"{secs:.9f}",
+            "elapsed_seconds": f"{time.perf_counter() - self.start:.9f}",
+        })
+        if error is not None:
+            raise PhaseOOM(name, step, error[0], error[1])
+        return out
+
+    def mean_step_seconds(self):
+        """Leaves out the first step when there are more, as oomlab does."""
+        s = self.step_seconds
+        if not s:
+            return None
+        rest = s[1:] or s
+        return sum(rest) / len(rest)
+
+
+# --------------------------------------------------------------------------------------------
+# The trial: data, model, optimizer, steps
+
+
+class Dataset:
+    def __init__(self, x: torch.Tensor, y: torch.Tensor):
+        self.x, self.y = x, y
+
+
+def make_data(cfg: dict, dtype: torch.dtype, home: torch.device) -> Dataset:
+    """Seeded synthetic data (standard normal features, labels from a random linear teacher),
+    as train::data::make; or a CSV with a label column."""
+    d = cfg["data"]
+    if d["kind"] == "synthetic":
+        torch.manual_seed(int(d["seed"]))
+        x = torch.randn(d["samples"], d["features"], dtype=dtype, device=home)
+        teacher = torch.randn(d["features"], d["classes"], dtype=dtype, device=home)
+        y = (x @ teacher).argmax(1)
+        return Dataset(x, y)
+    with open(d["path"], newline="") as f:
+        rows = list(csv.DictReader(f))
+    label = d["label"]
+    feats = [k for k in rows[0] if k != label]
+    x = torch.tensor([[float(r[k]) for k in feats] for r in rows], dtype=torch.float32).to(dtype).to(home)
+    y = torch.tensor([int(r[label]) for r in rows], dtype=torch.int64).to(home)
+    return Dataset(x, y)
+
+
+def gather(data: Dataset, index: int, batch: int, device: torch.device):
+    """Micro-batch `index`: rows index*batch .. +batch, wrapping around the end, in tensors of
+    their own (step.rs's gather). On the host the batch is gathered there and then copied, as a
+    DataLoader hands a CPU batch to `.to(device)`."""
+    n = data.x.shape[0]
+    start = (index * batch) % n
+    idx = torch.arange(start, start + batch, dtype=torch.int64, device=data.x.device) % n
+    x, y = data.x.index_select(0, idx), data.y.index_select(0, idx)
+    if x.device != device:
+        x, y = x.to(device), y.to(device)
+    return x, y
+
+
+def make_model(features: int, hidden: int, depth: int, classes: int, dtype, device) -> nn.Sequential:
+    """The lesson's Classifier_MLP, `depth` hidden layers deep. nn.Linear's default init draws
+    weight then bias from U(+-1/sqrt(fan_in)), the same draws in the same order as
+    model.rs's Linear::new, so the same seed gives bit-identical parameters (checked on CPU)."""
+    widths = [features] + [hidden] * depth + [classes]
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(widths, widths[1:])):
+        layers.append(nn.Linear(a, b, device=device, dtype=dtype))
+        if i < depth:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+def make_optimizer(spec: dict, params, impl: str) -> torch.optim.Optimizer:
+    """torch.optim with libtorch's settings (betas 0.9/0.999, eps 1e-8, no nesterov, no
+    dampening). oomlab uses libtorch's C++ optimizers, which loop over the parameters one at a
+    time: `for_loop` (foreach=False) is the like-for-like choice and the default; `default`
+    lets PyTorch pick (foreach on CUDA), whose grouped kernels keep more temporaries alive."""
+    kw = {"for_loop": {"foreach": False}, "foreach": {"foreach": True},
+          "fused": {"fused": True}, "default": {}}[impl]
+    name, lr, wd = spec["name"], spec["lr"], spec.get("weight_decay", 0.0)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=spec.get("momentum", 0.0), weight_decay=wd, **kw)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=wd, **kw)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=wd, **kw)
+    raise ValueError(f"optimizer {name!r}")
+
+
+def autocast(device: torch.device, amp: dict):
+    if amp["dtype"] == "off":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=AMP_DTYPES[amp["dtype"]])
+
+
+def forward_loss(model: nn.Sequential, x, y, seg: int | None, depth: int):
+    """Logits and mean cross-entropy (Mlp::loss: F.cross_entropy's defaults)."""
+    if seg is None:
+        return F.cross_entropy(model(x), y)
+    # Differs from oomlab: oomlab's checkpoint.rs is hand-written (tch has no custom autograd
+    # Function): it runs segments under no_grad, recomputes each in backward and pushes the
+    # gradient through with (out * g).sum().backward(), freeing the head's input and gradient
+    # early with set_(). torch.utils.checkpoint (non-reentrant) keeps the same boundaries but
+    # through saved-tensor hooks, so its transient peaks can differ; it also stashes the RNG
+    # state per segment (host memory only). The head is not checkpointed in either.
+    h = x
+    for r in segment_ranges(depth, seg):
+        h = checkpoint(model[2 * r.start: 2 * r.stop], h, use_reentrant=False)
+    return F.cross_entropy(model[-1](h), y)
+
+
+def data_home(cfg: dict, device: torch.device, override: str | None) -> torch.device:
+    """Where the data set lives: --location, else the config's data.location as oomlab ran
+    it. A manifest without the key predates it, from when oomlab made the data on the device."""
+    location = override or cfg.get("location", "device")
+    return torch.device("cpu") if location == "host" else device
+
+
+def run_trial(cfg: dict, device: torch.device, rec: Recorder, args, out: dict):
+    """One trial, phase by phase, as step.rs's train(). Everything it makes is local, so it is
+    all freed when this returns or raises."""
+    t, tech = cfg["training"], cfg["training"]["techniques"]
+    home = data_home(cfg, device, args.location)
+    dtype = DTYPES[t["dtype"]]
+    data = rec.phase(0, "data", make_data, cfg, dtype, home)
+    # A CSV's classes are its largest label + 1, at least 2 (data.rs's read_csv).
+    features, classes = data.x.shape[1], int(cfg["data"].get("classes") or max(2, int(data.y.max()) + 1))
+
+    def build():
+        torch.manual_seed(int(t["seed"]))
+        m = cfg["model"]
+        model = make_model(features, m["hidden"], m["depth"], classes, dtype, device)
+        opt = make_optimizer(t["optimizer"], model.parameters(), args.optimizer_impl)
+        scaler = None
+        if tech["amp"]["dtype"] == "fp16":
+            s = tech["amp"]["scaler"]
+            # Differs from oomlab: PyTorch's GradScaler makes its scale and growth-tracker
+            # tensors at the first scale() (backward of step 1), oomlab's at construction
+            # (here, the model phase): 2 x 512 B on CUDA move from one phase to the other.
+            scaler = torch.amp.GradScaler(device.type, init_scale=s["init_scale"],
+                                          growth_factor=s["growth_factor"],
+                                          backoff_factor=s["backoff_factor"],
+                                          growth_interval=int(s["growth_interval"]))
+        return model, opt, scaler
+
+    model, opt, scaler = rec.phase(0, "model", build)
+    depth = cfg["model"]["depth"]
+    seg = segment_len(tech["checkpoint"], depth)
+    steps = args.steps or int(t["steps"])
+    kept_tensors, kept_values = [], []
+
+    def keep(loss):
+        if tech["history"] == "loss_tensor":
+            kept_tensors.append(loss)  # the guide's leak: the tensor keeps its graph alive
+        elif tech["history"] == "loss_value":
+            kept_values.append(loss.item())
+
+    skipped = 0
+    for step in range(1, steps + 1):
+        if tech["mode"] == "train":
+            loss, skip = train_step(cfg, data, model, opt, scaler, seg, step, rec, keep, device)
+            skipped += int(skip)
+        else:
+            loss = forward_step(cfg, data, model, step, rec, keep, device)
+        if step == steps:
+            out["final_loss"] = loss.item()
+        # oomlab drops each step's loss at the end of its iteration. A plain Python loop would
+        # hold it (and, in forward mode, its whole graph) until the next step's assignment:
+        # memory oomlab does not have, so it is dropped here to measure the same thing.
+        del loss
+    if scaler is not None:
+        out["skipped_steps"], out["final_scale"] = skipped, scaler.get_scale()
+
+
+def train_step(cfg, data, model, opt, scaler, seg, step, rec, keep, device):
+    t, tech = cfg["training"], cfg["training"]["techniques"]
+    n = int(tech["accumulation"])
+    last = None
+
+    def forward(x, y):
+        with autocast(device, tech["amp"]):
+            return forward_loss(model, x, y, seg, cfg["model"]["depth"])
+
+    def backward(loss):
+        # Differs from oomlab: oomlab re-enters autocast around a checkpointed backward (for
+        # the recompute) and keeps autocast's weight-cast cache for the whole backward; here
+        # backward runs outside autocast, as PyTorch recommends, and torch.utils.checkpoint
+        # re-enters autocast per segment on its own, clearing the cache after each.
+        loss_b = loss / n if n > 1 else loss  # each micro-batch counts 1/n of the mean
+        if scaler is not None:
+            loss_b = scaler.scale(loss_b)
+        loss_b.backward()
+
+    for micro in range(n):
+        rec.micro = micro
+        x, y = rec.phase(step, "to_device", gather, data, (step - 1) * n + micro, t["batch_size"], device)
+        loss = rec.phase(step, "forward", forward, x, y)
+        keep(loss)
+        rec.phase(step, "backward", backward, loss)
+        # As in step.rs, the micro-batch goes at the end of its iteration (Python would
+        # otherwise keep it through the next to_device); only the last loss lives on.
+        del x, y
+        if micro + 1 == n:
+            last = loss
+        del loss
+    rec.micro = 0
+
+    def optimizer_step():
+        if scaler is None:
+            opt.step()
+            return False
+        before = scaler.get_scale()
+        scaler.step(opt)  # unscale, skip on inf/NaN
+        scaler.update()
+        return scaler.get_scale() < before  # a backed-off scale means the step was skipped
+
+    skip = rec.phase(step, "optimizer_step", optimizer_step)
+    # set_to_none=True (the default since 2.0) frees the gradients, as libtorch's zero_grad.
+    rec.phase(step, "zero_grad", opt.zero_grad)
+    return last, skip
+
+
+def forward_step(cfg, data, model, step, rec, keep, device):
+    """Forward and loss only: with grad tracking (a validation loop that forgot no_grad) or
+    under torch.no_grad()."""
+    t, tech = cfg["training"], cfg["training"]["techniques"]
+    x, y = rec.phase(step, "to_device", gather, data, step - 1, t["batch_size"], device)
+
+    def forward():
+        grad = torch.no_grad() if tech["mode"] == "forward_no_grad" else contextlib.nullcontext()
+        with grad, autocast(device, tech["amp"]):
+            return F.cross_entropy(model(x), y)
+
+    loss = rec.phase(step, "forward", forward)
+    keep(loss)
+    return loss
+
+
+# --------------------------------------------------------------------------------------------
+# The run
+
+
+def tiny(cfg: dict) -> dict:
+    """A few-KiB copy of a config that goes through the same code paths, as oomlab's
+    train::warmup::tiny makes it: at most two hidden layers of 8, a batch of 4 from 8 rows, two
+    steps, at most two micro-batches, checkpointing every layer if at all."""
+    c = copy.deepcopy(cfg)
+    c["model"] = {"hidden": 8, "depth": min(cfg["model"]["depth"], 2)}
+    classes = min(cfg["data"]["classes"], 4) if cfg["data"]["kind"] == "synthetic" else 2
+    c["data"] = {"kind": "synthetic", "samples": 8, "features": 4, "classes": classes, "seed": 0}
+    t = c["training"]
+    t["batch_size"], t["steps"] = 4, 2
+    tech = t["techniques"]
+    tech["accumulation"] = min(int(tech["accumulation"]), 2)
+    if tech["checkpoint"] != "none":
+        tech["checkpoint"] = {"every": 1}
+    return c
+
+
+class _Discard:
+    def writerow(self, _row):
+        pass
+
+
+def warm_up(device: torch.device, configs: list[dict], amp_kinds: set[str], args) -> int:
+    """What libtorch keeps for the process, made before trial 1, so that no trial counts it.
+
+    cuBLAS and cuBLASLt make a workspace per thread that runs matrix products (the main thread
+    in forward, the autograd engine's device thread in backward), through the caching allocator,
+    and keep them for the process's lifetime: memory_allocated counts them and empty_cache does
+    not free them. Without a warm-up trial 1 would carry them (and look like it leaked) while
+    every later trial started above them.
+
+    First a tiny Linear forward + backward, in fp32 and under autocast for each amp dtype the
+    trials use; then, as oomlab's run does since train/warmup.rs, a tiny copy of each of the
+    spec's configurations through the same trial code (the grad scaler, checkpointing,
+    torch.optim and their lazy Python imports included, which would otherwise add a second or
+    two to trial 1's model phase). Returns memory_allocated afterwards (0 on the CPU)."""
+    lin = nn.Linear(64, 64, device=device)
+    x = torch.randn(64, 64, device=device)
+    lin(x).sum().backward()
+    for kind in sorted(amp_kinds):
+        with torch.autocast(device_type=device.type, dtype=AMP_DTYPES[kind]):
+            out = lin(x)
+        out.float().sum().backward()
+        del out
+    del lin, x
+    probe = Probe(device)
+    steps, args.steps = args.steps, None
+    try:
+        for i, cfg in enumerate(configs):
+            try:
+                run_trial(tiny(cfg), device, Recorder(probe, i + 1, _Discard()), args, {})
+            except PhaseOOM:
+                pass  # a few KiB that fail say nothing the trials will not record themselves
+    finally:
+        args.steps = steps
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+        return torch.cuda.memory_allocated(device)
+    return 0
+
+
+def apply_budget(device: torch.device, budget: int):
+    """The budget as the caching allocator's per-process fraction, as oomlab's CUDA probe sets
+    it, checked the same way: an allocation just over it must fail."""
+    free, total = torch.cuda.mem_get_info(device)
+    if budget > total:
+        sys.exit(f"train.py: budget {budget} B is more than the device's {total} B")
+    torch.cuda.set_per_process_memory_fraction(budget / total, device)
+    over = budget + (1 << 20)
+    if over <= total:
+        try:
+            t = torch.empty(over, dtype=torch.uint8, device=device)
+            del t
+            torch.cuda.empty_cache()
+            sys.exit(f"train.py: an allocation of {over} B succeeded under a budget of {budget} B")
+        except torch.OutOfMemoryError:
+            pass
+        torch.cuda.empty_cache()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--summary", type=Path, required=True, help="an oomlab summary.csv")
+    p.add_argument("--device", default="cuda", help="cpu, cuda or cuda:N (default cuda)")
+    p.add_argument("--budget", type=int, default=None,
+                   help="bytes, as a per-process memory fraction (CUDA only); default: the budget "
+                        "the oomlab run used (manifest.json); 0: none")
+    p.add_argument("--location", choices=("device", "host"), default=None,
+                   help="where the data set lives: host (CPU tensors, each batch gathered there and "
+                        "moved with .to(), as a DataLoader does) or device (made and gathered "
+                        "there). Default: the spec's data.location as oomlab ran it (manifest.json), "
+                        "or device for a manifest from before that key. Host data is drawn from "
+                        "the CPU generator, device data from the GPU's: different numbers")
+    p.add_argument("--steps", type=int, default=None, help="override every trial's steps")
+    p.add_argument("--optimizer-impl", choices=("for_loop", "foreach", "fused", "default"),
+                   default="for_loop", help="torch.optim implementation (default for_loop: as libtorch's C++)")
+    p.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
+                   help="make cuBLAS's workspaces before trial 1 (default on)")
+    p.add_argument("--trials", default=None, help="only these trial numbers, e.g. 1,3,5")
+    p.add_argument("--threads", type=int, default=None,
+                   help="CPU threads (default on CPU: the oomlab run's, from manifest.json, so that "
+                        "split sums add up in the same order)")
+    p.add_argument("--run-oom-on-cpu", action="store_true",
+                   help="also run, on the CPU, trials oomlab ran out of memory in (no budget there)")
+    p.add_argument("--out", type=Path, required=True, help="trace CSV to write")
+    args = p.parse_args()
+
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("train.py: --device cuda but torch.cuda.is_available() is False")
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        torch.cuda.set_device(device)
+
+    manifest = read_manifest(args.summary)
+    if args.threads or device.type == "cpu":
+        threads = args.threads or manifest.get("host", {}).get("torch_threads")
+        if threads:
+            torch.set_num_threads(int(threads))
+    rows = [r for r in read_summary(args.summary) if r["status"] in ("ok", "oom")]
+    if args.trials:
+        wanted = {int(s) for s in args.trials.split(",")}
+        rows = [r for r in rows if int(r["trial"]) in wanted]
+
+    if device.type == "cuda":
+        budget = args.budget
+        if budget is None:
+            # What the run used (device.budget_bytes); else the spec's, whose CUDA budget may be
+            # sized apart from the CPU's (run.cuda_budget) to leave room for cuBLAS workspaces.
+            run = manifest["spec"].get("run", {})
+            budget = next((b for b in (manifest.get("device", {}).get("budget_bytes"),
+                                       run.get("cuda_budget"), run.get("budget")) if isinstance(b, int)), None)
+        if budget:
+            apply_budget(device, int(budget))
+            print(f"budget {int(budget)} B (per-process fraction)", flush=True)
+    elif args.budget:
+        print("train.py: --budget is ignored on the CPU (PyTorch has no CPU budget)", file=sys.stderr)
+
+    if args.warmup:
+        amp_kinds = {r["amp"] for r in rows} & set(AMP_DTYPES)
+        spec = manifest["spec"]
+        configs = [v["config"] for v in spec["variants"]] if spec.get("variants") else [spec["base"]]
+        ws = warm_up(device, configs, amp_kinds, args)
+        print(f"workspace {ws}" if device.type == "cuda" else "workspace n/a (cpu)", flush=True)
+
+    probe = Probe(device)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    summary_path = Path(str(args.out) + ".summary.csv")
+    with open(args.out, "w", newline="") as tf, open(summary_path, "w", newline="") as sf:
+        trace = csv.DictWriter(tf, TRACE_COLUMNS)
+        summary = csv.DictWriter(sf, SUMMARY_COLUMNS)
+        trace.writeheader()
+        summary.writeheader()
+        for row in rows:
+            trial = int(row["trial"])
+            res = {"trial": trial, "status": "ok", "phase": "", "step": "", "message": ""}
+            if device.type == "cpu" and row["status"] == "oom" and not args.run_oom_on_cpu:
+                res.update(status="skipped", message="oomlab ran out of its CPU budget here; "
+                           "PyTorch has no CPU budget (--run-oom-on-cpu to run it anyway)")
+                summary.writerow(res)
+                print(f"trial {trial:>3}  skipped (oom in oomlab, no CPU budget)", flush=True)
+                continue
+            cfg = trial_config(manifest, row)
+            probe.empty_cache()
+            baseline = probe.allocated()
+            rec = Recorder(probe, trial, trace)
+            extra: dict = {}
+            try:
+                run_trial(cfg, device, rec, args, extra)
+            except PhaseOOM as e:
+                res.update(status="oom" if e.oom else "error", phase=e.phase, step=e.step,
+                           message=e.message)
+            # Everything the trial made was local to run_trial; collect cycles (autograd graphs
+            # held by frames of a caught exception) and hand the cache back, as oomlab does.
+            gc.collect()
+            probe.empty_cache()
+            after = probe.allocated()
+            res.update(
+                max_memory_allocated=rec.peak[0] if probe.cuda else "",
+                max_memory_reserved=rec.peak[1] if probe.cuda else "",
+                baseline_allocated="" if baseline is None else baseline,
+                after_allocated="" if after is None else after,
+                final_loss=repr(extra["final_loss"]) if "final_loss" in extra else "",
+                skipped_steps=extra.get("skipped_steps", ""),
+                final_scale=extra.get("final_scale", ""),
+                step_seconds=f"{rec.mean_step_seconds():.9f}" if rec.step_seconds else "",
+            )
+            summary.writerow(res)
+            tf.flush()
+            sf.flush()
+            where = f" in {res['phase']} of step {res['step']}" if res["phase"] else ""
+            peak = f"  peak {rec.peak[0]} B" if probe.cuda else ""
+            loss = f"  final loss {extra['final_loss']:.7f}" if "final_loss" in extra else ""
+            leak = ""
+            if baseline is not None and after is not None and after > baseline:
+                leak = f"  LEAK {after - baseline} B"
+            print(f"trial {trial:>3}  {res['status']}{where}{peak}{loss}{leak}"
+                  f"  (oomlab: {row['status']})", flush=True)
+    print(f"wrote {args.out} and {summary_path}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
