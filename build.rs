@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-changed=src/ffi/shim.cpp");
+    println!("cargo:rerun-if-changed=src/ffi/optim.cpp");
     let lib = PathBuf::from(
         std::env::var("DEP_TCH_LIBTORCH_LIB")
             .expect("torch-sys did not report its libtorch folder; run scripts/setup-libtorch"),
@@ -19,6 +20,7 @@ fn main() {
     cc::Build::new()
         .cpp(true)
         .file("src/ffi/shim.cpp")
+        .file("src/ffi/optim.cpp")
         .include(root.join("include"))
         .include(root.join("include/torch/csrc/api/include"))
         .flag("-std=c++17")

@@ -137,6 +137,9 @@ pub struct SummaryRow {
     pub features: usize,
     pub classes: usize,
     pub optimizer: String,
+    /// How torch.optim ran it: for_loop, foreach or fused (empty in results from before the
+    /// choice, made with libtorch's C++ optimizers).
+    pub optimizer_impl: String,
     pub dtype: String,
     pub accumulation: usize,
     /// off, fp16, bf16.

@@ -13,7 +13,7 @@ use crate::progress::Progress;
 use crate::record::{Status, SummaryRow};
 use crate::results::manifest::{self, Answer, DeviceInfo, HostInfo, Manifest, Versions, WorkspaceInfo};
 use crate::results::{self, Exporter, PerfettoTrace, SummaryCsv, TraceCsv};
-use crate::spec::{Amp, Checkpoint, Config, DataLocation, Field, History, Mode, Spec};
+use crate::spec::{Amp, Checkpoint, Config, DataLocation, Field, History, Mode, OptimizerImpl, Spec};
 use crate::sweep::{self, Fit};
 use crate::train::{self, TrialOutcome, Workspace};
 
@@ -156,7 +156,8 @@ fn run_trials(
                     exporters.iter_mut().try_for_each(|e| e.phase(rec))
                 })?,
             };
-            let mut row = summary_row(trial, variant, field, value, &config, &outcome);
+            let cuda = matches!(probe.device(), tch::Device::Cuda(_));
+            let mut row = summary_row(trial, variant, field, value, &config, cuda, &outcome);
             add_prediction(&mut row, prediction.as_ref());
             exporters.iter_mut().try_for_each(|e| e.trial(&row))?;
             progress.done(&format!("trial {trial:>3}  {label:<28} {}", describe(&row)));
@@ -288,6 +289,7 @@ fn summary_row(
     field: Option<Field>,
     value: f64,
     config: &Config,
+    cuda: bool,
     o: &TrialOutcome,
 ) -> SummaryRow {
     let oom = o.oom.clone().unwrap_or_default();
@@ -308,6 +310,7 @@ fn summary_row(
         features: o.features,
         classes: o.classes,
         optimizer: config.training.optimizer.name().to_string(),
+        optimizer_impl: OptimizerImpl::resolve(t.optimizer_impl, cuda).name().to_string(),
         dtype: word(&config.training.dtype),
         accumulation: t.accumulation,
         amp: match t.amp {

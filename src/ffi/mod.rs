@@ -1,6 +1,7 @@
 //! Raw bindings to `shim.cpp`: libtorch's allocator statistics, the CPU counting allocator,
-//! autocast switches and version facts. Safe wrappers live in `probe` and `train`.
-use std::ffi::{c_char, c_int, c_long, CStr};
+//! autocast switches and version facts; and to `optim.cpp`: PyTorch's optimizers as
+//! `torch.optim` runs them. Safe wrappers live here and in `probe` and `train`.
+use std::ffi::{c_char, c_int, c_long, c_void, CStr};
 
 /// Allocator statistics as the shim reports them, in bytes.
 #[repr(C)]
@@ -42,6 +43,26 @@ extern "C" {
     fn oomlab_torch_version() -> *const c_char;
     fn oomlab_cuda_runtime_version() -> c_long;
     fn oomlab_libtorch_path(out: *mut c_char, len: usize) -> c_int;
+    fn oomlab_optim_new(
+        kind: c_int,
+        implementation: c_int,
+        params: *const *mut c_void,
+        n: usize,
+        lr: f64,
+        momentum: f64,
+        weight_decay: f64,
+        err: *mut c_char,
+        len: usize,
+    ) -> *mut c_void;
+    fn oomlab_optim_free(optim: *mut c_void);
+    fn oomlab_optim_step(
+        optim: *mut c_void,
+        grad_scale: *mut c_void,
+        found_inf: *mut c_void,
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
+    fn oomlab_optim_zero_grad(optim: *mut c_void);
 }
 
 /// Calls a shim function that reports failure through a message buffer.
@@ -153,4 +174,64 @@ pub fn libtorch_path() -> Option<String> {
     // `call` hands back the buffer's text as the error; here it is the answer.
     // SAFETY: buffer from `call`.
     call(|e, l| unsafe { 1 - oomlab_libtorch_path(e, l) }).err()
+}
+
+/// A `torch.optim` optimizer made in `optim.cpp`, owning its state (see `train::optim`).
+pub struct Optim(std::ptr::NonNull<c_void>);
+
+impl Optim {
+    /// kind: 0 SGD, 1 Adam, 2 AdamW; implementation: 0 for-loop, 1 foreach, 2 fused. The
+    /// optimizer keeps its own handles to `params`.
+    pub fn new(
+        kind: i32,
+        implementation: i32,
+        params: &[&tch::Tensor],
+        lr: f64,
+        momentum: f64,
+        weight_decay: f64,
+    ) -> Result<Optim, String> {
+        let ptrs: Vec<*mut c_void> = params.iter().map(|p| p.as_ptr() as *mut c_void).collect();
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: each pointer is a live at::Tensor (tch's C_tensor), read before the call returns.
+        call(|e, l| {
+            raw = unsafe {
+                oomlab_optim_new(
+                    kind,
+                    implementation,
+                    ptrs.as_ptr(),
+                    ptrs.len(),
+                    lr,
+                    momentum,
+                    weight_decay,
+                    e,
+                    l,
+                )
+            };
+            c_int::from(raw.is_null())
+        })?;
+        Ok(Optim(std::ptr::NonNull::new(raw).expect("checked above")))
+    }
+
+    /// One step; `scaling` is the grad scaler's (scale, found_inf) for a fused step.
+    pub fn step(&self, scaling: Option<(&tch::Tensor, &tch::Tensor)>) -> Result<(), String> {
+        let (scale, inf) = match scaling {
+            Some((s, i)) => (s.as_ptr() as *mut c_void, i.as_ptr() as *mut c_void),
+            None => (std::ptr::null_mut(), std::ptr::null_mut()),
+        };
+        // SAFETY: the optimizer is live; the tensors outlive the call.
+        call(|e, l| unsafe { oomlab_optim_step(self.0.as_ptr(), scale, inf, e, l) })
+    }
+
+    /// Sets every parameter's gradient to none.
+    pub fn zero_grad(&self) {
+        // SAFETY: the optimizer is live.
+        unsafe { oomlab_optim_zero_grad(self.0.as_ptr()) }
+    }
+}
+
+impl Drop for Optim {
+    fn drop(&mut self) {
+        // SAFETY: made by oomlab_optim_new, freed once.
+        unsafe { oomlab_optim_free(self.0.as_ptr()) }
+    }
 }

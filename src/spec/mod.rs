@@ -144,6 +144,9 @@ pub struct Techniques {
     pub mode: Mode,
     /// What the loop keeps of each step's loss (`training.history`).
     pub history: History,
+    /// How `torch.optim` runs the update (`training.optimizer_impl`); None: what PyTorch picks
+    /// for the device ([`OptimizerImpl::pytorch_default`]).
+    pub optimizer_impl: Option<OptimizerImpl>,
 }
 
 impl Default for Techniques {
@@ -154,6 +157,46 @@ impl Default for Techniques {
             checkpoint: Checkpoint::None,
             mode: Mode::Train,
             history: History::None,
+            optimizer_impl: None,
+        }
+    }
+}
+
+/// The implementations of `torch.optim`'s SGD, Adam and AdamW. TOML:
+/// `optimizer_impl = "for_loop" | "foreach" | "fused"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OptimizerImpl {
+    /// One parameter at a time (`foreach=False`): a parameter's temporaries at once.
+    ForLoop,
+    /// `_foreach_*` ops over every parameter (`foreach=True`): whole-model temporaries.
+    Foreach,
+    /// One `_fused_*_` kernel (`fused=True`): no temporaries; the grad scaler's unscale inside.
+    Fused,
+}
+
+impl OptimizerImpl {
+    /// What `torch.optim.Adam(params)` (and SGD, AdamW) picks when told nothing
+    /// (`_default_to_fused_or_foreach`): foreach when every parameter is on CUDA, else the
+    /// for-loop; never fused.
+    pub fn pytorch_default(cuda: bool) -> OptimizerImpl {
+        if cuda {
+            OptimizerImpl::Foreach
+        } else {
+            OptimizerImpl::ForLoop
+        }
+    }
+
+    /// The implementation a configuration runs on a device.
+    pub fn resolve(choice: Option<OptimizerImpl>, cuda: bool) -> OptimizerImpl {
+        choice.unwrap_or(Self::pytorch_default(cuda))
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OptimizerImpl::ForLoop => "for_loop",
+            OptimizerImpl::Foreach => "foreach",
+            OptimizerImpl::Fused => "fused",
         }
     }
 }

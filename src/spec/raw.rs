@@ -102,6 +102,7 @@ pub(super) struct RawTraining {
     pub checkpoint: Option<S<toml::Value>>,
     pub mode: Option<S<String>>,
     pub history: Option<S<String>>,
+    pub optimizer_impl: Option<S<String>>,
 }
 
 /// `training.scaler`: the grad scaler of `amp = "fp16"`.
@@ -190,7 +191,7 @@ overlay!(RawModel { hidden, depth });
 overlay!(RawData { kind, samples, features, classes, seed, path, label, location });
 overlay!(RawTraining {
     optimizer, lr, momentum, weight_decay, batch_size, steps, dtype, seed, accumulation, amp,
-    checkpoint, mode, history
+    checkpoint, mode, history, optimizer_impl
 } tables { scaler });
 overlay!(RawScaler { init_scale, growth_factor, backoff_factor, growth_interval });
 

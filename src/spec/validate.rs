@@ -25,7 +25,8 @@ use super::raw::{
 use super::size::parse_size;
 use super::{
     Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, Field, History, Mode, ModelSpec, OnOom,
-    OptimizerSpec, RunSpec, ScalerSpec, Spec, Sweep, SweepMode, Techniques, TrainingSpec, Variant,
+    OptimizerImpl, OptimizerSpec, RunSpec, ScalerSpec, Spec, Sweep, SweepMode, Techniques, TrainingSpec,
+    Variant,
 };
 use crate::device::DeviceChoice;
 
@@ -66,6 +67,7 @@ const KEYS: &[KeyInfo] = &[
     KeyInfo { key: "data.location", about: r#""host" (the data set in host memory, each batch moved to the device, as a DataLoader does) or "device" (the whole data set on the device)"#, example: r#"location = "host""# },
     KeyInfo { key: "training.optimizer", about: r#""sgd", "adam" or "adamw""#, example: r#"optimizer = "adam""# },
     KeyInfo { key: "training.lr", about: "the learning rate", example: "lr = 0.001" },
+    KeyInfo { key: "training.optimizer_impl", about: r#""for_loop", "foreach" or "fused": how torch.optim runs the update (default: PyTorch's own pick, foreach on CUDA and for_loop on the CPU)"#, example: r#"optimizer_impl = "fused""# },
     KeyInfo { key: "training.momentum", about: "the SGD momentum, 0 <= m < 1", example: "momentum = 0.9" },
     KeyInfo { key: "training.weight_decay", about: "the weight decay", example: "weight_decay = 0.01" },
     KeyInfo { key: "training.batch_size", about: "the rows per step", example: "batch_size = 32" },
@@ -443,7 +445,19 @@ impl Cx<'_> {
             )?,
             None => History::None,
         };
-        Ok(Techniques { accumulation, amp, checkpoint, mode, history })
+        let optimizer_impl = match &t.optimizer_impl {
+            Some(v) => Some(self.word(
+                v,
+                "training.optimizer_impl",
+                &[
+                    ("for_loop", OptimizerImpl::ForLoop),
+                    ("foreach", OptimizerImpl::Foreach),
+                    ("fused", OptimizerImpl::Fused),
+                ],
+            )?),
+            None => None,
+        };
+        Ok(Techniques { accumulation, amp, checkpoint, mode, history, optimizer_impl })
     }
 
     /// `training.scaler`, each key defaulting to PyTorch's GradScaler.
@@ -539,13 +553,15 @@ impl Cx<'_> {
             let slot = match name.as_str() {
                 "cpu" => &mut cpu,
                 "cuda" => &mut cuda,
-                _ => return Err(self.at(
-                    &v.span(),
-                    format!(
+                _ => {
+                    return Err(self.at(
+                        &v.span(),
+                        format!(
                         "run.budget: unknown key `{name}`; a budget per device has keys cpu and cuda, e.g. \
                              budget = {{ cpu = \"128MiB\", cuda = \"1GiB\" }}"
                     ),
-                )),
+                    ))
+                }
             };
             *slot = Some(self.budget(value, &v.span(), &format!("run.budget.{name}"))?);
         }
@@ -1753,6 +1769,7 @@ values = [1, 2, 4]
                     checkpoint: Checkpoint::None,
                     mode: Mode::Train,
                     history: History::None,
+                    optimizer_impl: None,
                 },
             },
         }
@@ -1782,6 +1799,7 @@ history = "loss_tensor"
             checkpoint: Checkpoint::Sqrt,
             mode: Mode::Train,
             history: History::LossTensor,
+            optimizer_impl: None,
         };
         assert_eq!(t, want);
         // fp16 without a scaler: PyTorch's GradScaler defaults.
@@ -1805,6 +1823,7 @@ history = "loss_tensor"
             checkpoint: Checkpoint::Every(3),
             mode: Mode::Train,
             history: History::LossValue,
+            optimizer_impl: None,
         };
         assert_eq!(t, want);
         let t = techniques("amp = \"off\"\ncheckpoint = \"none\"\nmode = \"forward\"\nhistory = \"none\"\n");
@@ -1814,6 +1833,7 @@ history = "loss_tensor"
             checkpoint: Checkpoint::None,
             mode: Mode::Forward,
             history: History::None,
+            optimizer_impl: None,
         };
         assert_eq!(t, want);
         let t = techniques("mode = \"forward_no_grad\"\nhistory = \"loss_tensor\"\naccumulation = 1\n");
@@ -1823,6 +1843,7 @@ history = "loss_tensor"
             checkpoint: Checkpoint::None,
             mode: Mode::ForwardNoGrad,
             history: History::LossTensor,
+            optimizer_impl: None,
         };
         assert_eq!(t, want);
     }
@@ -2037,6 +2058,7 @@ data = {{ samples = 256, seed = 3 }}
                     checkpoint: Checkpoint::Every(1),
                     mode: Mode::Train,
                     history: History::LossValue,
+                    optimizer_impl: None,
                 },
             },
         };
@@ -2244,5 +2266,21 @@ name = "same"
         );
         let variant = format!("{MINIMAL}\n[[variant]]\nname = \"on-device\"\ndata.location = \"device\"\n");
         assert_eq!(parse_at(&variant).unwrap().variants[0].config.location, DataLocation::Device);
+    }
+
+    #[test]
+    fn optimizer_impl_is_pytorchs_pick_unless_named() {
+        let t = |spec: &Spec| spec.base.training.techniques.optimizer_impl;
+        assert_eq!(t(&parse_at(MINIMAL).unwrap()), None);
+        assert_eq!(OptimizerImpl::resolve(None, true), OptimizerImpl::Foreach);
+        assert_eq!(OptimizerImpl::resolve(None, false), OptimizerImpl::ForLoop);
+        let fused = parse_at(&format!("{MINIMAL}optimizer_impl = \"fused\"\n")).unwrap();
+        assert_eq!(t(&fused), Some(OptimizerImpl::Fused));
+        assert_eq!(OptimizerImpl::resolve(t(&fused), true), OptimizerImpl::Fused);
+        let e = err(&format!("{MINIMAL}optimizer_impl = \"multi_tensor\"\n"));
+        assert!(
+            e.contains(r#"training.optimizer_impl: must be one of "for_loop", "foreach", "fused", got "multi_tensor""#),
+            "{e}"
+        );
     }
 }

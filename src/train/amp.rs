@@ -20,7 +20,9 @@
 use std::cell::Cell;
 use std::marker::PhantomData;
 
-use tch::{COptimizer, Device, Kind, TchError, Tensor};
+use tch::{Device, Kind, TchError, Tensor};
+
+use super::optim::Optimizer;
 
 use crate::ffi;
 use crate::spec::{Amp, ScalerSpec};
@@ -122,20 +124,48 @@ impl GradScaler {
         loss.f_mul(&self.scale)
     }
 
-    /// Unscales every parameter's gradient in place (params without a grad are skipped), checks
-    /// for inf/NaN, steps the optimizer unless found, then updates the scale (the same update
-    /// rule as PyTorch, through `_amp_update_scale_`). Returns true when the step was skipped.
+    /// `GradScaler.step`: unscales every parameter's gradient in place (params without a grad are
+    /// skipped), checks for inf/NaN, steps the optimizer unless found, then updates the scale (the
+    /// same update rule as PyTorch, through `_amp_update_scale_`). A fused optimizer unscales in
+    /// its own kernel instead. Returns true when the step was skipped.
     pub fn step<'a>(
         &mut self,
-        opt: &COptimizer,
+        opt: &Optimizer,
         params: impl IntoIterator<Item = &'a Tensor>,
     ) -> Result<bool, TchError> {
+        if opt.takes_grad_scale() {
+            return self.step_fused(opt, params);
+        }
         let found_inf = self.unscale_grads(params)?;
         // Reading found_inf syncs the device; PyTorch's `_maybe_opt_step` does the same.
         let skipped = found_inf.f_double_value(&[])? != 0.0;
         if !skipped {
             opt.step()?;
         }
+        self.update(&found_inf)?;
+        Ok(skipped)
+    }
+
+    /// The `_step_supports_amp_scaling` branch of `GradScaler.step`: `_check_inf_per_device`
+    /// checks the gradients with an inv_scale of 1 (they stay scaled), `sum([found_inf])` and
+    /// `scale * 1` make the copies the optimizer is handed as `found_inf` and `grad_scale`, and
+    /// the kernel unscales and skips by itself, without a host round trip.
+    fn step_fused<'a>(
+        &mut self,
+        opt: &Optimizer,
+        params: impl IntoIterator<Item = &'a Tensor>,
+    ) -> Result<bool, TchError> {
+        let device = self.scale.device();
+        let found_inf = {
+            let dummy_inv_scale = Tensor::f_full([0i64; 0], 1.0, (Kind::Float, device))?;
+            self.check_and_unscale(params, &dummy_inv_scale)?
+        };
+        let summed = found_inf.f_add_scalar(0)?; // Python's sum() starts from 0
+        let grad_scale = self.scale.f_mul_scalar(1)?;
+        opt.step_scaled(&grad_scale, &summed)?;
+        drop(grad_scale); // `del optimizer.grad_scale`; the sum goes when step() returns
+        drop(summed);
+        let skipped = found_inf.f_double_value(&[])? != 0.0;
         self.update(&found_inf)?;
         Ok(skipped)
     }
@@ -156,6 +186,16 @@ impl GradScaler {
     /// sets it and never clears it).
     fn unscale_grads<'a>(&self, params: impl IntoIterator<Item = &'a Tensor>) -> Result<Tensor, TchError> {
         let inv_scale = self.inv_scale()?;
+        self.check_and_unscale(params, &inv_scale)
+    }
+
+    /// `_unscale_grads_`: a new found_inf, and every gradient multiplied by `inv_scale` in place
+    /// while checked for inf/NaN.
+    fn check_and_unscale<'a>(
+        &self,
+        params: impl IntoIterator<Item = &'a Tensor>,
+        inv_scale: &Tensor,
+    ) -> Result<Tensor, TchError> {
         let mut found_inf = Tensor::f_zeros([0i64; 0], (Kind::Float, self.scale.device()))?;
         for param in params {
             // A handle to the parameter's own gradient, so the in-place unscale changes it.
@@ -168,7 +208,7 @@ impl GradScaler {
             if grad.kind() == Kind::Half {
                 return Err(TchError::Kind("Attempting to unscale FP16 gradients.".into()));
             }
-            grad.f_internal_amp_non_finite_check_and_unscale(&mut found_inf, &inv_scale)?;
+            grad.f_internal_amp_non_finite_check_and_unscale(&mut found_inf, inv_scale)?;
         }
         Ok(found_inf)
     }
@@ -195,6 +235,7 @@ mod tests {
     use std::panic::{catch_unwind, AssertUnwindSafe};
 
     use super::*;
+    use crate::spec::{OptimizerImpl, OptimizerSpec};
     use crate::train::model::Mlp;
 
     const CPU: Device = Device::Cpu;
@@ -207,12 +248,13 @@ mod tests {
         Tensor::from_slice(values).set_requires_grad(true)
     }
 
-    fn sgd(params: &[&Tensor], lr: f64) -> COptimizer {
-        let mut opt = COptimizer::sgd(lr, 0.0, 0.0, 0.0, false).unwrap();
-        for p in params {
-            opt.add_parameters(p, 0).unwrap();
-        }
-        opt
+    fn sgd(params: &[&Tensor], lr: f64) -> Optimizer {
+        sgd_as(OptimizerImpl::ForLoop, params, lr)
+    }
+
+    fn sgd_as(implementation: OptimizerImpl, params: &[&Tensor], lr: f64) -> Optimizer {
+        let spec = OptimizerSpec::Sgd { lr, momentum: 0.0, weight_decay: 0.0 };
+        Optimizer::over(&spec, implementation, params).unwrap()
     }
 
     /// A loss with non-trivial gradients: sum((w * x)^2) + sum(b).
@@ -233,9 +275,12 @@ mod tests {
 
     #[test]
     fn an_inf_or_nan_gradient_skips_the_step_and_backs_off() {
-        for bad in [f64::INFINITY, f64::NAN] {
+        // The fused step unscales and skips in its kernel, the others before the step.
+        let cases =
+            [OptimizerImpl::ForLoop, OptimizerImpl::Fused].map(|i| [(i, f64::INFINITY), (i, f64::NAN)]);
+        for (implementation, bad) in cases.into_iter().flatten() {
             let (w, b) = (leaf(&[1.0, 2.0, 3.0]), leaf(&[0.1, 0.2]));
-            let opt = sgd(&[&w, &b], 0.1);
+            let opt = sgd_as(implementation, &[&w, &b], 0.1);
             let mut scaler = GradScaler::new(&ScalerSpec::default(), CPU).unwrap();
 
             // One clean step first, so there is a growth tracker to reset.
@@ -248,8 +293,11 @@ mod tests {
             // In the first gradient: found_inf must survive the clean ones unscaled after it.
             let _ = w.grad().get(1).fill_(bad);
             let before = (w.copy(), b.copy());
-            assert!(scaler.step(&opt, [&w, &b]).unwrap(), "step not skipped for {bad}");
-            assert!(w.equal(&before.0) && b.equal(&before.1), "parameters moved for {bad}");
+            assert!(scaler.step(&opt, [&w, &b]).unwrap(), "{implementation:?}: step not skipped for {bad}");
+            assert!(
+                w.equal(&before.0) && b.equal(&before.1),
+                "{implementation:?}: parameters moved for {bad}"
+            );
             assert_eq!(scaler.scale_value().unwrap(), 32768.0);
             assert_eq!(tracker(&scaler), 0);
         }
@@ -273,11 +321,17 @@ mod tests {
 
     #[test]
     fn a_clean_step_equals_an_unscaled_sgd_step() {
+        for implementation in [OptimizerImpl::ForLoop, OptimizerImpl::Fused] {
+            clean_step_equals_unscaled(implementation);
+        }
+    }
+
+    fn clean_step_equals_unscaled(implementation: OptimizerImpl) {
         let lr = 0.05;
         let spec = ScalerSpec { init_scale: 4096.0, ..ScalerSpec::default() };
         let (w, b) = (leaf(&[1.0, 2.0, 3.0]), leaf(&[0.1, 0.2]));
         let (w_ref, b_ref) = (leaf(&[1.0, 2.0, 3.0]), leaf(&[0.1, 0.2]));
-        let opt = sgd(&[&w, &b], lr);
+        let opt = sgd_as(implementation, &[&w, &b], lr);
         let opt_ref = sgd(&[&w_ref, &b_ref], lr);
         let mut scaler = GradScaler::new(&spec, CPU).unwrap();
 
@@ -361,10 +415,8 @@ mod tests {
         let teacher = Tensor::randn([features as i64, classes as i64], (Kind::Float, CPU));
         let y = x.matmul(&teacher).argmax(1, false);
         let model = Mlp::new(features, 32, 2, classes, Kind::Float, CPU).unwrap();
-        let mut opt = COptimizer::adam(1e-2, 0.9, 0.999, 0.0, 1e-8, false).unwrap();
-        for p in model.parameters() {
-            opt.add_parameters(p, 0).unwrap();
-        }
+        let spec = OptimizerSpec::Adam { lr: 1e-2, weight_decay: 0.0 };
+        let opt = Optimizer::new(&spec, None, &model).unwrap();
         let amp = fp16();
         let mut scaler = GradScaler::new(&ScalerSpec::default(), CPU).unwrap();
 

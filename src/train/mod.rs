@@ -8,6 +8,7 @@ pub mod amp;
 pub mod checkpoint;
 pub mod data;
 pub mod model;
+pub mod optim;
 mod recorder;
 mod step;
 mod warmup;
@@ -73,6 +74,19 @@ struct Progress {
     final_scale: Option<f64>,
 }
 
+/// Trains `config` on the probe's device and returns the parameters after its last step, in
+/// the model's order (each layer's weight, then bias): what the tests hold against PyTorch's.
+pub fn trained_parameters(config: &Config, probe: &dyn MemoryProbe) -> Result<Vec<tch::Tensor>> {
+    let mut sink = |_: &PhaseRecord| Ok(());
+    let mut rec = Recorder::new(probe, 1, &mut sink);
+    let mut progress = Progress::default();
+    match step::train(config, probe.device(), &mut rec, &mut progress) {
+        Ok(model) => Ok(model.parameters().map(|p| p.detach()).collect()),
+        Err(Stop::Infra(e)) => Err(e),
+        Err(Stop::Torch(e)) => Err(anyhow::anyhow!("{} in step {}: {}", e.phase.as_str(), e.step, e.error)),
+    }
+}
+
 /// Runs one trial of `config` on the probe's device, handing every phase record to `sink`.
 /// Errors are infrastructure failures (the probe, the sink); OOM and other libtorch errors are
 /// in the outcome.
@@ -88,8 +102,9 @@ pub fn run_trial(
     let mut progress = Progress::default();
     // Everything the trial allocates lives inside this call, so it is all dropped when it
     // returns, however it returns. catch_unwind is a last guard: only fallible calls are used.
-    let result =
-        catch_unwind(AssertUnwindSafe(|| step::train(config, probe.device(), &mut rec, &mut progress)));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        step::train(config, probe.device(), &mut rec, &mut progress).map(drop)
+    }));
     let (peak, step_seconds) = (rec.peak, rec.mean_step_seconds());
     drop(rec);
     probe.empty_cache()?;

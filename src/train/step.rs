@@ -5,16 +5,17 @@
 //!
 //! Phases, in order: to_device, forward, backward (once per micro-batch), then optimizer_step
 //! and zero_grad once per step. zero_grad sets gradients to none, which frees them.
-use tch::{COptimizer, Device, TchError, Tensor};
+use tch::{Device, TchError, Tensor};
 
 use super::amp::{Autocast, GradScaler};
 use super::checkpoint;
 use super::data::{self, Dataset};
 use super::model::Mlp;
+use super::optim::Optimizer;
 use super::recorder::{Recorder, Stop};
 use super::Progress;
 use crate::record::Phase;
-use crate::spec::{Amp, Config, DataLocation, History, Mode, OptimizerSpec, Techniques};
+use crate::spec::{Amp, Config, DataLocation, History, Mode, Techniques};
 
 /// What the loop keeps of past losses, alive until the trial ends.
 #[derive(Default)]
@@ -28,7 +29,7 @@ pub(super) fn train(
     device: Device,
     rec: &mut Recorder,
     progress: &mut Progress,
-) -> Result<(), Stop> {
+) -> Result<Mlp, Stop> {
     let kind = config.training.dtype.kind();
     let t = &config.training.techniques;
     // With the data on the host (a DataLoader's way) only each batch reaches the device.
@@ -42,7 +43,7 @@ pub(super) fn train(
         tch::manual_seed(config.training.seed as i64);
         let m = &config.model;
         let model = Mlp::new(data.features, m.hidden, m.depth, data.classes, kind, device)?;
-        let opt = optimizer(&config.training.optimizer, &model)?;
+        let opt = Optimizer::new(&config.training.optimizer, t.optimizer_impl, &model)?;
         let scaler = match &t.amp {
             Amp::Fp16 { scaler } => Some(GradScaler::new(scaler, device)?),
             _ => None,
@@ -73,7 +74,7 @@ pub(super) fn train(
         progress.final_scale = s.scale_value().ok();
     }
     drop(kept);
-    Ok(())
+    Ok(model)
 }
 
 /// Forward and backward for each micro-batch, then one optimizer step and zero_grad.
@@ -83,7 +84,7 @@ fn train_step(
     config: &Config,
     data: &Dataset,
     model: &Mlp,
-    opt: &COptimizer,
+    opt: &Optimizer,
     scaler: Option<&mut GradScaler>,
     step: usize,
     rec: &mut Recorder,
@@ -209,26 +210,6 @@ fn gather(data: &Dataset, index: usize, batch: usize, device: Device) -> Result<
     Ok((x.f_to_device(device)?, y.f_to_device(device)?))
 }
 
-/// libtorch's own optimizers, through the fallible `COptimizer` (`nn::Optimizer` panics on OOM).
-/// State is allocated at the first step, for parameters that have a gradient.
-fn optimizer(spec: &OptimizerSpec, model: &Mlp) -> Result<COptimizer, TchError> {
-    let mut opt = match *spec {
-        OptimizerSpec::Sgd { lr, momentum, weight_decay } => {
-            COptimizer::sgd(lr, momentum, 0.0, weight_decay, false)?
-        }
-        OptimizerSpec::Adam { lr, weight_decay } => {
-            COptimizer::adam(lr, 0.9, 0.999, weight_decay, 1e-8, false)?
-        }
-        OptimizerSpec::AdamW { lr, weight_decay } => {
-            COptimizer::adamw(lr, 0.9, 0.999, weight_decay, 1e-8, false)?
-        }
-    };
-    for p in model.parameters() {
-        opt.add_parameters(p, 0)?;
-    }
-    Ok(opt)
-}
-
 #[cfg(test)]
 mod tests {
     use tch::Kind;
@@ -236,7 +217,7 @@ mod tests {
     use super::*;
     use crate::probe::fake::FakeProbe;
     use crate::record::PhaseRecord;
-    use crate::spec::{DataLocation, DataSpec, Dtype, ModelSpec, TrainingSpec};
+    use crate::spec::{DataLocation, DataSpec, Dtype, ModelSpec, OptimizerSpec, TrainingSpec};
 
     fn config(batch: usize, accumulation: usize) -> Config {
         Config {
@@ -260,7 +241,7 @@ mod tests {
         tch::manual_seed(3);
         let model = Mlp::new(8, 16, 2, 3, Kind::Float, Device::Cpu).unwrap();
         let before: Vec<Tensor> = model.parameters().map(|p| p.copy()).collect();
-        let opt = optimizer(&c.training.optimizer, &model).unwrap();
+        let opt = Optimizer::new(&c.training.optimizer, None, &model).unwrap();
         let probe = FakeProbe::default();
         let mut sink = |_: &PhaseRecord| Ok(());
         let mut rec = Recorder::new(&probe, 1, &mut sink);
