@@ -328,10 +328,9 @@ def make_model(features: int, hidden: int, depth: int, classes: int, dtype, devi
 
 
 def make_optimizer(spec: dict, params, impl: str) -> torch.optim.Optimizer:
-    """torch.optim with libtorch's settings (betas 0.9/0.999, eps 1e-8, no nesterov, no
-    dampening). oomlab uses libtorch's C++ optimizers, which loop over the parameters one at a
-    time: `for_loop` (foreach=False) is the like-for-like choice and the default; `default`
-    lets PyTorch pick (foreach on CUDA), whose grouped kernels keep more temporaries alive."""
+    """torch.optim with oomlab's settings (betas 0.9/0.999, eps 1e-8, no nesterov, no
+    dampening) in the implementation oomlab ran (the spec's training.optimizer_impl, else
+    PyTorch's own pick: `default`, foreach on CUDA and the for-loop on the CPU)."""
     kw = {"for_loop": {"foreach": False}, "foreach": {"foreach": True},
           "fused": {"fused": True}, "default": {}}[impl]
     name, lr, wd = spec["name"], spec["lr"], spec.get("weight_decay", 0.0)
@@ -387,7 +386,8 @@ def run_trial(cfg: dict, device: torch.device, rec: Recorder, args, out: dict):
         torch.manual_seed(int(t["seed"]))
         m = cfg["model"]
         model = make_model(features, m["hidden"], m["depth"], classes, dtype, device)
-        opt = make_optimizer(t["optimizer"], model.parameters(), args.optimizer_impl)
+        impl = args.optimizer_impl or tech.get("optimizer_impl") or "default"
+        opt = make_optimizer(t["optimizer"], model.parameters(), impl)
         scaler = None
         if tech["amp"]["dtype"] == "fp16":
             s = tech["amp"]["scaler"]
@@ -427,6 +427,8 @@ def run_trial(cfg: dict, device: torch.device, rec: Recorder, args, out: dict):
         del loss
     if scaler is not None:
         out["skipped_steps"], out["final_scale"] = skipped, scaler.get_scale()
+    if out.get("keep_params"):
+        out["params"] = [p.detach() for p in model.parameters()]
 
 
 def train_step(cfg, data, model, opt, scaler, seg, step, rec, keep, device):
@@ -595,7 +597,8 @@ def main():
                         "the CPU generator, device data from the GPU's: different numbers")
     p.add_argument("--steps", type=int, default=None, help="override every trial's steps")
     p.add_argument("--optimizer-impl", choices=("for_loop", "foreach", "fused", "default"),
-                   default="for_loop", help="torch.optim implementation (default for_loop: as libtorch's C++)")
+                   default=None, help="torch.optim implementation (default: the one oomlab ran, "
+                                      "the spec's training.optimizer_impl or PyTorch's own pick)")
     p.add_argument("--warmup", action=argparse.BooleanOptionalAction, default=True,
                    help="make cuBLAS's workspaces before trial 1 (default on)")
     p.add_argument("--trials", default=None, help="only these trial numbers, e.g. 1,3,5")
