@@ -14,8 +14,8 @@ use oomlab::probe::{CpuProbe, MemoryProbe};
 use oomlab::record::{Phase, PhaseRecord, Status};
 use oomlab::run::{self, RunOptions};
 use oomlab::spec::{
-    Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, History, Mode, ModelSpec, OptimizerSpec,
-    ScalerSpec, Techniques, TrainingSpec,
+    Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, History, Mode, ModelSpec, OptimizerImpl,
+    OptimizerSpec, ScalerSpec, Techniques, TrainingSpec,
 };
 use predicates::prelude::PredicateBooleanExt;
 
@@ -198,6 +198,50 @@ fn ckpt(checkpoint: Checkpoint, accumulation: usize) -> Techniques {
 
 fn tech(accumulation: usize, mode: Mode, history: History) -> Techniques {
     Techniques { accumulation, mode, history, ..Techniques::default() }
+}
+
+/// Each of `torch.optim`'s implementations (for-loop, foreach, fused) of every optimizer, to
+/// the byte: their temporaries differ (foreach holds whole-model lists), so do their peaks.
+#[test]
+fn every_optimizer_implementation_is_predicted_to_the_byte() {
+    let with = |i: OptimizerImpl, t: Techniques| Techniques { optimizer_impl: Some(i), ..t };
+    let mut failures = Vec::new();
+    let mut adam_peaks = vec![];
+    for i in [OptimizerImpl::ForLoop, OptimizerImpl::Foreach, OptimizerImpl::Fused] {
+        let cases = [
+            Case { techniques: with(i, Techniques::default()), ..case(SGD, 2, 256, 32, 64, 32) },
+            Case { techniques: with(i, Techniques::default()), ..case(MOMENTUM, 3, 256, 32, 64, 32) },
+            Case { techniques: with(i, Techniques::default()), ..case(MOMENTUM_WD, 2, 512, 16, 64, 32) },
+            Case { techniques: with(i, Techniques::default()), ..case(ADAM, 3, 512, 32, 64, 32) },
+            Case { techniques: with(i, Techniques::default()), ..case(ADAM_WD, 2, 256, 16, 64, 32) },
+            Case { techniques: with(i, Techniques::default()), ..case(ADAMW, 2, 256, 16, 64, 32) },
+            Case {
+                techniques: with(i, Techniques::default()),
+                dtype: Dtype::Float64,
+                ..case(ADAM, 2, 128, 16, 64, 16)
+            },
+            Case { techniques: with(i, amp(fp16(), 1)), ..case(ADAM, 2, 256, 32, 64, 32) },
+            Case { techniques: with(i, amp(fp16(), 2)), ..case(MOMENTUM, 2, 256, 32, 64, 32) },
+            Case { techniques: with(i, ckpt(Checkpoint::Every(1), 2)), ..case(ADAMW, 3, 256, 16, 64, 32) },
+        ];
+        for (k, c) in cases.iter().enumerate() {
+            let config = c.config();
+            let predicted = estimate::predict(&config).expect("prediction");
+            let (records, peak) = measure(&config);
+            failures.extend(compare(&c.name(), &predicted, &records, peak, 0).0);
+            if k == 3 {
+                adam_peaks.push(peak);
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+    // The implementations really differ where they should: foreach Adam holds a square root of
+    // every parameter at once, more than the for-loop's few; fused holds none.
+    let [for_loop, foreach, fused] = adam_peaks[..] else { panic!("three adam peaks") };
+    assert!(
+        fused < for_loop && for_loop < foreach,
+        "adam peaks: fused {fused}, for-loop {for_loop}, foreach {foreach}"
+    );
 }
 
 #[test]

@@ -7,15 +7,16 @@
 //! Sizes come from [`Terms`]; the [`Ledger`] turns the events into per-phase peaks.
 mod amp;
 mod checkpoint;
+mod optim;
 
 use super::caching::OutOfMemory;
 use super::ledger::{Category, Ledger};
 use super::terms::{Target, Terms};
 use super::{Gather, Options, PhasePrediction};
 use crate::record::Phase;
-use crate::spec::{Amp, Config, DataLocation, DataSpec, Dtype, History, Mode, OptimizerSpec};
+use crate::spec::{Amp, Config, DataLocation, DataSpec, Dtype, History, Mode, OptimizerImpl};
 
-use Category::{Activations, AmpCopies, Batch, Data, Grads, OptimizerState, Params, Transient};
+use Category::{Activations, AmpCopies, Batch, Data, Grads, Params, Transient};
 
 /// A trial replayed: its phases, and on CUDA what the allocator held before it and the first
 /// phase in which the limit refused an allocation.
@@ -489,74 +490,16 @@ impl<'a> Sim<'a> {
         a
     }
 
-    /// `torch::optim` (`torch/csrc/api/src/optim/{sgd,adam,adamw}.cpp`), parameter by
-    /// parameter in the order they were added. State is allocated at a parameter's first step,
-    /// just before it is used, so at the first step the peak is reached part-way, with the state
-    /// of the parameters before it and the temporaries of the current one.
-    ///
-    /// - SGD: `d_p = grad.add(p, wd)` when weight decay is on (a temporary); with momentum, the
-    ///   first step clones `d_p` into `momentum_buffer`, later ones `buf.mul_(momentum)` (a
-    ///   wrapped scalar) and `add_`; `p.add_(d_p, -lr)` is in place.
-    /// - Adam: `exp_avg`, `exp_avg_sq` = `zeros_like(p)` at the first step; `grad.add(p, wd)`
-    ///   with weight decay; `mul_(beta)` twice (wrapped scalars); then
-    ///   `denom = (exp_avg_sq.sqrt() / sqrt(bc2)).add_(eps)`: the `sqrt` temporary and the
-    ///   quotient live together (2 parameter-sized temporaries, plus the wrapped divisor);
-    ///   `p.addcdiv_` is in place.
-    /// - AdamW: the same without the gradient temporary; weight decay is `p.mul_(1 - lr*wd)` in
-    ///   place (a wrapped scalar).
+    /// `GradScaler.step` (with fp16) and the optimizer's step ([`optim`]).
     fn optimizer_step(&mut self) {
-        let unscaled = if self.loss_scalings().1 { self.unscale() } else { 0 };
-        self.torch_optimizer_step();
-        self.ledger.free(Transient, unscaled);
-    }
-
-    fn torch_optimizer_step(&mut self) {
-        let t = self.t;
-        let first = !self.has_state;
-        let opt = self.config.training.optimizer;
-        let scalar_op = |ledger: &mut Ledger| {
-            ledger.alloc(Transient, t.wrapped_scalar());
-            ledger.free(Transient, t.wrapped_scalar());
-        };
-        for n in t.param_numels() {
-            let s = t.bytes(n);
-            match opt {
-                OptimizerSpec::Sgd { momentum, weight_decay, .. } => {
-                    let wd = if weight_decay != 0.0 { s } else { 0 };
-                    self.ledger.alloc(Transient, wd);
-                    if momentum != 0.0 {
-                        if first {
-                            self.ledger.alloc(OptimizerState, s);
-                        } else {
-                            scalar_op(&mut self.ledger);
-                        }
-                    }
-                    self.ledger.free(Transient, wd);
-                }
-                OptimizerSpec::Adam { weight_decay, .. } | OptimizerSpec::AdamW { weight_decay, .. } => {
-                    let adamw = matches!(opt, OptimizerSpec::AdamW { .. });
-                    if adamw && weight_decay != 0.0 {
-                        scalar_op(&mut self.ledger); // p.mul_(1 - lr * wd)
-                    }
-                    if first {
-                        self.ledger.alloc(OptimizerState, 2 * s);
-                    }
-                    let wd = if !adamw && weight_decay != 0.0 { s } else { 0 };
-                    self.ledger.alloc(Transient, wd); // grad.add(p, wd)
-                    scalar_op(&mut self.ledger); // exp_avg.mul_(beta1)
-                    scalar_op(&mut self.ledger); // exp_avg_sq.mul_(beta2)
-                    self.ledger.alloc(Transient, s); // exp_avg_sq.sqrt()
-                    self.ledger.alloc(Transient, t.wrapped_scalar());
-                    self.ledger.alloc(Transient, s); // ... / sqrt(bc2)
-                    self.ledger.free(Transient, t.wrapped_scalar());
-                    self.ledger.free(Transient, s); // the sqrt
-                    scalar_op(&mut self.ledger); // .add_(eps)
-                    self.ledger.free(Transient, s); // denom, after addcdiv_
-                    self.ledger.free(Transient, wd);
-                }
-            }
+        let implementation = self.optimizer_impl();
+        let scaled = self.loss_scalings().1;
+        if scaled && implementation == OptimizerImpl::Fused {
+            return self.scaled_fused_step();
         }
-        self.has_state = true;
+        let unscaled = if scaled { self.unscale() } else { 0 };
+        self.torch_optimizer_step(implementation);
+        self.ledger.free(Transient, unscaled);
     }
 
     /// `zero_grad()` sets every `.grad` to none (libtorch's default since 2.0), freeing them.
