@@ -4,7 +4,7 @@ use super::data::Experiment;
 use super::{fit, Claim, Verdict};
 use crate::estimate::terms::{DataShape, Target, Terms};
 use crate::record::{Phase, Status};
-use crate::spec::{format_size, Dtype};
+use crate::spec::{format_size, Dtype, OptimizerImpl};
 
 type Get<'a> = &'a dyn Fn(&str) -> Option<&'a Experiment>;
 
@@ -88,12 +88,26 @@ fn whole_dataset(get: Get) -> Claim {
     claim(C, E, measured, verdict, why)
 }
 
+/// The variant of the depth sweep PyTorch itself would run on the results' device (the
+/// lesson's readers write `Adam(params)`: foreach on CUDA, the for-loop on a CPU), with the
+/// implementation's name; `""` for results from before the sweep had variants.
+fn default_adam(e: &Experiment) -> (&'static str, &'static str) {
+    let cuda = e.manifest.device.resolved.starts_with("cuda");
+    let name = OptimizerImpl::pytorch_default(cuda).name();
+    if e.answer(name).is_some() {
+        (name, name)
+    } else {
+        ("", "libtorch's C++ Adam")
+    }
+}
+
 fn depth(get: Get) -> Claim {
     const C: &str =
         "At batch 32, about 5 hidden layers of 5000 fit before out of memory (lesson, challenge 2)";
     const E: &str = "depth_sweep";
     let Some(e) = get(E) else { return not_run(C, E) };
-    let Some(a) = e.answer("") else { return not_run(C, E) };
+    let (variant, implementation) = default_adam(e);
+    let Some(a) = e.answer(variant) else { return not_run(C, E) };
     let (Some(fit), first) = (a.largest_fit, a.first_oom) else {
         return claim(
             C,
@@ -103,10 +117,23 @@ fn depth(get: Get) -> Claim {
             "even depth 1 ran out of memory.".into(),
         );
     };
-    let oom_row = e.rows.iter().find(|r| r.status == Status::Oom && r.value == first.map(|v| v as f64));
+    let oom_row = e
+        .rows
+        .iter()
+        .find(|r| r.variant == variant && r.status == Status::Oom && r.value == first.map(|v| v as f64));
     let budget = e.manifest.device.budget_bytes.map(|b| size(b as f64)).unwrap_or_else(|| "no budget".into());
+    let others = e
+        .manifest
+        .answers
+        .iter()
+        .filter(|o| o.variant != variant)
+        .map(|o| format!("{} {}", o.variant, o.largest_fit.map_or("-".into(), |f| f.to_string())))
+        .collect::<Vec<_>>();
+    let others =
+        if others.is_empty() { String::new() } else { format!("; other Adams: {}", others.join(", ")) };
     let measured = format!(
-        "largest depth that fits {budget}: {fit}; first OOM at {} in {}",
+        "largest depth that fits {budget} with PyTorch's default Adam here ({implementation}): {fit}; \
+         first OOM at {} in {}{others}",
         first.map_or("-".into(), |v| v.to_string()),
         oom_row.and_then(|r| r.phase).map_or("-".into(), |p| p.to_string())
     );
@@ -118,7 +145,8 @@ fn depth(get: Get) -> Claim {
     let why = format!(
         "a {0}x{0} layer with its gradient and Adam's two state tensors takes {1}, so the budget holds \
          about {fit} of them, {2:.1}x the lesson's 5; the lesson's figure would need layers about \
-         {3:.0}x wider in memory.",
+         {3:.0}x wider in memory. Which Adam matters: the foreach step (PyTorch's default on a GPU) \
+         holds a square root of every parameter at once, one more copy of the model.",
         e.rows.first().map_or(0, |r| r.hidden),
         per_layer.map_or("-".into(), size),
         fit as f64 / 5.0,
@@ -175,7 +203,7 @@ fn memory_equation(get: Get) -> Claim {
         let left =
             e.manifest.device.budget_bytes? as f64 - e.allocated_after(r.trial, 0, Phase::Data)? as f64;
         let fits = (0..100_000).take_while(|&d| equation(r, params_at(r, d), d) <= left).last()?;
-        Some((fits, e.answer("")?.largest_fit?))
+        Some((fits, e.answer(default_adam(e).0)?.largest_fit?))
     });
     let measured = format!(
         "equation / measured peak over the data set: {:+.1}% to {:+.1}% over {} trials{}",
@@ -300,7 +328,7 @@ fn state_ratio(e: &Experiment, variant: &str) -> Option<f64> {
 
 /// What the first step leaves behind once gradients are freed and the micro-batch is gone:
 /// allocated after the first zero_grad minus after the model phase, less the 4-byte loss the
-/// loop still holds. libtorch makes optimizer state at the first step, so this is the state.
+/// loop still holds. torch.optim makes its state at the first step, so this is the state.
 fn state_ratio_of(e: &Experiment, r: &crate::record::SummaryRow) -> Option<f64> {
     let after_model = e.allocated_after(r.trial, 0, Phase::Model)? as f64;
     let after_zero_grad = e.allocated_after(r.trial, 1, Phase::ZeroGrad)? as f64;
@@ -323,9 +351,9 @@ fn optimizer_state(get: Get) -> Claim {
     let ok = got.iter().all(|(_, x, r)| r.is_some_and(|r| (r - x).abs() < 0.02));
     let verdict = if ok { Verdict::Confirmed } else { Verdict::Partly };
     let why = "state = memory still allocated after the first zero_grad minus after the model phase \
-               (less the 4-byte loss), over the parameter bytes: libtorch makes the state at the first \
-               step, and gradients and the batch are gone by then; confirmed when each is within 0.02 \
-               of 0, 1, 2, 2."
+               (less the 4-byte loss), over the parameter bytes: torch.optim makes the state at the first \
+               step (Adam also a 4-byte step counter per parameter), and gradients and the batch are \
+               gone by then; confirmed when each is within 0.02 of 0, 1, 2, 2."
         .to_string();
     claim(C, E, measured, verdict, why)
 }
