@@ -254,6 +254,45 @@ impl Ledger {
     }
 }
 
+/// One allocation, to be freed by name: `free` takes the most recent of a size, which is the
+/// wrong block on CUDA when an older one of the same size goes first (a square root freed after
+/// the quotient made from it).
+#[derive(Debug, Clone, Copy)]
+pub struct Held {
+    c: Category,
+    bytes: u64,
+    block: Option<BlockId>,
+}
+
+impl Ledger {
+    /// Allocates like `alloc` and returns the allocation, for [`Ledger::release`].
+    pub fn hold(&mut self, c: Category, bytes: u64) -> Held {
+        self.alloc(c, bytes);
+        let block = match &self.cuda {
+            Some(b) if bytes > 0 => b.live.get(&c).and_then(|l| l.last()).map(|e| e.1),
+            _ => None,
+        };
+        Held { c, bytes, block }
+    }
+
+    /// Frees exactly the allocation `held`.
+    pub fn release(&mut self, held: Held) {
+        let counted = match (&mut self.cuda, held.block) {
+            (Some(b), Some(id)) => {
+                let list = b.live.get_mut(&held.c).expect("a held block's category is live");
+                let i = list.iter().position(|e| e.1 == id).expect("a held block is released once");
+                let (_, id, _) = list.remove(i);
+                b.allocator.free(id)
+            }
+            (Some(_), None) => 0,
+            (None, _) => held.bytes,
+        };
+        let slot = self.live.get_mut(held.c);
+        debug_assert!(*slot >= counted, "releasing {counted} {:?} bytes of {}", held.c, *slot);
+        *slot = slot.saturating_sub(counted);
+    }
+}
+
 impl Blocks {
     /// Takes live blocks of category `c` asked for with `bytes` in all: the most recent of
     /// exactly that size, else the most recent that add up to it.
@@ -283,6 +322,22 @@ impl Blocks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_block_is_the_one_released() {
+        let mut l = Ledger::cuda(None, []);
+        let older = l.hold(Category::Transient, 4 << 20);
+        l.alloc(Category::Transient, 4 << 20);
+        l.release(older);
+        // The newer block is still live: freeing by size now takes it, and nothing is left.
+        assert_eq!(l.live().transient, 4 << 20);
+        l.free(Category::Transient, 4 << 20);
+        assert_eq!((l.live().transient, l.requested(Category::Transient)), (0, 0));
+        let mut cpu = Ledger::default();
+        let h = cpu.hold(Category::Grads, 12);
+        cpu.release(h);
+        assert_eq!(cpu.live().total(), 0);
+    }
 
     #[test]
     fn the_peak_remembers_what_was_live_then() {

@@ -158,7 +158,8 @@ impl GradScaler {
         let device = self.scale.device();
         let found_inf = {
             let dummy_inv_scale = Tensor::f_full([0i64; 0], 1.0, (Kind::Float, device))?;
-            self.check_and_unscale(params, &dummy_inv_scale)?
+            // PyTorch's `_check_inf_per_device` allows fp16 gradients (`allow_fp16=True`).
+            self.check_and_unscale(params, &dummy_inv_scale, true)?
         };
         let summed = found_inf.f_add_scalar(0)?; // Python's sum() starts from 0
         let grad_scale = self.scale.f_mul_scalar(1)?;
@@ -186,7 +187,7 @@ impl GradScaler {
     /// sets it and never clears it).
     fn unscale_grads<'a>(&self, params: impl IntoIterator<Item = &'a Tensor>) -> Result<Tensor, TchError> {
         let inv_scale = self.inv_scale()?;
-        self.check_and_unscale(params, &inv_scale)
+        self.check_and_unscale(params, &inv_scale, false)
     }
 
     /// `_unscale_grads_`: a new found_inf, and every gradient multiplied by `inv_scale` in place
@@ -195,6 +196,7 @@ impl GradScaler {
         &self,
         params: impl IntoIterator<Item = &'a Tensor>,
         inv_scale: &Tensor,
+        allow_fp16: bool,
     ) -> Result<Tensor, TchError> {
         let mut found_inf = Tensor::f_zeros([0i64; 0], (Kind::Float, self.scale.device()))?;
         for param in params {
@@ -205,7 +207,7 @@ impl GradScaler {
             }
             // PyTorch refuses these too: fp16 master gradients mean fp16 parameters, which
             // amp's scheme (fp32 weights, low-precision compute) does not intend.
-            if grad.kind() == Kind::Half {
+            if grad.kind() == Kind::Half && !allow_fp16 {
                 return Err(TchError::Kind("Attempting to unscale FP16 gradients.".into()));
             }
             grad.f_internal_amp_non_finite_check_and_unscale(&mut found_inf, inv_scale)?;

@@ -150,12 +150,13 @@ impl Sim<'_> {
     /// optimizer's step: `found_inf`.
     pub(super) fn unscale(&mut self) -> u64 {
         let (double, single) = (self.t.target.counted(8), self.full(1));
-        self.ledger.alloc(Transient, double);
-        self.ledger.alloc(Transient, double);
-        self.ledger.alloc(Transient, single); // inv_scale
-        self.ledger.free(Transient, 2 * double);
+        let as_double = self.ledger.hold(Transient, double);
+        let reciprocal = self.ledger.hold(Transient, double);
+        let inv_scale = self.ledger.hold(Transient, single);
+        self.ledger.release(reciprocal);
+        self.ledger.release(as_double);
         self.ledger.alloc(Transient, single); // found_inf
-        self.ledger.free(Transient, single); // inv_scale
+        self.ledger.release(inv_scale);
         single
     }
 }

@@ -20,6 +20,7 @@
 //! fused).
 use super::Sim;
 use crate::estimate::ledger::Category::{OptimizerState, Transient};
+use crate::estimate::ledger::Held;
 use crate::estimate::terms::Target;
 use crate::spec::{OptimizerImpl, OptimizerSpec};
 
@@ -112,30 +113,32 @@ impl Sim<'_> {
     /// `_single_tensor_adam`.
     fn adam_for_loop(&mut self, decoupled: bool, wd: bool) {
         let (t, w, step_wrap) = (self.t, self.t.wrapped_scalar(), self.host_f32_wrap());
-        let (mut held_grad, mut held_denom) = (0, 0);
+        let (mut grad, mut denom): (Option<Held>, Option<Held>) = (None, None);
         for n in t.param_numels() {
             let s = t.bytes(n);
-            self.ledger.free(Transient, held_grad); // `grad = grads[i]`
-            held_grad = 0;
+            if let Some(g) = grad.take() {
+                self.ledger.release(g); // `grad = grads[i]`
+            }
             self.scalar_op(step_wrap); // step_t += 1
             if wd && decoupled {
                 self.scalar_op(w); // param.mul_(1 - lr * wd)
             } else if wd {
-                self.ledger.alloc(Transient, s); // grad.add(param, alpha=wd)
-                held_grad = s;
+                grad = Some(self.ledger.hold(Transient, s)); // grad.add(param, alpha=wd)
             }
             self.scalar_op(w); // exp_avg_sq.mul_(beta2); lerp_ and addcmul_ take Scalars
-            self.ledger.alloc(Transient, s); // exp_avg_sq.sqrt()
+            let root = self.ledger.hold(Transient, s); // exp_avg_sq.sqrt()
             self.ledger.alloc(Transient, w);
-            self.ledger.alloc(Transient, s); // ... / bias_correction2_sqrt
+            let quotient = self.ledger.hold(Transient, s); // ... / bias_correction2_sqrt
             self.ledger.free(Transient, w);
-            self.ledger.free(Transient, s); // the sqrt
+            self.ledger.release(root);
             self.scalar_op(w); // .add_(eps)
-            self.ledger.free(Transient, held_denom); // the previous denom, on rebinding
-            held_denom = s;
+            if let Some(d) = denom.replace(quotient) {
+                self.ledger.release(d); // the previous denom, on rebinding
+            }
         }
-        self.ledger.free(Transient, held_denom);
-        self.ledger.free(Transient, held_grad);
+        for held in [denom, grad].into_iter().flatten() {
+            self.ledger.release(held);
+        }
     }
 
     /// `_multi_tensor_adam`, the state steps on the CPU.
@@ -175,14 +178,14 @@ impl Sim<'_> {
     /// `_single_tensor_sgd`.
     fn sgd_for_loop(&mut self, first: bool, momentum: bool, wd: bool) {
         let (t, w) = (self.t, self.t.wrapped_scalar());
-        let mut held_grad = 0;
+        let mut grad: Option<Held> = None;
         for n in t.param_numels() {
             let s = t.bytes(n);
-            self.ledger.free(Transient, held_grad); // `grad = grads[i]`
-            held_grad = 0;
+            if let Some(g) = grad.take() {
+                self.ledger.release(g); // `grad = grads[i]`
+            }
             if wd {
-                self.ledger.alloc(Transient, s); // grad.add(param, alpha=wd)
-                held_grad = s;
+                grad = Some(self.ledger.hold(Transient, s)); // grad.add(param, alpha=wd)
             }
             if momentum {
                 if first {
@@ -190,11 +193,14 @@ impl Sim<'_> {
                 } else {
                     self.scalar_op(w); // buf.mul_(momentum)
                 }
-                self.ledger.free(Transient, held_grad); // `grad = buf`
-                held_grad = 0;
+                if let Some(g) = grad.take() {
+                    self.ledger.release(g); // `grad = buf`
+                }
             }
         }
-        self.ledger.free(Transient, held_grad);
+        if let Some(g) = grad {
+            self.ledger.release(g);
+        }
     }
 
     /// `_multi_tensor_sgd`.
@@ -235,16 +241,21 @@ impl Sim<'_> {
     /// optimizer's step with both, then the two go; found_inf lives through `update()`.
     pub(super) fn scaled_fused_step(&mut self) {
         let (single, wrap) = (self.t.target.counted(4), self.host_f32_wrap());
-        self.ledger.alloc(Transient, single); // dummy_inv_scale
-        self.ledger.alloc(Transient, single); // found_inf
-        self.ledger.free(Transient, single); // dummy_inv_scale, on return
-        for _ in 0..2 {
+        let dummy_inv_scale = self.ledger.hold(Transient, single);
+        let found_inf = self.ledger.hold(Transient, single);
+        self.ledger.release(dummy_inv_scale); // when _check_inf_per_device returns
+        let mut copy = || {
             self.ledger.alloc(Transient, wrap);
-            self.ledger.alloc(Transient, single); // found_inf + 0, then scale * 1
+            let made = self.ledger.hold(Transient, single);
             self.ledger.free(Transient, wrap);
-        }
+            made
+        };
+        let summed = copy(); // sum([found_inf]): 0 + found_inf
+        let grad_scale = copy(); // scale * 1
         let implementation = self.optimizer_impl();
         self.torch_optimizer_step(implementation);
-        self.ledger.free(Transient, 3 * single); // grad_scale, the sum, then found_inf
+        for held in [grad_scale, summed, found_inf] {
+            self.ledger.release(held); // `del optimizer.grad_scale`, step's return, after update()
+        }
     }
 }
