@@ -56,7 +56,7 @@ pub use terms::{DataShape, Target};
 pub use workspace::{GpuArch, Workspaces};
 
 use crate::record::Phase;
-use crate::spec::{Amp, Config, DataSpec, Dtype};
+use crate::spec::{Amp, Config, DataSpec, Dtype, Mode, OptimizerImpl};
 
 /// How a step's batch is taken from the data set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -295,6 +295,20 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
             crate::spec::format_size(options.workspaces.total())
         ));
     }
+    if tech.mode == Mode::Train {
+        let cuda = options.target == Target::Cuda;
+        let implementation = OptimizerImpl::resolve(tech.optimizer_impl, cuda);
+        let why = match tech.optimizer_impl {
+            Some(_) => "as the spec names it",
+            None if cuda => "PyTorch's default on CUDA",
+            None => "PyTorch's default on the CPU",
+        };
+        notes.push(format!(
+            "optimizer: torch.optim's {} in its {} implementation ({why})",
+            t.optimizer.name(),
+            implementation.name()
+        ));
+    }
     if matches!(t.dtype, Dtype::Float16 | Dtype::Bfloat16) {
         notes.push(
             format!("{:?}: kernels that accumulate in float32 may add temporaries", t.dtype).to_lowercase(),
@@ -391,6 +405,26 @@ mod tests {
         assert_eq!(at(Phase::ZeroGrad, 1), data + params + 4);
         assert_eq!(at(Phase::ToDevice, 2), data + params + batch, "step 1's batch and loss are gone");
         assert_eq!(p.phases.len(), 2 + 2 * 5);
+    }
+
+    #[test]
+    fn the_notes_name_the_optimizer_implementation_and_why() {
+        let adam = OptimizerSpec::Adam { lr: 0.01, weight_decay: 0.0 };
+        let mut c = config(2, 64, 8, adam);
+        let note = |c: &Config, options: &Options| {
+            let p = predict_with(c, data_shape(&c.data).unwrap(), options).unwrap();
+            p.notes.into_iter().find(|n| n.starts_with("optimizer:")).expect("an optimizer note")
+        };
+        let cuda = Options::cuda(GpuArch::Hopper, [&c]);
+        assert_eq!(
+            note(&c, &cuda),
+            "optimizer: torch.optim's adam in its foreach implementation (PyTorch's default on CUDA)"
+        );
+        assert!(
+            note(&c, &Options::default()).contains("for_loop implementation (PyTorch's default on the CPU)")
+        );
+        c.training.techniques.optimizer_impl = Some(OptimizerImpl::Fused);
+        assert!(note(&c, &cuda).contains("fused implementation (as the spec names it)"));
     }
 
     #[test]
