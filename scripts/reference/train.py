@@ -391,9 +391,8 @@ def run_trial(cfg: dict, device: torch.device, rec: Recorder, args, out: dict):
         scaler = None
         if tech["amp"]["dtype"] == "fp16":
             s = tech["amp"]["scaler"]
-            # Differs from oomlab: PyTorch's GradScaler makes its scale and growth-tracker
-            # tensors at the first scale() (backward of step 1), oomlab's at construction
-            # (here, the model phase): 2 x 512 B on CUDA move from one phase to the other.
+            # Its scale and growth tracker come at the first scale() (backward of step 1), as
+            # oomlab's do.
             scaler = torch.amp.GradScaler(device.type, init_scale=s["init_scale"],
                                           growth_factor=s["growth_factor"],
                                           backoff_factor=s["backoff_factor"],

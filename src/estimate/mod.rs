@@ -605,10 +605,13 @@ mod tests {
         assert_eq!(step(&bf16).grads, bf16.param_bytes, "fp32 grads");
         assert_eq!(step(&bf16).optimizer_state, 2 * bf16.param_bytes + 8 * 4, "and 8 step counters");
         assert_eq!(step(&bf16).amp_copies, 0, "every cast gone by the optimizer step");
-        // fp16 adds the grad scaler's scale and growth tracker, 4 bytes each.
+        // fp16 adds the grad scaler's scale and growth tracker, 4 bytes each, made at its first
+        // scale() (step 1's backward), as PyTorch's GradScaler makes them.
         c.training.techniques.amp = Amp::Fp16 { scaler: Default::default() };
         let fp16 = predict(&c).unwrap();
-        assert_eq!(fp16.phase(0, 0, Phase::Model).unwrap().end_by_category.optimizer_state, 8);
+        let state_after = |step, phase| fp16.phase(step, 0, phase).unwrap().end_by_category.optimizer_state;
+        assert_eq!((state_after(0, Phase::Model), state_after(1, Phase::Forward)), (0, 0));
+        assert_eq!(state_after(1, Phase::Backward), 8);
         let (a, b) = (fwd(&fp16), fwd(&bf16));
         assert_eq!((a.activations, a.amp_copies), (b.activations, b.amp_copies));
     }

@@ -17,7 +17,7 @@
 //! the optimizer step. If the scale was too large some gradient overflows to inf/NaN: the step is
 //! skipped and the scale backed off; after `growth_interval` clean steps in a row it grows again.
 //! bf16 has fp32's exponent range, so it needs no scaler.
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::marker::PhantomData;
 
 use tch::{Device, Kind, TchError, Tensor};
@@ -105,23 +105,33 @@ fn set_current(device_type: i32, kind: Option<Kind>) {
 /// grow the scale after `growth_interval` clean steps, back off on inf.
 pub struct GradScaler {
     /// 0-d f32 on the device, as PyTorch keeps it: multiplying a loss by a 0-d tensor keeps the
-    /// loss's shape, and the update op changes it in place without a host round trip.
-    scale: Tensor,
+    /// loss's shape, and the update op changes it in place without a host round trip. Made at
+    /// the first `scale()`, as PyTorch's `_lazy_init_scale_growth_tracker` does.
+    scale: OnceCell<Tensor>,
     /// 0-d i32: clean steps in a row since the last growth or back-off.
-    growth_tracker: Tensor,
+    growth_tracker: OnceCell<Tensor>,
+    device: Device,
     spec: ScalerSpec,
 }
 
 impl GradScaler {
     pub fn new(spec: &ScalerSpec, device: Device) -> Result<Self, TchError> {
-        let scale = Tensor::f_full([0i64; 0], spec.init_scale, (Kind::Float, device))?;
-        let growth_tracker = Tensor::f_full([0i64; 0], 0i64, (Kind::Int, device))?;
-        Ok(GradScaler { scale, growth_tracker, spec: *spec })
+        Ok(GradScaler { scale: OnceCell::new(), growth_tracker: OnceCell::new(), device, spec: *spec })
+    }
+
+    /// The scale, made on first use with the growth tracker after it.
+    fn scale_tensor(&self) -> Result<&Tensor, TchError> {
+        if self.scale.get().is_none() {
+            let scale = Tensor::f_full([0i64; 0], self.spec.init_scale, (Kind::Float, self.device))?;
+            let tracker = Tensor::f_full([0i64; 0], 0i64, (Kind::Int, self.device))?;
+            let _ = (self.scale.set(scale), self.growth_tracker.set(tracker));
+        }
+        Ok(self.scale.get().expect("made above"))
     }
 
     /// loss * scale (a new tensor in the graph).
     pub fn scale(&self, loss: &Tensor) -> Result<Tensor, TchError> {
-        loss.f_mul(&self.scale)
+        loss.f_mul(self.scale_tensor()?)
     }
 
     /// `GradScaler.step`: unscales every parameter's gradient in place (params without a grad are
@@ -155,14 +165,13 @@ impl GradScaler {
         opt: &Optimizer,
         params: impl IntoIterator<Item = &'a Tensor>,
     ) -> Result<bool, TchError> {
-        let device = self.scale.device();
         let found_inf = {
-            let dummy_inv_scale = Tensor::f_full([0i64; 0], 1.0, (Kind::Float, device))?;
+            let dummy_inv_scale = Tensor::f_full([0i64; 0], 1.0, (Kind::Float, self.device))?;
             // PyTorch's `_check_inf_per_device` allows fp16 gradients (`allow_fp16=True`).
             self.check_and_unscale(params, &dummy_inv_scale, true)?
         };
         let summed = found_inf.f_add_scalar(0)?; // Python's sum() starts from 0
-        let grad_scale = self.scale.f_mul_scalar(1)?;
+        let grad_scale = self.scale_tensor()?.f_mul_scalar(1)?;
         opt.step_scaled(&grad_scale, &summed)?;
         drop(grad_scale); // `del optimizer.grad_scale`; the sum goes when step() returns
         drop(summed);
@@ -171,15 +180,23 @@ impl GradScaler {
         Ok(skipped)
     }
 
-    /// The current scale.
+    /// The current scale (the initial one before the first `scale()`, as `get_scale()`).
     pub fn scale_value(&self) -> Result<f64, TchError> {
-        self.scale.f_double_value(&[])
+        match self.scale.get() {
+            Some(s) => s.f_double_value(&[]),
+            None => Ok(self.spec.init_scale),
+        }
     }
 
     /// 1/scale, computed in fp64 and rounded to fp32, as PyTorch does: an fp32 reciprocal can be
     /// imprecise under some compile options.
     fn inv_scale(&self) -> Result<Tensor, TchError> {
-        self.scale.f_to_kind(Kind::Double)?.f_reciprocal()?.f_to_kind(Kind::Float)
+        // One statement apiece: Python frees each intermediate as soon as the next op has it
+        // (two scalars live at most), where one Rust expression would keep all three.
+        let double = self.scale_tensor()?.f_to_kind(Kind::Double)?;
+        let reciprocal = double.f_reciprocal()?;
+        drop(double);
+        reciprocal.f_to_kind(Kind::Float)
     }
 
     /// Multiplies every gradient by 1/scale in place and returns found_inf: a 0-d f32 that is
@@ -198,7 +215,7 @@ impl GradScaler {
         inv_scale: &Tensor,
         allow_fp16: bool,
     ) -> Result<Tensor, TchError> {
-        let mut found_inf = Tensor::f_zeros([0i64; 0], (Kind::Float, self.scale.device()))?;
+        let mut found_inf = Tensor::f_zeros([0i64; 0], (Kind::Float, self.device))?;
         for param in params {
             // A handle to the parameter's own gradient, so the in-place unscale changes it.
             let mut grad = param.f_grad()?;
@@ -220,9 +237,11 @@ impl GradScaler {
     /// would make it inf) and the tracker resets. Both tensors change in place.
     fn update(&mut self, found_inf: &Tensor) -> Result<(), TchError> {
         let interval = i64::try_from(self.spec.growth_interval).unwrap_or(i64::MAX);
-        // In place (both tensors); the returned handle is `scale` itself.
-        let _ = self.scale.f_internal_amp_update_scale_(
-            &self.growth_tracker,
+        // A handle to the scale itself: the update changes both tensors in place.
+        let mut scale = self.scale_tensor()?.shallow_clone();
+        let tracker = self.growth_tracker.get().expect("made with the scale");
+        let _ = scale.f_internal_amp_update_scale_(
+            tracker,
             found_inf,
             self.spec.growth_factor,
             self.spec.backoff_factor,
@@ -266,7 +285,7 @@ mod tests {
     }
 
     fn tracker(s: &GradScaler) -> i64 {
-        s.growth_tracker.int64_value(&[])
+        s.growth_tracker.get().map_or(0, |t| t.int64_value(&[]))
     }
 
     fn linear_out_kind() -> Kind {

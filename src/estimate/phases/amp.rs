@@ -138,23 +138,24 @@ impl Sim<'_> {
         input_grad
     }
 
-    /// `GradScaler::new`: the scale (fp32) and the growth tracker (int32), 0-dim each.
+    /// The grad scaler's first `scale()`: the scale (fp32) and the growth tracker (int32), 0-dim
+    /// each.
     pub(super) fn scaler_state(&mut self) {
         self.ledger.alloc(OptimizerState, self.full(1));
         self.ledger.alloc(OptimizerState, self.t.target.counted(4));
     }
 
     /// `GradScaler::step` before the optimizer's: `inv_scale` (the scale to fp64, its
-    /// reciprocal, back to fp32) and `found_inf`; the unscale itself is in place, and
+    /// reciprocal, back to fp32, each intermediate gone once the next exists) and `found_inf`; the unscale itself is in place, and
     /// `inv_scale` goes when `unscale_grads` returns. Returns the bytes held through the
     /// optimizer's step: `found_inf`.
     pub(super) fn unscale(&mut self) -> u64 {
         let (double, single) = (self.t.target.counted(8), self.full(1));
         let as_double = self.ledger.hold(Transient, double);
         let reciprocal = self.ledger.hold(Transient, double);
+        self.ledger.release(as_double);
         let inv_scale = self.ledger.hold(Transient, single);
         self.ledger.release(reciprocal);
-        self.ledger.release(as_double);
         self.ledger.alloc(Transient, single); // found_inf
         self.ledger.release(inv_scale);
         single

@@ -39,6 +39,8 @@ pub(super) struct Sim<'a> {
     out: Vec<PhasePrediction>,
     /// The optimizer has allocated its state (it does at its first step).
     has_state: bool,
+    /// The grad scaler has made its scale and growth tracker (at its first `scale()`).
+    has_scaler: bool,
     /// Training runs under autocast: activations in low precision.
     autocast: bool,
 }
@@ -68,7 +70,18 @@ impl<'a> Sim<'a> {
             Target::Cpu => Ledger::default(),
             Target::Cuda => Ledger::cuda(options.limit, options.workspaces.in_order()),
         };
-        Sim { t, oom: None, config, gather, threads, ledger, out: Vec::new(), has_state: false, autocast }
+        Sim {
+            t,
+            oom: None,
+            config,
+            gather,
+            threads,
+            ledger,
+            out: Vec::new(),
+            has_state: false,
+            has_scaler: false,
+            autocast,
+        }
     }
 
     /// Replays the whole trial.
@@ -233,13 +246,11 @@ impl<'a> Sim<'a> {
     }
 
     /// `Mlp::new`: `empty` then `uniform_` in place, weight then bias, layer by layer. Building
-    /// the optimizer allocates nothing: its state comes at the first step.
+    /// the optimizer and the grad scaler allocates nothing: the optimizer's state comes at the
+    /// first step, the scaler's at the first `scale()`.
     fn model(&mut self) {
         for n in self.t.param_numels() {
             self.ledger.alloc(Params, self.t.bytes(n));
-        }
-        if self.loss_scalings().1 {
-            self.scaler_state();
         }
     }
 
@@ -342,6 +353,10 @@ impl<'a> Sim<'a> {
             self.ledger.free(Transient, t.wrapped_scalar());
         }
         if scaled {
+            if !self.has_scaler {
+                self.scaler_state(); // `_lazy_init_scale_growth_tracker`
+                self.has_scaler = true;
+            }
             self.ledger.alloc(Transient, t.scalar());
         }
         // The divided loss is freed once the scaled one exists: nothing else holds it.
