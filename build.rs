@@ -9,6 +9,7 @@ use std::path::PathBuf;
 fn main() {
     println!("cargo:rerun-if-changed=src/ffi/shim.cpp");
     println!("cargo:rerun-if-changed=src/ffi/optim.cpp");
+    println!("cargo:rerun-if-changed=src/ffi/guarded.h");
     let lib = PathBuf::from(
         std::env::var("DEP_TCH_LIBTORCH_LIB")
             .expect("torch-sys did not report its libtorch folder; run scripts/setup-libtorch"),

@@ -15,9 +15,9 @@
 #include <ATen/core/grad_mode.h>
 #include <c10/util/Exception.h>
 
+#include "guarded.h"
+
 #include <cmath>
-#include <cstring>
-#include <exception>
 #include <optional>
 #include <vector>
 
@@ -38,26 +38,7 @@ struct Optim {
   std::vector<at::Tensor> bufs;
 };
 
-void set_err(char* err, size_t len, const char* msg) {
-  if (err == nullptr || len == 0) return;
-  std::strncpy(err, msg, len - 1);
-  err[len - 1] = '\0';
-}
-
-template <class F>
-int guarded(char* err, size_t len, F&& f) noexcept {
-  try {
-    f();
-    return 0;
-  } catch (const c10::Error& e) {
-    set_err(err, len, e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    set_err(err, len, e.what());
-  } catch (...) {
-    set_err(err, len, "unknown C++ exception");
-  }
-  return 1;
-}
+using oomlab::guarded;
 
 // ---- Adam and AdamW (torch/optim/adam.py; AdamW is Adam with decoupled_weight_decay) ----
 

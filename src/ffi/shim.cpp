@@ -18,6 +18,8 @@
 #include <c10/util/Exception.h>
 #include <torch/headeronly/version.h>
 
+#include "guarded.h"
+
 #include <dlfcn.h>
 
 #include <atomic>
@@ -43,27 +45,8 @@ struct oomlab_stats {
 
 namespace {
 
-// Writes a message into the caller's buffer, always NUL-terminated.
-void set_err(char* err, size_t len, const char* msg) {
-  if (err == nullptr || len == 0) return;
-  std::snprintf(err, len, "%s", msg);
-}
-
-// Runs `f`, turning any C++ exception into return code 1 and a message.
-template <typename F>
-int guarded(char* err, size_t len, F&& f) noexcept {
-  try {
-    f();
-    return 0;
-  } catch (const c10::Error& e) {
-    set_err(err, len, e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    set_err(err, len, e.what());
-  } catch (...) {
-    set_err(err, len, "unknown C++ exception");
-  }
-  return 1;
-}
+using oomlab::guarded;
+using oomlab::set_err;
 
 // Same wording as PyTorch's format_size, so one parser reads CPU and CUDA messages.
 std::string format_size(int64_t bytes) {

@@ -1,0 +1,36 @@
+// The one way oomlab's C++ entry points report failure: every extern "C" function is noexcept
+// and runs its body through `guarded`, which turns a C++ exception into return code 1 and a
+// message in the caller's buffer, never unwinding into Rust. Shared by shim.cpp and optim.cpp.
+#pragma once
+
+#include <c10/util/Exception.h>
+
+#include <cstddef>
+#include <cstdio>
+#include <exception>
+
+namespace oomlab {
+
+// Writes a message into the caller's buffer, always NUL-terminated.
+inline void set_err(char* err, size_t len, const char* msg) {
+  if (err == nullptr || len == 0) return;
+  std::snprintf(err, len, "%s", msg);
+}
+
+// Runs `f`, turning any C++ exception into return code 1 and a message.
+template <typename F>
+int guarded(char* err, size_t len, F&& f) noexcept {
+  try {
+    f();
+    return 0;
+  } catch (const c10::Error& e) {
+    set_err(err, len, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    set_err(err, len, e.what());
+  } catch (...) {
+    set_err(err, len, "unknown C++ exception");
+  }
+  return 1;
+}
+
+}  // namespace oomlab
