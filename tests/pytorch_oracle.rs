@@ -13,6 +13,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 use oomlab::probe::CpuProbe;
 use oomlab::spec::{
@@ -49,8 +50,14 @@ fn config(optimizer: OptimizerSpec, implementation: OptimizerImpl, techniques: T
     }
 }
 
-/// The folder holding the `torch` package (the parent of the path setup-libtorch prints).
-fn torch_site() -> PathBuf {
+/// The folder holding the `torch` package (the parent of the path setup-libtorch prints),
+/// found once for all the configurations.
+fn torch_site() -> &'static Path {
+    static SITE: OnceLock<PathBuf> = OnceLock::new();
+    SITE.get_or_init(find_torch_site)
+}
+
+fn find_torch_site() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = Command::new(root.join("scripts/setup-libtorch"))
         .output()
