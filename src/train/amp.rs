@@ -104,29 +104,33 @@ fn set_current(device_type: i32, kind: Option<Kind>) {
 /// PyTorch's GradScaler, dynamic: scale the loss, unscale the grads, skip the step on inf/NaN,
 /// grow the scale after `growth_interval` clean steps, back off on inf.
 pub struct GradScaler {
-    /// 0-d f32 on the device, as PyTorch keeps it: multiplying a loss by a 0-d tensor keeps the
-    /// loss's shape, and the update op changes it in place without a host round trip. Made at
-    /// the first `scale()`, as PyTorch's `_lazy_init_scale_growth_tracker` does.
-    scale: OnceCell<Tensor>,
-    /// 0-d i32: clean steps in a row since the last growth or back-off.
-    growth_tracker: OnceCell<Tensor>,
+    /// The scale, a 0-d f32 on the device as PyTorch keeps it (multiplying a loss by a 0-d
+    /// tensor keeps the loss's shape, and the update op changes it in place without a host round
+    /// trip), and the growth tracker, a 0-d i32 of clean steps in a row since the last growth or
+    /// back-off. Made together at the first `scale()`, as PyTorch's
+    /// `_lazy_init_scale_growth_tracker` does.
+    state: OnceCell<(Tensor, Tensor)>,
     device: Device,
     spec: ScalerSpec,
 }
 
 impl GradScaler {
     pub fn new(spec: &ScalerSpec, device: Device) -> Result<Self, TchError> {
-        Ok(GradScaler { scale: OnceCell::new(), growth_tracker: OnceCell::new(), device, spec: *spec })
+        Ok(GradScaler { state: OnceCell::new(), device, spec: *spec })
     }
 
-    /// The scale, made on first use with the growth tracker after it.
-    fn scale_tensor(&self) -> Result<&Tensor, TchError> {
-        if self.scale.get().is_none() {
+    /// The scale and growth tracker, made on first use (the scale first).
+    fn state(&self) -> Result<&(Tensor, Tensor), TchError> {
+        if self.state.get().is_none() {
             let scale = Tensor::f_full([0i64; 0], self.spec.init_scale, (Kind::Float, self.device))?;
             let tracker = Tensor::f_full([0i64; 0], 0i64, (Kind::Int, self.device))?;
-            let _ = (self.scale.set(scale), self.growth_tracker.set(tracker));
+            let _ = self.state.set((scale, tracker));
         }
-        Ok(self.scale.get().expect("made above"))
+        Ok(self.state.get().expect("made above"))
+    }
+
+    fn scale_tensor(&self) -> Result<&Tensor, TchError> {
+        Ok(&self.state()?.0)
     }
 
     /// loss * scale (a new tensor in the graph).
@@ -182,8 +186,8 @@ impl GradScaler {
 
     /// The current scale (the initial one before the first `scale()`, as `get_scale()`).
     pub fn scale_value(&self) -> Result<f64, TchError> {
-        match self.scale.get() {
-            Some(s) => s.f_double_value(&[]),
+        match self.state.get() {
+            Some((s, _)) => s.f_double_value(&[]),
             None => Ok(self.spec.init_scale),
         }
     }
@@ -238,8 +242,8 @@ impl GradScaler {
     fn update(&mut self, found_inf: &Tensor) -> Result<(), TchError> {
         let interval = i64::try_from(self.spec.growth_interval).unwrap_or(i64::MAX);
         // A handle to the scale itself: the update changes both tensors in place.
-        let mut scale = self.scale_tensor()?.shallow_clone();
-        let tracker = self.growth_tracker.get().expect("made with the scale");
+        let (scale, tracker) = self.state()?;
+        let mut scale = scale.shallow_clone();
         let _ = scale.f_internal_amp_update_scale_(
             tracker,
             found_inf,
@@ -285,7 +289,7 @@ mod tests {
     }
 
     fn tracker(s: &GradScaler) -> i64 {
-        s.growth_tracker.get().map_or(0, |t| t.int64_value(&[]))
+        s.state.get().map_or(0, |(_, t)| t.int64_value(&[]))
     }
 
     fn linear_out_kind() -> Kind {
