@@ -176,8 +176,13 @@ impl Ledger {
             Some(b) => b.take(c, bytes).into_iter().map(|(_, id, _)| b.allocator.free(id)).sum(),
             None => bytes,
         };
+        self.uncount(c, counted);
+    }
+
+    /// Takes `counted` bytes off category `c`'s live total (never more than it holds).
+    fn uncount(&mut self, c: Category, counted: u64) {
         let slot = self.live.get_mut(c);
-        debug_assert!(*slot >= counted, "freeing {counted} {c:?} bytes of {}", *slot);
+        debug_assert!(*slot >= counted, "taking {counted} {c:?} bytes off {}", *slot);
         *slot = slot.saturating_sub(counted);
     }
 
@@ -192,9 +197,7 @@ impl Ledger {
             }
             None => bytes,
         };
-        let slot = self.live.get_mut(from);
-        debug_assert!(*slot >= counted, "moving {counted} {from:?} bytes of {}", *slot);
-        *slot = slot.saturating_sub(counted);
+        self.uncount(from, counted);
         *self.live.get_mut(to) += counted;
     }
 
@@ -287,9 +290,7 @@ impl Ledger {
             (Some(_), None) => 0,
             (None, _) => held.bytes,
         };
-        let slot = self.live.get_mut(held.c);
-        debug_assert!(*slot >= counted, "releasing {counted} {:?} bytes of {}", held.c, *slot);
-        *slot = slot.saturating_sub(counted);
+        self.uncount(held.c, counted);
     }
 }
 

@@ -38,6 +38,15 @@ impl Target {
             Target::Cuda => bytes.div_ceil(512) * 512,
         }
     }
+
+    /// Bytes a tensor on the host (a wrapped scalar, a CPU step counter) costs the allocator
+    /// replayed: all of them on the CPU, none on CUDA, whose allocator does not see the host.
+    pub fn host(self, bytes: u64) -> u64 {
+        match self {
+            Target::Cpu => bytes,
+            Target::Cuda => 0,
+        }
+    }
 }
 
 /// Bytes of one element of the training dtype.
@@ -175,19 +184,13 @@ impl Terms {
     /// dtype is already double. On CUDA both live on the CPU, which the CUDA allocator does not
     /// see.
     pub fn wrapped_scalar(&self) -> u64 {
-        match self.target {
-            Target::Cuda => 0,
-            Target::Cpu if self.dtype == Dtype::Float64 => 8,
-            Target::Cpu => 8 + self.elt,
-        }
+        let cast = if self.dtype == Dtype::Float64 { 0 } else { self.elt };
+        self.target.host(8 + cast)
     }
 
     /// An integer scalar wrapped for an int64 op (`remainder(n)` in the gather): 8 bytes, no cast.
     pub fn wrapped_index_scalar(&self) -> u64 {
-        match self.target {
-            Target::Cuda => 0,
-            Target::Cpu => 8,
-        }
+        self.target.host(8)
     }
 }
 

@@ -32,22 +32,15 @@ impl Sim<'_> {
         OptimizerImpl::resolve(choice, self.t.target == Target::Cuda)
     }
 
-    /// The bytes a 0-dim float32 on the CPU costs the replayed allocator: nothing on CUDA, whose
-    /// allocator does not see host tensors.
+    /// A 0-dim float32 on the host (Adam's step counter unless fused).
     fn host_f32(&self) -> u64 {
-        match self.t.target {
-            Target::Cuda => 0,
-            Target::Cpu => 4,
-        }
+        self.t.target.host(4)
     }
 
-    /// `op_(scalar)` on a 0-dim float32 on the CPU: the scalar wrapped as a double, then cast
+    /// `op_(scalar)` on a 0-dim float32 on the host: the scalar wrapped as a double, then cast
     /// to float32 (see `Terms::wrapped_scalar`).
     fn host_f32_wrap(&self) -> u64 {
-        match self.t.target {
-            Target::Cuda => 0,
-            Target::Cpu => 8 + 4,
-        }
+        self.t.target.host(8 + 4)
     }
 
     /// On the CPU, a `_foreach_*` op with a scalar argument is a loop of the plain op, each
