@@ -90,3 +90,41 @@ fn the_guides_memory_equation_is_judged_on_the_committed_runs() {
     assert!(trials >= 20.0, "{}", c.measured);
     assert!(by_equation > measured, "{}", c.measured);
 }
+
+/// The depth claim leads with the Adam PyTorch picks on the results' device: the for-loop on
+/// the CPU, foreach on CUDA (judged here from the committed CPU sweep, relabelled as a GPU's).
+#[test]
+fn the_depth_claim_leads_with_pytorchs_default_adam_for_the_device() {
+    let depth_claim = |dir: &std::path::Path| {
+        let judged = claims::judge(dir).unwrap();
+        judged
+            .into_iter()
+            .find(|c| c.experiment == "depth_sweep" && c.claim.contains("5 hidden layers"))
+            .unwrap()
+    };
+    let committed = std::path::Path::new("results/cpu-amd-epyc");
+    let cpu = depth_claim(committed);
+    assert!(
+        cpu.measured.contains("default Adam here (for_loop): 43") && cpu.measured.contains("foreach 35"),
+        "{}",
+        cpu.measured
+    );
+
+    let sb = Sandbox::new();
+    let dir = sb.path().join("gpu/depth_sweep");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["summary.csv", "trace.csv"] {
+        std::fs::copy(committed.join("depth_sweep").join(f), dir.join(f)).unwrap();
+    }
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(committed.join("depth_sweep/manifest.json")).unwrap())
+            .unwrap();
+    manifest["device"]["resolved"] = "cuda:0".into();
+    std::fs::write(dir.join("manifest.json"), manifest.to_string()).unwrap();
+    let gpu = depth_claim(&sb.path().join("gpu"));
+    assert!(
+        gpu.measured.contains("default Adam here (foreach): 35") && gpu.measured.contains("for_loop 43"),
+        "{}",
+        gpu.measured
+    );
+}
