@@ -1,48 +1,25 @@
 //! `oomlab compare`: one experiment's results from several devices (or budgets) side by side.
 //!
 //! The data is prepared here, apart from reading and drawing: [`compare`] takes folders read
-//! back ([`Folder`]), refuses folders of different experiments, notes where their specs differ,
+//! back ([`ExperimentDir`]), refuses folders of different experiments, notes where their specs differ,
 //! and works out the figures per variant (largest value that fit and first that ran out of
 //! memory for a sweep, with the peak at the largest fit; the peak of each variant without a
 //! sweep) and their ratio to the first folder's. [`markdown`] writes `COMPARE.md`;
 //! [`crate::chart::CompareSweep`] overlays the sweeps.
 //!
-//! Folders are lettered A, B, C... in the order given; ratios are each folder's figure over A's.
+//! ExperimentDirs are lettered A, B, C... in the order given; ratios are each folder's figure over A's.
 //! A share is of the folder's budget, or of the device's capacity where the run had no budget.
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 
 use crate::chart::{format_bytes, format_tick};
 use crate::record::{Status, SummaryRow};
+use crate::results::experiment::answer;
 use crate::results::manifest::Answer;
-use crate::results::{self, Manifest};
+use crate::results::ExperimentDir;
 
 pub const COMPARE_MD: &str = "COMPARE.md";
-
-/// One results folder, read back.
-#[derive(Debug, Clone)]
-pub struct Folder {
-    pub dir: PathBuf,
-    pub manifest: Manifest,
-    pub rows: Vec<SummaryRow>,
-}
-
-impl Folder {
-    pub fn read(dir: &Path) -> Result<Folder> {
-        if !dir.is_dir() {
-            bail!(
-                "{} is not a folder; give experiment results folders, e.g. results/<device>/<experiment>",
-                dir.display()
-            );
-        }
-        Ok(Folder {
-            dir: dir.to_path_buf(),
-            manifest: Manifest::read(dir)?,
-            rows: results::read_summary(dir)?,
-        })
-    }
-}
 
 /// The comparison of folders of one experiment.
 #[derive(Debug, Clone, PartialEq)]
@@ -143,7 +120,7 @@ impl Figure {
 
 /// Compares folders of one experiment; an error when they are of different experiments or
 /// fewer than two.
-pub fn compare(folders: &[Folder]) -> Result<Comparison> {
+pub fn compare(folders: &[ExperimentDir]) -> Result<Comparison> {
     let Some(first) = folders.first() else {
         bail!("nothing to compare: give two or more results folders");
     };
@@ -198,7 +175,7 @@ pub fn compare(folders: &[Folder]) -> Result<Comparison> {
     let tables = fields.into_iter().map(|field| table(folders, &sides, field)).collect();
     Ok(Comparison {
         experiment: experiment.clone(),
-        description: crate::plot::description(&first.manifest),
+        description: first.title(),
         folders: sides,
         spec_differs,
         tables,
@@ -218,7 +195,7 @@ fn letter(i: usize) -> String {
 }
 
 /// The variants with rows of `field`, in the order first seen across folders.
-fn variants(folders: &[Folder], field: &str) -> Vec<String> {
+fn variants(folders: &[ExperimentDir], field: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for f in folders {
         for r in f.rows.iter().filter(|r| r.field == field) {
@@ -230,7 +207,7 @@ fn variants(folders: &[Folder], field: &str) -> Vec<String> {
     out
 }
 
-fn table(folders: &[Folder], sides: &[Side], field: String) -> Table {
+fn table(folders: &[ExperimentDir], sides: &[Side], field: String) -> Table {
     let variants = variants(folders, &field);
     let has_variants = variants.iter().any(|v| !v.is_empty());
     let key = field.rsplit('.').next().unwrap_or_default();
@@ -258,7 +235,11 @@ fn table(folders: &[Folder], sides: &[Side], field: String) -> Table {
                 } else if field.is_empty() {
                     plain_figures(side, &mine)
                 } else {
-                    sweep_figures(side, &answer_of(f, variant, &field, &mine), &mine)
+                    sweep_figures(
+                        side,
+                        &f.answer(variant).unwrap_or_else(|| answer(variant, &field, &mine)),
+                        &mine,
+                    )
                 }
             })
             .collect();
@@ -293,22 +274,6 @@ fn plain_figures(side: &Side, rows: &[SummaryRow]) -> Vec<Option<Cell>> {
         rows.iter().map(|r| r.max_memory_allocated).max().map(|b| bytes(side, b)),
         rows.iter().map(|r| r.max_memory_reserved).max().map(|b| bytes(side, b)),
     ]
-}
-
-/// The manifest's answer for the variant and field, or, where it has none (a killed run writes
-/// none), the same worked out from the rows: the largest value that ran, the smallest that ran
-/// out of memory.
-fn answer_of(f: &Folder, variant: &str, field: &str, rows: &[SummaryRow]) -> Answer {
-    if let Some(a) = f.manifest.answers.iter().find(|a| a.variant == variant && a.field == field) {
-        return a.clone();
-    }
-    let values = |status: Status| rows.iter().filter(move |r| r.status == status).filter_map(|r| r.value);
-    Answer {
-        variant: variant.to_string(),
-        field: field.to_string(),
-        largest_fit: values(Status::Ok).map(|v| v as u64).max(),
-        first_oom: values(Status::Oom).map(|v| v as u64).min(),
-    }
 }
 
 /// "ok", "OOM in backward", "error", or several of those for several rows.
@@ -425,6 +390,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::record::Phase;
     use crate::results::manifest::{DeviceInfo, GitInfo, HostInfo, Versions};
+    use crate::results::Manifest;
 
     pub(crate) const GIB: u64 = 1 << 30;
 
@@ -500,7 +466,7 @@ pub(crate) mod tests {
     }
 
     /// A T4 with the lesson's 15.90 GiB budget, fitting 40 layers, and a CPU with 2 GiB, fitting 4.
-    pub(crate) fn two_devices() -> Vec<Folder> {
+    pub(crate) fn two_devices() -> Vec<ExperimentDir> {
         let budget = 17_072_495_002;
         let per_layer = 400_000_000;
         let mut t4 = manifest("depth_sweep", "Tesla T4", Some(budget), 16 * GIB);
@@ -514,15 +480,17 @@ pub(crate) mod tests {
         let mut cpu = manifest("depth_sweep", "CPU (AMD EPYC)", Some(2 * GIB), 25_276_502_016);
         cpu.status = "running".into();
         vec![
-            Folder {
+            ExperimentDir {
                 dir: "results/tesla-t4/depth_sweep".into(),
                 manifest: t4,
                 rows: sweep("", &[1, 2, 4, 8, 16, 32, 64, 48, 40, 44, 42, 41], 40, 800_000_000, per_layer),
+                trace: Vec::new(),
             },
-            Folder {
+            ExperimentDir {
                 dir: "results/cpu-amd-epyc/depth_sweep".into(),
                 manifest: cpu,
                 rows: sweep("", &[1, 2, 4, 8, 6, 5], 4, 300_000_000, per_layer),
+                trace: Vec::new(),
             },
         ]
     }
@@ -599,15 +567,17 @@ pub(crate) mod tests {
             max_memory_reserved: peak + GIB / 4,
             ..SummaryRow::default()
         };
-        let a = Folder {
+        let a = ExperimentDir {
             dir: "a".into(),
             manifest: manifest("amp", "NVIDIA H100 80GB HBM3", None, 80 * GIB),
             rows: vec![row(1, "fp32", Status::Ok, 8 * GIB), row(2, "fp16", Status::Ok, 6 * GIB)],
+            trace: Vec::new(),
         };
-        let b = Folder {
+        let b = ExperimentDir {
             dir: "b".into(),
             manifest: manifest("amp", "Tesla T4", Some(4 * GIB), 15 * GIB),
             rows: vec![row(1, "fp32", Status::Oom, 3 * GIB), row(2, "fp16", Status::Ok, 3 * GIB)],
+            trace: Vec::new(),
         };
         let c = compare(&[a, b]).unwrap();
         let md = markdown(&c, &[]);

@@ -12,54 +12,13 @@
 //!   against peak memory ([`Tradeoff`]), each variant at the trial [`chart::pick_trials`] picks.
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
 use crate::chart::{self, Categories, SweepPeak, Timeline, Tradeoff};
 use crate::estimate::{self, Options, Target};
 use crate::record::{PhaseRecord, Status, SummaryRow};
-use crate::results::{self, perfetto, Manifest};
+use crate::results::{perfetto, ExperimentDir, Manifest};
 use crate::spec;
-
-/// An experiment folder read back: what it ran and what it measured.
-#[derive(Debug, Clone)]
-pub struct Experiment {
-    pub dir: PathBuf,
-    pub manifest: Manifest,
-    pub rows: Vec<SummaryRow>,
-    pub trace: Vec<PhaseRecord>,
-}
-
-impl Experiment {
-    /// Reads `manifest.json`, `summary.csv` and `trace.csv` from `dir`.
-    pub fn read(dir: &Path) -> Result<Experiment> {
-        if !dir.is_dir() {
-            bail!(
-                "{} is not a folder; give an experiment's results folder, e.g. results/<device>/<experiment>",
-                dir.display()
-            );
-        }
-        Ok(Experiment {
-            dir: dir.to_path_buf(),
-            manifest: Manifest::read(dir)?,
-            rows: results::read_summary(dir)?,
-            trace: read_trace_whole_rows(dir)?,
-        })
-    }
-}
-
-/// `trace.csv` without a last row cut short. The CSV writer flushes when its buffer fills, so a
-/// run killed in the middle of a trial can leave half a row at the end of the file; everything
-/// up to the last line break is read, and that half row dropped.
-pub fn read_trace_whole_rows(dir: &Path) -> Result<Vec<PhaseRecord>> {
-    let path = dir.join(results::TRACE);
-    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-    let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    csv::Reader::from_reader(&bytes[..whole])
-        .deserialize()
-        .enumerate()
-        .map(|(i, r)| r.with_context(|| format!("{}: row {}", path.display(), i + 2)))
-        .collect()
-}
 
 /// The memory model's prediction for a trial, from the spec and thread count its run recorded;
 /// `None` when that cannot be had (a spec that no longer parses, CSV data not where it was).
@@ -82,22 +41,17 @@ pub struct Plotted {
 
 /// `oomlab plot`: redraws every chart of the folder, and `trace.json` from `trace.csv`.
 pub fn plot(dir: &Path, extra_trials: &[usize]) -> Result<Plotted> {
-    let exp = Experiment::read(dir)?;
-    let charts = draw_charts(&exp.dir, &exp.manifest, &exp.rows, &exp.trace, extra_trials)?;
+    let exp = ExperimentDir::read(dir)?;
+    let charts = draw_charts(&exp, extra_trials)?;
     let trace_json = perfetto::write_trace_json(&exp.dir, &exp.trace, &exp.rows)?;
     Ok(Plotted { charts, trace_json })
 }
 
-/// Draws the charts [`select`] picks into `dir`; returns the files written.
-pub fn draw_charts(
-    dir: &Path,
-    manifest: &Manifest,
-    rows: &[SummaryRow],
-    trace: &[PhaseRecord],
-    extra_trials: &[usize],
-) -> Result<Vec<PathBuf>> {
+/// Draws the charts [`select`] picks into the experiment's folder; returns the files written.
+pub fn draw_charts(exp: &ExperimentDir, extra_trials: &[usize]) -> Result<Vec<PathBuf>> {
+    let (dir, manifest, rows, trace) = (&exp.dir, &exp.manifest, &exp.rows, &exp.trace);
     let budget = manifest.device.budget_bytes;
-    let title = description(manifest);
+    let title = exp.title();
     let mut files = Vec::new();
     for pick in select(rows, trace, extra_trials)? {
         let out = match pick {
@@ -234,16 +188,6 @@ fn oom_order(r: &SummaryRow) -> (f64, usize) {
     (r.value.filter(|v| v.is_finite()).unwrap_or(f64::INFINITY), r.trial)
 }
 
-/// The spec's description, or the experiment's name when it has none.
-pub fn description(m: &Manifest) -> String {
-    m.spec
-        .get("description")
-        .and_then(|d| d.as_str())
-        .filter(|d| !d.is_empty())
-        .map(str::to_string)
-        .unwrap_or_else(|| m.experiment.clone())
-}
-
 /// "depth_sweep [fp16] on Tesla T4 (cuda:0), libtorch 2.11.0, 1a2b3c4d5e".
 pub fn subtitle(m: &Manifest, variant: &str) -> String {
     format!(
@@ -347,20 +291,6 @@ mod tests {
             .filter(|p| matches!(p, Pick::Sweep { .. }))
             .collect();
         assert_eq!(sweeps, [Pick::Sweep { variant: "a".into() }, Pick::Sweep { variant: "b".into() }]);
-    }
-
-    #[test]
-    fn a_row_cut_short_by_a_kill_is_dropped() {
-        let tmp = tempfile::tempdir().unwrap();
-        let head = "trial,step,micro,phase,memory_allocated,memory_reserved,max_memory_allocated,\
-                    max_memory_reserved,device_used,phase_seconds,elapsed_seconds\n";
-        let row = "1,0,0,data,10,10,12,12,,0.5,0.5\n";
-        std::fs::write(tmp.path().join(results::TRACE), format!("{head}{row}1,0,0,mod")).unwrap();
-        let trace = read_trace_whole_rows(tmp.path()).unwrap();
-        assert_eq!(trace.len(), 1);
-        assert_eq!(trace[0].max_memory_allocated, 12);
-        std::fs::write(tmp.path().join(results::TRACE), format!("{head}{row}")).unwrap();
-        assert_eq!(read_trace_whole_rows(tmp.path()).unwrap().len(), 1);
     }
 
     #[test]

@@ -11,8 +11,8 @@ use crate::ffi;
 use crate::probe::{CpuProbe, CudaProbe, MemoryProbe};
 use crate::progress::Progress;
 use crate::record::{Status, SummaryRow};
-use crate::results::manifest::{self, Answer, DeviceInfo, HostInfo, Manifest, Versions, WorkspaceInfo};
-use crate::results::{self, Exporter, PerfettoTrace, SummaryCsv, TraceCsv};
+use crate::results::manifest::{self, DeviceInfo, HostInfo, Manifest, Versions, WorkspaceInfo};
+use crate::results::{self, experiment, Exporter, PerfettoTrace, SummaryCsv, TraceCsv};
 use crate::spec::{Amp, Checkpoint, Config, DataLocation, Field, History, Mode, OptimizerImpl, Spec};
 use crate::sweep::{self, Fit};
 use crate::train::{self, TrialOutcome, Workspace};
@@ -99,7 +99,11 @@ pub fn run_on(
             manifest.status = "complete".into();
             manifest.trials = rows.len();
             manifest.answers = match &spec.sweep {
-                Some(s) => spec.configs().iter().map(|(v, _)| answer(*v, s.field, rows)).collect(),
+                Some(s) => spec
+                    .configs()
+                    .iter()
+                    .map(|(v, _)| experiment::answer(v.unwrap_or_default(), s.field.key(), rows))
+                    .collect(),
                 None => Vec::new(),
             };
         }
@@ -351,21 +355,6 @@ fn summary_row(
         oom_allocated: oom.allocated,
         oom_reserved: oom.reserved,
         message: o.message.clone(),
-    }
-}
-
-/// The largest swept value that trained and the smallest that ran out of memory, for a variant.
-pub fn answer(variant: Option<&str>, field: Field, rows: &[SummaryRow]) -> Answer {
-    let variant = variant.unwrap_or_default().to_string();
-    let values = |status: Status| {
-        let variant = variant.clone();
-        rows.iter().filter(move |r| r.status == status && r.variant == variant).filter_map(|r| r.value)
-    };
-    Answer {
-        variant: variant.clone(),
-        field: field.key().to_string(),
-        largest_fit: values(Status::Ok).map(|v| v as u64).max(),
-        first_oom: values(Status::Oom).map(|v| v as u64).min(),
     }
 }
 

@@ -84,11 +84,11 @@ fn devices_lists_libtorch() {
 fn a_killed_run_keeps_every_completed_trial() {
     let sb = Sandbox::new();
     let dir = common::killed_after_first_trial(&sb);
-    let rows = oomlab::results::read_summary(&dir).expect("summary.csv parses");
-    assert_eq!(rows.len(), 1, "trial 1 complete, trial 2 was cut");
-    assert_eq!(rows[0].status, oomlab::record::Status::Ok);
-    let manifest = oomlab::results::Manifest::read(&dir).unwrap();
-    assert_eq!(manifest.status, "running", "a killed run is recognisable");
+    let exp = oomlab::results::ExperimentDir::read(&dir).expect("the folder reads");
+    assert_eq!(exp.rows.len(), 1, "trial 1 complete, trial 2 was cut");
+    assert_eq!(exp.rows[0].status, oomlab::record::Status::Ok);
+    assert_eq!(exp.manifest.status, "running", "a killed run is recognisable");
+    assert!(exp.trace.iter().all(|t| t.trial <= 2), "the trace reads, up to the cut");
 }
 
 /// `OOMLAB_ALLOC_LOG` prints the counting allocator's events ("+bytes live" and "-bytes live")

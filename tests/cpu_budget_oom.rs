@@ -5,7 +5,7 @@ mod common;
 
 use common::{tiny_spec, Sandbox};
 use oomlab::record::{Phase, Status};
-use oomlab::results::{self, Manifest};
+use oomlab::results::ExperimentDir;
 use oomlab::run::{self, RunOptions};
 
 const D: u64 = 32; // features
@@ -63,7 +63,8 @@ fn depth_search_stops_where_arithmetic_says_and_memory_returns_to_baseline() {
     assert!(oom.max_memory_allocated <= budget);
 
     // Exact bytes, phase by phase, for the depth-6 trial (CPU counting is exact).
-    let trace = results::read_trace(&report.dir).unwrap();
+    let written = ExperimentDir::read(&report.dir).unwrap();
+    let trace = &written.trace;
     let six = report.rows.iter().find(|r| r.value == Some(6.0)).unwrap();
     assert_eq!(six.param_count, params(6));
     let at = |phase: Phase, step: usize| {
@@ -84,11 +85,11 @@ fn depth_search_stops_where_arithmetic_says_and_memory_returns_to_baseline() {
     assert_eq!(at(Phase::ZeroGrad, 1), data_bytes + p + 4, "zero_grad frees the gradients");
 
     // The files are complete.
-    let summary = results::read_summary(&report.dir).unwrap();
-    assert_eq!(summary, report.rows);
+    let summary = &written.rows;
+    assert_eq!(summary, &report.rows);
     let trials_in_trace: std::collections::BTreeSet<usize> = trace.iter().map(|t| t.trial).collect();
     assert_eq!(trials_in_trace.len(), summary.len());
-    let manifest = Manifest::read(&report.dir).unwrap();
+    let manifest = &written.manifest;
     assert_eq!(manifest.status, "complete");
     let ooms = report.rows.iter().filter(|r| r.status == Status::Oom).count() as u64;
     assert_eq!(manifest.num_ooms, Some(ooms), "the allocator refused once per OOM trial");

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use oomlab::estimate::{self, relative_error, Options};
 use oomlab::record::Status;
-use oomlab::results::{self, Manifest};
+use oomlab::results::{ExperimentDir, Manifest};
 use oomlab::spec::{self, Amp};
 
 /// How far under the measurement a bf16 prediction may fall: the workspace, relative to the
@@ -48,14 +48,15 @@ fn every_committed_cpu_trial_is_predicted() {
     let mut failures = Vec::new();
     let (mut ran, mut ooms, mut worst) = (0, 0, 0f64);
     for dir in &dirs {
-        let manifest = Manifest::read(dir).unwrap();
+        let exp = ExperimentDir::read(dir).unwrap();
+        let manifest = &exp.manifest;
         let spec = spec::parse(&manifest.spec_source, Path::new(&manifest.spec_path))
             .unwrap_or_else(|e| panic!("{}: the recorded spec no longer parses: {e}", dir.display()));
         // The run's thread count: a split CPU reduction takes a buffer per thread.
         let threads = usize::try_from(manifest.host.torch_threads).unwrap_or(1).max(1);
         let options = Options { threads, ..Options::default() };
         let name = dir.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(dir).display().to_string();
-        for row in results::read_summary(dir).unwrap() {
+        for row in exp.rows.iter().cloned() {
             let config = spec
                 .trial_config(&row.variant, row.value)
                 .unwrap_or_else(|| panic!("{name}: no config for trial {} in the recorded spec", row.trial));

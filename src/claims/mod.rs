@@ -1,7 +1,6 @@
 //! The claims report: every claim of the lesson and its guides (`../shared/seeds/README.md`),
 //! the experiment that tests it, the number measured, and a verdict, written to `CLAIMS.md` in a
 //! device's results folder. It reads results only: run the experiments first.
-mod data;
 pub mod fit;
 mod verdicts;
 
@@ -10,7 +9,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use data::Experiment;
+use crate::results::ExperimentDir;
 
 /// How a measurement stands against a claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +70,9 @@ pub fn judge(dir: &Path) -> Result<Vec<Claim>> {
     }
     let mut found = std::collections::HashMap::new();
     for name in EXPERIMENTS {
-        if let Some(e) = Experiment::read(dir, name).with_context(|| format!("reading {name}"))? {
+        if let Some(e) =
+            ExperimentDir::read_if_run(&dir.join(name)).with_context(|| format!("reading {name}"))?
+        {
             found.insert(name, e);
         }
     }

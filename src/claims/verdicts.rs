@@ -1,9 +1,9 @@
 //! One function per claim: which experiment tests it, what number it reads, and the rule for
 //! the verdict (stated in each `why`, so a reader can check it).
-use super::data::Experiment;
 use super::{fit, Claim, Verdict};
 use crate::estimate::terms::{DataShape, Target, Terms};
 use crate::record::{Phase, Status};
+use crate::results::ExperimentDir as Experiment;
 use crate::spec::{format_size, Dtype, OptimizerImpl};
 
 type Get<'a> = &'a dyn Fn(&str) -> Option<&'a Experiment>;

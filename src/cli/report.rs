@@ -6,15 +6,14 @@ use bytesize::ByteSize;
 
 use crate::plot;
 use crate::record::Status;
-use crate::results::{self, manifest::Answer};
+use crate::results::{manifest::Answer, ExperimentDir};
 use crate::run::{describe, RunReport};
 use crate::spec::Spec;
 
 /// Draws the run's charts into its results folder, as `oomlab plot` would; returns the files
 /// written.
 pub fn charts(_spec: &Spec, report: &RunReport) -> Result<Vec<PathBuf>> {
-    let trace = results::read_trace(&report.dir)?;
-    plot::draw_charts(&report.dir, &report.manifest, &report.rows, &trace, &[])
+    plot::draw_charts(&ExperimentDir::read(&report.dir)?, &[])
 }
 
 pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {

@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::chart::{self, CompareSweep};
-use crate::compare::{self, Folder, COMPARE_MD};
+use crate::compare::{self, COMPARE_MD};
 use crate::plot;
+use crate::results::ExperimentDir;
 
 #[derive(Debug, clap::Args)]
 pub struct PlotArgs {
@@ -38,7 +39,7 @@ pub fn plot(args: PlotArgs) -> Result<()> {
 }
 
 pub fn compare(args: CompareArgs) -> Result<()> {
-    let folders = args.dirs.iter().map(|d| Folder::read(d)).collect::<Result<Vec<_>>>()?;
+    let folders = args.dirs.iter().map(|d| ExperimentDir::read(d)).collect::<Result<Vec<_>>>()?;
     let c = compare::compare(&folders)?;
     if !c.spec_differs.is_empty() {
         eprintln!("warning: {} (noted in {COMPARE_MD})", compare::spec_warning(&c));

@@ -4,6 +4,7 @@
 //! Exporters see records as they happen and flush after every trial, so a run killed mid-sweep
 //! leaves every completed trial readable. Comparing runs is reading two such folders.
 mod csv_out;
+pub mod experiment;
 pub mod manifest;
 pub mod perfetto;
 
@@ -14,6 +15,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::record::{PhaseRecord, SummaryRow};
 pub use csv_out::{SummaryCsv, TraceCsv};
+pub use experiment::ExperimentDir;
 pub use manifest::Manifest;
 pub use perfetto::PerfettoTrace;
 
@@ -47,24 +49,6 @@ pub fn prepare_dir(dir: &Path, force: bool) -> Result<PathBuf> {
     }
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     Ok(dir.to_path_buf())
-}
-
-/// Reads `summary.csv` back.
-pub fn read_summary(dir: &Path) -> Result<Vec<SummaryRow>> {
-    read_csv(&dir.join(SUMMARY))
-}
-
-/// Reads `trace.csv` back.
-pub fn read_trace(dir: &Path) -> Result<Vec<PhaseRecord>> {
-    read_csv(&dir.join(TRACE))
-}
-
-fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
-    let mut rd = csv::Reader::from_path(path).with_context(|| format!("opening {}", path.display()))?;
-    rd.deserialize()
-        .enumerate()
-        .map(|(i, r)| r.with_context(|| format!("{}: row {}", path.display(), i + 2)))
-        .collect()
 }
 
 #[cfg(test)]
