@@ -5,6 +5,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
 use crate::device::DeviceChoice;
+use crate::plan::{Overrides, Plan};
 use crate::run::{self, RunOptions};
 use crate::spec;
 
@@ -86,7 +87,7 @@ pub struct RunArgs {
     pub device: Option<DeviceChoice>,
     /// Memory budget, e.g. 15.90GiB or 512MiB: the CUDA allocator's per-process cap, or the CPU
     /// allocator's. Overrides the spec's run.budget.
-    #[arg(long, value_parser = parse_budget)]
+    #[arg(long, value_parser = parse_budget, allow_hyphen_values = true)]
     pub budget: Option<u64>,
     /// Results root; the run writes to OUT/<device>/<experiment>/.
     #[arg(long, default_value = "results")]
@@ -104,7 +105,7 @@ fn parse_device(s: &str) -> Result<DeviceChoice, String> {
 }
 
 fn parse_budget(s: &str) -> Result<u64, String> {
-    spec::size::parse_size(s)
+    spec::size::parse_budget(s)
 }
 
 /// Runs a parsed command line.
@@ -125,17 +126,11 @@ pub fn dispatch(cli: Cli) -> Result<()> {
 }
 
 fn run_command(args: RunArgs) -> Result<()> {
-    let spec = spec::load(&args.spec)?;
+    let plan = Plan::here(spec::load(&args.spec)?, Overrides { device: args.device, budget: args.budget });
     run::check_out(&args.out)?;
-    let opts = RunOptions {
-        device: args.device,
-        budget: args.budget,
-        out: args.out,
-        force: args.force,
-        quiet: args.quiet,
-    };
-    let report = run::run(&spec, &opts).with_context(|| format!("running {}", args.spec.display()))?;
-    let charts = report::charts(&spec, &report)?;
-    report::print(&spec, &report, &charts);
+    let opts = RunOptions { out: args.out, force: args.force, quiet: args.quiet };
+    let report = run::run(&plan, &opts).with_context(|| format!("running {}", args.spec.display()))?;
+    let charts = report::charts(&report)?;
+    report::print(&plan.spec, &report, &charts);
     Ok(())
 }

@@ -12,6 +12,7 @@ pub mod device;
 pub mod estimate;
 pub mod ffi;
 pub mod oom;
+pub mod plan;
 pub mod plot;
 pub mod probe;
 pub mod progress;

@@ -15,20 +15,24 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 
 use crate::chart::{self, Categories, SweepPeak, Timeline, Tradeoff};
-use crate::estimate::{self, Options, Target};
+use crate::estimate::{self, GpuArch};
+use crate::plan::Plan;
 use crate::record::{PhaseRecord, Status, SummaryRow};
 use crate::results::{perfetto, ExperimentDir, Manifest};
-use crate::spec;
 
-/// The memory model's prediction for a trial, from the spec and thread count its run recorded;
+/// The memory model's prediction for a trial, from the plan and thread count its run recorded;
 /// `None` when that cannot be had (a spec that no longer parses, CSV data not where it was).
 fn predict(manifest: &Manifest, row: &SummaryRow) -> Option<estimate::Prediction> {
-    let spec = spec::parse(&manifest.spec_source, Path::new(&manifest.spec_path)).ok()?;
-    let config = spec.trial_config(&row.variant, row.value)?;
+    let plan = Plan::of_run(manifest).ok()?;
+    let config = plan.spec.trial_config(&row.variant, row.value)?;
     let shape = estimate::data_shape(&config.data).ok()?;
-    let target = if manifest.device.resolved.starts_with("cuda") { Target::Cuda } else { Target::Cpu };
-    let threads = usize::try_from(manifest.host.torch_threads).unwrap_or(1).max(1);
-    estimate::predict_with(&config, shape, &Options { target, threads, ..Options::default() }).ok()
+    let threads = usize::try_from(manifest.host.torch_threads).unwrap_or(1);
+    estimate::predict_with(
+        &config,
+        shape,
+        &plan.estimate_options(GpuArch::from_device_name(&manifest.device.name), threads),
+    )
+    .ok()
 }
 
 /// What [`plot`] wrote.

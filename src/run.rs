@@ -8,6 +8,7 @@ use bytesize::ByteSize;
 use crate::device::{self, DeviceChoice};
 use crate::estimate;
 use crate::ffi;
+use crate::plan::Plan;
 use crate::probe::{CpuProbe, CudaProbe, MemoryProbe};
 use crate::progress::Progress;
 use crate::record::{Status, SummaryRow};
@@ -17,11 +18,9 @@ use crate::spec::{Amp, Checkpoint, Config, DataLocation, Field, History, Mode, O
 use crate::sweep::{self, Fit};
 use crate::train::{self, TrialOutcome, Workspace};
 
-/// Command-line choices that override or complete the spec.
+/// Where and how a run writes; what it runs is the [`Plan`].
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    pub device: Option<DeviceChoice>,
-    pub budget: Option<u64>,
     /// Results root: the run writes to `<out>/<device-slug>/<experiment>/`.
     pub out: PathBuf,
     pub force: bool,
@@ -43,21 +42,16 @@ pub fn open_probe(device: tch::Device, budget: Option<u64>) -> Result<Box<dyn Me
     })
 }
 
-pub fn run(spec: &Spec, opts: &RunOptions) -> Result<RunReport> {
-    let requested = opts.device.unwrap_or(spec.run.device);
-    let device = requested.resolve().map_err(anyhow::Error::msg)?;
-    let budget = opts.budget.or(spec.run.budget_on(device.is_cuda()));
-    let probe = open_probe(device, budget)?;
-    run_on(spec, opts, requested, &*probe)
+/// Runs a plan on the device it asks for, with its budget in force.
+pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunReport> {
+    let device = plan.device.resolve().map_err(anyhow::Error::msg)?;
+    let probe = open_probe(device, plan.budget)?;
+    run_on(plan, opts, &*probe)
 }
 
-/// Runs a spec on an open probe: warms up, then runs and exports every trial.
-pub fn run_on(
-    spec: &Spec,
-    opts: &RunOptions,
-    requested: DeviceChoice,
-    probe: &dyn MemoryProbe,
-) -> Result<RunReport> {
+/// Runs a plan on an open probe: warms up, then runs and exports every trial.
+pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result<RunReport> {
+    let (spec, requested) = (&plan.spec, plan.device);
     let slug = device::slug(&probe.name());
     let dir = results::prepare_dir(&opts.out.join(&slug).join(&spec.name), opts.force)?;
 
@@ -88,7 +82,7 @@ pub fn run_on(
         Box::new(PerfettoTrace::create(&dir)?),
     ];
     let before = probe.counters()?;
-    let result = run_trials(spec, probe, &mut exporters, opts.quiet);
+    let result = run_trials(plan, probe, &mut exporters, opts.quiet);
     manifest.finished_at = Some(manifest::now());
     if let Ok(after) = probe.counters() {
         manifest.num_ooms = Some(after.num_ooms - before.num_ooms);
@@ -126,17 +120,19 @@ pub fn workspace_line(w: Workspace, device: tch::Device) -> String {
 }
 
 fn run_trials(
-    spec: &Spec,
+    plan: &Plan,
     probe: &dyn MemoryProbe,
     exporters: &mut [Box<dyn Exporter>],
     quiet: bool,
 ) -> Result<Vec<SummaryRow>> {
+    let spec = &plan.spec;
     let field = spec.sweep.as_ref().map(|s| s.field);
     let configs = spec.configs();
     let mode = spec.sweep.as_ref().map(|s| &s.mode);
     let hint = sweep::strategy(mode, spec.run.on_oom).len_hint().map(|n| n * configs.len());
     let progress = Progress::new(hint, quiet);
-    let options = estimate_options(spec, probe);
+    let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1);
+    let options = plan.estimate_options(probe.gpu_arch().unwrap_or_default(), threads);
     let mut rows = Vec::new();
     for (variant, base) in configs {
         let mut order = sweep::strategy(mode, spec.run.on_oom);
@@ -188,18 +184,6 @@ fn run_trials(
     }
     progress.finish();
     Ok(rows)
-}
-
-/// What the estimate assumes for this run: on CUDA the GPU's workspaces (by its generation) and
-/// the budget as the allocator's limit.
-fn estimate_options(spec: &Spec, probe: &dyn MemoryProbe) -> estimate::Options {
-    match probe.device() {
-        tch::Device::Cuda(_) => {
-            let arch = probe.gpu_arch().unwrap_or_default();
-            estimate::Options::cuda(arch, spec.configs().into_iter().map(|(_, c)| c)).under(probe.budget())
-        }
-        device => estimate::Options::for_device(device),
-    }
 }
 
 /// The estimate for a trial's configuration; `None` where the model does not reach (mixed

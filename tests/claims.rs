@@ -4,6 +4,7 @@ mod common;
 
 use common::Sandbox;
 use oomlab::claims::{self, Verdict};
+use oomlab::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
 
 #[test]
@@ -41,8 +42,8 @@ name = "adamw"
 optimizer = "adamw"
 "#;
     let spec = oomlab::spec::load(&sb.spec("optimizers.toml", text)).unwrap();
-    let opts = RunOptions { device: None, budget: None, out: sb.out(), force: false, quiet: true };
-    let report = run::run(&spec, &opts).unwrap();
+    let opts = RunOptions { out: sb.out(), force: false, quiet: true };
+    let report = run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).unwrap();
     let device_dir = report.dir.parent().unwrap();
 
     let judged = claims::judge(device_dir).unwrap();

@@ -53,6 +53,19 @@ fn bad_budget_flag_is_named() {
         .assert()
         .failure()
         .stderr(predicate::str::contains("--budget"));
+    // The spec's rules: more than 0 bytes, never negative; for estimate as for run.
+    for (command, budget, why) in [
+        ("run", "0", "more than 0 bytes"),
+        ("estimate", "0GiB", "more than 0 bytes"),
+        ("run", "-1GiB", "cannot be negative"),
+        ("estimate", "-5", "cannot be negative"),
+    ] {
+        oomlab()
+            .args([command, spec.to_str().unwrap(), "--budget", budget])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("--budget").and(predicate::str::contains(why)));
+    }
 }
 
 #[test]

@@ -10,6 +10,7 @@ mod common;
 
 use common::Sandbox;
 use oomlab::estimate::{self, relative_error, Options, Prediction};
+use oomlab::plan::{Overrides, Plan};
 use oomlab::probe::{CpuProbe, MemoryProbe};
 use oomlab::record::{Phase, PhaseRecord, Status};
 use oomlab::run::{self, RunOptions};
@@ -405,8 +406,8 @@ search = { start = 1, factor = 2, max = 64 }
 "#;
     let spec = oomlab::spec::load(&sandbox.spec("s.toml", text)).expect("valid spec");
     let budget = spec.run.budget.unwrap();
-    let opts = RunOptions { device: None, budget: None, out: sandbox.out(), force: false, quiet: true };
-    let report = run::run(&spec, &opts).expect("run completes");
+    let opts = RunOptions { out: sandbox.out(), force: false, quiet: true };
+    let report = run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).expect("run completes");
     let real = report.manifest.answers[0].clone();
 
     // The budget caps everything allocated, so what the trial may use is what its baseline leaves.
@@ -445,8 +446,9 @@ fn the_estimate_command_prints_the_boundary() {
     );
     let spec_path = sandbox.spec("e.toml", &text);
     let spec = oomlab::spec::load(&spec_path).unwrap();
-    let expected =
-        estimate::predict_spec(&spec, None, &Options::default()).unwrap()[0].exact_largest_fit.unwrap();
+    let expected = estimate::predict_spec(&spec, spec.run.budget, &Options::default()).unwrap()[0]
+        .exact_largest_fit
+        .unwrap();
     let out = assert_cmd::Command::cargo_bin("oomlab")
         .unwrap()
         .current_dir(sandbox.path())

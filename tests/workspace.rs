@@ -5,7 +5,7 @@
 mod common;
 
 use common::{tiny_spec, Sandbox};
-use oomlab::device::DeviceChoice;
+use oomlab::plan::{Overrides, Plan};
 use oomlab::probe::fake::PlayedWorkspace;
 use oomlab::record::Status;
 use oomlab::run::{run_on, RunOptions};
@@ -19,7 +19,7 @@ fn five_trial_sweep(sb: &Sandbox) -> oomlab::spec::Spec {
 }
 
 fn options(sb: &Sandbox) -> RunOptions {
-    RunOptions { device: None, budget: None, out: sb.out(), force: false, quiet: true }
+    RunOptions { out: sb.out(), force: false, quiet: true }
 }
 
 #[test]
@@ -27,7 +27,7 @@ fn a_persistent_workspace_is_baseline_not_a_leak() {
     let sb = Sandbox::new();
     let spec = five_trial_sweep(&sb);
     let probe = PlayedWorkspace::new(WORKSPACE, 0).unwrap();
-    let report = run_on(&spec, &options(&sb), DeviceChoice::Cpu, &probe).unwrap();
+    let report = run_on(&Plan::new(spec, Overrides::default(), false), &options(&sb), &probe).unwrap();
     assert_eq!(report.rows.len(), 5);
     for row in &report.rows {
         assert_eq!(row.status, Status::Ok, "{row:?}");
@@ -51,7 +51,7 @@ fn a_genuine_leak_still_stops_the_run() {
     let sb = Sandbox::new();
     let spec = five_trial_sweep(&sb);
     let probe = PlayedWorkspace::new(WORKSPACE, 4096).unwrap();
-    let Err(err) = run_on(&spec, &options(&sb), DeviceChoice::Cpu, &probe) else {
+    let Err(err) = run_on(&Plan::new(spec, Overrides::default(), false), &options(&sb), &probe) else {
         panic!("a run whose trials leak must fail");
     };
     let msg = format!("{err:#}");

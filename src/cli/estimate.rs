@@ -5,9 +5,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use crate::device::DeviceChoice;
-use crate::estimate::{
-    self, Category, GpuArch, Options, PhasePrediction, SweepPoint, SweepPrediction, Target,
-};
+use crate::estimate::{self, Category, GpuArch, PhasePrediction, SweepPoint, SweepPrediction, Target};
+use crate::plan::{Overrides, Plan};
 use crate::spec::{self, format_size, Spec, SweepMode};
 
 #[derive(Debug, clap::Args)]
@@ -15,7 +14,7 @@ pub struct EstimateArgs {
     /// The experiment spec (TOML), e.g. experiments/depth_sweep.toml.
     pub spec: PathBuf,
     /// Memory budget, e.g. 15.90GiB. Overrides the spec's run.budget.
-    #[arg(long, value_parser = super::parse_budget)]
+    #[arg(long, value_parser = super::parse_budget, allow_hyphen_values = true)]
     pub budget: Option<u64>,
     /// Whose allocator to model: cpu (oomlab's counting allocator, exact) or cuda (libtorch's
     /// caching allocator replayed, with its workspaces). Default: the spec's run.device; auto is
@@ -36,27 +35,18 @@ pub struct EstimateArgs {
 }
 
 pub fn run(args: EstimateArgs) -> Result<()> {
-    let spec = spec::load(&args.spec)?;
-    let target = match args.device.unwrap_or(spec.run.device) {
-        DeviceChoice::Cpu => Target::Cpu,
-        DeviceChoice::Cuda(_) => Target::Cuda,
-        DeviceChoice::Auto if tch::Cuda::is_available() => Target::Cuda,
-        DeviceChoice::Auto => Target::Cpu,
+    let plan = Plan::here(spec::load(&args.spec)?, Overrides { device: args.device, budget: args.budget });
+    let arch = match plan.target {
+        Target::Cuda => args.gpu.or_else(local_gpu).unwrap_or_default(),
+        Target::Cpu => GpuArch::default(),
     };
-    let options = match target {
-        Target::Cpu => Options::default(),
-        Target::Cuda => {
-            let arch = args.gpu.or_else(local_gpu).unwrap_or_default();
-            Options::cuda(arch, spec.configs().into_iter().map(|(_, c)| c))
-        }
-    };
-    let budget = args.budget.or(spec.run.budget_on(target == Target::Cuda));
-    let sweeps = estimate::predict_spec(&spec, budget, &options)
+    let options = plan.estimate_options(arch, usize::try_from(tch::get_num_threads()).unwrap_or(1));
+    let sweeps = estimate::predict_spec(&plan.spec, plan.budget, &options)
         .with_context(|| format!("estimating {}", args.spec.display()))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&sweeps)?);
     } else {
-        print!("{}", render(&spec, &sweeps, budget, target, args.brief));
+        print!("{}", render(&plan.spec, &sweeps, plan.budget, plan.target, args.brief));
     }
     Ok(())
 }

@@ -12,7 +12,7 @@ use crate::spec::Spec;
 
 /// Draws the run's charts into its results folder, as `oomlab plot` would; returns the files
 /// written.
-pub fn charts(_spec: &Spec, report: &RunReport) -> Result<Vec<PathBuf>> {
+pub fn charts(report: &RunReport) -> Result<Vec<PathBuf>> {
     plot::draw_charts(&ExperimentDir::read(&report.dir)?, &[])
 }
 

@@ -38,10 +38,9 @@ pub struct SweepPrediction {
     pub exact_largest_fit: Option<u64>,
 }
 
-/// Predicts every variant's sweep of a spec, under `budget` (the command line's, else the
-/// spec's).
+/// Predicts every variant's sweep of a spec under `budget` (a [`crate::plan::Plan`]'s, which
+/// has merged the command line's with the spec's).
 pub fn predict_spec(spec: &Spec, budget: Option<u64>, options: &Options) -> Result<Vec<SweepPrediction>> {
-    let budget = budget.or(spec.run.budget_on(options.target == super::Target::Cuda));
     spec.configs()
         .into_iter()
         .map(|(variant, base)| {

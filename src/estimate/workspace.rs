@@ -55,6 +55,17 @@ impl GpuArch {
         }
     }
 
+    /// The generation of a GPU from its name as a manifest records it ("NVIDIA H100 80GB HBM3"),
+    /// for reading a run whose compute capability was not kept.
+    pub fn from_device_name(name: &str) -> Self {
+        let upper = name.to_ascii_uppercase();
+        if ["H100", "H200", "GH200"].iter().any(|m| upper.contains(m)) {
+            GpuArch::Hopper
+        } else {
+            GpuArch::Other
+        }
+    }
+
     /// The cuBLAS workspace of one handle, in bytes.
     pub fn cublas_workspace(self) -> u64 {
         if let Some(configured) = std::env::var("CUBLAS_WORKSPACE_CONFIG").ok().and_then(|v| parse_config(&v))
@@ -131,6 +142,13 @@ impl Workspaces {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_recorded_device_name_gives_its_generation() {
+        assert_eq!(GpuArch::from_device_name("NVIDIA H100 80GB HBM3"), GpuArch::Hopper);
+        assert_eq!(GpuArch::from_device_name("NVIDIA H200"), GpuArch::Hopper);
+        assert_eq!(GpuArch::from_device_name("Tesla T4"), GpuArch::Other);
+    }
 
     #[test]
     fn parses_libtorchs_workspace_config() {

@@ -61,6 +61,16 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
+/// A budget as the command line gives it (`--budget`): a size of more than 0 bytes, the rule
+/// a spec's `run.budget` follows.
+pub fn parse_budget(text: &str) -> Result<u64, String> {
+    match parse_size(text)? {
+        // A zero cap makes every allocation fail, which measures nothing.
+        0 => Err(format!("{text:?} is not a budget: it must be more than 0 bytes, e.g. \"512MiB\"")),
+        bytes => Ok(bytes),
+    }
+}
+
 /// The size in bytes of a unit as written ("" means bytes), ignoring case.
 fn unit_factor(unit: &str) -> Option<u64> {
     if unit.is_empty() {

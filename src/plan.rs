@@ -1,0 +1,146 @@
+//! A command resolved once into a plan: the spec with the command line's overrides applied by
+//! the spec's own rules, the device asked for, whose allocator the estimate models, and the
+//! budget in force there.
+//!
+//! Every command that trains or predicts (`run`, `estimate`, and `plot` for a recorded run's
+//! predictions) starts from a [`Plan`], so `--device` and `--budget` are merged with the spec in
+//! one place and mean the same to each of them.
+use anyhow::{Context, Result};
+
+use crate::device::DeviceChoice;
+use crate::estimate::{GpuArch, Options, Target};
+use crate::results::Manifest;
+use crate::spec::{self, Spec};
+
+/// What the command line may override in a spec (already validated as the spec validates the
+/// same keys: a device name, a budget of more than 0 bytes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Overrides {
+    pub device: Option<DeviceChoice>,
+    pub budget: Option<u64>,
+}
+
+/// A spec ready to run or predict.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The spec, its `run.device` and budgets replaced by the overrides.
+    pub spec: Spec,
+    /// The device asked for (`--device`, else the spec's `run.device`).
+    pub device: DeviceChoice,
+    /// Whose allocator the estimate models: `auto` is CUDA where libtorch sees a GPU.
+    pub target: Target,
+    /// The budget for that device (`--budget`, else the spec's budget for the device).
+    pub budget: Option<u64>,
+}
+
+impl Plan {
+    /// Applies `overrides` to `spec`; `cuda_available` says what `auto` means here.
+    pub fn new(mut spec: Spec, overrides: Overrides, cuda_available: bool) -> Plan {
+        let device = overrides.device.unwrap_or(spec.run.device);
+        let target = match device {
+            DeviceChoice::Cpu => Target::Cpu,
+            DeviceChoice::Cuda(_) => Target::Cuda,
+            DeviceChoice::Auto if cuda_available => Target::Cuda,
+            DeviceChoice::Auto => Target::Cpu,
+        };
+        spec.run.device = device;
+        if let Some(b) = overrides.budget {
+            spec.run.set_budget(Some(b));
+        }
+        let budget = spec.run.budget_on(target == Target::Cuda);
+        Plan { spec, device, target, budget }
+    }
+
+    /// The spec as written, on this machine (`auto` asks libtorch whether it sees a GPU).
+    pub fn here(spec: Spec, overrides: Overrides) -> Plan {
+        let cuda = match overrides.device.unwrap_or(spec.run.device) {
+            DeviceChoice::Auto => tch::Cuda::is_available(),
+            _ => false,
+        };
+        Plan::new(spec, overrides, cuda)
+    }
+
+    /// The plan a recorded run followed: its spec text, the device it ran on and the budget it
+    /// had, from its manifest.
+    pub fn of_run(m: &Manifest) -> Result<Plan> {
+        let spec = spec::parse(&m.spec_source, std::path::Path::new(&m.spec_path))
+            .with_context(|| format!("the spec recorded for {} no longer parses", m.experiment))?;
+        let device = if m.device.resolved.starts_with("cuda") {
+            m.device.resolved.parse().unwrap_or(DeviceChoice::Cuda(0))
+        } else {
+            DeviceChoice::Cpu
+        };
+        Ok(Plan::new(spec, Overrides { device: Some(device), budget: m.device.budget_bytes }, false))
+    }
+
+    /// What the estimate assumes for this plan: libtorch's intra-op `threads` (a CPU reduction
+    /// takes a buffer per thread) and, on CUDA, the workspaces a GPU of `arch` keeps for this
+    /// spec's configurations and the budget as the allocator's limit.
+    pub fn estimate_options(&self, arch: GpuArch, threads: usize) -> Options {
+        let options = match self.target {
+            Target::Cpu => Options { target: Target::Cpu, ..Options::default() },
+            Target::Cuda => {
+                Options::cuda(arch, self.spec.configs().into_iter().map(|(_, c)| c)).under(self.budget)
+            }
+        };
+        Options { threads: threads.max(1), ..options }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SPEC: &str = r#"
+[experiment]
+name = "x"
+[model]
+hidden = 4
+depth = 1
+[data]
+kind = "synthetic"
+samples = 8
+features = 2
+classes = 2
+[training]
+optimizer = "sgd"
+lr = 0.1
+batch_size = 4
+steps = 1
+[run]
+device = "auto"
+budget = { cpu = "128MiB", cuda = "192MiB" }
+"#;
+
+    fn spec() -> Spec {
+        spec::parse(SPEC, std::path::Path::new("x.toml")).unwrap()
+    }
+
+    #[test]
+    fn auto_means_cuda_only_where_there_is_a_gpu_and_picks_that_devices_budget() {
+        let none = Overrides::default();
+        let p = Plan::new(spec(), none, true);
+        assert_eq!((p.device, p.target, p.budget), (DeviceChoice::Auto, Target::Cuda, Some(192 << 20)));
+        let p = Plan::new(spec(), none, false);
+        assert_eq!((p.target, p.budget), (Target::Cpu, Some(128 << 20)));
+    }
+
+    #[test]
+    fn overrides_win_and_reach_the_spec() {
+        let o = Overrides { device: Some(DeviceChoice::Cuda(1)), budget: Some(1 << 30) };
+        let p = Plan::new(spec(), o, false);
+        assert_eq!((p.device, p.target, p.budget), (DeviceChoice::Cuda(1), Target::Cuda, Some(1 << 30)));
+        assert_eq!(p.spec.run.device, DeviceChoice::Cuda(1));
+        assert_eq!((p.spec.run.budget, p.spec.run.cuda_budget), (Some(1 << 30), Some(1 << 30)));
+        let cpu = Plan::new(spec(), Overrides { device: Some(DeviceChoice::Cpu), budget: None }, true);
+        assert_eq!((cpu.target, cpu.budget), (Target::Cpu, Some(128 << 20)));
+    }
+
+    #[test]
+    fn estimate_options_follow_the_target() {
+        let cpu = Plan::new(spec(), Overrides::default(), false).estimate_options(GpuArch::Hopper, 3);
+        assert_eq!((cpu.target, cpu.threads, cpu.limit), (Target::Cpu, 3, None));
+        let cuda = Plan::new(spec(), Overrides::default(), true).estimate_options(GpuArch::Hopper, 0);
+        assert_eq!((cuda.target, cuda.threads, cuda.limit), (Target::Cuda, 1, Some(192 << 20)));
+    }
+}
