@@ -79,8 +79,13 @@ pub fn killed_after_first_trial(sb: &Sandbox) -> PathBuf {
         assert!(started.elapsed() < Duration::from_secs(120), "trial 1 never reached summary.csv");
         std::thread::sleep(Duration::from_millis(100));
     };
-    // Into trial 2, then kill.
-    std::thread::sleep(Duration::from_millis(500));
+    // Into trial 2 (some of its rows on disk: the trace is flushed as its buffer fills), then
+    // kill. Waiting for the rows, not for a time, keeps this true on a loaded machine.
+    let trace = dir.join("trace.csv");
+    while !std::fs::read_to_string(&trace).unwrap_or_default().contains("\n2,") {
+        assert!(started.elapsed() < Duration::from_secs(120), "trial 2 never reached trace.csv");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     child.kill().unwrap();
     child.wait().unwrap();
     dir
