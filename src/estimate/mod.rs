@@ -103,12 +103,6 @@ impl Default for Options {
 }
 
 impl Options {
-    /// The options for a run on `device`.
-    pub fn for_device(device: tch::Device) -> Self {
-        let target = if device.is_cuda() { Target::Cuda } else { Target::Cpu };
-        Options { target, ..Options::default() }
-    }
-
     /// CUDA on a GPU of `arch`, for a run of `configs` (whose warm-up makes the workspaces).
     pub fn cuda<'a>(arch: GpuArch, configs: impl IntoIterator<Item = &'a Config>) -> Self {
         Options { target: Target::Cuda, workspaces: Workspaces::for_run(arch, configs), ..Options::default() }
@@ -352,7 +346,7 @@ pub fn data_shape(data: &DataSpec) -> Result<DataShape> {
             Ok(DataShape { samples: *samples, features: *features, classes: *classes })
         }
         DataSpec::Csv { path, .. } => {
-            let (features, classes) = crate::train::data::shape(data)?;
+            let (features, classes) = crate::spec::csv_data::shape(data)?;
             let mut rd =
                 csv::Reader::from_path(path).with_context(|| format!("opening {}", path.display()))?;
             let samples = rd.records().count();

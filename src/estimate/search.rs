@@ -38,7 +38,7 @@ pub struct SweepPrediction {
     pub exact_largest_fit: Option<u64>,
 }
 
-/// Predicts every variant's sweep of a spec under `budget` (a [`crate::plan::Plan`]'s, which
+/// Predicts every variant's sweep of a spec under `budget` (the run plan's, which
 /// has merged the command line's with the spec's).
 pub fn predict_spec(spec: &Spec, budget: Option<u64>, options: &Options) -> Result<Vec<SweepPrediction>> {
     spec.configs()

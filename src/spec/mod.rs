@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::device::DeviceChoice;
 
+pub mod csv_data;
 mod raw;
 pub mod size;
 mod validate;
@@ -247,6 +248,12 @@ impl Checkpoint {
             Checkpoint::Sqrt => Some(((depth as f64).sqrt().ceil() as usize).max(1)),
         }
     }
+}
+
+/// `0..depth` cut into consecutive segments of `len` hidden layers, the last one possibly
+/// shorter: what the trainer checkpoints and the estimate replays.
+pub fn segment_ranges(depth: usize, len: usize) -> Vec<std::ops::Range<usize>> {
+    (0..depth).step_by(len).map(|start| start..(start + len).min(depth)).collect()
 }
 
 /// What a step does. TOML: `mode = "train" | "forward" | "forward_no_grad"`.

@@ -37,6 +37,7 @@ use std::ops::Range;
 use tch::{TchError, Tensor};
 
 use super::model::{Linear, Mlp};
+use crate::spec::segment_ranges;
 
 /// A segment of hidden layers and the input it was first run on.
 struct Segment {
@@ -111,11 +112,6 @@ impl Checkpointed {
     pub fn saved_tensors(&self) -> usize {
         self.segments.len() + 1
     }
-}
-
-/// `0..depth` cut into consecutive ranges of `len` layers, the last one possibly shorter.
-pub fn segment_ranges(depth: usize, len: usize) -> Vec<Range<usize>> {
-    (0..depth).step_by(len).map(|start| start..(start + len).min(depth)).collect()
 }
 
 /// Runs the segments under no_grad, keeping each one's input; returns them and the last output

@@ -18,7 +18,7 @@ use super::Sim;
 use crate::estimate::ledger::Category::{Activations, AmpCopies, Transient};
 use crate::estimate::Target;
 // The trainer's own cut, so that the replay recomputes the segments the trainer does.
-use crate::train::checkpoint::segment_ranges;
+use crate::spec::segment_ranges;
 
 impl Sim<'_> {
     /// `checkpoint::forward`: each segment under no_grad, keeping its output (the next
