@@ -178,3 +178,10 @@ pub struct SummaryRow {
     /// The error's first line, empty when the trial ran.
     pub message: String,
 }
+
+impl SummaryRow {
+    /// Bytes still allocated after the trial's clean-up that were not there before: a leak.
+    pub fn leaked(&self) -> Option<u64> {
+        self.after_allocated.checked_sub(self.baseline_allocated).filter(|&b| b > 0)
+    }
+}

@@ -16,7 +16,7 @@ use crate::results::manifest::{self, DeviceInfo, HostInfo, Manifest, Versions, W
 use crate::results::{self, experiment, Exporter, PerfettoTrace, SummaryCsv, TraceCsv};
 use crate::spec::{Amp, Checkpoint, Config, DataLocation, Field, History, Mode, OptimizerImpl, Spec};
 use crate::sweep::{self, Fit};
-use crate::train::{self, TrialOutcome, Workspace};
+use crate::train::{self, Workspace};
 
 /// Where and how a run writes; what it runs is the [`Plan`].
 #[derive(Debug, Clone)]
@@ -150,25 +150,25 @@ fn run_trials(
             }
             progress.start(&label);
             let prediction = predict(&config, &options);
-            let outcome = match predicted_oom(spec, prediction.as_ref(), probe)? {
+            let mut row = match predicted_oom(spec, prediction.as_ref(), probe)? {
                 Some(skipped) => skipped,
                 None => train::run_trial(&config, probe, trial, &mut |rec| {
                     exporters.iter_mut().try_for_each(|e| e.phase(rec))
                 })?,
             };
             let cuda = matches!(probe.device(), tch::Device::Cuda(_));
-            let mut row = summary_row(trial, variant, field, value, &config, cuda, &outcome);
+            fill_config(&mut row, trial, variant, field.map(|f| (f, value)), &config, cuda);
             add_prediction(&mut row, prediction.as_ref());
             exporters.iter_mut().try_for_each(|e| e.trial(&row))?;
             progress.done(&format!("trial {trial:>3}  {label:<28} {}", describe(&row)));
-            if let Some(bytes) = outcome.leaked() {
+            if let Some(bytes) = row.leaked() {
                 bail!(
                     "trial {trial} ({label}) leaked {}: allocated memory was {} before it and {} after its \
                      clean-up, so later trials would be measured wrong; the run stops here (its rows are \
                      in summary.csv)",
                     ByteSize::b(bytes).display().iec(),
-                    outcome.baseline_allocated,
-                    outcome.after_allocated
+                    row.baseline_allocated,
+                    row.after_allocated
                 );
             }
             order.record(
@@ -199,7 +199,7 @@ fn predicted_oom(
     spec: &Spec,
     prediction: Option<&estimate::Prediction>,
     probe: &dyn MemoryProbe,
-) -> Result<Option<TrialOutcome>> {
+) -> Result<Option<SummaryRow>> {
     let (Some(margin), Some(budget), Some(p)) = (spec.run.skip_predicted_oom, probe.budget(), prediction)
     else {
         return Ok(None);
@@ -211,11 +211,10 @@ fn predicted_oom(
     }
     let at = p.first_over(budget.saturating_sub(baseline));
     let gib = |b: u64| ByteSize::b(b).display().iec().to_string();
-    Ok(Some(TrialOutcome {
+    Ok(Some(SummaryRow {
         status: Status::PredictedOom,
         phase: at.map(|a| a.phase),
         step: at.map(|a| a.step),
-        peak: Default::default(),
         baseline_allocated: baseline,
         after_allocated: baseline,
         param_count: p.param_count,
@@ -223,17 +222,13 @@ fn predicted_oom(
         samples: p.shape.samples,
         features: p.shape.features,
         classes: p.shape.classes,
-        step_seconds: None,
-        final_loss: None,
-        skipped_steps: None,
-        final_scale: None,
-        oom: None,
         message: format!(
             "predicted to need {} against a budget of {} (margin {:.0}%): not run",
             gib(need),
             gib(budget),
             100.0 * margin
         ),
+        ..SummaryRow::default()
     }))
 }
 
@@ -271,75 +266,47 @@ pub fn describe(row: &SummaryRow) -> String {
     }
 }
 
-fn summary_row(
+/// Fills the row's own columns: which trial, variant and swept value, and the configuration it
+/// ran (so that a row reads on its own whatever was swept). What happened is the trainer's.
+fn fill_config(
+    row: &mut SummaryRow,
     trial: usize,
     variant: Option<&str>,
-    field: Option<Field>,
-    value: f64,
+    swept: Option<(Field, f64)>,
     config: &Config,
     cuda: bool,
-    o: &TrialOutcome,
-) -> SummaryRow {
-    let oom = o.oom.clone().unwrap_or_default();
+) {
     let t = &config.training.techniques;
-    let word = |v: &dyn std::fmt::Debug| format!("{v:?}").to_lowercase();
-    SummaryRow {
-        trial,
-        variant: variant.unwrap_or_default().to_string(),
-        field: field.map(|f| f.key().to_string()).unwrap_or_default(),
-        value: field.map(|_| value),
-        status: o.status,
-        phase: o.phase,
-        step: o.step,
-        depth: config.model.depth,
-        hidden: config.model.hidden,
-        batch_size: config.training.batch_size,
-        samples: o.samples,
-        features: o.features,
-        classes: o.classes,
-        optimizer: config.training.optimizer.name().to_string(),
-        optimizer_impl: OptimizerImpl::resolve(t.optimizer_impl, cuda).name().to_string(),
-        dtype: word(&config.training.dtype),
-        accumulation: t.accumulation,
-        amp: match t.amp {
-            Amp::Off => "off".into(),
-            Amp::Fp16 { .. } => "fp16".into(),
-            Amp::Bf16 => "bf16".into(),
-        },
-        checkpoint: match t.checkpoint {
-            Checkpoint::None => "none".into(),
-            Checkpoint::Sqrt => "sqrt".into(),
-            Checkpoint::Every(k) => k.to_string(),
-        },
-        mode: match t.mode {
-            Mode::Train => "train".into(),
-            Mode::Forward => "forward".into(),
-            Mode::ForwardNoGrad => "forward_no_grad".into(),
-        },
-        history: match t.history {
-            History::None => "none".into(),
-            History::LossTensor => "loss_tensor".into(),
-            History::LossValue => "loss_value".into(),
-        },
-        max_memory_allocated: o.peak.max_memory_allocated,
-        max_memory_reserved: o.peak.max_memory_reserved,
-        predicted_peak: None,
-        predicted_error: None,
-        baseline_allocated: o.baseline_allocated,
-        after_allocated: o.after_allocated,
-        param_count: o.param_count,
-        param_bytes: o.param_bytes,
-        step_seconds: o.step_seconds,
-        final_loss: o.final_loss,
-        skipped_steps: o.skipped_steps,
-        final_scale: o.final_scale,
-        oom_requested: oom.requested,
-        oom_total_capacity: oom.total_capacity,
-        oom_free: oom.free,
-        oom_allocated: oom.allocated,
-        oom_reserved: oom.reserved,
-        message: o.message.clone(),
-    }
+    row.trial = trial;
+    row.variant = variant.unwrap_or_default().to_string();
+    row.field = swept.map(|(f, _)| f.key().to_string()).unwrap_or_default();
+    row.value = swept.map(|(_, v)| v);
+    (row.depth, row.hidden, row.batch_size) =
+        (config.model.depth, config.model.hidden, config.training.batch_size);
+    row.optimizer = config.training.optimizer.name().to_string();
+    row.optimizer_impl = OptimizerImpl::resolve(t.optimizer_impl, cuda).name().to_string();
+    row.dtype = format!("{:?}", config.training.dtype).to_lowercase();
+    row.accumulation = t.accumulation;
+    row.amp = match t.amp {
+        Amp::Off => "off".into(),
+        Amp::Fp16 { .. } => "fp16".into(),
+        Amp::Bf16 => "bf16".into(),
+    };
+    row.checkpoint = match t.checkpoint {
+        Checkpoint::None => "none".into(),
+        Checkpoint::Sqrt => "sqrt".into(),
+        Checkpoint::Every(k) => k.to_string(),
+    };
+    row.mode = match t.mode {
+        Mode::Train => "train".into(),
+        Mode::Forward => "forward".into(),
+        Mode::ForwardNoGrad => "forward_no_grad".into(),
+    };
+    row.history = match t.history {
+        History::None => "none".into(),
+        History::LossTensor => "loss_tensor".into(),
+        History::LossValue => "loss_value".into(),
+    };
 }
 
 fn start_manifest(spec: &Spec, requested: DeviceChoice, probe: &dyn MemoryProbe, slug: String) -> Manifest {

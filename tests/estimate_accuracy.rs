@@ -110,7 +110,7 @@ fn measure(config: &Config) -> (Vec<PhaseRecord>, u64) {
         r.memory_allocated -= base;
         r.max_memory_allocated -= base;
     }
-    (records, outcome.peak.max_memory_allocated - base)
+    (records, outcome.max_memory_allocated - base)
 }
 
 /// Compares a prediction with a trial: every phase's end and peak, and the trial's peak, to

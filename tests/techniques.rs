@@ -1,9 +1,9 @@
 //! Each training technique through the real trial runner on CPU, under oomlab's counting
 //! allocator: it trains, and its memory moves the way the technique says.
 use oomlab::probe::CpuProbe;
-use oomlab::record::{Phase, PhaseRecord, Status};
+use oomlab::record::{Phase, PhaseRecord, Status, SummaryRow};
 use oomlab::spec::{Amp, Checkpoint, Config, History, Mode, ScalerSpec};
-use oomlab::train::{run_trial, TrialOutcome};
+use oomlab::train::run_trial;
 
 /// A small MLP on synthetic data, as a spec would give it.
 fn base(depth: usize, hidden: usize, batch: usize, steps: usize) -> Config {
@@ -15,7 +15,7 @@ fn base(depth: usize, hidden: usize, batch: usize, steps: usize) -> Config {
     oomlab::spec::parse(&text, std::path::Path::new("t.toml")).expect("valid spec").base
 }
 
-fn run(config: &Config) -> (TrialOutcome, Vec<PhaseRecord>) {
+fn run(config: &Config) -> (SummaryRow, Vec<PhaseRecord>) {
     let probe = CpuProbe::new(None).unwrap();
     let mut trace = Vec::new();
     let out = run_trial(config, &probe, 1, &mut |r| {
@@ -83,7 +83,7 @@ fn accumulation_lowers_the_peak_at_the_same_effective_batch() {
     acc.training.techniques.accumulation = 8;
     let (f, ft) = run(&full);
     let (a, at) = run(&acc);
-    assert!(a.peak.max_memory_allocated < f.peak.max_memory_allocated);
+    assert!(a.max_memory_allocated < f.max_memory_allocated);
     let micro = |t: &[PhaseRecord]| t.iter().filter(|r| r.step == 1 && r.phase == Phase::Forward).count();
     assert_eq!((micro(&ft), micro(&at)), (1, 8), "one forward per micro-batch");
 }

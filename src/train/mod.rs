@@ -17,53 +17,17 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use anyhow::Result;
 
-use crate::oom::{self, OomInfo};
+use crate::oom;
 use crate::probe::MemoryProbe;
-use crate::record::{MemSnapshot, Phase, PhaseRecord, Status};
+use crate::record::{PhaseRecord, Status, SummaryRow};
 use crate::spec::Config;
 pub use recorder::PhaseError;
 use recorder::{Recorder, Stop};
 pub use warmup::{warm_up, Workspace};
 
-/// What a trial did.
-#[derive(Debug, Clone)]
-pub struct TrialOutcome {
-    pub status: Status,
-    /// Where it failed.
-    pub phase: Option<Phase>,
-    pub step: Option<usize>,
-    /// The highest peaks over all phases.
-    pub peak: MemSnapshot,
-    /// Allocated bytes before the trial and after its clean-up.
-    pub baseline_allocated: u64,
-    pub after_allocated: u64,
-    pub param_count: u64,
-    pub param_bytes: u64,
-    /// The data set's shape, once it was made (zero before).
-    pub samples: usize,
-    pub features: usize,
-    pub classes: usize,
-    pub step_seconds: Option<f64>,
-    pub final_loss: Option<f64>,
-    /// Steps the grad scaler skipped, and its final scale (fp16 only).
-    pub skipped_steps: Option<usize>,
-    pub final_scale: Option<f64>,
-    pub oom: Option<OomInfo>,
-    /// libtorch's message without its C++ backtrace; empty when the trial ran.
-    pub message: String,
-}
-
-impl TrialOutcome {
-    /// Bytes still allocated after clean-up that were not there before: a leak.
-    pub fn leaked(&self) -> Option<u64> {
-        (self.after_allocated > self.baseline_allocated)
-            .then(|| self.after_allocated - self.baseline_allocated)
-    }
-}
-
 /// Facts a trial learns as it goes, kept even when it stops early.
 #[derive(Default)]
-struct Progress {
+struct Learned {
     samples: usize,
     features: usize,
     classes: usize,
@@ -79,8 +43,8 @@ struct Progress {
 pub fn trained_parameters(config: &Config, probe: &dyn MemoryProbe) -> Result<Vec<tch::Tensor>> {
     let mut sink = |_: &PhaseRecord| Ok(());
     let mut rec = Recorder::new(probe, 1, &mut sink);
-    let mut progress = Progress::default();
-    match step::train(config, probe.device(), &mut rec, &mut progress) {
+    let mut learned = Learned::default();
+    match step::train(config, probe.device(), &mut rec, &mut learned) {
         Ok(model) => Ok(model.parameters().map(|p| p.detach()).collect()),
         Err(Stop::Infra(e)) => Err(e),
         Err(Stop::Torch(e)) => Err(anyhow::anyhow!("{} in step {}: {}", e.phase.as_str(), e.step, e.error)),
@@ -88,46 +52,47 @@ pub fn trained_parameters(config: &Config, probe: &dyn MemoryProbe) -> Result<Ve
 }
 
 /// Runs one trial of `config` on the probe's device, handing every phase record to `sink`.
-/// Errors are infrastructure failures (the probe, the sink); OOM and other libtorch errors are
-/// in the outcome.
+/// Returns the trial's summary row with what happened filled in (status, peaks, baseline and
+/// after, parameters, data shape, times, the grad scaler, the OOM message's fields); the
+/// configuration's own columns are the caller's to fill. Errors are infrastructure failures
+/// (the probe, the sink); OOM and other libtorch errors are in the row.
 pub fn run_trial(
     config: &Config,
     probe: &dyn MemoryProbe,
     trial: usize,
     sink: &mut dyn FnMut(&PhaseRecord) -> Result<()>,
-) -> Result<TrialOutcome> {
+) -> Result<SummaryRow> {
     probe.empty_cache()?;
     let baseline = probe.snapshot()?.memory_allocated;
     let mut rec = Recorder::new(probe, trial, sink);
-    let mut progress = Progress::default();
+    let mut learned = Learned::default();
     // Everything the trial allocates lives inside this call, so it is all dropped when it
     // returns, however it returns. catch_unwind is a last guard: only fallible calls are used.
     let result = catch_unwind(AssertUnwindSafe(|| {
-        step::train(config, probe.device(), &mut rec, &mut progress).map(drop)
+        step::train(config, probe.device(), &mut rec, &mut learned).map(drop)
     }));
     let (peak, step_seconds) = (rec.peak, rec.mean_step_seconds());
     drop(rec);
     probe.empty_cache()?;
     let after = probe.snapshot()?.memory_allocated;
 
-    let mut out = TrialOutcome {
+    let mut out = SummaryRow {
+        trial,
         status: Status::Ok,
-        phase: None,
-        step: None,
-        peak,
+        max_memory_allocated: peak.max_memory_allocated,
+        max_memory_reserved: peak.max_memory_reserved,
         baseline_allocated: baseline,
         after_allocated: after,
-        param_count: progress.param_count,
-        param_bytes: progress.param_bytes,
-        samples: progress.samples,
-        features: progress.features,
-        classes: progress.classes,
+        param_count: learned.param_count,
+        param_bytes: learned.param_bytes,
+        samples: learned.samples,
+        features: learned.features,
+        classes: learned.classes,
         step_seconds,
-        final_loss: progress.final_loss,
-        skipped_steps: progress.skipped_steps,
-        final_scale: progress.final_scale,
-        oom: None,
-        message: String::new(),
+        final_loss: learned.final_loss,
+        skipped_steps: learned.skipped_steps,
+        final_scale: learned.final_scale,
+        ..SummaryRow::default()
     };
     match result {
         Ok(Ok(())) => {}
@@ -135,8 +100,13 @@ pub fn run_trial(
         Ok(Err(Stop::Torch(PhaseError { phase, step, error }))) => {
             let text = error.to_string();
             let clean = oom::clean(&text);
-            out.oom = oom::parse(clean);
-            out.status = if out.oom.is_some() { Status::Oom } else { Status::Error };
+            let parsed = oom::parse(clean);
+            out.status = if parsed.is_some() { Status::Oom } else { Status::Error };
+            if let Some(o) = parsed {
+                (out.oom_requested, out.oom_total_capacity, out.oom_free) =
+                    (o.requested, o.total_capacity, o.free);
+                (out.oom_allocated, out.oom_reserved) = (o.allocated, o.reserved);
+            }
             out.phase = Some(phase);
             out.step = Some(step);
             out.message = clean.lines().next().unwrap_or_default().to_string();

@@ -13,7 +13,7 @@ use super::data::{self, Dataset};
 use super::model::Mlp;
 use super::optim::Optimizer;
 use super::recorder::{Recorder, Stop};
-use super::Progress;
+use super::Learned;
 use crate::record::Phase;
 use crate::spec::{Amp, Config, DataLocation, History, Mode, Techniques};
 
@@ -28,7 +28,7 @@ pub(super) fn train(
     config: &Config,
     device: Device,
     rec: &mut Recorder,
-    progress: &mut Progress,
+    learned: &mut Learned,
 ) -> Result<Mlp, Stop> {
     let kind = config.training.dtype.kind();
     let t = &config.training.techniques;
@@ -38,7 +38,7 @@ pub(super) fn train(
         DataLocation::Device => device,
     };
     let data = rec.phase(0, Phase::Data, || data::make(&config.data, kind, home))?;
-    (progress.samples, progress.features, progress.classes) = (data.samples(), data.features, data.classes);
+    (learned.samples, learned.features, learned.classes) = (data.samples(), data.features, data.classes);
     let (model, opt, mut scaler) = rec.phase(0, Phase::Model, || {
         tch::manual_seed(config.training.seed as i64);
         let m = &config.model;
@@ -50,8 +50,8 @@ pub(super) fn train(
         };
         Ok((model, opt, scaler))
     })?;
-    progress.param_count = model.param_count();
-    progress.param_bytes = model.param_bytes();
+    learned.param_count = model.param_count();
+    learned.param_bytes = model.param_bytes();
 
     let mut kept = Kept::default();
     let mut skipped = 0;
@@ -66,12 +66,12 @@ pub(super) fn train(
             Mode::Forward | Mode::ForwardNoGrad => forward_step(config, &data, &model, step, rec, &mut kept)?,
         };
         if step == config.training.steps {
-            progress.final_loss = loss.f_double_value(&[]).ok();
+            learned.final_loss = loss.f_double_value(&[]).ok();
         }
     }
     if let Some(s) = &scaler {
-        progress.skipped_steps = Some(skipped);
-        progress.final_scale = s.scale_value().ok();
+        learned.skipped_steps = Some(skipped);
+        learned.final_scale = s.scale_value().ok();
     }
     drop(kept);
     Ok(model)
