@@ -1,0 +1,195 @@
+//! Messages: an error placed at `file:line:col`, naming the key and the fix, scoped to the
+//! variant being validated, and serde's own errors reworded in the same form.
+use std::fmt::Display;
+use std::ops::Range;
+
+use super::key_path::{header_keys, key_path_at, number_variant};
+use super::keys::{fix, info};
+use super::{Cx, Point, SpecError};
+
+impl Cx<'_> {
+    /// `file:line:col: msg`.
+    pub(super) fn at(&self, span: &Range<usize>, msg: impl Display) -> SpecError {
+        let (line, col) = line_col(self.text, span.start);
+        SpecError(format!("{}:{line}:{col}: {}", self.path.display(), self.scoped(Some(span), msg)))
+    }
+
+    /// `file: msg`, for what has no place in the text.
+    pub(super) fn nowhere(&self, msg: impl Display) -> SpecError {
+        SpecError(format!("{}: {}", self.path.display(), self.scoped(None, msg)))
+    }
+
+    /// While a variant is validated: a message about a value written in the variant (messages
+    /// start with their key) gets the variant's index before its key, and one about a value
+    /// inherited from the base or the sweep says which variant it breaks.
+    fn scoped(&self, span: Option<&Range<usize>>, msg: impl Display) -> String {
+        match &self.scope {
+            None => msg.to_string(),
+            Some(s) if span.is_some_and(|span| s.taken.contains(span)) => format!("{}.{msg}", s.label),
+            Some(s) => format!("in {} {:?} (line {}): {msg}", s.label, s.name, s.line),
+        }
+    }
+
+    /// `key: must be RULE, got GOT; FIX`.
+    pub(super) fn bad(&self, span: &Range<usize>, key: &str, rule: &str, got: impl Display) -> SpecError {
+        self.at(span, format!("{key}: must be {rule}, got {got}; {}", fix(key)))
+    }
+
+    /// A required key that is absent; placed at its table's header when the table is there.
+    pub(super) fn missing(&self, key: &str, table: &Option<Range<usize>>) -> SpecError {
+        let top = key.split('.').next().unwrap_or(key);
+        let in_variant =
+            self.scope.as_ref().is_some_and(|s| table.as_ref().is_some_and(|t| s.taken.contains(t)));
+        let under = if top.starts_with("variant[") {
+            "[[variant]]".to_string()
+        } else if in_variant {
+            format!("[variant.{top}]")
+        } else {
+            format!("[{top}]")
+        };
+        let msg = match info(key) {
+            // A key inside an inline table (sweep.search.start): show the whole inline table.
+            Some(i) if key.matches('.').count() > 1 && !top.starts_with("variant[") => {
+                format!("{key} is missing; write it as {}", i.example)
+            }
+            Some(i) => format!("{key} is missing; add {} under {under} ({})", i.example, i.about),
+            None => format!("{key} is missing; add it under {under}"),
+        };
+        match table {
+            Some(span) => self.at(span, msg),
+            None => self.nowhere(msg),
+        }
+    }
+
+    /// A `Config::check` message, which starts with the key it is about, placed at that key.
+    pub(super) fn check_error(&self, msg: &str) -> SpecError {
+        let key = msg.split([' ', ':']).next().unwrap_or_default();
+        match self.spans.get(key) {
+            Some(span) => self.at(span, msg),
+            None => self.nowhere(msg),
+        }
+    }
+
+    /// A sweep value refused by `Config::with`. Some of its messages end in their own fix
+    /// ("; raise data.samples"); the others get a plain one.
+    pub(super) fn point_error(&self, p: &Point, msg: &str) -> SpecError {
+        let fix = if msg.contains("; ") { "" } else { "; change this value or remove it" };
+        self.at(&p.span, format!("{}: {msg}{fix}", p.key))
+    }
+
+    /// The source text of a span, on one line and shortened, to quote a value as written.
+    pub(super) fn src(&self, span: &Range<usize>) -> String {
+        let s = self.text.get(span.clone()).unwrap_or_default();
+        let first = s.lines().next().unwrap_or_default();
+        if first.chars().count() > 40 || first.len() < s.len() {
+            let short: String = first.chars().take(40).collect();
+            format!("{short}...")
+        } else {
+            first.to_string()
+        }
+    }
+
+    /// A serde/TOML error, reworded with the key it is about.
+    pub(super) fn toml_error(&self, e: &toml::de::Error) -> SpecError {
+        let msg = e.message().trim();
+        let Some(span) = e.span() else {
+            return self.nowhere(format!("not valid TOML: {msg}"));
+        };
+        let (path, header) = key_path_at(self.text, span.start);
+        let path = number_variant(self.text, span.start, path);
+        let here = self.src(&span);
+        let out = if let Some(rest) = msg.strip_prefix("unknown field ") {
+            unknown_key(rest, &path, header)
+        } else if let Some(rest) =
+            msg.strip_prefix("invalid type: ").or_else(|| msg.strip_prefix("invalid value: "))
+        {
+            // A wrong-typed table is reported at its header: the key is in the span itself.
+            let line_before = self.text.get(..span.start).and_then(|t| t.rsplit('\n').next());
+            let is_header = here.starts_with('[') && line_before.is_some_and(|l| l.trim().is_empty());
+            let key = if is_header { header_keys(&here) } else { path };
+            let key = key.join(".");
+            let expected = rest.rsplit_once(", expected ").map_or("", |(_, x)| x);
+            format!("{key}: must be {}, got {here}; {}", plain_type(expected), fix(&key))
+        } else if msg == "duplicate key" {
+            let mut key = path;
+            key.push(here.trim_matches(['"', '\'']).to_string());
+            let variant = key.first().filter(|k| header && k.starts_with("variant[")).cloned();
+            if let Some(variant) = variant {
+                // A header names the table as written: [variant.training], in variant[1].
+                key[0] = "variant".into();
+                format!("[{}] is written twice in {variant}; merge the two into one table", key.join("."))
+            } else if header {
+                format!("[{}] is written twice; merge the two into one table", key.join("."))
+            } else {
+                format!("{} is written twice; keep one of them", key.join("."))
+            }
+        } else if path.is_empty() {
+            format!("not valid TOML: {msg}")
+        } else {
+            format!("not valid TOML at {}: {msg}", path.join("."))
+        };
+        self.at(&span, out)
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+pub(super) fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text.as_bytes()[..offset.min(text.len())];
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let start = before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let col = String::from_utf8_lossy(&before[start..]).chars().count() + 1;
+    (line, col)
+}
+
+/// serde's name for a type in words: `i64` is "a whole number".
+fn plain_type(expected: &str) -> &str {
+    match expected {
+        "i64" => "a whole number",
+        "f64" => "a number",
+        "a sequence" => "a list",
+        "" => "something else",
+        other => other,
+    }
+}
+
+/// "unknown field `widht`, expected `hidden` or `depth`" (after "unknown field ") as our message.
+fn unknown_key(rest: &str, path: &[String], header: bool) -> String {
+    // serde quotes names in backticks: the unknown one first, then those expected.
+    let names: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+    let (name, expected) = names.split_first().map_or(("?", &[][..]), |(n, e)| (*n, e));
+    if path.is_empty() {
+        let tables: Vec<String> = expected
+            .iter()
+            .map(|t| if *t == "variant" { "[[variant]]".into() } else { format!("[{t}]") })
+            .collect();
+        return if header {
+            format!("unknown table [{name}]; expected one of: {}", tables.join(", "))
+        } else {
+            format!("unknown key `{name}` outside any table; keys go under one of: {}", tables.join(", "))
+        };
+    }
+    let place = match path {
+        [table] if !table.contains('[') => format!("[{table}]"),
+        _ => path.join("."),
+    };
+    if let [variant] = path {
+        if variant.starts_with("variant") && ["experiment", "run", "sweep"].contains(&name) {
+            return format!(
+                "unknown key `{name}` in {place}: [{name}] is the whole spec's and cannot be varied; move it out of the variant (a variant may set model, data and training)"
+            );
+        }
+    }
+    format!("unknown key `{name}` in {place}; expected one of: {}", expected.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_count_characters_not_bytes() {
+        assert_eq!(line_col("é = 1\nab", 5), (1, 5));
+        assert_eq!(line_col("é = 1\nab", 8), (2, 2));
+        assert_eq!(line_col("ab", 99), (1, 3));
+    }
+}
