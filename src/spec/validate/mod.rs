@@ -21,19 +21,18 @@ use super::raw::{
     overlay_table, RawData, RawHalve, RawModel, RawRun, RawScaler, RawSearch, RawSpec, RawSweep, RawTraining,
     RawVariant, Tab, Table, S,
 };
-use super::size::parse_size;
 use super::{
     Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, Field, History, Mode, ModelSpec, OnOom,
     OptimizerImpl, OptimizerSpec, RunSpec, ScalerSpec, Spec, Sweep, SweepMode, Techniques, TrainingSpec,
     Variant,
 };
 use crate::device::DeviceChoice;
-use keys::info;
 use messages::line_col;
 
 mod key_path;
 mod keys;
 mod messages;
+mod values;
 
 /// A spec that cannot be run, and why.
 #[derive(Debug, thiserror::Error)]
@@ -128,16 +127,6 @@ impl Cx<'_> {
             sweep: draft.map(|d| Sweep { field: d.field, mode: d.mode }),
             variants,
         })
-    }
-
-    fn name(&self, v: &S<String>, key: &str) -> Result<String, SpecError> {
-        let name = v.get_ref();
-        let ok = !name.is_empty()
-            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
-        if !ok {
-            return Err(self.bad(&v.span(), key, "lowercase letters, digits, _ or -", format!("{name:?}")));
-        }
-        Ok(name.clone())
     }
 
     /// One config from its tables, checked with the sweep (the base's, or a variant's).
@@ -491,19 +480,6 @@ impl Cx<'_> {
         Ok((cpu, cuda))
     }
 
-    fn budget(&mut self, v: &Value, span: &Range<usize>, key: &str) -> Result<u64, SpecError> {
-        let bytes = match v {
-            Value::String(s) => parse_size(s).map_err(|e| self.at(span, format!("{key}: {e}")))?,
-            Value::Integer(n) if *n >= 0 => n.unsigned_abs(),
-            _ => return Err(self.bad(span, key, "a size or a whole number of bytes", v)),
-        };
-        if bytes == 0 {
-            // A zero cap makes every allocation fail, which measures nothing.
-            return Err(self.bad(span, key, "more than 0 bytes", v));
-        }
-        Ok(bytes)
-    }
-
     // ---- the sweep -------------------------------------------------------------------------
 
     fn sweep(&mut self, raw: Tab<RawSweep>) -> Result<Option<Draft>, SpecError> {
@@ -702,108 +678,6 @@ impl Cx<'_> {
             base.with(d.field, p.value).map_err(|m| self.point_error(p, &m))?;
         }
         Ok(base)
-    }
-
-    // ---- values ----------------------------------------------------------------------------
-
-    /// A required key, or an error saying where to add it.
-    fn require<T>(&self, v: Option<T>, key: &str, table: &Option<Range<usize>>) -> Result<T, SpecError> {
-        v.ok_or_else(|| self.missing(key, table))
-    }
-
-    /// An integer >= `min`.
-    fn int(&mut self, v: &S<i64>, key: &'static str, min: i64) -> Result<i64, SpecError> {
-        self.spans.insert(key, v.span());
-        let n = *v.get_ref();
-        if n < min {
-            return Err(self.bad(&v.span(), key, &format!("a whole number >= {min}"), n));
-        }
-        Ok(n)
-    }
-
-    /// A count >= `min` (`min` >= 0).
-    fn count(&mut self, v: &S<i64>, key: &'static str, min: i64) -> Result<usize, SpecError> {
-        let n = self.int(v, key, min)?;
-        usize::try_from(n).map_err(|_| self.bad(&v.span(), key, "a smaller whole number", n))
-    }
-
-    /// A count that may be left out when its field is swept (then a placeholder stands in until
-    /// the sweep's first value replaces it), or that has a default.
-    fn count_or_swept(
-        &mut self,
-        v: Option<S<i64>>,
-        field: Field,
-        min: i64,
-        table: &Option<Range<usize>>,
-        swept: Option<Field>,
-        default: Option<usize>,
-    ) -> Result<usize, SpecError> {
-        match v {
-            Some(v) => self.count(&v, field.key(), min),
-            None if swept == Some(field) => {
-                self.omitted = Some(field);
-                Ok(default.unwrap_or(1))
-            }
-            None => default.ok_or_else(|| self.missing(field.key(), table)),
-        }
-    }
-
-    /// A seed: a whole number >= 0, default 0.
-    fn seed(&mut self, v: Option<S<i64>>, key: &'static str) -> Result<u64, SpecError> {
-        match v {
-            Some(v) => Ok(self.int(&v, key, 0)?.unsigned_abs()),
-            None => Ok(0),
-        }
-    }
-
-    /// A finite float for which `ok` holds.
-    fn float(
-        &mut self,
-        v: &S<f64>,
-        key: &'static str,
-        rule: &str,
-        ok: fn(f64) -> bool,
-    ) -> Result<f64, SpecError> {
-        self.spans.insert(key, v.span());
-        let x = *v.get_ref();
-        if !(x.is_finite() && ok(x)) {
-            return Err(self.bad(&v.span(), key, rule, x));
-        }
-        Ok(x)
-    }
-
-    /// One of a fixed set of words.
-    fn word<T: Copy>(
-        &mut self,
-        v: &S<String>,
-        key: &'static str,
-        options: &[(&str, T)],
-    ) -> Result<T, SpecError> {
-        self.spans.insert(key, v.span());
-        if let Some((_, t)) = options.iter().find(|(w, _)| w == v.get_ref()) {
-            return Ok(*t);
-        }
-        let names: Vec<String> = options.iter().map(|(w, _)| format!("{w:?}")).collect();
-        let example = info(key).map_or("", |i| i.example);
-        Err(self.at(
-            &v.span(),
-            format!("{key}: must be one of {}, got {:?}; e.g. {example}", names.join(", "), v.get_ref()),
-        ))
-    }
-
-    fn nonempty(&self, v: &S<String>, key: &str) -> Result<String, SpecError> {
-        if v.get_ref().trim().is_empty() {
-            return Err(self.bad(&v.span(), key, "a non-empty string", self.src(&v.span())));
-        }
-        Ok(v.get_ref().clone())
-    }
-
-    /// Errors on the first key present that does not belong, with `why` after its name.
-    fn reject(&self, keys: &[(&str, Option<Range<usize>>)], why: &str) -> Result<(), SpecError> {
-        match keys.iter().find_map(|(k, s)| s.as_ref().map(|s| (k, s))) {
-            Some((key, span)) => Err(self.at(span, format!("{key} {why}"))),
-            None => Ok(()),
-        }
     }
 
     /// A CSV path as written, made relative to the spec's folder (absolute paths stay).
