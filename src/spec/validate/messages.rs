@@ -5,7 +5,8 @@ use std::ops::Range;
 
 use super::key_path::{header_keys, key_path_at, number_variant};
 use super::keys::{fix, info};
-use super::{Cx, Point, SpecError};
+use super::sweep::Point;
+use super::{Cx, SpecError};
 
 impl Cx<'_> {
     /// `file:line:col: msg`.

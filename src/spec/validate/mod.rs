@@ -18,8 +18,7 @@ use std::path::{Path, PathBuf};
 use toml::Value;
 
 use super::raw::{
-    overlay_table, RawData, RawHalve, RawModel, RawRun, RawScaler, RawSearch, RawSpec, RawSweep, RawTraining,
-    RawVariant, Tab, Table, S,
+    overlay_table, RawData, RawModel, RawRun, RawScaler, RawSpec, RawTraining, RawVariant, Tab, Table, S,
 };
 use super::{
     Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, Field, History, Mode, ModelSpec, OnOom,
@@ -28,10 +27,12 @@ use super::{
 };
 use crate::device::DeviceChoice;
 use messages::line_col;
+use sweep::Draft;
 
 mod key_path;
 mod keys;
 mod messages;
+mod sweep;
 mod values;
 
 /// A spec that cannot be run, and why.
@@ -45,23 +46,6 @@ pub fn parse(text: &str, path: &Path) -> Result<Spec, SpecError> {
     let mut cx = Cx { text, path, spans: HashMap::new(), omitted: None, scope: None };
     let raw: RawSpec = toml::from_str(text).map_err(|e| cx.toml_error(&e))?;
     cx.spec(raw)
-}
-
-/// A value of a sweep, with where it was written and the key to name it by.
-struct Point {
-    value: f64,
-    span: Range<usize>,
-    key: String,
-}
-
-/// A parsed `[sweep]` before the base config it will be checked against exists.
-struct Draft {
-    field: Field,
-    field_span: Range<usize>,
-    mode: SweepMode,
-    /// The values to check against each config: every list value, a search's start and max, or
-    /// a halving's start.
-    points: Vec<Point>,
 }
 
 /// The tables a config is built from: the base's, or a variant's laid over them.
@@ -480,221 +464,12 @@ impl Cx<'_> {
         Ok((cpu, cuda))
     }
 
-    // ---- the sweep -------------------------------------------------------------------------
-
-    fn sweep(&mut self, raw: Tab<RawSweep>) -> Result<Option<Draft>, SpecError> {
-        let Some(raw) = raw else { return Ok(None) };
-        let header = raw.span();
-        let s = raw.into_inner().0;
-        let field = self.require(s.field, "sweep.field", &Some(header.clone()))?;
-        let keys: Vec<&str> = Field::ALL.iter().map(|f| f.key()).collect();
-        let Some(f) = Field::from_key(field.get_ref()) else {
-            return Err(self.at(
-                &field.span(),
-                format!(
-                    "sweep.field: {:?} is not a field that can be swept; use one of: {}",
-                    field.get_ref(),
-                    keys.join(", ")
-                ),
-            ));
-        };
-        let given: Vec<(&str, Range<usize>)> =
-            [("values", span(&s.values)), ("search", span(&s.search)), ("halve", span(&s.halve))]
-                .into_iter()
-                .filter_map(|(k, s)| s.map(|s| (k, s)))
-                .collect();
-        if given.len() > 1 {
-            // Placed at the one written last.
-            let last = given.iter().map(|(_, s)| s).max_by_key(|s| s.start).cloned().unwrap_or_default();
-            let names = match given.as_slice() {
-                [(a, _), (b, _)] => format!("both {a} and {b}"),
-                _ => "all three".into(),
-            };
-            return Err(self.at(
-                &last,
-                format!("sweep: give one of values, search and halve, not {names}; remove all but one"),
-            ));
-        }
-        let (points, mode) = match (s.values, s.search, s.halve) {
-            (Some(values), _, _) => self.list(f, values)?,
-            (_, Some(search), _) => self.search(f, search)?,
-            (_, _, Some(halve)) => self.halve(f, halve)?,
-            (None, None, None) => {
-                return Err(self.at(
-                    &header,
-                    format!(
-                        "sweep: no values, search or halve to sweep {} over; add e.g. {}, {} or {}",
-                        f.key(),
-                        list_example(f),
-                        "search = { start = 1, factor = 2, max = 4096 }",
-                        "halve = { start = 4096 }"
-                    ),
-                ));
-            }
-        };
-        Ok(Some(Draft { field: f, field_span: field.span(), mode, points }))
-    }
-
-    fn list(&mut self, field: Field, values: S<Vec<S<Value>>>) -> Result<(Vec<Point>, SweepMode), SpecError> {
-        if values.get_ref().is_empty() {
-            return Err(self.at(
-                &values.span(),
-                format!(
-                    "sweep.values: the list is empty; give at least one value, e.g. {}",
-                    list_example(field)
-                ),
-            ));
-        }
-        let mut points = Vec::new();
-        for (i, v) in values.into_inner().into_iter().enumerate() {
-            let key = format!("sweep.values[{i}]");
-            let span = v.span();
-            let value = match v.get_ref() {
-                Value::Integer(n) => *n as f64,
-                Value::Float(x) => *x,
-                _ => {
-                    return Err(self.at(
-                        &span,
-                        format!(
-                            "{key}: must be a number, got {}; e.g. {}",
-                            self.src(&span),
-                            list_example(field)
-                        ),
-                    ))
-                }
-            };
-            if field.is_integer() && value.fract() != 0.0 {
-                return Err(self.at(
-                    &span,
-                    format!(
-                        "{key}: {} takes whole numbers, got {}; e.g. {}",
-                        field.key(),
-                        self.src(&span),
-                        list_example(field)
-                    ),
-                ));
-            }
-            points.push(Point { value, span, key });
-        }
-        let mode = SweepMode::List(points.iter().map(|p| p.value).collect());
-        Ok((points, mode))
-    }
-
-    fn search(
-        &mut self,
-        field: Field,
-        search: S<Table<RawSearch>>,
-    ) -> Result<(Vec<Point>, SweepMode), SpecError> {
-        let span = Some(search.span());
-        self.whole_number_field(field, &search.span(), "search", "searched")?;
-        let s = search.into_inner().0;
-        let start_v = self.require(s.start, "sweep.search.start", &span)?;
-        let max_v = self.require(s.max, "sweep.search.max", &span)?;
-        let start = self.int(&start_v, "sweep.search.start", 1)?;
-        let factor = match &s.factor {
-            Some(v) => self.int(v, "sweep.search.factor", 2)?,
-            None => 2,
-        };
-        let max = self.int(&max_v, "sweep.search.max", 1)?;
-        if max < start {
-            return Err(self.at(
-                &max_v.span(),
-                format!("sweep.search.max: must be >= start ({start}), got {max}; raise max or lower start"),
-            ));
-        }
-        let points = vec![
-            Point { value: start as f64, span: start_v.span(), key: "sweep.search.start".into() },
-            Point { value: max as f64, span: max_v.span(), key: "sweep.search.max".into() },
-        ];
-        let mode = SweepMode::Search {
-            start: start.unsigned_abs(),
-            factor: factor.unsigned_abs(),
-            max: max.unsigned_abs(),
-        };
-        Ok((points, mode))
-    }
-
-    /// Searching and halving step through whole numbers: refuse them on a float field.
-    fn whole_number_field(
-        &self,
-        field: Field,
-        span: &std::ops::Range<usize>,
-        mode: &str,
-        done: &str,
-    ) -> Result<(), SpecError> {
-        if field.is_integer() {
-            return Ok(());
-        }
-        Err(self.at(
-            span,
-            format!(
-                "sweep.{mode}: {} is not a whole-number field, so it cannot be {done}; list its values instead, e.g. {}",
-                field.key(),
-                list_example(field)
-            ),
-        ))
-    }
-
-    fn halve(
-        &mut self,
-        field: Field,
-        halve: S<Table<RawHalve>>,
-    ) -> Result<(Vec<Point>, SweepMode), SpecError> {
-        let span = Some(halve.span());
-        self.whole_number_field(field, &halve.span(), "halve", "halved")?;
-        let h = halve.into_inner().0;
-        let start_v = self.require(h.start, "sweep.halve.start", &span)?;
-        let start = self.int(&start_v, "sweep.halve.start", 1)?;
-        let points =
-            vec![Point { value: start as f64, span: start_v.span(), key: "sweep.halve.start".into() }];
-        Ok((points, SweepMode::Halve { start: start.unsigned_abs() }))
-    }
-
-    /// Checks a config (the base or a variant), filling in a swept field left out of its table,
-    /// and checks every sweep point against it so that a bad value is refused now rather than
-    /// mid-sweep.
-    fn checked(&mut self, mut base: Config, draft: Option<&Draft>) -> Result<Config, SpecError> {
-        let Some(d) = draft else {
-            base.check().map_err(|m| self.check_error(&m))?;
-            return Ok(base);
-        };
-        if base.get(d.field).is_none() {
-            return Err(self.at(
-                &d.field_span,
-                format!(
-                    r#"sweep.field: {} can only be swept with kind = "synthetic" data; sweep another field"#,
-                    d.field.key()
-                ),
-            ));
-        }
-        match (self.omitted, d.points.first()) {
-            (Some(f), Some(first)) => {
-                self.spans.insert(f.key(), first.span.clone());
-                base = base.with(f, first.value).map_err(|m| self.point_error(first, &m))?;
-            }
-            _ => base.check().map_err(|m| self.check_error(&m))?,
-        }
-        for p in &d.points {
-            base.with(d.field, p.value).map_err(|m| self.point_error(p, &m))?;
-        }
-        Ok(base)
-    }
-
     /// A CSV path as written, made relative to the spec's folder (absolute paths stay).
     fn resolve(&self, p: &str) -> PathBuf {
         match self.path.parent() {
             Some(dir) => dir.join(p),
             None => PathBuf::from(p),
         }
-    }
-}
-
-/// An example list for a field, in its kind of number.
-fn list_example(field: Field) -> &'static str {
-    if field.is_integer() {
-        "values = [1, 2, 4]"
-    } else {
-        "values = [0.0001, 0.001, 0.01]"
     }
 }
 
