@@ -7,6 +7,7 @@ use super::key_path::{header_keys, key_path_at, number_variant};
 use super::keys::{fix, info};
 use super::sweep::Point;
 use super::{Cx, SpecError};
+use crate::spec::Invalid;
 
 impl Cx<'_> {
     /// `file:line:col: msg`.
@@ -62,20 +63,18 @@ impl Cx<'_> {
         }
     }
 
-    /// A `Config::check` message, which starts with the key it is about, placed at that key.
-    pub(super) fn check_error(&self, msg: &str) -> SpecError {
-        let key = msg.split([' ', ':']).next().unwrap_or_default();
-        match self.spans.get(key) {
-            Some(span) => self.at(span, msg),
-            None => self.nowhere(msg),
+    /// A config refused by `Config::check`, placed at the value of the key it names.
+    pub(super) fn check_error(&self, e: &Invalid) -> SpecError {
+        match self.spans.get(e.key) {
+            Some(span) => self.at(span, e),
+            None => self.nowhere(e),
         }
     }
 
-    /// A sweep value refused by `Config::with`. Some of its messages end in their own fix
-    /// ("; raise data.samples"); the others get a plain one.
-    pub(super) fn point_error(&self, p: &Point, msg: &str) -> SpecError {
-        let fix = if msg.contains("; ") { "" } else { "; change this value or remove it" };
-        self.at(&p.span, format!("{}: {msg}{fix}", p.key))
+    /// A sweep value refused by `Config::with`, with a plain fix where the check has none.
+    pub(super) fn point_error(&self, p: &Point, e: &Invalid) -> SpecError {
+        let fix = if e.fix.is_some() { "" } else { "; change this value or remove it" };
+        self.at(&p.span, format!("{}: {e}{fix}", p.key))
     }
 
     /// The source text of a span, on one line and shortened, to quote a value as written.
@@ -185,6 +184,9 @@ fn unknown_key(rest: &str, path: &[String], header: bool) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+    use std::path::Path;
+
     use super::*;
 
     #[test]
@@ -192,5 +194,44 @@ mod tests {
         assert_eq!(line_col("é = 1\nab", 5), (1, 5));
         assert_eq!(line_col("é = 1\nab", 8), (2, 2));
         assert_eq!(line_col("ab", 99), (1, 3));
+    }
+
+    const TEXT: &str = "[training]\nlr = 0.5\nbatch_size = 8\n";
+
+    /// A context over TEXT with `training.lr` written at line 2, column 6.
+    fn cx() -> Cx<'static> {
+        let spans = HashMap::from([("training.lr", 16..19)]);
+        Cx { text: TEXT, path: Path::new("s.toml"), spans, omitted: None, scope: None }
+    }
+
+    fn invalid(key: &'static str, message: &str, fix: Option<&'static str>) -> Invalid {
+        Invalid { key, message: message.into(), fix }
+    }
+
+    #[test]
+    fn a_check_error_is_placed_by_its_key_not_by_its_words() {
+        // Words that start with another key, and with a colon, must not move the error.
+        let e = invalid("training.lr", "data.samples: is not a key this message is about", None);
+        assert_eq!(
+            cx().check_error(&e).0,
+            "s.toml:2:6: training.lr data.samples: is not a key this message is about"
+        );
+        // A key with no value written (a default) has no place in the text.
+        let e = invalid("training.steps", "must be at least 1", None);
+        assert_eq!(cx().check_error(&e).0, "s.toml: training.steps must be at least 1");
+        let e = invalid("training.lr", "is odd", Some("lower it"));
+        assert_eq!(cx().check_error(&e).0, "s.toml:2:6: training.lr is odd; lower it");
+    }
+
+    #[test]
+    fn a_swept_value_gets_a_plain_fix_only_where_the_check_has_none() {
+        let p = Point { value: 0.5, span: 16..19, key: "sweep.values[1]".into() };
+        let e = invalid("training.lr", "is odd", None);
+        assert_eq!(
+            cx().point_error(&p, &e).0,
+            "s.toml:2:6: sweep.values[1]: training.lr is odd; change this value or remove it"
+        );
+        let e = invalid("training.lr", "is odd", Some("lower it"));
+        assert_eq!(cx().point_error(&p, &e).0, "s.toml:2:6: sweep.values[1]: training.lr is odd; lower it");
     }
 }

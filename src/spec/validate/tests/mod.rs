@@ -10,6 +10,7 @@ use crate::spec::{
     Variant,
 };
 
+mod checks;
 mod sweeps;
 mod tables;
 mod techniques;
