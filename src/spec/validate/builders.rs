@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use toml::Value;
 
-use super::messages::line_col;
+use super::messages::{line_col, Problem};
 use super::sweep::Draft;
 use super::{span, Cx, Scope, SpecError};
 use crate::device::DeviceChoice;
@@ -87,8 +87,11 @@ impl Cx<'_> {
             if let Some(j) = variants.iter().position(|o| o.name == name) {
                 return Err(self.at(
                     &name_v.span(),
-                    format!(
-                        "{key}: {name:?} is already the name of variant[{j}]; give each variant its own name"
+                    Problem::value(
+                        key,
+                        format!(
+                            "{name:?} is already the name of variant[{j}]; give each variant its own name"
+                        ),
                     ),
                 ));
             }
@@ -186,8 +189,11 @@ impl Cx<'_> {
             Some(v) if optimizer != "sgd" => {
                 return Err(self.at(
                     &v.span(),
-                    format!(
-                        r#"training.momentum: only sgd uses momentum, but optimizer = "{optimizer}"; remove momentum, or set optimizer = "sgd""#
+                    Problem::value(
+                        "training.momentum",
+                        format!(
+                            r#"only sgd uses momentum, but optimizer = "{optimizer}"; remove momentum, or set optimizer = "sgd""#
+                        ),
                     ),
                 ))
             }
@@ -247,8 +253,11 @@ impl Cx<'_> {
             (amp, Some(scaler)) => {
                 return Err(self.at(
                     &scaler.span(),
-                    format!(
-                        r#"training.scaler: only amp = "fp16" uses a grad scaler, and amp is "{amp}"; remove scaler, or set amp = "fp16""#
+                    Problem::value(
+                        "training.scaler",
+                        format!(
+                            r#"only amp = "fp16" uses a grad scaler, and amp is "{amp}"; remove scaler, or set amp = "fp16""#
+                        ),
                     ),
                 ))
             }
@@ -350,7 +359,7 @@ impl Cx<'_> {
             Some(v) => v
                 .get_ref()
                 .parse::<DeviceChoice>()
-                .map_err(|e| self.at(&v.span(), format!("run.device: {e}")))?,
+                .map_err(|e| self.at(&v.span(), Problem::value("run.device", e.to_string())))?,
             None => DeviceChoice::Auto,
         };
         let (budget, cuda_budget) = match &r.budget {
@@ -373,8 +382,10 @@ impl Cx<'_> {
         if let (Some(v), None, None) = (&r.skip_predicted_oom, budget, cuda_budget) {
             return Err(self.at(
                 &v.span(),
-                "run.skip_predicted_oom: needs run.budget to compare predictions with; add budget = \"...\""
-                    .to_string(),
+                Problem::value(
+                    "run.skip_predicted_oom",
+                    "needs run.budget to compare predictions with; add budget = \"...\"",
+                ),
             ));
         }
         Ok(RunSpec { device, budget, cuda_budget, on_oom, skip_predicted_oom })
@@ -394,10 +405,13 @@ impl Cx<'_> {
                 _ => {
                     return Err(self.at(
                         &v.span(),
-                        format!(
-                        "run.budget: unknown key `{name}`; a budget per device has keys cpu and cuda, e.g. \
-                             budget = {{ cpu = \"128MiB\", cuda = \"1GiB\" }}"
-                    ),
+                        Problem::value(
+                            "run.budget",
+                            format!(
+                                "unknown key `{name}`; a budget per device has keys cpu and cuda, e.g. \
+                                 budget = {{ cpu = \"128MiB\", cuda = \"1GiB\" }}"
+                            ),
+                        ),
                     ))
                 }
             };

@@ -2,8 +2,10 @@
 //!
 //! Every error is one line: `file:line:col: key: what is wrong; how to fix it`. Serde-level errors
 //! (unknown keys, wrong types, TOML syntax) come with a byte span from `toml`; we turn the span
-//! into a line and column and, by reading the text before it, into the table and key it belongs
-//! to. Semantic errors use the spans that [`raw`](super::raw) keeps on every value.
+//! into a line and column and, by reading the text before it ([`key_path`]), into the table and
+//! key it belongs to. Semantic errors use the spans that [`raw`](super::raw) keeps on every value.
+//! Until it is placed ([`messages`]), an error is a [`Problem`](messages::Problem): its key apart
+//! from its words, and the fix taken from the catalogue of keys ([`keys`]).
 //!
 //! Variants are numbered from 0 in keys, like list elements (`sweep.values[0]`): the first
 //! `[[variant]]` is `variant[0]`. A variant's config is the base's `[model]`, `[data]` and

@@ -5,6 +5,7 @@ use std::ops::Range;
 
 use toml::Value;
 
+use super::messages::Problem;
 use super::{span, Cx, SpecError};
 use crate::spec::raw::{RawHalve, RawSearch, RawSweep, Tab, Table, S};
 use crate::spec::{Config, Field, SweepMode};
@@ -36,10 +37,13 @@ impl Cx<'_> {
         let Some(f) = Field::from_key(field.get_ref()) else {
             return Err(self.at(
                 &field.span(),
-                format!(
-                    "sweep.field: {:?} is not a field that can be swept; use one of: {}",
-                    field.get_ref(),
-                    keys.join(", ")
+                Problem::value(
+                    "sweep.field",
+                    format!(
+                        "{:?} is not a field that can be swept; use one of: {}",
+                        field.get_ref(),
+                        keys.join(", ")
+                    ),
                 ),
             ));
         };
@@ -57,7 +61,10 @@ impl Cx<'_> {
             };
             return Err(self.at(
                 &last,
-                format!("sweep: give one of values, search and halve, not {names}; remove all but one"),
+                Problem::value(
+                    "sweep",
+                    format!("give one of values, search and halve, not {names}; remove all but one"),
+                ),
             ));
         }
         let (points, mode) = match (s.values, s.search, s.halve) {
@@ -67,12 +74,15 @@ impl Cx<'_> {
             (None, None, None) => {
                 return Err(self.at(
                     &header,
-                    format!(
-                        "sweep: no values, search or halve to sweep {} over; add e.g. {}, {} or {}",
-                        f.key(),
-                        list_example(f),
-                        "search = { start = 1, factor = 2, max = 4096 }",
-                        "halve = { start = 4096 }"
+                    Problem::value(
+                        "sweep",
+                        format!(
+                            "no values, search or halve to sweep {} over; add e.g. {}, {} or {}",
+                            f.key(),
+                            list_example(f),
+                            "search = { start = 1, factor = 2, max = 4096 }",
+                            "halve = { start = 4096 }"
+                        ),
                     ),
                 ));
             }
@@ -84,9 +94,9 @@ impl Cx<'_> {
         if values.get_ref().is_empty() {
             return Err(self.at(
                 &values.span(),
-                format!(
-                    "sweep.values: the list is empty; give at least one value, e.g. {}",
-                    list_example(field)
+                Problem::value(
+                    "sweep.values",
+                    format!("the list is empty; give at least one value, e.g. {}", list_example(field)),
                 ),
             ));
         }
@@ -100,10 +110,13 @@ impl Cx<'_> {
                 _ => {
                     return Err(self.at(
                         &span,
-                        format!(
-                            "{key}: must be a number, got {}; e.g. {}",
-                            self.src(&span),
-                            list_example(field)
+                        Problem::value(
+                            key,
+                            format!(
+                                "must be a number, got {}; e.g. {}",
+                                self.src(&span),
+                                list_example(field)
+                            ),
                         ),
                     ))
                 }
@@ -111,11 +124,14 @@ impl Cx<'_> {
             if field.is_integer() && value.fract() != 0.0 {
                 return Err(self.at(
                     &span,
-                    format!(
-                        "{key}: {} takes whole numbers, got {}; e.g. {}",
-                        field.key(),
-                        self.src(&span),
-                        list_example(field)
+                    Problem::value(
+                        key,
+                        format!(
+                            "{} takes whole numbers, got {}; e.g. {}",
+                            field.key(),
+                            self.src(&span),
+                            list_example(field)
+                        ),
                     ),
                 ));
             }
@@ -144,7 +160,10 @@ impl Cx<'_> {
         if max < start {
             return Err(self.at(
                 &max_v.span(),
-                format!("sweep.search.max: must be >= start ({start}), got {max}; raise max or lower start"),
+                Problem::value(
+                    "sweep.search.max",
+                    format!("must be >= start ({start}), got {max}; raise max or lower start"),
+                ),
             ));
         }
         let points = vec![
@@ -172,10 +191,13 @@ impl Cx<'_> {
         }
         Err(self.at(
             span,
-            format!(
-                "sweep.{mode}: {} is not a whole-number field, so it cannot be {done}; list its values instead, e.g. {}",
-                field.key(),
-                list_example(field)
+            Problem::value(
+                format!("sweep.{mode}"),
+                format!(
+                    "{} is not a whole-number field, so it cannot be {done}; list its values instead, e.g. {}",
+                    field.key(),
+                    list_example(field)
+                ),
             ),
         ))
     }
@@ -206,9 +228,12 @@ impl Cx<'_> {
         if base.get(d.field).is_none() {
             return Err(self.at(
                 &d.field_span,
-                format!(
-                    r#"sweep.field: {} can only be swept with kind = "synthetic" data; sweep another field"#,
-                    d.field.key()
+                Problem::value(
+                    "sweep.field",
+                    format!(
+                        r#"{} can only be swept with kind = "synthetic" data; sweep another field"#,
+                        d.field.key()
+                    ),
                 ),
             ));
         }

@@ -5,6 +5,7 @@ use std::ops::Range;
 use toml::Value;
 
 use super::keys::info;
+use super::messages::Problem;
 use super::{Cx, SpecError};
 use crate::spec::raw::S;
 use crate::spec::size::parse_size;
@@ -97,7 +98,10 @@ impl Cx<'_> {
         let example = info(key).map_or("", |i| i.example);
         Err(self.at(
             &v.span(),
-            format!("{key}: must be one of {}, got {:?}; e.g. {example}", names.join(", "), v.get_ref()),
+            Problem::value(
+                key,
+                format!("must be one of {}, got {:?}; e.g. {example}", names.join(", "), v.get_ref()),
+            ),
         ))
     }
 
@@ -111,7 +115,7 @@ impl Cx<'_> {
     /// Errors on the first key present that does not belong, with `why` after its name.
     pub(super) fn reject(&self, keys: &[(&str, Option<Range<usize>>)], why: &str) -> Result<(), SpecError> {
         match keys.iter().find_map(|(k, s)| s.as_ref().map(|s| (k, s))) {
-            Some((key, span)) => Err(self.at(span, format!("{key} {why}"))),
+            Some((key, span)) => Err(self.at(span, Problem::sentence(*key, why))),
             None => Ok(()),
         }
     }
@@ -130,7 +134,9 @@ impl Cx<'_> {
     /// A memory cap: a size ("16GiB") or a whole number of bytes, more than 0.
     pub(super) fn budget(&mut self, v: &Value, span: &Range<usize>, key: &str) -> Result<u64, SpecError> {
         let bytes = match v {
-            Value::String(s) => parse_size(s).map_err(|e| self.at(span, format!("{key}: {e}")))?,
+            Value::String(s) => {
+                parse_size(s).map_err(|e| self.at(span, Problem::value(key, e.to_string())))?
+            }
             Value::Integer(n) if *n >= 0 => n.unsigned_abs(),
             _ => return Err(self.bad(span, key, "a size or a whole number of bytes", v)),
         };
