@@ -547,7 +547,8 @@ impl Config {
 
 /// A config that breaks an invariant. The key is kept apart from the words so that the validator
 /// can place the error at the key's value in the spec without reading it out of the sentence.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{key} {message}{}", .fix.map(|fix| format!("; {fix}")).unwrap_or_default())]
 pub struct Invalid {
     /// The dotted key at fault, e.g. `training.batch_size`.
     pub key: &'static str,
@@ -562,19 +563,6 @@ impl Invalid {
         Invalid { key, message: message.into(), fix: None }
     }
 }
-
-/// `key message`, then `; fix` when there is one.
-impl std::fmt::Display for Invalid {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}", self.key, self.message)?;
-        match self.fix {
-            Some(fix) => write!(f, "; {fix}"),
-            None => Ok(()),
-        }
-    }
-}
-
-impl std::error::Error for Invalid {}
 
 impl OptimizerSpec {
     pub fn lr(&self) -> f64 {
