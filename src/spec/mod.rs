@@ -471,11 +471,11 @@ impl Config {
 
     /// A copy with `field` set to `value`, checked against the invariants. The error says what is
     /// wrong with the value, without naming the file (the caller knows where it came from).
-    pub fn with(&self, field: Field, value: f64) -> Result<Config, String> {
+    pub fn with(&self, field: Field, value: f64) -> Result<Config, Invalid> {
         let mut c = self.clone();
-        let whole = || -> Result<usize, String> {
+        let whole = || -> Result<usize, Invalid> {
             if value.fract() != 0.0 || value < 0.0 || value > u32::MAX as f64 {
-                return Err(format!("{} takes whole numbers >= 0, not {value}", field.key()));
+                return Err(Invalid::new(field.key(), format!("takes whole numbers >= 0, not {value}")));
             }
             Ok(value as usize)
         };
@@ -491,7 +491,7 @@ impl Config {
                         *if field == Field::Samples { samples } else { features } = n
                     }
                     DataSpec::Csv { .. } => {
-                        return Err(format!("{} can only be swept for synthetic data", field.key()))
+                        return Err(Invalid::new(field.key(), "can only be swept for synthetic data"))
                     }
                 }
             }
@@ -503,45 +503,71 @@ impl Config {
     }
 
     /// The invariants that tie fields together.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), Invalid> {
         if self.model.hidden == 0 {
-            return Err("model.hidden must be at least 1".into());
+            return Err(Invalid::new("model.hidden", "must be at least 1"));
         }
         if self.training.batch_size == 0 {
-            return Err("training.batch_size must be at least 1".into());
+            return Err(Invalid::new("training.batch_size", "must be at least 1"));
         }
         if self.training.steps == 0 {
-            return Err("training.steps must be at least 1".into());
+            return Err(Invalid::new("training.steps", "must be at least 1"));
         }
         let t = &self.training.techniques;
         if t.accumulation == 0 {
-            return Err("training.accumulation must be at least 1".into());
+            return Err(Invalid::new("training.accumulation", "must be at least 1"));
         }
         if t.mode != Mode::Train && (t.accumulation > 1 || t.checkpoint != Checkpoint::None) {
             let mode = if t.mode == Mode::Forward { "forward" } else { "forward_no_grad" };
-            return Err(format!(
-                "training.mode \"{mode}\" has no backward pass: accumulation and checkpoint apply to mode = \"train\" only"
+            return Err(Invalid::new(
+                "training.mode",
+                format!(
+                    "\"{mode}\" has no backward pass: accumulation and checkpoint apply to mode = \"train\" only"
+                ),
             ));
         }
         let lr = self.training.optimizer.lr();
         if !(lr.is_finite() && lr > 0.0) {
-            return Err(format!("training.lr must be a positive number, not {lr}"));
+            return Err(Invalid::new("training.lr", format!("must be a positive number, not {lr}")));
         }
         if let DataSpec::Synthetic { samples, features, classes, .. } = self.data {
             if features == 0 {
-                return Err("data.features must be at least 1".into());
+                return Err(Invalid::new("data.features", "must be at least 1"));
             }
             if classes < 2 {
-                return Err("data.classes must be at least 2".into());
+                return Err(Invalid::new("data.classes", "must be at least 2"));
             }
             if self.training.batch_size > samples {
-                return Err(format!(
-                    "training.batch_size {} is larger than data.samples {samples}: a batch is drawn from the data set without repeats; raise data.samples",
+                let message = format!(
+                    "{} is larger than data.samples {samples}: a batch is drawn from the data set without repeats",
                     self.training.batch_size
-                ));
+                );
+                return Err(Invalid {
+                    fix: Some("raise data.samples"),
+                    ..Invalid::new("training.batch_size", message)
+                });
             }
         }
         Ok(())
+    }
+}
+
+/// A config that breaks an invariant. The key is kept apart from the words so that the validator
+/// can place the error at the key's value in the spec without reading it out of the sentence.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{key} {message}{}", .fix.map(|fix| format!("; {fix}")).unwrap_or_default())]
+pub struct Invalid {
+    /// The dotted key at fault, e.g. `training.batch_size`.
+    pub key: &'static str,
+    /// What is wrong, to follow the key: "must be at least 1".
+    pub message: String,
+    /// How to fix it, where the invariant knows better than "change the value".
+    pub fix: Option<&'static str>,
+}
+
+impl Invalid {
+    fn new(key: &'static str, message: impl Into<String>) -> Invalid {
+        Invalid { key, message: message.into(), fix: None }
     }
 }
 

@@ -1,0 +1,433 @@
+//! Builders: the typed spec from its raw tables, one builder a table (experiment, model, data,
+//! training and its techniques, run) and each `[[variant]]` laid over the base and built the same
+//! way.
+use std::ops::Range;
+use std::path::PathBuf;
+
+use toml::Value;
+
+use super::messages::{line_col, Problem};
+use super::sweep::Draft;
+use super::{span, Cx, Scope, SpecError};
+use crate::device::DeviceChoice;
+use crate::spec::raw::{
+    overlay_table, RawData, RawModel, RawRun, RawScaler, RawSpec, RawTraining, RawVariant, Tab, Table, S,
+};
+use crate::spec::{
+    Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, Field, History, Mode, ModelSpec, OnOom,
+    OptimizerImpl, OptimizerSpec, RunSpec, ScalerSpec, Spec, Sweep, Techniques, TrainingSpec, Variant,
+};
+
+/// The tables a config is built from: the base's, or a variant's laid over them.
+#[derive(Clone)]
+struct Tables {
+    model: Tab<RawModel>,
+    data: Tab<RawData>,
+    training: Tab<RawTraining>,
+}
+
+/// Splits an optional table into its header span and its contents (empty when absent).
+fn split<T: Default>(table: Tab<T>) -> (Option<Range<usize>>, T) {
+    match table {
+        Some(t) => (Some(t.span()), t.into_inner().0),
+        None => (None, T::default()),
+    }
+}
+
+impl Cx<'_> {
+    pub(super) fn spec(&mut self, raw: RawSpec) -> Result<Spec, SpecError> {
+        let (exp_span, exp) = split(raw.experiment);
+        let name = self.require(exp.name, "experiment.name", &exp_span)?;
+        let name = self.name(&name, "experiment.name")?;
+        let description = exp.description.map(|d| d.into_inner()).unwrap_or_default();
+        // The sweep comes first: it decides whether the swept field may be left out of its table.
+        let draft = self.sweep(raw.sweep)?;
+        let tables = Tables { model: raw.model, data: raw.data, training: raw.training };
+        let base = self.config(tables.clone(), draft.as_ref())?;
+        let run = self.run(raw.run)?;
+        let variants = self.variants(raw.variant.unwrap_or_default(), &tables, draft.as_ref())?;
+        Ok(Spec {
+            path: self.path.to_path_buf(),
+            source: self.text.to_string(),
+            name,
+            description,
+            base,
+            run,
+            sweep: draft.map(|d| Sweep { field: d.field, mode: d.mode }),
+            variants,
+        })
+    }
+
+    /// One config from its tables, checked with the sweep (the base's, or a variant's).
+    fn config(&mut self, t: Tables, draft: Option<&Draft>) -> Result<Config, SpecError> {
+        self.spans.clear();
+        self.omitted = None;
+        let swept = draft.map(|d| d.field);
+        let model = self.model(t.model, swept)?;
+        let (data, location) = self.data(t.data, swept)?;
+        let training = self.training(t.training, swept)?;
+        self.checked(Config { model, data, location, training }, draft)
+    }
+
+    /// Each `[[variant]]`'s name, and its keys laid over `base` and validated as a config.
+    fn variants(
+        &mut self,
+        raw: Vec<S<Table<RawVariant>>>,
+        base: &Tables,
+        draft: Option<&Draft>,
+    ) -> Result<Vec<Variant>, SpecError> {
+        let mut variants: Vec<Variant> = Vec::new();
+        for (i, v) in raw.into_iter().enumerate() {
+            let label = format!("variant[{i}]");
+            let header = v.span();
+            let RawVariant { name, model, data, training } = v.into_inner().0;
+            let key = format!("{label}.name");
+            let name_v = self.require(name, &key, &Some(header.clone()))?;
+            let name = self.name(&name_v, &key)?;
+            if let Some(j) = variants.iter().position(|o| o.name == name) {
+                return Err(self.at(
+                    &name_v.span(),
+                    Problem::value(
+                        key,
+                        format!(
+                            "{name:?} is already the name of variant[{j}]; give each variant its own name"
+                        ),
+                    ),
+                ));
+            }
+            let mut taken = Vec::new();
+            let mut tables = base.clone();
+            overlay_table(&mut tables.model, model, &mut taken);
+            overlay_table(&mut tables.data, data, &mut taken);
+            overlay_table(&mut tables.training, training, &mut taken);
+            let line = line_col(self.text, header.start).0;
+            self.scope = Some(Scope { label, name: name.clone(), line, taken });
+            let config = self.config(tables, draft);
+            self.scope = None;
+            variants.push(Variant { name, config: config? });
+        }
+        Ok(variants)
+    }
+
+    fn model(&mut self, raw: Tab<RawModel>, swept: Option<Field>) -> Result<ModelSpec, SpecError> {
+        let (table, m) = split(raw);
+        Ok(ModelSpec {
+            hidden: self.count_or_swept(m.hidden, Field::Hidden, 1, &table, swept, None)?,
+            depth: self.count_or_swept(m.depth, Field::Depth, 0, &table, swept, None)?,
+        })
+    }
+
+    fn data(
+        &mut self,
+        raw: Tab<RawData>,
+        swept: Option<Field>,
+    ) -> Result<(DataSpec, DataLocation), SpecError> {
+        let (table, d) = split(raw);
+        let location = match &d.location {
+            Some(l) => self.word(
+                l,
+                "data.location",
+                &[("host", DataLocation::Host), ("device", DataLocation::Device)],
+            )?,
+            None => DataLocation::Host,
+        };
+        let csv = match &d.kind {
+            Some(k) => self.word(k, "data.kind", &[("synthetic", false), ("csv", true)])?,
+            None => false,
+        };
+        if csv {
+            let synthetic_only = [
+                ("data.samples", span(&d.samples)),
+                ("data.features", span(&d.features)),
+                ("data.classes", span(&d.classes)),
+                ("data.seed", span(&d.seed)),
+            ];
+            self.reject(&synthetic_only, r#"is only read for kind = "synthetic"; remove it (a CSV's rows and columns come from the file)"#)?;
+            let path = self.require(d.path, "data.path", &table)?;
+            let label = self.require(d.label, "data.label", &table)?;
+            let path = self.nonempty(&path, "data.path")?;
+            let label = self.nonempty(&label, "data.label")?;
+            return Ok((DataSpec::Csv { path: self.resolve(&path), label }, location));
+        }
+        let csv_only = [("data.path", span(&d.path)), ("data.label", span(&d.label))];
+        self.reject(
+            &csv_only,
+            r#"is only read for kind = "csv"; remove it, or add kind = "csv" under [data]"#,
+        )?;
+        let data = DataSpec::Synthetic {
+            samples: self.count_or_swept(d.samples, Field::Samples, 1, &table, swept, None)?,
+            features: self.count_or_swept(d.features, Field::Features, 1, &table, swept, None)?,
+            classes: {
+                let classes = self.require(d.classes, "data.classes", &table)?;
+                self.count(&classes, "data.classes", 2)?
+            },
+            seed: self.seed(d.seed, "data.seed")?,
+        };
+        Ok((data, location))
+    }
+
+    fn training(&mut self, raw: Tab<RawTraining>, swept: Option<Field>) -> Result<TrainingSpec, SpecError> {
+        let (table, mut t) = split(raw);
+        let techniques = self.techniques(&mut t, &table, swept)?;
+        let optimizer = self.require(t.optimizer, "training.optimizer", &table)?;
+        let optimizer = self.word(
+            &optimizer,
+            "training.optimizer",
+            &[("sgd", "sgd"), ("adam", "adam"), ("adamw", "adamw")],
+        )?;
+        let lr = match &t.lr {
+            Some(v) => self.float(v, "training.lr", "a number > 0", |x| x > 0.0)?,
+            None => {
+                if swept == Some(Field::Lr) {
+                    self.omitted = Some(Field::Lr);
+                }
+                0.001
+            }
+        };
+        let momentum = match &t.momentum {
+            // Adam's betas play momentum's part; a momentum there would silently do nothing.
+            Some(v) if optimizer != "sgd" => {
+                return Err(self.at(
+                    &v.span(),
+                    Problem::value(
+                        "training.momentum",
+                        format!(
+                            r#"only sgd uses momentum, but optimizer = "{optimizer}"; remove momentum, or set optimizer = "sgd""#
+                        ),
+                    ),
+                ))
+            }
+            Some(v) => self.float(v, "training.momentum", "a number in 0 <= m < 1", |x| {
+                (0.0..1.0).contains(&x)
+            })?,
+            None => 0.0,
+        };
+        let weight_decay = match &t.weight_decay {
+            Some(v) => self.float(v, "training.weight_decay", "a number >= 0", |x| x >= 0.0)?,
+            None => 0.0,
+        };
+        let optimizer = match optimizer {
+            "sgd" => OptimizerSpec::Sgd { lr, momentum, weight_decay },
+            "adam" => OptimizerSpec::Adam { lr, weight_decay },
+            _ => OptimizerSpec::AdamW { lr, weight_decay },
+        };
+        Ok(TrainingSpec {
+            optimizer,
+            batch_size: self.count_or_swept(t.batch_size, Field::BatchSize, 1, &table, swept, None)?,
+            steps: self.count_or_swept(t.steps, Field::Steps, 1, &table, swept, Some(2))?,
+            dtype: match &t.dtype {
+                Some(v) => self.word(
+                    v,
+                    "training.dtype",
+                    &[
+                        ("float32", Dtype::Float32),
+                        ("float64", Dtype::Float64),
+                        ("bfloat16", Dtype::Bfloat16),
+                        ("float16", Dtype::Float16),
+                    ],
+                )?,
+                None => Dtype::Float32,
+            },
+            seed: self.seed(t.seed, "training.seed")?,
+            techniques,
+        })
+    }
+
+    /// The technique keys of `[training]`, taken out of it.
+    fn techniques(
+        &mut self,
+        t: &mut RawTraining,
+        table: &Option<Range<usize>>,
+        swept: Option<Field>,
+    ) -> Result<Techniques, SpecError> {
+        let accumulation =
+            self.count_or_swept(t.accumulation.take(), Field::Accumulation, 1, table, swept, Some(1))?;
+        let amp = match &t.amp {
+            Some(v) => self.word(v, "training.amp", &[("off", "off"), ("fp16", "fp16"), ("bf16", "bf16")])?,
+            None => "off",
+        };
+        let amp = match (amp, t.scaler.take()) {
+            ("fp16", scaler) => Amp::Fp16 { scaler: self.scaler(scaler)? },
+            // The scaler exists to keep fp16 gradients from underflowing; elsewhere it would be
+            // silently unused.
+            (amp, Some(scaler)) => {
+                return Err(self.at(
+                    &scaler.span(),
+                    Problem::value(
+                        "training.scaler",
+                        format!(
+                            r#"only amp = "fp16" uses a grad scaler, and amp is "{amp}"; remove scaler, or set amp = "fp16""#
+                        ),
+                    ),
+                ))
+            }
+            ("bf16", None) => Amp::Bf16,
+            (_, None) => Amp::Off,
+        };
+        let checkpoint = match &t.checkpoint {
+            Some(v) => self.checkpoint(v)?,
+            None => Checkpoint::None,
+        };
+        let mode = match &t.mode {
+            Some(v) => self.word(
+                v,
+                "training.mode",
+                &[
+                    ("train", Mode::Train),
+                    ("forward", Mode::Forward),
+                    ("forward_no_grad", Mode::ForwardNoGrad),
+                ],
+            )?,
+            None => Mode::Train,
+        };
+        let history = match &t.history {
+            Some(v) => self.word(
+                v,
+                "training.history",
+                &[
+                    ("none", History::None),
+                    ("loss_tensor", History::LossTensor),
+                    ("loss_value", History::LossValue),
+                ],
+            )?,
+            None => History::None,
+        };
+        let optimizer_impl = match &t.optimizer_impl {
+            Some(v) => Some(self.word(
+                v,
+                "training.optimizer_impl",
+                &[
+                    ("for_loop", OptimizerImpl::ForLoop),
+                    ("foreach", OptimizerImpl::Foreach),
+                    ("fused", OptimizerImpl::Fused),
+                ],
+            )?),
+            None => None,
+        };
+        Ok(Techniques { accumulation, amp, checkpoint, mode, history, optimizer_impl })
+    }
+
+    /// `training.scaler`, each key defaulting to PyTorch's GradScaler.
+    fn scaler(&mut self, raw: Tab<RawScaler>) -> Result<ScalerSpec, SpecError> {
+        let (_, s) = split(raw);
+        let d = ScalerSpec::default();
+        let mut float = |v: &Option<S<f64>>, key, rule, ok, default| match v {
+            Some(v) => self.float(v, key, rule, ok),
+            None => Ok(default),
+        };
+        let init_scale =
+            float(&s.init_scale, "training.scaler.init_scale", "a number > 0", |x| x > 0.0, d.init_scale)?;
+        let growth_factor = float(
+            &s.growth_factor,
+            "training.scaler.growth_factor",
+            "a number > 1",
+            |x| x > 1.0,
+            d.growth_factor,
+        )?;
+        let backoff_factor = float(
+            &s.backoff_factor,
+            "training.scaler.backoff_factor",
+            "a number in 0 < b < 1",
+            |x| x > 0.0 && x < 1.0,
+            d.backoff_factor,
+        )?;
+        let growth_interval = match &s.growth_interval {
+            Some(v) => self.count(v, "training.scaler.growth_interval", 1)?,
+            None => d.growth_interval,
+        };
+        Ok(ScalerSpec { init_scale, growth_factor, backoff_factor, growth_interval })
+    }
+
+    /// `training.checkpoint`: "none", "sqrt" or a whole number of hidden layers per segment.
+    fn checkpoint(&mut self, v: &S<Value>) -> Result<Checkpoint, SpecError> {
+        let key = "training.checkpoint";
+        self.spans.insert(key, v.span());
+        let rule = r#""none", "sqrt" or a whole number >= 1"#;
+        match v.get_ref() {
+            Value::String(w) if w == "none" => Ok(Checkpoint::None),
+            Value::String(w) if w == "sqrt" => Ok(Checkpoint::Sqrt),
+            Value::Integer(k) if *k >= 1 => usize::try_from(*k)
+                .map(Checkpoint::Every)
+                .map_err(|_| self.bad(&v.span(), key, "a smaller whole number", k)),
+            _ => Err(self.bad(&v.span(), key, rule, self.src(&v.span()))),
+        }
+    }
+
+    fn run(&mut self, raw: Tab<RawRun>) -> Result<RunSpec, SpecError> {
+        let (_, r) = split(raw);
+        let device = match &r.device {
+            Some(v) => v
+                .get_ref()
+                .parse::<DeviceChoice>()
+                .map_err(|e| self.at(&v.span(), Problem::value("run.device", e.to_string())))?,
+            None => DeviceChoice::Auto,
+        };
+        let (budget, cuda_budget) = match &r.budget {
+            Some(v) => self.budgets(v)?,
+            None => (None, None),
+        };
+        let on_oom = match &r.on_oom {
+            Some(v) => self.word(v, "run.on_oom", &[("continue", OnOom::Continue), ("stop", OnOom::Stop)])?,
+            None => OnOom::Continue,
+        };
+        let skip_predicted_oom = match &r.skip_predicted_oom {
+            Some(v) => Some(self.float(
+                v,
+                "run.skip_predicted_oom",
+                "a margin >= 0 (0.05: 5% over the budget)",
+                |x| x >= 0.0,
+            )?),
+            None => None,
+        };
+        if let (Some(v), None, None) = (&r.skip_predicted_oom, budget, cuda_budget) {
+            return Err(self.at(
+                &v.span(),
+                Problem::value(
+                    "run.skip_predicted_oom",
+                    "needs run.budget to compare predictions with; add budget = \"...\"",
+                ),
+            ));
+        }
+        Ok(RunSpec { device, budget, cuda_budget, on_oom, skip_predicted_oom })
+    }
+
+    /// `budget = "16GiB"` (any device), or `budget = { cpu = "128MiB", cuda = "1GiB" }`.
+    fn budgets(&mut self, v: &S<Value>) -> Result<(Option<u64>, Option<u64>), SpecError> {
+        let Value::Table(table) = v.get_ref() else {
+            let b = self.budget(v.get_ref(), &v.span(), "run.budget")?;
+            return Ok((Some(b), Some(b)));
+        };
+        let (mut cpu, mut cuda) = (None, None);
+        for (name, value) in table {
+            let slot = match name.as_str() {
+                "cpu" => &mut cpu,
+                "cuda" => &mut cuda,
+                _ => {
+                    return Err(self.at(
+                        &v.span(),
+                        Problem::value(
+                            "run.budget",
+                            format!(
+                                "unknown key `{name}`; a budget per device has keys cpu and cuda, e.g. \
+                                 budget = {{ cpu = \"128MiB\", cuda = \"1GiB\" }}"
+                            ),
+                        ),
+                    ))
+                }
+            };
+            *slot = Some(self.budget(value, &v.span(), &format!("run.budget.{name}"))?);
+        }
+        if cpu.is_none() && cuda.is_none() {
+            return Err(self.bad(&v.span(), "run.budget", "a size, or a table with cpu and/or cuda", "{}"));
+        }
+        Ok((cpu, cuda))
+    }
+
+    /// A CSV path as written, made relative to the spec's folder (absolute paths stay).
+    fn resolve(&self, p: &str) -> PathBuf {
+        match self.path.parent() {
+            Some(dir) => dir.join(p),
+            None => PathBuf::from(p),
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! The key catalogue: every key a spec may set, what it means and how it is written, so that a
+//! message about a bad or missing value can end in a fix the user can copy.
+
+/// What a key means and how it is written, for the "how to fix it" half of messages.
+pub(super) struct KeyInfo {
+    key: &'static str,
+    /// Reads after "set it to".
+    pub about: &'static str,
+    pub example: &'static str,
+}
+
+#[rustfmt::skip]
+const KEYS: &[KeyInfo] = &[
+    KeyInfo { key: "experiment.name", about: "a folder name of lowercase letters, digits, _ and -", example: r#"name = "depth_sweep""# },
+    KeyInfo { key: "experiment.description", about: "a sentence about the experiment", example: r#"description = "activation memory against depth""# },
+    KeyInfo { key: "model.hidden", about: "the width of each hidden layer", example: "hidden = 512" },
+    KeyInfo { key: "model.depth", about: "the number of hidden layers", example: "depth = 4" },
+    KeyInfo { key: "data.kind", about: r#""synthetic" or "csv""#, example: r#"kind = "synthetic""# },
+    KeyInfo { key: "data.samples", about: "the number of rows of synthetic data", example: "samples = 1024" },
+    KeyInfo { key: "data.features", about: "the number of input features", example: "features = 20" },
+    KeyInfo { key: "data.classes", about: "the number of classes, at least 2", example: "classes = 10" },
+    KeyInfo { key: "data.seed", about: "the seed of the synthetic data", example: "seed = 0" },
+    KeyInfo { key: "data.path", about: "a CSV file, relative to the spec's folder", example: r#"path = "data/iris.csv""# },
+    KeyInfo { key: "data.label", about: "the name of the integer label column", example: r#"label = "species""# },
+    KeyInfo { key: "data.location", about: r#""host" (the data set in host memory, each batch moved to the device, as a DataLoader does) or "device" (the whole data set on the device)"#, example: r#"location = "host""# },
+    KeyInfo { key: "training.optimizer", about: r#""sgd", "adam" or "adamw""#, example: r#"optimizer = "adam""# },
+    KeyInfo { key: "training.lr", about: "the learning rate", example: "lr = 0.001" },
+    KeyInfo { key: "training.optimizer_impl", about: r#""for_loop", "foreach" or "fused": how torch.optim runs the update (default: PyTorch's own pick, foreach on CUDA and for_loop on the CPU)"#, example: r#"optimizer_impl = "fused""# },
+    KeyInfo { key: "training.momentum", about: "the SGD momentum, 0 <= m < 1", example: "momentum = 0.9" },
+    KeyInfo { key: "training.weight_decay", about: "the weight decay", example: "weight_decay = 0.01" },
+    KeyInfo { key: "training.batch_size", about: "the rows per step", example: "batch_size = 32" },
+    KeyInfo { key: "training.steps", about: "the optimizer steps per trial", example: "steps = 2" },
+    KeyInfo { key: "training.dtype", about: "float32, float64, bfloat16 or float16", example: r#"dtype = "float32""# },
+    KeyInfo { key: "training.seed", about: "the seed of initialisation and batch order", example: "seed = 0" },
+    KeyInfo { key: "training.accumulation", about: "the micro-batches per optimizer step", example: "accumulation = 4" },
+    KeyInfo { key: "training.amp", about: r#""off", "fp16" or "bf16""#, example: r#"amp = "fp16""# },
+    KeyInfo { key: "training.scaler", about: r#"the grad scaler of amp = "fp16""#, example: "scaler = { init_scale = 65536.0, growth_factor = 2.0, backoff_factor = 0.5, growth_interval = 2000 }" },
+    KeyInfo { key: "training.scaler.init_scale", about: "the first loss scale", example: "scaler = { init_scale = 65536.0 }" },
+    KeyInfo { key: "training.scaler.growth_factor", about: "what the scale is multiplied by after growth_interval steps without overflow", example: "scaler = { growth_factor = 2.0 }" },
+    KeyInfo { key: "training.scaler.backoff_factor", about: "what the scale is multiplied by after an overflow", example: "scaler = { backoff_factor = 0.5 }" },
+    KeyInfo { key: "training.scaler.growth_interval", about: "the steps without overflow before the scale grows", example: "scaler = { growth_interval = 2000 }" },
+    KeyInfo { key: "training.checkpoint", about: r#""none", "sqrt" (about sqrt(depth) segments) or the hidden layers per segment"#, example: r#"checkpoint = "sqrt""# },
+    KeyInfo { key: "training.mode", about: r#""train", "forward" or "forward_no_grad""#, example: r#"mode = "train""# },
+    KeyInfo { key: "training.history", about: r#""none", "loss_tensor" or "loss_value""#, example: r#"history = "loss_value""# },
+    KeyInfo { key: "run.device", about: "auto, cpu, cuda or cuda:N", example: r#"device = "auto""# },
+    KeyInfo { key: "run.budget", about: "a size or a whole number of bytes", example: r#"budget = "15.90GiB""# },
+    KeyInfo { key: "run.on_oom", about: r#""continue" or "stop""#, example: r#"on_oom = "continue""# },
+    KeyInfo { key: "run.skip_predicted_oom", about: "a margin >= 0 over the budget", example: "skip_predicted_oom = 0.05" },
+    KeyInfo { key: "sweep.field", about: "the field to vary", example: r#"field = "model.depth""# },
+    KeyInfo { key: "sweep.values", about: "the values to try, in order", example: "values = [1, 2, 4]" },
+    KeyInfo { key: "sweep.search", about: "a search that grows until out of memory", example: "search = { start = 1, factor = 2, max = 4096 }" },
+    KeyInfo { key: "sweep.search.start", about: "the first value, at least 1", example: "search = { start = 1, factor = 2, max = 4096 }" },
+    KeyInfo { key: "sweep.search.factor", about: "the growth factor, at least 2", example: "search = { start = 1, factor = 2, max = 4096 }" },
+    KeyInfo { key: "sweep.search.max", about: "the largest value to try, at least start", example: "search = { start = 1, factor = 2, max = 4096 }" },
+    KeyInfo { key: "sweep.halve", about: "a first value, halved until a trial fits", example: "halve = { start = 4096 }" },
+    KeyInfo { key: "sweep.halve.start", about: "the first value, at least 1", example: "halve = { start = 4096 }" },
+    KeyInfo { key: "variant.name", about: "a name of lowercase letters, digits, _ and -", example: r#"name = "fp16""# },
+];
+
+const TABLES: [&str; 6] = ["experiment", "model", "data", "training", "run", "sweep"];
+
+/// The entry for a dotted key; `sweep.values[2]` finds `sweep.values`, `variant[1].name` finds
+/// `variant.name` and `variant[1].training.amp` finds `training.amp`.
+pub(super) fn info(key: &str) -> Option<&'static KeyInfo> {
+    let mut plain = String::new();
+    let mut depth = 0usize;
+    for c in key.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            c if depth == 0 => plain.push(c),
+            _ => {}
+        }
+    }
+    let find = |k: &str| KEYS.iter().find(|i| i.key == k);
+    find(&plain).or_else(|| plain.strip_prefix("variant.").and_then(find))
+}
+
+/// How to fix a bad value of `key`, e.g. "set it to the number of hidden layers, e.g. depth = 4".
+pub(super) fn fix(key: &str) -> String {
+    match info(key) {
+        Some(i) => format!("set it to {}, e.g. {}", i.about, i.example),
+        None if TABLES.contains(&key) => format!("write it as a [{key}] table"),
+        None if key == "variant" => "write each variant as a [[variant]] table".into(),
+        None => "check it against the spec format".into(),
+    }
+}

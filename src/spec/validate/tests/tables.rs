@@ -1,0 +1,252 @@
+//! The base's tables (experiment, model, data, training, run): unknown, missing and bad keys.
+use super::*;
+
+#[test]
+fn unknown_key_names_the_key_table_line_and_choices() {
+    assert_eq!(
+        err(&edit("depth = 2\n", "depth = 2\nwidht = 3\n")),
+        "experiments/x.toml:7:1: unknown key `widht` in [model]; expected one of: hidden, depth"
+    );
+}
+
+#[test]
+fn unknown_table_is_refused() {
+    assert_eq!(
+        err(&format!("{MINIMAL}\n[modle]\nhidden = 3\n")),
+        "experiments/x.toml:17:2: unknown table [modle]; expected one of: [experiment], [model], [data], [training], [run], [sweep], [[variant]]"
+    );
+}
+
+#[test]
+fn unknown_key_in_an_inline_table_names_the_inline_table() {
+    let text = format!(
+        "{MINIMAL}\n[sweep]\nfield = \"model.depth\"\nsearch = {{ start = 1, fctor = 2, max = 8 }}\n"
+    );
+    assert_eq!(
+        err(&text),
+        "experiments/x.toml:19:23: unknown key `fctor` in sweep.search; expected one of: start, factor, max"
+    );
+}
+
+#[test]
+fn bad_size_names_run_budget() {
+    let text = format!("{MINIMAL}\n[run]\nbudget = \"16 gigs\"\n");
+    let e = err(&text);
+    assert!(e.starts_with("experiments/x.toml:18:10: run.budget: \"16 gigs\" is not a size"), "{e}");
+    assert!(e.contains(r#"write it like "15.90GiB", "512MiB" or "16GB""#), "{e}");
+}
+
+#[test]
+fn budget_may_be_bytes_but_not_zero_or_negative() {
+    let spec = parse_at(&format!("{MINIMAL}[run]\nbudget = 1048576\n")).unwrap();
+    assert_eq!(spec.run.budget, Some(1 << 20));
+    let e = err(&format!("{MINIMAL}[run]\nbudget = 0\n"));
+    assert!(e.starts_with("experiments/x.toml:17:10: run.budget: must be more than 0 bytes, got 0"), "{e}");
+    let e = err(&format!("{MINIMAL}[run]\nbudget = -5\n"));
+    assert!(
+        e.starts_with(
+            "experiments/x.toml:17:10: run.budget: must be a size or a whole number of bytes, got -5"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn negative_depth_names_the_key_and_line() {
+    assert_eq!(
+        err(&edit("depth = 2", "depth = -3")),
+        "experiments/x.toml:6:9: model.depth: must be a whole number >= 0, got -3; set it to the number of hidden layers, e.g. depth = 4"
+    );
+}
+
+#[test]
+fn wrong_type_names_the_key() {
+    assert_eq!(
+        err(&edit("hidden = 64", "hidden = \"big\"")),
+        "experiments/x.toml:5:10: model.hidden: must be a whole number, got \"big\"; set it to the width of each hidden layer, e.g. hidden = 512"
+    );
+    assert!(err(&edit("hidden = 64", "hidden = 2.5"))
+        .starts_with("experiments/x.toml:5:10: model.hidden: must be a whole number, got 2.5;"));
+    // A derived struct would take a list by position; a table must be a table.
+    let e = err(&format!("{MINIMAL}[sweep]\nfield = \"model.depth\"\nsearch = [1, 2, 8]\n"));
+    let want = "experiments/x.toml:18:10: sweep.search: must be a table, got [1, 2, 8];";
+    assert!(e.starts_with(want), "{e}");
+    let e = err(&edit("[model]", "[[model]]"));
+    let want = "experiments/x.toml:4:1: model: must be a table, got [[model]]; write it as a [model] table";
+    assert_eq!(e, want);
+}
+
+#[test]
+fn integers_too_large_for_i64_name_the_key() {
+    let e = err(&edit("hidden = 64", "hidden = 9223372036854775808"));
+    let want = "experiments/x.toml:5:10: model.hidden: must be a whole number, got 9223372036854775808;";
+    assert!(e.starts_with(want), "{e}");
+}
+
+#[test]
+fn missing_required_key_names_it_and_where_to_add_it() {
+    assert_eq!(
+        err(&edit("hidden = 64\n", "")),
+        "experiments/x.toml:4:1: model.hidden is missing; add hidden = 512 under [model] (the width of each hidden layer)"
+    );
+    let no_training = &MINIMAL[..MINIMAL.find("[training]").unwrap()];
+    assert_eq!(
+        err(no_training),
+        r#"experiments/x.toml: training.optimizer is missing; add optimizer = "adam" under [training] ("sgd", "adam" or "adamw")"#
+    );
+    assert!(err("").starts_with(
+        "experiments/x.toml: experiment.name is missing; add name = \"depth_sweep\" under [experiment]"
+    ));
+}
+
+#[test]
+fn momentum_is_only_for_sgd() {
+    assert_eq!(
+        err(&format!("{MINIMAL}momentum = 0.9\n")),
+        r#"experiments/x.toml:16:12: training.momentum: only sgd uses momentum, but optimizer = "adam"; remove momentum, or set optimizer = "sgd""#
+    );
+    let sgd = edit("\"adam\"", "\"sgd\"");
+    let e = err(&format!("{sgd}momentum = 1.0\n"));
+    assert!(
+        e.starts_with("experiments/x.toml:16:12: training.momentum: must be a number in 0 <= m < 1, got 1;"),
+        "{e}"
+    );
+    let spec = parse_at(&format!("{sgd}momentum = 0.5\n")).unwrap();
+    assert_eq!(
+        spec.base.training.optimizer,
+        OptimizerSpec::Sgd { lr: 0.001, momentum: 0.5, weight_decay: 0.0 }
+    );
+}
+
+#[test]
+fn learning_rate_must_be_positive() {
+    let e = err(&format!("{MINIMAL}lr = 0\n"));
+    assert!(e.starts_with("experiments/x.toml:16:6: training.lr: must be a number > 0, got 0;"), "{e}");
+    assert!(err(&format!("{MINIMAL}lr = nan\n")).contains("training.lr: must be a number > 0, got NaN"));
+}
+
+#[test]
+fn words_list_their_choices() {
+    assert_eq!(
+        err(&edit("\"adam\"", "\"rmsprop\"")),
+        r#"experiments/x.toml:14:13: training.optimizer: must be one of "sgd", "adam", "adamw", got "rmsprop"; e.g. optimizer = "adam""#
+    );
+    let e = err(&format!("{MINIMAL}[run]\ndevice = \"gpu\"\n"));
+    assert!(e.starts_with("experiments/x.toml:17:10: run.device: `gpu` is not a device"), "{e}");
+}
+
+#[test]
+fn experiment_name_must_be_folder_safe() {
+    let e = err(&edit("name = \"x\"", "name = \"Depth Sweep\""));
+    assert!(e.starts_with("experiments/x.toml:2:8: experiment.name: must be lowercase letters, digits, _ or -, got \"Depth Sweep\";"), "{e}");
+}
+
+#[test]
+fn batch_size_larger_than_samples_is_refused() {
+    let e = err(&edit("batch_size = 32", "batch_size = 256"));
+    assert!(
+        e.starts_with("experiments/x.toml:15:14: training.batch_size 256 is larger than data.samples 128"),
+        "{e}"
+    );
+}
+
+#[test]
+fn csv_path_is_resolved_against_the_spec_folder() {
+    let csv = edit(
+        "samples = 128\nfeatures = 4\nclasses = 3\n",
+        "kind = \"csv\"\npath = \"data/iris.csv\"\nlabel = \"species\"\n",
+    );
+    let spec = parse_at(&csv).unwrap();
+    assert_eq!(
+        spec.base.data,
+        DataSpec::Csv { path: PathBuf::from("experiments/data/iris.csv"), label: "species".into() }
+    );
+    let abs = csv.replace("data/iris.csv", "/srv/iris.csv");
+    let spec = parse_at(&abs).unwrap();
+    assert!(matches!(spec.base.data, DataSpec::Csv { ref path, .. } if path == Path::new("/srv/iris.csv")));
+    // Bare file name: no folder to resolve against.
+    let spec = parse(&csv, Path::new("x.toml")).unwrap();
+    assert!(matches!(spec.base.data, DataSpec::Csv { ref path, .. } if path == Path::new("data/iris.csv")));
+}
+
+#[test]
+fn keys_of_the_other_data_kind_are_refused() {
+    let e = err(&edit("classes = 3\n", "classes = 3\npath = \"a.csv\"\n"));
+    assert!(e.starts_with("experiments/x.toml:12:8: data.path is only read for kind = \"csv\""), "{e}");
+    let csv = edit("samples = 128\n", "kind = \"csv\"\npath = \"a.csv\"\nlabel = \"y\"\n");
+    let e = err(&csv);
+    assert!(
+        e.starts_with("experiments/x.toml:12:12: data.features is only read for kind = \"synthetic\""),
+        "{e}"
+    );
+    let e = err(&edit("samples = 128\nfeatures = 4\nclasses = 3\n", "kind = \"csv\"\npath = \"a.csv\"\n"));
+    assert!(
+        e.starts_with("experiments/x.toml:8:1: data.label is missing; add label = \"species\" under [data]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn duplicate_keys_and_tables_are_named() {
+    let e = err(&edit("depth = 2\n", "depth = 2\ndepth = 3\n"));
+    assert_eq!(e, "experiments/x.toml:7:1: model.depth is written twice; keep one of them");
+    let e = err(&format!("{MINIMAL}[model]\n"));
+    assert_eq!(e, "experiments/x.toml:16:2: [model] is written twice; merge the two into one table");
+}
+
+#[test]
+fn syntax_errors_have_a_line() {
+    let e = err(&edit("hidden = 64", "hidden = "));
+    assert!(e.starts_with("experiments/x.toml:5:10: not valid TOML at model.hidden: "), "{e}");
+}
+
+#[test]
+fn a_budget_per_device() {
+    let spec =
+        parse_at(&format!("{MINIMAL}[run]\nbudget = {{ cpu = \"128MiB\", cuda = \"192MiB\" }}\n")).unwrap();
+    assert_eq!((spec.run.budget_on(false), spec.run.budget_on(true)), (Some(128 << 20), Some(192 << 20)));
+    let one = parse_at(&format!("{MINIMAL}[run]\nbudget = \"1GiB\"\n")).unwrap();
+    assert_eq!((one.run.budget_on(false), one.run.budget_on(true)), (Some(1 << 30), Some(1 << 30)));
+    let cuda_only = parse_at(&format!("{MINIMAL}[run]\nbudget = {{ cuda = \"2GiB\" }}\n")).unwrap();
+    assert_eq!((cuda_only.run.budget_on(false), cuda_only.run.budget_on(true)), (None, Some(2 << 30)));
+    let e = err(&format!("{MINIMAL}[run]\nbudget = {{ gpu = \"2GiB\" }}\n"));
+    assert!(e.starts_with("experiments/x.toml:17:10: run.budget: unknown key `gpu`; a budget per device has keys cpu and cuda"), "{e}");
+    let e = err(&format!("{MINIMAL}[run]\nbudget = {{ cuda = \"lots\" }}\n"));
+    assert!(e.starts_with("experiments/x.toml:17:10: run.budget.cuda: \"lots\" is not a size"), "{e}");
+    let e = err(&format!("{MINIMAL}[run]\nbudget = {{ cpu = 0 }}\n"));
+    assert!(e.contains("run.budget.cpu") && e.contains("more than 0 bytes"), "{e}");
+}
+
+#[test]
+fn data_location_is_host_unless_asked() {
+    assert_eq!(parse_at(MINIMAL).unwrap().base.location, DataLocation::Host);
+    let text = MINIMAL.replace("classes = 3\n", "classes = 3\nlocation = \"device\"\n");
+    assert_eq!(parse_at(&text).unwrap().base.location, DataLocation::Device);
+    let e = err(&MINIMAL.replace("classes = 3\n", "classes = 3\nlocation = \"gpu\"\n"));
+    assert!(
+        e.starts_with(
+            r#"experiments/x.toml:12:12: data.location: must be one of "host", "device", got "gpu""#
+        ),
+        "{e}"
+    );
+    let variant = format!("{MINIMAL}\n[[variant]]\nname = \"on-device\"\ndata.location = \"device\"\n");
+    assert_eq!(parse_at(&variant).unwrap().variants[0].config.location, DataLocation::Device);
+}
+
+#[test]
+fn optimizer_impl_is_pytorchs_pick_unless_named() {
+    let t = |spec: &Spec| spec.base.training.techniques.optimizer_impl;
+    assert_eq!(t(&parse_at(MINIMAL).unwrap()), None);
+    assert_eq!(OptimizerImpl::resolve(None, true), OptimizerImpl::Foreach);
+    assert_eq!(OptimizerImpl::resolve(None, false), OptimizerImpl::ForLoop);
+    let fused = parse_at(&format!("{MINIMAL}optimizer_impl = \"fused\"\n")).unwrap();
+    assert_eq!(t(&fused), Some(OptimizerImpl::Fused));
+    assert_eq!(OptimizerImpl::resolve(t(&fused), true), OptimizerImpl::Fused);
+    let e = err(&format!("{MINIMAL}optimizer_impl = \"multi_tensor\"\n"));
+    assert!(
+        e.contains(
+            r#"training.optimizer_impl: must be one of "for_loop", "foreach", "fused", got "multi_tensor""#
+        ),
+        "{e}"
+    );
+}

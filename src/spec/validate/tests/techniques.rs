@@ -1,0 +1,185 @@
+//! The technique keys of `[training]`: accumulation, amp and its scaler, checkpointing, mode,
+//! history.
+use super::*;
+
+/// The techniques of MINIMAL with `lines` added to [training].
+fn techniques(lines: &str) -> Techniques {
+    parse_at(&format!("{MINIMAL}{lines}")).unwrap().base.training.techniques
+}
+
+#[test]
+fn techniques_parse_to_typed_values() {
+    let t = techniques(
+        r#"accumulation = 4
+amp = "fp16"
+scaler = { init_scale = 1024.0, growth_factor = 4.0, backoff_factor = 0.25, growth_interval = 10 }
+checkpoint = "sqrt"
+mode = "train"
+history = "loss_tensor"
+"#,
+    );
+    let scaler =
+        ScalerSpec { init_scale: 1024.0, growth_factor: 4.0, backoff_factor: 0.25, growth_interval: 10 };
+    let want = Techniques {
+        accumulation: 4,
+        amp: Amp::Fp16 { scaler },
+        checkpoint: Checkpoint::Sqrt,
+        mode: Mode::Train,
+        history: History::LossTensor,
+        optimizer_impl: None,
+    };
+    assert_eq!(t, want);
+    // fp16 without a scaler: PyTorch's GradScaler defaults.
+    let defaults =
+        ScalerSpec { init_scale: 65536.0, growth_factor: 2.0, backoff_factor: 0.5, growth_interval: 2000 };
+    assert_eq!(techniques("amp = \"fp16\"\n").amp, Amp::Fp16 { scaler: defaults });
+    // Each scaler key is optional, the table may be written as [training.scaler], and a whole
+    // number is a number.
+    let t = techniques("amp = \"fp16\"\n[training.scaler]\ninit_scale = 256\ngrowth_interval = 5\n");
+    let scaler =
+        ScalerSpec { init_scale: 256.0, growth_factor: 2.0, backoff_factor: 0.5, growth_interval: 5 };
+    assert_eq!(t.amp, Amp::Fp16 { scaler });
+    let t = techniques("amp = \"bf16\"\ncheckpoint = 3\nhistory = \"loss_value\"\n");
+    let want = Techniques {
+        accumulation: 1,
+        amp: Amp::Bf16,
+        checkpoint: Checkpoint::Every(3),
+        mode: Mode::Train,
+        history: History::LossValue,
+        optimizer_impl: None,
+    };
+    assert_eq!(t, want);
+    let t = techniques("amp = \"off\"\ncheckpoint = \"none\"\nmode = \"forward\"\nhistory = \"none\"\n");
+    let want = Techniques {
+        accumulation: 1,
+        amp: Amp::Off,
+        checkpoint: Checkpoint::None,
+        mode: Mode::Forward,
+        history: History::None,
+        optimizer_impl: None,
+    };
+    assert_eq!(t, want);
+    let t = techniques("mode = \"forward_no_grad\"\nhistory = \"loss_tensor\"\naccumulation = 1\n");
+    let want = Techniques {
+        accumulation: 1,
+        amp: Amp::Off,
+        checkpoint: Checkpoint::None,
+        mode: Mode::ForwardNoGrad,
+        history: History::LossTensor,
+        optimizer_impl: None,
+    };
+    assert_eq!(t, want);
+}
+
+#[test]
+fn techniques_default_to_plain_training() {
+    let spec = parse_at(MINIMAL).unwrap();
+    assert_eq!(spec.base, minimal_config());
+    assert_eq!(spec.variants, []);
+    assert_eq!(spec.configs(), [(None, &minimal_config())]);
+}
+
+#[test]
+fn technique_values_are_checked() {
+    let e = err(&format!("{MINIMAL}accumulation = 0\n"));
+    assert_eq!(e, "experiments/x.toml:16:16: training.accumulation: must be a whole number >= 1, got 0; set it to the micro-batches per optimizer step, e.g. accumulation = 4");
+    let e = err(&format!("{MINIMAL}amp = \"fp8\"\n"));
+    assert_eq!(
+        e,
+        r#"experiments/x.toml:16:7: training.amp: must be one of "off", "fp16", "bf16", got "fp8"; e.g. amp = "fp16""#
+    );
+    let e = err(&format!("{MINIMAL}checkpoint = 0\n"));
+    assert_eq!(
+        e,
+        r#"experiments/x.toml:16:14: training.checkpoint: must be "none", "sqrt" or a whole number >= 1, got 0; set it to "none", "sqrt" (about sqrt(depth) segments) or the hidden layers per segment, e.g. checkpoint = "sqrt""#
+    );
+    for bad in ["\"all\"", "-2", "1.5", "true"] {
+        let e = err(&format!("{MINIMAL}checkpoint = {bad}\n"));
+        let want = format!(
+            r#"experiments/x.toml:16:14: training.checkpoint: must be "none", "sqrt" or a whole number >= 1, got {bad};"#
+        );
+        assert!(e.starts_with(&want), "{e}");
+    }
+    let e = err(&format!("{MINIMAL}mode = \"eval\"\n"));
+    assert_eq!(
+        e,
+        r#"experiments/x.toml:16:8: training.mode: must be one of "train", "forward", "forward_no_grad", got "eval"; e.g. mode = "train""#
+    );
+    let e = err(&format!("{MINIMAL}history = \"all\"\n"));
+    assert_eq!(
+        e,
+        r#"experiments/x.toml:16:11: training.history: must be one of "none", "loss_tensor", "loss_value", got "all"; e.g. history = "loss_value""#
+    );
+}
+
+#[test]
+fn scaler_is_only_for_fp16() {
+    let e = err(&format!("{MINIMAL}scaler = {{ init_scale = 2.0 }}\n"));
+    assert_eq!(
+        e,
+        r#"experiments/x.toml:16:10: training.scaler: only amp = "fp16" uses a grad scaler, and amp is "off"; remove scaler, or set amp = "fp16""#
+    );
+    let e = err(&format!("{MINIMAL}amp = \"bf16\"\n[training.scaler]\ngrowth_interval = 5\n"));
+    assert_eq!(
+        e,
+        r#"experiments/x.toml:17:1: training.scaler: only amp = "fp16" uses a grad scaler, and amp is "bf16"; remove scaler, or set amp = "fp16""#
+    );
+}
+
+#[test]
+fn scaler_values_are_checked() {
+    let fp16 = |scaler: &str| err(&format!("{MINIMAL}amp = \"fp16\"\nscaler = {{ {scaler} }}\n"));
+    assert_eq!(
+        fp16("init_scale = 0.0"),
+        "experiments/x.toml:17:25: training.scaler.init_scale: must be a number > 0, got 0; set it to the first loss scale, e.g. scaler = { init_scale = 65536.0 }"
+    );
+    let e = fp16("growth_factor = 1.0");
+    assert!(
+        e.starts_with(
+            "experiments/x.toml:17:28: training.scaler.growth_factor: must be a number > 1, got 1;"
+        ),
+        "{e}"
+    );
+    let e = fp16("backoff_factor = 1.0");
+    assert_eq!(e, "experiments/x.toml:17:29: training.scaler.backoff_factor: must be a number in 0 < b < 1, got 1; set it to what the scale is multiplied by after an overflow, e.g. scaler = { backoff_factor = 0.5 }");
+    let e = fp16("backoff_factor = 0");
+    assert!(
+        e.starts_with(
+            "experiments/x.toml:17:29: training.scaler.backoff_factor: must be a number in 0 < b < 1, got 0;"
+        ),
+        "{e}"
+    );
+    let e = fp16("growth_interval = 0");
+    assert!(
+        e.starts_with(
+            "experiments/x.toml:17:30: training.scaler.growth_interval: must be a whole number >= 1, got 0;"
+        ),
+        "{e}"
+    );
+    let e = fp16("growth_interval = 1.5");
+    assert!(
+        e.starts_with(
+            "experiments/x.toml:17:30: training.scaler.growth_interval: must be a whole number, got 1.5;"
+        ),
+        "{e}"
+    );
+    assert_eq!(
+        fp16("growth = 3"),
+        "experiments/x.toml:17:12: unknown key `growth` in training.scaler; expected one of: init_scale, growth_factor, backoff_factor, growth_interval"
+    );
+}
+
+#[test]
+fn modes_without_backward_refuse_accumulation_and_checkpoint() {
+    let e = err(&format!("{MINIMAL}mode = \"forward\"\naccumulation = 4\n"));
+    assert_eq!(
+        e,
+        r#"experiments/x.toml:16:8: training.mode "forward" has no backward pass: accumulation and checkpoint apply to mode = "train" only"#
+    );
+    let e = err(&format!("{MINIMAL}checkpoint = 2\nmode = \"forward_no_grad\"\n"));
+    assert!(e.starts_with("experiments/x.toml:17:8: training.mode \"forward_no_grad\""), "{e}");
+    assert!(
+        e.ends_with(r#"has no backward pass: accumulation and checkpoint apply to mode = "train" only"#),
+        "{e}"
+    );
+}
