@@ -14,7 +14,7 @@ use crate::progress::Progress;
 use crate::record::{Status, SummaryRow};
 use crate::results::manifest::{self, DeviceInfo, HostInfo, Manifest, Versions, WorkspaceInfo};
 use crate::results::{self, experiment, Exporter, PerfettoTrace, SummaryCsv, TraceCsv};
-use crate::spec::{Amp, Checkpoint, Config, DataLocation, Field, History, Mode, OptimizerImpl, Spec};
+use crate::spec::{Config, DataLocation, Field, Named, OptimizerImpl, Spec};
 use crate::sweep::{self, Fit};
 use crate::train::{self, Workspace};
 
@@ -284,29 +284,11 @@ fn fill_config(
     (row.depth, row.hidden, row.batch_size) =
         (config.model.depth, config.model.hidden, config.training.batch_size);
     row.optimizer = config.training.optimizer.name().to_string();
-    row.optimizer_impl = OptimizerImpl::resolve(t.optimizer_impl, cuda).name().to_string();
-    row.dtype = format!("{:?}", config.training.dtype).to_lowercase();
+    row.optimizer_impl = OptimizerImpl::resolve(t.optimizer_impl, cuda).as_str().into();
+    row.dtype = config.training.dtype.as_str().into();
     row.accumulation = t.accumulation;
-    row.amp = match t.amp {
-        Amp::Off => "off".into(),
-        Amp::Fp16 { .. } => "fp16".into(),
-        Amp::Bf16 => "bf16".into(),
-    };
-    row.checkpoint = match t.checkpoint {
-        Checkpoint::None => "none".into(),
-        Checkpoint::Sqrt => "sqrt".into(),
-        Checkpoint::Every(k) => k.to_string(),
-    };
-    row.mode = match t.mode {
-        Mode::Train => "train".into(),
-        Mode::Forward => "forward".into(),
-        Mode::ForwardNoGrad => "forward_no_grad".into(),
-    };
-    row.history = match t.history {
-        History::None => "none".into(),
-        History::LossTensor => "loss_tensor".into(),
-        History::LossValue => "loss_value".into(),
-    };
+    (row.amp, row.checkpoint) = (t.amp.as_str().into(), t.checkpoint.name());
+    (row.mode, row.history) = (t.mode.as_str().into(), t.history.as_str().into());
 }
 
 fn start_manifest(spec: &Spec, requested: DeviceChoice, probe: &dyn MemoryProbe, slug: String) -> Manifest {

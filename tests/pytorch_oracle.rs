@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 
 use oomlab::probe::CpuProbe;
 use oomlab::spec::{
-    Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, ModelSpec, OptimizerImpl, OptimizerSpec,
+    Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, ModelSpec, Named, OptimizerImpl, OptimizerSpec,
     ScalerSpec, Techniques, TrainingSpec,
 };
 use oomlab::train;
@@ -137,7 +137,7 @@ fn every_optimizer_in_every_implementation_equals_pytorch() {
     for (name, optimizer) in optimizers() {
         for implementation in IMPLS {
             let c = config(optimizer, implementation, Techniques::default());
-            check(&format!("{name}, {}", implementation.name()), &c);
+            check(&format!("{name}, {}", implementation.as_str()), &c);
         }
     }
 }
@@ -156,7 +156,7 @@ fn with_the_fp16_grad_scaler_accumulation_and_checkpointing_too() {
         for (name, optimizer) in [("adam", adam), ("sgd momentum", momentum)] {
             for implementation in IMPLS {
                 let c = config(optimizer, implementation, t);
-                check(&format!("{what}, {name}, {}", implementation.name()), &c);
+                check(&format!("{what}, {name}, {}", implementation.as_str()), &c);
             }
         }
     }

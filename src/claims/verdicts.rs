@@ -4,7 +4,7 @@ use super::{fit, Claim, Verdict};
 use crate::estimate::terms::{DataShape, Target, Terms};
 use crate::record::{Phase, Status};
 use crate::results::ExperimentDir as Experiment;
-use crate::spec::{format_size, Dtype, OptimizerImpl};
+use crate::spec::{format_size, Dtype, Named, OptimizerImpl};
 
 type Get<'a> = &'a dyn Fn(&str) -> Option<&'a Experiment>;
 
@@ -93,7 +93,7 @@ fn whole_dataset(get: Get) -> Claim {
 /// implementation's name; `""` for results from before the sweep had variants.
 fn default_adam(e: &Experiment) -> (&'static str, &'static str) {
     let cuda = e.manifest.device.resolved.starts_with("cuda");
-    let name = OptimizerImpl::pytorch_default(cuda).name();
+    let name = OptimizerImpl::pytorch_default(cuda).as_str();
     if e.answer(name).is_some() {
         (name, name)
     } else {

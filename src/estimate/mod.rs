@@ -56,7 +56,7 @@ pub use terms::{DataShape, Target};
 pub use workspace::{GpuArch, Workspaces};
 
 use crate::record::Phase;
-use crate::spec::{Amp, Config, DataSpec, Dtype, Mode, OptimizerImpl};
+use crate::spec::{Amp, Config, DataSpec, Dtype, Mode, Named, OptimizerImpl};
 
 /// How a step's batch is taken from the data set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -300,7 +300,7 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
         notes.push(format!(
             "optimizer: torch.optim's {} in its {} implementation ({why})",
             t.optimizer.name(),
-            implementation.name()
+            implementation.as_str()
         ));
     }
     if matches!(t.dtype, Dtype::Float16 | Dtype::Bfloat16) {

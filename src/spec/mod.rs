@@ -10,10 +10,12 @@ use serde::Serialize;
 use crate::device::DeviceChoice;
 
 pub mod csv_data;
+mod names;
 mod raw;
 pub mod size;
 mod validate;
 
+pub use names::Named;
 pub use size::{format_size, parse_size};
 pub use validate::{parse, SpecError};
 
@@ -191,14 +193,6 @@ impl OptimizerImpl {
     /// The implementation a configuration runs on a device.
     pub fn resolve(choice: Option<OptimizerImpl>, cuda: bool) -> OptimizerImpl {
         choice.unwrap_or(Self::pytorch_default(cuda))
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            OptimizerImpl::ForLoop => "for_loop",
-            OptimizerImpl::Foreach => "foreach",
-            OptimizerImpl::Fused => "fused",
-        }
     }
 }
 

@@ -15,7 +15,7 @@ use crate::spec::raw::{
 };
 use crate::spec::{
     Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, Field, History, Mode, ModelSpec, OnOom,
-    OptimizerImpl, OptimizerSpec, RunSpec, ScalerSpec, Spec, Sweep, Techniques, TrainingSpec, Variant,
+    OptimizerSpec, RunSpec, ScalerSpec, Spec, Sweep, Techniques, TrainingSpec, Variant,
 };
 
 /// The tables a config is built from: the base's, or a variant's laid over them.
@@ -124,11 +124,7 @@ impl Cx<'_> {
     ) -> Result<(DataSpec, DataLocation), SpecError> {
         let (table, d) = split(raw);
         let location = match &d.location {
-            Some(l) => self.word(
-                l,
-                "data.location",
-                &[("host", DataLocation::Host), ("device", DataLocation::Device)],
-            )?,
+            Some(l) => self.named(l, "data.location")?,
             None => DataLocation::Host,
         };
         let csv = match &d.kind {
@@ -216,16 +212,7 @@ impl Cx<'_> {
             batch_size: self.count_or_swept(t.batch_size, Field::BatchSize, 1, &table, swept, None)?,
             steps: self.count_or_swept(t.steps, Field::Steps, 1, &table, swept, Some(2))?,
             dtype: match &t.dtype {
-                Some(v) => self.word(
-                    v,
-                    "training.dtype",
-                    &[
-                        ("float32", Dtype::Float32),
-                        ("float64", Dtype::Float64),
-                        ("bfloat16", Dtype::Bfloat16),
-                        ("float16", Dtype::Float16),
-                    ],
-                )?,
+                Some(v) => self.named(v, "training.dtype")?,
                 None => Dtype::Float32,
             },
             seed: self.seed(t.seed, "training.seed")?,
@@ -269,39 +256,15 @@ impl Cx<'_> {
             None => Checkpoint::None,
         };
         let mode = match &t.mode {
-            Some(v) => self.word(
-                v,
-                "training.mode",
-                &[
-                    ("train", Mode::Train),
-                    ("forward", Mode::Forward),
-                    ("forward_no_grad", Mode::ForwardNoGrad),
-                ],
-            )?,
+            Some(v) => self.named(v, "training.mode")?,
             None => Mode::Train,
         };
         let history = match &t.history {
-            Some(v) => self.word(
-                v,
-                "training.history",
-                &[
-                    ("none", History::None),
-                    ("loss_tensor", History::LossTensor),
-                    ("loss_value", History::LossValue),
-                ],
-            )?,
+            Some(v) => self.named(v, "training.history")?,
             None => History::None,
         };
         let optimizer_impl = match &t.optimizer_impl {
-            Some(v) => Some(self.word(
-                v,
-                "training.optimizer_impl",
-                &[
-                    ("for_loop", OptimizerImpl::ForLoop),
-                    ("foreach", OptimizerImpl::Foreach),
-                    ("fused", OptimizerImpl::Fused),
-                ],
-            )?),
+            Some(v) => Some(self.named(v, "training.optimizer_impl")?),
             None => None,
         };
         Ok(Techniques { accumulation, amp, checkpoint, mode, history, optimizer_impl })
@@ -367,7 +330,7 @@ impl Cx<'_> {
             None => (None, None),
         };
         let on_oom = match &r.on_oom {
-            Some(v) => self.word(v, "run.on_oom", &[("continue", OnOom::Continue), ("stop", OnOom::Stop)])?,
+            Some(v) => self.named(v, "run.on_oom")?,
             None => OnOom::Continue,
         };
         let skip_predicted_oom = match &r.skip_predicted_oom {

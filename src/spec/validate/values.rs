@@ -9,7 +9,7 @@ use super::messages::Problem;
 use super::{Cx, SpecError};
 use crate::spec::raw::S;
 use crate::spec::size::parse_size;
-use crate::spec::Field;
+use crate::spec::{Field, Named};
 
 impl Cx<'_> {
     /// A required key, or an error saying where to add it.
@@ -84,6 +84,12 @@ impl Cx<'_> {
     }
 
     /// One of a fixed set of words.
+    /// One of a choice's words ([`Named::ALL`]), as the spec writes them.
+    pub(super) fn named<T: Named>(&mut self, v: &S<String>, key: &'static str) -> Result<T, SpecError> {
+        let options: Vec<(&str, T)> = T::ALL.iter().map(|&t| (t.as_str(), t)).collect();
+        self.word(v, key, &options)
+    }
+
     pub(super) fn word<T: Copy>(
         &mut self,
         v: &S<String>,

@@ -1,0 +1,80 @@
+//! The words a spec writes for each choice, written once. [`Named::as_str`] names a choice in
+//! `summary.csv` and in messages; [`Named::ALL`] is what the validator accepts and lists in
+//! "must be one of". The manifest's JSON (serde's `snake_case`) spells them the same, which a
+//! test holds.
+use super::{Amp, Checkpoint, DataLocation, Dtype, History, Mode, OnOom, OptimizerImpl};
+
+/// A choice among fixed words.
+pub trait Named: Copy + 'static {
+    /// Every choice, in the order messages list them.
+    const ALL: &'static [Self];
+    /// The word a spec writes for it.
+    fn as_str(self) -> &'static str;
+}
+
+/// Implements [`Named`] from one table of (variant, word).
+macro_rules! named {
+    ($t:ty { $($v:ident => $w:literal),+ $(,)? }) => {
+        impl Named for $t {
+            const ALL: &'static [Self] = &[$(<$t>::$v),+];
+            fn as_str(self) -> &'static str {
+                match self {
+                    $(<$t>::$v => $w),+
+                }
+            }
+        }
+    };
+}
+
+named!(DataLocation { Host => "host", Device => "device" });
+named!(Dtype { Float32 => "float32", Float64 => "float64", Bfloat16 => "bfloat16", Float16 => "float16" });
+named!(Mode { Train => "train", Forward => "forward", ForwardNoGrad => "forward_no_grad" });
+named!(History { None => "none", LossTensor => "loss_tensor", LossValue => "loss_value" });
+named!(OptimizerImpl { ForLoop => "for_loop", Foreach => "foreach", Fused => "fused" });
+named!(OnOom { Continue => "continue", Stop => "stop" });
+
+impl Amp {
+    /// "off", "fp16" or "bf16", as `training.amp` says it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Amp::Off => "off",
+            Amp::Fp16 { .. } => "fp16",
+            Amp::Bf16 => "bf16",
+        }
+    }
+}
+
+impl Checkpoint {
+    /// "none", "sqrt", or the hidden layers per segment, as `training.checkpoint` says it.
+    pub fn name(self) -> String {
+        match self {
+            Checkpoint::None => "none".into(),
+            Checkpoint::Sqrt => "sqrt".into(),
+            Checkpoint::Every(k) => k.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The manifest's JSON spells each word as the spec and summary.csv do.
+    fn same_as_serde<T: Named + serde::Serialize>() {
+        for v in T::ALL {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.as_str(), "{}", std::any::type_name::<T>());
+        }
+    }
+
+    #[test]
+    fn every_word_is_the_one_serde_writes() {
+        same_as_serde::<DataLocation>();
+        same_as_serde::<Dtype>();
+        same_as_serde::<Mode>();
+        same_as_serde::<History>();
+        same_as_serde::<OptimizerImpl>();
+        same_as_serde::<OnOom>();
+        assert_eq!(Checkpoint::Every(4).name(), "4");
+        assert_eq!(serde_json::to_value(Amp::Bf16).unwrap()["dtype"], Amp::Bf16.as_str());
+    }
+}
