@@ -7,11 +7,10 @@
 //! reservations; on the CPU reserved equals allocated). Trials that ran out of memory are
 //! crosses in their folder's colour, at what they needed (allocated + requested) or at the
 //! folder's limit when the message did not say.
-use super::sweep_peak::{legend_entry, legend_fraction, Plot, XScale, LEGEND_GLYPH, LEGEND_MARGIN};
-use super::{
-    densify, format_tick, free_position, header, label_style, palette, ByteAxis, Chart, SweepPeak, SweepPoint,
-};
-use crate::chart::house_style;
+use super::legend::{densify, Glyph, Legend};
+use super::scale::{format_tick, swept_key, ByteAxis, XScale};
+use super::style::{budget_style, house_style, label_style, palette, series_style, OOM_LABEL};
+use super::{header, Chart, Plot, SweepPeak, SweepPoint};
 use crate::compare::{Comparison, Side};
 use crate::record::Status;
 use anyhow::Result;
@@ -90,8 +89,7 @@ impl CompareSweep {
                 }
             }
             for v in variants {
-                let x_label =
-                    t.field.rsplit('.').next().filter(|k| !k.is_empty()).unwrap_or("value").to_string();
+                let x_label = swept_key(&t.field).to_string();
                 let folders: Vec<String> = c.folders.iter().map(Side::label).collect();
                 out.push(CompareSweep {
                     title: format!("{}: peak memory by {x_label}, compared", c.experiment),
@@ -169,8 +167,6 @@ impl Frame {
     }
 }
 
-const OOM_LABEL: &str = "OOM (allocated + requested)";
-
 impl Chart for CompareSweep {
     fn file_stem(&self) -> String {
         let clean = |s: &str| -> String {
@@ -222,10 +218,7 @@ impl CompareSweep {
             .y_label_area_size(74)
             .build_cartesian_2d(frame.x.clone(), 0.0..frame.y_top)?;
         let integral = self.xs().iter().all(|x| x.fract() == 0.0);
-        let x_desc = match frame.scale {
-            XScale::Linear => self.x_label.clone(),
-            XScale::Log2 => format!("{} (log scale)", self.x_label),
-        };
+        let x_desc = frame.scale.desc(&self.x_label);
         let y_desc = match frame.panel {
             Panel::Bytes => frame.axis.desc("peak reserved"),
             Panel::Share => "peak reserved (% of budget)".to_string(),
@@ -263,7 +256,7 @@ impl CompareSweep {
             let colour = palette::category(i);
             let points: Vec<(f64, f64)> =
                 s.ok().map(|p| (frame.scale.map(p.x), frame.y(s, p.max_reserved))).collect();
-            plot.draw_series(LineSeries::new(points.iter().copied(), colour.stroke_width(3)))?;
+            plot.draw_series(LineSeries::new(points.iter().copied(), series_style(colour)))?;
             plot.draw_series(points.into_iter().map(|c| Circle::new(c, 5, colour.filled())))?;
             let crosses = s.ooms().map(|p| {
                 Cross::new((frame.scale.map(p.x), frame.y(s, s.oom_marker(p))), 8, colour.stroke_width(3))
@@ -280,29 +273,15 @@ impl CompareSweep {
     where
         DB::ErrorType: 'static,
     {
-        let mut labels = Vec::new();
+        let mut legend = Legend::default();
         for (i, s) in self.series.iter().enumerate() {
-            let colour = palette::category(i);
-            legend_entry(plot, &s.label, move |(x, y)| {
-                EmptyElement::at((x, y))
-                    + PathElement::new([(0, 0), (22, 0)], colour.stroke_width(3))
-                    + Circle::new((11, 0), 5, colour.filled())
-            })?;
-            labels.push(s.label.clone());
+            legend.add(&s.label, Glyph::line(palette::category(i), 5));
         }
         if self.series.iter().any(|s| s.ooms().next().is_some()) {
-            legend_entry(plot, OOM_LABEL, |(x, y)| {
-                Cross::new((x + 11, y), 8, palette::AXIS.stroke_width(3))
-            })?;
-            labels.push(OOM_LABEL.to_string());
+            // One entry stands for every folder's crosses, so it takes none of their colours.
+            legend.add(OOM_LABEL, Glyph::Cross(palette::AXIS.stroke_width(3)));
         }
-        let limit = "100% of budget";
-        legend_entry(plot, limit, |(x, y)| {
-            EmptyElement::at((x, y))
-                + PathElement::new([(0, 0), (8, 0)], palette::BUDGET.stroke_width(2))
-                + PathElement::new([(14, 0), (22, 0)], palette::BUDGET.stroke_width(2))
-        })?;
-        labels.push(limit.to_string());
+        legend.add("100% of budget", Glyph::Dashed(budget_style()));
 
         let mut drawn = densify(&[(0.0, 100.0 / frame.y_top), (1.0, 100.0 / frame.y_top)], 50);
         for s in &self.series {
@@ -311,16 +290,7 @@ impl CompareSweep {
             drawn.extend(densify(&line, 20));
             drawn.extend(s.ooms().map(|p| frame.fraction((frame.scale.map(p.x), s.share(s.oom_marker(p))))));
         }
-        let (w, h) = legend_fraction(plot.plotting_area(), &labels)?;
-        plot.configure_series_labels()
-            .position(free_position(&drawn, w, h))
-            .margin(LEGEND_MARGIN)
-            .legend_area_size(LEGEND_GLYPH)
-            .label_font(label_style())
-            .background_style(WHITE.mix(0.9))
-            .border_style(palette::GRID.stroke_width(1))
-            .draw()?;
-        Ok(())
+        legend.draw_where_free(plot, &drawn)
     }
 }
 
@@ -328,15 +298,13 @@ impl CompareSweep {
 mod tests {
     use super::*;
     use crate::chart::render;
-    use crate::chart::test_support::{png_size, svg_texts};
+    use crate::chart::test_support::{out_dir, png_size, svg_texts};
     use crate::compare::{compare, tests::two_devices};
 
     #[test]
     fn overlays_one_line_per_folder_in_bytes_and_shares() {
         let temp = tempfile::tempdir().expect("temp dir");
-        let dir = std::env::var_os("OOMLAB_CHART_DIR")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| temp.path().to_path_buf());
+        let dir = out_dir(&temp);
         let c = compare(&two_devices()).unwrap();
         let charts = CompareSweep::from_comparison(&c);
         assert_eq!(charts.len(), 1);

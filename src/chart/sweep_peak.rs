@@ -14,13 +14,15 @@
 //! Rows that failed for another reason than memory (`Status::Error`) are kept and drawn as grey
 //! rings on the x axis: they measured nothing, but hiding them would make a sweep look as if it
 //! had never tried those values.
-use super::{
-    densify, format_bytes, format_tick, free_position, header, label_style, palette, ByteAxis, Chart,
+use super::legend::{densify, Glyph, Legend};
+use super::scale::{format_bytes, format_tick, swept_key, ByteAxis, XScale};
+use super::style::{
+    budget_label, budget_style, error_style, house_style, label_style, oom_style, palette, predicted_style,
+    series_style, OOM_LABEL, PREDICTED_LABEL,
 };
-use crate::chart::house_style;
+use super::{header, Chart, Plot};
 use crate::record::{Status, SummaryRow};
 use anyhow::Result;
-use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -91,12 +93,7 @@ impl SweepPeak {
     ) -> SweepPeak {
         let swept: Vec<(&SummaryRow, f64)> =
             rows.iter().filter_map(|row| row.value.filter(|v| v.is_finite()).map(|v| (row, v))).collect();
-        let x_label = swept
-            .first()
-            .and_then(|(row, _)| row.field.rsplit('.').next())
-            .filter(|last| !last.is_empty())
-            .unwrap_or("value")
-            .to_string();
+        let x_label = swept.first().map_or("value", |(row, _)| swept_key(&row.field)).to_string();
         let mut points: Vec<SweepPoint> =
             swept.into_iter().map(|(row, x)| SweepPoint::from_row(row, x)).collect();
         points.sort_by(|a, b| a.x.total_cmp(&b.x));
@@ -153,74 +150,6 @@ impl SweepPeak {
     }
 }
 
-/// How x values map to the axis: as they are, or as their base-2 logarithm when they span
-/// more than [`LOG_RATIO`] (batch sizes 1 to 4096 would crowd everything on the left). The
-/// axis itself stays linear over the mapped values, so one chart type serves both, and the
-/// ticks of a log axis, at whole log2 steps, read as powers of two.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum XScale {
-    Linear,
-    Log2,
-}
-
-/// Above this max/min ratio of the x values, the x axis is logarithmic.
-const LOG_RATIO: f64 = 64.0;
-
-impl XScale {
-    pub(super) fn for_values(xs: &[f64]) -> XScale {
-        let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        if min > 0.0 && max / min > LOG_RATIO {
-            XScale::Log2
-        } else {
-            XScale::Linear
-        }
-    }
-
-    pub(super) fn map(self, x: f64) -> f64 {
-        match self {
-            XScale::Linear => x,
-            XScale::Log2 => x.log2(),
-        }
-    }
-
-    /// The axis range over the mapped values, with a margin so that no marker sits on the
-    /// frame; a linear axis of non-negative values starts at 0 rather than below it.
-    pub(super) fn range(self, xs: &[f64]) -> Range<f64> {
-        let mapped: Vec<f64> = xs.iter().map(|&x| self.map(x)).collect();
-        let lo = mapped.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = mapped.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        if !lo.is_finite() || !hi.is_finite() {
-            return 0.0..1.0;
-        }
-        let span = hi - lo;
-        let margin = if span > 0.0 { span * 0.05 } else { (lo.abs() * 0.1).max(1.0) };
-        let start = lo - margin;
-        let start = if self == XScale::Linear && lo >= 0.0 && start < 0.0 { 0.0 } else { start };
-        start..hi + margin
-    }
-
-    /// How many ticks to ask plotters for: with whole-number values (depths, batch sizes) or a
-    /// log axis, no more than one per unit, so that no tick falls between two whole values.
-    pub(super) fn tick_count(self, range: &Range<f64>, integral: bool) -> usize {
-        let per_unit = (range.end - range.start).floor() as usize + 1;
-        match self {
-            XScale::Log2 => per_unit.clamp(2, 14),
-            XScale::Linear if integral => per_unit.clamp(2, 10),
-            XScale::Linear => 10,
-        }
-    }
-
-    pub(super) fn tick(self, t: f64) -> String {
-        match self {
-            XScale::Linear => format_tick(t),
-            XScale::Log2 => format_tick(t.exp2()),
-        }
-    }
-}
-
-pub(super) type Plot<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
-
 /// What the drawing functions share: the mapping from data to the plot's coordinates.
 struct Frame {
     scale: XScale,
@@ -248,12 +177,6 @@ impl Frame {
         ((x - self.x.start) / (self.x.end - self.x.start), y / self.y_top)
     }
 }
-
-/// The legend's layout in pixels, as plotters draws it: its margin from the plot's edges, the
-/// glyph's width, and the height of an entry.
-pub(super) const LEGEND_MARGIN: u32 = 16;
-pub(super) const LEGEND_GLYPH: u32 = 30;
-pub(super) const LEGEND_ROW: u32 = 23;
 
 impl Chart for SweepPeak {
     fn file_stem(&self) -> String {
@@ -283,25 +206,18 @@ impl Chart for SweepPeak {
         self.draw_ooms(&mut plot, &frame)?;
         self.draw_errors(&mut plot, &frame)?;
         self.annotate_fit(&mut plot, &frame)?;
-        self.draw_legend(&mut plot, &frame)?;
+        self.legend().draw_where_free(&mut plot, &self.drawn_fractions(&frame))?;
         Ok(())
     }
 }
 
 impl SweepPeak {
-    fn x_desc(&self, scale: XScale) -> String {
-        match scale {
-            XScale::Linear => self.x_label.clone(),
-            XScale::Log2 => format!("{} (log scale)", self.x_label),
-        }
-    }
-
     fn draw_mesh<'a, DB: DrawingBackend + 'a>(&self, plot: &mut Plot<'a, DB>, frame: &Frame) -> Result<()>
     where
         DB::ErrorType: 'static,
     {
         let integral = self.points.iter().all(|p| p.x.fract() == 0.0);
-        let x_desc = self.x_desc(frame.scale);
+        let x_desc = frame.scale.desc(&self.x_label);
         let y_desc = frame.axis.desc("peak memory");
         let scale = frame.scale;
         let x_fmt = move |t: &f64| scale.tick(*t);
@@ -344,7 +260,7 @@ impl SweepPeak {
     {
         for (peak, colour) in [(Peak::Reserved, palette::RESERVED), (Peak::Allocated, palette::ALLOCATED)] {
             let points: Vec<(f64, f64)> = self.ok_points().map(|p| frame.at(p.x, peak.of(p))).collect();
-            plot.draw_series(LineSeries::new(points.iter().copied(), colour.stroke_width(3)))?;
+            plot.draw_series(LineSeries::new(points.iter().copied(), series_style(colour)))?;
             plot.draw_series(points.into_iter().map(|c| Circle::new(c, 5, colour.filled())))?;
         }
         Ok(())
@@ -453,64 +369,30 @@ impl SweepPeak {
         Ok(())
     }
 
-    /// The legend, in whichever corner hides no marker nor line. Its entries are added here,
-    /// apart from the data, so that their order is the reading order (allocated, reserved,
-    /// OOM, budget) whatever order the data was drawn in.
-    fn draw_legend<'a, DB: DrawingBackend + 'a>(&self, plot: &mut Plot<'a, DB>, frame: &Frame) -> Result<()>
-    where
-        DB::ErrorType: 'static,
-    {
+    /// The legend's entries in reading order (allocated, reserved, OOM, error, prediction,
+    /// budget); it goes wherever it hides no marker nor line.
+    fn legend(&self) -> Legend {
         let has = |status| self.points.iter().any(|p| p.status == status);
-        let mut labels: Vec<String> = Vec::new();
-        for (peak, colour) in [(Peak::Allocated, palette::ALLOCATED), (Peak::Reserved, palette::RESERVED)] {
-            if has(Status::Ok) {
-                labels.push(peak.name().to_string());
-                legend_entry(plot, peak.name(), move |(x, y)| {
-                    EmptyElement::at((x, y))
-                        + PathElement::new([(0, 0), (22, 0)], colour.stroke_width(3))
-                        + Circle::new((11, 0), 5, colour.filled())
-                })?;
+        let mut legend = Legend::default();
+        if has(Status::Ok) {
+            for (peak, colour) in [(Peak::Allocated, palette::ALLOCATED), (Peak::Reserved, palette::RESERVED)]
+            {
+                legend.add(peak.name(), Glyph::line(colour, 5));
             }
         }
         if has(Status::Oom) {
-            labels.push(OOM_LABEL.to_string());
-            legend_entry(plot, OOM_LABEL, |(x, y)| Cross::new((x + 11, y), 8, oom_style()))?;
+            legend.add(OOM_LABEL, Glyph::Cross(oom_style()));
         }
         if has(Status::Error) {
-            labels.push(ERROR_LABEL.to_string());
-            legend_entry(plot, ERROR_LABEL, |(x, y)| Circle::new((x + 11, y), 7, error_style()))?;
+            legend.add(ERROR_LABEL, Glyph::Ring(error_style()));
         }
         if self.predicted_points().next().is_some() {
-            labels.push(PREDICTED_LABEL.to_string());
-            legend_entry(plot, PREDICTED_LABEL, |(x, y)| {
-                EmptyElement::at((x, y))
-                    + PathElement::new([(0, 0), (6, 0)], predicted_style())
-                    + Circle::new((11, 0), 5, predicted_style())
-                    + PathElement::new([(16, 0), (22, 0)], predicted_style())
-            })?;
+            legend.add(PREDICTED_LABEL, Glyph::DashedRing(predicted_style()));
         }
         if let Some(budget) = self.budget {
-            let label = format!("budget {}", format_bytes(budget));
-            legend_entry(plot, &label, |(x, y)| {
-                EmptyElement::at((x, y))
-                    + PathElement::new([(0, 0), (8, 0)], budget_style())
-                    + PathElement::new([(14, 0), (22, 0)], budget_style())
-            })?;
-            labels.push(label);
+            legend.add(budget_label(budget), Glyph::Dashed(budget_style()));
         }
-        if labels.is_empty() {
-            return Ok(());
-        }
-        let (w, h) = legend_fraction(plot.plotting_area(), &labels)?;
-        plot.configure_series_labels()
-            .position(free_position(&self.drawn_fractions(frame), w, h))
-            .margin(LEGEND_MARGIN)
-            .legend_area_size(LEGEND_GLYPH)
-            .label_font(label_style())
-            .background_style(WHITE.mix(0.9))
-            .border_style(palette::GRID.stroke_width(1))
-            .draw()?;
-        Ok(())
+        legend
     }
 
     /// Where the lines and markers are, as fractions of the plot, for placing the legend.
@@ -575,65 +457,12 @@ impl Peak {
     }
 }
 
-const OOM_LABEL: &str = "OOM (allocated + requested)";
 const ERROR_LABEL: &str = "error (not memory)";
-pub(super) const PREDICTED_LABEL: &str = "predicted peak (oomlab estimate)";
-
-/// The legend's box as a fraction of `area`, with the margin around it, so that
-/// [`free_position`] keeps that margin clear too.
-pub(super) fn legend_fraction<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
-    labels: &[String],
-) -> Result<(f64, f64)>
-where
-    DB::ErrorType: 'static,
-{
-    let style = label_style();
-    let mut widest = 0;
-    for label in labels {
-        widest = widest.max(area.estimate_text_size(label, &style)?.0);
-    }
-    let rows = u32::try_from(labels.len()).unwrap_or(u32::MAX);
-    let width = 2 * LEGEND_MARGIN + LEGEND_GLYPH + widest + 20;
-    let height = 2 * LEGEND_MARGIN + LEGEND_ROW.saturating_mul(rows) + 20;
-    let (w, h) = area.dim_in_pixel();
-    Ok((f64::from(width) / f64::from(w.max(1)), f64::from(height) / f64::from(h.max(1))))
-}
-
-/// The memory model's prediction, on every chart that draws it.
-pub(super) fn predicted_style() -> ShapeStyle {
-    palette::PREDICTED.stroke_width(2)
-}
-
-fn oom_style() -> ShapeStyle {
-    palette::OOM.stroke_width(3)
-}
-
-fn error_style() -> ShapeStyle {
-    palette::MUTED.stroke_width(2)
-}
-
-fn budget_style() -> ShapeStyle {
-    palette::BUDGET.stroke_width(2)
-}
-
-/// Adds a legend entry without drawing anything: an empty series carries the label.
-pub(super) fn legend_entry<'a, DB, E, F>(plot: &mut Plot<'a, DB>, label: &str, glyph: F) -> Result<()>
-where
-    DB: DrawingBackend + 'a,
-    DB::ErrorType: 'static,
-    E: IntoDynElement<'a, DB, (i32, i32)>,
-    F: Fn((i32, i32)) -> E + 'a,
-{
-    plot.draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())?.label(label).legend(glyph);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::chart::render;
-    use crate::chart::test_support::{png_size, svg_texts};
+    use crate::chart::test_support::{out_dir, png_size, svg_texts};
     use crate::record::Phase;
 
     const GIB: u64 = 1 << 30;
@@ -749,15 +578,6 @@ mod tests {
     }
 
     #[test]
-    fn x_axis_is_logarithmic_only_over_a_wide_span() {
-        assert_eq!(XScale::for_values(&[1.0, 64.0]), XScale::Linear);
-        assert_eq!(XScale::for_values(&[1.0, 4096.0]), XScale::Log2);
-        assert_eq!(XScale::for_values(&[0.0, 4096.0]), XScale::Linear);
-        assert_eq!(XScale::Log2.tick(10.0), "1024");
-        assert_eq!(XScale::Linear.range(&[1.0, 41.0]), 0.0..43.0);
-    }
-
-    #[test]
     fn renders_png_and_svg_with_labels() {
         let dir = tempfile::tempdir().expect("temp dir");
         let (rows, budget) = depth_sweep();
@@ -804,10 +624,7 @@ mod tests {
     #[test]
     fn renders_all_oom_single_point_wide_and_empty_sweeps() {
         let temp = tempfile::tempdir().expect("temp dir");
-        // OOMLAB_CHART_DIR keeps the figures, to look at them.
-        let dir = std::env::var_os("OOMLAB_CHART_DIR")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| temp.path().to_path_buf());
+        let dir = out_dir(&temp);
         let mut oom = row("model.depth", Some(4.0), Status::Oom);
         oom.oom_allocated = Some(GIB);
         oom.oom_requested = Some(GIB);

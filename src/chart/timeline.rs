@@ -18,11 +18,13 @@
 //! Steps are shaded alternately and numbered under the plot; a band of colours there names the
 //! phase of each column. An OOM is a red cross in the column of the phase it struck, at what it
 //! needed (allocated + requested), or at the budget when its message did not say.
-use super::sweep_peak::{
-    legend_entry, legend_fraction, predicted_style, Plot, LEGEND_GLYPH, LEGEND_MARGIN, PREDICTED_LABEL,
+use super::legend::{free_position, Glyph, Legend, UPPER_HALF};
+use super::scale::{format_bytes, format_tick, ByteAxis};
+use super::style::{
+    axis_desc_style, budget_label, budget_style, house_style, label_style, oom_style, palette, phase_colour,
+    predicted_style, series_style, OOM_LABEL, PREDICTED_LABEL,
 };
-use super::{axis_desc_style, format_bytes, format_tick, header, label_style, palette, ByteAxis, Chart};
-use crate::chart::house_style;
+use super::{header, Chart, Plot};
 use crate::record::{Phase, PhaseRecord, Status, SummaryRow};
 use anyhow::Result;
 use plotters::coord::Shift;
@@ -213,24 +215,6 @@ impl Timeline {
     }
 }
 
-/// The colour of a phase in the band under the plot: greys for the set-up, then a colour per
-/// training phase (none of them the blue and orange of allocated and reserved).
-pub fn phase_colour(phase: Phase) -> RGBColor {
-    const COLOURS: [(Phase, RGBColor); 7] = [
-        (Phase::Data, RGBColor(199, 199, 199)),
-        (Phase::Model, RGBColor(140, 140, 140)),
-        (Phase::ToDevice, RGBColor(23, 190, 207)),
-        (Phase::Forward, RGBColor(44, 160, 44)),
-        (Phase::Backward, RGBColor(227, 119, 194)),
-        (Phase::OptimizerStep, RGBColor(140, 86, 75)),
-        (Phase::ZeroGrad, RGBColor(188, 189, 34)),
-    ];
-    COLOURS.iter().find(|(p, _)| *p == phase).map(|(_, c)| *c).unwrap_or(palette::MUTED)
-}
-
-/// NVML's "used" memory.
-const DEVICE_USED: RGBColor = RGBColor(148, 103, 189);
-
 /// Height of the band of phase colours, step numbers and phase key under the plot, in pixels.
 const BAND_AREA: u32 = 138;
 const BAND_HEIGHT: i32 = 18;
@@ -253,7 +237,6 @@ const RESERVED_LABEL: &str = "reserved at end of phase";
 const PEAK_RESERVED_LABEL: &str = "peak reserved in phase";
 const SAME_RESERVED_LABEL: &str = "reserved = allocated here";
 const DEVICE_USED_LABEL: &str = "device used (NVML)";
-const OOM_LABEL: &str = "OOM (allocated + requested)";
 
 impl Chart for Timeline {
     fn file_stem(&self) -> String {
@@ -296,10 +279,10 @@ impl Chart for Timeline {
                 .build_cartesian_2d(0.0..n, 0.0..y_top)
         };
         let plot = build(data_top)?;
-        let labels = self.legend_labels();
-        let (w, h) = legend_fraction(plot.plotting_area(), &labels)?;
+        let legend = self.legend();
+        let (w, h) = legend.size_in(plot.plotting_area())?;
         let drawn = self.drawn_fractions(&axis, n, data_top);
-        let (position, y_top) = match free_corner(&drawn, w, h) {
+        let (position, y_top) = match free_position(&drawn, (w, h), &UPPER_HALF) {
             Some(pos) => (pos, data_top),
             None => (SeriesLabelPosition::UpperRight, data_top / (1.0 - h).max(0.3)),
         };
@@ -314,28 +297,10 @@ impl Chart for Timeline {
         self.draw_lines(&mut plot, &axis, group)?;
         self.draw_predicted(&mut plot, &axis, group)?;
         self.draw_oom(&mut plot, &axis, y_top)?;
-        self.draw_legend(&mut plot, position)?;
+        legend.draw(&mut plot, position)?;
         self.draw_band(&lower, n, group)?;
         Ok(())
     }
-}
-
-/// Like [`super::free_position`], but says when no place is free.
-fn free_corner(points: &[(f64, f64)], width: f64, height: f64) -> Option<SeriesLabelPosition> {
-    use SeriesLabelPosition::*;
-    let (left, right) = (0.0, 1.0 - width);
-    let (top, middle) = (1.0 - height, (1.0 - height) / 2.0);
-    [
-        (UpperRight, right, top),
-        (UpperLeft, left, top),
-        (MiddleRight, right, middle),
-        (MiddleLeft, left, middle),
-    ]
-    .into_iter()
-    .find(|&(_, x0, y0)| {
-        !points.iter().any(|&(x, y)| x >= x0 && x <= x0 + width && y >= y0 && y <= y0 + height)
-    })
-    .map(|(pos, _, _)| pos)
 }
 
 impl Timeline {
@@ -471,7 +436,7 @@ impl Timeline {
         type Get = fn(&TimelinePoint) -> Option<u64>;
         let mut series: Vec<(Get, RGBColor)> = Vec::new();
         if self.has_device_used() {
-            series.push((|p| p.device_used, DEVICE_USED));
+            series.push((|p| p.device_used, palette::DEVICE_USED));
         }
         if self.reserved_differs() {
             series.push((|p| Some(p.reserved), palette::RESERVED));
@@ -485,7 +450,7 @@ impl Timeline {
                     .enumerate()
                     .filter_map(|(i, p)| get(p).map(|v| ((i + 1) as f64, axis.value(v))))
                     .collect();
-                plot.draw_series(LineSeries::new(points.iter().copied(), colour.stroke_width(3)))?;
+                plot.draw_series(LineSeries::new(points.iter().copied(), series_style(colour)))?;
                 if self.points.len() <= MAX_DOTS {
                     plot.draw_series(points.into_iter().map(|c| Circle::new(c, 4, colour.filled())))?;
                 }
@@ -526,7 +491,7 @@ impl Timeline {
         let x = oom.index.map_or(n as f64, |i| i as f64 + 0.5);
         let y = axis.value(self.oom_marker(oom));
         plot.draw_series(DashedLineSeries::new([(x, 0.0), (x, y)], 4, 5, palette::OOM.stroke_width(2)))?;
-        plot.draw_series(std::iter::once(Cross::new((x, y), 9, palette::OOM.stroke_width(3))))?;
+        plot.draw_series(std::iter::once(Cross::new((x, y), 9, oom_style())))?;
 
         let mut text = "OOM".to_string();
         if let Some(phase) = oom.phase {
@@ -553,85 +518,31 @@ impl Timeline {
         Ok(())
     }
 
-    fn legend_labels(&self) -> Vec<String> {
-        let mut labels = vec![ALLOCATED_LABEL.to_string(), PEAK_ALLOCATED_LABEL.to_string()];
+    /// The legend's entries, in the order the eye meets the marks: allocated, then reserved,
+    /// then what the device, the budget, the OOM and the model add.
+    fn legend(&self) -> Legend {
+        let mut legend = Legend::default();
+        legend.add(ALLOCATED_LABEL, Glyph::line(palette::ALLOCATED, 4));
+        legend.add(PEAK_ALLOCATED_LABEL, Glyph::Bar(palette::ALLOCATED.mix(0.22).filled()));
         if self.reserved_differs() {
-            labels.extend([RESERVED_LABEL.to_string(), PEAK_RESERVED_LABEL.to_string()]);
+            legend.add(RESERVED_LABEL, Glyph::line(palette::RESERVED, 4));
+            legend.add(PEAK_RESERVED_LABEL, Glyph::Dash(palette::RESERVED.stroke_width(3)));
         } else if !self.points.is_empty() {
-            labels.push(SAME_RESERVED_LABEL.to_string());
+            legend.add(SAME_RESERVED_LABEL, Glyph::Blank);
         }
         if self.has_device_used() {
-            labels.push(DEVICE_USED_LABEL.to_string());
+            legend.add(DEVICE_USED_LABEL, Glyph::line(palette::DEVICE_USED, 4));
         }
         if let Some(budget) = self.budget {
-            labels.push(format!("budget {}", format_bytes(budget)));
+            legend.add(budget_label(budget), Glyph::Dashed(budget_style()));
         }
         if self.oom.is_some() {
-            labels.push(OOM_LABEL.to_string());
+            legend.add(OOM_LABEL, Glyph::Cross(oom_style()));
         }
         if self.has_predicted() {
-            labels.push(PREDICTED_LABEL.to_string());
+            legend.add(PREDICTED_LABEL, Glyph::Tick(predicted_style()));
         }
-        labels
-    }
-
-    fn draw_legend<'a, DB: DrawingBackend + 'a>(
-        &self,
-        plot: &mut Plot<'a, DB>,
-        position: SeriesLabelPosition,
-    ) -> Result<()>
-    where
-        DB::ErrorType: 'static,
-    {
-        let line = |colour: RGBColor| {
-            move |(x, y): (i32, i32)| {
-                EmptyElement::at((x, y))
-                    + PathElement::new([(0, 0), (22, 0)], colour.stroke_width(3))
-                    + Circle::new((11, 0), 4, colour.filled())
-            }
-        };
-        legend_entry(plot, ALLOCATED_LABEL, line(palette::ALLOCATED))?;
-        legend_entry(plot, PEAK_ALLOCATED_LABEL, |(x, y)| {
-            Rectangle::new([(x + 3, y - 7), (x + 19, y + 7)], palette::ALLOCATED.mix(0.22).filled())
-        })?;
-        if self.reserved_differs() {
-            legend_entry(plot, RESERVED_LABEL, line(palette::RESERVED))?;
-            legend_entry(plot, PEAK_RESERVED_LABEL, |(x, y)| {
-                PathElement::new([(x + 3, y), (x + 19, y)], palette::RESERVED.stroke_width(3))
-            })?;
-        } else if !self.points.is_empty() {
-            legend_entry(plot, SAME_RESERVED_LABEL, |(x, y)| EmptyElement::at((x, y)))?;
-        }
-        if self.has_device_used() {
-            legend_entry(plot, DEVICE_USED_LABEL, line(DEVICE_USED))?;
-        }
-        if let Some(budget) = self.budget {
-            legend_entry(plot, &format!("budget {}", format_bytes(budget)), |(x, y)| {
-                EmptyElement::at((x, y))
-                    + PathElement::new([(0, 0), (8, 0)], budget_style())
-                    + PathElement::new([(14, 0), (22, 0)], budget_style())
-            })?;
-        }
-        if self.oom.is_some() {
-            legend_entry(plot, OOM_LABEL, |(x, y)| Cross::new((x + 11, y), 8, palette::OOM.stroke_width(3)))?;
-        }
-        if self.has_predicted() {
-            legend_entry(plot, PREDICTED_LABEL, |(x, y)| {
-                let style = predicted_style();
-                EmptyElement::at((x, y))
-                    + PathElement::new([(5, 0), (17, 0)], style)
-                    + Circle::new((11, 0), 3, style)
-            })?;
-        }
-        plot.configure_series_labels()
-            .position(position)
-            .margin(LEGEND_MARGIN)
-            .legend_area_size(LEGEND_GLYPH)
-            .label_font(label_style())
-            .background_style(WHITE.mix(0.9))
-            .border_style(palette::GRID.stroke_width(1))
-            .draw()?;
-        Ok(())
+        legend
     }
 
     /// Where lines, bars and markers are, as fractions of the plot, for placing the legend.
@@ -797,15 +708,11 @@ fn format_seconds(s: f64) -> String {
     }
 }
 
-fn budget_style() -> ShapeStyle {
-    palette::BUDGET.stroke_width(2)
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
     use crate::chart::render;
-    use crate::chart::test_support::{png_size, svg_texts};
+    use crate::chart::test_support::{out_dir, png_size, svg_texts};
 
     const MIB: u64 = 1 << 20;
 
@@ -848,13 +755,6 @@ pub(crate) mod tests {
 
     fn summary(trial: usize, status: Status) -> SummaryRow {
         SummaryRow { trial, status, field: "model.depth".into(), value: Some(4.0), ..SummaryRow::default() }
-    }
-
-    /// Where to write figures: `OOMLAB_CHART_DIR` to keep them and look, else `temp`.
-    fn out_dir(temp: &tempfile::TempDir) -> std::path::PathBuf {
-        std::env::var_os("OOMLAB_CHART_DIR")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| temp.path().to_path_buf())
     }
 
     #[test]
