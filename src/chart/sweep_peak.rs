@@ -462,7 +462,7 @@ const ERROR_LABEL: &str = "error (not memory)";
 mod tests {
     use super::*;
     use crate::chart::render;
-    use crate::chart::test_support::{out_dir, png_size, svg_texts};
+    use crate::chart::test_support::{out_dir, png_size, svg_size, svg_texts};
     use crate::record::Phase;
 
     const GIB: u64 = 1 << 30;
@@ -577,15 +577,19 @@ mod tests {
         assert_eq!(SweepPeak::from_summary(&rows, "", "", None).x_label, "value");
     }
 
+    /// The lesson's figure, drawn where `out_dir` says (`OOMLAB_CHART_DIR` keeps it to look at).
     #[test]
-    fn renders_png_and_svg_with_labels() {
-        let dir = tempfile::tempdir().expect("temp dir");
+    fn renders_the_lesson_figure_with_its_labels() {
+        let temp = tempfile::tempdir().expect("temp dir");
+        let dir = out_dir(&temp);
         let (rows, budget) = depth_sweep();
-        let chart =
-            SweepPeak::from_summary(&rows, "How deep before out of memory", "fake device", Some(budget));
-        let out = render(&chart, dir.path()).expect("rendered");
-        assert_eq!(out.png, dir.path().join("peak_vs_depth.png"));
+        let subtitle = "Tesla T4 (15.90 GiB) · MLP, hidden 4096, batch 64 · float32 · Adam";
+        let chart = SweepPeak::from_summary(&rows, "How deep before out of memory", subtitle, Some(budget));
+        let out = render(&chart, &dir).expect("rendered");
+        assert_eq!(out.png, dir.join("peak_vs_depth.png"));
+        assert_eq!(out.svg, dir.join("peak_vs_depth.svg"));
         assert_eq!(png_size(&out.png), (1280, 800));
+        assert_eq!(svg_size(&out.svg), (1280, 800));
         let texts = svg_texts(&std::fs::read_to_string(&out.svg).expect("svg readable"));
         assert!(!texts.iter().any(|t| t == PREDICTED_LABEL), "no prediction in these rows");
         for text in [
@@ -597,6 +601,7 @@ mod tests {
             "budget 15.90 GiB",
             "largest depth that fit: 40",
             "How deep before out of memory",
+            subtitle,
         ] {
             assert!(texts.iter().any(|t| t == text), "{text:?} not in {texts:?}");
         }
@@ -658,22 +663,5 @@ mod tests {
 
         let empty = SweepPeak::from_summary(&[], "empty", "", None);
         render(&empty, &dir.join("empty")).expect("empty sweep renders");
-    }
-
-    /// Writes the lesson's figure where `OOMLAB_CHART_DIR` says, to look at it; skipped
-    /// otherwise.
-    #[test]
-    fn writes_the_lesson_figure_when_asked() {
-        let Some(dir) = std::env::var_os("OOMLAB_CHART_DIR") else {
-            return;
-        };
-        let (rows, budget) = depth_sweep();
-        let chart = SweepPeak::from_summary(
-            &rows,
-            "How deep before out of memory",
-            "Tesla T4 (15.90 GiB) · MLP, hidden 4096, batch 64 · float32 · Adam",
-            Some(budget),
-        );
-        render(&chart, std::path::Path::new(&dir)).expect("rendered");
     }
 }

@@ -1,5 +1,5 @@
 //! What the chart tests share: where they draw, a summary row to build on, and what they read
-//! back from a rendered figure (the PNG's size, the SVG's texts).
+//! back from a rendered figure (the PNG's size, the SVG's size and texts).
 use crate::record::{Status, SummaryRow};
 use std::path::{Path, PathBuf};
 
@@ -38,4 +38,18 @@ pub fn png_size(path: &Path) -> (u32, u32) {
     assert_eq!(&bytes[12..16], b"IHDR");
     let be = |r: std::ops::Range<usize>| u32::from_be_bytes(bytes[r].try_into().expect("four bytes"));
     (be(16..20), be(20..24))
+}
+
+/// Width and height from an SVG's root element, after checking that the document is one
+/// `<svg>` element, closed.
+pub fn svg_size(path: &Path) -> (u32, u32) {
+    let svg = std::fs::read_to_string(path).expect("svg readable");
+    assert!(svg.starts_with("<svg "), "not an SVG: {}", &svg[..svg.len().min(80)]);
+    assert!(svg.trim_end().ends_with("</svg>"), "SVG not closed");
+    let root = &svg[..svg.find('>').expect("root element closed")];
+    let attr = |name: &str| -> u32 {
+        let value = root.split(&format!(" {name}=\"")).nth(1).and_then(|rest| rest.split('"').next());
+        value.and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no {name} in {root}"))
+    };
+    (attr("width"), attr("height"))
 }
