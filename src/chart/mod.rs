@@ -67,6 +67,21 @@ pub trait Chart {
         DB::ErrorType: 'static;
 }
 
+/// `name` with what is not an ASCII letter, digit or `-` as `_`, for a file stem: a variant
+/// called "fp16 amp" or "a/b" must still name one file in the results folder.
+fn file_safe(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
+}
+
+/// The end of a file stem for `variant`: "-<variant>", file-safe, or nothing without variants.
+fn variant_suffix(variant: &str) -> String {
+    if variant.is_empty() {
+        String::new()
+    } else {
+        format!("-{}", file_safe(variant))
+    }
+}
+
 /// The files [`render`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rendered {

@@ -1,7 +1,12 @@
 //! Axes: the byte unit of a memory axis ([`ByteAxis`]), the linear or base-2 logarithmic
 //! mapping of a swept value ([`XScale`]), and how numbers read on ticks and labels
 //! ([`format_tick`], [`format_bytes`]).
+use anyhow::Result;
+use plotters::prelude::*;
 use std::ops::Range;
+
+use super::style::house_style;
+use super::Plot;
 
 const KIB: f64 = 1024.0;
 
@@ -135,6 +140,37 @@ impl XScale {
             XScale::Linear => format_tick(t),
             XScale::Log2 => format_tick(t.exp2()),
         }
+    }
+
+    /// Draws the mesh of a plot whose x axis is the swept `key` over `x` (`integral`: its
+    /// values are whole numbers), with at most `max_ticks` ticks across, read as this scale
+    /// reads them, and `y_desc` up.
+    pub fn draw_mesh<'a, DB>(
+        self,
+        plot: &mut Plot<'a, DB>,
+        x: &Range<f64>,
+        integral: bool,
+        max_ticks: usize,
+        key: &str,
+        y_desc: String,
+    ) -> Result<()>
+    where
+        DB: DrawingBackend + 'a,
+        DB::ErrorType: 'static,
+    {
+        let x_fmt = move |t: &f64| self.tick(*t);
+        let y_fmt = |v: &f64| format_tick(*v);
+        house_style(
+            plot.configure_mesh()
+                .x_labels(self.tick_count(x, integral).min(max_ticks))
+                .y_labels(10)
+                .x_label_formatter(&x_fmt)
+                .y_label_formatter(&y_fmt)
+                .x_desc(self.desc(key))
+                .y_desc(y_desc),
+        )
+        .draw()?;
+        Ok(())
     }
 
     /// The axis description: the swept key, and on a log axis a warning that equal steps are

@@ -2,9 +2,9 @@
 //! each folder's limit on the right, the legend on the right one.
 use super::data::{CompareSeries, CompareSweep};
 use crate::chart::legend::{densify, Glyph, Legend};
-use crate::chart::scale::{format_tick, ByteAxis, XScale};
-use crate::chart::style::{budget_style, house_style, label_style, palette, series_style, OOM_LABEL};
-use crate::chart::{header, Chart, Plot};
+use crate::chart::scale::{ByteAxis, XScale};
+use crate::chart::style::{budget_style, label_style, palette, series_style, OOM_LABEL};
+use crate::chart::{file_safe, header, variant_suffix, Chart, Plot};
 use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -41,12 +41,7 @@ impl Frame {
 
 impl Chart for CompareSweep {
     fn file_stem(&self) -> String {
-        let clean = |s: &str| -> String {
-            s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
-        };
-        let suffix =
-            if self.variant.is_empty() { String::new() } else { format!("-{}", clean(&self.variant)) };
-        format!("compare_peak_vs_{}{suffix}", clean(&self.x_label))
+        format!("compare_peak_vs_{}{}", file_safe(&self.x_label), variant_suffix(&self.variant))
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
@@ -90,24 +85,12 @@ impl CompareSweep {
             .y_label_area_size(74)
             .build_cartesian_2d(frame.x.clone(), 0.0..frame.y_top)?;
         let integral = self.xs().iter().all(|x| x.fract() == 0.0);
-        let x_desc = frame.scale.desc(&self.x_label);
         let y_desc = match frame.panel {
             Panel::Bytes => frame.axis.desc("peak reserved"),
             Panel::Share => "peak reserved (% of budget)".to_string(),
         };
-        let scale = frame.scale;
-        let x_fmt = move |t: &f64| scale.tick(*t);
-        let y_fmt = |v: &f64| format_tick(*v);
-        house_style(
-            plot.configure_mesh()
-                .x_labels(frame.scale.tick_count(&frame.x, integral).min(8))
-                .y_labels(10)
-                .x_label_formatter(&x_fmt)
-                .y_label_formatter(&y_fmt)
-                .x_desc(x_desc)
-                .y_desc(y_desc),
-        )
-        .draw()?;
+        // At most 8 ticks: a panel has half the width of a chart.
+        frame.scale.draw_mesh(&mut plot, &frame.x, integral, 8, &self.x_label, y_desc)?;
 
         // Limits: one dashed line per folder in bytes, in its colour; one at 100% in shares.
         let dashed = |y: f64, colour: RGBColor| {

@@ -4,8 +4,8 @@ use super::data::{SweepPeak, SweepPoint};
 use crate::chart::legend::{densify, Glyph, Legend};
 use crate::chart::scale::{format_bytes, format_tick, ByteAxis, XScale};
 use crate::chart::style::{
-    budget_label, budget_style, error_style, house_style, label_style, oom_style, palette, predicted_style,
-    series_style, OOM_LABEL, PREDICTED_LABEL,
+    budget_label, budget_style, error_style, label_style, oom_style, palette, predicted_style, series_style,
+    OOM_LABEL, PREDICTED_LABEL,
 };
 use crate::chart::{header, Chart, Plot};
 use crate::record::Status;
@@ -82,22 +82,8 @@ impl SweepPeak {
         DB::ErrorType: 'static,
     {
         let integral = self.points.iter().all(|p| p.x.fract() == 0.0);
-        let x_desc = frame.scale.desc(&self.x_label);
         let y_desc = frame.axis.desc("peak memory");
-        let scale = frame.scale;
-        let x_fmt = move |t: &f64| scale.tick(*t);
-        let y_fmt = |v: &f64| format_tick(*v);
-        house_style(
-            plot.configure_mesh()
-                .x_labels(frame.scale.tick_count(&frame.x, integral))
-                .y_labels(10)
-                .x_label_formatter(&x_fmt)
-                .y_label_formatter(&y_fmt)
-                .x_desc(x_desc)
-                .y_desc(y_desc),
-        )
-        .draw()?;
-        Ok(())
+        frame.scale.draw_mesh(plot, &frame.x, integral, usize::MAX, &self.x_label, y_desc)
     }
 
     fn draw_budget<'a, DB: DrawingBackend + 'a>(&self, plot: &mut Plot<'a, DB>, frame: &Frame) -> Result<()>

@@ -9,7 +9,7 @@ use crate::chart::style::{
     budget_label, budget_style, house_style, label_style, oom_style, palette, predicted_style, series_style,
     OOM_LABEL, PREDICTED_LABEL,
 };
-use crate::chart::{header, Chart, Plot};
+use crate::chart::{header, variant_suffix, Chart, Plot};
 use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -36,16 +36,7 @@ pub(super) const DEVICE_USED_LABEL: &str = "device used (NVML)";
 
 impl Chart for Timeline {
     fn file_stem(&self) -> String {
-        let variant: String = self
-            .variant
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
-            .collect();
-        if variant.is_empty() {
-            format!("timeline_trial{}", self.trial)
-        } else {
-            format!("timeline_trial{}-{variant}", self.trial)
-        }
+        format!("timeline_trial{}{}", self.trial, variant_suffix(&self.variant))
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
