@@ -5,6 +5,7 @@ use crate::record::Phase;
 use plotters::chart::MeshStyle;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
+use std::ops::Range;
 
 use super::scale::format_bytes;
 
@@ -131,6 +132,20 @@ pub fn predicted_style() -> ShapeStyle {
 /// A trial that failed for another reason than memory: a grey ring.
 pub fn error_style() -> ShapeStyle {
     palette::MUTED.stroke_width(2)
+}
+
+/// A straight dashed line between two points of the plot.
+pub type Dashes = DashedLineSeries<std::array::IntoIter<(f64, f64), 2>, i32>;
+
+/// A reference across the plot at height `y` over `x` (a budget, 100% of one): in long dashes,
+/// so that it does not read as data.
+pub fn across(x: &Range<f64>, y: f64, style: ShapeStyle) -> Dashes {
+    DashedLineSeries::new([(x.start, y), (x.end, y)], 12, 8, style)
+}
+
+/// A dotted line from `(x, y)` down to the axis, tying a note to the x value it is about.
+pub fn drop_to_axis((x, y): (f64, f64), style: ShapeStyle) -> Dashes {
+    DashedLineSeries::new([(x, 0.0), (x, y)], 4, 5, style)
 }
 
 /// An OOM's legend label: its cross stands at what it needed, when the message said.

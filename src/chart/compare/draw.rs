@@ -3,7 +3,7 @@
 use super::data::{CompareSeries, CompareSweep};
 use crate::chart::legend::{densify, Glyph, Legend};
 use crate::chart::scale::{ByteAxis, XScale};
-use crate::chart::style::{budget_style, label_style, palette, series_style, OOM_LABEL};
+use crate::chart::style::{across, budget_style, label_style, palette, series_style, OOM_LABEL};
 use crate::chart::{file_safe, header, variant_suffix, Chart, Plot};
 use anyhow::Result;
 use plotters::coord::Shift;
@@ -93,9 +93,7 @@ impl CompareSweep {
         frame.scale.draw_mesh(&mut plot, &frame.x, integral, 8, &self.x_label, y_desc)?;
 
         // Limits: one dashed line per folder in bytes, in its colour; one at 100% in shares.
-        let dashed = |y: f64, colour: RGBColor| {
-            DashedLineSeries::new([(frame.x.start, y), (frame.x.end, y)], 12, 8, colour.stroke_width(2))
-        };
+        let dashed = |y: f64, colour: RGBColor| across(&frame.x, y, colour.stroke_width(2));
         match frame.panel {
             Panel::Bytes => {
                 for (i, s) in self.series.iter().enumerate() {

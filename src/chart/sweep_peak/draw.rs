@@ -4,8 +4,8 @@ use super::data::{SweepPeak, SweepPoint};
 use crate::chart::legend::{densify, Glyph, Legend};
 use crate::chart::scale::{format_bytes, format_tick, ByteAxis, XScale};
 use crate::chart::style::{
-    budget_label, budget_style, error_style, label_style, oom_style, palette, predicted_style, series_style,
-    OOM_LABEL, PREDICTED_LABEL,
+    across, budget_label, budget_style, drop_to_axis, error_style, label_style, oom_style, palette,
+    predicted_style, series_style, OOM_LABEL, PREDICTED_LABEL,
 };
 use crate::chart::{header, Chart, Plot};
 use crate::record::Status;
@@ -94,12 +94,7 @@ impl SweepPeak {
             return Ok(());
         };
         let y = frame.axis.value(budget);
-        plot.draw_series(DashedLineSeries::new(
-            [(frame.x.start, y), (frame.x.end, y)],
-            12,
-            8,
-            budget_style(),
-        ))?;
+        plot.draw_series(across(&frame.x, y, budget_style()))?;
         Ok(())
     }
 
@@ -172,7 +167,7 @@ impl SweepPeak {
         };
         let top = frame.at(fit.x, fit.max_reserved.max(fit.max_allocated));
         let muted = palette::MUTED.stroke_width(2);
-        plot.draw_series(DashedLineSeries::new([(top.0, 0.0), top], 4, 5, muted))?;
+        plot.draw_series(drop_to_axis(top, muted))?;
 
         let lines = [
             format!("largest {} that fit: {}", self.x_label, format_tick(fit.x)),

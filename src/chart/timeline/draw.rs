@@ -6,8 +6,8 @@ use super::data::{Timeline, TimelinePoint};
 use crate::chart::legend::{free_position, Glyph, Legend, UPPER_HALF};
 use crate::chart::scale::{format_bytes, format_tick, ByteAxis};
 use crate::chart::style::{
-    budget_label, budget_style, house_style, label_style, oom_style, palette, predicted_style, series_style,
-    OOM_LABEL, PREDICTED_LABEL,
+    across, budget_label, budget_style, drop_to_axis, house_style, label_style, oom_style, palette,
+    predicted_style, series_style, OOM_LABEL, PREDICTED_LABEL,
 };
 use crate::chart::{header, variant_suffix, Chart, Plot};
 use anyhow::Result;
@@ -145,7 +145,7 @@ impl Timeline {
     {
         if let Some(budget) = self.budget {
             let y = axis.value(budget);
-            plot.draw_series(DashedLineSeries::new([(0.0, y), (n, y)], 12, 8, budget_style()))?;
+            plot.draw_series(across(&(0.0..n), y, budget_style()))?;
         }
         Ok(())
     }
@@ -277,7 +277,7 @@ impl Timeline {
         let n = self.points.len();
         let x = oom.index.map_or(n as f64, |i| i as f64 + 0.5);
         let y = axis.value(self.oom_marker(oom));
-        plot.draw_series(DashedLineSeries::new([(x, 0.0), (x, y)], 4, 5, palette::OOM.stroke_width(2)))?;
+        plot.draw_series(drop_to_axis((x, y), palette::OOM.stroke_width(2)))?;
         plot.draw_series(std::iter::once(Cross::new((x, y), 9, oom_style())))?;
 
         let mut text = "OOM".to_string();
