@@ -3,10 +3,10 @@
 //! left. The trial standing for each variant is the one the category chart picks
 //! ([`pick_trials`]). Step times are wall-clock on the machine that ran the experiment: compare
 //! them within one chart, not across machines.
-use super::categories::{comparison, pick_trials};
-use super::sweep_peak::{Plot, XScale};
-use super::{format_bytes, format_tick, header, label_style, palette, ByteAxis, Chart};
-use crate::chart::house_style;
+use super::pick::{comparison, pick_trials};
+use super::scale::{format_bytes, format_tick, ByteAxis, XScale};
+use super::style::{house_style, label_style, palette};
+use super::{footnotes, header, Chart, Plot};
 use crate::record::SummaryRow;
 use anyhow::Result;
 use plotters::coord::Shift;
@@ -63,15 +63,9 @@ impl Chart for Tradeoff {
         DB::ErrorType: 'static,
     {
         let area = header(root, &self.title, &self.subtitle)?;
-        let (_, height) = area.dim_in_pixel();
         let notes: Vec<String> =
             self.comparison.iter().map(|c| format!("Points: {c}.")).chain([NOTE.to_string()]).collect();
-        let band = 24 * notes.len() as u32 + 12;
-        let (area, note_area) = area.split_vertically(height.saturating_sub(band));
-        let style = label_style().color(&palette::MUTED).pos(Pos::new(HPos::Left, VPos::Top));
-        for (i, note) in notes.iter().enumerate() {
-            note_area.draw_text(note, &style, (30, 24 * i as i32))?;
-        }
+        let area = footnotes(area, &notes)?;
 
         let max_peak = self.points.iter().map(|p| p.peak).max().unwrap_or(0);
         let axis = ByteAxis::for_max(max_peak);
@@ -82,8 +76,7 @@ impl Chart for Tradeoff {
         x_range.end = x_range.end.max(1e-9) * 1.08;
         let max_s = self.points.iter().map(|p| p.step_seconds).fold(0.0, f64::max);
         let y_top = if max_s > 0.0 { max_s * 1.15 } else { 1.0 };
-        let x_fmt = |v: &f64| format_tick(*v);
-        let y_fmt = |v: &f64| format_tick(*v);
+        let tick = |v: &f64| format_tick(*v);
         let mut plot: Plot<DB> = ChartBuilder::on(&area)
             .margin_left(20)
             .margin_right(40)
@@ -96,8 +89,8 @@ impl Chart for Tradeoff {
             plot.configure_mesh()
                 .x_labels(10)
                 .y_labels(10)
-                .x_label_formatter(&x_fmt)
-                .y_label_formatter(&y_fmt)
+                .x_label_formatter(&tick)
+                .y_label_formatter(&tick)
                 .x_desc(axis.desc("peak memory allocated"))
                 .y_desc("step time (s, wall-clock)"),
         )
@@ -145,9 +138,8 @@ impl Chart for Tradeoff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chart::categories::tests::summary;
     use crate::chart::render;
-    use crate::chart::test_support::{png_size, svg_texts};
+    use crate::chart::test_support::{out_dir, png_size, summary, svg_texts};
     use crate::record::Status;
 
     fn timed(trial: usize, variant: &str, peak: u64, seconds: Option<f64>) -> SummaryRow {
@@ -179,9 +171,7 @@ mod tests {
     #[test]
     fn renders_png_and_svg_with_labels() {
         let temp = tempfile::tempdir().expect("temp dir");
-        let dir = std::env::var_os("OOMLAB_CHART_DIR")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| temp.path().to_path_buf());
+        let dir = out_dir(&temp);
         let rows = [
             timed(1, "none", 211 << 20, Some(1.25)),
             timed(2, "every1", 211 << 20, Some(1.5)),

@@ -1,0 +1,141 @@
+//! Drawing the category chart: the stacked bars with their sizes, the measured peak across
+//! each, and the legend in a column of its own right of the plot.
+use super::data::{Categories, CATEGORY_NAMES};
+use crate::chart::scale::{format_bytes, format_tick, ByteAxis};
+use crate::chart::style::{house_style, label_style, palette};
+use crate::chart::{footnotes, header, Chart};
+use anyhow::Result;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+const PEAK_LABEL: &str = "measured peak";
+/// Width of the legend's column, right of the plot: outside it, so that it never hides a bar.
+const LEGEND_WIDTH: u32 = 200;
+const LEGEND_ROW: i32 = 28;
+
+impl Chart for Categories {
+    fn file_stem(&self) -> String {
+        "categories".to_string()
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let area = header(root, &self.title, &self.subtitle)?;
+        let width = area.dim_in_pixel().0;
+        let area = footnotes(area, &self.notes())?;
+        let (area, legend_area) = area.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
+
+        let top_bytes = self.top();
+        let axis = ByteAxis::for_max(top_bytes);
+        let top = axis.value(top_bytes);
+        let y_top = if top > 0.0 { top * 1.12 } else { 1.0 };
+        let n = self.bars.len().max(1);
+        let labels: Vec<String> = self.bars.iter().map(|b| b.label.clone()).collect();
+        let x_fmt = move |x: &f64| {
+            let i = x.round();
+            if (x - i).abs() > 1e-6 || i < 0.0 {
+                return String::new();
+            }
+            labels.get(i as usize).cloned().unwrap_or_default()
+        };
+        let y_fmt = |v: &f64| format_tick(*v);
+        let x_what =
+            if self.bars.iter().all(|b| b.label.starts_with("trial ")) { "trial" } else { "variant" };
+        let x_desc = match &self.comparison {
+            Some(c) => format!("{x_what}: {c}"),
+            None => x_what.to_string(),
+        };
+        let mut plot = ChartBuilder::on(&area)
+            .margin_left(20)
+            .margin_right(10)
+            .margin_top(10)
+            .margin_bottom(10)
+            .x_label_area_size(60)
+            .y_label_area_size(78)
+            .build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..y_top)?;
+        house_style(
+            plot.configure_mesh()
+                .disable_x_mesh()
+                .x_labels(n)
+                .y_labels(10)
+                .x_label_formatter(&x_fmt)
+                .y_label_formatter(&y_fmt)
+                .x_desc(x_desc)
+                .y_desc(axis.desc("memory")),
+        )
+        .draw()?;
+
+        if self.bars.is_empty() {
+            let style = label_style().pos(Pos::new(HPos::Center, VPos::Center));
+            plot.draw_series(std::iter::once(Text::new(
+                "no trial ran".to_string(),
+                (0.0, y_top / 2.0),
+                style,
+            )))?;
+            return Ok(());
+        }
+        let (_, plot_h) = plot.plotting_area().dim_in_pixel();
+        let px_per_unit = f64::from(plot_h) / y_top;
+        const HALF: f64 = 0.3;
+        for (i, bar) in self.bars.iter().enumerate() {
+            let x = i as f64;
+            let peak = axis.value(bar.peak);
+            let mut base = 0.0;
+            for (c, &bytes) in bar.bytes.iter().enumerate() {
+                let h = axis.value(bytes);
+                if h <= 0.0 {
+                    continue;
+                }
+                let corners = [(x - HALF, base), (x + HALF, base + h)];
+                plot.draw_series(std::iter::once(Rectangle::new(corners, palette::category(c).filled())))?;
+                plot.draw_series(std::iter::once(Rectangle::new(corners, WHITE.stroke_width(1))))?;
+                // The size inside the segment, when it is tall enough to hold it and the peak
+                // line does not cross it.
+                let centre = base + h / 2.0;
+                if h * px_per_unit >= 22.0 && (peak - centre).abs() * px_per_unit >= 13.0 {
+                    let style = label_style().color(&WHITE).pos(Pos::new(HPos::Center, VPos::Center));
+                    plot.draw_series(std::iter::once(Text::new(format_bytes(bytes), (x, centre), style)))?;
+                }
+                base += h;
+            }
+            plot.draw_series(std::iter::once(PathElement::new(
+                [(x - HALF - 0.06, peak), (x + HALF + 0.06, peak)],
+                BLACK.stroke_width(3),
+            )))?;
+            // The peak's size above whichever is higher, the stack or the line.
+            let style = label_style().pos(Pos::new(HPos::Center, VPos::Bottom));
+            plot.draw_series(std::iter::once(Text::new(
+                format!("peak {}", format_bytes(bar.peak)),
+                (x, peak.max(base) + 8.0 / px_per_unit),
+                style,
+            )))?;
+        }
+        self.draw_legend(&legend_area)
+    }
+}
+
+impl Categories {
+    /// The legend, in its own column right of the plot, top to bottom as the segments stack;
+    /// categories that are 0 in every bar are left out.
+    fn draw_legend<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let text = label_style().pos(Pos::new(HPos::Left, VPos::Center));
+        let mut y = 30;
+        area.draw(&PathElement::new([(4, y), (28, y)], BLACK.stroke_width(3)))?;
+        area.draw_text(PEAK_LABEL, &text, (38, y))?;
+        for c in (0..CATEGORY_NAMES.len()).rev() {
+            if self.bars.iter().all(|b| b.bytes[c] == 0) {
+                continue;
+            }
+            y += LEGEND_ROW;
+            area.draw(&Rectangle::new([(6, y - 9), (26, y + 9)], palette::category(c).filled()))?;
+            area.draw_text(CATEGORY_NAMES[c], &text, (38, y))?;
+        }
+        Ok(())
+    }
+}

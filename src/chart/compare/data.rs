@@ -1,0 +1,126 @@
+//! The comparison chart's data: a chart per swept field and variant, a series per folder, and
+//! what the panels ask of them (shares of the limit, where an OOM goes, how high the axes go).
+use crate::chart::scale::swept_key;
+use crate::chart::{SweepPeak, SweepPoint};
+use crate::compare::{Comparison, Side};
+use crate::record::Status;
+
+/// The chart's data: one series per folder, for one variant of one swept field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompareSweep {
+    pub title: String,
+    pub subtitle: String,
+    /// The swept key's last part: "depth".
+    pub x_label: String,
+    /// The variant, empty without variants; it goes into the file stem.
+    pub variant: String,
+    pub series: Vec<CompareSeries>,
+}
+
+/// One folder's sweep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompareSeries {
+    /// "A: Tesla T4, budget 15.90 GiB".
+    pub label: String,
+    /// What shares are of: the budget, or the capacity.
+    pub limit: u64,
+    /// "budget" or "capacity".
+    pub limit_name: String,
+    /// Sorted by the swept value.
+    pub points: Vec<SweepPoint>,
+}
+
+impl CompareSeries {
+    fn from_side(side: &Side, field: &str, variant: &str) -> CompareSeries {
+        let rows: Vec<_> =
+            side.rows.iter().filter(|r| r.field == field && r.variant == variant).cloned().collect();
+        CompareSeries {
+            label: side.label(),
+            limit: side.limit(),
+            limit_name: side.limit_name().to_string(),
+            points: SweepPeak::from_summary(&rows, "", "", None).points,
+        }
+    }
+
+    pub(super) fn ok(&self) -> impl Iterator<Item = &SweepPoint> {
+        self.points.iter().filter(|p| p.status == Status::Ok)
+    }
+
+    pub(super) fn ooms(&self) -> impl Iterator<Item = &SweepPoint> {
+        self.points.iter().filter(|p| p.status == Status::Oom)
+    }
+
+    /// Where an OOM cross goes, in bytes: at what it needed, else at the limit.
+    pub(super) fn oom_marker(&self, p: &SweepPoint) -> u64 {
+        p.oom_need.unwrap_or(self.limit)
+    }
+
+    pub(super) fn share(&self, bytes: u64) -> f64 {
+        if self.limit == 0 {
+            0.0
+        } else {
+            100.0 * bytes as f64 / self.limit as f64
+        }
+    }
+}
+
+impl CompareSweep {
+    /// One chart per (field, variant) with a sweep in `c`, in table order.
+    pub fn from_comparison(c: &Comparison) -> Vec<CompareSweep> {
+        let mut out = Vec::new();
+        for t in c.tables.iter().filter(|t| !t.field.is_empty()) {
+            let mut variants: Vec<&str> = Vec::new();
+            for f in &t.rows {
+                if !variants.contains(&f.variant.as_str()) {
+                    variants.push(&f.variant);
+                }
+            }
+            for v in variants {
+                let x_label = swept_key(&t.field).to_string();
+                let folders: Vec<String> = c.folders.iter().map(Side::label).collect();
+                out.push(CompareSweep {
+                    title: format!("{}: peak memory by {x_label}, compared", c.experiment),
+                    subtitle: format!(
+                        "{}{}{}",
+                        folders.join("  vs  "),
+                        if v.is_empty() { String::new() } else { format!(" · variant {v}") },
+                        if c.spec_differs.is_empty() { "" } else { " · WARNING: the spec files differ" }
+                    ),
+                    x_label,
+                    variant: v.to_string(),
+                    series: c.folders.iter().map(|s| CompareSeries::from_side(s, &t.field, v)).collect(),
+                });
+            }
+        }
+        out
+    }
+
+    pub(super) fn xs(&self) -> Vec<f64> {
+        self.series.iter().flat_map(|s| s.points.iter().map(|p| p.x)).collect()
+    }
+
+    /// The highest byte value drawn: peaks, OOM markers, limits.
+    pub(super) fn top_bytes(&self) -> u64 {
+        self.series
+            .iter()
+            .flat_map(|s| {
+                let peaks = s.ok().map(|p| p.max_reserved.max(p.max_allocated));
+                let ooms = s.ooms().map(|p| s.oom_marker(p));
+                peaks.chain(ooms).chain([s.limit])
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The highest share drawn, in percent, at least 100.
+    pub(super) fn top_share(&self) -> f64 {
+        self.series
+            .iter()
+            .flat_map(|s| {
+                let peaks = s.ok().map(|p| s.share(p.max_reserved));
+                let ooms = s.ooms().map(|p| s.share(s.oom_marker(p)));
+                peaks.chain(ooms).collect::<Vec<f64>>()
+            })
+            .fold(100.0, f64::max)
+    }
+}

@@ -1,0 +1,148 @@
+//! Drawing the comparison chart: two panels on one x axis, bytes on the left and shares of
+//! each folder's limit on the right, the legend on the right one.
+use super::data::{CompareSeries, CompareSweep};
+use crate::chart::legend::{densify, Glyph, Legend};
+use crate::chart::scale::{ByteAxis, XScale};
+use crate::chart::style::{across, budget_style, label_style, palette, series_style, OOM_LABEL};
+use crate::chart::{file_safe, header, variant_suffix, Chart, Plot};
+use anyhow::Result;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::ops::Range;
+
+/// Which of the two panels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Panel {
+    Bytes,
+    Share,
+}
+
+/// The mapping from data to a panel's coordinates.
+struct Frame {
+    panel: Panel,
+    scale: XScale,
+    x: Range<f64>,
+    y_top: f64,
+    axis: ByteAxis,
+}
+
+impl Frame {
+    fn y(&self, s: &CompareSeries, bytes: u64) -> f64 {
+        match self.panel {
+            Panel::Bytes => self.axis.value(bytes),
+            Panel::Share => s.share(bytes),
+        }
+    }
+
+    fn fraction(&self, (x, y): (f64, f64)) -> (f64, f64) {
+        ((x - self.x.start) / (self.x.end - self.x.start), y / self.y_top)
+    }
+}
+
+impl Chart for CompareSweep {
+    fn file_stem(&self) -> String {
+        format!("compare_peak_vs_{}{}", file_safe(&self.x_label), variant_suffix(&self.variant))
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let area = header(root, &self.title, &self.subtitle)?;
+        let width = area.dim_in_pixel().0;
+        let (left, right) = area.split_horizontally(width / 2);
+        let xs = self.xs();
+        let scale = XScale::for_values(&xs);
+        let top = self.top_bytes();
+        let axis = ByteAxis::for_max(top);
+        let bytes_top = if top > 0 { axis.value(top) * 1.1 } else { 1.0 };
+        for (panel, area, y_top) in
+            [(Panel::Bytes, &left, bytes_top), (Panel::Share, &right, self.top_share() * 1.1)]
+        {
+            let frame = Frame { panel, scale, x: scale.range(&xs), y_top, axis };
+            self.draw_panel(area, &frame)?;
+        }
+        Ok(())
+    }
+}
+
+impl CompareSweep {
+    fn draw_panel<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>, frame: &Frame) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let caption = match frame.panel {
+            Panel::Bytes => "in bytes; dashed: each folder's budget".to_string(),
+            Panel::Share => "as a share of each folder's budget (or capacity)".to_string(),
+        };
+        let mut plot = ChartBuilder::on(area)
+            .caption(caption, label_style())
+            .margin_left(16)
+            .margin_right(30)
+            .margin_top(4)
+            .margin_bottom(16)
+            .x_label_area_size(60)
+            .y_label_area_size(74)
+            .build_cartesian_2d(frame.x.clone(), 0.0..frame.y_top)?;
+        let integral = self.xs().iter().all(|x| x.fract() == 0.0);
+        let y_desc = match frame.panel {
+            Panel::Bytes => frame.axis.desc("peak reserved"),
+            Panel::Share => "peak reserved (% of budget)".to_string(),
+        };
+        // At most 8 ticks: a panel has half the width of a chart.
+        frame.scale.draw_mesh(&mut plot, &frame.x, integral, 8, &self.x_label, y_desc)?;
+
+        // Limits: one dashed line per folder in bytes, in its colour; one at 100% in shares.
+        let dashed = |y: f64, colour: RGBColor| across(&frame.x, y, colour.stroke_width(2));
+        match frame.panel {
+            Panel::Bytes => {
+                for (i, s) in self.series.iter().enumerate() {
+                    plot.draw_series(dashed(frame.axis.value(s.limit), palette::category(i)))?;
+                }
+            }
+            Panel::Share => {
+                plot.draw_series(dashed(100.0, palette::BUDGET))?;
+            }
+        }
+        // The last folder first, so that A, the reference, is on top where lines meet.
+        for (i, s) in self.series.iter().enumerate().rev() {
+            let colour = palette::category(i);
+            let points: Vec<(f64, f64)> =
+                s.ok().map(|p| (frame.scale.map(p.x), frame.y(s, p.max_reserved))).collect();
+            plot.draw_series(LineSeries::new(points.iter().copied(), series_style(colour)))?;
+            plot.draw_series(points.into_iter().map(|c| Circle::new(c, 5, colour.filled())))?;
+            let crosses = s.ooms().map(|p| {
+                Cross::new((frame.scale.map(p.x), frame.y(s, s.oom_marker(p))), 8, colour.stroke_width(3))
+            });
+            plot.draw_series(crosses)?;
+        }
+        if frame.panel == Panel::Share {
+            self.draw_legend(&mut plot, frame)?;
+        }
+        Ok(())
+    }
+
+    fn draw_legend<'a, DB: DrawingBackend + 'a>(&self, plot: &mut Plot<'a, DB>, frame: &Frame) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let mut legend = Legend::default();
+        for (i, s) in self.series.iter().enumerate() {
+            legend.add(&s.label, Glyph::line(palette::category(i), 5));
+        }
+        if self.series.iter().any(|s| s.ooms().next().is_some()) {
+            // One entry stands for every folder's crosses, so it takes none of their colours.
+            legend.add(OOM_LABEL, Glyph::Cross(palette::AXIS.stroke_width(3)));
+        }
+        legend.add("100% of budget", Glyph::Dashed(budget_style()));
+
+        let mut drawn = densify(&[(0.0, 100.0 / frame.y_top), (1.0, 100.0 / frame.y_top)], 50);
+        for s in &self.series {
+            let line: Vec<(f64, f64)> =
+                s.ok().map(|p| frame.fraction((frame.scale.map(p.x), s.share(p.max_reserved)))).collect();
+            drawn.extend(densify(&line, 20));
+            drawn.extend(s.ooms().map(|p| frame.fraction((frame.scale.map(p.x), s.share(s.oom_marker(p))))));
+        }
+        legend.draw_where_free(plot, &drawn)
+    }
+}

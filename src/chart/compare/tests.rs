@@ -1,0 +1,37 @@
+//! The comparison chart's test, on two devices' sweeps.
+use super::CompareSweep;
+use crate::chart::style::OOM_LABEL;
+use crate::chart::test_support::{out_dir, png_size, svg_texts};
+use crate::chart::{render, Chart};
+use crate::compare::{compare, tests::two_devices};
+
+#[test]
+fn overlays_one_line_per_folder_in_bytes_and_shares() {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let dir = out_dir(&temp);
+    let c = compare(&two_devices()).unwrap();
+    let charts = CompareSweep::from_comparison(&c);
+    assert_eq!(charts.len(), 1);
+    let chart = &charts[0];
+    assert_eq!(chart.file_stem(), "compare_peak_vs_depth");
+    assert_eq!(chart.series.len(), 2);
+    assert_eq!(chart.series[1].points.len(), 6);
+    assert_eq!(chart.series[1].limit, 2 << 30);
+    assert!(chart.top_share() > 100.0);
+
+    let out = render(chart, &dir).expect("rendered");
+    assert_eq!(png_size(&out.png), (1280, 800));
+    let texts = svg_texts(&std::fs::read_to_string(&out.svg).unwrap());
+    for text in [
+        "A: Tesla T4, budget 15.90 GiB",
+        "B: CPU (AMD EPYC), budget 2.00 GiB",
+        OOM_LABEL,
+        "100% of budget",
+        "peak reserved (GiB)",
+        "peak reserved (% of budget)",
+        "depth",
+        "depth_sweep: peak memory by depth, compared",
+    ] {
+        assert!(texts.iter().any(|t| t == text), "{text:?} not in {texts:?}");
+    }
+}
