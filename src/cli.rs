@@ -9,10 +9,11 @@ use crate::plan::{Overrides, Plan};
 use crate::run::{self, RunOptions};
 use crate::spec;
 
+mod compare;
 mod devices;
 mod estimate;
+mod plot;
 mod report;
-mod viz;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -68,13 +69,13 @@ pub enum Command {
     /// with the highest peak that fit and of the first that ran out of memory, and rewrites
     /// trace.json (open it in ui.perfetto.dev) from trace.csv.
     #[command(after_help = EXAMPLES)]
-    Plot(viz::PlotArgs),
+    Plot(plot::PlotArgs),
     /// Compare one experiment's results from several devices or budgets.
     ///
     /// Refuses folders of different experiments, warns when their spec files differ, and writes
     /// COMPARE.md (the answers per folder and their ratios) and overlaid sweep charts.
     #[command(after_help = EXAMPLES)]
-    Compare(viz::CompareArgs),
+    Compare(compare::CompareArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -120,8 +121,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Estimate(args) => estimate::run(args),
-        Command::Plot(args) => viz::plot(args),
-        Command::Compare(args) => viz::compare(args),
+        Command::Plot(args) => plot::run(args),
+        Command::Compare(args) => compare::run(args),
     }
 }
 

@@ -99,7 +99,7 @@ fn a_killed_run_keeps_every_completed_trial() {
     let dir = common::killed_after_first_trial(&sb);
     let exp = oomlab::results::ExperimentDir::read(&dir).expect("the folder reads");
     assert_eq!(exp.rows.len(), 1, "trial 1 complete, trial 2 was cut");
-    assert_eq!(exp.rows[0].status, oomlab::record::Status::Ok);
+    assert_eq!(exp.rows[0].status, oomlab::schema::Status::Ok);
     assert_eq!(exp.manifest.status, "running", "a killed run is recognisable");
     assert!(exp.trace.iter().all(|t| t.trial <= 2), "the trace reads, up to the cut");
 }

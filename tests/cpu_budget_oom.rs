@@ -5,9 +5,9 @@ mod common;
 
 use common::{tiny_spec, Sandbox};
 use oomlab::plan::{Overrides, Plan};
-use oomlab::record::{Phase, Status};
 use oomlab::results::ExperimentDir;
 use oomlab::run::{self, RunOptions};
+use oomlab::schema::{Phase, Status};
 
 const D: u64 = 32; // features
 const H: u64 = 256; // hidden width

@@ -12,8 +12,8 @@ use common::Sandbox;
 use oomlab::estimate::{self, relative_error, Options, Prediction};
 use oomlab::plan::{Overrides, Plan};
 use oomlab::probe::{CpuProbe, MemoryProbe};
-use oomlab::record::{Phase, PhaseRecord, Status};
 use oomlab::run::{self, RunOptions};
+use oomlab::schema::{Phase, PhaseRecord, Status};
 use oomlab::spec::{
     Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, History, Mode, ModelSpec, OptimizerImpl,
     OptimizerSpec, ScalerSpec, Techniques, TrainingSpec,

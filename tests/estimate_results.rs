@@ -15,8 +15,8 @@
 use std::path::{Path, PathBuf};
 
 use oomlab::estimate::{self, relative_error, Options};
-use oomlab::record::Status;
 use oomlab::results::{ExperimentDir, Manifest};
+use oomlab::schema::Status;
 use oomlab::spec::{self, Amp};
 
 /// How far under the measurement a bf16 prediction may fall: the workspace, relative to the

@@ -1,7 +1,7 @@
 //! Each training technique through the real trial runner on CPU, under oomlab's counting
 //! allocator: it trains, and its memory moves the way the technique says.
 use oomlab::probe::CpuProbe;
-use oomlab::record::{Phase, PhaseRecord, Status, SummaryRow};
+use oomlab::schema::{Phase, PhaseRecord, Status, SummaryRow};
 use oomlab::spec::{Amp, Checkpoint, Config, History, Mode, ScalerSpec};
 use oomlab::train::run_trial;
 

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
 use common::{tiny_spec, Sandbox};
-use oomlab::record::{Phase, PhaseRecord, Status, SummaryRow};
 use oomlab::results::{Exporter, SummaryCsv, TraceCsv};
+use oomlab::schema::{Phase, PhaseRecord, Status, SummaryRow};
 use predicates::prelude::*;
 use serde_json::{json, Value};
 

@@ -7,8 +7,8 @@ mod common;
 use common::{tiny_spec, Sandbox};
 use oomlab::plan::{Overrides, Plan};
 use oomlab::probe::fake::PlayedWorkspace;
-use oomlab::record::Status;
 use oomlab::run::{run_on, RunOptions};
+use oomlab::schema::Status;
 
 const WORKSPACE: u64 = 68_157_440; // the H100's 65 MiB
 

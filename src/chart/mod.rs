@@ -27,12 +27,11 @@ mod test_support;
 mod timeline;
 mod tradeoff;
 
-pub use categories::{Categories, CategoryBar, CATEGORY_NAMES};
+pub use categories::{CategoryBar, CategoryBars, CATEGORY_NAMES};
 pub use compare::{CompareSeries, CompareSweep};
 pub use pick::pick_trials;
-pub use scale::{format_bytes, format_tick};
 pub use style::phase_colour;
-pub use sweep_peak::{SweepPeak, SweepPoint};
+pub use sweep_peak::{PeakPoint, SweepPeak};
 pub use timeline::{OomMark, Timeline, TimelinePoint};
 pub use tradeoff::{Tradeoff, TradeoffPoint};
 

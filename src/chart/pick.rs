@@ -1,8 +1,9 @@
 //! Which trial stands for each variant on the charts that compare variants (memory by category,
 //! time against memory): its first trial that ran; in a sweep, the one at the largest swept
 //! value every variant ran, so that the charts compare like with like.
-use super::scale::{format_tick, swept_key};
-use crate::record::{Status, SummaryRow};
+use super::scale::swept_key;
+use crate::schema::{Status, SummaryRow};
+use crate::units::format_tick;
 
 /// The trial that stands for each variant, with the variant's name, in the order the variants
 /// first appear. Only trials that ran count. In a sweep, the largest swept value at which

@@ -1,14 +1,12 @@
-//! Axes: the byte unit of a memory axis ([`ByteAxis`]), the linear or base-2 logarithmic
-//! mapping of a swept value ([`XScale`]), and how numbers read on ticks and labels
-//! ([`format_tick`], [`format_bytes`]).
+//! Axes: the byte unit of a memory axis ([`ByteAxis`]) and the linear or base-2 logarithmic
+//! mapping of a swept value ([`XScale`]). How numbers read is [`crate::units`]'.
 use anyhow::Result;
 use plotters::prelude::*;
 use std::ops::Range;
 
 use super::style::house_style;
 use super::Plot;
-
-const KIB: f64 = 1024.0;
+use crate::units::{format_tick, unit_for, KIB};
 
 /// A byte unit chosen for an axis so that its ticks read as small numbers: GiB for the GPU
 /// runs, MiB or KiB for small CPU models, rather than 0.0001 GiB.
@@ -40,33 +38,6 @@ impl ByteAxis {
     /// The axis description, e.g. "peak memory (GiB)".
     pub fn desc(&self, what: &str) -> String {
         format!("{what} ({})", self.unit)
-    }
-}
-
-/// The largest binary unit in which `bytes` is at least 1.
-fn unit_for(bytes: f64) -> (&'static str, f64) {
-    const UNITS: [(&str, f64); 3] = [("GiB", KIB * KIB * KIB), ("MiB", KIB * KIB), ("KiB", KIB)];
-    UNITS.into_iter().find(|(_, d)| bytes >= *d).unwrap_or(("B", 1.0))
-}
-
-/// `bytes` with two decimals in the largest unit in which it is at least 1: "15.90 GiB".
-pub fn format_bytes(bytes: u64) -> String {
-    let (unit, divisor) = unit_for(bytes as f64);
-    if unit == "B" {
-        return format!("{bytes} B");
-    }
-    format!("{:.2} {unit}", bytes as f64 / divisor)
-}
-
-/// A tick label without trailing zeros: 0, 2.5, 10, 0.25. Ticks are round numbers, so three
-/// decimals are plenty and the zeros after them only add noise.
-pub fn format_tick(v: f64) -> String {
-    let s = format!("{v:.3}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    if s == "-0" {
-        "0".to_string()
-    } else {
-        s.to_string()
     }
 }
 
@@ -188,14 +159,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bytes_are_formatted_in_the_largest_unit() {
-        assert_eq!(format_bytes(17_072_495_001), "15.90 GiB");
-        assert_eq!(format_bytes(512 * 1024 * 1024), "512.00 MiB");
-        assert_eq!(format_bytes(1536), "1.50 KiB");
-        assert_eq!(format_bytes(12), "12 B");
-    }
-
-    #[test]
     fn byte_axis_picks_a_unit_with_readable_ticks() {
         let gib = ByteAxis::for_max(20 << 30);
         assert_eq!(gib.unit, "GiB");
@@ -203,14 +166,6 @@ mod tests {
         assert_eq!(gib.desc("peak memory"), "peak memory (GiB)");
         assert_eq!(ByteAxis::for_max(300 << 20).unit, "MiB");
         assert_eq!(ByteAxis::for_max(0).unit, "B");
-    }
-
-    #[test]
-    fn ticks_lose_their_trailing_zeros() {
-        assert_eq!(format_tick(10.0), "10");
-        assert_eq!(format_tick(2.5), "2.5");
-        assert_eq!(format_tick(0.25), "0.25");
-        assert_eq!(format_tick(-0.0001), "0");
     }
 
     #[test]

@@ -1,13 +1,13 @@
 //! How the charts look, in one place so that they look alike: the font, the colours, the text
 //! styles, the mesh, the styles of the marks that mean the same on every chart (budget, OOM,
 //! prediction, error), and the legend labels those marks share.
-use crate::record::Phase;
+use crate::schema::Phase;
 use plotters::chart::MeshStyle;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 use std::ops::Range;
 
-use super::scale::format_bytes;
+use crate::units::format_bytes;
 
 /// The font family every chart uses; the embedded DejaVu Sans is registered under this name.
 pub const FONT: &str = "sans-serif";

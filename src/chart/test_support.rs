@@ -1,6 +1,6 @@
 //! What the chart tests share: where they draw, a summary row to build on, and what they read
 //! back from a rendered figure (the PNG's size, the SVG's size and texts).
-use crate::record::{Status, SummaryRow};
+use crate::schema::{Status, SummaryRow};
 use std::path::{Path, PathBuf};
 
 /// Where to draw: `OOMLAB_CHART_DIR` when set, to keep the figures and look at them, else

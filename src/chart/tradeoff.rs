@@ -4,10 +4,11 @@
 //! ([`pick_trials`]). Step times are wall-clock on the machine that ran the experiment: compare
 //! them within one chart, not across machines.
 use super::pick::{comparison, pick_trials};
-use super::scale::{format_bytes, format_tick, ByteAxis, XScale};
+use super::scale::{ByteAxis, XScale};
 use super::style::{house_style, label_style, palette};
 use super::{footnotes, header, Chart, Plot};
-use crate::record::SummaryRow;
+use crate::schema::SummaryRow;
+use crate::units::{format_bytes, format_tick};
 use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -140,7 +141,7 @@ mod tests {
     use super::*;
     use crate::chart::render;
     use crate::chart::test_support::{out_dir, png_size, summary, svg_texts};
-    use crate::record::Status;
+    use crate::schema::Status;
 
     fn timed(trial: usize, variant: &str, peak: u64, seconds: Option<f64>) -> SummaryRow {
         let mut r = summary(trial, variant, None, Status::Ok);

@@ -2,8 +2,8 @@
 //! the verdict (stated in each `why`, so a reader can check it).
 use super::{fit, Claim, Verdict};
 use crate::estimate::terms::{DataShape, Target, Terms};
-use crate::record::{Phase, Status};
 use crate::results::ExperimentDir as Experiment;
+use crate::schema::{Phase, Status};
 use crate::spec::{format_size, Dtype, Named, OptimizerImpl};
 
 type Get<'a> = &'a dyn Fn(&str) -> Option<&'a Experiment>;
@@ -157,7 +157,7 @@ fn depth(get: Get) -> Claim {
 
 /// The guide's memory equation for one trial, in bytes: parameters `4N`, activations `4BLH`,
 /// optimizer state (Adam's `2 x 4N`; momentum's `4N` by the same reasoning) and batch `4BD`.
-fn equation(r: &crate::record::SummaryRow, params: u64, depth: usize) -> f64 {
+fn equation(r: &crate::schema::SummaryRow, params: u64, depth: usize) -> f64 {
     let state = match r.optimizer.as_str() {
         "adam" | "adamw" => 2.0,
         "sgd_momentum" => 1.0,
@@ -168,7 +168,7 @@ fn equation(r: &crate::record::SummaryRow, params: u64, depth: usize) -> f64 {
 }
 
 /// Parameters of the MLP of `r` at another depth, counted as the memory model counts them.
-fn params_at(r: &crate::record::SummaryRow, depth: usize) -> u64 {
+fn params_at(r: &crate::schema::SummaryRow, depth: usize) -> u64 {
     let shape = DataShape { samples: r.samples, features: r.features, classes: r.classes };
     Terms::new(shape, r.hidden, depth, r.batch_size, Dtype::Float32, Target::Cpu).param_count()
 }
@@ -242,7 +242,7 @@ fn batch_linear(get: Get) -> Claim {
     const E: &str = "batch_size_sweep";
     let Some(e) = get(E) else { return not_run(C, E) };
     // What the first forward adds over the model phase: the batch and the activations kept.
-    let batch_part = |r: &crate::record::SummaryRow| -> Option<(f64, f64)> {
+    let batch_part = |r: &crate::schema::SummaryRow| -> Option<(f64, f64)> {
         let fwd = e.allocated_after(r.trial, 1, Phase::Forward)? as f64;
         let model = e.allocated_after(r.trial, 0, Phase::Model)? as f64;
         Some((r.value?, fwd - model))
@@ -329,7 +329,7 @@ fn state_ratio(e: &Experiment, variant: &str) -> Option<f64> {
 /// What the first step leaves behind once gradients are freed and the micro-batch is gone:
 /// allocated after the first zero_grad minus after the model phase, less the 4-byte loss the
 /// loop still holds. torch.optim makes its state at the first step, so this is the state.
-fn state_ratio_of(e: &Experiment, r: &crate::record::SummaryRow) -> Option<f64> {
+fn state_ratio_of(e: &Experiment, r: &crate::schema::SummaryRow) -> Option<f64> {
     let after_model = e.allocated_after(r.trial, 0, Phase::Model)? as f64;
     let after_zero_grad = e.allocated_after(r.trial, 1, Phase::ZeroGrad)? as f64;
     let loss = if r.dtype == "float64" { 8.0 } else { 4.0 };
@@ -673,7 +673,7 @@ fn finder(get: Get) -> Claim {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::SummaryRow;
+    use crate::schema::SummaryRow;
 
     fn row(depth: usize, hidden: usize, batch: usize, optimizer: &str) -> SummaryRow {
         SummaryRow {

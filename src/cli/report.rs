@@ -4,16 +4,16 @@ use std::path::PathBuf;
 use anyhow::Result;
 use bytesize::ByteSize;
 
-use crate::plot;
-use crate::record::Status;
+use crate::figures;
 use crate::results::{manifest::Answer, ExperimentDir};
 use crate::run::{describe, RunReport};
+use crate::schema::Status;
 use crate::spec::Spec;
 
 /// Draws the run's charts into its results folder, as `oomlab plot` would; returns the files
 /// written.
 pub fn charts(report: &RunReport) -> Result<Vec<PathBuf>> {
-    plot::draw_charts(&ExperimentDir::read(&report.dir)?, &[])
+    figures::draw_charts(&ExperimentDir::read(&report.dir)?, &[])
 }
 
 pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {

@@ -43,7 +43,7 @@
 pub mod caching;
 mod ledger;
 mod phases;
-mod search;
+mod sweeps;
 pub mod terms;
 pub mod workspace;
 
@@ -51,11 +51,11 @@ use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 pub use ledger::{Categories, Category, Ledger};
-pub use search::{largest_fit, predict_spec, predict_sweep, SweepPoint, SweepPrediction};
+pub use sweeps::{largest_fit, predict_spec, predict_sweep, SweepPoint, SweepPrediction};
 pub use terms::{DataShape, Target};
 pub use workspace::{GpuArch, Workspaces};
 
-use crate::record::Phase;
+use crate::schema::Phase;
 use crate::spec::{Amp, Config, DataSpec, Dtype, Mode, Named, OptimizerImpl};
 
 /// How a step's batch is taken from the data set.

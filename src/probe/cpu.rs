@@ -7,7 +7,7 @@ use bytesize::ByteSize;
 
 use super::{Counters, MemoryProbe};
 use crate::ffi;
-use crate::record::MemSnapshot;
+use crate::schema::MemSnapshot;
 
 /// The counter and cap are process-wide, so only one CPU probe may live at a time; others wait.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());

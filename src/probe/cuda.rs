@@ -10,7 +10,7 @@ use nvml_wrapper::Nvml;
 
 use super::{Counters, MemoryProbe};
 use crate::ffi;
-use crate::record::MemSnapshot;
+use crate::schema::MemSnapshot;
 
 pub struct CudaProbe {
     index: usize,

@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use anyhow::Result;
 
 use super::{Counters, MemoryProbe};
-use crate::record::MemSnapshot;
+use crate::schema::MemSnapshot;
 
 /// Returns the snapshots it was given, in order, then repeats the last.
 #[derive(Default)]

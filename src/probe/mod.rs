@@ -2,7 +2,7 @@
 //! the CPU (oomlab's counting allocator) and a scripted fake for unit tests of pure logic.
 use anyhow::Result;
 
-use crate::record::MemSnapshot;
+use crate::schema::MemSnapshot;
 
 mod cpu;
 mod cuda;

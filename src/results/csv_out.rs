@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use super::Exporter;
-use crate::record::{PhaseRecord, SummaryRow};
+use crate::schema::{PhaseRecord, SummaryRow};
 
 fn writer(path: &Path) -> Result<csv::Writer<File>> {
     csv::Writer::from_path(path).with_context(|| format!("creating {}", path.display()))

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use super::manifest::{Answer, Manifest};
-use crate::record::{Phase, PhaseRecord, Status, SummaryRow};
+use crate::schema::{Phase, PhaseRecord, Status, SummaryRow};
 
 /// One experiment's results folder, read whole.
 #[derive(Debug, Clone)]

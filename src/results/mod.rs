@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::record::{PhaseRecord, SummaryRow};
+use crate::schema::{PhaseRecord, SummaryRow};
 pub use csv_out::{SummaryCsv, TraceCsv};
 pub use experiment::ExperimentDir;
 pub use manifest::Manifest;

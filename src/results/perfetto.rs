@@ -27,7 +27,7 @@ use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
 use super::{Exporter, Manifest};
-use crate::record::{Phase, PhaseRecord, Status, SummaryRow};
+use crate::schema::{Phase, PhaseRecord, Status, SummaryRow};
 
 pub const TRACE_JSON: &str = "trace.json";
 

@@ -19,7 +19,7 @@ use anyhow::Result;
 
 use crate::oom;
 use crate::probe::MemoryProbe;
-use crate::record::{PhaseRecord, Status, SummaryRow};
+use crate::schema::{PhaseRecord, Status, SummaryRow};
 use crate::spec::Config;
 pub use recorder::PhaseError;
 use recorder::{Recorder, Stop};

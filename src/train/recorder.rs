@@ -6,7 +6,7 @@ use anyhow::Result;
 use tch::TchError;
 
 use crate::probe::MemoryProbe;
-use crate::record::{MemSnapshot, Phase, PhaseRecord};
+use crate::schema::{MemSnapshot, Phase, PhaseRecord};
 
 /// A phase that failed inside libtorch: where, and libtorch's message.
 #[derive(Debug)]

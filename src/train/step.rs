@@ -14,7 +14,7 @@ use super::model::Mlp;
 use super::optim::Optimizer;
 use super::recorder::{Recorder, Stop};
 use super::Learned;
-use crate::record::Phase;
+use crate::schema::Phase;
 use crate::spec::{Amp, Config, DataLocation, History, Mode, Techniques};
 
 /// What the loop keeps of past losses, alive until the trial ends.
@@ -216,7 +216,7 @@ mod tests {
 
     use super::*;
     use crate::probe::fake::FakeProbe;
-    use crate::record::PhaseRecord;
+    use crate::schema::PhaseRecord;
     use crate::spec::{DataLocation, DataSpec, Dtype, ModelSpec, OptimizerSpec, TrainingSpec};
 
     fn config(batch: usize, accumulation: usize) -> Config {

@@ -1,7 +1,7 @@
 //! The category chart's data: a bar per picked trial, its categories measured from the trace,
 //! and the notes a reader needs to read the stacks.
 use crate::chart::pick::{comparison, pick_trials};
-use crate::record::{Phase, PhaseRecord, SummaryRow};
+use crate::schema::{Phase, PhaseRecord, SummaryRow};
 
 /// The categories, bottom to top of a bar.
 pub const CATEGORY_NAMES: [&str; 6] =
@@ -9,7 +9,7 @@ pub const CATEGORY_NAMES: [&str; 6] =
 
 /// The chart's data: one bar per picked trial.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Categories {
+pub struct CategoryBars {
     pub title: String,
     pub subtitle: String,
     pub bars: Vec<CategoryBar>,
@@ -73,19 +73,19 @@ impl CategoryBar {
     }
 }
 
-impl Categories {
+impl CategoryBars {
     /// One bar per trial [`pick_trials`] picks.
     pub fn from_results(
         rows: &[SummaryRow],
         trace: &[PhaseRecord],
         title: impl Into<String>,
         subtitle: impl Into<String>,
-    ) -> Categories {
+    ) -> CategoryBars {
         let bars = pick_trials(rows)
             .into_iter()
             .map(|(label, row)| CategoryBar::from_trace(label, row, trace))
             .collect();
-        Categories { title: title.into(), subtitle: subtitle.into(), bars, comparison: comparison(rows) }
+        CategoryBars { title: title.into(), subtitle: subtitle.into(), bars, comparison: comparison(rows) }
     }
 
     fn autocast(&self) -> bool {

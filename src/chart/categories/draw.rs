@@ -1,9 +1,10 @@
 //! Drawing the category chart: the stacked bars with their sizes, the measured peak across
 //! each, and the legend in a column of its own right of the plot.
-use super::data::{Categories, CATEGORY_NAMES};
-use crate::chart::scale::{format_bytes, format_tick, ByteAxis};
+use super::data::{CategoryBars, CATEGORY_NAMES};
+use crate::chart::scale::ByteAxis;
 use crate::chart::style::{house_style, label_style, palette};
 use crate::chart::{footnotes, header, Chart};
+use crate::units::{format_bytes, format_tick};
 use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -14,7 +15,7 @@ const PEAK_LABEL: &str = "measured peak";
 const LEGEND_WIDTH: u32 = 200;
 const LEGEND_ROW: i32 = 28;
 
-impl Chart for Categories {
+impl Chart for CategoryBars {
     fn file_stem(&self) -> String {
         "categories".to_string()
     }
@@ -117,7 +118,7 @@ impl Chart for Categories {
     }
 }
 
-impl Categories {
+impl CategoryBars {
     /// The legend, in its own column right of the plot, top to bottom as the segments stack;
     /// categories that are 0 in every bar are left out.
     fn draw_legend<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>

@@ -26,4 +26,4 @@ mod draw;
 #[cfg(test)]
 mod tests;
 
-pub use data::{Categories, CategoryBar, CATEGORY_NAMES};
+pub use data::{CategoryBar, CategoryBars, CATEGORY_NAMES};

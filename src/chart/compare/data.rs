@@ -1,9 +1,9 @@
 //! The comparison chart's data: a chart per swept field and variant, a series per folder, and
 //! what the panels ask of them (shares of the limit, where an OOM goes, how high the axes go).
 use crate::chart::scale::swept_key;
-use crate::chart::{SweepPeak, SweepPoint};
-use crate::compare::{Comparison, Side};
-use crate::record::Status;
+use crate::chart::{PeakPoint, SweepPeak};
+use crate::comparison::{Comparison, Side};
+use crate::schema::Status;
 
 /// The chart's data: one series per folder, for one variant of one swept field.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,7 +27,7 @@ pub struct CompareSeries {
     /// "budget" or "capacity".
     pub limit_name: String,
     /// Sorted by the swept value.
-    pub points: Vec<SweepPoint>,
+    pub points: Vec<PeakPoint>,
 }
 
 impl CompareSeries {
@@ -42,16 +42,16 @@ impl CompareSeries {
         }
     }
 
-    pub(super) fn ok(&self) -> impl Iterator<Item = &SweepPoint> {
+    pub(super) fn ok(&self) -> impl Iterator<Item = &PeakPoint> {
         self.points.iter().filter(|p| p.status == Status::Ok)
     }
 
-    pub(super) fn ooms(&self) -> impl Iterator<Item = &SweepPoint> {
+    pub(super) fn ooms(&self) -> impl Iterator<Item = &PeakPoint> {
         self.points.iter().filter(|p| p.status == Status::Oom)
     }
 
     /// Where an OOM cross goes, in bytes: at what it needed, else at the limit.
-    pub(super) fn oom_marker(&self, p: &SweepPoint) -> u64 {
+    pub(super) fn oom_marker(&self, p: &PeakPoint) -> u64 {
         p.oom_need.unwrap_or(self.limit)
     }
 

@@ -3,7 +3,7 @@ use super::CompareSweep;
 use crate::chart::style::OOM_LABEL;
 use crate::chart::test_support::{out_dir, png_size, svg_texts};
 use crate::chart::{render, Chart};
-use crate::compare::{compare, tests::two_devices};
+use crate::comparison::{compare, tests::two_devices};
 
 #[test]
 fn overlays_one_line_per_folder_in_bytes_and_shares() {

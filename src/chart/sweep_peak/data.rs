@@ -1,7 +1,7 @@
 //! The sweep chart's data: a point per trial from the summary's rows, and what the drawing asks
 //! of them (where an OOM is marked, how high the axis goes).
 use crate::chart::scale::swept_key;
-use crate::record::{Status, SummaryRow};
+use crate::schema::{Status, SummaryRow};
 
 /// The chart's data: one point per trial, sorted by the swept value.
 #[derive(Debug, Clone, PartialEq)]
@@ -12,7 +12,7 @@ pub struct SweepPeak {
     /// The swept key's last part: "depth" for `model.depth`.
     pub x_label: String,
     /// Sorted by `x`.
-    pub points: Vec<SweepPoint>,
+    pub points: Vec<PeakPoint>,
     /// The device's memory budget in bytes, drawn as a dashed line.
     pub budget: Option<u64>,
     /// Appended to the file stem, e.g. "-fp16" for one variant of a spec.
@@ -21,7 +21,7 @@ pub struct SweepPeak {
 
 /// One trial of the sweep.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SweepPoint {
+pub struct PeakPoint {
     /// The swept value.
     pub x: f64,
     pub status: Status,
@@ -35,8 +35,8 @@ pub struct SweepPoint {
     pub predicted: Option<u64>,
 }
 
-impl SweepPoint {
-    fn from_row(row: &SummaryRow, x: f64) -> SweepPoint {
+impl PeakPoint {
+    fn from_row(row: &SummaryRow, x: f64) -> PeakPoint {
         let oom_need = match (row.status, row.oom_allocated, row.oom_requested) {
             (Status::Oom, Some(allocated), Some(requested)) => allocated.checked_add(requested),
             // Not run: the estimate's peak is what it would have needed.
@@ -45,7 +45,7 @@ impl SweepPoint {
         };
         // A predicted OOM is drawn with the OOMs, at its predicted need.
         let status = if row.status == Status::PredictedOom { Status::Oom } else { row.status };
-        SweepPoint {
+        PeakPoint {
             x,
             status,
             max_allocated: row.max_memory_allocated,
@@ -69,8 +69,8 @@ impl SweepPeak {
         let swept: Vec<(&SummaryRow, f64)> =
             rows.iter().filter_map(|row| row.value.filter(|v| v.is_finite()).map(|v| (row, v))).collect();
         let x_label = swept.first().map_or("value", |(row, _)| swept_key(&row.field)).to_string();
-        let mut points: Vec<SweepPoint> =
-            swept.into_iter().map(|(row, x)| SweepPoint::from_row(row, x)).collect();
+        let mut points: Vec<PeakPoint> =
+            swept.into_iter().map(|(row, x)| PeakPoint::from_row(row, x)).collect();
         points.sort_by(|a, b| a.x.total_cmp(&b.x));
         SweepPeak {
             title: title.into(),
@@ -83,12 +83,12 @@ impl SweepPeak {
     }
 
     /// The trials that ran, in order.
-    pub fn ok_points(&self) -> impl Iterator<Item = &SweepPoint> {
+    pub fn ok_points(&self) -> impl Iterator<Item = &PeakPoint> {
         self.points.iter().filter(|p| p.status == Status::Ok)
     }
 
     /// The trials that ran out of memory, in order.
-    pub fn oom_points(&self) -> impl Iterator<Item = &SweepPoint> {
+    pub fn oom_points(&self) -> impl Iterator<Item = &PeakPoint> {
         self.points.iter().filter(|p| p.status == Status::Oom)
     }
 
@@ -98,14 +98,14 @@ impl SweepPeak {
     }
 
     /// The trial with the largest swept value that ran.
-    pub fn largest_fit(&self) -> Option<&SweepPoint> {
+    pub fn largest_fit(&self) -> Option<&PeakPoint> {
         self.ok_points().last()
     }
 
     /// Where an OOM is marked: at what it needed; else at the budget; else at the peak it
     /// reached before failing (a lower bound too); else as high as anything measured, since it
     /// needed more than the trials that ran.
-    pub(super) fn oom_marker(&self, p: &SweepPoint) -> u64 {
+    pub(super) fn oom_marker(&self, p: &PeakPoint) -> u64 {
         let reached = p.max_allocated.max(p.max_reserved);
         p.oom_need.or(self.budget).or((reached > 0).then_some(reached)).unwrap_or_else(|| self.measured_top())
     }

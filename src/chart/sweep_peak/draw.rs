@@ -1,14 +1,15 @@
 //! Drawing the sweep chart: the budget, the prediction, the peaks, the OOM crosses and error
 //! rings, the note on the largest value that fit, and the legend where it hides none of them.
-use super::data::{SweepPeak, SweepPoint};
+use super::data::{PeakPoint, SweepPeak};
 use crate::chart::legend::{densify, Glyph, Legend};
-use crate::chart::scale::{format_bytes, format_tick, ByteAxis, XScale};
+use crate::chart::scale::{ByteAxis, XScale};
 use crate::chart::style::{
     across, budget_label, budget_style, drop_to_axis, error_style, label_style, oom_style, palette,
     predicted_style, series_style, OOM_LABEL, PREDICTED_LABEL,
 };
 use crate::chart::{header, Chart, Plot};
-use crate::record::Status;
+use crate::schema::Status;
+use crate::units::{format_bytes, format_tick};
 use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -288,7 +289,7 @@ enum Peak {
 }
 
 impl Peak {
-    fn of(self, p: &SweepPoint) -> u64 {
+    fn of(self, p: &PeakPoint) -> u64 {
         match self {
             Peak::Allocated => p.max_allocated,
             Peak::Reserved => p.max_reserved,

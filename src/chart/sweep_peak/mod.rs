@@ -21,4 +21,4 @@ mod draw;
 #[cfg(test)]
 mod tests;
 
-pub use data::{SweepPeak, SweepPoint};
+pub use data::{PeakPoint, SweepPeak};

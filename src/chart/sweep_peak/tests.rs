@@ -4,7 +4,7 @@ use super::SweepPeak;
 use crate::chart::style::PREDICTED_LABEL;
 use crate::chart::test_support::{out_dir, png_size, svg_size, svg_texts};
 use crate::chart::{render, Chart};
-use crate::record::{Phase, Status, SummaryRow};
+use crate::schema::{Phase, Status, SummaryRow};
 
 const GIB: u64 = 1 << 30;
 

@@ -1,6 +1,6 @@
 //! The timeline's data: the trial's phases from the trace, the OOM that ended it, and what the
 //! drawing asks of them (steps, phases present, the highest value).
-use crate::record::{Phase, PhaseRecord, Status, SummaryRow};
+use crate::schema::{Phase, PhaseRecord, Status, SummaryRow};
 
 /// The chart's data: the phases of one trial, in the order they ran.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,12 +4,13 @@
 use super::band::BAND_AREA;
 use super::data::{Timeline, TimelinePoint};
 use crate::chart::legend::{free_position, Glyph, Legend, UPPER_HALF};
-use crate::chart::scale::{format_bytes, format_tick, ByteAxis};
+use crate::chart::scale::ByteAxis;
 use crate::chart::style::{
     across, budget_label, budget_style, drop_to_axis, house_style, label_style, oom_style, palette,
     predicted_style, series_style, OOM_LABEL, PREDICTED_LABEL,
 };
 use crate::chart::{header, variant_suffix, Chart, Plot};
+use crate::units::{format_bytes, format_tick};
 use anyhow::Result;
 use plotters::coord::Shift;
 use plotters::prelude::*;

@@ -9,7 +9,7 @@ use super::Timeline;
 use crate::chart::style::{OOM_LABEL, PREDICTED_LABEL};
 use crate::chart::test_support::{out_dir, png_size, svg_texts};
 use crate::chart::{render, Chart};
-use crate::record::{Phase, PhaseRecord, Status, SummaryRow};
+use crate::schema::{Phase, PhaseRecord, Status, SummaryRow};
 
 const MIB: u64 = 1 << 20;
 

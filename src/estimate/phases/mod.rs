@@ -13,7 +13,7 @@ use super::caching::OutOfMemory;
 use super::ledger::{Category, Ledger};
 use super::terms::{Target, Terms};
 use super::{Gather, Options, PhasePrediction};
-use crate::record::Phase;
+use crate::schema::Phase;
 use crate::spec::{Amp, Config, DataLocation, DataSpec, Dtype, History, Mode, OptimizerImpl};
 
 use Category::{Activations, AmpCopies, Batch, Data, Grads, Params, Transient};

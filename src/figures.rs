@@ -8,17 +8,17 @@
 //!   the earliest trial without a sweep): what the largest model that fits does step by step,
 //!   and what broke the next one;
 //! - the timelines of any trials asked for by number (`--trial N`);
-//! - with at least two variants, memory by category per variant ([`Categories`]) and step time
+//! - with at least two variants, memory by category per variant ([`CategoryBars`]) and step time
 //!   against peak memory ([`Tradeoff`]), each variant at the trial [`chart::pick_trials`] picks.
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 
-use crate::chart::{self, Categories, SweepPeak, Timeline, Tradeoff};
+use crate::chart::{self, CategoryBars, SweepPeak, Timeline, Tradeoff};
 use crate::estimate::{self, GpuArch};
 use crate::plan::Plan;
-use crate::record::{PhaseRecord, Status, SummaryRow};
 use crate::results::{perfetto, ExperimentDir, Manifest};
+use crate::schema::{PhaseRecord, Status, SummaryRow};
 
 /// The memory model's prediction for a trial, from the plan and thread count its run recorded;
 /// `None` when that cannot be had (a spec that no longer parses, CSV data not where it was).
@@ -90,7 +90,7 @@ pub fn draw_charts(exp: &ExperimentDir, extra_trials: &[usize]) -> Result<Vec<Pa
                 chart::render(&chart, dir)?
             }
             Pick::Categories => {
-                let chart = Categories::from_results(
+                let chart = CategoryBars::from_results(
                     rows,
                     trace,
                     format!("{title}: memory by category"),
@@ -210,7 +210,7 @@ fn timeline_title(row: &SummaryRow, known: bool, why: Why) -> String {
     let mut title = format!("Memory per phase, trial {}", row.trial);
     if let Some(v) = row.value {
         let key = row.field.rsplit('.').next().filter(|k| !k.is_empty()).unwrap_or("value");
-        title += &format!(": {key} {}", chart::format_tick(v));
+        title += &format!(": {key} {}", crate::units::format_tick(v));
     }
     let outcome = match (known, row.status, why) {
         (false, _, _) => "incomplete (killed?)",

@@ -1,21 +1,12 @@
-//! `oomlab plot` and `oomlab compare`: charts and tables from results already on disk.
+//! `oomlab compare`: one experiment's folders from several devices or budgets side by side,
+//! as `COMPARE.md` and overlaid charts.
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
 use crate::chart::{self, CompareSweep};
-use crate::compare::{self, COMPARE_MD};
-use crate::plot;
+use crate::comparison::{self, COMPARE_MD};
 use crate::results::ExperimentDir;
-
-#[derive(Debug, clap::Args)]
-pub struct PlotArgs {
-    /// An experiment's results folder, e.g. results/cpu-amd-epyc/depth_sweep.
-    pub dir: PathBuf,
-    /// Also draw this trial's memory timeline (the trial number in summary.csv); repeatable.
-    #[arg(long = "trial", value_name = "N")]
-    pub trials: Vec<usize>,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct CompareArgs {
@@ -28,21 +19,11 @@ pub struct CompareArgs {
     pub out: Option<PathBuf>,
 }
 
-pub fn plot(args: PlotArgs) -> Result<()> {
-    let done =
-        plot::plot(&args.dir, &args.trials).with_context(|| format!("plotting {}", args.dir.display()))?;
-    for c in &done.charts {
-        println!("chart: {}", c.display());
-    }
-    println!("trace: {}  (open in https://ui.perfetto.dev)", done.trace_json.display());
-    Ok(())
-}
-
-pub fn compare(args: CompareArgs) -> Result<()> {
+pub fn run(args: CompareArgs) -> Result<()> {
     let folders = args.dirs.iter().map(|d| ExperimentDir::read(d)).collect::<Result<Vec<_>>>()?;
-    let c = compare::compare(&folders)?;
+    let c = comparison::compare(&folders)?;
     if !c.spec_differs.is_empty() {
-        eprintln!("warning: {} (noted in {COMPARE_MD})", compare::spec_warning(&c));
+        eprintln!("warning: {} (noted in {COMPARE_MD})", comparison::spec_warning(&c));
     }
     let out = args.out.unwrap_or_else(|| default_out(&args.dirs[0], &c.experiment));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
@@ -54,7 +35,7 @@ pub fn compare(args: CompareArgs) -> Result<()> {
         files.extend([r.png, r.svg]);
     }
     let md = out.join(COMPARE_MD);
-    std::fs::write(&md, compare::markdown(&c, &names))
+    std::fs::write(&md, comparison::markdown(&c, &names))
         .with_context(|| format!("writing {}", md.display()))?;
     for s in &c.folders {
         println!("{}  {}", s.label(), s.dir.display());

@@ -13,11 +13,11 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 
-use crate::chart::{format_bytes, format_tick};
-use crate::record::{Status, SummaryRow};
 use crate::results::experiment::answer;
 use crate::results::manifest::Answer;
 use crate::results::ExperimentDir;
+use crate::schema::{Status, SummaryRow};
+use crate::units::{format_bytes, format_tick};
 
 pub const COMPARE_MD: &str = "COMPARE.md";
 
@@ -388,9 +388,9 @@ fn cell_text(s: &str) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::record::Phase;
     use crate::results::manifest::{DeviceInfo, GitInfo, HostInfo, Versions};
     use crate::results::Manifest;
+    use crate::schema::Phase;
 
     pub(crate) const GIB: u64 = 1 << 30;
 

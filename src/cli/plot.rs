@@ -1,0 +1,25 @@
+//! `oomlab plot`: an experiment folder's charts and `trace.json`, redrawn from its results.
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+use crate::figures;
+
+#[derive(Debug, clap::Args)]
+pub struct PlotArgs {
+    /// An experiment's results folder, e.g. results/cpu-amd-epyc/depth_sweep.
+    pub dir: PathBuf,
+    /// Also draw this trial's memory timeline (the trial number in summary.csv); repeatable.
+    #[arg(long = "trial", value_name = "N")]
+    pub trials: Vec<usize>,
+}
+
+pub fn run(args: PlotArgs) -> Result<()> {
+    let done =
+        figures::plot(&args.dir, &args.trials).with_context(|| format!("plotting {}", args.dir.display()))?;
+    for c in &done.charts {
+        println!("chart: {}", c.display());
+    }
+    println!("trace: {}  (open in https://ui.perfetto.dev)", done.trace_json.display());
+    Ok(())
+}
