@@ -2,26 +2,17 @@
 //! allocator is back where it was. A test binary of its own, because the counter is the whole
 //! process's: tests running beside it in one binary would allocate under its feet.
 use oomlab::probe::{CpuProbe, MemoryProbe};
-use oomlab::spec::{
-    Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, ModelSpec, OptimizerSpec, Techniques,
-    TrainingSpec,
-};
+use oomlab::spec::{Amp, Checkpoint, Config};
 use oomlab::train::warm_up;
 
+/// A 5 x 64 Adam MLP with accumulation 3, as a spec writes it, with `amp` and `checkpoint`.
 fn config(amp: Amp, checkpoint: Checkpoint) -> Config {
-    Config {
-        model: ModelSpec { hidden: 64, depth: 5 },
-        data: DataSpec::Synthetic { samples: 256, features: 16, classes: 3, seed: 1 },
-        location: DataLocation::Host,
-        training: TrainingSpec {
-            optimizer: OptimizerSpec::Adam { lr: 0.01, weight_decay: 0.0 },
-            batch_size: 64,
-            steps: 3,
-            dtype: Dtype::Float32,
-            seed: 0,
-            techniques: Techniques { amp, checkpoint, accumulation: 3, ..Techniques::default() },
-        },
-    }
+    let text = "[experiment]\nname = \"w\"\n[model]\nhidden = 64\ndepth = 5\n\
+                [data]\nsamples = 256\nfeatures = 16\nclasses = 3\nseed = 1\n\
+                [training]\noptimizer = \"adam\"\nlr = 0.01\nbatch_size = 64\nsteps = 3\naccumulation = 3\n";
+    let mut c = oomlab::spec::parse(text, std::path::Path::new("w.toml")).expect("valid spec").base;
+    (c.training.techniques.amp, c.training.techniques.checkpoint) = (amp, checkpoint);
+    c
 }
 
 #[test]
