@@ -116,8 +116,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Devices => devices::print(),
         Command::Claims { dir } => {
             let path = crate::claims::write(&dir)?;
-            print!("{}", std::fs::read_to_string(&path)?);
-            eprintln!("wrote {}", path.display());
+            say_raw!("{}", std::fs::read_to_string(&path)?);
+            note!("wrote {}", path.display());
             Ok(())
         }
         Command::Estimate(args) => estimate::run(args),
@@ -130,8 +130,11 @@ fn run_command(args: RunArgs) -> Result<()> {
     let plan = Plan::here(spec::load(&args.spec)?, Overrides { device: args.device, budget: args.budget });
     run::check_out(&args.out)?;
     let opts = RunOptions { out: args.out, force: args.force, quiet: args.quiet };
+    crate::interrupt::install()?;
     let report = run::run(&plan, &opts).with_context(|| format!("running {}", args.spec.display()))?;
     let charts = report::charts(&report)?;
-    report::print(&plan.spec, &report, &charts);
-    Ok(())
+    if !args.quiet {
+        report::print(&plan.spec, &report, &charts);
+    }
+    report::check_some_trial_ran(&report)
 }

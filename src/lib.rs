@@ -4,6 +4,23 @@
 //! into trials; each trial trains a real libtorch model through `tch` ([`train`]) while a
 //! [`probe`] reads the allocator at every phase boundary; out-of-memory is caught and parsed as
 //! data ([`oom`]); [`results`] writes CSVs and a manifest as trials finish; [`chart`] draws them.
+/// `println!` that never panics: a closed stdout (`oomlab run … | head -3`) ends the output,
+/// not the work.
+macro_rules! say {
+    () => {{ use std::io::Write as _; let _ = writeln!(std::io::stdout()); }};
+    ($($arg:tt)*) => {{ use std::io::Write as _; let _ = writeln!(std::io::stdout(), $($arg)*); }};
+}
+
+/// `print!` that never panics (see [`say!`]).
+macro_rules! say_raw {
+    ($($arg:tt)*) => {{ use std::io::Write as _; let _ = write!(std::io::stdout(), $($arg)*); }};
+}
+
+/// `eprintln!` that never panics (see [`say!`]).
+macro_rules! note {
+    ($($arg:tt)*) => {{ use std::io::Write as _; let _ = writeln!(std::io::stderr(), $($arg)*); }};
+}
+
 pub mod chart;
 pub mod claims;
 pub mod cli;
@@ -12,6 +29,7 @@ pub mod device;
 pub mod estimate;
 pub mod ffi;
 pub mod figures;
+pub mod interrupt;
 pub mod oom;
 pub mod plan;
 pub mod probe;

@@ -10,7 +10,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            // Stopped by a signal: the shell's convention, 128 + the signal's number.
+            match e.downcast_ref::<oomlab::interrupt::Interrupted>() {
+                Some(i) => ExitCode::from(i.code as u8),
+                None => ExitCode::FAILURE,
+            }
         }
     }
 }

@@ -6,6 +6,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 pub struct Progress {
     bar: ProgressBar,
+    quiet: bool,
 }
 
 impl Progress {
@@ -24,7 +25,7 @@ impl Progress {
             ),
         };
         bar.enable_steady_tick(Duration::from_millis(200));
-        Progress { bar }
+        Progress { bar, quiet }
     }
 
     /// Says which trial is running.
@@ -34,8 +35,10 @@ impl Progress {
 
     /// Reports a finished trial above the bar, or as a line when there is no terminal.
     pub fn done(&self, line: &str) {
-        if self.bar.is_hidden() {
-            eprintln!("{line}");
+        if self.quiet {
+            // Nothing: --quiet.
+        } else if self.bar.is_hidden() {
+            note!("{line}");
         } else {
             self.bar.println(line);
         }

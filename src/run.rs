@@ -8,6 +8,7 @@ use bytesize::ByteSize;
 use crate::device::{self, DeviceChoice};
 use crate::estimate;
 use crate::ffi;
+use crate::interrupt::{self, Interrupted};
 use crate::plan::Plan;
 use crate::probe::{CpuProbe, CudaProbe, MemoryProbe};
 use crate::progress::Progress;
@@ -32,6 +33,8 @@ pub struct RunReport {
     pub dir: PathBuf,
     pub rows: Vec<SummaryRow>,
     pub manifest: Manifest,
+    /// The folder stays this run's until the report (and the charts drawn from it) is done.
+    pub lock: results::DirLock,
 }
 
 /// Opens the probe for a device, with the budget in force.
@@ -53,7 +56,8 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunReport> {
 pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result<RunReport> {
     let (spec, requested) = (&plan.spec, plan.device);
     let slug = device::slug(&probe.name());
-    let dir = results::prepare_dir(&opts.out.join(&slug).join(&spec.name), opts.force)?;
+    let dir = opts.out.join(&slug).join(&spec.name);
+    let lock = results::prepare_dir(&dir, opts.force)?;
 
     let mut spec_as_run = spec.clone();
     spec_as_run.run.device = requested;
@@ -68,7 +72,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
         Ok(w) => {
             manifest.workspace = Some(WorkspaceInfo::new(*w, probe.device()));
             if !opts.quiet {
-                eprintln!("{}", workspace_line(*w, probe.device()));
+                note!("{}", workspace_line(*w, probe.device()));
             }
         }
         Err(e) => manifest.status = format!("failed: warming up: {e:#}"),
@@ -101,11 +105,20 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
                 None => Vec::new(),
             };
         }
+        Err(e) if e.is::<Interrupted>() => {
+            manifest.status = "interrupted".into();
+            manifest.trials = rows_written(&dir);
+        }
         Err(e) => manifest.status = format!("failed: {e:#}"),
     }
     manifest.write(&dir)?;
     let rows = result?;
-    Ok(RunReport { dir, rows, manifest })
+    Ok(RunReport { dir, rows, manifest, lock })
+}
+
+/// Trials in the folder's summary.csv: what an interrupted run completed.
+fn rows_written(dir: &std::path::Path) -> usize {
+    std::fs::read_to_string(dir.join(results::SUMMARY)).map_or(0, |s| s.lines().count().saturating_sub(1))
 }
 
 /// "workspace  65.0 MiB allocated, 66.0 MiB reserved by libtorch for the process (...)".
@@ -137,6 +150,7 @@ fn run_trials(
     for (variant, base) in configs {
         let mut order = sweep::strategy(mode, spec.run.on_oom);
         while let Some(value) = order.next() {
+            interrupt::check()?;
             let trial = rows.len() + 1;
             let config = match field {
                 Some(f) => base.with(f, value).map_err(anyhow::Error::msg)?,
@@ -367,10 +381,13 @@ fn data_location(spec: &Spec, device: tch::Device) -> String {
     words.join("; ")
 }
 
-/// Refuses a results root that is a file.
+/// Refuses a results root that is not a folder (a file, or a device such as /dev/null).
 pub fn check_out(out: &std::path::Path) -> Result<()> {
-    if out.is_file() {
-        bail!("--out {} is a file; give a folder", out.display());
+    if out.exists() && !out.is_dir() {
+        bail!(
+            "--out {} is not a folder (a file or a device); give a folder to write results under",
+            out.display()
+        );
     }
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))
 }

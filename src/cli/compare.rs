@@ -23,7 +23,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
     let folders = args.dirs.iter().map(|d| ExperimentDir::read(d)).collect::<Result<Vec<_>>>()?;
     let c = comparison::compare(&folders)?;
     if !c.spec_differs.is_empty() {
-        eprintln!("warning: {} (noted in {COMPARE_MD})", comparison::spec_warning(&c));
+        note!("warning: {} (noted in {COMPARE_MD})", comparison::spec_warning(&c));
     }
     let out = args.out.unwrap_or_else(|| default_out(&args.dirs[0], &c.experiment));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
@@ -38,11 +38,11 @@ pub fn run(args: CompareArgs) -> Result<()> {
     std::fs::write(&md, comparison::markdown(&c, &names))
         .with_context(|| format!("writing {}", md.display()))?;
     for s in &c.folders {
-        println!("{}  {}", s.label(), s.dir.display());
+        say!("{}  {}", s.label(), s.dir.display());
     }
-    println!("table: {}", md.display());
+    say!("table: {}", md.display());
     for f in &files {
-        println!("chart: {}", f.display());
+        say!("chart: {}", f.display());
     }
     Ok(())
 }

@@ -6,17 +6,17 @@ use crate::ffi;
 use crate::probe::{cpu_name, CudaProbe, MemoryProbe};
 
 pub fn print() -> Result<()> {
-    println!("libtorch {} (headers built against)", ffi::torch_version());
+    say!("libtorch {} (headers built against)", ffi::torch_version());
     if let Some(path) = ffi::libtorch_path() {
-        println!("  loaded from {path}");
+        say!("  loaded from {path}");
     }
-    println!("  CUDA runtime in libtorch: {}", ffi::cuda_runtime_version().unwrap_or_else(|| "none".into()));
-    println!("  threads: {}", tch::get_num_threads());
-    println!();
-    println!("cpu      {}", cpu_name());
+    say!("  CUDA runtime in libtorch: {}", ffi::cuda_runtime_version().unwrap_or_else(|| "none".into()));
+    say!("  threads: {}", tch::get_num_threads());
+    say!();
+    say!("cpu      {}", cpu_name());
     let n = if tch::Cuda::is_available() { tch::Cuda::device_count() as usize } else { 0 };
     if n == 0 {
-        println!("cuda     none seen (no GPU, or no driver): runs use the CPU");
+        say!("cuda     none seen (no GPU, or no driver): runs use the CPU");
     }
     for i in 0..n {
         match CudaProbe::new(i, None) {
@@ -25,16 +25,12 @@ pub fn print() -> Result<()> {
                     .device_used()
                     .map(|u| format!(", {} used", ByteSize::b(u).display().iec()))
                     .unwrap_or_default();
-                println!(
-                    "cuda:{i:<3} {}: {} total{used}",
-                    p.name(),
-                    ByteSize::b(p.capacity()).display().iec()
-                );
+                say!("cuda:{i:<3} {}: {} total{used}", p.name(), ByteSize::b(p.capacity()).display().iec());
                 if let Some(d) = p.driver_version() {
-                    println!("         driver {d}");
+                    say!("         driver {d}");
                 }
             }
-            Err(e) => println!("cuda:{i:<3} cannot be read: {e:#}"),
+            Err(e) => say!("cuda:{i:<3} cannot be read: {e:#}"),
         }
     }
     Ok(())

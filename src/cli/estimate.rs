@@ -44,9 +44,9 @@ pub fn run(args: EstimateArgs) -> Result<()> {
     let sweeps = estimate::predict_spec(&plan.spec, plan.budget, &options)
         .with_context(|| format!("estimating {}", args.spec.display()))?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&sweeps)?);
+        say!("{}", serde_json::to_string_pretty(&sweeps)?);
     } else {
-        print!("{}", render(&plan.spec, &sweeps, plan.budget, plan.target, args.brief));
+        say_raw!("{}", render(&plan.spec, &sweeps, plan.budget, plan.target, args.brief));
     }
     Ok(())
 }

@@ -18,8 +18,8 @@ pub fn run(args: PlotArgs) -> Result<()> {
     let done =
         figures::plot(&args.dir, &args.trials).with_context(|| format!("plotting {}", args.dir.display()))?;
     for c in &done.charts {
-        println!("chart: {}", c.display());
+        say!("chart: {}", c.display());
     }
-    println!("trace: {}  (open in https://ui.perfetto.dev)", done.trace_json.display());
+    say!("trace: {}  (open in https://ui.perfetto.dev)", done.trace_json.display());
     Ok(())
 }

@@ -23,7 +23,7 @@ pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {
         .budget_bytes
         .map(|b| format!(", budget {}", ByteSize::b(b).display().iec()))
         .unwrap_or_default();
-    println!("{} on {}{budget}: {} trials", spec.name, m.device.name, report.rows.len());
+    say!("{} on {}{budget}: {} trials", spec.name, m.device.name, report.rows.len());
     match &spec.sweep {
         Some(sweep) => {
             for a in &m.answers {
@@ -34,21 +34,21 @@ pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {
             for row in &report.rows {
                 let name =
                     if row.variant.is_empty() { String::new() } else { format!("{:<16}", row.variant) };
-                println!("  {name}{}", describe(row));
+                say!("  {name}{}", describe(row));
             }
         }
     }
     let errors: Vec<f64> = report.rows.iter().filter_map(|r| r.predicted_error).collect();
     if let Some(worst) = errors.iter().copied().max_by(|a, b| a.abs().total_cmp(&b.abs())) {
-        println!(
+        say!(
             "  estimate: worst error {:+.2}% of the measured peak over {} trials (`oomlab estimate`)",
             100.0 * worst,
             errors.len()
         );
     }
-    println!("  results: {}", report.dir.display());
+    say!("  results: {}", report.dir.display());
     for c in charts {
-        println!("  chart:   {}", c.display());
+        say!("  chart:   {}", c.display());
     }
 }
 
@@ -59,18 +59,34 @@ fn print_answer(name: &str, a: &Answer, report: &RunReport) {
         report.rows.iter().find(|r| r.status == status && r.variant == a.variant && r.value == Some(v))
     };
     if !a.variant.is_empty() {
-        println!("  [{}]", a.variant);
+        say!("  [{}]", a.variant);
     }
     match (a.largest_fit, find(Status::Ok, a.largest_fit)) {
         (Some(v), Some(row)) => {
-            println!("  largest {name} that fits: {v}  ({})", describe(row).trim_start_matches("ok").trim())
+            say!("  largest {name} that fits: {v}  ({})", describe(row).trim_start_matches("ok").trim())
         }
-        _ => println!("  largest {name} that fits: none"),
+        _ => say!("  largest {name} that fits: none"),
     }
     match (a.first_oom, find(Status::Oom, a.first_oom)) {
         (Some(v), Some(row)) => {
-            println!("  first OOM: {name} {v}  ({})", describe(row).trim_start_matches("OOM").trim())
+            say!("  first OOM: {name} {v}  ({})", describe(row).trim_start_matches("OOM").trim())
         }
-        _ => println!("  first OOM: none up to the sweep's end"),
+        _ => say!("  first OOM: none up to the sweep's end"),
     }
+}
+
+/// An error when no trial completed for a reason other than memory (every one errored: a CSV
+/// that does not parse, a technique the dtype cannot run): the run measured nothing, and its
+/// exit status says so. Out of memory is a result, not a failure.
+pub fn check_some_trial_ran(report: &RunReport) -> Result<()> {
+    let first = report.rows.first();
+    if first.is_some() && report.rows.iter().all(|r| r.status == Status::Error) {
+        anyhow::bail!(
+            "no trial completed: every trial ({}) stopped with an error, the first: {} (summary.csv in {})",
+            report.rows.len(),
+            first.map_or("", |r| r.message.as_str()),
+            report.dir.display()
+        );
+    }
+    Ok(())
 }

@@ -92,7 +92,7 @@ impl GpuArch {
 /// when it has none.
 fn parse_config(text: &str) -> Option<u64> {
     let numbers: Vec<u64> = text.split(':').skip(1).map(|n| n.trim().parse().ok()).collect::<Option<_>>()?;
-    if numbers.is_empty() || numbers.len() % 2 != 0 {
+    if numbers.is_empty() || !numbers.len().is_multiple_of(2) {
         return None;
     }
     Some(numbers.chunks(2).map(|p| p[0] * 1024 * p[1]).sum())

@@ -11,20 +11,30 @@ fn writer(path: &Path) -> Result<csv::Writer<File>> {
     csv::Writer::from_path(path).with_context(|| format!("creating {}", path.display()))
 }
 
-pub struct TraceCsv(csv::Writer<File>);
+/// `trace.csv`. A trial's rows are kept until the trial ends and then written together, so
+/// the file holds whole trials only: a trial dropped by a signal leaves none, and a hard kill
+/// can cut at most the last row being written.
+pub struct TraceCsv {
+    out: csv::Writer<File>,
+    pending: Vec<PhaseRecord>,
+}
 
 impl TraceCsv {
     pub fn create(dir: &Path) -> Result<Self> {
-        Ok(TraceCsv(writer(&dir.join(super::TRACE))?))
+        Ok(TraceCsv { out: writer(&dir.join(super::TRACE))?, pending: Vec::new() })
     }
 }
 
 impl Exporter for TraceCsv {
     fn phase(&mut self, record: &PhaseRecord) -> Result<()> {
-        self.0.serialize(record).context("writing trace.csv")
+        self.pending.push(record.clone());
+        Ok(())
     }
-    fn trial(&mut self, _row: &SummaryRow) -> Result<()> {
-        self.0.flush().context("flushing trace.csv")
+    fn trial(&mut self, row: &SummaryRow) -> Result<()> {
+        for r in self.pending.drain(..).filter(|r| r.trial == row.trial) {
+            self.out.serialize(r).context("writing trace.csv")?;
+        }
+        self.out.flush().context("flushing trace.csv")
     }
 }
 

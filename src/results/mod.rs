@@ -5,17 +5,19 @@
 //! leaves every completed trial readable. Comparing runs is reading two such folders.
 mod csv_out;
 pub mod experiment;
+mod lock;
 pub mod manifest;
 pub mod perfetto;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
 use crate::schema::{PhaseRecord, SummaryRow};
 pub use csv_out::{SummaryCsv, TraceCsv};
 pub use experiment::ExperimentDir;
+pub use lock::{DirLock, LOCK};
 pub use manifest::Manifest;
 pub use perfetto::PerfettoTrace;
 
@@ -34,9 +36,16 @@ pub trait Exporter {
     }
 }
 
-/// Makes the results folder for a run. An existing folder with results in it is refused unless
-/// `force`, in which case its old contents are removed first, so no stale file survives.
-pub fn prepare_dir(dir: &Path, force: bool) -> Result<PathBuf> {
+/// Makes the results folder for a run and locks it for this process. The lock comes first, so
+/// that of two runs to one folder only one checks, clears and writes it. An existing folder
+/// with results in it is refused unless `force`, in which case its old contents are removed
+/// first, so no stale file survives.
+pub fn prepare_dir(dir: &Path, force: bool) -> Result<DirLock> {
+    if dir.exists() && !dir.is_dir() {
+        bail!("{} is not a folder; give --out a folder to write results under", dir.display());
+    }
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let lock = DirLock::acquire(dir)?;
     let has_results = [TRACE, SUMMARY, MANIFEST].iter().any(|f| dir.join(f).exists());
     if has_results {
         if !force {
@@ -45,10 +54,17 @@ pub fn prepare_dir(dir: &Path, force: bool) -> Result<PathBuf> {
                 dir.display()
             );
         }
-        fs::remove_dir_all(dir).with_context(|| format!("removing old results in {}", dir.display()))?;
+        let entries = fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
+        for e in entries {
+            let path = e?.path();
+            if path.file_name() == Some(std::ffi::OsStr::new(LOCK)) {
+                continue;
+            }
+            let removed = if path.is_dir() { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
+            removed.with_context(|| format!("removing old results {}", path.display()))?;
+        }
     }
-    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    Ok(dir.to_path_buf())
+    Ok(lock)
 }
 
 #[cfg(test)]
@@ -59,13 +75,22 @@ mod tests {
     fn existing_results_need_force() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("cpu/exp");
-        prepare_dir(&dir, false).unwrap();
+        drop(prepare_dir(&dir, false).unwrap());
         fs::write(dir.join(SUMMARY), "old").unwrap();
         fs::write(dir.join("stale.png"), "old").unwrap();
         let err = prepare_dir(&dir, false).unwrap_err().to_string();
         assert!(err.contains("--force"), "{err}");
         assert!(dir.join(SUMMARY).exists(), "refusing must not touch the old results");
-        prepare_dir(&dir, true).unwrap();
+        let held = prepare_dir(&dir, true).unwrap();
         assert!(!dir.join(SUMMARY).exists() && !dir.join("stale.png").exists());
+        fs::write(dir.join(SUMMARY), "another run's").unwrap();
+        let err = prepare_dir(&dir, true).unwrap_err().to_string();
+        assert!(err.contains("another oomlab run"), "{err}");
+        assert!(dir.join(SUMMARY).exists(), "--force never clears a folder another run holds");
+        drop(held);
+        let file = tmp.path().join("a-file");
+        fs::write(&file, "").unwrap();
+        let err = prepare_dir(&file, false).unwrap_err().to_string();
+        assert!(err.contains("is not a folder"), "{err}");
     }
 }

@@ -94,6 +94,9 @@ impl<'a> Recorder<'a> {
             elapsed_seconds: self.start.elapsed().as_secs_f64(),
         };
         (self.sink)(&rec)?;
+        // A signal stops the trial here, at a phase boundary: what the phase made is dropped
+        // with the rest of the trial, so memory is freed as on any other stop.
+        crate::interrupt::check().map_err(|e| Stop::Infra(e.into()))?;
         out.map_err(|error| Stop::Torch(PhaseError { phase, step, error }))
     }
 

@@ -1,0 +1,146 @@
+//! A run as an unlucky or careless user meets it: stopped by a signal, a second run into the
+//! same folder, output to a closed pipe, a results root that is a device, trials that all
+//! error, and `--quiet`. Each through the real binary on the CPU.
+mod common;
+
+use std::process::{Command as Process, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use common::{long_run, tiny_spec, Sandbox};
+use oomlab::results::{ExperimentDir, LOCK};
+use predicates::prelude::*;
+
+fn oomlab() -> Command {
+    Command::cargo_bin("oomlab").unwrap()
+}
+
+fn signal(child: &std::process::Child, name: &str) {
+    let ok = Process::new("kill").args([&format!("-{name}"), &child.id().to_string()]).status().unwrap();
+    assert!(ok.success(), "kill -{name}");
+}
+
+/// Waits for the child to exit, at most a minute; its exit code.
+fn exit_code(mut child: std::process::Child) -> Option<i32> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            child.kill().unwrap();
+            panic!("the run did not stop within a minute of the signal");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The first SIGINT or SIGTERM ends the trial under way at a phase boundary: exit 128 + the
+/// signal, the manifest says `interrupted`, trial 1 is whole in both CSVs, trial 2 in neither,
+/// and the folder is free again.
+#[test]
+fn a_signal_ends_the_run_cleanly_with_its_exit_code() {
+    for (name, code) in [("INT", 130), ("TERM", 143)] {
+        let sb = Sandbox::new();
+        let (child, dir) = long_run(&sb);
+        signal(&child, name);
+        assert_eq!(exit_code(child), Some(code), "SIG{name}");
+        let exp = ExperimentDir::read(&dir).unwrap();
+        assert_eq!(exp.manifest.status, "interrupted", "SIG{name}");
+        assert_eq!(exp.manifest.trials, 1);
+        assert_eq!(exp.rows.len(), 1, "trial 1 complete, trial 2 dropped");
+        assert!(exp.trace.iter().all(|t| t.trial == 1), "no row of the dropped trial");
+        let trace = std::fs::read_to_string(dir.join("trace.csv")).unwrap();
+        assert!(trace.ends_with('\n'), "no torn row");
+        assert!(!dir.join(LOCK).exists(), "the folder is released");
+    }
+}
+
+/// While a run writes a folder, a second run into it is refused, with `--force` too, and the
+/// first run's results are untouched.
+#[test]
+fn a_folder_belongs_to_one_run() {
+    let sb = Sandbox::new();
+    let (mut child, dir) = long_run(&sb);
+    let spec = sb.path().join("long.toml");
+    let summary = std::fs::read_to_string(dir.join("summary.csv")).unwrap();
+    for force in [false, true] {
+        let mut cmd = oomlab();
+        cmd.args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap()]);
+        if force {
+            cmd.arg("--force");
+        }
+        cmd.assert().failure().stderr(
+            predicate::str::contains("another oomlab run")
+                .and(predicate::str::contains(child.id().to_string())),
+        );
+    }
+    assert_eq!(std::fs::read_to_string(dir.join("summary.csv")).unwrap(), summary);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+/// `oomlab run … | head -1`: a closed stdout ends the output, not the run.
+#[test]
+fn a_closed_pipe_does_not_stop_the_run() {
+    let sb = Sandbox::new();
+    let sweep = "[sweep]\nfield = \"model.depth\"\nvalues = [1, 2, 3]\n";
+    let spec = sb.spec("p.toml", &tiny_spec("p", "hidden = 8\ndepth = 1", None, sweep));
+    let mut child = Process::new(assert_cmd::cargo::cargo_bin("oomlab"))
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    assert!(child.wait().unwrap().success());
+    let exp = ExperimentDir::read(&sb.out().join("cpu").join("p")).or_else(|_| {
+        let dir = common::walk(&sb.out()).into_iter().find(|p| p.ends_with("manifest.json")).unwrap();
+        ExperimentDir::read(dir.parent().unwrap())
+    });
+    let exp = exp.unwrap();
+    assert_eq!((exp.manifest.status.as_str(), exp.rows.len()), ("complete", 3));
+}
+
+#[test]
+fn a_device_or_a_file_is_not_a_results_folder() {
+    let sb = Sandbox::new();
+    let spec = sb.spec("d.toml", &tiny_spec("d", "hidden = 8\ndepth = 1", None, ""));
+    let file = sb.spec("not-a-folder", "");
+    for out in ["/dev/null", file.to_str().unwrap()] {
+        oomlab()
+            .args(["run", spec.to_str().unwrap(), "--out", out])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("is not a folder"));
+    }
+}
+
+/// A run none of whose trials completed for a reason other than memory exits non-zero and
+/// says why; `--quiet` prints nothing when all is well.
+#[test]
+fn a_run_that_measured_nothing_fails_and_quiet_is_quiet() {
+    let sb = Sandbox::new();
+    let data = sb.spec("bad.csv", "a,label\n1.5,0\nx,1\n");
+    let text = tiny_spec("bad", "hidden = 8\ndepth = 1", None, "")
+        .replace(
+            "samples = 32\nfeatures = 32\nclasses = 4\n",
+            &format!("kind = \"csv\"\npath = {:?}\nlabel = \"label\"\n", data),
+        )
+        .replace("batch_size = 4", "batch_size = 1");
+    let spec = sb.spec("bad.toml", &text);
+    oomlab()
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("no trial completed"));
+
+    let spec = sb.spec("q.toml", &tiny_spec("q", "hidden = 8\ndepth = 1", None, ""));
+    oomlab()
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"])
+        .assert()
+        .success()
+        .stdout(predicate::str::is_empty())
+        .stderr(predicate::str::is_empty());
+}
