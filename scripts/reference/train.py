@@ -67,7 +67,7 @@ DTYPES = {
     "bfloat16": torch.bfloat16, "float16": torch.float16,
 }
 AMP_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-# The same markers oomlab's src/oom.rs counts as out of memory: cuBLAS and the stock CPU
+# The same markers oomlab's src/oom/mod.rs counts as out of memory: cuBLAS and the stock CPU
 # allocator raise plain RuntimeErrors, not torch.OutOfMemoryError.
 OOM_MARKERS = ("out of memory", "can't allocate memory", "cublas_status_alloc_failed",
                "cudnn_status_alloc_failed")

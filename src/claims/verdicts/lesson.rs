@@ -1,0 +1,90 @@
+//! The lesson's two challenges: the whole training set as one batch runs out of memory, and
+//! about 5 hidden layers of 5000 fit at batch 32.
+use super::{claim, default_adam, not_run, size, Get};
+use crate::claims::{Claim, Verdict};
+use crate::schema::Status;
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+pub(super) fn whole_dataset(get: Get) -> Claim {
+    const C: &str = "The whole training set as one batch runs out of memory (lesson, challenge 1)";
+    const E: &str = "whole_dataset_batch";
+    let Some(r) = get(E).and_then(|e| e.rows.first()) else { return not_run(C, E) };
+    if r.status != Status::Oom {
+        let m = format!("{} (peak {})", r.status, size(r.max_memory_allocated as f64));
+        return claim(C, E, m, Verdict::Refuted, "the batch of the whole set fitted the budget.".into());
+    }
+    let (req, alloc) = (r.oom_requested.unwrap_or(0) as f64, r.oom_allocated.unwrap_or(0) as f64);
+    let measured = format!(
+        "OOM in {}: tried to allocate {} (lesson 8.74 GiB) with {} allocated (lesson 8.84 GiB)",
+        r.phase.map(|p| p.to_string()).unwrap_or_default(),
+        size(req),
+        size(alloc)
+    );
+    let close = (req / (8.74 * GIB) - 1.0).abs() < 0.01;
+    let verdict = if close { Verdict::Confirmed } else { Verdict::Partly };
+    let why = format!(
+        "{} samples x {} features as one batch: the hidden layer's [N, {}] output fits, the ReLU's \
+         copy of it does not; the request matches the lesson's to 1% ({}), and \"allocated\" \
+         differs from the lesson's by what the device holds besides (on CPU the host copy of the data).",
+        r.samples,
+        r.features,
+        r.hidden,
+        if close { "yes" } else { "no" }
+    );
+    claim(C, E, measured, verdict, why)
+}
+
+pub(super) fn depth(get: Get) -> Claim {
+    const C: &str =
+        "At batch 32, about 5 hidden layers of 5000 fit before out of memory (lesson, challenge 2)";
+    const E: &str = "depth_sweep";
+    let Some(e) = get(E) else { return not_run(C, E) };
+    let (variant, implementation) = default_adam(e);
+    let Some(a) = e.answer(variant) else { return not_run(C, E) };
+    let (Some(fit), first) = (a.largest_fit, a.first_oom) else {
+        return claim(
+            C,
+            E,
+            "no depth fitted".into(),
+            Verdict::Refuted,
+            "even depth 1 ran out of memory.".into(),
+        );
+    };
+    let oom_row = e
+        .rows
+        .iter()
+        .find(|r| r.variant == variant && r.status == Status::Oom && r.value == first.map(|v| v as f64));
+    let budget = e.manifest.device.budget_bytes.map(|b| size(b as f64)).unwrap_or_else(|| "no budget".into());
+    let others = e
+        .manifest
+        .answers
+        .iter()
+        .filter(|o| o.variant != variant)
+        .map(|o| format!("{} {}", o.variant, o.largest_fit.map_or("-".into(), |f| f.to_string())))
+        .collect::<Vec<_>>();
+    let others =
+        if others.is_empty() { String::new() } else { format!("; other Adams: {}", others.join(", ")) };
+    let measured = format!(
+        "largest depth that fits {budget} with PyTorch's default Adam here ({implementation}): {fit}; \
+         first OOM at {} in {}{others}",
+        first.map_or("-".into(), |v| v.to_string()),
+        oom_row.and_then(|r| r.phase).map_or("-".into(), |p| p.to_string())
+    );
+    let verdict = if (4..=6).contains(&fit) { Verdict::Confirmed } else { Verdict::Refuted };
+    let per_layer = e.rows.iter().find(|r| r.status == Status::Ok && r.depth >= 2).map(|r| {
+        let hidden = r.hidden as f64;
+        4.0 * 4.0 * (hidden * hidden + hidden)
+    });
+    let why = format!(
+        "a {0}x{0} layer with its gradient and Adam's two state tensors takes {1}, so the budget holds \
+         about {fit} of them, {2:.1}x the lesson's 5; the lesson's figure would need layers about \
+         {3:.0}x wider in memory. Which Adam matters: the foreach step (PyTorch's default on a GPU) \
+         holds a square root of every parameter at once, one more copy of the model.",
+        e.rows.first().map_or(0, |r| r.hidden),
+        per_layer.map_or("-".into(), size),
+        fit as f64 / 5.0,
+        fit as f64 / 5.0
+    );
+    claim(C, E, measured, verdict, why)
+}

@@ -1,0 +1,110 @@
+//! One function per claim: which experiment tests it, what number it reads, and the rule for
+//! the verdict (stated in each `why`, so a reader can check it).
+//!
+//! Here: every claim in the report's order ([`all`]) and what several of them share (the
+//! `Claim` builders, how sizes and shares are written, the default Adam, the optimizer state
+//! and the activations a trial keeps). The claims themselves are in files by subject.
+mod cache;
+mod checkpointing;
+mod finder;
+mod inference;
+mod lesson;
+mod optimizers;
+mod precision;
+mod scaling;
+
+use super::{Claim, Verdict};
+use crate::results::ExperimentDir as Experiment;
+use crate::schema::Phase;
+use crate::spec::{format_size, Named, OptimizerImpl};
+use cache::reserved;
+use checkpointing::{accumulation, checkpoint_memory, checkpoint_time};
+use finder::finder;
+use inference::{leak, no_grad};
+use lesson::{depth, whole_dataset};
+use optimizers::{gradients, optimizer_state};
+use precision::{amp_batch, amp_memory};
+use scaling::{batch_linear, memory_equation, width_quadratic};
+
+type Get<'a> = &'a dyn Fn(&str) -> Option<&'a Experiment>;
+
+pub fn all(get: Get) -> Vec<Claim> {
+    vec![
+        whole_dataset(get),
+        depth(get),
+        memory_equation(get),
+        batch_linear(get),
+        width_quadratic(get),
+        optimizer_state(get),
+        gradients(get),
+        amp_memory(get),
+        amp_batch(get),
+        checkpoint_memory(get),
+        checkpoint_time(get),
+        accumulation(get),
+        reserved(get),
+        no_grad(get),
+        leak(get),
+        finder(get),
+    ]
+}
+
+fn claim(
+    claim: &'static str,
+    experiment: &'static str,
+    measured: String,
+    verdict: Verdict,
+    why: String,
+) -> Claim {
+    Claim { claim, experiment, measured, verdict, why }
+}
+
+fn not_run(c: &'static str, experiment: &'static str) -> Claim {
+    claim(
+        c,
+        experiment,
+        "-".into(),
+        Verdict::NotRun,
+        format!("run `oomlab run experiments/{experiment}.toml` first."),
+    )
+}
+
+fn size(bytes: f64) -> String {
+    format_size(bytes.max(0.0).round() as u64)
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+/// The variant of the depth sweep PyTorch itself would run on the results' device (the
+/// lesson's readers write `Adam(params)`: foreach on CUDA, the for-loop on a CPU), with the
+/// implementation's name; `""` for results from before the sweep had variants.
+fn default_adam(e: &Experiment) -> (&'static str, &'static str) {
+    let cuda = e.manifest.device.resolved.starts_with("cuda");
+    let name = OptimizerImpl::pytorch_default(cuda).as_str();
+    if e.answer(name).is_some() {
+        (name, name)
+    } else {
+        ("", "libtorch's C++ Adam")
+    }
+}
+
+/// What the first step leaves behind once gradients are freed and the micro-batch is gone:
+/// allocated after the first zero_grad minus after the model phase, less the 4-byte loss the
+/// loop still holds. torch.optim makes its state at the first step, so this is the state.
+fn state_ratio_of(e: &Experiment, r: &crate::schema::SummaryRow) -> Option<f64> {
+    let after_model = e.allocated_after(r.trial, 0, Phase::Model)? as f64;
+    let after_zero_grad = e.allocated_after(r.trial, 1, Phase::ZeroGrad)? as f64;
+    let loss = if r.dtype == "float64" { 8.0 } else { 4.0 };
+    Some((after_zero_grad - after_model - loss) / r.param_bytes as f64)
+}
+
+/// What the forward pass keeps for backward: allocated after forward minus after to_device.
+fn kept_by_forward(e: &Experiment, variant: &str) -> Option<f64> {
+    let r = e.variant(variant)?;
+    Some(
+        e.allocated_after(r.trial, 1, Phase::Forward)? as f64
+            - e.allocated_after(r.trial, 1, Phase::ToDevice)? as f64,
+    )
+}

@@ -1,0 +1,217 @@
+//! The comparison's tests, and the fixtures other modules' tests build on (`pub(crate)`: a
+//! manifest, a depth sweep's rows, two devices' folders of one experiment).
+use super::*;
+use crate::results::manifest::{DeviceInfo, GitInfo, HostInfo, Versions};
+use crate::results::Manifest;
+use crate::schema::Phase;
+
+pub(crate) const GIB: u64 = 1 << 30;
+
+pub(crate) fn manifest(experiment: &str, device: &str, budget: Option<u64>, capacity: u64) -> Manifest {
+    Manifest {
+        experiment: experiment.into(),
+        spec_path: format!("experiments/{experiment}.toml"),
+        spec_source: format!("[experiment]\nname = \"{experiment}\"\n"),
+        spec: serde_json::json!({"description": "How deep before out of memory?"}),
+        device: DeviceInfo {
+            requested: "auto".into(),
+            resolved: "cuda:0".into(),
+            name: device.into(),
+            slug: crate::device::slug(device),
+            capacity_bytes: capacity,
+            budget_bytes: budget,
+            budget_mechanism: None,
+        },
+        versions: Versions {
+            oomlab: "0.1.0".into(),
+            tch: "0.24.0".into(),
+            libtorch: "2.11.0".into(),
+            libtorch_path: None,
+            cuda_runtime: None,
+            nvidia_driver: None,
+        },
+        git: GitInfo { revision: Some("0123456789abcdef".into()), dirty: Some(false) },
+        host: HostInfo { hostname: "h".into(), os: "linux".into(), cpu: "cpu".into(), torch_threads: 1 },
+        command: vec!["oomlab".into()],
+        started_at: "2025-01-01T00:00:00Z".into(),
+        finished_at: None,
+        status: "complete".into(),
+        trials: 0,
+        answers: Vec::new(),
+        num_ooms: None,
+        num_alloc_retries: None,
+        workspace: None,
+        data_location: None,
+    }
+}
+
+/// A depth sweep: `per_layer` bytes a layer over `base`; fits up to `fit`, OOM from there.
+pub(crate) fn sweep(variant: &str, depths: &[u64], fit: u64, base: u64, per_layer: u64) -> Vec<SummaryRow> {
+    depths
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| {
+            let need = base + per_layer * d;
+            let ok = d <= fit;
+            SummaryRow {
+                trial: i + 1,
+                variant: variant.into(),
+                field: "model.depth".into(),
+                value: Some(d as f64),
+                status: if ok { Status::Ok } else { Status::Oom },
+                phase: (!ok).then_some(Phase::Backward),
+                step: (!ok).then_some(1),
+                depth: d as usize,
+                max_memory_allocated: if ok { need } else { need - per_layer },
+                max_memory_reserved: if ok { need + need / 64 } else { need },
+                oom_allocated: (!ok).then_some(need - per_layer),
+                oom_requested: (!ok).then_some(per_layer),
+                ..SummaryRow::default()
+            }
+        })
+        .collect()
+}
+
+/// A T4 with the lesson's 15.90 GiB budget, fitting 40 layers, and a CPU with 2 GiB, fitting 4.
+pub(crate) fn two_devices() -> Vec<ExperimentDir> {
+    let budget = 17_072_495_002;
+    let per_layer = 400_000_000;
+    let mut t4 = manifest("depth_sweep", "Tesla T4", Some(budget), 16 * GIB);
+    t4.answers = vec![Answer {
+        variant: String::new(),
+        field: "model.depth".into(),
+        largest_fit: Some(40),
+        first_oom: Some(41),
+    }];
+    // The CPU run was killed: no answers in its manifest, worked out from its rows.
+    let mut cpu = manifest("depth_sweep", "CPU (AMD EPYC)", Some(2 * GIB), 25_276_502_016);
+    cpu.status = "running".into();
+    vec![
+        ExperimentDir {
+            dir: "results/tesla-t4/depth_sweep".into(),
+            manifest: t4,
+            rows: sweep("", &[1, 2, 4, 8, 16, 32, 64, 48, 40, 44, 42, 41], 40, 800_000_000, per_layer),
+            trace: Vec::new(),
+        },
+        ExperimentDir {
+            dir: "results/cpu-amd-epyc/depth_sweep".into(),
+            manifest: cpu,
+            rows: sweep("", &[1, 2, 4, 8, 6, 5], 4, 300_000_000, per_layer),
+            trace: Vec::new(),
+        },
+    ]
+}
+
+#[test]
+fn two_devices_make_the_expected_table() {
+    let c = compare(&two_devices()).unwrap();
+    let md = markdown(&c, &["compare_peak_vs_depth.png".into()]);
+    let lines: Vec<&str> = md.lines().collect();
+    let expected = [
+        "# depth_sweep: 2 results compared",
+        "",
+        "How deep before out of memory?",
+        "",
+        "| | device | budget | capacity | run | folder |",
+        "|---|---|---|---|---|---|",
+        "| A | Tesla T4 | 15.90 GiB | 16.00 GiB | complete | `results/tesla-t4/depth_sweep` |",
+        "| B | CPU (AMD EPYC) | 2.00 GiB | 23.54 GiB | running | `results/cpu-amd-epyc/depth_sweep` |",
+        "",
+        "Shares are of each folder's budget, or of its device's capacity where it had none; ratios are each \
+         folder's figure over A's.",
+        "",
+        "## model.depth",
+        "",
+        "| figure | A | B | B / A |",
+        "|---|---|---|---|",
+        "| largest depth that fit | 40 | 4 | 0.10 |",
+        "| first depth out of memory | 41 | 5 | 0.12 |",
+        "| peak allocated at the largest fit | 15.65 GiB (98%) | 1.77 GiB (88%) | 0.11 |",
+        "| peak reserved at the largest fit | 15.89 GiB (100%) | 1.80 GiB (90%) | 0.11 |",
+        "",
+        "## Charts",
+        "",
+        "![compare_peak_vs_depth.png](compare_peak_vs_depth.png)",
+    ];
+    assert_eq!(lines, expected, "\n{md}");
+}
+
+#[test]
+fn different_experiments_are_refused() {
+    let mut folders = two_devices();
+    folders[1].manifest.experiment = "width_sweep".into();
+    let err = compare(&folders).unwrap_err().to_string();
+    assert!(err.contains("different experiments"), "{err}");
+    assert!(err.contains("\"depth_sweep\"") && err.contains("\"width_sweep\""), "{err}");
+    assert!(compare(&folders[..1]).is_err(), "one folder is no comparison");
+}
+
+#[test]
+fn a_different_spec_is_warned_about() {
+    let mut folders = two_devices();
+    folders[1].manifest.spec_source.push_str("# edited\n");
+    let c = compare(&folders).unwrap();
+    assert_eq!(c.spec_differs, ["B"]);
+    let md = markdown(&c, &[]);
+    assert!(
+        md.lines().any(|l| l
+            == "> **Warning:** the spec file of B differs from A's: the same experiment \
+            name, but what was run may not be the same, so these figures may not compare"),
+        "{md}"
+    );
+    assert!(!md.contains("## Charts"));
+    assert!(compare(&two_devices()).unwrap().spec_differs.is_empty());
+}
+
+#[test]
+fn without_a_sweep_the_peaks_of_each_variant_compare() {
+    let row = |trial, variant: &str, status, peak| SummaryRow {
+        trial,
+        variant: String::from(variant),
+        status,
+        phase: (status == Status::Oom).then_some(Phase::Forward),
+        max_memory_allocated: peak,
+        max_memory_reserved: peak + GIB / 4,
+        ..SummaryRow::default()
+    };
+    let a = ExperimentDir {
+        dir: "a".into(),
+        manifest: manifest("amp", "NVIDIA H100 80GB HBM3", None, 80 * GIB),
+        rows: vec![row(1, "fp32", Status::Ok, 8 * GIB), row(2, "fp16", Status::Ok, 6 * GIB)],
+        trace: Vec::new(),
+    };
+    let b = ExperimentDir {
+        dir: "b".into(),
+        manifest: manifest("amp", "Tesla T4", Some(4 * GIB), 15 * GIB),
+        rows: vec![row(1, "fp32", Status::Oom, 3 * GIB), row(2, "fp16", Status::Ok, 3 * GIB)],
+        trace: Vec::new(),
+    };
+    let c = compare(&[a, b]).unwrap();
+    let md = markdown(&c, &[]);
+    let table: Vec<&str> = md.lines().skip_while(|l| *l != "## Without a sweep").collect();
+    assert_eq!(
+        table,
+        [
+            "## Without a sweep",
+            "",
+            "| variant | figure | A | B | B / A |",
+            "|---|---|---|---|---|",
+            "| fp32 | outcome | ok | OOM in forward | — |",
+            "| fp32 | peak allocated | 8.00 GiB (10%) | 3.00 GiB (75%) | 0.38 |",
+            "| fp32 | peak reserved | 8.25 GiB (10%) | 3.25 GiB (81%) | 0.39 |",
+            "| fp16 | outcome | ok | ok | — |",
+            "| fp16 | peak allocated | 6.00 GiB (8%) | 3.00 GiB (75%) | 0.50 |",
+            "| fp16 | peak reserved | 6.25 GiB (8%) | 3.25 GiB (81%) | 0.52 |",
+        ],
+        "\n{md}"
+    );
+    assert!(md.contains("| A | NVIDIA H100 80GB HBM3 | none | 80.00 GiB | complete | `a` |"), "{md}");
+}
+
+#[test]
+fn letters_go_on_past_z() {
+    assert_eq!(letter(0), "A");
+    assert_eq!(letter(25), "Z");
+    assert_eq!(letter(26), "AA");
+    assert_eq!(letter(27), "AB");
+}
