@@ -94,8 +94,12 @@ pub struct RunArgs {
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
     /// Replace results already in the experiment's folder.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "resume")]
     pub force: bool,
+    /// Continue a killed or interrupted run in the experiment's folder from its completed
+    /// trials (same spec text, device and budget; a search picks up where its bracket was).
+    #[arg(long)]
+    pub resume: bool,
     /// No progress bar or per-trial lines.
     #[arg(long, short)]
     pub quiet: bool,
@@ -129,7 +133,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
 fn run_command(args: RunArgs) -> Result<()> {
     let plan = Plan::here(spec::load(&args.spec)?, Overrides { device: args.device, budget: args.budget });
     run::check_out(&args.out)?;
-    let opts = RunOptions { out: args.out, force: args.force, quiet: args.quiet };
+    let opts = RunOptions { out: args.out, force: args.force, resume: args.resume, quiet: args.quiet };
     crate::interrupt::install()?;
     let report = run::run(&plan, &opts).with_context(|| format!("running {}", args.spec.display()))?;
     let charts = report::charts(&report)?;

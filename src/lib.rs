@@ -35,6 +35,7 @@ pub mod plan;
 pub mod probe;
 pub mod progress;
 pub mod results;
+pub mod resume;
 pub mod run;
 pub mod schema;
 pub mod spec;

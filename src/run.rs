@@ -14,6 +14,7 @@ use crate::probe::{CpuProbe, CudaProbe, MemoryProbe};
 use crate::progress::Progress;
 use crate::results::manifest::{self, DeviceInfo, HostInfo, Manifest, Versions, WorkspaceInfo};
 use crate::results::{self, experiment, Exporter, PerfettoTrace, SummaryCsv, TraceCsv};
+use crate::resume::{self, Done};
 use crate::schema::{Status, SummaryRow};
 use crate::spec::{Config, DataLocation, Field, Named, OptimizerImpl, Spec};
 use crate::sweep::{self, Fit};
@@ -25,6 +26,8 @@ pub struct RunOptions {
     /// Results root: the run writes to `<out>/<device-slug>/<experiment>/`.
     pub out: PathBuf,
     pub force: bool,
+    /// Continue a killed or interrupted run in the folder from its completed trials.
+    pub resume: bool,
     /// No progress bar or per-trial lines.
     pub quiet: bool,
 }
@@ -57,12 +60,24 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     let (spec, requested) = (&plan.spec, plan.device);
     let slug = device::slug(&probe.name());
     let dir = opts.out.join(&slug).join(&spec.name);
-    let lock = results::prepare_dir(&dir, opts.force)?;
+    let (lock, done) = if opts.resume {
+        if !dir.is_dir() {
+            bail!("--resume: nothing to resume in {} (no such folder); run without --resume", dir.display());
+        }
+        let lock = results::DirLock::acquire(&dir)?;
+        (lock, resume::load(&dir, spec, probe)?)
+    } else {
+        (results::prepare_dir(&dir, opts.force)?, Done::default())
+    };
 
     let mut spec_as_run = spec.clone();
     spec_as_run.run.device = requested;
     spec_as_run.run.set_budget(probe.budget());
     let mut manifest = start_manifest(&spec_as_run, requested, probe, slug);
+    if let Some(was) = &done.manifest {
+        manifest.resumed_at = was.resumed_at.iter().cloned().chain([manifest.started_at.clone()]).collect();
+        manifest.started_at = was.started_at.clone();
+    }
     manifest.write(&dir)?;
 
     // Before the first trial, so that every trial's baseline holds what libtorch keeps for the
@@ -80,13 +95,17 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     manifest.write(&dir)?;
     workspace.context("warming up before the first trial")?;
 
+    if opts.resume {
+        resume::set_aside(&dir)?;
+    }
     let mut exporters: Vec<Box<dyn Exporter>> = vec![
         Box::new(TraceCsv::create(&dir)?),
         Box::new(SummaryCsv::create(&dir)?),
         Box::new(PerfettoTrace::create(&dir)?),
     ];
+    resume::replay(&dir, &done, &mut exporters)?;
     let before = probe.counters()?;
-    let result = run_trials(plan, probe, &mut exporters, opts.quiet);
+    let result = run_trials(plan, probe, &mut exporters, opts.quiet, &done);
     manifest.finished_at = Some(manifest::now());
     if let Ok(after) = probe.counters() {
         manifest.num_ooms = Some(after.num_ooms - before.num_ooms);
@@ -116,6 +135,15 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     Ok(RunReport { dir, rows, manifest, lock })
 }
 
+/// What a trial's status tells the sweep.
+fn fit(status: Status) -> Fit {
+    match status {
+        Status::Ok => Fit::Fits,
+        Status::Oom | Status::PredictedOom => Fit::Oom,
+        Status::Error => Fit::Error,
+    }
+}
+
 /// Trials in the folder's summary.csv: what an interrupted run completed.
 fn rows_written(dir: &std::path::Path) -> usize {
     std::fs::read_to_string(dir.join(results::SUMMARY)).map_or(0, |s| s.lines().count().saturating_sub(1))
@@ -137,6 +165,7 @@ fn run_trials(
     probe: &dyn MemoryProbe,
     exporters: &mut [Box<dyn Exporter>],
     quiet: bool,
+    done: &Done,
 ) -> Result<Vec<SummaryRow>> {
     let spec = &plan.spec;
     let field = spec.sweep.as_ref().map(|s| s.field);
@@ -162,6 +191,21 @@ fn run_trials(
                 None if variant.is_none() => label += &spec.name,
                 None => {}
             }
+            if let Some(row) = done.trial(trial) {
+                // Already in the folder: taken as it was, if the sweep asks for the same point.
+                if row.variant != variant.unwrap_or_default() || row.value != field.map(|_| value) {
+                    bail!(
+                        "--resume: trial {trial} in the folder is {:?} {:?}, but the sweep now asks for {label}; \
+                         run with --force",
+                        row.variant,
+                        row.value
+                    );
+                }
+                progress.done(&format!("trial {trial:>3}  {label:<28} {} (done before)", describe(row)));
+                order.record(value, fit(row.status));
+                rows.push(row.clone());
+                continue;
+            }
             progress.start(&label);
             let prediction = predict(&config, &options);
             let mut row = match predicted_oom(spec, prediction.as_ref(), probe)? {
@@ -185,14 +229,7 @@ fn run_trials(
                     row.after_allocated
                 );
             }
-            order.record(
-                value,
-                match row.status {
-                    Status::Ok => Fit::Fits,
-                    Status::Oom | Status::PredictedOom => Fit::Oom,
-                    Status::Error => Fit::Error,
-                },
-            );
+            order.record(value, fit(row.status));
             rows.push(row);
         }
     }
@@ -357,6 +394,7 @@ fn start_manifest(spec: &Spec, requested: DeviceChoice, probe: &dyn MemoryProbe,
         num_alloc_retries: None,
         workspace: None,
         data_location: Some(data_location(spec, device)),
+        resumed_at: Vec::new(),
     }
 }
 

@@ -406,7 +406,7 @@ search = { start = 1, factor = 2, max = 64 }
 "#;
     let spec = oomlab::spec::load(&sandbox.spec("s.toml", text)).expect("valid spec");
     let budget = spec.run.budget.unwrap();
-    let opts = RunOptions { out: sandbox.out(), force: false, quiet: true };
+    let opts = RunOptions { out: sandbox.out(), force: false, resume: false, quiet: true };
     let report = run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).expect("run completes");
     let real = report.manifest.answers[0].clone();
 

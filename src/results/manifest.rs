@@ -38,6 +38,9 @@ pub struct Manifest {
     /// Where the data set lived (`data.location`), and what that means on this device.
     #[serde(default)]
     pub data_location: Option<String>,
+    /// When the run was resumed (`run --resume`), oldest first; `started_at` is when it began.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resumed_at: Vec<String>,
 }
 
 /// Why `memory_allocated` starts above zero: what stayed after the warm-up, part of every

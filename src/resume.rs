@@ -1,0 +1,166 @@
+//! `oomlab run SPEC --resume`: a killed or interrupted run continued from its completed trials.
+//!
+//! What a folder holds is checked against what would run now (the same spec text, device and
+//! budget, else refused with the difference named). Its completed trials (a trial is complete
+//! when its summary row is written; trace rows of a later trial and a torn last row go) are
+//! written again through the run's own exporters into fresh files, the old ones set aside
+//! (`*.csv.resuming`) until that is done, so a crash while resuming loses nothing: the next
+//! `--resume` starts from the set-aside files. The sweep then replays: a trial already done is
+//! taken from the folder (the sweep's order must give the same variant and value), so a search
+//! picks up where its bracket was; the rest run as usual.
+use std::fs;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+
+use crate::probe::MemoryProbe;
+use crate::results::{self, ExperimentDir, Exporter, Manifest};
+use crate::schema::{PhaseRecord, SummaryRow};
+use crate::spec::Spec;
+
+/// The completed trials of a folder, in trial order, with their trace rows.
+#[derive(Debug, Clone, Default)]
+pub struct Done {
+    pub rows: Vec<SummaryRow>,
+    pub trace: Vec<PhaseRecord>,
+    /// The interrupted run's manifest, whose start time the resumed run keeps.
+    pub manifest: Option<Manifest>,
+}
+
+impl Done {
+    /// The completed trial with this number, if any.
+    pub fn trial(&self, trial: usize) -> Option<&SummaryRow> {
+        self.rows.get(trial.wrapping_sub(1)).filter(|r| r.trial == trial)
+    }
+
+    /// The trace rows of one trial.
+    pub fn records(&self, trial: usize) -> impl Iterator<Item = &PhaseRecord> {
+        self.trace.iter().filter(move |r| r.trial == trial)
+    }
+}
+
+/// Reads `dir` for resuming `spec` on `probe`'s device: refused when there is nothing to
+/// resume, the run was complete, or what ran differs from what would run now.
+pub fn load(dir: &Path, spec: &Spec, probe: &dyn MemoryProbe) -> Result<Done> {
+    if !dir.join(results::MANIFEST).exists() {
+        bail!("--resume: nothing to resume in {} (no manifest.json); run without --resume", dir.display());
+    }
+    restore(dir)?;
+    let exp = ExperimentDir::read(dir).with_context(|| format!("--resume: reading {}", dir.display()))?;
+    let m = &exp.manifest;
+    if m.status == "complete" {
+        bail!(
+            "--resume: {} holds a complete run ({} trials); nothing to resume (--force runs it again)",
+            dir.display(),
+            m.trials
+        );
+    }
+    if m.spec_source != spec.source {
+        bail!(
+            "--resume: the spec changed since the run in {} started ({}); resume with the spec as it was, \
+             or run with --force",
+            dir.display(),
+            first_difference(&m.spec_source, &spec.source)
+        );
+    }
+    if m.device.name != probe.name() || m.device.budget_bytes != probe.budget() {
+        let budget = |b: Option<u64>| b.map_or("none".to_string(), crate::spec::format_size);
+        bail!(
+            "--resume: the run in {} was on {} with budget {}, this one is on {} with budget {}; resume on \
+             the same device with the same budget",
+            dir.display(),
+            m.device.name,
+            budget(m.device.budget_bytes),
+            probe.name(),
+            budget(probe.budget())
+        );
+    }
+    // Whole trials only: rows numbered 1, 2, ... as written, up to the first gap.
+    let rows: Vec<SummaryRow> =
+        exp.rows.into_iter().enumerate().take_while(|(i, r)| r.trial == i + 1).map(|(_, r)| r).collect();
+    let trace = exp.trace.into_iter().filter(|t| t.trial >= 1 && t.trial <= rows.len()).collect();
+    Ok(Done { rows, trace, manifest: Some(exp.manifest) })
+}
+
+/// The files a resume sets aside while it writes them again.
+const SET_ASIDE: [&str; 2] = [results::SUMMARY, results::TRACE];
+
+fn set_aside_path(dir: &Path, name: &str) -> std::path::PathBuf {
+    dir.join(format!("{name}.resuming"))
+}
+
+/// Puts back files a crashed resume had set aside: they hold what the folder had then.
+fn restore(dir: &Path) -> Result<()> {
+    for name in SET_ASIDE {
+        let aside = set_aside_path(dir, name);
+        if aside.exists() {
+            fs::rename(&aside, dir.join(name)).with_context(|| format!("restoring {}", aside.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Sets the folder's CSVs aside before the exporters create them again.
+pub fn set_aside(dir: &Path) -> Result<()> {
+    for name in SET_ASIDE {
+        let path = dir.join(name);
+        if path.exists() {
+            fs::rename(&path, set_aside_path(dir, name))
+                .with_context(|| format!("setting {} aside", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the completed trials through `exporters`, as the run first did, then drops the
+/// set-aside files.
+pub fn replay(dir: &Path, done: &Done, exporters: &mut [Box<dyn Exporter>]) -> Result<()> {
+    for row in &done.rows {
+        for rec in done.records(row.trial) {
+            exporters.iter_mut().try_for_each(|e| e.phase(rec))?;
+        }
+        exporters.iter_mut().try_for_each(|e| e.trial(row))?;
+    }
+    for name in SET_ASIDE {
+        let aside = set_aside_path(dir, name);
+        if aside.exists() {
+            fs::remove_file(&aside).with_context(|| format!("removing {}", aside.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// "line 12: `depth = 4` became `depth = 5`".
+fn first_difference(was: &str, now: &str) -> String {
+    let (mut a, mut b) = (was.lines(), now.lines());
+    for n in 1.. {
+        match (a.next(), b.next()) {
+            (Some(x), Some(y)) if x == y => continue,
+            (Some(x), Some(y)) => return format!("line {n}: `{}` became `{}`", x.trim(), y.trim()),
+            (Some(x), None) => return format!("line {n}: `{}` was removed", x.trim()),
+            (None, Some(y)) => return format!("line {n}: `{}` was added", y.trim()),
+            (None, None) => break,
+        }
+    }
+    "the text differs".into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_difference_is_named() {
+        assert_eq!(first_difference("a\nb = 1\n", "a\nb = 2\n"), "line 2: `b = 1` became `b = 2`");
+        assert_eq!(first_difference("a\n", "a\nc\n"), "line 2: `c` was added");
+        assert_eq!(first_difference("a\nc", "a"), "line 2: `c` was removed");
+    }
+
+    #[test]
+    fn done_trials_are_found_by_number() {
+        let row = |trial| SummaryRow { trial, ..SummaryRow::default() };
+        let done = Done { rows: vec![row(1), row(2)], ..Done::default() };
+        assert_eq!(done.trial(2).map(|r| r.trial), Some(2));
+        assert!(done.trial(3).is_none() && done.trial(0).is_none());
+    }
+}

@@ -1,0 +1,141 @@
+//! `run --resume`: a sweep killed at several points and resumed ends with the results of an
+//! uninterrupted run (memory to the byte, same trials, same answer), and a resume that does not
+//! match what ran is refused with the difference named.
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command as Process;
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use common::{tiny_spec, Sandbox};
+use oomlab::results::ExperimentDir;
+use oomlab::schema::{PhaseRecord, SummaryRow};
+use predicates::prelude::*;
+
+/// A search over depth under a budget: grows, runs out of memory, bisects; a trial long enough
+/// (many steps) that a kill lands inside one.
+fn search_spec(sb: &Sandbox) -> PathBuf {
+    let sweep = "[sweep]\nfield = \"model.depth\"\nsearch = { start = 1, factor = 2, max = 64 }\n";
+    let text = tiny_spec("resumable", "hidden = 256\ndepth = 1", Some(6 << 20), sweep)
+        .replace("steps = 1", "steps = 40")
+        .replace("optimizer = \"sgd\"", "optimizer = \"adam\"");
+    sb.spec("resumable.toml", &text)
+}
+
+fn oomlab(args: &[&str]) -> std::process::Output {
+    Process::new(assert_cmd::cargo::cargo_bin("oomlab")).args(args).output().unwrap()
+}
+
+fn folder(out: &Path) -> PathBuf {
+    out.join(std::fs::read_dir(out).unwrap().next().unwrap().unwrap().file_name()).join("resumable")
+}
+
+/// What must not depend on being killed: every column but the times.
+fn memory(rows: &[SummaryRow]) -> Vec<SummaryRow> {
+    rows.iter().map(|r| SummaryRow { step_seconds: None, ..r.clone() }).collect()
+}
+
+fn trace_memory(trace: &[PhaseRecord]) -> Vec<PhaseRecord> {
+    trace.iter().map(|t| PhaseRecord { phase_seconds: 0.0, elapsed_seconds: 0.0, ..t.clone() }).collect()
+}
+
+/// Starts the run, waits until `trials` trials are in summary.csv, and SIGKILLs it.
+fn kill_after(spec: &Path, out: &Path, trials: usize) {
+    let mut child = Process::new(assert_cmd::cargo::cargo_bin("oomlab"))
+        .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"])
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    loop {
+        let summary = common::walk(out).into_iter().find(|p| p.ends_with("summary.csv"));
+        let rows = summary.map_or(0, |p| std::fs::read_to_string(p).unwrap_or_default().lines().count());
+        if rows > trials || child.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "the run never reached trial {trials}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill();
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_killed_search_resumed_equals_an_uninterrupted_one() {
+    let sb = Sandbox::new();
+    let spec = search_spec(&sb);
+    let whole_out = sb.path().join("whole");
+    let out = oomlab(&["run", spec.to_str().unwrap(), "--out", whole_out.to_str().unwrap(), "--quiet"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let whole = ExperimentDir::read(&folder(&whole_out)).unwrap();
+    assert!(whole.rows.len() >= 6, "a search with a bisection: {} trials", whole.rows.len());
+    assert!(whole.rows.iter().any(|r| r.status == oomlab::schema::Status::Oom));
+
+    // Killed after 1, after half, and just before the end: each resumed, twice where the
+    // first resume is itself killed.
+    let n = whole.rows.len();
+    for (k, at) in [1, n / 2, n - 1].into_iter().enumerate() {
+        let cut_out = sb.path().join(format!("cut{k}"));
+        kill_after(&spec, &cut_out, at);
+        let cut = ExperimentDir::read(&folder(&cut_out)).unwrap();
+        assert!(cut.rows.len() < n, "killed before the end ({} of {n})", cut.rows.len());
+        if k == 1 {
+            // Resume, and kill the resume too, one trial further.
+            let args =
+                ["run", spec.to_str().unwrap(), "--out", cut_out.to_str().unwrap(), "--quiet", "--resume"];
+            let mut child = Process::new(assert_cmd::cargo::cargo_bin("oomlab")).args(args).spawn().unwrap();
+            let dir = folder(&cut_out);
+            let started = Instant::now();
+            while std::fs::read_to_string(dir.join("summary.csv")).unwrap_or_default().lines().count()
+                <= cut.rows.len() + 1
+                && child.try_wait().unwrap().is_none()
+            {
+                assert!(started.elapsed() < Duration::from_secs(120));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let _ = child.kill();
+            child.wait().unwrap();
+        }
+        let out = oomlab(&[
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            cut_out.to_str().unwrap(),
+            "--quiet",
+            "--resume",
+        ]);
+        assert!(out.status.success(), "resume after {at}: {}", String::from_utf8_lossy(&out.stderr));
+        let resumed = ExperimentDir::read(&folder(&cut_out)).unwrap();
+        assert_eq!(resumed.manifest.status, "complete");
+        assert_eq!(resumed.manifest.answers, whole.manifest.answers, "killed after {at}");
+        assert_eq!(memory(&resumed.rows), memory(&whole.rows), "killed after {at}: summary");
+        assert_eq!(trace_memory(&resumed.trace), trace_memory(&whole.trace), "killed after {at}: trace");
+        assert!(!resumed.manifest.resumed_at.is_empty());
+        assert!(!folder(&cut_out).join("summary.csv.resuming").exists());
+    }
+}
+
+#[test]
+fn a_resume_that_does_not_match_is_refused() {
+    let sb = Sandbox::new();
+    let spec = search_spec(&sb);
+    let out = sb.out();
+    let run = |extra: &[&str]| {
+        let mut cmd = Command::cargo_bin("oomlab").unwrap();
+        cmd.args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]).args(extra);
+        cmd.assert()
+    };
+    run(&["--resume"]).failure().stderr(predicate::str::contains("nothing to resume"));
+    kill_after(&spec, &out, 1);
+    let text = std::fs::read_to_string(&spec).unwrap();
+    std::fs::write(&spec, text.replace("steps = 40", "steps = 41")).unwrap();
+    run(&["--resume"]).failure().stderr(
+        predicate::str::contains("the spec changed")
+            .and(predicate::str::contains("`steps = 40` became `steps = 41`")),
+    );
+    std::fs::write(&spec, &text).unwrap();
+    run(&["--resume", "--budget", "7MiB"]).failure().stderr(predicate::str::contains("same budget"));
+    run(&["--resume"]).success();
+    run(&["--resume"]).failure().stderr(predicate::str::contains("holds a complete run"));
+    run(&["--resume", "--force"]).failure().stderr(predicate::str::contains("cannot be used with"));
+}
