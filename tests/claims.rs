@@ -129,3 +129,27 @@ fn the_depth_claim_leads_with_pytorchs_default_adam_for_the_device() {
         gpu.measured
     );
 }
+
+/// A claim judged from a run that did not complete says so; the same run complete does not.
+#[test]
+fn a_claim_from_an_incomplete_run_says_so() {
+    let sb = Sandbox::new();
+    let committed = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results/cpu-amd-epyc/depth_sweep");
+    let dir = sb.path().join("dev/depth_sweep");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["manifest.json", "summary.csv", "trace.csv"] {
+        std::fs::copy(committed.join(f), dir.join(f)).unwrap();
+    }
+    let depth =
+        |claims: &[claims::Claim]| claims.iter().find(|c| c.experiment == "depth_sweep").unwrap().clone();
+    let complete = depth(&claims::judge(&sb.path().join("dev")).unwrap());
+    assert!(!complete.why.contains("incomplete run"), "{}", complete.why);
+    let manifest = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+    std::fs::write(
+        dir.join("manifest.json"),
+        manifest.replace("\"status\": \"complete\"", "\"status\": \"interrupted\""),
+    )
+    .unwrap();
+    let cut = depth(&claims::judge(&sb.path().join("dev")).unwrap());
+    assert!(cut.why.contains("From an incomplete run") && cut.why.contains("interrupted"), "{}", cut.why);
+}

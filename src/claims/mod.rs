@@ -1,6 +1,7 @@
 //! The claims report: every claim of the lesson and its guides (`../shared/seeds/README.md`),
 //! the experiment that tests it, the number measured, and a verdict, written to `CLAIMS.md` in a
 //! device's results folder. It reads results only: run the experiments first.
+pub mod band;
 pub mod fit;
 mod verdicts;
 
@@ -79,7 +80,20 @@ pub fn judge(dir: &Path) -> Result<Vec<Claim>> {
     if found.is_empty() {
         bail!("{} holds none of the experiments ({}); run them first", dir.display(), EXPERIMENTS.join(", "));
     }
-    Ok(verdicts::all(&|name| found.get(name)))
+    let mut claims = verdicts::all(&|name| found.get(name));
+    // A sweep killed or interrupted half-way can look like an answer: say so on every claim
+    // judged from one.
+    for c in &mut claims {
+        if let Some(m) = found.get(c.experiment).map(|e| &e.manifest).filter(|m| m.status != "complete") {
+            c.why += &format!(
+                " **From an incomplete run** ({}, {} trials written): the verdict may change when it \
+                 completes (`oomlab run --resume`).",
+                m.status.lines().next().unwrap_or_default(),
+                found[c.experiment].rows.len()
+            );
+        }
+    }
+    Ok(claims)
 }
 
 /// The Markdown report.

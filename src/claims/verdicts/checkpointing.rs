@@ -1,7 +1,13 @@
 //! Trading time for memory: gradient checkpointing's saving and its cost in step time, and
 //! gradient accumulation's smaller peak.
 use super::{claim, kept_by_forward, not_run, pct, size, Get};
+use crate::claims::band::Band;
 use crate::claims::{Claim, Verdict};
+
+/// "~40-50% memory on activations".
+const ACTIVATION_SAVING: Band = Band::new(0.40, 0.50, 0.05);
+/// "~20-30%" more training time.
+const SLOWDOWN: Band = Band::new(0.20, 0.30, 0.05);
 
 pub(super) fn checkpoint_memory(get: Get) -> Claim {
     const C: &str = "Gradient checkpointing saves ~40-50% memory on activations";
@@ -26,16 +32,13 @@ pub(super) fn checkpoint_memory(get: Get) -> Claim {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let sqrt = savings[2].1.unwrap_or(0.0);
-    let verdict = match sqrt {
-        s if (0.35..=0.55).contains(&s) => Verdict::Confirmed,
-        s if s > 0.1 => Verdict::Partly,
-        _ => Verdict::Refuted,
-    };
-    let why = "activations = memory the forward pass leaves allocated for backward (after forward minus \
-               after to_device); checkpointing keeps only segment inputs, so the saving grows with depth \
-               and is not a fixed 40-50% (verdict on sqrt(n) segments; confirmed between 35% and 55%)."
-        .to_string();
+    let verdict = savings[2].1.map_or(Verdict::NotRun, |s| ACTIVATION_SAVING.judge(s));
+    let why = format!(
+        "activations = memory the forward pass leaves allocated for backward (after forward minus \
+         after to_device); checkpointing keeps only segment inputs, so the saving grows with depth \
+         and is not a fixed 40-50% (verdict on sqrt(n) segments: {}).",
+        ACTIVATION_SAVING.rule()
+    );
     claim(C, E, measured, verdict, why)
 }
 
@@ -55,16 +58,13 @@ pub(super) fn checkpoint_time(get: Get) -> Claim {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let sqrt = slower[2].1.unwrap_or(0.0);
-    let verdict = match sqrt {
-        s if (0.15..=0.35).contains(&s) => Verdict::Confirmed,
-        s if s > 0.0 => Verdict::Partly,
-        _ => Verdict::Refuted,
-    };
-    let why = "mean step time over the steps after the first; recomputing the forward of each segment \
-               costs about one more forward pass, a third of a step (verdict on sqrt(n); confirmed between \
-               15% and 35%). Timings on a shared 2-core CPU are noisy: a benchmark, not a test."
-        .to_string();
+    let verdict = slower[2].1.map_or(Verdict::NotRun, |s| SLOWDOWN.judge(s));
+    let why = format!(
+        "mean step time over the steps after the first; recomputing the forward of each segment \
+         costs about one more forward pass, a third of a step (verdict on sqrt(n): {}). Timings on a \
+         shared 2-core CPU are noisy: a benchmark, not a test.",
+        SLOWDOWN.rule()
+    );
     claim(C, E, measured, verdict, why)
 }
 

@@ -24,8 +24,10 @@ pub(super) fn whole_dataset(get: Get) -> Claim {
     let close = (req / (8.74 * GIB) - 1.0).abs() < 0.01;
     let verdict = if close { Verdict::Confirmed } else { Verdict::Partly };
     let why = format!(
-        "{} samples x {} features as one batch: the hidden layer's [N, {}] output fits, the ReLU's \
-         copy of it does not; the request matches the lesson's to 1% ({}), and \"allocated\" \
+        "the data set is sized from the lesson's own error message (its 8.74 GiB request is one \
+         [N, hidden] fp32 tensor), so this reproduces the lesson's OOM rather than testing whether some \
+         whole data set fits: {} samples x {} features as one batch: the hidden layer's [N, {}] output \
+         fits, the ReLU's copy of it does not; the request matches the lesson's to 1% ({}), and \"allocated\" \
          differs from the lesson's by what the device holds besides (on CPU the host copy of the data).",
         r.samples,
         r.features,

@@ -1,6 +1,10 @@
 //! Mixed precision: how much memory autocast saves, and how much larger a batch it lets fit.
 use super::{claim, not_run, pct, size, Get};
+use crate::claims::band::Band;
 use crate::claims::{Claim, Verdict};
+
+/// "~40-50%".
+const AMP_SAVING: Band = Band::new(0.40, 0.50, 0.05);
 use crate::results::ExperimentDir as Experiment;
 
 /// The peak of each variant at the largest swept value where all of them trained.
@@ -27,16 +31,13 @@ pub(super) fn amp_memory(get: Get) -> Claim {
         size(peaks[2].1),
         pct(sbf)
     );
-    let best = s16.max(sbf);
-    let verdict = match best {
-        s if (0.35..=0.55).contains(&s) => Verdict::Confirmed,
-        s if s > 0.1 => Verdict::Partly,
-        _ => Verdict::Refuted,
-    };
-    let why = "autocast halves the activations it produces, but keeps fp32 parameters, gradients and \
-               optimizer state and adds a half-precision copy of each weight while it is on, so the \
-               saving depends on how much of the peak is activations (confirmed between 35% and 55%)."
-        .to_string();
+    let verdict = AMP_SAVING.judge(s16.max(sbf));
+    let why = format!(
+        "autocast halves the activations it produces, but keeps fp32 parameters, gradients and \
+         optimizer state and adds a half-precision copy of each weight while it is on, so the saving \
+         depends on how much of the peak is activations; on the larger of the two savings: {}.",
+        AMP_SAVING.rule()
+    );
     claim(C, E, measured, verdict, why)
 }
 
