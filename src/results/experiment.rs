@@ -18,6 +18,8 @@ pub struct ExperimentDir {
     pub manifest: Manifest,
     pub rows: Vec<SummaryRow>,
     pub trace: Vec<PhaseRecord>,
+    /// Whether `trace.csv` ended in half a row (a hard kill while it was written), left out.
+    pub trace_cut: bool,
 }
 
 impl ExperimentDir {
@@ -29,11 +31,13 @@ impl ExperimentDir {
                 dir.display()
             );
         }
+        let (trace, trace_cut) = read_trace_whole_rows(dir)?;
         Ok(ExperimentDir {
             dir: dir.to_path_buf(),
             manifest: Manifest::read(dir)?,
             rows: read_csv(&dir.join(super::SUMMARY))?,
-            trace: read_trace_whole_rows(dir)?,
+            trace,
+            trace_cut,
         })
     }
 
@@ -137,12 +141,13 @@ pub fn answer(variant: &str, field: &str, rows: &[SummaryRow]) -> Answer {
 
 /// `trace.csv` without a last row cut short. The CSV writer flushes when its buffer fills, so a
 /// run killed in the middle of a trial can leave half a row at the end of the file; everything
-/// up to the last line break is read, and that half row dropped.
-fn read_trace_whole_rows(dir: &Path) -> Result<Vec<PhaseRecord>> {
+/// up to the last line break is read, and that half row dropped; the flag says whether there
+/// was one.
+fn read_trace_whole_rows(dir: &Path) -> Result<(Vec<PhaseRecord>, bool)> {
     let path = dir.join(super::TRACE);
     let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
     let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    deserialize(csv::Reader::from_reader(&bytes[..whole]), &path)
+    Ok((deserialize(csv::Reader::from_reader(&bytes[..whole]), &path)?, whole < bytes.len()))
 }
 
 fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
@@ -182,11 +187,12 @@ mod tests {
                     max_memory_reserved,device_used,phase_seconds,elapsed_seconds\n";
         let row = "1,0,0,data,10,10,12,12,,0.5,0.5\n";
         std::fs::write(tmp.path().join(super::super::TRACE), format!("{head}{row}1,0,0,mod")).unwrap();
-        let trace = read_trace_whole_rows(tmp.path()).unwrap();
+        let (trace, cut) = read_trace_whole_rows(tmp.path()).unwrap();
         assert_eq!(trace.len(), 1);
         assert_eq!(trace[0].max_memory_allocated, 12);
+        assert!(cut, "the cut row is noticed");
         std::fs::write(tmp.path().join(super::super::TRACE), format!("{head}{row}")).unwrap();
-        assert_eq!(read_trace_whole_rows(tmp.path()).unwrap().len(), 1);
+        assert_eq!(read_trace_whole_rows(tmp.path()).unwrap(), (trace, false));
     }
 
     #[test]
