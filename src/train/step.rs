@@ -8,12 +8,12 @@
 use tch::{Device, TchError, Tensor};
 
 use super::amp::{Autocast, GradScaler};
-use super::checkpoint;
 use super::data::{self, Dataset};
 use super::model::Mlp;
 use super::optim::Optimizer;
 use super::recorder::{Recorder, Stop};
 use super::Learned;
+use super::{autograd, checkpoint};
 use crate::schema::Phase;
 use crate::spec::{Amp, Config, DataLocation, History, Mode, Techniques};
 
@@ -177,7 +177,7 @@ impl Forward {
 
     fn backward(self, to_backprop: &Tensor) -> Result<(), TchError> {
         match self {
-            Forward::Plain(_) => to_backprop.f_backward(),
+            Forward::Plain(_) => autograd::backward(to_backprop),
             Forward::Checkpointed(c) => c.backward(to_backprop),
         }
     }
