@@ -40,7 +40,7 @@ pub fn drain_ready_queue() {
     let _grad = GradEnabled::new();
     let run = || -> Result<(), TchError> {
         let leaf = Tensor::f_empty([0], (Kind::Float, Device::Cpu))?.f_set_requires_grad(true)?;
-        let out = leaf.f_mul_scalar(2.0)?;
+        let out = super::scalar::mul(&leaf, 2.0)?;
         Tensor::f_run_backward(&[&out], &[&leaf], false, false).map(drop)
     };
     // Nothing to report to: the backward that failed is the error the caller sees. It cannot

@@ -11,6 +11,7 @@ pub mod data;
 pub mod model;
 pub mod optim;
 mod recorder;
+pub mod scalar;
 mod step;
 mod warmup;
 
