@@ -23,6 +23,7 @@ use std::marker::PhantomData;
 use tch::{Device, Kind, TchError, Tensor};
 
 use super::optim::Optimizer;
+use super::scalar;
 
 use crate::ffi;
 use crate::spec::{Amp, ScalerSpec};
@@ -122,8 +123,8 @@ impl GradScaler {
     /// The scale and growth tracker, made on first use (the scale first).
     fn state(&self) -> Result<&(Tensor, Tensor), TchError> {
         if self.state.get().is_none() {
-            let scale = Tensor::f_full([0i64; 0], self.spec.init_scale, (Kind::Float, self.device))?;
-            let tracker = Tensor::f_full([0i64; 0], 0i64, (Kind::Int, self.device))?;
+            let scale = scalar::full_0d(self.spec.init_scale, (Kind::Float, self.device))?;
+            let tracker = scalar::full_0d(0.0, (Kind::Int, self.device))?;
             let _ = self.state.set((scale, tracker));
         }
         Ok(self.state.get().expect("made above"))
@@ -170,12 +171,12 @@ impl GradScaler {
         params: impl IntoIterator<Item = &'a Tensor>,
     ) -> Result<bool, TchError> {
         let found_inf = {
-            let dummy_inv_scale = Tensor::f_full([0i64; 0], 1.0, (Kind::Float, self.device))?;
+            let dummy_inv_scale = scalar::full_0d(1.0, (Kind::Float, self.device))?;
             // PyTorch's `_check_inf_per_device` allows fp16 gradients (`allow_fp16=True`).
             self.check_and_unscale(params, &dummy_inv_scale, true)?
         };
-        let summed = found_inf.f_add_scalar(0)?; // Python's sum() starts from 0
-        let grad_scale = self.scale_tensor()?.f_mul_scalar(1)?;
+        let summed = scalar::add(&found_inf, 0.0)?; // Python's sum() starts from 0
+        let grad_scale = scalar::mul(self.scale_tensor()?, 1.0)?;
         opt.step_scaled(&grad_scale, &summed)?;
         drop(grad_scale); // `del optimizer.grad_scale`; the sum goes when step() returns
         drop(summed);

@@ -36,6 +36,7 @@ use std::ops::Range;
 
 use tch::{TchError, Tensor};
 
+use super::autograd::{backward, GradEnabled};
 use super::model::{Linear, Mlp};
 use crate::spec::segment_ranges;
 
@@ -87,7 +88,7 @@ impl Checkpointed {
     pub fn backward(self, to_backprop: &Tensor) -> Result<(), TchError> {
         let Checkpointed { model, segments, head_input, loss } = self;
         // The head's graph: the head's grads, and the gradient at the last boundary.
-        to_backprop.f_backward()?;
+        backward(to_backprop)?;
         drop(loss);
         if segments.is_empty() {
             return Ok(());
@@ -147,7 +148,7 @@ fn backprop_segment(model: &Mlp, segment: Segment, upstream: Tensor) -> Result<O
     // (dropping our handles frees each as soon as the node that saved it has run).
     let inner = out.f_mul(&upstream)?.f_sum(None)?;
     drop((out, upstream));
-    inner.f_backward()?;
+    backward(&inner)?;
     if wants_input_grad {
         grad_of(&input).map(Some)
     } else {
@@ -191,28 +192,6 @@ fn handles(model: &Mlp) -> Mlp {
         .map(|l| Linear { weight: l.weight.shallow_clone(), bias: l.bias.shallow_clone() })
         .collect();
     Mlp { layers }
-}
-
-/// Grad mode on until dropped, then back to what it was. tch has a guard for turning it off but
-/// only a closure (`with_grad`, not restored on panic) for turning it on.
-struct GradEnabled {
-    was: bool,
-}
-
-impl GradEnabled {
-    fn new() -> Self {
-        // SAFETY: sets libtorch's thread-local grad mode flag and returns the old one; it
-        // cannot fail and touches no Rust memory.
-        let was = unsafe { torch_sys::at_grad_set_enabled(1) } != 0;
-        GradEnabled { was }
-    }
-}
-
-impl Drop for GradEnabled {
-    fn drop(&mut self) {
-        // SAFETY: as in `new`.
-        unsafe { torch_sys::at_grad_set_enabled(i32::from(self.was)) };
-    }
 }
 
 #[cfg(test)]

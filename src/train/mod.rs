@@ -5,11 +5,13 @@
 //! optimizer_step, zero_grad), then drops everything, empties the cache and checks that the
 //! allocator is back at the baseline it started from.
 pub mod amp;
+pub mod autograd;
 pub mod checkpoint;
 pub mod data;
 pub mod model;
 pub mod optim;
 mod recorder;
+pub mod scalar;
 mod step;
 mod warmup;
 

@@ -8,12 +8,12 @@
 use tch::{Device, TchError, Tensor};
 
 use super::amp::{Autocast, GradScaler};
-use super::checkpoint;
 use super::data::{self, Dataset};
 use super::model::Mlp;
 use super::optim::Optimizer;
 use super::recorder::{Recorder, Stop};
 use super::Learned;
+use super::{autograd, checkpoint, scalar};
 use crate::schema::Phase;
 use crate::spec::{Amp, Config, DataLocation, History, Mode, Techniques};
 
@@ -116,7 +116,7 @@ fn train_step(
             let mut l = loss.shallow_clone();
             if t.accumulation > 1 {
                 // Each micro-batch's mean loss counts 1/n, so the sum is the effective batch's mean.
-                l = l.f_div_scalar(t.accumulation as f64)?;
+                l = scalar::div(&l, t.accumulation as f64)?;
             }
             if let Some(s) = scaler_ref {
                 l = s.scale(&l)?;
@@ -177,7 +177,7 @@ impl Forward {
 
     fn backward(self, to_backprop: &Tensor) -> Result<(), TchError> {
         match self {
-            Forward::Plain(_) => to_backprop.f_backward(),
+            Forward::Plain(_) => autograd::backward(to_backprop),
             Forward::Checkpointed(c) => c.backward(to_backprop),
         }
     }
@@ -204,8 +204,9 @@ fn stop(error: TchError, step: usize, phase: Phase) -> Stop {
 fn gather(data: &Dataset, index: usize, batch: usize, device: Device) -> Result<(Tensor, Tensor), TchError> {
     let n = data.samples() as i64;
     let start = (index * batch) as i64 % n;
-    let idx = Tensor::f_arange_start(start, start + batch as i64, (tch::Kind::Int64, data.x.device()))?
-        .f_remainder(n)?;
+    let range = Tensor::f_arange_start(start, start + batch as i64, (tch::Kind::Int64, data.x.device()))?;
+    let idx = scalar::remainder(&range, n)?;
+    drop(range);
     let (x, y) = (data.x.f_index_select(0, &idx)?, data.y.f_index_select(0, &idx)?);
     Ok((x.f_to_device(device)?, y.f_to_device(device)?))
 }
