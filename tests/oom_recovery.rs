@@ -267,7 +267,7 @@ search = { start = 8, factor = 2, max = 512 }
     let cli = estimate::predict_spec(&spec, Some(budget), &Options::default()).unwrap()[0].exact_largest_fit;
     assert_eq!(cli, Some(99), "the estimate's answer for this spec");
 
-    let opts = RunOptions { out: sandbox.out(), force: false, quiet: true };
+    let opts = RunOptions { out: sandbox.out(), force: false, resume: false, quiet: true };
     let report = run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).expect("the run completes");
     let rows: Vec<_> = report
         .rows
