@@ -56,11 +56,19 @@ pub fn enough_rows(path: &Path, rows: usize, batch_size: usize) -> Result<()> {
 }
 
 /// Reads each CSV data set a spec names and checks it against the batch sizes its trials will
-/// draw, so that a data set too small for its batch is refused before any trial runs.
+/// draw, so that a file that is not one (a device, a folder, a missing or huge file) or a data
+/// set too small for its batch is refused before any trial runs. A bad value inside the file is
+/// left to the trial, which reports it (by row and column) in its Data phase, before training.
 pub fn preflight(spec: &Spec) -> Result<()> {
     for (_, config) in spec.configs() {
         let DataSpec::Csv { path, label } = &config.data else { continue };
-        let rows = read(path, label)?.rows();
+        let rows = match read(path, label) {
+            Ok(t) => t.rows(),
+            Err(_) => {
+                open(path)?; // the file itself is at fault: refused now
+                continue;
+            }
+        };
         let swept = spec.sweep.as_ref().filter(|s| s.field == Field::BatchSize).map(|s| &s.mode);
         let batches: Vec<usize> = match swept {
             None => vec![config.training.batch_size],
