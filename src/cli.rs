@@ -133,6 +133,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
 fn run_command(args: RunArgs) -> Result<()> {
     let plan = Plan::here(spec::load(&args.spec)?, Overrides { device: args.device, budget: args.budget });
     run::check_out(&args.out)?;
+    spec::csv_data::preflight(&plan.spec)?;
     let opts = RunOptions { out: args.out, force: args.force, resume: args.resume, quiet: args.quiet };
     crate::interrupt::install()?;
     let report = run::run(&plan, &opts).with_context(|| format!("running {}", args.spec.display()))?;

@@ -256,7 +256,7 @@ fn predicted_oom(
         return Ok(None);
     };
     let baseline = probe.snapshot()?.memory_allocated;
-    let need = baseline + p.peak;
+    let need = baseline.saturating_add(p.peak);
     if (need as f64) <= budget as f64 * (1.0 + margin) {
         return Ok(None);
     }
@@ -300,12 +300,14 @@ fn add_prediction(row: &mut SummaryRow, prediction: Option<&estimate::Prediction
 pub fn describe(row: &SummaryRow) -> String {
     let gib = |b: u64| ByteSize::b(b).display().iec().to_string();
     match row.status {
-        Status::Ok => format!(
-            "ok   peak {} allocated, {} reserved{}",
-            gib(row.max_memory_allocated),
-            gib(row.max_memory_reserved),
-            row.step_seconds.map(|s| format!(", {s:.3} s/step")).unwrap_or_default()
-        ),
+        Status::Ok => {
+            format!(
+                "ok   peak {} allocated, {} reserved{}",
+                gib(row.max_memory_allocated),
+                gib(row.max_memory_reserved),
+                row.step_seconds.map(|s| format!(", {s:.3} s/step")).unwrap_or_default()
+            ) + &if row.message.is_empty() { String::new() } else { format!("; {}", row.message) }
+        }
         Status::Oom => format!(
             "OOM  in {} (step {}){}",
             row.phase.map(|p| p.to_string()).unwrap_or_default(),

@@ -83,7 +83,7 @@ impl CachingAllocator {
 
     /// `round_size`: a multiple of 512 bytes, at least 512.
     pub fn round(bytes: u64) -> u64 {
-        bytes.max(1).div_ceil(MIN_BLOCK) * MIN_BLOCK
+        bytes.max(1).div_ceil(MIN_BLOCK).saturating_mul(MIN_BLOCK)
     }
 
     /// `get_allocation_size`: the segment made for a rounded request that no cached block fits.
@@ -93,7 +93,7 @@ impl CachingAllocator {
         } else if size < MIN_LARGE_ALLOC {
             LARGE_SEGMENT
         } else {
-            size.div_ceil(ROUND_LARGE) * ROUND_LARGE
+            size.div_ceil(ROUND_LARGE).saturating_mul(ROUND_LARGE)
         }
     }
 
@@ -116,7 +116,7 @@ impl CachingAllocator {
                 }
                 self.segments
                     .push(Some(Segment { small, blocks: vec![Block { size: seg_size, owner: None }] }));
-                self.reserved += seg_size;
+                self.reserved = self.reserved.saturating_add(seg_size);
                 self.peak_reserved = self.peak_reserved.max(self.reserved);
                 (self.segments.len() - 1, 0)
             }
@@ -133,7 +133,7 @@ impl CachingAllocator {
         let block = &mut segment.blocks[idx];
         block.owner = Some(id);
         let counted = block.size;
-        self.allocated += counted;
+        self.allocated = self.allocated.saturating_add(counted);
         self.peak_allocated = self.peak_allocated.max(self.allocated);
         (id, counted, refused)
     }
@@ -193,7 +193,7 @@ impl CachingAllocator {
     }
 
     fn over_limit(&self, segment: u64) -> bool {
-        self.limit.is_some_and(|l| self.reserved + segment > l)
+        self.limit.is_some_and(|l| self.reserved.saturating_add(segment) > l)
     }
 
     /// The smallest free block of the pool that holds `size`, the earliest among equals.

@@ -108,7 +108,7 @@ impl Categories {
     }
 
     pub fn total(&self) -> u64 {
-        Category::ALL.iter().map(|&c| self.get(c)).sum()
+        Category::ALL.iter().fold(0u64, |sum, &c| sum.saturating_add(self.get(c)))
     }
 }
 
@@ -161,7 +161,8 @@ impl Ledger {
             }
             None => bytes,
         };
-        *self.live.get_mut(c) += counted;
+        let slot = self.live.get_mut(c);
+        *slot = slot.saturating_add(counted);
         let total = self.live.total();
         if total > self.peak {
             self.peak = total;
@@ -198,7 +199,8 @@ impl Ledger {
             None => bytes,
         };
         self.uncount(from, counted);
-        *self.live.get_mut(to) += counted;
+        let slot = self.live.get_mut(to);
+        *slot = slot.saturating_add(counted);
     }
 
     /// Starts a phase: the peak restarts from what is live, as the probe's `reset_peak` does.

@@ -40,6 +40,7 @@
 //! the loss history, in any combination, as `train::step` composes them. Not covered
 //! ([`predict`] says so): mixed precision over parameters that are not float32.
 //! [`Prediction::notes`] says where a prediction is less than exact.
+pub mod bounds;
 pub mod caching;
 mod ledger;
 mod options;
@@ -49,7 +50,7 @@ mod sweeps;
 pub mod terms;
 pub mod workspace;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
 pub use ledger::{Categories, Category, Ledger};
 pub use options::{Gather, Options, CURRENT_GATHER};
@@ -78,6 +79,8 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
     if shape.samples == 0 || shape.features == 0 || shape.classes == 0 {
         bail!("estimate needs a data set with samples, features and classes, not {shape:?}");
     }
+    // From here on no size can overflow the replay's integers, and the replay is bounded.
+    bounds::check(config, shape, options.target)?;
     let terms = terms::Terms::new(
         shape,
         config.model.hidden,
@@ -160,12 +163,10 @@ pub fn data_shape(data: &DataSpec) -> Result<DataShape> {
         DataSpec::Synthetic { samples, features, classes, .. } => {
             Ok(DataShape { samples: *samples, features: *features, classes: *classes })
         }
-        DataSpec::Csv { path, .. } => {
-            let (features, classes) = crate::spec::csv_data::shape(data)?;
-            let mut rd =
-                csv::Reader::from_path(path).with_context(|| format!("opening {}", path.display()))?;
-            let samples = rd.records().count();
-            Ok(DataShape { samples, features, classes })
+        DataSpec::Csv { path, label } => {
+            // Read and checked whole, as the trainer reads it.
+            let t = crate::spec::csv_data::read(path, label)?;
+            Ok(DataShape { samples: t.rows(), features: t.features, classes: t.classes })
         }
     }
 }

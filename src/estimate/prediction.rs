@@ -58,12 +58,12 @@ impl Prediction {
     /// What `max_memory_allocated` reads at the trial's peak: the baseline (workspaces) and the
     /// trial's own bytes.
     pub fn peak_allocated(&self) -> u64 {
-        self.baseline_allocated + self.peak
+        self.baseline_allocated.saturating_add(self.peak)
     }
 
     /// What `max_memory_reserved` reads at the trial's highest.
     pub fn peak_reserved(&self) -> u64 {
-        self.baseline_reserved + self.reserved_peak
+        self.baseline_reserved.saturating_add(self.reserved_peak)
     }
 
     /// The peak in words: allocated, and on CUDA reserved too.
@@ -92,7 +92,7 @@ impl Prediction {
         match self.options.target {
             Target::Cpu => self.peak <= budget,
             Target::Cuda if self.options.limit == Some(budget) => self.oom.is_none(),
-            Target::Cuda => self.baseline_reserved + self.reserved_peak <= budget,
+            Target::Cuda => self.baseline_reserved.saturating_add(self.reserved_peak) <= budget,
         }
     }
 
@@ -104,7 +104,9 @@ impl Prediction {
             Target::Cuda if self.options.limit == Some(budget) => {
                 self.oom.map(|o| &self.phases[o.phase_index])
             }
-            Target::Cuda => self.phases.iter().find(|p| self.baseline_reserved + p.reserved_peak > budget),
+            Target::Cuda => {
+                self.phases.iter().find(|p| self.baseline_reserved.saturating_add(p.reserved_peak) > budget)
+            }
         }
     }
 

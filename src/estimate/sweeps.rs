@@ -3,6 +3,7 @@
 use anyhow::{anyhow, Result};
 use serde::Serialize;
 
+use super::bounds::{self, Allowance};
 use super::{data_shape, predict_with, DataShape, Options, Prediction};
 use crate::spec::{Config, DataSpec, Field, OnOom, Spec, Sweep, SweepMode};
 use crate::sweep::{self, Fit};
@@ -41,10 +42,12 @@ pub struct SweepPrediction {
 /// Predicts every variant's sweep of a spec under `budget` (the run plan's, which
 /// has merged the command line's with the spec's).
 pub fn predict_spec(spec: &Spec, budget: Option<u64>, options: &Options) -> Result<Vec<SweepPrediction>> {
+    let mut allowance = Allowance::default();
     spec.configs()
         .into_iter()
         .map(|(variant, base)| {
-            let mut p = predict_sweep(base, spec.sweep.as_ref(), spec.run.on_oom, budget, options)?;
+            let mut p =
+                sweep_within(base, spec.sweep.as_ref(), spec.run.on_oom, budget, options, &mut allowance)?;
             p.variant = variant.map(str::to_string);
             Ok(p)
         })
@@ -59,6 +62,18 @@ pub fn predict_sweep(
     budget: Option<u64>,
     options: &Options,
 ) -> Result<SweepPrediction> {
+    sweep_within(base, sweep, on_oom, budget, options, &mut Allowance::default())
+}
+
+/// [`predict_sweep`] within what is left of an estimate's bounds.
+fn sweep_within(
+    base: &Config,
+    sweep: Option<&Sweep>,
+    on_oom: OnOom,
+    budget: Option<u64>,
+    options: &Options,
+    allowance: &mut Allowance,
+) -> Result<SweepPrediction> {
     let shapes = Shapes::new(base)?;
     let options = &options.under(budget);
     let mut order = sweep::strategy(sweep.map(|s| &s.mode), on_oom);
@@ -68,7 +83,9 @@ pub fn predict_sweep(
             Some(s) => base.with(s.field, value).map_err(|e| anyhow!("{} = {value}: {e}", s.field.key()))?,
             None => base.clone(),
         };
-        let prediction = predict_with(&config, shapes.of(&config), options)?;
+        let shape = shapes.of(&config);
+        allowance.spend(bounds::check(&config, shape, options.target)?, true)?;
+        let prediction = predict_with(&config, shape, options)?;
         let fits = budget.is_none_or(|b| prediction.fits(b));
         order.record(value, if fits { Fit::Fits } else { Fit::Oom });
         points.push(SweepPoint { value: sweep.map(|_| value), config, prediction, fits });
@@ -90,7 +107,7 @@ pub fn predict_sweep(
         }
     });
     let exact_largest_fit = match (sweep, budget, range) {
-        (Some(s), Some(b), Some((lo, hi))) => self::largest_fit(base, s.field, b, lo, hi, options)?,
+        (Some(s), Some(b), Some((lo, hi))) => fit_within(base, s.field, b, (lo, hi), options, allowance)?,
         _ => None,
     };
     Ok(SweepPrediction {
@@ -117,14 +134,31 @@ pub fn largest_fit(
     hi: u64,
     options: &Options,
 ) -> Result<Option<u64>> {
+    fit_within(base, field, budget, (lo, hi), options, &mut Allowance::default())
+}
+
+/// [`largest_fit`] within what is left of an estimate's bounds.
+fn fit_within(
+    base: &Config,
+    field: Field,
+    budget: u64,
+    (lo, hi): (u64, u64),
+    options: &Options,
+    allowance: &mut Allowance,
+) -> Result<Option<u64>> {
     if !field.is_integer() {
         return Err(anyhow!("{} is not an integer field", field.key()));
     }
     let shapes = Shapes::new(base)?;
     let options = &options.under(Some(budget));
-    let fits = |v: u64| -> Result<bool> {
+    let mut fits = |v: u64| -> Result<bool> {
         let Ok(config) = base.with(field, v as f64) else { return Ok(false) };
-        Ok(predict_with(&config, shapes.of(&config), options)?.fits(budget))
+        let shape = shapes.of(&config);
+        if shape.samples < config.training.batch_size {
+            return Ok(false); // a CSV's rows cannot make that batch
+        }
+        allowance.spend(bounds::check(&config, shape, options.target)?, false)?;
+        Ok(predict_with(&config, shape, options)?.fits(budget))
     };
     if lo > hi || !fits(lo)? {
         return Ok(None);

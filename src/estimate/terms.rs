@@ -35,7 +35,7 @@ impl Target {
             // c10::cuda::CUDACachingAllocator::round_size: at least kMinBlockSize (512), in
             // multiples of it.
             Target::Cuda if bytes == 0 => 0,
-            Target::Cuda => bytes.div_ceil(512) * 512,
+            Target::Cuda => bytes.div_ceil(512).saturating_mul(512),
         }
     }
 
@@ -70,7 +70,7 @@ pub struct Layer {
 
 impl Layer {
     pub fn weight_numel(self) -> u64 {
-        self.inputs * self.outputs
+        self.inputs.saturating_mul(self.outputs)
     }
     pub fn bias_numel(self) -> u64 {
         self.outputs
@@ -114,22 +114,22 @@ impl Terms {
     }
 
     pub fn param_count(&self) -> u64 {
-        self.param_numels().iter().sum()
+        self.param_numels().iter().fold(0u64, |sum, &n| sum.saturating_add(n))
     }
 
     /// Parameter bytes as the allocator counts them (one allocation per tensor).
     pub fn param_bytes(&self) -> u64 {
-        self.param_numels().iter().map(|&n| self.bytes(n)).sum()
+        self.param_numels().iter().fold(0u64, |sum, &n| sum.saturating_add(self.bytes(n)))
     }
 
     /// Counted bytes of a tensor of `numel` elements of the training dtype.
     pub fn bytes(&self, numel: u64) -> u64 {
-        self.target.counted(numel * self.elt)
+        self.target.counted(numel.saturating_mul(self.elt))
     }
 
     /// Counted bytes of an int64 tensor of `numel` elements.
     pub fn index_bytes(&self, numel: u64) -> u64 {
-        self.target.counted(numel * INDEX_BYTES)
+        self.target.counted(numel.saturating_mul(INDEX_BYTES))
     }
 
     /// The hidden layers' count.
@@ -140,17 +140,17 @@ impl Terms {
     /// One hidden activation `[batch, outputs of layer i]`: a Linear's output, a ReLU's output,
     /// or a gradient of either.
     pub fn activation(&self, layer: usize) -> u64 {
-        self.bytes(self.batch * self.layers[layer].outputs)
+        self.bytes(self.batch.saturating_mul(self.layers[layer].outputs))
     }
 
     /// `[batch, inputs of layer i]`: the gradient w.r.t. a layer's input.
     pub fn layer_input(&self, layer: usize) -> u64 {
-        self.bytes(self.batch * self.layers[layer].inputs)
+        self.bytes(self.batch.saturating_mul(self.layers[layer].inputs))
     }
 
     /// `[batch, classes]`: logits, log-probabilities, and their gradients.
     pub fn logits(&self) -> u64 {
-        self.bytes(self.batch * self.shape.classes as u64)
+        self.bytes(self.batch.saturating_mul(self.shape.classes as u64))
     }
 
     /// A 0-dim tensor of the training dtype: the loss, NLL's `total_weight`, the seed gradient.
@@ -160,7 +160,7 @@ impl Terms {
 
     /// The batch's features `[batch, features]` in the training dtype.
     pub fn batch_x(&self) -> u64 {
-        self.bytes(self.batch * self.shape.features as u64)
+        self.bytes(self.batch.saturating_mul(self.shape.features as u64))
     }
 
     /// The batch's labels `[batch]`, int64.
@@ -170,7 +170,7 @@ impl Terms {
 
     /// The data set's features `[samples, features]`.
     pub fn data_x(&self) -> u64 {
-        self.bytes((self.shape.samples * self.shape.features) as u64)
+        self.bytes((self.shape.samples as u64).saturating_mul(self.shape.features as u64))
     }
 
     /// The data set's labels `[samples]`, int64.
@@ -208,7 +208,7 @@ pub fn state_tensors_per_param(opt: &OptimizerSpec) -> u64 {
 
 /// Optimizer state bytes once every parameter has some.
 pub fn optimizer_state_bytes(opt: &OptimizerSpec, terms: &Terms) -> u64 {
-    state_tensors_per_param(opt) * terms.param_bytes()
+    state_tensors_per_param(opt).saturating_mul(terms.param_bytes())
 }
 
 #[cfg(test)]

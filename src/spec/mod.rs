@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::device::DeviceChoice;
 
 pub mod csv_data;
+pub mod limits;
 mod names;
 mod raw;
 pub mod size;
@@ -21,8 +22,32 @@ pub use validate::{parse, SpecError};
 
 /// Reads and validates the spec at `path`.
 pub fn load(path: &Path) -> Result<Spec, SpecError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| SpecError(format!("{}: cannot read the spec: {e}", path.display())))?;
+    let cannot = |why: String| SpecError(format!("{}: cannot read the spec: {why}", path.display()));
+    // Checked before reading: a device (/dev/zero) or a FIFO would never end, and a huge file
+    // would be read whole.
+    let meta = std::fs::metadata(path).map_err(|e| cannot(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(cannot("not a regular file; give the path of a .toml spec".into()));
+    }
+    if meta.len() > limits::MAX_SPEC_BYTES {
+        return Err(cannot(format!(
+            "{} bytes is more than the limit of {} for a spec",
+            meta.len(),
+            limits::MAX_SPEC_BYTES
+        )));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, limits::MAX_SPEC_BYTES + 1), &mut bytes)
+        })
+        .map_err(|e| cannot(e.to_string()))?;
+    if bytes.len() as u64 > limits::MAX_SPEC_BYTES {
+        return Err(cannot(format!("more than the limit of {} bytes for a spec", limits::MAX_SPEC_BYTES)));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        cannot(format!("not UTF-8 text (invalid bytes at byte {})", e.utf8_error().valid_up_to()))
+    })?;
     parse(&text, path)
 }
 
@@ -247,7 +272,7 @@ impl Checkpoint {
 /// `0..depth` cut into consecutive segments of `len` hidden layers, the last one possibly
 /// shorter: what the trainer checkpoints and the estimate replays.
 pub fn segment_ranges(depth: usize, len: usize) -> Vec<std::ops::Range<usize>> {
-    (0..depth).step_by(len).map(|start| start..(start + len).min(depth)).collect()
+    (0..depth).step_by(len.max(1)).map(|start| start..start.saturating_add(len).min(depth)).collect()
 }
 
 /// What a step does. TOML: `mode = "train" | "forward" | "forward_no_grad"`.
@@ -511,6 +536,7 @@ impl Config {
         if t.accumulation == 0 {
             return Err(Invalid::new("training.accumulation", "must be at least 1"));
         }
+        self.within_limits()?;
         if t.mode != Mode::Train && (t.accumulation > 1 || t.checkpoint != Checkpoint::None) {
             let mode = if t.mode == Mode::Forward { "forward" } else { "forward_no_grad" };
             return Err(Invalid::new(
@@ -543,6 +569,42 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+impl Config {
+    /// Every size at most its bound in [`limits`], and no tensor over 2^63 bytes.
+    pub fn within_limits(&self) -> Result<(), Invalid> {
+        let mut sizes = vec![
+            ("model.depth", self.model.depth, limits::MAX_DEPTH),
+            ("model.hidden", self.model.hidden, limits::MAX_HIDDEN),
+            ("training.batch_size", self.training.batch_size, limits::MAX_BATCH_SIZE),
+            ("training.steps", self.training.steps, limits::MAX_STEPS),
+            ("training.accumulation", self.training.techniques.accumulation, limits::MAX_ACCUMULATION),
+        ];
+        if let DataSpec::Synthetic { samples, features, classes, .. } = self.data {
+            sizes.push(("data.samples", samples, limits::MAX_SAMPLES));
+            sizes.push(("data.features", features, limits::MAX_FEATURES));
+            sizes.push(("data.classes", classes, limits::MAX_CLASSES));
+        }
+        if let Checkpoint::Every(k) = self.training.techniques.checkpoint {
+            sizes.push(("training.checkpoint", k, limits::MAX_DEPTH));
+        }
+        for (key, value, max) in sizes {
+            if value > max {
+                return Err(Invalid {
+                    fix: Some(limits::FIX),
+                    ..Invalid::new(key, format!("must be at most {max}, got {value}"))
+                });
+            }
+        }
+        match limits::largest_tensor_bytes(self) {
+            Some(bytes) if bytes <= limits::MAX_TENSOR_BYTES => Ok(()),
+            _ => Err(Invalid {
+                fix: Some("lower model.hidden, training.batch_size, data.samples or data.features"),
+                ..Invalid::new("model.hidden", "with these sizes makes a tensor of more than 2^63 bytes")
+            }),
+        }
     }
 }
 

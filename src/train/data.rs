@@ -76,9 +76,10 @@ mod tests {
         assert_eq!((d.features, d.classes), (2, 3));
         assert_eq!(Vec::<f32>::try_from(d.x.flatten(0, -1)).unwrap(), vec![1.5, 2.0, 3.0, 4.0]);
 
-        std::fs::write(&p, "a,label\nx,0\n").unwrap();
+        std::fs::write(&p, "a,label\nsecret,0\n").unwrap();
         let err = make(&spec, Kind::Float, Device::Cpu).unwrap_err().to_string();
-        assert!(err.contains("row 2") && err.contains("`a`"), "{err}");
+        assert!(err.contains("row 2") && err.contains("column 1"), "{err}");
+        assert!(!err.contains("secret"), "the cell's text is not quoted: {err}");
         let spec = DataSpec::Csv { path: p, label: "class".into() };
         let err = format!("{:#}", csv_data::shape(&spec).unwrap_err());
         assert!(err.contains("no column named `class`"), "{err}");

@@ -97,7 +97,17 @@ pub fn run_trial(
         ..SummaryRow::default()
     };
     match result {
-        Ok(Ok(())) => {}
+        Ok(Ok(())) => {
+            // Memory was measured, so the trial is ok; but a loss that is not a number is said
+            // (a grad scaler's skipped steps explain theirs, and are recorded apart).
+            match out.final_loss {
+                Some(loss) if !loss.is_finite() && out.skipped_steps.is_none() => {
+                    out.message =
+                        format!("loss is {loss}: training diverged (check the data and training.lr)");
+                }
+                _ => {}
+            }
+        }
         Ok(Err(Stop::Infra(e))) => return Err(e),
         Ok(Err(Stop::Torch(PhaseError { phase, step, error }))) => {
             let text = error.to_string();

@@ -15,7 +15,7 @@ use super::recorder::{Recorder, Stop};
 use super::Learned;
 use super::{autograd, checkpoint, scalar};
 use crate::schema::Phase;
-use crate::spec::{Amp, Config, DataLocation, History, Mode, Techniques};
+use crate::spec::{csv_data, Amp, Config, DataLocation, DataSpec, History, Mode, Techniques};
 
 /// What the loop keeps of past losses, alive until the trial ends.
 #[derive(Default)]
@@ -37,7 +37,14 @@ pub(super) fn train(
         DataLocation::Host => Device::Cpu,
         DataLocation::Device => device,
     };
-    let data = rec.phase(0, Phase::Data, || data::make(&config.data, kind, home))?;
+    let data = rec.phase(0, Phase::Data, || {
+        let data = data::make(&config.data, kind, home)?;
+        if let DataSpec::Csv { path, .. } = &config.data {
+            csv_data::enough_rows(path, data.samples(), config.training.batch_size)
+                .map_err(|e| tch::TchError::FileFormat(format!("{e:#}")))?;
+        }
+        Ok(data)
+    })?;
     (learned.samples, learned.features, learned.classes) = (data.samples(), data.features, data.classes);
     let (model, opt, mut scaler) = rec.phase(0, Phase::Model, || {
         tch::manual_seed(config.training.seed as i64);

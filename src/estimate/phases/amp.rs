@@ -33,12 +33,12 @@ use crate::estimate::ledger::Category::{AmpCopies, Grads, OptimizerState, Transi
 impl Sim<'_> {
     /// Bytes of a low-precision tensor of `numel` elements.
     fn low(&self, numel: u64) -> u64 {
-        self.t.target.counted(numel * 2)
+        self.t.target.counted(numel.saturating_mul(2))
     }
 
     /// Bytes of an fp32 tensor of `numel` elements.
     fn full(&self, numel: u64) -> u64 {
-        self.t.target.counted(numel * 4)
+        self.t.target.counted(numel.saturating_mul(4))
     }
 
     /// A hidden activation of layer `i` as this trial makes it: low precision under autocast.

@@ -214,8 +214,8 @@ impl<'a> Sim<'a> {
                 // the logits [S, K] live until the statement ends, the teacher until the
                 // function returns.
                 self.ledger.alloc(Data, t.data_x());
-                let teacher = t.bytes((t.shape.features * t.shape.classes) as u64);
-                let logits = t.bytes((t.shape.samples * t.shape.classes) as u64);
+                let teacher = t.bytes((t.shape.features as u64).saturating_mul(t.shape.classes as u64));
+                let logits = t.bytes((t.shape.samples as u64).saturating_mul(t.shape.classes as u64));
                 self.ledger.alloc(Transient, teacher);
                 self.ledger.alloc(Transient, logits);
                 self.ledger.alloc(Data, t.data_y());
@@ -225,14 +225,14 @@ impl<'a> Sim<'a> {
             DataSpec::Csv { .. } => {
                 // from_slice(f32 values) -> reshape (a view) -> to_kind -> to_device; then the
                 // labels from_slice(i64) -> to_device.
-                let numel = (t.shape.samples * t.shape.features) as u64;
+                let numel = (t.shape.samples as u64).saturating_mul(t.shape.features as u64);
                 match t.target {
                     Target::Cpu if t.dtype == Dtype::Float32 => {
                         // to_kind and to_device are no-ops: x is the f32 tensor itself.
                         self.ledger.alloc(Data, t.data_x());
                     }
                     Target::Cpu => {
-                        let staging = numel * 4;
+                        let staging = numel.saturating_mul(4);
                         self.ledger.alloc(Transient, staging);
                         self.ledger.alloc(Data, t.data_x());
                         self.ledger.free(Transient, staging);
@@ -258,8 +258,9 @@ impl<'a> Sim<'a> {
     fn gather(&mut self, micro_index: usize) -> u64 {
         let t = self.t;
         let n = t.shape.samples.max(1);
-        let start = (micro_index * t.batch as usize) % n;
-        let wraps = start + t.batch as usize > n;
+        // Both factors below n (at most 10^9, `bounds::check`): the product fits.
+        let start = ((micro_index % n) * (t.batch as usize % n)) % n;
+        let wraps = start.saturating_add(t.batch as usize) > n;
         if self.data_on_host() {
             // Gathered on the host, then x.to_device and y.to_device: the device gets the copies.
             self.ledger.alloc(Batch, t.batch_x());

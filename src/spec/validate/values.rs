@@ -7,6 +7,7 @@ use toml::Value;
 use super::keys::info;
 use super::messages::Problem;
 use super::{Cx, SpecError};
+use crate::spec::limits::MAX_NAME;
 use crate::spec::raw::S;
 use crate::spec::size::parse_size;
 use crate::spec::{Field, Named};
@@ -133,6 +134,15 @@ impl Cx<'_> {
             && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
         if !ok {
             return Err(self.bad(&v.span(), key, "lowercase letters, digits, _ or -", format!("{name:?}")));
+        }
+        // A name is a folder name, a file name and a chart label.
+        if name.len() > MAX_NAME {
+            return Err(self.bad(
+                &v.span(),
+                key,
+                &format!("at most {MAX_NAME} characters"),
+                format!("{} characters", name.len()),
+            ));
         }
         Ok(name.clone())
     }

@@ -11,6 +11,7 @@ use crate::spec::{
 };
 
 mod checks;
+mod limits;
 mod sweeps;
 mod tables;
 mod techniques;

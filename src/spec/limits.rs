@@ -1,0 +1,66 @@
+//! Upper bounds on what a spec may ask for, checked once at parse time ([`Config::check`], which
+//! also checks every swept value), so that no value can make oomlab itself overflow an integer,
+//! allocate without bound or run for days before the first trial.
+//!
+//! Each bound is far beyond real use of a tool that measures the memory of one training step of
+//! an MLP, yet small enough that everything oomlab computes from it fits comfortably in 64 bits:
+//!
+//! - `model.depth` <= 10,000: real MLPs have a handful to a few hundred layers. libtorch keeps
+//!   about 2.5 KB of host bookkeeping per layer whatever its width, which no budget sees: 10,000
+//!   layers are 25 MB of it (10^7 were 25 GB), and the estimate replays every layer every phase.
+//! - `model.hidden`, `data.features`, `data.classes` <= 1,000,000: a 10^6 x 10^6 fp32 weight is
+//!   4 TB, beyond any device; the widest real layers are around 10^5.
+//! - `data.samples` <= 10^9 rows, `training.batch_size` <= 10^8 rows: a synthetic data set of
+//!   10^9 rows is made on the device whole; 10^8 rows a step is beyond any real batch.
+//! - `training.steps` <= 1,000,000 and `training.accumulation` <= 10,000: memory reaches its
+//!   steady state within two or three steps; a million steps is days of training on a GPU, and
+//!   the trace keeps a few rows per step.
+//! - names <= 64 characters: a name is a folder name, a file name and a chart label.
+//!
+//! With them, the largest tensor a spec can describe is 10^9 x 10^6 elements of 8 bytes,
+//! 8 * 10^15 bytes: far below 2^63. [`largest_tensor_bytes`] checks that product anyway, so that
+//! raising a bound cannot quietly make a size wrap.
+use super::{Config, DataSpec};
+
+pub const MAX_DEPTH: usize = 10_000;
+pub const MAX_HIDDEN: usize = 1_000_000;
+pub const MAX_FEATURES: usize = 1_000_000;
+pub const MAX_CLASSES: usize = 1_000_000;
+pub const MAX_SAMPLES: usize = 1_000_000_000;
+pub const MAX_BATCH_SIZE: usize = 100_000_000;
+pub const MAX_STEPS: usize = 1_000_000;
+pub const MAX_ACCUMULATION: usize = 10_000;
+/// Characters of `experiment.name` and a variant's `name`.
+pub const MAX_NAME: usize = 64;
+/// The bytes of one tensor: `nbytes` is an `int64_t` in libtorch.
+pub const MAX_TENSOR_BYTES: u128 = 1 << 63;
+/// A spec file's bytes: a spec is a page of TOML; this is thousands of variants.
+pub const MAX_SPEC_BYTES: u64 = 1 << 20;
+/// A CSV data set's bytes, checked before it is read: the values are held in host memory as
+/// f32 (at most about twice the file's size) before they become a tensor.
+pub const MAX_CSV_BYTES: u64 = 1 << 30;
+
+/// What a limit's message ends with.
+pub const FIX: &str = "lower it (oomlab's limits keep its own memory and time bounded; see spec/limits.rs)";
+
+/// The bytes of the largest tensor `config` makes (element size 8, the largest dtype or int64):
+/// the data set, the synthetic teacher's logits, a weight, a batch's activations. `None` when the
+/// product does not even fit in 128 bits (it cannot with `usize` sizes, but it costs nothing).
+pub fn largest_tensor_bytes(config: &Config) -> Option<u128> {
+    let n = |v: usize| v as u128;
+    let (h, b) = (n(config.model.hidden), n(config.training.batch_size));
+    let mut sizes = vec![h.checked_mul(h)?];
+    let widths = match config.data {
+        DataSpec::Synthetic { samples, features, classes, .. } => {
+            sizes.push(n(samples).checked_mul(n(features))?);
+            sizes.push(n(samples).checked_mul(n(classes))?);
+            sizes.push(n(features).checked_mul(n(classes))?);
+            sizes.push(n(features).checked_mul(h)?);
+            sizes.push(n(classes).checked_mul(h)?);
+            h.max(n(features)).max(n(classes))
+        }
+        DataSpec::Csv { .. } => h,
+    };
+    sizes.push(b.checked_mul(widths)?);
+    sizes.into_iter().max()?.checked_mul(8)
+}
