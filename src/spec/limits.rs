@@ -41,7 +41,7 @@ pub const MAX_SPEC_BYTES: u64 = 1 << 20;
 pub const MAX_CSV_BYTES: u64 = 1 << 30;
 
 /// What a limit's message ends with.
-pub const FIX: &str = "lower it (oomlab's limits keep its own memory and time bounded; see spec/limits.rs)";
+pub const FIX: &str = "lower it (oomlab's limits keep its own memory and time bounded; the README's Specs section lists them)";
 
 /// The bytes of the largest tensor `config` makes (element size 8, the largest dtype or int64):
 /// the data set, the synthetic teacher's logits, a weight, a batch's activations. `None` when the
