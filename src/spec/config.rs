@@ -132,6 +132,23 @@ impl Config {
                 });
             }
         }
+        // The run keeps a trial's trace rows until the trial ends (so trace.csv holds whole
+        // trials): their number is what bounds that memory, not either factor alone.
+        let (steps, accumulation) = (self.training.steps, self.training.techniques.accumulation);
+        let phases = steps.saturating_mul(accumulation.saturating_mul(3).saturating_add(2));
+        if phases > limits::MAX_PHASES {
+            return Err(Invalid {
+                fix: Some(limits::FIX),
+                ..Invalid::new(
+                    "training.steps",
+                    format!(
+                        "x training.accumulation makes {phases} phases a trial ({steps} steps of {accumulation} \
+                         micro-batches); at most {}",
+                        limits::MAX_PHASES
+                    ),
+                )
+            });
+        }
         match limits::largest_tensor_bytes(self) {
             Some(bytes) if bytes <= limits::MAX_TENSOR_BYTES => Ok(()),
             _ => Err(Invalid {

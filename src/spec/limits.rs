@@ -15,6 +15,9 @@
 //! - `training.steps` <= 1,000,000 and `training.accumulation` <= 10,000: memory reaches its
 //!   steady state within two or three steps; a million steps is days of training on a GPU, and
 //!   the trace keeps a few rows per step.
+//! - at most 2,000,000 phases a trial (steps x (3 x accumulation + 2)): a trial's trace rows
+//!   (about 150 bytes each in memory) are held until it ends so that `trace.csv` has whole
+//!   trials only: 300 MB at most.
 //! - names <= 64 characters: a name is a folder name, a file name and a chart label.
 //!
 //! With them, the largest tensor a spec can describe is 10^9 x 10^6 elements of 8 bytes,
@@ -30,6 +33,9 @@ pub const MAX_SAMPLES: usize = 1_000_000_000;
 pub const MAX_BATCH_SIZE: usize = 100_000_000;
 pub const MAX_STEPS: usize = 1_000_000;
 pub const MAX_ACCUMULATION: usize = 10_000;
+/// Phases of one trial (to_device, forward and backward per micro-batch, then optimizer_step and
+/// zero_grad, every step).
+pub const MAX_PHASES: usize = 2_000_000;
 /// Characters of `experiment.name` and a variant's `name`.
 pub const MAX_NAME: usize = 64;
 /// The bytes of one tensor: `nbytes` is an `int64_t` in libtorch.
@@ -41,7 +47,8 @@ pub const MAX_SPEC_BYTES: u64 = 1 << 20;
 pub const MAX_CSV_BYTES: u64 = 1 << 30;
 
 /// What a limit's message ends with.
-pub const FIX: &str = "lower it (oomlab's limits keep its own memory and time bounded; the README's Specs section lists them)";
+pub const FIX: &str =
+    "lower it (oomlab's limits keep its own memory and time bounded; the README's Specs section lists them)";
 
 /// The bytes of the largest tensor `config` makes (element size 8, the largest dtype or int64):
 /// the data set, the synthetic teacher's logits, a weight, a batch's activations. `None` when the

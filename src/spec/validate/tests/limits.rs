@@ -49,6 +49,11 @@ fn every_bounded_key_is_refused_past_its_limit_where_it_is_written() {
         let e = err(&edit(from, to));
         assert!(e.starts_with(want), "{to}: {e}");
     }
+    // Steps and accumulation each within their limits, but too many phases a trial together;
+    // one below the bound passes.
+    let e = err(&edit("batch_size = 32", "batch_size = 32\nsteps = 100000\naccumulation = 10"));
+    assert!(e.contains("training.steps x training.accumulation makes 3200000 phases a trial"), "{e}");
+    assert!(parse_at(&edit("batch_size = 32", "batch_size = 32\nsteps = 400000\naccumulation = 1")).is_ok());
     // A batch beyond its limit, with samples raised so that the batch is the only fault.
     let e =
         err(&edit("samples = 128", "samples = 1000000000")
