@@ -4,10 +4,14 @@
 //! and some through `oomlab run`, with a timeout. Whatever the input: no panic, no death by a
 //! signal, exit 0 (a spec that happens to be valid), 1 or 2; the key at fault named; no file
 //! written outside `--out`; a data file's contents never echoed.
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use common::rng::Rng;
 
 /// How long one command may take before it is killed and the test fails.
 const TIMEOUT: Duration = Duration::from_secs(20);
@@ -17,28 +21,6 @@ const GENERATED: usize = 170;
 const WORKERS: usize = 2;
 /// Text in every data file the cases point at: never to be seen in a message or a result.
 const SECRET: &str = "s3cr3tcell";
-
-/// xorshift64*: enough randomness for a fuzz test, the same cases on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
 
 /// A spec as ordered tables of `key = value` lines (values as TOML text), so that a mutation can
 /// set, add or remove one key.
@@ -282,19 +264,19 @@ fn cases(rng: &mut Rng, data_dir: &Path) -> Vec<Case> {
         let mut s = Spec::base();
         let (what, want, run) = match rng.below(11) {
             0..=2 => {
-                let (t, k) = *rng.pick(&NUMERIC);
-                let v = *rng.pick(&EXTREMES);
+                let (t, k) = rng.pick(&NUMERIC);
+                let v = rng.pick(&EXTREMES);
                 s.set(t, k, v);
                 (format!("{t}.{k} = {v}"), vec![k.to_string()], true)
             }
             3 => {
-                let (t, k) = *rng.pick(&WORDS);
-                let v = *rng.pick(&EXTREMES);
+                let (t, k) = rng.pick(&WORDS);
+                let v = rng.pick(&EXTREMES);
                 s.set(t, k, v);
                 (format!("{t}.{k} = {v}"), vec![k.to_string()], true)
             }
             4 => {
-                let v = *rng.pick(&SIZES);
+                let v = rng.pick(&SIZES);
                 s.set("run", "budget", v);
                 (format!("run.budget = {v}"), vec!["budget".to_string()], true)
             }
@@ -305,7 +287,7 @@ fn cases(rng: &mut Rng, data_dir: &Path) -> Vec<Case> {
                 (format!("unknown {t}.{k}"), vec![k], false)
             }
             6 => {
-                let (t, k) = *rng.pick(&[
+                let (t, k) = rng.pick(&[
                     ("experiment", "name"),
                     ("model", "hidden"),
                     ("data", "classes"),
@@ -316,7 +298,7 @@ fn cases(rng: &mut Rng, data_dir: &Path) -> Vec<Case> {
                 (format!("missing {t}.{k}"), vec![k.to_string()], false)
             }
             7 => {
-                let field = *rng.pick(&[
+                let field = rng.pick(&[
                     "model.depth",
                     "model.hidden",
                     "training.batch_size",
@@ -326,8 +308,8 @@ fn cases(rng: &mut Rng, data_dir: &Path) -> Vec<Case> {
                     "training.lr",
                     "bogus.field",
                 ]);
-                let v = *rng.pick(&EXTREMES);
-                let w = *rng.pick(&EXTREMES);
+                let v = rng.pick(&EXTREMES);
+                let w = rng.pick(&EXTREMES);
                 let sweep = match rng.below(3) {
                     0 => format!("values = [1, {v}]"),
                     1 => format!("search = {{ start = 1, factor = {v}, max = {w} }}"),
@@ -359,8 +341,8 @@ fn cases(rng: &mut Rng, data_dir: &Path) -> Vec<Case> {
             }
             _ => {
                 // A variant that sets one extreme value.
-                let (t, k) = *rng.pick(&NUMERIC[..9]);
-                let v = *rng.pick(&EXTREMES);
+                let (t, k) = rng.pick(&NUMERIC[..9]);
+                let v = rng.pick(&EXTREMES);
                 s.tail = format!("[[variant]]\nname = \"v\"\n[variant.{t}]\n{k} = {v}\n");
                 (format!("variant {t}.{k} = {v}"), vec![k.to_string()], false)
             }

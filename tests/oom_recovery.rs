@@ -16,6 +16,7 @@ mod common;
 
 use std::sync::Mutex;
 
+use common::rng::Rng;
 use common::Sandbox;
 use oomlab::estimate::{self, Options};
 use oomlab::plan::{Overrides, Plan};
@@ -29,34 +30,6 @@ use oomlab::spec::{
 
 /// One test at a time in this binary: baselines are process-wide.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-/// xorshift64*: small, seeded, good enough to spread configurations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// Uniform in `0..n`.
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
-        from[self.below(from.len())]
-    }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
 
 const OPTIMIZERS: [OptimizerSpec; 4] = [
     OptimizerSpec::Sgd { lr: 0.01, momentum: 0.0, weight_decay: 0.0 },

@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 
 use tempfile::TempDir;
 
+pub mod rng;
+
 /// A temp folder that lives as long as the value; results and specs go inside it.
 pub struct Sandbox {
     pub dir: TempDir,
