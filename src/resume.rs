@@ -46,7 +46,19 @@ pub fn load(dir: &Path, spec: &Spec, probe: &dyn MemoryProbe) -> Result<Done> {
         bail!("--resume: nothing to resume in {} (no manifest.json); run without --resume", dir.display());
     }
     restore(dir)?;
-    let exp = ExperimentDir::read(dir).with_context(|| format!("--resume: reading {}", dir.display()))?;
+    // Killed before its first trial ended (while warming up): a manifest and no rows yet.
+    let exp = if dir.join(results::SUMMARY).exists() && dir.join(results::TRACE).exists() {
+        ExperimentDir::read(dir).with_context(|| format!("--resume: reading {}", dir.display()))?
+    } else {
+        let manifest = Manifest::read(dir).with_context(|| format!("--resume: reading {}", dir.display()))?;
+        ExperimentDir {
+            dir: dir.to_path_buf(),
+            manifest,
+            rows: Vec::new(),
+            trace: Vec::new(),
+            trace_cut: false,
+        }
+    };
     let m = &exp.manifest;
     if m.status == "complete" {
         bail!(

@@ -139,3 +139,23 @@ fn a_resume_that_does_not_match_is_refused() {
     run(&["--resume"]).failure().stderr(predicate::str::contains("holds a complete run"));
     run(&["--resume", "--force"]).failure().stderr(predicate::str::contains("cannot be used with"));
 }
+
+/// A run killed before its first trial ended (a manifest, no CSVs yet) resumes from the start.
+#[test]
+fn a_run_killed_before_any_trial_resumes_from_the_start() {
+    let sb = Sandbox::new();
+    let spec = search_spec(&sb);
+    let out = sb.out();
+    kill_after(&spec, &out, 1);
+    let dir = folder(&out);
+    let trials = ExperimentDir::read(&dir).unwrap().rows.len();
+    for f in ["summary.csv", "trace.csv"] {
+        std::fs::remove_file(dir.join(f)).unwrap();
+    }
+    let done =
+        oomlab(&["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet", "--resume"]);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let exp = ExperimentDir::read(&dir).unwrap();
+    assert_eq!(exp.manifest.status, "complete");
+    assert!(exp.rows.len() > trials && exp.rows.iter().enumerate().all(|(i, r)| r.trial == i + 1));
+}
