@@ -21,6 +21,9 @@ Examples:
       The lesson's challenge: how deep can a 5000-wide MLP get at batch 32 in 15.90 GiB?
   oomlab run experiments/depth_sweep.toml --device cpu --budget 2GiB --out /tmp/r
       The same question for a 2 GiB budget, on the CPU, written under /tmp/r.
+  oomlab run experiments/depth_sweep.toml --resume
+      Continue a run stopped by Ctrl-C (which ends it at the next phase) or a crash, from its
+      completed trials.
   oomlab devices
       What libtorch sees here: devices, names, memory, versions.
   oomlab claims results/cpu-amd-epyc
@@ -100,7 +103,7 @@ pub struct RunArgs {
     /// trials (same spec text, device and budget; a search picks up where its bracket was).
     #[arg(long)]
     pub resume: bool,
-    /// No progress bar or per-trial lines.
+    /// Print nothing but errors: no progress bar, trial lines or summary.
     #[arg(long, short)]
     pub quiet: bool,
 }
