@@ -194,7 +194,7 @@ fn oom_order(r: &SummaryRow) -> (f64, usize) {
     (r.value.filter(|v| v.is_finite()).unwrap_or(f64::INFINITY), r.trial)
 }
 
-/// "depth_sweep [fp16] on Tesla T4 (cuda:0), libtorch 2.11.0, 1a2b3c4d5e".
+/// `"depth_sweep [fp16] on Tesla T4 (cuda:0), libtorch 2.11.0, 1a2b3c4d5e"`.
 pub fn subtitle(m: &Manifest, variant: &str) -> String {
     format!(
         "{}{} on {} ({}), libtorch {}, {}",
