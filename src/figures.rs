@@ -41,8 +41,8 @@ pub struct Plotted {
     /// PNG and SVG of every chart, in the order drawn.
     pub charts: Vec<PathBuf>,
     pub trace_json: PathBuf,
-    /// `trace.csv` ended in half a row (a hard kill), which was left out.
-    pub trace_cut: bool,
+    /// The folder's CSVs ended in part of a trial (a hard kill while writing), left out.
+    pub cut_row: bool,
 }
 
 /// `oomlab plot`: redraws every chart of the folder, and `trace.json` from `trace.csv`.
@@ -50,7 +50,7 @@ pub fn plot(dir: &Path, extra_trials: &[usize]) -> Result<Plotted> {
     let exp = ExperimentDir::read(dir)?;
     let charts = draw_charts(&exp, extra_trials)?;
     let trace_json = perfetto::write_trace_json(&exp.dir, &exp.trace, &exp.rows)?;
-    Ok(Plotted { charts, trace_json, trace_cut: exp.trace_cut })
+    Ok(Plotted { charts, trace_json, cut_row: exp.cut_row })
 }
 
 /// Draws the charts [`select`] picks into the experiment's folder; returns the files written.

@@ -1,5 +1,6 @@
 //! The `oomlab` binary: parse the command line, dispatch, and turn any error into a message
 //! and a non-zero exit.
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -9,7 +10,8 @@ fn main() -> ExitCode {
     match oomlab::cli::dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Not eprintln!: a closed stderr must not turn the exit code into a panic's.
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
             // Stopped by a signal: the shell's convention, 128 + the signal's number.
             match e.downcast_ref::<oomlab::interrupt::Interrupted>() {
                 Some(i) => ExitCode::from(i.code as u8),

@@ -47,7 +47,11 @@ pub fn load(dir: &Path, spec: &Spec, probe: &dyn MemoryProbe) -> Result<Done> {
     }
     restore(dir)?;
     // Killed before its first trial ended (while warming up): a manifest and no rows yet.
-    let exp = if dir.join(results::SUMMARY).exists() && dir.join(results::TRACE).exists() {
+    let exp = if dir.join(results::SUMMARY).exists() {
+        if !dir.join(results::TRACE).exists() {
+            fs::write(dir.join(results::TRACE), "")
+                .with_context(|| format!("--resume: in {}", dir.display()))?;
+        }
         ExperimentDir::read(dir).with_context(|| format!("--resume: reading {}", dir.display()))?
     } else {
         let manifest = Manifest::read(dir).with_context(|| format!("--resume: reading {}", dir.display()))?;
@@ -56,7 +60,7 @@ pub fn load(dir: &Path, spec: &Spec, probe: &dyn MemoryProbe) -> Result<Done> {
             manifest,
             rows: Vec::new(),
             trace: Vec::new(),
-            trace_cut: false,
+            cut_row: false,
         }
     };
     let m = &exp.manifest;
@@ -73,6 +77,16 @@ pub fn load(dir: &Path, spec: &Spec, probe: &dyn MemoryProbe) -> Result<Done> {
              or run with --force",
             dir.display(),
             first_difference(&m.spec_source, &spec.source)
+        );
+    }
+    let (oomlab, libtorch) = (env!("CARGO_PKG_VERSION"), crate::ffi::torch_version());
+    if m.versions.oomlab != oomlab || m.versions.libtorch != libtorch {
+        bail!(
+            "--resume: the run in {} was made by oomlab {} with libtorch {}, this is oomlab {oomlab} with \
+             libtorch {libtorch}; measurements of two builds do not mix: run with --force",
+            dir.display(),
+            m.versions.oomlab,
+            m.versions.libtorch
         );
     }
     if m.device.name != probe.name() || m.device.budget_bytes != probe.budget() {
@@ -133,6 +147,13 @@ pub fn replay(dir: &Path, done: &Done, exporters: &mut [Box<dyn Exporter>]) -> R
         }
         exporters.iter_mut().try_for_each(|e| e.trial(row))?;
     }
+    // On disk before the old copies go, so that not even a power cut loses the trials.
+    for name in SET_ASIDE {
+        if let Ok(f) = fs::File::open(dir.join(name)) {
+            f.sync_all().with_context(|| format!("syncing {}", dir.join(name).display()))?;
+        }
+    }
+    fs::File::open(dir).and_then(|d| d.sync_all()).with_context(|| format!("syncing {}", dir.display()))?;
     for name in SET_ASIDE {
         let aside = set_aside_path(dir, name);
         if aside.exists() {

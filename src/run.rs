@@ -74,6 +74,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     spec_as_run.run.device = requested;
     spec_as_run.run.set_budget(probe.budget());
     let mut manifest = start_manifest(&spec_as_run, requested, probe, slug);
+    manifest.trials = done.rows.len();
     if let Some(was) = &done.manifest {
         manifest.resumed_at = was.resumed_at.iter().cloned().chain([manifest.started_at.clone()]).collect();
         manifest.started_at = was.started_at.clone();
@@ -90,6 +91,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
                 note!("{}", workspace_line(*w, probe.device()));
             }
         }
+        Err(e) if e.is::<Interrupted>() => manifest.status = "interrupted".into(),
         Err(e) => manifest.status = format!("failed: warming up: {e:#}"),
     }
     manifest.write(&dir)?;
@@ -108,8 +110,11 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     let result = run_trials(plan, probe, &mut exporters, opts.quiet, &done);
     manifest.finished_at = Some(manifest::now());
     if let Ok(after) = probe.counters() {
-        manifest.num_ooms = Some(after.num_ooms - before.num_ooms);
-        manifest.num_alloc_retries = Some(after.num_alloc_retries - before.num_alloc_retries);
+        // A resumed run's counts include the trials its first process ran.
+        let was = |f: fn(&Manifest) -> Option<u64>| done.manifest.as_ref().and_then(f).unwrap_or(0);
+        manifest.num_ooms = Some(was(|m| m.num_ooms) + after.num_ooms - before.num_ooms);
+        manifest.num_alloc_retries =
+            Some(was(|m| m.num_alloc_retries) + after.num_alloc_retries - before.num_alloc_retries);
     }
     match &result {
         Ok(rows) => {
@@ -128,7 +133,10 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
             manifest.status = "interrupted".into();
             manifest.trials = rows_written(&dir);
         }
-        Err(e) => manifest.status = format!("failed: {e:#}"),
+        Err(e) => {
+            manifest.status = format!("failed: {e:#}");
+            manifest.trials = rows_written(&dir);
+        }
     }
     manifest.write(&dir)?;
     let rows = result?;

@@ -17,8 +17,10 @@ pub struct PlotArgs {
 pub fn run(args: PlotArgs) -> Result<()> {
     let done =
         figures::plot(&args.dir, &args.trials).with_context(|| format!("plotting {}", args.dir.display()))?;
-    if done.trace_cut {
-        note!("note: trace.csv ends in half a row (the run was killed while writing it); drawn without it");
+    if done.cut_row {
+        note!(
+            "note: the CSVs end in part of a trial (the run was killed while writing it); drawn without it"
+        );
     }
     for c in &done.charts {
         say!("chart: {}", c.display());

@@ -93,14 +93,14 @@ pub(crate) fn two_devices() -> Vec<ExperimentDir> {
             manifest: t4,
             rows: sweep("", &[1, 2, 4, 8, 16, 32, 64, 48, 40, 44, 42, 41], 40, 800_000_000, per_layer),
             trace: Vec::new(),
-            trace_cut: false,
+            cut_row: false,
         },
         ExperimentDir {
             dir: "results/cpu-amd-epyc/depth_sweep".into(),
             manifest: cpu,
             rows: sweep("", &[1, 2, 4, 8, 6, 5], 4, 300_000_000, per_layer),
             trace: Vec::new(),
-            trace_cut: false,
+            cut_row: false,
         },
     ]
 }
@@ -182,14 +182,14 @@ fn without_a_sweep_the_peaks_of_each_variant_compare() {
         manifest: manifest("amp", "NVIDIA H100 80GB HBM3", None, 80 * GIB),
         rows: vec![row(1, "fp32", Status::Ok, 8 * GIB), row(2, "fp16", Status::Ok, 6 * GIB)],
         trace: Vec::new(),
-        trace_cut: false,
+        cut_row: false,
     };
     let b = ExperimentDir {
         dir: "b".into(),
         manifest: manifest("amp", "Tesla T4", Some(4 * GIB), 15 * GIB),
         rows: vec![row(1, "fp32", Status::Oom, 3 * GIB), row(2, "fp16", Status::Ok, 3 * GIB)],
         trace: Vec::new(),
-        trace_cut: false,
+        cut_row: false,
     };
     let c = compare(&[a, b]).unwrap();
     let md = markdown(&c, &[]);

@@ -18,8 +18,9 @@ pub struct ExperimentDir {
     pub manifest: Manifest,
     pub rows: Vec<SummaryRow>,
     pub trace: Vec<PhaseRecord>,
-    /// Whether `trace.csv` ended in half a row (a hard kill while it was written), left out.
-    pub trace_cut: bool,
+    /// Whether the files ended in part of a trial (half a row, or trace rows of a trial whose
+    /// summary row was never written: a hard kill while they were written), left out.
+    pub cut_row: bool,
 }
 
 impl ExperimentDir {
@@ -31,13 +32,18 @@ impl ExperimentDir {
                 dir.display()
             );
         }
-        let (trace, trace_cut) = read_trace_whole_rows(dir)?;
+        let (rows, summary_cut) = read_whole_rows::<SummaryRow>(&dir.join(super::SUMMARY))?;
+        let (mut trace, trace_cut) = read_whole_rows::<PhaseRecord>(&dir.join(super::TRACE))?;
+        // A trial is complete when its summary row is written; trace rows of one that is not
+        // are a part of a trial.
+        let before = trace.len();
+        trace.retain(|t| rows.iter().any(|r| r.trial == t.trial));
         Ok(ExperimentDir {
             dir: dir.to_path_buf(),
             manifest: Manifest::read(dir)?,
-            rows: read_csv(&dir.join(super::SUMMARY))?,
+            rows,
+            cut_row: summary_cut || trace_cut || trace.len() < before,
             trace,
-            trace_cut,
         })
     }
 
@@ -139,20 +145,13 @@ pub fn answer(variant: &str, field: &str, rows: &[SummaryRow]) -> Answer {
     }
 }
 
-/// `trace.csv` without a last row cut short. The CSV writer flushes when its buffer fills, so a
-/// run killed in the middle of a trial can leave half a row at the end of the file; everything
-/// up to the last line break is read, and that half row dropped; the flag says whether there
-/// was one.
-fn read_trace_whole_rows(dir: &Path) -> Result<(Vec<PhaseRecord>, bool)> {
-    let path = dir.join(super::TRACE);
-    let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+/// A CSV without a last row cut short. The writers flush as their buffers fill, so a run killed
+/// while writing can leave half a row at the end of a file; everything up to the last line
+/// break is read, and that half row dropped; the flag says whether there was one.
+fn read_whole_rows<T: serde::de::DeserializeOwned>(path: &Path) -> Result<(Vec<T>, bool)> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    Ok((deserialize(csv::Reader::from_reader(&bytes[..whole]), &path)?, whole < bytes.len()))
-}
-
-fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Vec<T>> {
-    let rd = csv::Reader::from_path(path).with_context(|| format!("opening {}", path.display()))?;
-    deserialize(rd, path)
+    Ok((deserialize(csv::Reader::from_reader(&bytes[..whole]), path)?, whole < bytes.len()))
 }
 
 fn deserialize<T: serde::de::DeserializeOwned, R: std::io::Read>(
@@ -187,12 +186,36 @@ mod tests {
                     max_memory_reserved,device_used,phase_seconds,elapsed_seconds\n";
         let row = "1,0,0,data,10,10,12,12,,0.5,0.5\n";
         std::fs::write(tmp.path().join(super::super::TRACE), format!("{head}{row}1,0,0,mod")).unwrap();
-        let (trace, cut) = read_trace_whole_rows(tmp.path()).unwrap();
+        let trace_of = |dir: &Path| read_whole_rows::<PhaseRecord>(&dir.join(super::super::TRACE)).unwrap();
+        let (trace, cut) = trace_of(tmp.path());
         assert_eq!(trace.len(), 1);
         assert_eq!(trace[0].max_memory_allocated, 12);
         assert!(cut, "the cut row is noticed");
         std::fs::write(tmp.path().join(super::super::TRACE), format!("{head}{row}")).unwrap();
-        assert_eq!(read_trace_whole_rows(tmp.path()).unwrap(), (trace, false));
+        assert_eq!(trace_of(tmp.path()), (trace, false));
+    }
+
+    /// A folder cut by a hard kill: a torn summary row and the trace rows of a trial whose
+    /// summary row never came are left out, and said to be.
+    #[test]
+    fn a_folder_cut_mid_trial_reads_as_its_whole_trials() {
+        let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("results/cpu-amd-epyc/depth_sweep");
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::copy(committed.join(super::super::MANIFEST), tmp.path().join(super::super::MANIFEST))
+            .unwrap();
+        let summary = std::fs::read_to_string(committed.join(super::super::SUMMARY)).unwrap();
+        let mut lines = summary.lines();
+        let (head, first, second) = (lines.next().unwrap(), lines.next().unwrap(), lines.next().unwrap());
+        let torn = &second[..second.len() / 2];
+        std::fs::write(tmp.path().join(super::super::SUMMARY), format!("{head}\n{first}\n{torn}")).unwrap();
+        let trace = std::fs::read_to_string(committed.join(super::super::TRACE)).unwrap();
+        let kept: Vec<&str> = trace.lines().take_while(|l| !l.starts_with("3,")).collect();
+        std::fs::write(tmp.path().join(super::super::TRACE), kept.join("\n") + "\n").unwrap();
+
+        let exp = ExperimentDir::read(tmp.path()).unwrap();
+        assert_eq!(exp.rows.len(), 1);
+        assert!(exp.trace.iter().all(|t| t.trial == 1) && !exp.trace.is_empty(), "trial 2's rows left out");
+        assert!(exp.cut_row);
     }
 
     #[test]

@@ -136,8 +136,11 @@ impl Exporter for PerfettoTrace {
 
 impl Drop for PerfettoTrace {
     fn drop(&mut self) {
-        // Best effort: an error here has nowhere to go, and the file is valid either way.
-        let _ = self.flush_pending(None);
+        // Best effort: an error here has nowhere to go, and the file is valid either way. A
+        // trial dropped by a signal is left out, as from the CSVs.
+        if crate::interrupt::requested().is_none() {
+            let _ = self.flush_pending(None);
+        }
     }
 }
 
