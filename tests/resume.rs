@@ -71,10 +71,13 @@ fn a_killed_search_resumed_equals_an_uninterrupted_one() {
     assert!(whole.rows.len() >= 6, "a search with a bisection: {} trials", whole.rows.len());
     assert!(whole.rows.iter().any(|r| r.status == oomlab::schema::Status::Oom));
 
-    // Killed after 1, after half, and just before the end: each resumed, twice where the
-    // first resume is itself killed.
+    // Killed at three points drawn by a seeded generator (the first trial, one at random in
+    // between, the last but one: the edges always, the middle anywhere): each resumed, twice
+    // where the first resume is itself killed.
     let n = whole.rows.len();
-    for (k, at) in [1, n / 2, n - 1].into_iter().enumerate() {
+    let mut rng = common::rng::Rng(0x5eed_0013);
+    let middle = 2 + rng.below(n - 3);
+    for (k, at) in [1, middle, n - 1].into_iter().enumerate() {
         let cut_out = sb.path().join(format!("cut{k}"));
         kill_after(&spec, &cut_out, at);
         let cut = ExperimentDir::read(&folder(&cut_out)).unwrap();

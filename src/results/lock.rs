@@ -3,8 +3,7 @@
 //! the holder's pid in the file for the message a second run gets. The lock goes with the
 //! process however it ends; the file is removed when the run ends normally.
 use std::fs::{self, File, OpenOptions, TryLockError};
-use std::io::Write as _;
-use std::os::unix::fs::MetadataExt as _;
+use std::os::unix::fs::{FileExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -15,7 +14,8 @@ pub const LOCK: &str = ".oomlab.lock";
 /// A held lock on a results folder.
 #[derive(Debug)]
 pub struct DirLock {
-    file: File,
+    /// Held open, never read: the lock lives as long as this handle.
+    _file: File,
     path: PathBuf,
 }
 
@@ -50,10 +50,12 @@ impl DirLock {
             }
             let same = fs::metadata(&path).ok().map(|m| m.ino()) == Some(file.metadata()?.ino());
             if same {
-                let mut lock = DirLock { file, path };
-                lock.file.set_len(0)?;
-                write!(lock.file, "{}", std::process::id())?;
-                return Ok(lock);
+                // Written over the old pid, then cut to length: a run refused meanwhile reads a
+                // whole number, never an empty file.
+                let pid = std::process::id().to_string();
+                file.write_all_at(pid.as_bytes(), 0)?;
+                file.set_len(pid.len() as u64)?;
+                return Ok(DirLock { _file: file, path });
             }
         }
         bail!("could not lock {}: its lock file keeps changing", dir.display())
