@@ -18,7 +18,7 @@ use crate::chart::{self, CategoryBars, SweepPeak, Timeline, Tradeoff};
 use crate::estimate::{self, GpuArch};
 use crate::plan::Plan;
 use crate::results::{perfetto, ExperimentDir, Manifest};
-use crate::schema::{PhaseRecord, Status, SummaryRow};
+use crate::schema::{Status, SummaryRow};
 
 /// The memory model's prediction for a trial, from the plan and thread count its run recorded;
 /// `None` when that cannot be had (a spec that no longer parses, CSV data not where it was).
@@ -59,7 +59,7 @@ pub fn draw_charts(exp: &ExperimentDir, extra_trials: &[usize]) -> Result<Vec<Pa
     let budget = manifest.device.budget_bytes;
     let title = exp.title();
     let mut files = Vec::new();
-    for pick in select(rows, trace, extra_trials)? {
+    for pick in select(rows, extra_trials)? {
         let out = match pick {
             Pick::Sweep { variant } => {
                 let mine: Vec<SummaryRow> = rows.iter().filter(|r| r.variant == variant).cloned().collect();
@@ -69,21 +69,17 @@ pub fn draw_charts(exp: &ExperimentDir, extra_trials: &[usize]) -> Result<Vec<Pa
                 chart::render(&chart, dir)?
             }
             Pick::Timeline { trial, why } => {
-                // A trial in the trace only (the run was killed in it) is drawn without an outcome.
-                let row = rows
-                    .iter()
-                    .find(|r| r.trial == trial)
-                    .cloned()
-                    .unwrap_or_else(|| SummaryRow { trial, ..SummaryRow::default() });
-                let known = rows.iter().any(|r| r.trial == trial);
+                // `select` picks trials of the summary only: the reader keeps no trace rows of a
+                // trial without its summary row.
+                let Some(row) = rows.iter().find(|r| r.trial == trial) else { continue };
                 let mut chart = Timeline::from_trace(
                     trace,
-                    &row,
-                    timeline_title(&row, known, why),
+                    row,
+                    timeline_title(row, why),
                     subtitle(manifest, &row.variant),
                     budget,
                 );
-                if let Some(p) = known.then(|| predict(manifest, &row)).flatten() {
+                if let Some(p) = predict(manifest, row) {
                     let base = row.baseline_allocated;
                     chart.set_predicted(|step, micro, phase| {
                         p.phase(step, micro, phase).map(|ph| base + ph.peak)
@@ -140,9 +136,9 @@ pub enum Why {
 
 /// The charts for an experiment, in the order they are drawn: the sweep chart of each variant
 /// with a swept value, then the timelines, each trial once, then with two variants or more the
-/// category and time-against-memory charts. A trial asked for that is neither in the summary
-/// nor in the trace is an error.
-pub fn select(rows: &[SummaryRow], trace: &[PhaseRecord], extra_trials: &[usize]) -> Result<Vec<Pick>> {
+/// category and time-against-memory charts. A trial asked for that is not in the summary is
+/// an error (the reader keeps whole trials only).
+pub fn select(rows: &[SummaryRow], extra_trials: &[usize]) -> Result<Vec<Pick>> {
     let mut variants: Vec<&str> = Vec::new();
     for r in rows {
         if !variants.contains(&r.variant.as_str()) {
@@ -167,7 +163,7 @@ pub fn select(rows: &[SummaryRow], trace: &[PhaseRecord], extra_trials: &[usize]
         trials.extend(first_oom.map(|r| (r.trial, Why::FirstOom)));
     }
     for &t in extra_trials {
-        if !rows.iter().any(|r| r.trial == t) && !trace.iter().any(|r| r.trial == t) {
+        if !rows.iter().any(|r| r.trial == t) {
             let known: Vec<String> = rows.iter().map(|r| r.trial.to_string()).collect();
             bail!(
                 "--trial {t}: no such trial in summary.csv or trace.csv (trials: {})",
@@ -208,20 +204,19 @@ pub fn subtitle(m: &Manifest, variant: &str) -> String {
 }
 
 /// "Memory per phase, trial 9: depth 40, the highest peak that fit".
-fn timeline_title(row: &SummaryRow, known: bool, why: Why) -> String {
+fn timeline_title(row: &SummaryRow, why: Why) -> String {
     let mut title = format!("Memory per phase, trial {}", row.trial);
     if let Some(v) = row.value {
         let key = row.field.rsplit('.').next().filter(|k| !k.is_empty()).unwrap_or("value");
         title += &format!(": {key} {}", crate::units::format_tick(v));
     }
-    let outcome = match (known, row.status, why) {
-        (false, _, _) => "incomplete (killed?)",
-        (_, Status::Ok, Why::HighestFit) => "the highest peak that fit",
-        (_, Status::Oom, Why::FirstOom) => "the first out of memory",
-        (_, Status::Ok, _) => "ok",
-        (_, Status::Oom, _) => "out of memory",
-        (_, Status::Error, _) => "error",
-        (_, Status::PredictedOom, _) => "predicted out of memory, not run",
+    let outcome = match (row.status, why) {
+        (Status::Ok, Why::HighestFit) => "the highest peak that fit",
+        (Status::Oom, Why::FirstOom) => "the first out of memory",
+        (Status::Ok, _) => "ok",
+        (Status::Oom, _) => "out of memory",
+        (Status::Error, _) => "error",
+        (Status::PredictedOom, _) => "predicted out of memory, not run",
     };
     format!("{title}, {outcome}")
 }
@@ -254,7 +249,7 @@ mod tests {
             row(5, "", Some(6.0), Status::Oom, 55),
             row(6, "", Some(5.0), Status::Ok, 50),
         ];
-        let picks = select(&rows, &[], &[]).unwrap();
+        let picks = select(&rows, &[]).unwrap();
         assert_eq!(
             picks,
             [
@@ -264,10 +259,10 @@ mod tests {
             ]
         );
         // Asked for: added once, after the others; one asked for twice or already drawn, once.
-        let picks = select(&rows, &[], &[2, 6, 2]).unwrap();
+        let picks = select(&rows, &[2, 6, 2]).unwrap();
         assert_eq!(picks.len(), 4);
         assert_eq!(picks[3], Pick::Timeline { trial: 2, why: Why::Asked });
-        let err = select(&rows, &[], &[42]).unwrap_err().to_string();
+        let err = select(&rows, &[42]).unwrap_err().to_string();
         assert!(err.contains("--trial 42") && err.contains("1, 2, 3, 4, 5, 6"), "{err}");
     }
 
@@ -279,7 +274,7 @@ mod tests {
             row(3, "big", None, Status::Oom, 0),
             row(4, "big", None, Status::Oom, 0),
         ];
-        let picks = select(&rows, &[], &[]).unwrap();
+        let picks = select(&rows, &[]).unwrap();
         assert_eq!(
             picks,
             [
@@ -291,11 +286,8 @@ mod tests {
             ]
         );
         let swept = [row(1, "a", Some(1.0), Status::Ok, 1), row(2, "b", Some(1.0), Status::Ok, 1)];
-        let sweeps: Vec<Pick> = select(&swept, &[], &[])
-            .unwrap()
-            .into_iter()
-            .filter(|p| matches!(p, Pick::Sweep { .. }))
-            .collect();
+        let sweeps: Vec<Pick> =
+            select(&swept, &[]).unwrap().into_iter().filter(|p| matches!(p, Pick::Sweep { .. })).collect();
         assert_eq!(sweeps, [Pick::Sweep { variant: "a".into() }, Pick::Sweep { variant: "b".into() }]);
     }
 
@@ -303,14 +295,10 @@ mod tests {
     fn timeline_titles_say_why() {
         let r = row(9, "", Some(40.0), Status::Ok, 1);
         assert_eq!(
-            timeline_title(&r, true, Why::HighestFit),
+            timeline_title(&r, Why::HighestFit),
             "Memory per phase, trial 9: depth 40, the highest peak that fit"
         );
         let r = row(3, "", None, Status::Oom, 1);
-        assert_eq!(timeline_title(&r, true, Why::Asked), "Memory per phase, trial 3, out of memory");
-        assert_eq!(
-            timeline_title(&SummaryRow::default(), false, Why::Asked),
-            "Memory per phase, trial 0, incomplete (killed?)"
-        );
+        assert_eq!(timeline_title(&r, Why::Asked), "Memory per phase, trial 3, out of memory");
     }
 }
