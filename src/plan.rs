@@ -78,7 +78,7 @@ impl Plan {
     /// spec's configurations and the budget as the allocator's limit.
     pub fn estimate_options(&self, arch: GpuArch, threads: usize) -> Options {
         let options = match self.target {
-            Target::Cpu => Options { target: Target::Cpu, ..Options::default() },
+            Target::Cpu => Options::default(),
             Target::Cuda => {
                 Options::cuda(arch, self.spec.configs().into_iter().map(|(_, c)| c)).under(self.budget)
             }

@@ -84,12 +84,12 @@ pub fn judge(dir: &Path) -> Result<Vec<Claim>> {
     // A sweep killed or interrupted half-way can look like an answer: say so on every claim
     // judged from one.
     for c in &mut claims {
-        if let Some(m) = found.get(c.experiment).map(|e| &e.manifest).filter(|m| m.status != "complete") {
+        if let Some(e) = found.get(c.experiment).filter(|e| e.manifest.status != "complete") {
             c.why += &format!(
                 " **From an incomplete run** ({}, {} trials written): the verdict may change when it \
                  completes (`oomlab run --resume`).",
-                m.status.lines().next().unwrap_or_default(),
-                found[c.experiment].rows.len()
+                e.manifest.status.lines().next().unwrap_or_default(),
+                e.rows.len()
             );
         }
     }
