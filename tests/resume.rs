@@ -138,6 +138,15 @@ fn a_resume_that_does_not_match_is_refused() {
     );
     std::fs::write(&spec, &text).unwrap();
     run(&["--resume", "--budget", "7MiB"]).failure().stderr(predicate::str::contains("same budget"));
+    // Made by another build: refused rather than mixed.
+    let manifest = folder(&out).join("manifest.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let other =
+        text.replace(&format!("\"oomlab\": \"{}\"", env!("CARGO_PKG_VERSION")), "\"oomlab\": \"0.0.1\"");
+    assert_ne!(other, text, "the manifest names oomlab's version");
+    std::fs::write(&manifest, other).unwrap();
+    run(&["--resume"]).failure().stderr(predicate::str::contains("do not mix"));
+    std::fs::write(&manifest, text).unwrap();
     run(&["--resume"]).success();
     run(&["--resume"]).failure().stderr(predicate::str::contains("holds a complete run"));
     run(&["--resume", "--force"]).failure().stderr(predicate::str::contains("cannot be used with"));

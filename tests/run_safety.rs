@@ -53,6 +53,11 @@ fn a_signal_ends_the_run_cleanly_with_its_exit_code() {
         let trace = std::fs::read_to_string(dir.join("trace.csv")).unwrap();
         assert!(trace.ends_with('\n'), "no torn row");
         assert!(!dir.join(LOCK).exists(), "the folder is released");
+        let json = std::fs::read_to_string(dir.join("trace.json")).unwrap();
+        assert!(
+            json.contains("trial 1") && !json.contains("trial 2"),
+            "trace.json leaves the dropped trial out"
+        );
     }
 }
 

@@ -319,4 +319,14 @@ fn a_killed_run_leaves_a_trace_json_that_parses() {
         .stderr(predicate::str::contains("--trial 2: no such trial"));
     let events = trace_json(&dir);
     assert_eq!(track_names(&events), ["trial 1 · steps 1 · ok"]);
+
+    // A kill in the middle of writing a row: plot draws the whole rows and says so.
+    let trace = dir.join("trace.csv");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    std::fs::write(&trace, format!("{text}2,0,0,da")).unwrap();
+    oomlab()
+        .args(["plot", dir.to_str().unwrap()])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("the CSVs end in part of a trial"));
 }
