@@ -9,6 +9,7 @@ use std::path::PathBuf;
 fn main() {
     println!("cargo:rerun-if-changed=src/ffi/shim.cpp");
     println!("cargo:rerun-if-changed=src/ffi/optim.cpp");
+    println!("cargo:rerun-if-changed=src/ffi/events.cpp");
     println!("cargo:rerun-if-changed=src/ffi/guarded.h");
     let lib = PathBuf::from(
         std::env::var("DEP_TCH_LIBTORCH_LIB")
@@ -22,6 +23,7 @@ fn main() {
         .cpp(true)
         .file("src/ffi/shim.cpp")
         .file("src/ffi/optim.cpp")
+        .file("src/ffi/events.cpp")
         .include(root.join("include"))
         .include(root.join("include/torch/csrc/api/include"))
         .flag("-std=c++17")

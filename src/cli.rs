@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use crate::device::DeviceChoice;
 use crate::plan::{Overrides, Plan};
 use crate::run::{self, RunOptions};
+use crate::schema::TraceLevel;
 use crate::spec;
 
 mod compare;
@@ -106,6 +107,11 @@ pub struct RunArgs {
     /// Print nothing but errors: no progress bar, trial lines or summary.
     #[arg(long, short)]
     pub quiet: bool,
+    /// How much each trial measures, from most to least. The memory numbers are the same at
+    /// every level that records them; only durations and the cost of measuring differ
+    /// (`scripts/bench` measures that cost). The manifest records the level.
+    #[arg(long, value_enum, default_value_t = TraceLevel::Phases)]
+    pub trace: TraceLevel,
 }
 
 fn parse_device(s: &str) -> Result<DeviceChoice, String> {
@@ -137,10 +143,18 @@ fn run_command(args: RunArgs) -> Result<()> {
     let plan = Plan::here(spec::load(&args.spec)?, Overrides { device: args.device, budget: args.budget });
     run::check_out(&args.out)?;
     spec::csv_data::preflight(&plan.spec)?;
-    let opts = RunOptions { out: args.out, force: args.force, resume: args.resume, quiet: args.quiet };
+    let opts = RunOptions {
+        out: args.out,
+        force: args.force,
+        resume: args.resume,
+        quiet: args.quiet,
+        trace: args.trace,
+    };
     crate::interrupt::install()?;
-    let report = run::run(&plan, &opts).with_context(|| format!("running {}", args.spec.display()))?;
+    let mut report = run::run(&plan, &opts).with_context(|| format!("running {}", args.spec.display()))?;
+    let drawing = std::time::Instant::now();
     let charts = report::charts(&report)?;
+    report.charts_drawn(drawing.elapsed().as_secs_f64())?;
     if !args.quiet {
         report::print(&plan.spec, &report, &charts);
     }

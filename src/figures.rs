@@ -18,7 +18,7 @@ use crate::chart::{self, CategoryBars, SweepPeak, Timeline, Tradeoff};
 use crate::estimate::{self, GpuArch};
 use crate::plan::Plan;
 use crate::results::{perfetto, ExperimentDir, Manifest};
-use crate::schema::{Status, SummaryRow};
+use crate::schema::{Status, SummaryRow, TraceLevel};
 
 /// The memory model's prediction for a trial, from the plan and thread count its run recorded;
 /// `None` when that cannot be had (a spec that no longer parses, CSV data not where it was).
@@ -58,6 +58,9 @@ pub fn draw_charts(exp: &ExperimentDir, extra_trials: &[usize]) -> Result<Vec<Pa
     let (dir, manifest, rows, trace) = (&exp.dir, &exp.manifest, &exp.rows, &exp.trace);
     let budget = manifest.device.budget_bytes;
     let title = exp.title();
+    // Runs from before `--trace` measured every phase.
+    let level = manifest.trace.unwrap_or(TraceLevel::Sync);
+    let per_phase = matches!(level, TraceLevel::Phases | TraceLevel::Sync);
     let mut files = Vec::new();
     for pick in select(rows, extra_trials)? {
         let out = match pick {
@@ -72,6 +75,9 @@ pub fn draw_charts(exp: &ExperimentDir, extra_trials: &[usize]) -> Result<Vec<Pa
                 // `select` picks trials of the summary only: the reader keeps no trace rows of a
                 // trial without its summary row.
                 let Some(row) = rows.iter().find(|r| r.trial == trial) else { continue };
+                if !trace.iter().any(|r| r.trial == trial) {
+                    continue; // `--trace off`: nothing to draw
+                }
                 let mut chart = Timeline::from_trace(
                     trace,
                     row,
@@ -87,6 +93,8 @@ pub fn draw_charts(exp: &ExperimentDir, extra_trials: &[usize]) -> Result<Vec<Pa
                 }
                 chart::render(&chart, dir)?
             }
+            // Categories are told apart by what each phase adds: they need a row per phase.
+            Pick::Categories if !per_phase => continue,
             Pick::Categories => {
                 let chart = CategoryBars::from_results(
                     rows,
@@ -100,7 +108,11 @@ pub fn draw_charts(exp: &ExperimentDir, extra_trials: &[usize]) -> Result<Vec<Pa
                 let chart = Tradeoff::from_summary(
                     rows,
                     format!("{title}: step time against peak memory"),
-                    format!("{}; step times are wall-clock on that machine", subtitle(manifest, "")),
+                    format!(
+                        "{}; step times from that machine (--trace {})",
+                        subtitle(manifest, ""),
+                        level.as_str()
+                    ),
                 );
                 chart::render(&chart, dir)?
             }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    oomlab::results::timings::mark_main();
     let cli = oomlab::cli::Cli::parse();
     match oomlab::cli::dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,

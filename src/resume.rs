@@ -15,7 +15,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::probe::MemoryProbe;
 use crate::results::{self, ExperimentDir, Exporter, Manifest};
-use crate::schema::{PhaseRecord, SummaryRow};
+use crate::schema::{PhaseRecord, SummaryRow, TraceLevel};
 use crate::spec::Spec;
 
 /// The completed trials of a folder, in trial order, with their trace rows.
@@ -41,7 +41,7 @@ impl Done {
 
 /// Reads `dir` for resuming `spec` on `probe`'s device: refused when there is nothing to
 /// resume, the run was complete, or what ran differs from what would run now.
-pub fn load(dir: &Path, spec: &Spec, probe: &dyn MemoryProbe) -> Result<Done> {
+pub fn load(dir: &Path, spec: &Spec, probe: &dyn MemoryProbe, trace: TraceLevel) -> Result<Done> {
     if !dir.join(results::MANIFEST).exists() {
         bail!("--resume: nothing to resume in {} (no manifest.json); run without --resume", dir.display());
     }
@@ -99,6 +99,18 @@ pub fn load(dir: &Path, spec: &Spec, probe: &dyn MemoryProbe) -> Result<Done> {
             budget(m.device.budget_bytes),
             probe.name(),
             budget(probe.budget())
+        );
+    }
+    // Runs from before --trace synchronised at every phase.
+    let was = m.trace.unwrap_or(TraceLevel::Sync);
+    if was != trace {
+        bail!(
+            "--resume: the run in {} was traced with --trace {}, this one asks for --trace {}; a folder's \
+             trials are measured one way: resume with --trace {}",
+            dir.display(),
+            was.as_str(),
+            trace.as_str(),
+            was.as_str()
         );
     }
     // Whole trials only: rows numbered 1, 2, ... as written, up to the first gap.

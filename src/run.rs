@@ -13,15 +13,16 @@ use crate::plan::Plan;
 use crate::probe::{CpuProbe, CudaProbe, MemoryProbe};
 use crate::progress::Progress;
 use crate::results::manifest::{self, DeviceInfo, HostInfo, Manifest, Versions, WorkspaceInfo};
+use crate::results::timings::{self, RunTimings};
 use crate::results::{self, experiment, Exporter, PerfettoTrace, SummaryCsv, TraceCsv};
 use crate::resume::{self, Done};
-use crate::schema::{Status, SummaryRow};
+use crate::schema::{Status, SummaryRow, TraceLevel};
 use crate::spec::{Config, DataLocation, Field, Named, OptimizerImpl, Spec};
 use crate::sweep::{self, Fit};
 use crate::train::{self, Workspace};
 
 /// Where and how a run writes; what it runs is the [`Plan`].
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     /// Results root: the run writes to `<out>/<device-slug>/<experiment>/`.
     pub out: PathBuf,
@@ -30,6 +31,8 @@ pub struct RunOptions {
     pub resume: bool,
     /// No progress bar or per-trial lines.
     pub quiet: bool,
+    /// How much each trial measures (`--trace`).
+    pub trace: TraceLevel,
 }
 
 pub struct RunReport {
@@ -38,6 +41,17 @@ pub struct RunReport {
     pub manifest: Manifest,
     /// The folder stays this run's until the report (and the charts drawn from it) is done.
     pub lock: results::DirLock,
+}
+
+impl RunReport {
+    /// Records the charts' drawing time and the process's total in the manifest.
+    pub fn charts_drawn(&mut self, seconds: f64) -> Result<()> {
+        if let Some(t) = &mut self.manifest.timings {
+            t.charts = Some(seconds);
+            t.close();
+        }
+        self.manifest.write(&self.dir)
+    }
 }
 
 /// Opens the probe for a device, with the budget in force.
@@ -65,7 +79,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
             bail!("--resume: nothing to resume in {} (no such folder); run without --resume", dir.display());
         }
         let lock = results::DirLock::acquire(&dir)?;
-        (lock, resume::load(&dir, spec, probe)?)
+        (lock, resume::load(&dir, spec, probe, opts.trace)?)
     } else {
         (results::prepare_dir(&dir, opts.force)?, Done::default())
     };
@@ -74,6 +88,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     spec_as_run.run.device = requested;
     spec_as_run.run.set_budget(probe.budget());
     let mut manifest = start_manifest(&spec_as_run, requested, probe, slug);
+    manifest.trace = Some(opts.trace);
     manifest.trials = done.rows.len();
     if let Some(was) = &done.manifest {
         manifest.resumed_at = was.resumed_at.iter().cloned().chain([manifest.started_at.clone()]).collect();
@@ -83,7 +98,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
 
     // Before the first trial, so that every trial's baseline holds what libtorch keeps for the
     // process (cuBLAS workspaces) and none of them counts it as its own or as a leak.
-    let workspace = train::warm_up(spec.configs().into_iter().map(|(_, c)| c), probe);
+    let workspace = train::warm_up(spec.configs().into_iter().map(|(_, c)| c), probe, opts.trace);
     match &workspace {
         Ok(w) => {
             manifest.workspace = Some(WorkspaceInfo::new(*w, probe.device()));
@@ -94,6 +109,8 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
         Err(e) if e.is::<Interrupted>() => manifest.status = "interrupted".into(),
         Err(e) => manifest.status = format!("failed: warming up: {e:#}"),
     }
+    let mut timings = RunTimings::new(timings::since_main());
+    manifest.timings = Some(timings.clone());
     manifest.write(&dir)?;
     workspace.context("warming up before the first trial")?;
 
@@ -107,8 +124,16 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     ];
     resume::replay(&dir, &done, &mut exporters)?;
     let before = probe.counters()?;
-    let result = run_trials(plan, probe, &mut exporters, opts.quiet, &done);
+    let trials_started = std::time::Instant::now();
+    let result = run_trials(plan, probe, &mut exporters, opts, &done);
     manifest.finished_at = Some(manifest::now());
+    if let Ok(rows) = &result {
+        // Only this process's trials: a resumed run's earlier ones were timed by theirs.
+        let ran: Vec<SummaryRow> = rows.iter().skip(done.rows.len()).cloned().collect();
+        timings.add_trials(&ran, trials_started.elapsed().as_secs_f64());
+    }
+    timings.close();
+    manifest.timings = Some(timings);
     if let Ok(after) = probe.counters() {
         // A resumed run's counts include the trials its first process ran.
         let was = |f: fn(&Manifest) -> Option<u64>| done.manifest.as_ref().and_then(f).unwrap_or(0);
@@ -172,7 +197,7 @@ fn run_trials(
     plan: &Plan,
     probe: &dyn MemoryProbe,
     exporters: &mut [Box<dyn Exporter>],
-    quiet: bool,
+    opts: &RunOptions,
     done: &Done,
 ) -> Result<Vec<SummaryRow>> {
     let spec = &plan.spec;
@@ -180,7 +205,7 @@ fn run_trials(
     let configs = spec.configs();
     let mode = spec.sweep.as_ref().map(|s| &s.mode);
     let hint = sweep::strategy(mode, spec.run.on_oom).len_hint().map(|n| n * configs.len());
-    let progress = Progress::new(hint, quiet);
+    let progress = Progress::new(hint, opts.quiet);
     let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1);
     let options = plan.estimate_options(probe.gpu_arch().unwrap_or_default(), threads);
     let mut rows = Vec::new();
@@ -218,7 +243,7 @@ fn run_trials(
             let prediction = predict(&config, &options);
             let mut row = match predicted_oom(spec, prediction.as_ref(), probe)? {
                 Some(skipped) => skipped,
-                None => train::run_trial(&config, probe, trial, &mut |rec| {
+                None => train::run_trial(&config, probe, trial, opts.trace, &mut |rec| {
                     exporters.iter_mut().try_for_each(|e| e.phase(rec))
                 })?,
             };
@@ -404,6 +429,8 @@ fn start_manifest(spec: &Spec, requested: DeviceChoice, probe: &dyn MemoryProbe,
         num_alloc_retries: None,
         workspace: None,
         data_location: Some(data_location(spec, device)),
+        trace: None,
+        timings: None,
         resumed_at: Vec::new(),
     }
 }

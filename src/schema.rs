@@ -22,6 +22,9 @@ pub enum Phase {
     OptimizerStep,
     /// `zero_grad()`, which sets gradients to none and so frees them.
     ZeroGrad,
+    /// A whole step (`--trace steps`): its peak and the memory at its end; step 0 is the set-up
+    /// (data and model).
+    Step,
 }
 
 impl Phase {
@@ -37,6 +40,7 @@ impl Phase {
             Phase::Backward => "backward",
             Phase::OptimizerStep => "optimizer_step",
             Phase::ZeroGrad => "zero_grad",
+            Phase::Step => "step",
         }
     }
 }
@@ -45,6 +49,41 @@ impl fmt::Display for Phase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// How much a run measures as it trains (`run --trace`), from most to least.
+///
+/// The allocator's counters are kept on the host, so reading them per phase costs no device
+/// synchronisation; only durations do, and CUDA events give those without stopping the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum TraceLevel {
+    /// A trace row per phase, memory read without synchronising; durations from CUDA events
+    /// read once the step is over (host clock on the CPU, whose work is done when a call returns).
+    #[default]
+    Phases,
+    /// A trace row per phase, the device synchronised at every phase's end: durations include the
+    /// phase's queued device work, at the cost of stalling the host (how runs made before `--trace` existed measured).
+    Sync,
+    /// A trace row per step: its peak and the memory at its end, one event per step.
+    Steps,
+    /// No trace rows: only the trial's peaks and step times (one event per step) in summary.csv.
+    Off,
+}
+
+impl TraceLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TraceLevel::Phases => "phases",
+            TraceLevel::Sync => "sync",
+            TraceLevel::Steps => "steps",
+            TraceLevel::Off => "off",
+        }
+    }
+
+    /// Every level, most measured first.
+    pub const ALL: [TraceLevel; 4] =
+        [TraceLevel::Phases, TraceLevel::Sync, TraceLevel::Steps, TraceLevel::Off];
 }
 
 /// The allocator's counters at one moment, in bytes, named as PyTorch names them. The peaks are
@@ -73,7 +112,8 @@ pub struct PhaseRecord {
     pub max_memory_reserved: u64,
     /// Bytes the device itself reports as used (nvidia-smi's number); empty on CPU.
     pub device_used: Option<u64>,
-    /// Wall time of this phase, synchronized, in seconds.
+    /// Duration of this phase, in seconds: the device's (CUDA events) under `--trace phases`,
+    /// synchronised wall time under `sync` (see `TraceLevel`).
     pub phase_seconds: f64,
     /// Wall time since the trial started, in seconds.
     pub elapsed_seconds: f64,
@@ -162,8 +202,16 @@ pub struct SummaryRow {
     pub after_allocated: u64,
     pub param_count: u64,
     pub param_bytes: u64,
-    /// Mean wall time of a training step, the first excluded when there are several.
+    /// Mean time of a training step, the first excluded when there are several (the device's
+    /// time under `--trace phases`, steps or off on CUDA; synchronised wall time under `sync`).
     pub step_seconds: Option<f64>,
+    /// Time spent making the data set and the model (with its optimizer).
+    pub data_seconds: Option<f64>,
+    pub model_seconds: Option<f64>,
+    /// Time of all the training steps together.
+    pub steps_total_seconds: Option<f64>,
+    /// Wall time of the whole trial, from its first allocation to its clean-up checked.
+    pub trial_seconds: Option<f64>,
     pub final_loss: Option<f64>,
     /// Optimizer steps the grad scaler skipped (inf/NaN gradients); empty without fp16.
     pub skipped_steps: Option<usize>,
@@ -180,6 +228,19 @@ pub struct SummaryRow {
 }
 
 impl SummaryRow {
+    /// The row without its times, which differ from run to run: what two runs of one
+    /// configuration must agree on.
+    pub fn untimed(&self) -> SummaryRow {
+        SummaryRow {
+            step_seconds: None,
+            data_seconds: None,
+            model_seconds: None,
+            steps_total_seconds: None,
+            trial_seconds: None,
+            ..self.clone()
+        }
+    }
+
     /// Bytes still allocated after the trial's clean-up that were not there before: a leak.
     pub fn leaked(&self) -> Option<u64> {
         self.after_allocated.checked_sub(self.baseline_allocated).filter(|&b| b > 0)

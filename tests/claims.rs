@@ -42,7 +42,7 @@ name = "adamw"
 optimizer = "adamw"
 "#;
     let spec = oomlab::spec::load(&sb.spec("optimizers.toml", text)).unwrap();
-    let opts = RunOptions { out: sb.out(), force: false, resume: false, quiet: true };
+    let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
     let report = run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).unwrap();
     let device_dir = report.dir.parent().unwrap();
 

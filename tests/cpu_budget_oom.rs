@@ -37,7 +37,7 @@ fn depth_search_stops_where_arithmetic_says_and_memory_returns_to_baseline() {
     );
     let path = sandbox.spec("depth_oom.toml", &text);
     let spec = oomlab::spec::load(&path).expect("valid spec");
-    let opts = RunOptions { out: sandbox.out(), force: false, resume: false, quiet: true };
+    let opts = RunOptions { out: sandbox.out(), quiet: true, ..RunOptions::default() };
     let report = run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).expect("run completes");
 
     // The boundary.
@@ -105,7 +105,7 @@ fn a_budget_above_available_memory_is_refused() {
     let sandbox = Sandbox::new();
     let text = tiny_spec("too_big", "hidden = 8\ndepth = 1", Some(1 << 50), "");
     let spec = oomlab::spec::load(&sandbox.spec("t.toml", &text)).unwrap();
-    let opts = RunOptions { out: sandbox.out(), force: false, resume: false, quiet: true };
+    let opts = RunOptions { out: sandbox.out(), quiet: true, ..RunOptions::default() };
     let err = format!(
         "{:#}",
         run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).err().expect("refused")
@@ -126,7 +126,7 @@ fn predicted_ooms_are_skipped_and_the_answer_holds() {
         "skip_predicted_oom = 0.0\n[sweep]\nfield = \"model.depth\"\nsearch = { start = 1, factor = 2, max = 64 }\n",
     );
     let spec = oomlab::spec::load(&sandbox.spec("s.toml", &text)).expect("valid spec");
-    let opts = RunOptions { out: sandbox.out(), force: false, resume: false, quiet: true };
+    let opts = RunOptions { out: sandbox.out(), quiet: true, ..RunOptions::default() };
     let report = run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).expect("run completes");
     let answer = report.manifest.answers.first().cloned().unwrap();
     assert_eq!(

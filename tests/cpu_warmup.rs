@@ -24,7 +24,7 @@ fn the_cpu_keeps_no_workspace() {
         config(Amp::Bf16, Checkpoint::Sqrt),
         config(Amp::Fp16 { scaler: Default::default() }, Checkpoint::Every(2)),
     ];
-    let w = warm_up(&configs, &probe).unwrap();
+    let w = warm_up(&configs, &probe, oomlab::schema::TraceLevel::Phases).unwrap();
     assert_eq!(w.allocated, before);
     assert_eq!(w.reserved, w.allocated, "no cache on the CPU");
 }

@@ -99,7 +99,7 @@ impl Case {
 fn measure(config: &Config) -> (Vec<PhaseRecord>, u64) {
     let probe = CpuProbe::new(None).expect("CPU probe");
     let mut records = Vec::new();
-    let outcome = oomlab::train::run_trial(config, &probe, 0, &mut |r| {
+    let outcome = oomlab::train::run_trial(config, &probe, 0, oomlab::schema::TraceLevel::Phases, &mut |r| {
         records.push(r.clone());
         Ok(())
     })
@@ -406,7 +406,7 @@ search = { start = 1, factor = 2, max = 64 }
 "#;
     let spec = oomlab::spec::load(&sandbox.spec("s.toml", text)).expect("valid spec");
     let budget = spec.run.budget.unwrap();
-    let opts = RunOptions { out: sandbox.out(), force: false, resume: false, quiet: true };
+    let opts = RunOptions { out: sandbox.out(), quiet: true, ..RunOptions::default() };
     let report = run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).expect("run completes");
     let real = report.manifest.answers[0].clone();
 

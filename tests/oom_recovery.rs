@@ -22,7 +22,7 @@ use oomlab::estimate::{self, Options};
 use oomlab::plan::{Overrides, Plan};
 use oomlab::probe::{CpuProbe, MemoryProbe};
 use oomlab::run::{self, RunOptions};
-use oomlab::schema::{Phase, Status};
+use oomlab::schema::{Phase, Status, TraceLevel};
 use oomlab::spec::{
     Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, History, Mode, ModelSpec, OptimizerImpl,
     OptimizerSpec, ScalerSpec, Techniques, TrainingSpec,
@@ -120,7 +120,7 @@ fn an_oom_in_any_phase_under_any_technique_frees_everything() {
         let mut warm = draw(&mut Rng(1), 0);
         warm.training.techniques.amp = Amp::Bf16;
         let probe = CpuProbe::new(None).unwrap();
-        oomlab::train::run_trial(&warm, &probe, 0, &mut |_| Ok(())).unwrap();
+        oomlab::train::run_trial(&warm, &probe, 0, TraceLevel::Phases, &mut |_| Ok(())).unwrap();
     }
     // OOM_RECOVERY_SEED and OOM_RECOVERY_TRIALS explore further than the default draw.
     let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
@@ -144,12 +144,15 @@ fn an_oom_in_any_phase_under_any_technique_frees_everything() {
         let baseline = allocated();
         let budget = baseline + room;
         let probe = CpuProbe::new(Some(budget)).expect("probe");
-        let row = oomlab::train::run_trial(&config, &probe, trials, &mut |_| Ok(())).expect("trial runs");
+        // Every trace level ends a trial the same way: each takes its turn.
+        let level = TraceLevel::ALL[trials % TraceLevel::ALL.len()];
+        let row =
+            oomlab::train::run_trial(&config, &probe, trials, level, &mut |_| Ok(())).expect("trial runs");
         drop(probe);
         trials += 1;
         let t = &config.training.techniques;
         let what = format!(
-            "trial {trials} aimed at {phase} step {step} (budget baseline + {room}): {} {:?} depth {} width {} \
+            "trial {trials} ({level:?}) aimed at {phase} step {step} (budget baseline + {room}): {} {:?} depth {} width {} \
              batch {} amp {:?} checkpoint {:?} accumulation {} history {:?} mode {:?} impl {:?}",
             config.training.optimizer.name(),
             config.training.optimizer,
@@ -240,7 +243,7 @@ search = { start = 8, factor = 2, max = 512 }
     let cli = estimate::predict_spec(&spec, Some(budget), &Options::default()).unwrap()[0].exact_largest_fit;
     assert_eq!(cli, Some(99), "the estimate's answer for this spec");
 
-    let opts = RunOptions { out: sandbox.out(), force: false, resume: false, quiet: true };
+    let opts = RunOptions { out: sandbox.out(), quiet: true, ..RunOptions::default() };
     let report = run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).expect("the run completes");
     let rows: Vec<_> = report
         .rows

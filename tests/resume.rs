@@ -33,7 +33,7 @@ fn folder(out: &Path) -> PathBuf {
 
 /// What must not depend on being killed: every column but the times.
 fn memory(rows: &[SummaryRow]) -> Vec<SummaryRow> {
-    rows.iter().map(|r| SummaryRow { step_seconds: None, ..r.clone() }).collect()
+    rows.iter().map(SummaryRow::untimed).collect()
 }
 
 fn trace_memory(trace: &[PhaseRecord]) -> Vec<PhaseRecord> {

@@ -18,7 +18,7 @@ fn base(depth: usize, hidden: usize, batch: usize, steps: usize) -> Config {
 fn run(config: &Config) -> (SummaryRow, Vec<PhaseRecord>) {
     let probe = CpuProbe::new(None).unwrap();
     let mut trace = Vec::new();
-    let out = run_trial(config, &probe, 1, &mut |r| {
+    let out = run_trial(config, &probe, 1, oomlab::schema::TraceLevel::Phases, &mut |r| {
         trace.push(r.clone());
         Ok(())
     })

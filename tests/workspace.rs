@@ -19,7 +19,7 @@ fn five_trial_sweep(sb: &Sandbox) -> oomlab::spec::Spec {
 }
 
 fn options(sb: &Sandbox) -> RunOptions {
-    RunOptions { out: sb.out(), force: false, resume: false, quiet: true }
+    RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() }
 }
 
 #[test]

@@ -42,6 +42,8 @@ pub(crate) fn manifest(experiment: &str, device: &str, budget: Option<u64>, capa
         num_alloc_retries: None,
         workspace: None,
         data_location: None,
+        trace: None,
+        timings: None,
         resumed_at: Vec::new(),
     }
 }

@@ -1,7 +1,11 @@
 //! Raw bindings to `shim.cpp`: libtorch's allocator statistics, the CPU counting allocator,
 //! autocast switches and version facts; and to `optim.cpp`: PyTorch's optimizers as
-//! `torch.optim` runs them. Safe wrappers live here and in `probe` and `train`.
+//! `torch.optim` runs them; and to `events.cpp`: CUDA events for phase durations. Safe wrappers
+//! live here and in `probe` and `train`.
 use std::ffi::{c_char, c_int, c_long, c_void, CStr};
+
+mod events;
+pub use events::CudaEvent;
 
 /// Allocator statistics as the shim reports them, in bytes.
 #[repr(C)]

@@ -89,7 +89,6 @@ impl MemoryProbe for CudaProbe {
         self.budget
     }
     fn snapshot(&self) -> Result<MemSnapshot> {
-        tch::Cuda::synchronize(self.index as i64);
         let s = self.stats()?;
         Ok(MemSnapshot {
             memory_allocated: s.allocated.max(0) as u64,
@@ -97,6 +96,10 @@ impl MemoryProbe for CudaProbe {
             max_memory_allocated: s.allocated_peak.max(0) as u64,
             max_memory_reserved: s.reserved_peak.max(0) as u64,
         })
+    }
+    fn wait(&self) -> Result<()> {
+        tch::Cuda::synchronize(self.index as i64);
+        Ok(())
     }
     fn reset_peak(&self) -> Result<()> {
         ffi::cuda_reset_peak(self.index as i32).map_err(anyhow::Error::msg)

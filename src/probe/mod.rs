@@ -30,8 +30,14 @@ pub trait MemoryProbe {
     fn capacity(&self) -> u64;
     /// The budget in force, if any.
     fn budget(&self) -> Option<u64>;
-    /// Current and peak allocated and reserved bytes, after waiting for queued work.
+    /// Current and peak allocated and reserved bytes as the allocator counts them now. No wait
+    /// is needed: the caching allocator (like the CPU's) counts on the host when a tensor is
+    /// made or freed, not when the device gets to the work.
     fn snapshot(&self) -> Result<MemSnapshot>;
+    /// Waits for the work queued on the device (CUDA); the CPU has nothing queued.
+    fn wait(&self) -> Result<()> {
+        Ok(())
+    }
     /// Restarts the peaks from the current values.
     fn reset_peak(&self) -> Result<()>;
     /// Returns cached, unused memory to the device (a no-op on CPU, which has no cache).

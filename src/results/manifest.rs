@@ -38,6 +38,13 @@ pub struct Manifest {
     /// Where the data set lived (`data.location`), and what that means on this device.
     #[serde(default)]
     pub data_location: Option<String>,
+    /// How much each trial measured (`run --trace`); empty in runs made before the choice,
+    /// which synchronised at every phase (`sync`).
+    #[serde(default)]
+    pub trace: Option<crate::schema::TraceLevel>,
+    /// Where this process's time went (a resumed run: the resuming process's).
+    #[serde(default)]
+    pub timings: Option<super::timings::RunTimings>,
     /// When the run was resumed (`run --resume`), oldest first; `started_at` is when it began.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resumed_at: Vec<String>,

@@ -8,6 +8,7 @@ pub mod experiment;
 mod lock;
 pub mod manifest;
 pub mod perfetto;
+pub mod timings;
 
 use std::fs;
 use std::path::Path;

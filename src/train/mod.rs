@@ -7,6 +7,7 @@
 pub mod amp;
 pub mod autograd;
 pub mod checkpoint;
+mod clock;
 pub mod data;
 pub mod model;
 pub mod optim;
@@ -21,9 +22,10 @@ use anyhow::Result;
 
 use crate::oom;
 use crate::probe::MemoryProbe;
-use crate::schema::{PhaseRecord, Status, SummaryRow};
+use crate::schema::{PhaseRecord, Status, SummaryRow, TraceLevel};
 use crate::spec::Config;
 pub use recorder::PhaseError;
+pub use recorder::StageSeconds;
 use recorder::{Recorder, Stop};
 pub use warmup::{warm_up, Workspace};
 
@@ -44,7 +46,7 @@ struct Learned {
 /// the model's order (each layer's weight, then bias): what the tests hold against PyTorch's.
 pub fn trained_parameters(config: &Config, probe: &dyn MemoryProbe) -> Result<Vec<tch::Tensor>> {
     let mut sink = |_: &PhaseRecord| Ok(());
-    let mut rec = Recorder::new(probe, 1, &mut sink);
+    let mut rec = Recorder::new(probe, 1, TraceLevel::Phases, &mut sink)?;
     let mut learned = Learned::default();
     match step::train(config, probe.device(), &mut rec, &mut learned) {
         Ok(model) => Ok(model.parameters().map(|p| p.detach()).collect()),
@@ -53,7 +55,8 @@ pub fn trained_parameters(config: &Config, probe: &dyn MemoryProbe) -> Result<Ve
     }
 }
 
-/// Runs one trial of `config` on the probe's device, handing every phase record to `sink`.
+/// Runs one trial of `config` on the probe's device, measured as `level` asks, handing every
+/// trace record to `sink`.
 /// Returns the trial's summary row with what happened filled in (status, peaks, baseline and
 /// after, parameters, data shape, times, the grad scaler, the OOM message's fields); the
 /// configuration's own columns are the caller's to fill. Errors are infrastructure failures
@@ -62,21 +65,59 @@ pub fn run_trial(
     config: &Config,
     probe: &dyn MemoryProbe,
     trial: usize,
+    level: TraceLevel,
     sink: &mut dyn FnMut(&PhaseRecord) -> Result<()>,
 ) -> Result<SummaryRow> {
+    trial_with(config, probe, trial, level, sink, None)
+}
+
+/// [`run_trial`] for a benchmark: also returns each step's host wall time, the device waited
+/// for at every step's end (the same at every level, and as a PyTorch loop times a step).
+pub fn run_trial_timed(
+    config: &Config,
+    probe: &dyn MemoryProbe,
+    level: TraceLevel,
+    sink: &mut dyn FnMut(&PhaseRecord) -> Result<()>,
+) -> Result<(SummaryRow, Vec<f64>)> {
+    let mut ends = Vec::new();
+    let row = trial_with(config, probe, 1, level, sink, Some(&mut ends))?;
+    let secs = ends.windows(2).map(|w| w[1].duration_since(w[0]).as_secs_f64()).collect();
+    Ok((row, secs))
+}
+
+/// `ends`: when given, the host's clock at the model's set-up end and at every step's end.
+fn trial_with(
+    config: &Config,
+    probe: &dyn MemoryProbe,
+    trial: usize,
+    level: TraceLevel,
+    sink: &mut dyn FnMut(&PhaseRecord) -> Result<()>,
+    ends: Option<&mut Vec<std::time::Instant>>,
+) -> Result<SummaryRow> {
+    let started = std::time::Instant::now();
     probe.empty_cache()?;
     let baseline = probe.snapshot()?.memory_allocated;
-    let mut rec = Recorder::new(probe, trial, sink);
+    let mut rec = Recorder::new(probe, trial, level, sink)?;
+    if ends.is_some() {
+        rec.step_ends = Some(Vec::new());
+    }
     let mut learned = Learned::default();
     // Everything the trial allocates lives inside this call, so it is all dropped when it
     // returns, however it returns. catch_unwind is a last guard: only fallible calls are used.
     let result = catch_unwind(AssertUnwindSafe(|| {
         step::train(config, probe.device(), &mut rec, &mut learned).map(drop)
     }));
-    let (peak, step_seconds) = (rec.peak, rec.mean_step_seconds());
+    // A stop outside any phase (a kept loss that ran out of memory) leaves times to read.
+    let finished = rec.finish();
+    let (peak, step_seconds, stages) = (rec.peak, rec.mean_step_seconds(), rec.stages);
+    if let (Some(out), Some(got)) = (ends, rec.step_ends.take()) {
+        *out = got;
+    }
     drop(rec);
     probe.empty_cache()?;
     let after = probe.snapshot()?.memory_allocated;
+    finished?;
+    let timed = |s: f64| (s > 0.0).then_some(s);
 
     let mut out = SummaryRow {
         trial,
@@ -91,6 +132,10 @@ pub fn run_trial(
         features: learned.features,
         classes: learned.classes,
         step_seconds,
+        data_seconds: timed(stages.data),
+        model_seconds: timed(stages.model),
+        steps_total_seconds: timed(stages.steps),
+        trial_seconds: Some(started.elapsed().as_secs_f64()),
         final_loss: learned.final_loss,
         skipped_steps: learned.skipped_steps,
         final_scale: learned.final_scale,

@@ -60,6 +60,8 @@ pub(super) fn train(
     learned.param_count = model.param_count();
     learned.param_bytes = model.param_bytes();
 
+    // The set-up ends here: under a benchmark, the first step's start.
+    rec.end_step()?;
     let mut kept = Kept::default();
     let mut skipped = 0;
     for step in 1..=config.training.steps {
@@ -72,6 +74,7 @@ pub(super) fn train(
             }
             Mode::Forward | Mode::ForwardNoGrad => forward_step(config, &data, &model, step, rec, &mut kept)?,
         };
+        rec.end_step()?;
         if step == config.training.steps {
             learned.final_loss = loss.f_double_value(&[]).ok();
         }
@@ -80,6 +83,8 @@ pub(super) fn train(
         learned.skipped_steps = Some(skipped);
         learned.final_scale = s.scale_value().ok();
     }
+    // Measured while the trial's tensors are all alive, as the last phase left them.
+    rec.finish()?;
     drop(kept);
     Ok(model)
 }
@@ -252,7 +257,7 @@ mod tests {
         let opt = Optimizer::new(&c.training.optimizer, None, &model).unwrap();
         let probe = FakeProbe::default();
         let mut sink = |_: &PhaseRecord| Ok(());
-        let mut rec = Recorder::new(&probe, 1, &mut sink);
+        let mut rec = Recorder::new(&probe, 1, crate::schema::TraceLevel::Phases, &mut sink).unwrap();
         let _ = train_step(c, &data, &model, &opt, None, 1, &mut rec, &mut Kept::default()).unwrap();
         model.parameters().zip(before).map(|(p, b)| b - p).collect()
     }

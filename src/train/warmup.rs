@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::run_trial;
 use crate::probe::MemoryProbe;
+use crate::schema::TraceLevel;
 use crate::spec::{Checkpoint, Config, DataSpec, ModelSpec};
 
 /// What stays allocated once the warm-up has run and the cache is empty.
@@ -29,15 +30,17 @@ pub struct Workspace {
 }
 
 /// Trains a tiny copy of each configuration once, so that what libtorch makes for the process
-/// exists before the first trial, and returns what stays.
+/// exists before the first trial, and returns what stays. Measured at the run's trace level, so
+/// that what measuring makes for the process (CUDA events) is made here too.
 pub fn warm_up<'a>(
     configs: impl IntoIterator<Item = &'a Config>,
     probe: &dyn MemoryProbe,
+    level: TraceLevel,
 ) -> Result<Workspace> {
     for (i, config) in configs.into_iter().enumerate() {
         // The outcome is not looked at: a tiny trial that fails (an OOM in a few KiB) says
         // nothing the trials will not record themselves when they meet the same error.
-        run_trial(&tiny(config), probe, i + 1, &mut |_| Ok(()))?;
+        run_trial(&tiny(config), probe, i + 1, level, &mut |_| Ok(()))?;
     }
     probe.empty_cache()?;
     let s = probe.snapshot()?;
