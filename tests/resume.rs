@@ -138,6 +138,10 @@ fn a_resume_that_does_not_match_is_refused() {
     );
     std::fs::write(&spec, &text).unwrap();
     run(&["--resume", "--budget", "7MiB"]).failure().stderr(predicate::str::contains("same budget"));
+    // Traced at the default level: another level's rows would not mix with its own.
+    run(&["--resume", "--trace", "sync"])
+        .failure()
+        .stderr(predicate::str::contains("was traced with --trace phases, this one asks for --trace sync"));
     // Made by another build: refused rather than mixed.
     let manifest = folder(&out).join("manifest.json");
     let text = std::fs::read_to_string(&manifest).unwrap();

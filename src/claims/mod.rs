@@ -3,6 +3,7 @@
 //! device's results folder. It reads results only: run the experiments first.
 pub mod band;
 pub mod fit;
+mod suite;
 mod verdicts;
 
 use std::fmt::Write as _;
@@ -66,25 +67,35 @@ pub const EXPERIMENTS: [&str; 12] = [
 
 /// Reads a device's results folder and judges every claim.
 pub fn judge(dir: &Path) -> Result<Vec<Claim>> {
+    Ok(judge_found(&read_all(dir)?))
+}
+
+/// The experiments of [`EXPERIMENTS`] that have results in `dir`, in that order.
+fn read_all(dir: &Path) -> Result<Vec<(&'static str, ExperimentDir)>> {
     if !dir.is_dir() {
         bail!("{} is not a results folder; give results/<device>", dir.display());
     }
-    let mut found = std::collections::HashMap::new();
+    let mut found = Vec::new();
     for name in EXPERIMENTS {
         if let Some(e) =
             ExperimentDir::read_if_run(&dir.join(name)).with_context(|| format!("reading {name}"))?
         {
-            found.insert(name, e);
+            found.push((name, e));
         }
     }
     if found.is_empty() {
         bail!("{} holds none of the experiments ({}); run them first", dir.display(), EXPERIMENTS.join(", "));
     }
-    let mut claims = verdicts::all(&|name| found.get(name));
+    Ok(found)
+}
+
+fn judge_found(found: &[(&'static str, ExperimentDir)]) -> Vec<Claim> {
+    let get = |name: &str| found.iter().find(|(n, _)| *n == name).map(|(_, e)| e);
+    let mut claims = verdicts::all(&get);
     // A sweep killed or interrupted half-way can look like an answer: say so on every claim
     // judged from one.
     for c in &mut claims {
-        if let Some(e) = found.get(c.experiment).filter(|e| e.manifest.status != "complete") {
+        if let Some(e) = get(c.experiment).filter(|e| e.manifest.status != "complete") {
             c.why += &format!(
                 " **From an incomplete run** ({}, {} trials written): the verdict may change when it \
                  completes (`oomlab run --resume`).",
@@ -93,7 +104,7 @@ pub fn judge(dir: &Path) -> Result<Vec<Claim>> {
             );
         }
     }
-    Ok(claims)
+    claims
 }
 
 /// The Markdown report.
@@ -122,8 +133,11 @@ pub fn markdown(dir: &Path, claims: &[Claim]) -> String {
 
 /// Writes `CLAIMS.md` into `dir` and returns its path.
 pub fn write(dir: &Path) -> Result<std::path::PathBuf> {
-    let claims = judge(dir)?;
+    let found = read_all(dir)?;
+    let claims = judge_found(&found);
+    let refs: Vec<(&str, &ExperimentDir)> = found.iter().map(|(n, e)| (*n, e)).collect();
+    let text = markdown(dir, &claims) + &suite::section(&refs);
     let path = dir.join("CLAIMS.md");
-    std::fs::write(&path, markdown(dir, &claims)).with_context(|| format!("writing {}", path.display()))?;
+    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
     Ok(path)
 }

@@ -1,0 +1,132 @@
+//! How long the suite took on this device: each experiment's process, stage by stage, from
+//! the timings its manifest recorded, against the suite's target (issue 14: all figures of the
+//! CPU in under 8 minutes on 2 cores, of a GPU in under 5 on an H100).
+use std::fmt::Write as _;
+
+use crate::results::timings::RunTimings;
+use crate::results::ExperimentDir;
+
+/// The suite's target on a device, in seconds, and what it is for.
+fn target(exp: &ExperimentDir) -> (f64, &'static str) {
+    if exp.manifest.device.resolved.starts_with("cuda") {
+        (300.0, "5 minutes on an H100")
+    } else {
+        (480.0, "8 minutes on 2 CPU cores")
+    }
+}
+
+/// The stages of a run, named as the table's columns.
+fn stages(t: &RunTimings) -> [(&'static str, f64); 7] {
+    let rest = (t.trials - t.data - t.model - t.steps).max(0.0);
+    [
+        ("process start", t.process_start.unwrap_or(0.0)),
+        ("libtorch init", t.libtorch_init),
+        ("data", t.data),
+        ("model", t.model),
+        ("steps", t.steps),
+        ("trial upkeep", rest),
+        ("charts", t.charts.unwrap_or(0.0)),
+    ]
+}
+
+/// The "How long it took" section; empty when no experiment recorded its timings.
+pub fn section(experiments: &[(&str, &ExperimentDir)]) -> String {
+    let timed: Vec<(&str, &ExperimentDir, &RunTimings)> =
+        experiments.iter().filter_map(|(n, e)| Some((*n, *e, e.manifest.timings.as_ref()?))).collect();
+    let Some(&(_, first, _)) = timed.first() else { return String::new() };
+    let mut s = String::new();
+    let _ = writeln!(s, "\n## How long it took\n");
+    let _ = writeln!(
+        s,
+        "Each experiment's process, from its start to its charts, as its manifest recorded it \
+         (seconds). \"trial upkeep\" is what a trial spends around its data, model and steps: its \
+         clean-up, checks and exports. `scripts/regenerate-figures` runs them one after another.\n"
+    );
+    let names = stages(&RunTimings::default()).map(|(n, _)| n);
+    let _ = writeln!(s, "| experiment | trials | {} | total |", names.join(" | "));
+    let _ = writeln!(s, "|{}", " --- |".repeat(names.len() + 3));
+    let mut sums = [0.0; 7];
+    let mut total = 0.0;
+    for (name, exp, t) in &timed {
+        let cells = stages(t);
+        for (sum, (_, v)) in sums.iter_mut().zip(cells) {
+            *sum += v;
+        }
+        total += t.total;
+        let row: Vec<String> = cells.iter().map(|(_, v)| format!("{v:.1}")).collect();
+        let _ = writeln!(s, "| `{name}` | {} | {} | {:.1} |", exp.rows.len(), row.join(" | "), t.total);
+    }
+    let row: Vec<String> = sums.iter().map(|v| format!("{v:.1}")).collect();
+    let _ = writeln!(s, "| **all** | | {} | **{:.1}** |", row.join(" | "), total);
+    let (limit, what) = target(first);
+    let slowest = names.iter().zip(sums).max_by(|a, b| a.1.total_cmp(&b.1)).map(|(n, _)| *n).unwrap_or("");
+    let verdict = if total <= limit {
+        format!("under the target of {what} ({:.0}% of it)", 100.0 * total / limit)
+    } else {
+        format!("over the target of {what} by {:.0} s", total - limit)
+    };
+    let missing = experiments.len() - timed.len();
+    let _ = writeln!(
+        s,
+        "\nThe suite: {} ({:.1} min), {verdict}; most of it in {slowest}.{}",
+        fmt_secs(total),
+        total / 60.0,
+        if missing > 0 {
+            format!(" {missing} experiment(s) ran before timings were recorded and are not counted.")
+        } else {
+            String::new()
+        }
+    );
+    s
+}
+
+fn fmt_secs(s: f64) -> String {
+    format!("{s:.0} s")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comparison::tests::manifest;
+
+    fn exp(timings: Option<RunTimings>, device: &str) -> ExperimentDir {
+        let mut m = manifest("e", device, None, 1 << 30);
+        m.device.resolved = device.into();
+        m.timings = timings;
+        ExperimentDir { dir: "e".into(), manifest: m, rows: Vec::new(), trace: Vec::new(), cut_row: false }
+    }
+
+    fn timed(steps: f64, charts: f64) -> RunTimings {
+        RunTimings {
+            process_start: Some(0.5),
+            libtorch_init: 1.0,
+            data: 2.0,
+            model: 3.0,
+            steps,
+            trials: 5.0 + steps + 1.0,
+            charts: Some(charts),
+            total: 0.5 + 1.0 + 5.0 + steps + 1.0 + charts,
+        }
+    }
+
+    #[test]
+    fn sums_the_stages_and_judges_the_target() {
+        let (a, b, old) =
+            (exp(Some(timed(100.0, 2.0)), "cpu"), exp(Some(timed(50.0, 1.0)), "cpu"), exp(None, "cpu"));
+        let s = section(&[("a", &a), ("b", &b), ("old", &old)]);
+        // 0.5+1+5+100+1+2 = 109.5 and 0.5+1+5+50+1+1 = 58.5: 168 in all, under 480.
+        assert!(s.contains("| `a` | 0 | 0.5 | 1.0 | 2.0 | 3.0 | 100.0 | 1.0 | 2.0 | 109.5 |"), "{s}");
+        assert!(s.contains("| **all** | | 1.0 | 2.0 | 4.0 | 6.0 | 150.0 | 2.0 | 3.0 | **168.0** |"), "{s}");
+        assert!(
+            s.contains("under the target of 8 minutes on 2 CPU cores (35% of it); most of it in steps"),
+            "{s}"
+        );
+        assert!(s.contains("1 experiment(s) ran before timings were recorded"), "{s}");
+        assert!(!s.contains("`old`"), "{s}");
+
+        let slow = exp(Some(timed(400.0, 0.0)), "cuda:0");
+        let s = section(&[("slow", &slow)]);
+        assert!(s.contains("over the target of 5 minutes on an H100 by 108 s"), "{s}");
+        assert_eq!(section(&[("old", &old)]), "");
+    }
+}
