@@ -16,7 +16,7 @@ use crate::results::manifest::{self, DeviceInfo, HostInfo, Manifest, Versions, W
 use crate::results::{self, experiment, Exporter, PerfettoTrace, SummaryCsv, TraceCsv};
 use crate::resume::{self, Done};
 use crate::schema::{Status, SummaryRow};
-use crate::spec::{Config, DataLocation, Field, Named, OptimizerImpl, Spec};
+use crate::spec::{Config, DataLocation, Field, Named, OptimizerImpl, Spec, Sweep, SweepMode};
 use crate::sweep::{self, Fit};
 use crate::train::{self, Workspace};
 
@@ -168,6 +168,27 @@ pub fn workspace_line(w: Workspace, device: tch::Device) -> String {
     )
 }
 
+/// A search's guide for `base` (`None` for the other sweeps): the estimate's guess under what
+/// the budget leaves a trial. On the CPU that is the budget less the allocated baseline (the
+/// estimate counts from an empty allocator); on CUDA the budget itself, since the replay starts
+/// with the workspaces, which are the baseline, already in place (as `oomlab estimate` does).
+fn guide(
+    base: &Config,
+    sweep: &Sweep,
+    probe: &dyn MemoryProbe,
+    options: &estimate::Options,
+) -> Result<Option<estimate::Guide>> {
+    if !matches!(sweep.mode, SweepMode::Search { .. }) {
+        return Ok(None);
+    }
+    let left = match (probe.budget(), probe.device()) {
+        (Some(b), tch::Device::Cuda(_)) => Some(b),
+        (Some(b), _) => Some(b.saturating_sub(probe.snapshot()?.memory_allocated)),
+        (None, _) => None,
+    };
+    Ok(estimate::search_guide(base, sweep, left, options))
+}
+
 fn run_trials(
     plan: &Plan,
     probe: &dyn MemoryProbe,
@@ -179,13 +200,22 @@ fn run_trials(
     let field = spec.sweep.as_ref().map(|s| s.field);
     let configs = spec.configs();
     let mode = spec.sweep.as_ref().map(|s| &s.mode);
-    let hint = sweep::strategy(mode, spec.run.on_oom).len_hint().map(|n| n * configs.len());
+    let hint = sweep::strategy(mode, spec.run.on_oom, None).len_hint().map(|n| n * configs.len());
     let progress = Progress::new(hint, quiet);
     let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1);
     let options = plan.estimate_options(probe.gpu_arch().unwrap_or_default(), threads);
     let mut rows = Vec::new();
     for (variant, base) in configs {
-        let mut order = sweep::strategy(mode, spec.run.on_oom);
+        let guide = match &spec.sweep {
+            Some(s) => guide(base, s, probe, &options)?,
+            None => None,
+        };
+        if let Some(g) = &guide {
+            let name = variant.map(|v| format!("[{v}] ")).unwrap_or_default();
+            progress.say(&format!("{name}search {}", g.describe()));
+        }
+        let guess = guide.as_ref().and_then(estimate::Guide::guess);
+        let mut order = sweep::strategy(mode, spec.run.on_oom, guess);
         while let Some(value) = order.next() {
             interrupt::check()?;
             let trial = rows.len() + 1;

@@ -13,11 +13,14 @@ use oomlab::results::ExperimentDir;
 use oomlab::schema::{PhaseRecord, SummaryRow};
 use predicates::prelude::*;
 
-/// A search over depth under a budget: grows, runs out of memory, bisects; a trial long enough
-/// (many steps) that a kill lands inside one.
+/// A search over depth under a budget, unguided so that it takes many probes (start, max, then
+/// bisecting, out of memory on the way: 1, 64, 32, 16, 8, 4, 6, 5); a trial long enough (many
+/// steps) that a kill lands inside one. Under 5.5 MiB the last probe, depth 5, trains all its
+/// steps (a last probe out of memory would end before a kill after the one before could land).
 fn search_spec(sb: &Sandbox) -> PathBuf {
-    let sweep = "[sweep]\nfield = \"model.depth\"\nsearch = { start = 1, factor = 2, max = 64 }\n";
-    let text = tiny_spec("resumable", "hidden = 256\ndepth = 1", Some(6 << 20), sweep)
+    let sweep =
+        "[sweep]\nfield = \"model.depth\"\nsearch = { start = 1, factor = 2, max = 64, guided = false }\n";
+    let text = tiny_spec("resumable", "hidden = 256\ndepth = 1", Some(11 << 19), sweep)
         .replace("steps = 1", "steps = 40")
         .replace("optimizer = \"sgd\"", "optimizer = \"adam\"");
     sb.spec("resumable.toml", &text)

@@ -55,7 +55,9 @@ use anyhow::{bail, Result};
 pub use ledger::{Categories, Category, Ledger};
 pub use options::{Gather, Options, CURRENT_GATHER};
 pub use prediction::{relative_error, PhasePrediction, PredictedOom, Prediction};
-pub use sweeps::{largest_fit, predict_spec, predict_sweep, SweepPoint, SweepPrediction};
+pub use sweeps::{
+    largest_fit, predict_spec, predict_sweep, search_guide, Guide, SweepPoint, SweepPrediction,
+};
 pub use terms::{DataShape, Target};
 pub use workspace::{GpuArch, Workspaces};
 
