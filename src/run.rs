@@ -1,6 +1,7 @@
 //! Running a spec: open the probe for the device, prepare the results folder, run the trials
 //! in the order the sweep asks, export each as it finishes, and work out the answer.
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use bytesize::ByteSize;
@@ -107,7 +108,8 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     ];
     resume::replay(&dir, &done, &mut exporters)?;
     let before = probe.counters()?;
-    let result = run_trials(plan, probe, &mut exporters, opts.quiet, &done);
+    let mut probed = Vec::new();
+    let result = run_trials(plan, probe, &mut exporters, opts.quiet, &done, &mut probed);
     manifest.finished_at = Some(manifest::now());
     if let Ok(after) = probe.counters() {
         // A resumed run's counts include the trials its first process ran.
@@ -124,7 +126,14 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
                 Some(s) => spec
                     .configs()
                     .iter()
-                    .map(|(v, _)| experiment::answer(v.unwrap_or_default(), s.field.key(), rows))
+                    .map(|(v, _)| {
+                        let v = v.unwrap_or_default();
+                        let answer = experiment::answer(v, s.field.key(), rows);
+                        match probed.iter().find(|p| p.variant == v) {
+                            Some(p) => p.fill(answer),
+                            None => answer,
+                        }
+                    })
                     .collect(),
                 None => Vec::new(),
             };
@@ -168,6 +177,26 @@ pub fn workspace_line(w: Workspace, device: tch::Device) -> String {
     )
 }
 
+/// How a variant's sweep went: its trials, their time and a search's guide, for its answer.
+struct Probed {
+    variant: String,
+    probes: usize,
+    seconds: f64,
+    guide: Option<estimate::Guide>,
+}
+
+impl Probed {
+    fn fill(&self, answer: manifest::Answer) -> manifest::Answer {
+        manifest::Answer {
+            probes: Some(self.probes),
+            probe_seconds: Some(self.seconds),
+            guess: self.guide.as_ref().and_then(estimate::Guide::guess),
+            strategy: self.guide.as_ref().map(estimate::Guide::describe),
+            ..answer
+        }
+    }
+}
+
 /// A search's guide for `base` (`None` for the other sweeps): the estimate's guess under what
 /// the budget leaves a trial. On the CPU that is the budget less the allocated baseline (the
 /// estimate counts from an empty allocator); on CUDA the budget itself, since the replay starts
@@ -195,6 +224,7 @@ fn run_trials(
     exporters: &mut [Box<dyn Exporter>],
     quiet: bool,
     done: &Done,
+    probed: &mut Vec<Probed>,
 ) -> Result<Vec<SummaryRow>> {
     let spec = &plan.spec;
     let field = spec.sweep.as_ref().map(|s| s.field);
@@ -215,6 +245,8 @@ fn run_trials(
             progress.say(&format!("{name}search {}", g.describe()));
         }
         let guess = guide.as_ref().and_then(estimate::Guide::guess);
+        probed.push(Probed { variant: variant.unwrap_or_default().into(), probes: 0, seconds: 0.0, guide });
+        let this = probed.last_mut().expect("just pushed");
         let mut order = sweep::strategy(mode, spec.run.on_oom, guess);
         while let Some(value) = order.next() {
             interrupt::check()?;
@@ -242,10 +274,12 @@ fn run_trials(
                 progress.done(&format!("trial {trial:>3}  {label:<28} {} (done before)", describe(row)));
                 order.record(value, fit(row.status));
                 rows.push(row.clone());
+                this.probes += 1;
                 continue;
             }
             progress.start(&label);
             let prediction = predict(&config, &options);
+            let started = Instant::now();
             let mut row = match predicted_oom(spec, prediction.as_ref(), probe)? {
                 Some(skipped) => skipped,
                 None => train::run_trial(&config, probe, trial, &mut |rec| {
@@ -253,6 +287,7 @@ fn run_trials(
                 })?,
             };
             let cuda = matches!(probe.device(), tch::Device::Cuda(_));
+            (this.probes, this.seconds) = (this.probes + 1, this.seconds + started.elapsed().as_secs_f64());
             fill_config(&mut row, trial, variant, field.map(|f| (f, value)), &config, cuda);
             add_prediction(&mut row, prediction.as_ref());
             exporters.iter_mut().try_for_each(|e| e.trial(&row))?;

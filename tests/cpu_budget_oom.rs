@@ -45,6 +45,8 @@ fn depth_search_stops_where_arithmetic_says_and_memory_returns_to_baseline() {
     assert_eq!((answer.largest_fit, answer.first_oom), (Some(6), Some(7)), "rows: {:#?}", report.rows);
     let tried: Vec<u64> = report.rows.iter().map(|r| r.value.unwrap() as u64).collect();
     assert_eq!(tried, vec![6, 7]);
+    assert_eq!((answer.guess, answer.probes), (Some(6), Some(2)));
+    assert!(answer.probe_seconds.is_some_and(|s| s > 0.0), "{answer:?}");
 
     // The estimate predicts every trial that ran to the byte (CPU counting is exact).
     for r in report.rows.iter().filter(|r| r.status == Status::Ok) {
