@@ -211,7 +211,7 @@ mod tests {
                 assert_exact(&s, max, limit, &what);
                 let range = if limit >= start { max - start + 1 } else { start };
                 assert!(tried.len() <= log2_ceil(range) + 2, "{what}");
-                assert!(tried.len() <= log2_ceil(max) + 3, "{what}");
+                assert!(tried.len() <= log2_ceil(max) + 2, "{what}");
             }
         }
     }
