@@ -35,6 +35,12 @@ impl Progress {
 
     /// Reports a finished trial above the bar, or as a line when there is no terminal.
     pub fn done(&self, line: &str) {
+        self.say(line);
+        self.bar.inc(1);
+    }
+
+    /// A line above the bar (or alone without a terminal); nothing with --quiet.
+    pub fn say(&self, line: &str) {
         if self.quiet {
             // Nothing: --quiet.
         } else if self.bar.is_hidden() {
@@ -42,7 +48,6 @@ impl Progress {
         } else {
             self.bar.println(line);
         }
-        self.bar.inc(1);
     }
 
     pub fn finish(&self) {

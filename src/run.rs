@@ -1,6 +1,7 @@
 //! Running a spec: open the probe for the device, prepare the results folder, run the trials
 //! in the order the sweep asks, export each as it finishes, and work out the answer.
 use std::path::PathBuf;
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use bytesize::ByteSize;
@@ -17,7 +18,7 @@ use crate::results::timings::{self, RunTimings};
 use crate::results::{self, experiment, Exporter, PerfettoTrace, SummaryCsv, TraceCsv};
 use crate::resume::{self, Done};
 use crate::schema::{Status, SummaryRow, TraceLevel};
-use crate::spec::{Config, DataLocation, Field, Named, OptimizerImpl, Spec};
+use crate::spec::{Config, DataLocation, Field, Named, OptimizerImpl, Spec, Sweep, SweepMode};
 use crate::sweep::{self, Fit};
 use crate::train::{self, Workspace};
 
@@ -125,7 +126,8 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     resume::replay(&dir, &done, &mut exporters)?;
     let before = probe.counters()?;
     let trials_started = std::time::Instant::now();
-    let result = run_trials(plan, probe, &mut exporters, opts, &done);
+    let mut probed = Vec::new();
+    let result = run_trials(plan, probe, &mut exporters, opts, &done, &mut probed);
     manifest.finished_at = Some(manifest::now());
     if let Ok(rows) = &result {
         // Only this process's trials: a resumed run's earlier ones were timed by theirs.
@@ -149,7 +151,14 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
                 Some(s) => spec
                     .configs()
                     .iter()
-                    .map(|(v, _)| experiment::answer(v.unwrap_or_default(), s.field.key(), rows))
+                    .map(|(v, _)| {
+                        let v = v.unwrap_or_default();
+                        let answer = experiment::answer(v, s.field.key(), rows);
+                        match probed.iter().find(|p| p.variant == v) {
+                            Some(p) => p.fill(answer),
+                            None => answer,
+                        }
+                    })
                     .collect(),
                 None => Vec::new(),
             };
@@ -193,24 +202,77 @@ pub fn workspace_line(w: Workspace, device: tch::Device) -> String {
     )
 }
 
+/// How a variant's sweep went: its trials, their time and a search's guide, for its answer.
+struct Probed {
+    variant: String,
+    probes: usize,
+    seconds: f64,
+    guide: Option<estimate::Guide>,
+}
+
+impl Probed {
+    fn fill(&self, answer: manifest::Answer) -> manifest::Answer {
+        manifest::Answer {
+            probes: Some(self.probes),
+            probe_seconds: Some(self.seconds),
+            guess: self.guide.as_ref().and_then(estimate::Guide::guess),
+            strategy: self.guide.as_ref().map(estimate::Guide::describe),
+            ..answer
+        }
+    }
+}
+
+/// A search's guide for `base` (`None` for the other sweeps): the estimate's guess under what
+/// the budget leaves a trial. On the CPU that is the budget less the allocated baseline (the
+/// estimate counts from an empty allocator); on CUDA the budget itself, since the replay starts
+/// with the workspaces, which are the baseline, already in place (as `oomlab estimate` does).
+fn guide(
+    base: &Config,
+    sweep: &Sweep,
+    probe: &dyn MemoryProbe,
+    options: &estimate::Options,
+) -> Result<Option<estimate::Guide>> {
+    if !matches!(sweep.mode, SweepMode::Search { .. }) {
+        return Ok(None);
+    }
+    let left = match (probe.budget(), probe.device()) {
+        (Some(b), tch::Device::Cuda(_)) => Some(b),
+        (Some(b), _) => Some(b.saturating_sub(probe.snapshot()?.memory_allocated)),
+        (None, _) => None,
+    };
+    Ok(estimate::search_guide(base, sweep, left, options))
+}
+
 fn run_trials(
     plan: &Plan,
     probe: &dyn MemoryProbe,
     exporters: &mut [Box<dyn Exporter>],
     opts: &RunOptions,
     done: &Done,
+    probed: &mut Vec<Probed>,
 ) -> Result<Vec<SummaryRow>> {
     let spec = &plan.spec;
     let field = spec.sweep.as_ref().map(|s| s.field);
     let configs = spec.configs();
     let mode = spec.sweep.as_ref().map(|s| &s.mode);
-    let hint = sweep::strategy(mode, spec.run.on_oom).len_hint().map(|n| n * configs.len());
+    let hint = sweep::strategy(mode, spec.run.on_oom, None).len_hint().map(|n| n * configs.len());
     let progress = Progress::new(hint, opts.quiet);
     let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1);
     let options = plan.estimate_options(probe.gpu_arch().unwrap_or_default(), threads);
     let mut rows = Vec::new();
     for (variant, base) in configs {
-        let mut order = sweep::strategy(mode, spec.run.on_oom);
+        let guide = match &spec.sweep {
+            Some(s) => guide(base, s, probe, &options)?,
+            None => None,
+        };
+        if let Some(g) = &guide {
+            let name = variant.map(|v| format!("[{v}] ")).unwrap_or_default();
+            progress.say(&format!("{name}search {}", g.describe()));
+        }
+        let guess = guide.as_ref().and_then(estimate::Guide::guess);
+        probed.push(Probed { variant: variant.unwrap_or_default().into(), probes: 0, seconds: 0.0, guide });
+        let this = probed.last_mut().expect("just pushed");
+        let mut order = sweep::strategy(mode, spec.run.on_oom, guess);
         while let Some(value) = order.next() {
             interrupt::check()?;
             let trial = rows.len() + 1;
@@ -237,10 +299,12 @@ fn run_trials(
                 progress.done(&format!("trial {trial:>3}  {label:<28} {} (done before)", describe(row)));
                 order.record(value, fit(row.status));
                 rows.push(row.clone());
+                this.probes += 1;
                 continue;
             }
             progress.start(&label);
             let prediction = predict(&config, &options);
+            let started = Instant::now();
             let mut row = match predicted_oom(spec, prediction.as_ref(), probe)? {
                 Some(skipped) => skipped,
                 None => train::run_trial(&config, probe, trial, opts.trace, &mut |rec| {
@@ -248,6 +312,7 @@ fn run_trials(
                 })?,
             };
             let cuda = matches!(probe.device(), tch::Device::Cuda(_));
+            (this.probes, this.seconds) = (this.probes + 1, this.seconds + started.elapsed().as_secs_f64());
             fill_config(&mut row, trial, variant, field.map(|f| (f, value)), &config, cuda);
             add_prediction(&mut row, prediction.as_ref());
             exporters.iter_mut().try_for_each(|e| e.trial(&row))?;

@@ -83,8 +83,12 @@ pub fn render(
     if let Some(s) = &spec.sweep {
         let how = match &s.mode {
             SweepMode::List(v) => format!("values {v:?}"),
-            SweepMode::Search { start, factor, max } => {
-                format!("search from {start}, x{factor}, up to {max}")
+            SweepMode::Search { start, factor, max, guided } => {
+                let how = match guided {
+                    true => format!("guided by the estimate (widening x{factor} from a wrong guess)"),
+                    false => "bisecting (guided = false)".into(),
+                };
+                format!("search {start}..{max} for the largest value that fits, {how}")
             }
             SweepMode::Halve { start } => format!("halving from {start}"),
         };
@@ -103,8 +107,16 @@ pub fn render(
             }
         }
         out += &answer(sweep);
+        out += &probes(sweep);
     }
     out
+}
+
+/// "search guided by the estimate (predicted 41): 2 probes (41, 42)": the path a run takes.
+fn probes(sweep: &SweepPrediction) -> String {
+    let Some(guide) = &sweep.guide else { return String::new() };
+    let tried: Vec<String> = sweep.points.iter().filter_map(|p| p.value).map(|v| v.to_string()).collect();
+    format!("search {}: {} probes ({})\n", guide.describe(), tried.len(), tried.join(", "))
 }
 
 /// One trial's line; its notes, each the first time it comes up.

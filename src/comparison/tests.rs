@@ -85,6 +85,7 @@ pub(crate) fn two_devices() -> Vec<ExperimentDir> {
         field: "model.depth".into(),
         largest_fit: Some(40),
         first_oom: Some(41),
+        ..Answer::default()
     }];
     // The CPU run was killed: no answers in its manifest, worked out from its rows.
     let mut cpu = manifest("depth_sweep", "CPU (AMD EPYC)", Some(2 * GIB), 25_276_502_016);

@@ -46,6 +46,7 @@ mod ledger;
 mod options;
 mod phases;
 mod prediction;
+mod steps;
 mod sweeps;
 pub mod terms;
 pub mod workspace;
@@ -55,7 +56,10 @@ use anyhow::{bail, Result};
 pub use ledger::{Categories, Category, Ledger};
 pub use options::{Gather, Options, CURRENT_GATHER};
 pub use prediction::{relative_error, PhasePrediction, PredictedOom, Prediction};
-pub use sweeps::{largest_fit, predict_spec, predict_sweep, SweepPoint, SweepPrediction};
+pub use steps::{describe_steps, steps_needed, StepsNeeded};
+pub use sweeps::{
+    largest_fit, predict_spec, predict_sweep, search_guide, Guide, SweepPoint, SweepPrediction,
+};
 pub use terms::{DataShape, Target};
 pub use workspace::{GpuArch, Workspaces};
 

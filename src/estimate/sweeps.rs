@@ -1,5 +1,7 @@
-//! Sweeps, predicted: the trials a run would make, each predicted instead of trained, and the
-//! largest value of an integer field predicted to fit under a budget.
+//! Sweeps, predicted: the trials a run would make, each predicted instead of trained, the
+//! largest value of an integer field predicted to fit under a budget, and the guess that guides
+//! a search ([`search_guide`]: `run` and this replay take it from the same function, so that
+//! `oomlab estimate` predicts the probes a run will make).
 use anyhow::{anyhow, Result};
 use serde::Serialize;
 
@@ -26,7 +28,8 @@ pub struct SweepPrediction {
     pub field: Option<Field>,
     pub budget: Option<u64>,
     /// The trials the sweep's strategy would run, in its order, had each fitted or not as
-    /// predicted (so a search's grow-then-bisect path, and its answer, as a run would find it).
+    /// predicted (so a search's probes, guided or bisecting, and its answer, as a run would find
+    /// it).
     pub points: Vec<SweepPoint>,
     /// Among `points`, as the run's answer: the largest value that fits, the smallest that does
     /// not.
@@ -37,6 +40,65 @@ pub struct SweepPrediction {
     /// bisection on the model (peak memory grows with every integer field).
     pub range: Option<(u64, u64)>,
     pub exact_largest_fit: Option<u64>,
+    /// A search's guide: the guess it probes first, or why it bisects without one.
+    pub guide: Option<Guide>,
+}
+
+/// How a search chooses its probes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Guide {
+    /// Guided: the largest value in `1..=max` predicted to fit (0: not even 1), tried first.
+    Guess(u64),
+    /// Bisecting from `start` and `max`, for this reason.
+    Unguided(String),
+}
+
+impl Guide {
+    pub fn guess(&self) -> Option<u64> {
+        match self {
+            Guide::Guess(g) => Some(*g),
+            Guide::Unguided(_) => None,
+        }
+    }
+
+    /// "guided by the estimate (predicted 19215)" or "unguided: <why>".
+    pub fn describe(&self) -> String {
+        match self {
+            Guide::Guess(0) => "guided by the estimate (predicted: nothing fits)".into(),
+            Guide::Guess(g) => format!("guided by the estimate (predicted {g})"),
+            Guide::Unguided(why) => format!("unguided: {why}"),
+        }
+    }
+}
+
+/// The guide of a search sweep (`None` for the other modes): where `guided` is on and the
+/// estimate covers the base configuration, the largest value of the field in `1..=max`
+/// predicted to fit `budget`, what is left for a trial (0 when not even 1 fits; the search
+/// tries below `start` when `start` runs out, so the guess may be there too). Otherwise why
+/// not: the spec turned it off, there is no budget to predict against, or the estimate refuses
+/// the configuration (the message says why). The guess only orders the probes: a wrong one
+/// costs probes, never the answer.
+pub fn search_guide(base: &Config, sweep: &Sweep, budget: Option<u64>, options: &Options) -> Option<Guide> {
+    guide_within(base, sweep, budget, options, &mut Allowance::default())
+}
+
+fn guide_within(
+    base: &Config,
+    sweep: &Sweep,
+    budget: Option<u64>,
+    options: &Options,
+    allowance: &mut Allowance,
+) -> Option<Guide> {
+    let SweepMode::Search { max, guided, .. } = sweep.mode else { return None };
+    Some(match budget {
+        _ if !guided => Guide::Unguided("guided = false in the spec".into()),
+        None => Guide::Unguided("no budget to predict against".into()),
+        Some(b) => match fit_within(base, sweep.field, b, (1, max), options, allowance) {
+            Ok(v) => Guide::Guess(v.unwrap_or(0)),
+            Err(e) => Guide::Unguided(format!("the estimate does not cover it ({e:#})")),
+        },
+    })
 }
 
 /// Predicts every variant's sweep of a spec under `budget` (the run plan's, which
@@ -76,7 +138,9 @@ fn sweep_within(
 ) -> Result<SweepPrediction> {
     let shapes = Shapes::new(base)?;
     let options = &options.under(budget);
-    let mut order = sweep::strategy(sweep.map(|s| &s.mode), on_oom);
+    let guide = sweep.and_then(|s| guide_within(base, s, budget, options, allowance));
+    let guess = guide.as_ref().and_then(Guide::guess);
+    let mut order = sweep::strategy(sweep.map(|s| &s.mode), on_oom, guess);
     let mut points = Vec::new();
     while let Some(value) = order.next() {
         let config = match sweep {
@@ -119,6 +183,7 @@ fn sweep_within(
         first_oom,
         range,
         exact_largest_fit,
+        guide,
     })
 }
 
@@ -218,12 +283,23 @@ mod tests {
             |d: usize| predict_with(&config(d, 128, 4, ADAM), Shapes(None).of(&base), &opts).unwrap().peak;
         // A budget between depth 9's peak and depth 10's.
         let budget = (peak(9) + peak(10)) / 2;
-        let sweep = Sweep { field: Field::Depth, mode: SweepMode::Search { start: 1, factor: 2, max: 64 } };
-        let p = predict_sweep(&base, Some(&sweep), OnOom::Continue, Some(budget), &opts).unwrap();
+        let search = |guided| Sweep {
+            field: Field::Depth,
+            mode: SweepMode::Search { start: 1, factor: 2, max: 64, guided },
+        };
+        let p = predict_sweep(&base, Some(&search(false)), OnOom::Continue, Some(budget), &opts).unwrap();
         let tried: Vec<u64> = p.points.iter().map(|p| p.value.unwrap() as u64).collect();
-        assert_eq!(tried, [1, 2, 4, 8, 16, 12, 10, 9]);
+        assert_eq!(tried, [1, 64, 32, 16, 8, 12, 10, 9]);
         assert_eq!((p.largest_fit, p.first_oom), (Some(9), Some(10)));
         assert_eq!(p.exact_largest_fit, Some(9));
+        assert_eq!(p.guide, Some(Guide::Unguided("guided = false in the spec".into())));
+        // Guided, the replay knows its own guess: the predicted largest fit, then the one above.
+        let p = predict_sweep(&base, Some(&search(true)), OnOom::Continue, Some(budget), &opts).unwrap();
+        let tried: Vec<u64> = p.points.iter().map(|p| p.value.unwrap() as u64).collect();
+        assert_eq!(tried, [9, 10]);
+        assert_eq!((p.largest_fit, p.first_oom, p.guide), (Some(9), Some(10), Some(Guide::Guess(9))));
+        let p = predict_sweep(&base, Some(&search(true)), OnOom::Continue, None, &opts).unwrap();
+        assert_eq!(p.guide, Some(Guide::Unguided("no budget to predict against".into())));
         assert_eq!(largest_fit(&base, Field::Depth, budget, 0, 5, &opts).unwrap(), Some(5));
         assert_eq!(largest_fit(&base, Field::Depth, peak(0) - 1, 0, 5, &opts).unwrap(), None);
     }

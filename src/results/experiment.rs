@@ -142,6 +142,7 @@ pub fn answer(variant: &str, field: &str, rows: &[SummaryRow]) -> Answer {
         field: field.to_string(),
         largest_fit: values(Status::Ok).map(|v| v as u64).max(),
         first_oom: values(Status::Oom).map(|v| v as u64).min(),
+        ..Answer::default()
     }
 }
 
@@ -233,5 +234,14 @@ mod tests {
         let b = answer("b", "model.depth", &rows);
         assert_eq!((b.largest_fit, b.first_oom), (Some(40), None));
         assert_eq!(answer("a", "training.batch_size", &rows).largest_fit, None);
+    }
+
+    #[test]
+    fn an_answer_from_before_the_probe_counts_still_reads() {
+        let old =
+            r#"{"variant": "", "field": "training.batch_size", "largest_fit": 19215, "first_oom": 19216}"#;
+        let a: Answer = serde_json::from_str(old).unwrap();
+        assert_eq!((a.largest_fit, a.first_oom), (Some(19215), Some(19216)));
+        assert_eq!((a.probes, a.probe_seconds, a.guess, a.strategy), (None, None, None, None));
     }
 }

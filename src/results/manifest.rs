@@ -125,7 +125,7 @@ pub struct HostInfo {
     pub torch_threads: i32,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Answer {
     /// The variant it is for; empty without variants.
     pub variant: String,
@@ -133,6 +133,22 @@ pub struct Answer {
     pub field: String,
     pub largest_fit: Option<u64>,
     pub first_oom: Option<u64>,
+    /// The trials the sweep ran for this variant (a search's probes). Absent from manifests
+    /// written before it was recorded, as are the fields below.
+    #[serde(default)]
+    pub probes: Option<usize>,
+    /// Their wall-clock time, each from making its data to its clean-up, in seconds. A resumed
+    /// run counts the trials its own process ran (the killed one's times were not kept).
+    #[serde(default)]
+    pub probe_seconds: Option<f64>,
+    /// A search guided by the estimate: the largest value it predicted to fit (0: none), the
+    /// first probe.
+    #[serde(default)]
+    pub guess: Option<u64>,
+    /// How a search chose its probes: "guided by the estimate (predicted 19215)" or
+    /// "unguided: <why>".
+    #[serde(default)]
+    pub strategy: Option<String>,
 }
 
 impl Manifest {

@@ -396,10 +396,11 @@ pub struct Sweep {
 pub enum SweepMode {
     /// These values, in this order. Integer fields hold whole numbers.
     List(Vec<f64>),
-    /// Grow from `start` by `factor` until a trial runs out of memory (or `max` is reached),
-    /// then bisect between the last fit and the first OOM to the exact boundary.
-    /// Integer fields only; `1 <= start <= max`, `factor >= 2`.
-    Search { start: u64, factor: u64, max: u64 },
+    /// The exact largest value that fits (`sweep::Search`): guided by the estimate's predicted
+    /// largest value where it covers the configuration and `guided` (the default), else by
+    /// bisection from `start` and `max`. `factor` is how fast a guided search widens away from a
+    /// wrong guess. Integer fields only; `1 <= start <= max`, `factor >= 2`.
+    Search { start: u64, factor: u64, max: u64, guided: bool },
     /// The guide's batch-size strategy: try `start`, then halve until a trial fits.
     /// Integer fields only; `start >= 1`.
     Halve { start: u64 },

@@ -141,6 +141,7 @@ pub(super) struct RawSearch {
     pub start: Option<S<i64>>,
     pub factor: Option<S<i64>>,
     pub max: Option<S<i64>>,
+    pub guided: Option<S<bool>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

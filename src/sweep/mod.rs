@@ -1,5 +1,6 @@
-//! Which values a sweep tries, in what order: a fixed list, a search that grows until out of
-//! memory and then bisects to the exact boundary, or the guide's halving from a large start. Pure logic: the runner feeds back each outcome.
+//! Which values a sweep tries, in what order: a fixed list, a search for the exact boundary
+//! (guided by the estimate's guess, or bisecting), or the guide's halving from a large start.
+//! Pure logic: the runner feeds back each outcome.
 mod halve;
 mod search;
 
@@ -77,12 +78,17 @@ impl Strategy for Single {
     }
 }
 
-/// The strategy a sweep mode asks for (or one trial when there is no sweep).
-pub fn strategy(mode: Option<&SweepMode>, on_oom: OnOom) -> Box<dyn Strategy> {
+/// The strategy a sweep mode asks for (or one trial when there is no sweep). `guess`: the
+/// estimate's largest value predicted to fit, for a search with `guided` on (see
+/// `estimate::search_guess`); `None` searches without it. The other modes ignore it.
+pub fn strategy(mode: Option<&SweepMode>, on_oom: OnOom, guess: Option<u64>) -> Box<dyn Strategy> {
     match mode {
         None => Box::new(Single(false)),
         Some(SweepMode::List(values)) => Box::new(List::new(values.clone(), on_oom)),
-        Some(SweepMode::Search { start, factor, max }) => Box::new(Search::new(*start, *factor, *max)),
+        Some(&SweepMode::Search { start, factor, max, guided }) => match guess.filter(|_| guided) {
+            Some(g) => Box::new(Search::guided(start, factor, max, g)),
+            None => Box::new(Search::new(start, factor, max)),
+        },
         Some(SweepMode::Halve { start }) => Box::new(Halve::new(*start)),
     }
 }

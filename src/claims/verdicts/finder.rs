@@ -1,6 +1,6 @@
-//! Finding a batch that fits: the guide's halving strategy against oomlab's grow-then-bisect
-//! search.
-use super::{claim, not_run, pct, Get};
+//! Finding a batch that fits: the guide's halving strategy against oomlab's search (guided by
+//! the estimate, or bisecting; results from before either grew then bisected).
+use super::{claim, not_run, pct, search_kind, Get};
 use crate::claims::{Claim, Verdict};
 use crate::schema::Status;
 
@@ -14,7 +14,8 @@ pub(super) fn finder(get: Get) -> Claim {
     let leaks =
         search.rows.iter().chain(&halve.rows).filter(|r| r.after_allocated != r.baseline_allocated).count();
     let measured = format!(
-        "grow-then-bisect: {} in {} probes; halving: {} in {} probes; probes that leaked: {leaks}",
+        "{}: {} in {} probes; halving: {} in {} probes; probes that leaked: {leaks}",
+        search_kind(search, ""),
         exact.map_or("-".into(), |v| v.to_string()),
         search.rows.len(),
         halved.map_or("-".into(), |v| v.to_string()),
@@ -34,4 +35,54 @@ pub(super) fn finder(get: Get) -> Claim {
         }
     );
     claim(C, E, measured, verdict, why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comparison::tests::manifest;
+    use crate::results::manifest::Answer;
+    use crate::results::ExperimentDir;
+    use crate::schema::SummaryRow;
+
+    fn dir(experiment: &str, values: &[(u64, Status)], answer: Option<Answer>) -> ExperimentDir {
+        let mut m = manifest(experiment, "CPU", Some(256 << 20), 1 << 34);
+        m.answers = answer.into_iter().collect();
+        let rows = values
+            .iter()
+            .enumerate()
+            .map(|(i, &(v, status))| SummaryRow {
+                trial: i + 1,
+                field: "training.batch_size".into(),
+                value: Some(v as f64),
+                status,
+                ..SummaryRow::default()
+            })
+            .collect();
+        ExperimentDir { dir: experiment.into(), manifest: m, rows, trace: Vec::new(), cut_row: false }
+    }
+
+    #[test]
+    fn the_search_is_named_as_its_manifest_records_it() {
+        let halve = dir("find_batch_halving", &[(200, Status::Oom), (100, Status::Ok)], None);
+        let answer = |strategy: Option<&str>| Answer {
+            field: "training.batch_size".into(),
+            largest_fit: Some(150),
+            first_oom: Some(151),
+            strategy: strategy.map(str::to_string),
+            ..Answer::default()
+        };
+        let found = [(150, Status::Ok), (151, Status::Oom)];
+        for (strategy, name) in [
+            (Some("guided by the estimate (predicted 150)"), "guided search: 150 in 2 probes"),
+            (Some("unguided: guided = false in the spec"), "bisection: 150 in 2 probes"),
+            (None, "grow-then-bisect: 150 in 2 probes"),
+        ] {
+            let search = dir("find_batch", &found, Some(answer(strategy)));
+            let get = |e: &str| [&search, &halve].into_iter().find(|d| d.manifest.experiment == e);
+            let c = finder(&get);
+            assert!(c.measured.starts_with(name), "{}", c.measured);
+            assert!(c.measured.contains("halving: 100 in 2 probes"), "{}", c.measured);
+        }
+    }
 }

@@ -77,6 +77,16 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
 
+/// The search that found a variant's answer, as its manifest records it: "guided search" or
+/// "bisection"; results from before the manifest said were found by growing then bisecting.
+fn search_kind(e: &Experiment, variant: &str) -> &'static str {
+    match e.answer(variant).and_then(|a| a.strategy) {
+        Some(s) if s.starts_with("guided") => "guided search",
+        Some(_) => "bisection",
+        None => "grow-then-bisect",
+    }
+}
+
 /// The variant of the depth sweep PyTorch itself would run on the results' device (the
 /// lesson's readers write `Adam(params)`: foreach on CUDA, the for-loop on a CPU), with the
 /// implementation's name; `""` for results from before the sweep had variants.

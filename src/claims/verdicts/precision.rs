@@ -1,5 +1,5 @@
 //! Mixed precision: how much memory autocast saves, and how much larger a batch it lets fit.
-use super::{claim, not_run, pct, size, Get};
+use super::{claim, not_run, pct, search_kind, size, Get};
 use crate::claims::band::Band;
 use crate::claims::{Claim, Verdict};
 
@@ -58,8 +58,13 @@ pub(super) fn amp_batch(get: Get) -> Claim {
         r if r >= 1.2 => Verdict::Partly,
         _ => Verdict::Refuted,
     };
-    let why = "exact largest batches from a grow-then-bisect search under the same budget; confirmed at \
-               1.8x or more."
-        .to_string();
+    let why = format!(
+        "exact largest batches from {} under the same budget; confirmed at 1.8x or more.",
+        match search_kind(e, "fp32") {
+            "guided search" => "a search guided by the estimate",
+            "bisection" => "a bisecting search",
+            _ => "a grow-then-bisect search",
+        }
+    );
     claim(C, E, measured, verdict, why)
 }

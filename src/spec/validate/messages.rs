@@ -206,6 +206,7 @@ fn plain_type(expected: &str) -> &str {
     match expected {
         "i64" => "a whole number",
         "f64" => "a number",
+        "a boolean" => "true or false",
         "a sequence" => "a list",
         "" => "something else",
         other => other,

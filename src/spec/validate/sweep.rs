@@ -174,6 +174,7 @@ impl Cx<'_> {
             start: start.unsigned_abs(),
             factor: factor.unsigned_abs(),
             max: max.unsigned_abs(),
+            guided: s.guided.is_none_or(|g| *g.get_ref()),
         };
         Ok((points, mode))
     }

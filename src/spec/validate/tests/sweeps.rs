@@ -47,8 +47,28 @@ fn search_bounds_are_checked() {
         "{e}"
     );
     let spec = parse_at(&sweep("{ start = 16, max = 4096 }")).unwrap();
-    let mode = SweepMode::Search { start: 16, factor: 2, max: 4096 };
+    let mode = SweepMode::Search { start: 16, factor: 2, max: 4096, guided: true };
     assert_eq!(spec.sweep, Some(Sweep { field: Field::Hidden, mode }));
+}
+
+#[test]
+fn guidance_is_on_unless_turned_off() {
+    let sweep = |s: &str| format!("{MINIMAL}[sweep]\nfield = \"model.hidden\"\nsearch = {s}\n");
+    let spec = parse_at(&sweep("{ start = 16, factor = 3, max = 4096, guided = false }")).unwrap();
+    let mode = SweepMode::Search { start: 16, factor: 3, max: 4096, guided: false };
+    assert_eq!(spec.sweep, Some(Sweep { field: Field::Hidden, mode }));
+    let e = err(&sweep("{ start = 16, max = 4096, guided = \"no\" }"));
+    assert_eq!(
+        e,
+        "experiments/x.toml:18:45: sweep.search.guided: must be true or false, got \"no\"; set it to true (probe \
+         the estimate's predicted largest value first, where it covers the configuration) or false (bisect \
+         without it), e.g. search = { start = 1, max = 4096, guided = false }"
+    );
+    let e = err(&sweep("{ start = 16, max = 4096, guide = false }"));
+    assert_eq!(
+        e,
+        "experiments/x.toml:18:36: unknown key `guide` in sweep.search; expected one of: start, factor, max, guided"
+    );
 }
 
 #[test]

@@ -1,0 +1,124 @@
+//! The batch finder guided by the estimate, on the real CPU: a guided search finds the same exact
+//! largest batch as an unguided one, in at most 3 probes where the unguided takes
+//! `log2(range) + 3` at most; `oomlab estimate` predicts the guided run's probes; and the steps
+//! the summary calls needed are the ones the answer depends on (fewer finds a batch too large,
+//! more finds the same one).
+mod common;
+
+use common::Sandbox;
+use oomlab::estimate::{self, Options};
+use oomlab::plan::{Overrides, Plan};
+use oomlab::results::manifest::Answer;
+use oomlab::run::{self, RunOptions};
+use oomlab::schema::SummaryRow;
+
+/// A batch search over a 2 x 64 MLP with 2048 rows, under 2 MiB: the boundary lies inside the
+/// range, and near it a trial runs out of memory in step 2 with Adam.
+fn spec_text(name: &str, optimizer: &str, steps: usize, guided: bool) -> String {
+    format!(
+        r#"[experiment]
+name = "{name}"
+
+[model]
+hidden = 64
+depth = 2
+
+[data]
+samples = 2048
+features = 32
+classes = 4
+
+[training]
+optimizer = "{optimizer}"
+lr = 0.001
+batch_size = 8
+steps = {steps}
+
+[run]
+device = "cpu"
+budget = "2MiB"
+
+[sweep]
+field = "training.batch_size"
+search = {{ start = 8, factor = 2, max = 2048, guided = {guided} }}
+"#
+    )
+}
+
+struct Ran {
+    answer: Answer,
+    rows: Vec<SummaryRow>,
+    /// `oomlab estimate`'s predicted probes, under what the run's baseline left.
+    predicted: Vec<u64>,
+}
+
+fn run(sb: &Sandbox, name: &str, optimizer: &str, steps: usize, guided: bool) -> Ran {
+    let path = sb.spec(&format!("{name}.toml"), &spec_text(name, optimizer, steps, guided));
+    let spec = oomlab::spec::load(&path).expect("valid spec");
+    let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
+    let report = run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).expect("run completes");
+    for r in &report.rows {
+        assert_eq!(r.after_allocated, r.baseline_allocated, "{name}: trial {} leaked", r.trial);
+    }
+    let baseline = report.rows[0].baseline_allocated;
+    let budget = spec.run.budget.unwrap() - baseline;
+    let p = &estimate::predict_spec(&spec, Some(budget), &Options::default()).unwrap()[0];
+    let predicted = p.points.iter().map(|pt| pt.value.unwrap() as u64).collect();
+    Ran { answer: report.manifest.answers[0].clone(), rows: report.rows, predicted }
+}
+
+fn tried(rows: &[SummaryRow]) -> Vec<u64> {
+    rows.iter().map(|r| r.value.unwrap() as u64).collect()
+}
+
+fn log2_ceil(n: u64) -> usize {
+    (64 - n.saturating_sub(1).leading_zeros()) as usize
+}
+
+#[test]
+fn a_guided_search_finds_the_unguided_answer_in_at_most_3_probes() {
+    let sb = Sandbox::new();
+    let guided = run(&sb, "guided", "adam", 2, true);
+    let unguided = run(&sb, "unguided", "adam", 2, false);
+    let (g, u) = (&guided.answer, &unguided.answer);
+    let what = format!("guided {:?}, unguided {:?}", tried(&guided.rows), tried(&unguided.rows));
+
+    // The same exact boundary, each measured: a batch that trained and the one above out of memory.
+    assert!(u.largest_fit.is_some_and(|b| b > 8 && b < 2048), "inside the range: {what}");
+    assert_eq!(u.first_oom, u.largest_fit.map(|b| b + 1), "{what}");
+    assert_eq!((g.largest_fit, g.first_oom), (u.largest_fit, u.first_oom), "{what}");
+
+    // Probes: at most 3 guided (the estimate is exact on the CPU: 2), at most log2(range) + 3
+    // unguided, and both counted in the manifest.
+    assert!(guided.rows.len() <= 3, "{what}");
+    assert_eq!(g.probes, Some(guided.rows.len()));
+    assert!(unguided.rows.len() <= log2_ceil(2048 - 8 + 1) + 3, "{what}");
+    assert!(unguided.rows.len() > guided.rows.len(), "{what}");
+    assert_eq!(u.probes, Some(unguided.rows.len()));
+    assert_eq!(g.guess, g.largest_fit, "{what}");
+    assert_eq!(u.guess, None);
+    assert_eq!(u.strategy.as_deref(), Some("unguided: guided = false in the spec"));
+    assert!(g.strategy.as_deref().is_some_and(|s| s.starts_with("guided by the estimate")), "{g:?}");
+    assert!(g.probe_seconds.is_some_and(|s| s > 0.0) && u.probe_seconds.is_some_and(|s| s > 0.0));
+
+    // `oomlab estimate` replays both paths as the runs took them.
+    assert_eq!(guided.predicted, tried(&guided.rows));
+    assert_eq!(unguided.predicted, tried(&unguided.rows));
+}
+
+#[test]
+fn the_steps_the_summary_needs_are_the_ones_the_answer_depends_on() {
+    let sb = Sandbox::new();
+    let answer = |name: &str, optimizer: &str, steps: usize| {
+        let r = run(&sb, name, optimizer, steps, true);
+        assert_eq!(r.answer.first_oom, r.answer.largest_fit.map(|b| b + 1), "{name}: {:?}", tried(&r.rows));
+        r.answer.largest_fit
+    };
+    // Adam needs 2: with 1 the state never meets a forward and backward, and a larger batch
+    // seems to fit; with 4 the answer is the 2 steps' one.
+    let adam = answer("adam2", "adam", 2);
+    assert!(answer("adam1", "adam", 1) > adam, "one step misses Adam's state");
+    assert_eq!(answer("adam4", "adam", 4), adam, "steps 3 and 4 repeat step 2");
+    // Plain SGD needs 1: every step repeats it.
+    assert_eq!(answer("sgd3", "sgd", 3), answer("sgd1", "sgd", 1));
+}
