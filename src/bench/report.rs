@@ -8,6 +8,11 @@ use super::runner::Sample;
 use super::{format_seconds, Contender, BENCH_CHART};
 use crate::schema::Phase;
 
+/// The largest relative difference between two processes' final losses that BENCH.md lets pass
+/// without a warning: the same seeds and kernels give the same bits on the CPU; a GPU's kernels
+/// may add in another order from run to run.
+pub const LOSS_TOLERANCE: f64 = 1e-3;
+
 /// Where and with what the bench ran.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Header {
@@ -214,6 +219,15 @@ fn config_section(s: &mut String, c: &ConfigResult) {
         loss(m.pytorch_loss),
         m.loss_difference
     );
+    if m.loss_difference > LOSS_TOLERANCE {
+        let _ = writeln!(
+            s,
+            "**The final losses differ by more than {}%**: the processes did not all train the same way \
+             (kernels that add in another order differ in the last bits; more than that is another \
+             training), so their times may not compare.\n",
+            100.0 * LOSS_TOLERANCE
+        );
+    }
     for v in &c.verdicts {
         let _ = writeln!(
             s,

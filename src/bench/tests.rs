@@ -140,6 +140,8 @@ fn differing_losses_are_measured() {
     s[4].report.final_loss = Some(0.26);
     let a = analyse(&p, &s).unwrap();
     assert!((a.configs[0].same_model.loss_difference - 0.01 / 0.26).abs() < 1e-12);
+    let md = markdown(&header(), &a);
+    assert_eq!(md.matches("**The final losses differ by more than 0.1%**").count(), 1, "{md}");
 }
 
 #[test]
@@ -167,6 +169,7 @@ fn bench_md_names_the_machine_the_targets_and_the_misses() {
         assert!(md.contains(part), "{part:?} not in:\n{md}");
     }
     assert!(!md.contains("The machine was busy"), "load 0.1 on 2 cores is quiet");
+    assert!(!md.contains("final losses differ"));
     let busy = markdown(&Header { load_before: Some(3.5), ..header() }, &a);
     assert!(busy.contains("**The machine was busy when the bench started** (load 3.50 on 2 cores)"));
     assert!(md.contains("(64 rows under `--quick` of 20 features"));

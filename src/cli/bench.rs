@@ -149,6 +149,13 @@ pub fn run(args: BenchArgs) -> Result<()> {
     );
     let samples = runner::run_rounds(&plan, &launcher, &mut |line| note!("{line}"))?;
     let analysis = bench::analyse(&plan, &samples)?;
+    for c in analysis.configs.iter().filter(|c| c.same_model.loss_difference > report::LOSS_TOLERANCE) {
+        note!(
+            "warning: {}: the processes' final losses differ by {:.1e} (relative): see BENCH.md",
+            c.name,
+            c.same_model.loss_difference
+        );
+    }
     let header = header(&plan, &launcher, &device_name, &samples, load_before, started);
 
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
