@@ -170,8 +170,8 @@ fn what_was_run(s: &mut String, h: &Header, a: &Analysis) {
         *s += "\nOn the CPU: mixed precision is bf16 autocast, since x86 CPUs have no fp16 matrix-product \
                kernels worth timing (and a grad scaler is for fp16 only); the AMP and checkpointing variants \
                run at 8 x 1024, not the lesson's 8 x 5000, whose bf16 backward alone takes over a minute on a \
-               CPU without bf16 instructions; and the lesson's 8 x 5000 (seconds a step) runs fewer timed \
-               steps than the rest, so that the bench takes about 15 minutes on 2 cores.\n";
+               CPU without bf16 instructions; and the lesson's 8 x 5000 (about 1.5 s a step on 2 cores) runs \
+               one warm-up step and 10 timed steps a process, so that the bench takes about 15 minutes.\n";
     }
     let _ = writeln!(
         s,

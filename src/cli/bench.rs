@@ -51,6 +51,10 @@ pub struct BenchArgs {
     /// Only these configurations (repeat the flag); default: all. `--config list` lists them.
     #[arg(long = "config", value_name = "NAME")]
     pub configs: Vec<String>,
+    /// Only these contenders (repeat the flag): oomlab-off, oomlab-steps, oomlab-phases,
+    /// oomlab-sync, pytorch, pytorch-sync; default: all. A ratio needs both of its contenders.
+    #[arg(long = "contender", value_name = "NAME", value_parser = parse_contender)]
+    pub contenders: Vec<Contender>,
     /// Rounds: each launches every contender of every configuration once (default 3; 1 with --quick).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
     pub rounds: Option<u64>,
@@ -81,6 +85,13 @@ pub struct WorkerArgs {
     pub device: Option<DeviceChoice>,
 }
 
+fn parse_contender(s: &str) -> Result<Contender, String> {
+    Contender::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = Contender::ALL.iter().map(|c| c.as_str()).collect();
+        format!("`{s}` is not a contender: use one of {}", names.join(", "))
+    })
+}
+
 /// The loop script, from the source tree this binary was built from.
 fn loop_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/reference/bench_loop.py")
@@ -98,6 +109,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
         return Ok(());
     }
     plan = plan.only(&args.configs)?;
+    if !args.contenders.is_empty() {
+        plan.contenders.retain(|c| args.contenders.contains(c));
+    }
     if let Some(r) = args.rounds {
         plan.rounds = r as usize;
     }
