@@ -81,11 +81,12 @@ pub fn analyse(plan: &Plan, samples: &[Sample]) -> Result<Analysis> {
                 );
             }
         }
-        let mut steps: BTreeMap<Contender, Vec<f64>> = BTreeMap::new();
+        // Per process: the interval of a ratio resamples processes first (see `stats`).
+        let mut steps: BTreeMap<Contender, Vec<Vec<f64>>> = BTreeMap::new();
         let mut phases: BTreeMap<Contender, BTreeMap<String, Vec<f64>>> = BTreeMap::new();
         let mut processes: BTreeMap<Contender, usize> = BTreeMap::new();
         for s in &mine {
-            steps.entry(s.contender).or_default().extend(&s.report.step_seconds);
+            steps.entry(s.contender).or_default().push(s.report.step_seconds.clone());
             *processes.entry(s.contender).or_default() += 1;
             for (phase, secs) in &s.report.phase_seconds {
                 phases.entry(s.contender).or_default().entry(phase.clone()).or_default().extend(secs);
@@ -96,7 +97,7 @@ pub fn analyse(plan: &Plan, samples: &[Sample]) -> Result<Analysis> {
             .filter_map(|k| {
                 Some(ContenderResult {
                     contender: k,
-                    spread: Spread::of(steps.get(&k)?)?,
+                    spread: Spread::of(&steps.get(&k)?.concat())?,
                     phases: phases
                         .get(&k)
                         .map(|m| m.iter().filter_map(|(p, v)| Some((p.clone(), Spread::of(v)?))).collect())

@@ -9,9 +9,12 @@
 //! features, 2 classes), in host memory (`data.location = "host"`, the DataLoader's way): each
 //! step's batch is gathered on the host and moved to the device, on both sides.
 //!
+//! Five rounds: the processes of one contender differ more than the steps within one (see
+//! `stats`), so what a ratio rests on is the number of processes as much as of steps.
+//!
 //! On the CPU the plan is cut to fit about 15 minutes on 2 cores: the lesson's model takes about
-//! 1.5 s a step there, so it runs a single warm-up step and 10 timed steps a process (30 over
-//! the rounds, the least the issue asks for); its AMP and checkpointing variants run at
+//! 1.5 s a step there, so it runs a single warm-up step and 6 timed steps a process (30 over the
+//! rounds, the least the issue asks for); its AMP and checkpointing variants run at
 //! 8 x 1024 instead (bf16 autocast on a CPU without bf16 instructions takes 80-110 s for one
 //! 8 x 5000 backward on the machine this was written on), and AMP is bf16, since x86 CPUs have no
 //! fp16 matrix-product kernels worth timing and a grad scaler only exists for fp16.
@@ -113,7 +116,7 @@ impl Plan {
             &[("checkpoint", "sqrt")],
             Steps::variant(cuda, quick, false),
         )?);
-        let rounds = if quick { 1 } else { 3 };
+        let rounds = if quick { 1 } else { 5 };
         Ok(Plan { configs, contenders: Contender::ALL.to_vec(), rounds, cuda, quick })
     }
 
@@ -188,13 +191,13 @@ impl Steps {
         }
     }
 
-    /// On the CPU, about 1.5 s a step (2 cores): one warm-up step (Adam's state) and 10 timed
-    /// steps a process, 30 pooled over 3 rounds: its 18 processes take about 6 minutes.
+    /// On the CPU, about 1.5 s a step (2 cores): one warm-up step (Adam's state) and 6 timed
+    /// steps a process, 30 pooled over 5 rounds: its 30 processes take about 8 minutes.
     fn lesson(cuda: bool, quick: bool) -> Steps {
         match (quick, cuda) {
             (true, _) => Steps::QUICK,
             (false, true) => Steps { warmup: 5, timed: 20 },
-            (false, false) => Steps { warmup: 1, timed: 10 },
+            (false, false) => Steps { warmup: 1, timed: 6 },
         }
     }
 
@@ -204,7 +207,7 @@ impl Steps {
         match (quick, cuda, amp) {
             (true, _, _) => Steps::QUICK,
             (false, true, _) => Steps { warmup: 5, timed: 20 },
-            (false, false, true) => Steps { warmup: 2, timed: 10 },
+            (false, false, true) => Steps { warmup: 2, timed: 6 },
             (false, false, false) => Steps { warmup: 3, timed: 10 },
         }
     }

@@ -153,7 +153,8 @@ fn what_was_run(s: &mut String, h: &Header, a: &Analysis) {
          host's clock from one step's end to the next, the device waited for at each end, the same way on \
          both sides. Medians and spreads (p10-p90, and the interquartile range) are over the pooled steps; \
          a ratio's interval is the 5th-95th percentiles of the ratio of medians over 2000 bootstrap \
-         resamples.\n",
+         resamples, of the processes and then of each drawn process's steps (a process's steps share its \
+         memory layout, thread placement and minute, so they vary less than processes do).\n",
         h.rounds
     );
     let rows = if h.quick { "64 rows under `--quick`" } else { "1024 rows" };
@@ -171,7 +172,7 @@ fn what_was_run(s: &mut String, h: &Header, a: &Analysis) {
                kernels worth timing (and a grad scaler is for fp16 only); the AMP and checkpointing variants \
                run at 8 x 1024, not the lesson's 8 x 5000, whose bf16 backward alone takes over a minute on a \
                CPU without bf16 instructions; and the lesson's 8 x 5000 (about 1.5 s a step on 2 cores) runs \
-               one warm-up step and 10 timed steps a process, so that the bench takes about 15 minutes.\n";
+               one warm-up step and 6 timed steps a process, so that the bench takes about 15 minutes.\n";
     }
     let _ = writeln!(
         s,

@@ -2,9 +2,14 @@
 //! over a contender's pooled steps, and an interval for the ratio of two medians.
 //!
 //! Medians, not means: a step time's distribution has a long right tail (a page fault, another
-//! process, a garbage collection), and one slow step should not move the figure. The ratio's
-//! interval is a bootstrap over both samples, with a fixed seed so that BENCH.md is a function of
-//! bench.csv.
+//! process, a garbage collection), and one slow step should not move the figure.
+//!
+//! The ratio's interval is a two-level bootstrap: processes drawn with replacement, then each
+//! drawn process's steps. Steps of one process are not independent draws: a process keeps its
+//! memory layout, its threads' placement and the machine's mood of that minute, and on a shared
+//! 2-core machine two processes of the same contender differ by up to 30% where the steps within
+//! one differ by a few. Resampling the steps alone would give an interval as narrow as if every
+//! step had been a process of its own. A fixed seed makes BENCH.md a function of bench.csv.
 
 /// The median and spread of a sample.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -63,17 +68,26 @@ pub fn median(values: &[f64]) -> f64 {
     quantile_sorted(&sorted(values), 0.5)
 }
 
-/// `median(a) / median(b)` and the 5th-95th percentiles of that ratio over `resamples`
-/// bootstrap resamples of both (each drawn with replacement, at its own size).
-pub fn ratio_interval(a: &[f64], b: &[f64], resamples: usize) -> Option<(f64, (f64, f64))> {
-    let (a, b) = (sorted(a), sorted(b));
-    if a.is_empty() || b.is_empty() {
+/// `median(a) / median(b)` over the pooled steps, and the 5th-95th percentiles of that ratio
+/// over `resamples` two-level bootstrap resamples of both: `a` and `b` are given per process.
+pub fn ratio_interval(a: &[Vec<f64>], b: &[Vec<f64>], resamples: usize) -> Option<(f64, (f64, f64))> {
+    let pooled = |x: &[Vec<f64>]| sorted(&x.concat());
+    let (pa, pb) = (pooled(a), pooled(b));
+    if pa.is_empty() || pb.is_empty() {
         return None;
     }
-    let point = quantile_sorted(&a, 0.5) / quantile_sorted(&b, 0.5);
+    let point = quantile_sorted(&pa, 0.5) / quantile_sorted(&pb, 0.5);
+    let (a, b): (Vec<Vec<f64>>, Vec<Vec<f64>>) = (
+        a.iter().map(|v| sorted(v)).filter(|v| !v.is_empty()).collect(),
+        b.iter().map(|v| sorted(v)).filter(|v| !v.is_empty()).collect(),
+    );
     let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
-    let mut draw = |v: &[f64]| {
-        let mut s: Vec<f64> = (0..v.len()).map(|_| v[rng.below(v.len())]).collect();
+    let mut draw = |processes: &[Vec<f64>]| {
+        let mut s = Vec::new();
+        for _ in 0..processes.len() {
+            let p = &processes[rng.below(processes.len())];
+            s.extend((0..p.len()).map(|_| p[rng.below(p.len())]));
+        }
         s.sort_by(f64::total_cmp);
         quantile_sorted(&s, 0.5)
     };
@@ -120,13 +134,27 @@ mod tests {
     fn a_ratio_s_interval_holds_it_and_narrows_with_agreement() {
         let a: Vec<f64> = (0..40).map(|i| 1.0 + 0.01 * (i % 5) as f64).collect();
         let b: Vec<f64> = (0..40).map(|i| 2.0 + 0.02 * (i % 5) as f64).collect();
-        let (r, (lo, hi)) = ratio_interval(&a, &b, 500).unwrap();
+        let (r, (lo, hi)) = ratio_interval(&[a.clone()], &[b.clone()], 500).unwrap();
         assert!((r - 0.5).abs() < 1e-12, "{r}");
         assert!(lo <= r && r <= hi && hi - lo < 0.02, "{lo}..{hi}");
         let noisy: Vec<f64> = (0..40).map(|i| 1.0 + (i % 7) as f64).collect();
-        let (_, (lo2, hi2)) = ratio_interval(&noisy, &b, 500).unwrap();
+        let (_, (lo2, hi2)) = ratio_interval(&[noisy], &[b.clone()], 500).unwrap();
         assert!(hi2 - lo2 > 10.0 * (hi - lo), "a noisier sample gives a wider interval");
-        assert_eq!(ratio_interval(&a, &b, 500), ratio_interval(&a, &b, 500), "seeded: reproducible");
-        assert!(ratio_interval(&[], &b, 10).is_none());
+        let once = ratio_interval(&[a.clone()], &[b.clone()], 500);
+        assert_eq!(once, ratio_interval(&[a.clone()], &[b.clone()], 500), "seeded: reproducible");
+        assert!(ratio_interval(&[], &[b], 10).is_none());
+    }
+
+    #[test]
+    fn processes_that_disagree_widen_the_interval_steps_alone_would_not() {
+        // Five processes of one side, steps steady within each, their medians 1.0 to 1.2.
+        let steady = |m: f64| (0..30).map(|i| m * (1.0 + 0.001 * (i % 3) as f64)).collect::<Vec<f64>>();
+        let a: Vec<Vec<f64>> = (0..5).map(|i| steady(1.0 + 0.05 * i as f64)).collect();
+        let b = [steady(1.0)];
+        let (r, (lo, hi)) = ratio_interval(&a, &b, 1000).unwrap();
+        assert!((r - 1.1).abs() < 0.01, "{r}");
+        assert!(lo < 1.06 && hi > 1.14, "another draw of five processes could have any of them: {lo}..{hi}");
+        let (_, (lo1, hi1)) = ratio_interval(&[a.concat()], &b, 1000).unwrap();
+        assert!(hi1 - lo1 < (hi - lo) / 2.0, "pooled as one process, falsely narrow: {lo1}..{hi1}");
     }
 }

@@ -55,7 +55,7 @@ pub struct BenchArgs {
     /// oomlab-sync, pytorch, pytorch-sync; default: all. A ratio needs both of its contenders.
     #[arg(long = "contender", value_name = "NAME", value_parser = parse_contender)]
     pub contenders: Vec<Contender>,
-    /// Rounds: each launches every contender of every configuration once (default 3; 1 with --quick).
+    /// Rounds: each launches every contender of every configuration once (default 5; 1 with --quick).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100))]
     pub rounds: Option<u64>,
     /// Timed steps per process, for every configuration (default: per configuration and device).
@@ -154,6 +154,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
     crate::interrupt::install()?;
 
     let started = std::time::Instant::now();
+    // Before the rounds: the code that ran, not what the tree holds when they end.
+    let git = manifest::git_info();
     let load_before = load_average();
     let total: usize = plan.configs.len() * plan.contenders.len() * plan.rounds;
     note!(
@@ -170,7 +172,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             c.same_model.loss_difference
         );
     }
-    let header = header(&plan, &launcher, &device_name, &samples, load_before, started);
+    let header = header(&plan, &launcher, &device_name, &samples, git, load_before, started);
 
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let csv_path = dir.join(BENCH_CSV);
@@ -204,10 +206,10 @@ fn header(
     launcher: &runner::Launcher,
     device_name: &str,
     samples: &[runner::Sample],
+    git: manifest::GitInfo,
     load_before: Option<f64>,
     started: std::time::Instant,
 ) -> Header {
-    let git = manifest::git_info();
     let python =
         samples.iter().find(|s| s.contender == Contender::Pytorch || s.contender == Contender::PytorchSync);
     Header {

@@ -18,12 +18,13 @@ fn config(name: &str, role: Role, off: f64, torch: f64) -> ConfigResult {
         (Contender::Pytorch, torch),
         (Contender::PytorchSync, torch * 1.3),
     ];
-    let steps: BTreeMap<Contender, Vec<f64>> = medians.iter().map(|&(c, m)| (c, around(m))).collect();
+    let steps: BTreeMap<Contender, Vec<Vec<f64>>> =
+        medians.iter().map(|&(c, m)| (c, vec![around(m)])).collect();
     let contenders = medians
         .iter()
         .map(|&(c, _)| ContenderResult {
             contender: c,
-            spread: Spread::of(&steps[&c]).unwrap(),
+            spread: Spread::of(&steps[&c][0]).unwrap(),
             phases: BTreeMap::new(),
             processes: 3,
         })
