@@ -132,17 +132,16 @@ mod tests {
 
     #[test]
     fn a_ratio_s_interval_holds_it_and_narrows_with_agreement() {
-        let a: Vec<f64> = (0..40).map(|i| 1.0 + 0.01 * (i % 5) as f64).collect();
-        let b: Vec<f64> = (0..40).map(|i| 2.0 + 0.02 * (i % 5) as f64).collect();
-        let (r, (lo, hi)) = ratio_interval(&[a.clone()], &[b.clone()], 500).unwrap();
+        let a = vec![(0..40).map(|i| 1.0 + 0.01 * (i % 5) as f64).collect::<Vec<f64>>()];
+        let b = vec![(0..40).map(|i| 2.0 + 0.02 * (i % 5) as f64).collect::<Vec<f64>>()];
+        let (r, (lo, hi)) = ratio_interval(&a, &b, 500).unwrap();
         assert!((r - 0.5).abs() < 1e-12, "{r}");
         assert!(lo <= r && r <= hi && hi - lo < 0.02, "{lo}..{hi}");
         let noisy: Vec<f64> = (0..40).map(|i| 1.0 + (i % 7) as f64).collect();
-        let (_, (lo2, hi2)) = ratio_interval(&[noisy], &[b.clone()], 500).unwrap();
+        let (_, (lo2, hi2)) = ratio_interval(&[noisy], &b, 500).unwrap();
         assert!(hi2 - lo2 > 10.0 * (hi - lo), "a noisier sample gives a wider interval");
-        let once = ratio_interval(&[a.clone()], &[b.clone()], 500);
-        assert_eq!(once, ratio_interval(&[a.clone()], &[b.clone()], 500), "seeded: reproducible");
-        assert!(ratio_interval(&[], &[b], 10).is_none());
+        assert_eq!(ratio_interval(&a, &b, 500), ratio_interval(&a, &b, 500), "seeded: reproducible");
+        assert!(ratio_interval(&[], &b, 10).is_none());
     }
 
     #[test]
