@@ -10,6 +10,7 @@ use crate::run::{self, RunOptions};
 use crate::schema::TraceLevel;
 use crate::spec;
 
+mod bench;
 mod compare;
 mod devices;
 mod estimate;
@@ -33,6 +34,8 @@ Examples:
       Redraw an experiment's charts (and trace.json) from its CSVs, with trial 3's timeline.
   oomlab compare results/tesla-t4/depth_sweep results/cpu-amd-epyc/depth_sweep
       The same experiment from two devices side by side: COMPARE.md and overlaid charts.
+  scripts/bench
+      How fast oomlab trains at each --trace level against PyTorch's loop: BENCH.md and a chart.
 
 Results go to <out>/<device>/<experiment>/: manifest.json, trace.csv (memory per trial, step
 and phase), summary.csv (one row per trial) and charts. On CPU, oomlab's own allocator counts
@@ -80,6 +83,19 @@ pub enum Command {
     /// COMPARE.md (the answers per folder and their ratios) and overlaid sweep charts.
     #[command(after_help = EXAMPLES)]
     Compare(compare::CompareArgs),
+    /// Time oomlab at each --trace level against the PyTorch (Python) loop it replaces; writes
+    /// BENCH.md, bench.csv and bench.png.
+    ///
+    /// For 3 x 256 (each optimizer implementation), the lesson's 8 x 5000 and its mixed-precision
+    /// and checkpointing variants, every contender trains in a process of its own, in rounds with
+    /// the order rotated, warm-up steps first; medians and spreads over the pooled timed steps,
+    /// every ratio against its target, and for a miss, by how much and where the time goes.
+    #[command(after_help = bench::BENCH_EXAMPLES)]
+    Bench(bench::BenchArgs),
+    /// One contender of `oomlab bench` in a process of its own: a JSON request on stdin, one
+    /// JSON line of step times on stdout.
+    #[command(hide = true)]
+    BenchWorker(bench::WorkerArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -136,6 +152,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Estimate(args) => estimate::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Bench(args) => bench::run(args),
+        Command::BenchWorker(args) => bench::worker(args),
     }
 }
 
