@@ -10,6 +10,7 @@ use crate::run::{self, RunOptions};
 use crate::schema::TraceLevel;
 use crate::spec;
 
+mod advise;
 mod bench;
 mod compare;
 mod devices;
@@ -30,6 +31,9 @@ Examples:
       What libtorch sees here: devices, names, memory, versions.
   oomlab claims results/cpu-amd-epyc
       Every claim of the lesson, the experiment that tests it, the number and a verdict.
+  oomlab advise experiments/whole_dataset_batch.toml --verify 2
+      What to change so that the whole-dataset batch fits 15.90 GiB, ranked by predicted step
+      time, and the top options trained to check.
   oomlab plot results/cpu-amd-epyc/depth_sweep --trial 3
       Redraw an experiment's charts (and trace.json) from its CSVs, with trial 3's timeline.
   oomlab compare results/tesla-t4/depth_sweep results/cpu-amd-epyc/depth_sweep
@@ -70,6 +74,14 @@ pub enum Command {
     /// Predict each trial's memory per phase and category from a model of libtorch, without
     /// training, and the largest swept value predicted to fit the budget.
     Estimate(estimate::EstimateArgs),
+    /// After an out-of-memory: which change makes the training fit the budget, and what each
+    /// costs in step time, ranked; `--verify N` trains the top options to check.
+    ///
+    /// Weighs every combination of gradient accumulation (same effective batch), mixed
+    /// precision, checkpointing and the optimizer's implementation with oomlab's estimate, times
+    /// them from short calibration runs on the device, and names the smallest change that fits.
+    #[command(after_help = advise::ADVISE_EXAMPLES)]
+    Advise(advise::AdviseArgs),
     /// Redraw every chart of an experiment folder from its CSVs and manifest, without running.
     ///
     /// Draws the peak-vs-swept-value chart of each variant, the memory timelines of the trial
@@ -150,6 +162,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Estimate(args) => estimate::run(args),
+        Command::Advise(args) => advise::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Bench(args) => bench::run(args),

@@ -21,6 +21,7 @@ macro_rules! note {
     ($($arg:tt)*) => {{ use std::io::Write as _; let _ = writeln!(std::io::stderr(), $($arg)*); }};
 }
 
+pub mod advise;
 pub mod bench;
 pub mod chart;
 pub mod claims;

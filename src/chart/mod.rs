@@ -15,6 +15,7 @@
 //! keeps a legend off the data), and here the frame of a figure: [`header`] (title and subtitle)
 //! and [`footnotes`]. [`pick`] chooses the trial that stands for each variant, for the charts
 //! that compare variants.
+mod advice;
 mod bench;
 mod categories;
 mod compare;
@@ -28,6 +29,7 @@ mod test_support;
 mod timeline;
 mod tradeoff;
 
+pub use advice::{AdviceChart, AdvicePoint, Mark};
 pub use bench::{BenchBar, BenchChart, BenchGroup};
 pub use categories::{CategoryBar, CategoryBars, CATEGORY_NAMES};
 pub use compare::{CompareSeries, CompareSweep};

@@ -51,12 +51,12 @@ pub fn run(args: EstimateArgs) -> Result<()> {
     Ok(())
 }
 
-fn parse_gpu(s: &str) -> Result<GpuArch, String> {
+pub(super) fn parse_gpu(s: &str) -> Result<GpuArch, String> {
     GpuArch::parse(s)
 }
 
 /// The generation of the first GPU libtorch sees, from NVML.
-fn local_gpu() -> Option<GpuArch> {
+pub(super) fn local_gpu() -> Option<GpuArch> {
     if !tch::Cuda::is_available() {
         return None;
     }

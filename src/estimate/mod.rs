@@ -176,4 +176,4 @@ pub fn data_shape(data: &DataSpec) -> Result<DataShape> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

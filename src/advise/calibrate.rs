@@ -1,0 +1,351 @@
+//! Calibration runs: short trainings of a small model shaped like the spec's, one per precision,
+//! checkpointing and data placement the options use (each at two micro-batch sizes) and one per
+//! optimizer and implementation, timed phase by phase with the device synchronised, and cached
+//! per device so that asking again costs nothing.
+//!
+//! The cache (`calibration.json` under `$OOMLAB_CACHE_DIR`, else `$XDG_CACHE_HOME/oomlab`, else
+//! `~/.cache/oomlab`) maps a run's whole configuration, the device's name, libtorch's version
+//! and thread count to its measured seconds; `--recalibrate` measures again.
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::candidates::Candidate;
+use super::timing::{calibration_config, Calibration, ModelShape, PassCell, PassKey, UpdateCell, UpdateKey};
+use crate::estimate::DataShape;
+use crate::probe::MemoryProbe;
+use crate::progress::Progress;
+use crate::schema::{Phase, PhaseRecord, Status, TraceLevel};
+use crate::spec::{Amp, Checkpoint, Config, Named};
+
+/// A calibration run's micro-batch time is aimed at this many seconds: long enough to time, short
+/// enough that a dozen runs take seconds.
+const TARGET_SECONDS: f64 = 0.25;
+/// The first micro-batch size tried: 1, where a pass costs what it costs whatever its size.
+const FIRST_BATCH: usize = 1;
+/// The most a second size grows from the first.
+const MAX_GROWTH: f64 = 4096.0;
+
+/// What one calibration run measured: medians over its steps after the first.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    /// Gather + forward + backward of the step's one micro-batch.
+    pub pass: f64,
+    /// Optimizer step + zero_grad (`None` in a forward-only mode).
+    pub update: Option<f64>,
+}
+
+/// Runs (or finds in the cache) what the options need.
+pub struct Calibrator<'a> {
+    pub probe: &'a dyn MemoryProbe,
+    pub shape: DataShape,
+    pub cuda: bool,
+    /// The most a calibration run may allocate (predicted).
+    pub memory_cap: u64,
+    pub cache: Cache,
+    pub recalibrate: bool,
+    pub quiet: bool,
+    /// Runs made now, and found in the cache.
+    pub runs: usize,
+    pub cached: usize,
+    pub failed: Vec<String>,
+}
+
+impl Calibrator<'_> {
+    /// Measures every pass and update the candidates need.
+    pub fn calibrate(&mut self, candidates: &[Candidate]) -> Result<Calibration> {
+        let shape = self.shape;
+        // Each key once, with the first option that has it and the largest micro-batch any has.
+        let mut passes: Vec<(PassKey, Config, usize)> = Vec::new();
+        let mut updates: Vec<(UpdateKey, Config)> = Vec::new();
+        for c in candidates {
+            let key = PassKey::of(&c.config);
+            let m = c.config.training.batch_size;
+            match passes.iter_mut().find(|p| p.0 == key) {
+                Some(p) => p.2 = p.2.max(m),
+                None => passes.push((key, c.config.clone(), m)),
+            }
+            if let Some(key) = UpdateKey::of(&c.config, self.cuda) {
+                if !updates.iter().any(|u| u.0 == key) {
+                    updates.push((key, c.config.clone()));
+                }
+            }
+        }
+        let progress = Progress::new(Some(passes.len() * 2 + updates.len()), self.quiet);
+        let mut cal = Calibration {
+            device: self.probe.name(),
+            oomlab: env!("CARGO_PKG_VERSION").into(),
+            libtorch: crate::ffi::torch_version(),
+            passes: Vec::new(),
+            updates: Vec::new(),
+            failed: Vec::new(),
+        };
+        for (key, config, largest) in passes {
+            progress.start(&format!("calibrating {}", describe_pass(&key)));
+            let (cell, update) = self.pass(&key, &config, largest, &progress)?;
+            if let (Some(cell), Some((u, seconds))) = (&cell, update) {
+                if !cal.updates.iter().any(|c| c.key == u) {
+                    cal.updates.push(UpdateCell { key: u, params: cell.shape.params, seconds });
+                }
+            }
+            cal.passes.extend(cell);
+        }
+        for (key, config) in updates {
+            if cal.updates.iter().any(|c| c.key == key) {
+                progress.done(&format!("update {}: measured with a pass", describe_update(&key)));
+                continue;
+            }
+            progress.start(&format!("calibrating the update {}", describe_update(&key)));
+            // The update alone matters: no autocast but the scaler's, no checkpointing.
+            let mut c = config.clone();
+            if !matches!(c.training.techniques.amp, Amp::Fp16 { .. }) {
+                c.training.techniques.amp = Amp::Off;
+            }
+            c.training.techniques.checkpoint = Checkpoint::None;
+            let m = c.training.batch_size.min(16);
+            let run = calibration_config(&c, shape, m, None);
+            if let Some(measured) = self.measure(&run, &progress)? {
+                if let Some(seconds) = measured.update {
+                    let params = ModelShape::of(&run, shape.features, shape.classes).params;
+                    cal.updates.push(UpdateCell { key, params, seconds });
+                }
+            }
+        }
+        progress.finish();
+        cal.failed = self.failed.clone();
+        Ok(cal)
+    }
+
+    /// A pass measured at a micro-batch of 1 and at one sized to take about
+    /// [`TARGET_SECONDS`], at most `largest` and what fits the memory cap.
+    fn pass(
+        &mut self,
+        key: &PassKey,
+        config: &Config,
+        largest: usize,
+        progress: &Progress,
+    ) -> Result<(Option<PassCell>, Option<(UpdateKey, f64)>)> {
+        let shape = self.shape;
+        let Some(lo) = self.fitting_batch(config, largest.min(FIRST_BATCH)) else {
+            self.failed.push(format!("{}: not even a micro-batch of 1 fits the calibration's memory", describe_pass(key)));
+            progress.done("skipped");
+            progress.done("skipped");
+            return Ok((None, None));
+        };
+        let first = calibration_config(config, shape, lo, None);
+        let Some(m_lo) = self.measure(&first, progress)? else {
+            progress.done("skipped");
+            return Ok((None, None));
+        };
+        let update = m_lo.update.zip(UpdateKey::of(&first, self.cuda)).map(|(s, k)| (k, s));
+        let mut points = vec![(lo, m_lo.pass)];
+        let grow = (TARGET_SECONDS / m_lo.pass.max(1e-6)).clamp(1.0, MAX_GROWTH);
+        let wanted = ((lo as f64 * grow) as usize).min(largest);
+        let hi = self.fitting_batch(config, wanted).unwrap_or(lo);
+        if hi as f64 >= lo as f64 * 2.0 {
+            if let Some(m_hi) = self.measure(&calibration_config(config, shape, hi, None), progress)? {
+                points.push((hi, m_hi.pass));
+            }
+        } else {
+            progress.done(&format!("{}: one size ({lo}) is enough", describe_pass(key)));
+        }
+        let model = ModelShape::of(&first, shape.features, shape.classes);
+        Ok((Some(PassCell::fit(key.clone(), model, points)), update))
+    }
+
+    /// The largest micro-batch at most `wanted` whose calibration run is predicted to fit the
+    /// memory cap, halving from `wanted`.
+    fn fitting_batch(&self, config: &Config, wanted: usize) -> Option<usize> {
+        let mut m = wanted.max(1);
+        loop {
+            let run = calibration_config(config, self.shape, m, None);
+            let peak = crate::estimate::predict(&run).map(|p| p.peak).unwrap_or(0);
+            if peak <= self.memory_cap {
+                return Some(m);
+            }
+            if m == 1 {
+                return None;
+            }
+            m /= 2;
+        }
+    }
+
+    /// One calibration run, from the cache unless `recalibrate`. `None`: it did not train.
+    fn measure(&mut self, config: &Config, progress: &Progress) -> Result<Option<Measured>> {
+        let key = cache_key(&self.probe.name(), config)?;
+        if !self.recalibrate {
+            if let Some(m) = self.cache.entries.get(&key) {
+                self.cached += 1;
+                progress.done(&format!("{}: cached", describe_run(config)));
+                return Ok(Some(*m));
+            }
+        }
+        let started = Instant::now();
+        let mut records: Vec<PhaseRecord> = Vec::new();
+        let mut sink = |r: &PhaseRecord| {
+            records.push(r.clone());
+            Ok(())
+        };
+        let row = crate::train::run_trial(config, self.probe, self.runs + 1, TraceLevel::Sync, &mut sink)?;
+        self.runs += 1;
+        if row.status != Status::Ok {
+            self.failed.push(format!("{}: {} ({})", describe_run(config), row.status, row.message));
+            progress.done(&format!("{}: {}", describe_run(config), row.status));
+            return Ok(None);
+        }
+        let measured = from_records(&records);
+        progress.done(&format!(
+            "{}: {:.4} s a pass{} ({:.1} s)",
+            describe_run(config),
+            measured.pass,
+            measured.update.map(|u| format!(", {u:.4} s an update")).unwrap_or_default(),
+            started.elapsed().as_secs_f64()
+        ));
+        self.cache.entries.insert(key, measured);
+        self.cache.save()?;
+        Ok(Some(measured))
+    }
+}
+
+/// Medians over the steps after the first (which makes the optimizer's state).
+pub fn from_records(records: &[PhaseRecord]) -> Measured {
+    let steps: Vec<usize> = {
+        let mut s: Vec<usize> = records.iter().map(|r| r.step).filter(|&s| s >= 2).collect();
+        s.dedup();
+        s
+    };
+    let sum = |step: usize, phases: &[Phase]| -> f64 {
+        records.iter().filter(|r| r.step == step && phases.contains(&r.phase)).map(|r| r.phase_seconds).sum()
+    };
+    let pass: Vec<f64> =
+        steps.iter().map(|&s| sum(s, &[Phase::ToDevice, Phase::Forward, Phase::Backward])).collect();
+    let has_update = records.iter().any(|r| r.phase == Phase::OptimizerStep);
+    let update: Vec<f64> = steps.iter().map(|&s| sum(s, &[Phase::OptimizerStep, Phase::ZeroGrad])).collect();
+    Measured { pass: median(pass), update: has_update.then(|| median(update)) }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn describe_pass(k: &PassKey) -> String {
+    let ck = if k.checkpointed { ", checkpointed" } else { "" };
+    format!("{} {} amp {}{ck}, data on {}", k.mode, k.dtype, k.amp, k.location)
+}
+
+fn describe_update(k: &UpdateKey) -> String {
+    format!("{} {}{}", k.optimizer, k.implementation, if k.scaled { " with the grad scaler" } else { "" })
+}
+
+fn describe_run(c: &Config) -> String {
+    let t = &c.training;
+    let implementation = t.techniques.optimizer_impl.map_or("default", |i| i.as_str());
+    format!(
+        "{} x {} batch {} amp {} checkpoint {} {} {implementation}",
+        c.model.depth,
+        c.model.hidden,
+        t.batch_size,
+        t.techniques.amp.as_str(),
+        t.techniques.checkpoint.name(),
+        t.optimizer.name()
+    )
+}
+
+/// What identifies a run's timing: the device, the versions, the threads and the configuration.
+fn cache_key(device: &str, config: &Config) -> Result<String> {
+    Ok(serde_json::to_string(&(
+        device,
+        env!("CARGO_PKG_VERSION"),
+        crate::ffi::torch_version(),
+        tch::get_num_threads(),
+        config,
+    ))?)
+}
+
+/// Calibration runs measured before, on disk.
+#[derive(Debug, Default)]
+pub struct Cache {
+    /// `None`: not kept (no cache folder could be found).
+    pub path: Option<PathBuf>,
+    pub entries: BTreeMap<String, Measured>,
+}
+
+impl Cache {
+    /// The cache in the user's cache folder; an unreadable file starts afresh (it is a cache).
+    pub fn open() -> Cache {
+        let dir = std::env::var_os("OOMLAB_CACHE_DIR")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("oomlab")))
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("oomlab")));
+        let path = dir.map(|d| d.join("calibration.json"));
+        let entries = path
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default();
+        Cache { path, entries }
+    }
+
+    /// Written whole to a temporary file and renamed: never half a cache.
+    fn save(&self) -> Result<()> {
+        let Some(path) = &self.path else { return Ok(()) };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, serde_json::to_string(&self.entries)?)
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(step: usize, phase: Phase, seconds: f64) -> PhaseRecord {
+        PhaseRecord {
+            trial: 1,
+            step,
+            micro: 0,
+            phase,
+            memory_allocated: 0,
+            memory_reserved: 0,
+            max_memory_allocated: 0,
+            max_memory_reserved: 0,
+            device_used: None,
+            phase_seconds: seconds,
+            elapsed_seconds: 0.0,
+        }
+    }
+
+    #[test]
+    fn the_first_step_is_left_out_and_phases_add_up() {
+        let mut records = vec![record(0, Phase::Data, 9.0), record(0, Phase::Model, 9.0)];
+        for (step, scale) in [(1, 100.0), (2, 1.0), (3, 3.0), (4, 2.0)] {
+            records.push(record(step, Phase::ToDevice, 0.1 * scale));
+            records.push(record(step, Phase::Forward, 0.2 * scale));
+            records.push(record(step, Phase::Backward, 0.3 * scale));
+            records.push(record(step, Phase::OptimizerStep, 0.05 * scale));
+            records.push(record(step, Phase::ZeroGrad, 0.01 * scale));
+        }
+        let m = from_records(&records);
+        assert!((m.pass - 1.2).abs() < 1e-9, "{m:?}");
+        assert!((m.update.unwrap() - 0.12).abs() < 1e-9, "{m:?}");
+        let forward: Vec<PhaseRecord> =
+            records.into_iter().filter(|r| r.phase != Phase::OptimizerStep && r.phase != Phase::ZeroGrad).collect();
+        assert_eq!(from_records(&forward).update, None);
+    }
+}

@@ -1,0 +1,364 @@
+//! The options `advise` weighs: every combination of the changes the guides suggest, as
+//! configurations, each with the list of what it changes from the spec and whether that keeps
+//! the training the same.
+//!
+//! - **Same training**: gradient accumulation at the same effective batch (micro-batches of
+//!   equal size, so the mean of their gradients is the full batch's), activation checkpointing
+//!   (the forward is recomputed, not changed), the optimizer's implementation (the same update,
+//!   summed in another order), the data set kept on the host (the same batches).
+//! - **Same training, lower precision**: mixed precision (fp16 with the grad scaler, bf16): the
+//!   same model and hyperparameters, its matrix products in 16 bits.
+//! - **Changes the training**: a smaller batch (another gradient noise, and learning rate to
+//!   retune), another optimizer (another update rule).
+//!
+//! The same-training knobs are crossed with each other; the training-changing ones are offered
+//! alone, with everything else as the spec writes it, so that a user sees what giving up the
+//! batch or the optimizer buys without them being mixed into the ranking of the rest.
+use serde::Serialize;
+
+use crate::spec::{
+    Amp, Checkpoint, Config, DataLocation, Mode, Named, OptimizerImpl, OptimizerSpec, ScalerSpec,
+};
+
+/// The most micro-batches per step `advise` proposes: past this, a step is mostly overhead.
+pub const MAX_ACCUMULATION: usize = 1024;
+
+/// How far a change takes the training from the spec's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    /// The same computation (up to the order of floating-point sums).
+    Same,
+    /// The same training in lower precision.
+    Precision,
+    /// Another training: hyperparameters to retune, results not comparable one to one.
+    Changed,
+}
+
+impl Effect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effect::Same => "same",
+            Effect::Precision => "lower precision",
+            Effect::Changed => "CHANGED",
+        }
+    }
+}
+
+/// One change from the spec as written.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+pub enum Change {
+    /// `accumulation` micro-batches of `micro_batch` per optimizer step.
+    Accumulation { accumulation: usize, micro_batch: usize },
+    /// `training.amp`.
+    Amp { amp: String },
+    /// `training.checkpoint`.
+    Checkpoint { checkpoint: String },
+    /// `training.optimizer_impl`.
+    OptimizerImpl { optimizer_impl: String },
+    /// `data.location = "host"`.
+    DataOnHost,
+    /// A smaller batch, everything else as written.
+    Batch { batch_size: usize, was: usize },
+    /// Another optimizer.
+    Optimizer { optimizer: String, was: String },
+}
+
+impl Change {
+    pub fn effect(&self) -> Effect {
+        match self {
+            Change::Accumulation { .. }
+            | Change::Checkpoint { .. }
+            | Change::OptimizerImpl { .. }
+            | Change::DataOnHost => Effect::Same,
+            Change::Amp { .. } => Effect::Precision,
+            Change::Batch { .. } | Change::Optimizer { .. } => Effect::Changed,
+        }
+    }
+
+    /// In words, as the spec would say it: "accumulation 4 x 8192".
+    pub fn describe(&self) -> String {
+        match self {
+            Change::Accumulation { accumulation, micro_batch } => {
+                format!("accumulation {accumulation} x {micro_batch}")
+            }
+            Change::Amp { amp } => format!("amp {amp}"),
+            Change::Checkpoint { checkpoint } => format!("checkpoint {checkpoint}"),
+            Change::OptimizerImpl { optimizer_impl } => format!("{optimizer_impl} optimizer"),
+            Change::DataOnHost => "data on host".into(),
+            Change::Batch { batch_size, was } => format!("batch {batch_size} (was {was})"),
+            Change::Optimizer { optimizer, was } => format!("{optimizer} (was {was})"),
+        }
+    }
+}
+
+/// An option: a configuration and what it changes from the spec's.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Candidate {
+    pub config: Config,
+    pub changes: Vec<Change>,
+}
+
+impl Candidate {
+    /// The furthest any of its changes takes the training.
+    pub fn effect(&self) -> Effect {
+        self.changes.iter().map(Change::effect).max().unwrap_or(Effect::Same)
+    }
+
+    /// "as written", or its changes joined with " + ".
+    pub fn describe(&self) -> String {
+        if self.changes.is_empty() {
+            return "as written".into();
+        }
+        self.changes.iter().map(Change::describe).collect::<Vec<_>>().join(" + ")
+    }
+}
+
+/// The knobs that keep the training, as one option sets them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Knobs {
+    accumulation: usize,
+    amp: Amp,
+    checkpoint: Checkpoint,
+    optimizer_impl: OptimizerImpl,
+    location: DataLocation,
+}
+
+/// Every option for `base` on a device (`cuda`: where PyTorch's defaults and the data's place
+/// differ from the CPU's), the spec as written first. `smaller_batch` is the largest batch
+/// predicted to fit with everything else as written, when there is one below the spec's.
+pub fn enumerate(base: &Config, cuda: bool, smaller_batch: Option<usize>) -> Vec<Candidate> {
+    let t = &base.training;
+    let tech = t.techniques;
+    let written = Knobs {
+        accumulation: tech.accumulation,
+        amp: tech.amp,
+        checkpoint: tech.checkpoint,
+        optimizer_impl: OptimizerImpl::resolve(tech.optimizer_impl, cuda),
+        location: base.location,
+    };
+    let train = tech.mode == Mode::Train;
+    let effective = t.batch_size * tech.accumulation;
+    let accumulations = if train { accumulation_ladder(effective, t.steps) } else { vec![1] };
+    let amps = amps(base);
+    let checkpoints = if train { checkpoints(base.model.depth, tech.checkpoint) } else { vec![tech.checkpoint] };
+    let impls: Vec<OptimizerImpl> =
+        if train { OptimizerImpl::ALL.to_vec() } else { vec![written.optimizer_impl] };
+    let locations = match (cuda, base.location) {
+        (true, DataLocation::Device) => vec![DataLocation::Device, DataLocation::Host],
+        _ => vec![base.location],
+    };
+    let mut out = vec![Candidate { config: base.clone(), changes: Vec::new() }];
+    for &accumulation in &accumulations {
+        for &amp in &amps {
+            for &checkpoint in &checkpoints {
+                for &optimizer_impl in &impls {
+                    for &location in &locations {
+                        let knobs = Knobs { accumulation, amp, checkpoint, optimizer_impl, location };
+                        if knobs == written {
+                            continue;
+                        }
+                        if let Some(c) = with_knobs(base, effective, written, knobs) {
+                            out.push(c);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if train {
+        if let Some(batch) = smaller_batch.filter(|&b| b < t.batch_size) {
+            let mut config = base.clone();
+            config.training.batch_size = batch;
+            if config.check().is_ok() {
+                let changes = vec![Change::Batch { batch_size: batch, was: t.batch_size }];
+                out.push(Candidate { config, changes });
+            }
+        }
+        for optimizer in other_optimizers(&t.optimizer) {
+            let mut config = base.clone();
+            config.training.optimizer = optimizer;
+            let changes =
+                vec![Change::Optimizer { optimizer: optimizer_words(&optimizer), was: optimizer_words(&t.optimizer) }];
+            out.push(Candidate { config, changes });
+        }
+    }
+    out
+}
+
+/// The configuration with `knobs` set, and its changes; `None` when it breaks an invariant.
+fn with_knobs(base: &Config, effective: usize, written: Knobs, knobs: Knobs) -> Option<Candidate> {
+    let mut config = base.clone();
+    let t = &mut config.training;
+    t.batch_size = effective / knobs.accumulation;
+    t.techniques.accumulation = knobs.accumulation;
+    t.techniques.amp = knobs.amp;
+    t.techniques.checkpoint = knobs.checkpoint;
+    t.techniques.optimizer_impl = Some(knobs.optimizer_impl);
+    config.location = knobs.location;
+    config.check().ok()?;
+    let mut changes = Vec::new();
+    if knobs.accumulation != written.accumulation {
+        changes.push(Change::Accumulation {
+            accumulation: knobs.accumulation,
+            micro_batch: config.training.batch_size,
+        });
+    }
+    if knobs.amp != written.amp {
+        changes.push(Change::Amp { amp: knobs.amp.as_str().into() });
+    }
+    if knobs.checkpoint != written.checkpoint {
+        changes.push(Change::Checkpoint { checkpoint: knobs.checkpoint.name() });
+    }
+    if knobs.optimizer_impl != written.optimizer_impl {
+        changes.push(Change::OptimizerImpl { optimizer_impl: knobs.optimizer_impl.as_str().into() });
+    }
+    if knobs.location != written.location {
+        changes.push(Change::DataOnHost);
+    }
+    Some(Candidate { config, changes })
+}
+
+/// Micro-batches per step that split `effective` into equal micro-batches: for each power of
+/// two up to [`MAX_ACCUMULATION`], the smallest divisor of `effective` at least that large
+/// (1,173,000 gives 1, 2, 4, 8, 17, 34, ...), within the phases a trial may record.
+pub fn accumulation_ladder(effective: usize, steps: usize) -> Vec<usize> {
+    let fits_phases = |k: usize| {
+        steps.saturating_mul(k.saturating_mul(3).saturating_add(2)) <= crate::spec::limits::MAX_PHASES
+    };
+    let mut out: Vec<usize> = Vec::new();
+    let mut p = 1usize;
+    while p <= MAX_ACCUMULATION.min(effective) {
+        if let Some(k) = (p..=effective.min(MAX_ACCUMULATION)).find(|k| effective % k == 0) {
+            if fits_phases(k) && out.last() != Some(&k) {
+                out.push(k);
+            }
+        }
+        p *= 2;
+    }
+    out
+}
+
+/// Off, fp16 (with the spec's scaler settings, else PyTorch's) and bf16, over float32
+/// parameters; otherwise only what the spec has (autocast is for float32 models).
+fn amps(base: &Config) -> Vec<Amp> {
+    if base.training.dtype != crate::spec::Dtype::Float32 {
+        return vec![base.training.techniques.amp];
+    }
+    let scaler = match base.training.techniques.amp {
+        Amp::Fp16 { scaler } => scaler,
+        _ => ScalerSpec::default(),
+    };
+    vec![Amp::Off, Amp::Fp16 { scaler }, Amp::Bf16]
+}
+
+/// None, and segments of 1, 2, 4, ... hidden layers (fewer than `depth`), and sqrt where it
+/// makes another length; the spec's own setting whatever it is.
+fn checkpoints(depth: usize, written: Checkpoint) -> Vec<Checkpoint> {
+    let mut out = vec![Checkpoint::None];
+    if depth == 0 {
+        return out;
+    }
+    let mut lens = Vec::new();
+    let mut k = 1;
+    while k < depth.max(2) {
+        lens.push(k);
+        out.push(Checkpoint::Every(k));
+        k *= 2;
+    }
+    if let Some(len) = Checkpoint::Sqrt.segment_len(depth) {
+        if !lens.contains(&len) {
+            out.push(Checkpoint::Sqrt);
+        }
+    }
+    if !out.contains(&written) {
+        out.push(written);
+    }
+    out
+}
+
+/// The optimizers to offer instead: SGD with momentum 0.9 (one state tensor) and plain SGD
+/// (none), at the spec's learning rate and weight decay, where they keep less than the spec's.
+fn other_optimizers(spec: &OptimizerSpec) -> Vec<OptimizerSpec> {
+    let (lr, weight_decay) = match *spec {
+        OptimizerSpec::Sgd { lr, weight_decay, .. }
+        | OptimizerSpec::Adam { lr, weight_decay }
+        | OptimizerSpec::AdamW { lr, weight_decay } => (lr, weight_decay),
+    };
+    let momentum = OptimizerSpec::Sgd { lr, momentum: 0.9, weight_decay };
+    let plain = OptimizerSpec::Sgd { lr, momentum: 0.0, weight_decay };
+    match *spec {
+        OptimizerSpec::Adam { .. } | OptimizerSpec::AdamW { .. } => vec![momentum, plain],
+        OptimizerSpec::Sgd { momentum, .. } if momentum != 0.0 => vec![plain],
+        OptimizerSpec::Sgd { .. } => vec![],
+    }
+}
+
+fn optimizer_words(spec: &OptimizerSpec) -> String {
+    match *spec {
+        OptimizerSpec::Sgd { momentum, .. } if momentum != 0.0 => format!("SGD momentum {momentum}"),
+        OptimizerSpec::Sgd { .. } => "SGD".into(),
+        OptimizerSpec::Adam { .. } => "Adam".into(),
+        OptimizerSpec::AdamW { .. } => "AdamW".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimate::tests::config;
+
+    const ADAM: OptimizerSpec = OptimizerSpec::Adam { lr: 0.001, weight_decay: 0.0 };
+
+    #[test]
+    fn the_ladder_splits_the_batch_into_equal_micro_batches() {
+        assert_eq!(accumulation_ladder(32, 2), [1, 2, 4, 8, 16, 32]);
+        assert_eq!(accumulation_ladder(1_173_000, 1)[..7], [1, 2, 4, 8, 17, 34, 68]);
+        for k in accumulation_ladder(1_173_000, 1) {
+            assert_eq!(1_173_000 % k, 0);
+            assert!(k <= MAX_ACCUMULATION);
+        }
+        assert_eq!(accumulation_ladder(7, 1), [1, 7]);
+        assert_eq!(accumulation_ladder(1, 1), [1]);
+    }
+
+    #[test]
+    fn every_option_keeps_the_effective_batch_unless_it_says_so() {
+        let base = config(3, 64, 32, ADAM);
+        let options = enumerate(&base, false, Some(20));
+        assert!(options[0].changes.is_empty() && options[0].config == base);
+        let mut seen = std::collections::HashSet::new();
+        for o in &options[1..] {
+            assert!(!o.changes.is_empty(), "{o:?}");
+            assert!(seen.insert(format!("{:?}", o.config)), "twice: {}", o.describe());
+            let t = &o.config.training;
+            let effective = t.batch_size * t.techniques.accumulation;
+            let says_batch = o.changes.iter().any(|c| matches!(c, Change::Batch { .. }));
+            assert_eq!(effective != 32, says_batch, "{}", o.describe());
+            assert_eq!(o.effect() == Effect::Changed, o.changes.iter().any(|c| c.effect() == Effect::Changed));
+        }
+        // 6 accumulations x 3 precisions x (none, 1, 2, sqrt = 2: no) x 3 implementations, less
+        // the spec itself; a smaller batch; SGD with momentum and plain SGD.
+        assert_eq!(options.len(), 6 * 3 * 3 * 3 - 1 + 1 + 1 + 2);
+        assert!(options.iter().any(|o| o.describe() == "batch 20 (was 32)"));
+        assert!(options.iter().any(|o| o.describe() == "accumulation 4 x 8 + amp bf16 + checkpoint 1"));
+    }
+
+    #[test]
+    fn forward_only_specs_get_precision_only() {
+        let mut base = config(2, 16, 8, ADAM);
+        base.training.techniques.mode = Mode::ForwardNoGrad;
+        let options = enumerate(&base, true, None);
+        let described: Vec<String> = options.iter().map(Candidate::describe).collect();
+        assert_eq!(described, ["as written", "amp fp16", "amp bf16"]);
+    }
+
+    #[test]
+    fn data_on_host_is_offered_on_cuda_only() {
+        let mut base = config(1, 16, 8, ADAM);
+        base.location = DataLocation::Device;
+        let host = |cuda| enumerate(&base, cuda, None).iter().any(|o| o.changes.contains(&Change::DataOnHost));
+        assert!(host(true) && !host(false));
+    }
+}

@@ -1,0 +1,186 @@
+//! Each option held against the budget by the estimate: its peak as the budget counts it
+//! (allocated on the CPU, reserved on CUDA, the workspaces included), the headroom left, the
+//! phase where it goes over, and a verdict.
+use anyhow::Result;
+use serde::Serialize;
+
+use super::candidates::{Candidate, Effect};
+use crate::estimate::{self, DataShape, GpuArch, Options, Prediction, Target};
+use crate::spec::{Amp, Config, Field};
+
+/// Whether an option is predicted to fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Fits,
+    /// Within what the estimate leaves out of the budget (bf16's oneDNN workspace on the CPU):
+    /// it may go either way.
+    Borderline,
+    Oom,
+    /// The estimate does not cover it (the message says why).
+    Unknown,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Fits => "fits",
+            Verdict::Borderline => "borderline",
+            Verdict::Oom => "OOM",
+            Verdict::Unknown => "unknown",
+        }
+    }
+}
+
+/// One option, evaluated.
+#[derive(Debug, Clone, Serialize)]
+pub struct Evaluated {
+    /// 1 for the first ranked; 0 for the spec as written.
+    pub rank: usize,
+    pub describe: String,
+    pub effect: Effect,
+    pub candidate: Candidate,
+    pub verdict: Verdict,
+    /// The peak the budget caps: allocated on the CPU, reserved on CUDA; workspaces included.
+    pub peak: u64,
+    pub peak_allocated: u64,
+    /// Budget less peak (negative: over by that much).
+    pub headroom: i64,
+    /// Where it first goes over the budget: "forward, step 1".
+    pub over_in: Option<String>,
+    /// Predicted seconds of a training step.
+    pub step_seconds: Option<f64>,
+    /// Predicted time per sample (an epoch's) relative to the spec as written.
+    pub relative_time: Option<f64>,
+    /// Why the estimate could not say.
+    pub error: Option<String>,
+}
+
+impl Evaluated {
+    /// Samples an optimizer step trains: the micro-batch times the micro-batches.
+    pub fn effective_batch(&self) -> usize {
+        let t = &self.candidate.config.training;
+        t.batch_size * t.techniques.accumulation
+    }
+
+    /// Predicted seconds per sample trained: what an epoch's time is proportional to, and so
+    /// what compares an option with a smaller batch to the others.
+    pub fn seconds_per_sample(&self) -> Option<f64> {
+        self.step_seconds.map(|s| s / self.effective_batch().max(1) as f64)
+    }
+}
+
+/// The estimate, set up once for the device and budget.
+#[derive(Debug, Clone, Copy)]
+pub struct Evaluator {
+    pub target: Target,
+    pub arch: GpuArch,
+    pub budget: u64,
+    pub shape: DataShape,
+    pub threads: usize,
+}
+
+/// bf16 on the CPU: oneDNN's matmul workspace, left out of the estimate (measured up to ~3 MB),
+/// plus a hundredth of the peak for shapes larger than those measured.
+const BF16_CPU_SLACK: u64 = 4 << 20;
+
+impl Evaluator {
+    /// What the estimate assumes for a run of `config` alone (on CUDA, its own workspaces).
+    pub fn options(&self, config: &Config) -> Options {
+        let options = match self.target {
+            Target::Cpu => Options::default(),
+            Target::Cuda => Options::cuda(self.arch, [config]).under(Some(self.budget)),
+        };
+        Options { threads: self.threads, ..options }
+    }
+
+    pub fn predict(&self, config: &Config) -> Result<Prediction> {
+        estimate::predict_with(config, self.shape, &self.options(config))
+    }
+
+    pub fn evaluate(&self, candidate: Candidate) -> Evaluated {
+        let describe = candidate.describe();
+        let effect = candidate.effect();
+        let mut e = Evaluated {
+            rank: 0,
+            describe,
+            effect,
+            verdict: Verdict::Unknown,
+            peak: 0,
+            peak_allocated: 0,
+            headroom: 0,
+            over_in: None,
+            step_seconds: None,
+            relative_time: None,
+            error: None,
+            candidate,
+        };
+        match self.predict(&e.candidate.config) {
+            Ok(p) => {
+                e.peak = self.capped_peak(&p);
+                e.peak_allocated = p.peak_allocated();
+                e.headroom = i64::try_from(self.budget as i128 - e.peak as i128).unwrap_or(i64::MIN);
+                e.verdict = self.verdict(&e.candidate.config, &p);
+                e.over_in = p.first_over(self.budget).map(|ph| match ph.step {
+                    0 => ph.phase.to_string(),
+                    s => format!("{}, step {s}", ph.phase),
+                });
+            }
+            Err(err) => e.error = Some(format!("{err:#}")),
+        }
+        e
+    }
+
+    /// The peak the budget caps.
+    pub fn capped_peak(&self, p: &Prediction) -> u64 {
+        match self.target {
+            Target::Cpu => p.peak_allocated(),
+            Target::Cuda => p.peak_reserved(),
+        }
+    }
+
+    fn verdict(&self, config: &Config, p: &Prediction) -> Verdict {
+        let fits = p.fits(self.budget);
+        let slack = self.slack(config, p);
+        match fits {
+            true if self.capped_peak(p).saturating_add(slack) > self.budget => Verdict::Borderline,
+            true => Verdict::Fits,
+            false => Verdict::Oom,
+        }
+    }
+
+    /// How far the measurement may be above the prediction.
+    fn slack(&self, config: &Config, p: &Prediction) -> u64 {
+        match (self.target, config.training.techniques.amp) {
+            (Target::Cpu, Amp::Bf16) => BF16_CPU_SLACK + p.peak / 100,
+            _ => 0,
+        }
+    }
+
+    /// The largest value of `field` in `lo..=hi` predicted to fit.
+    pub fn largest_fit(&self, base: &Config, field: Field, lo: u64, hi: u64) -> Result<Option<u64>> {
+        estimate::largest_fit(base, field, self.budget, lo, hi, &self.options(base))
+    }
+
+    /// The largest batch below the spec's predicted to fit, everything else as written.
+    pub fn smaller_batch(&self, base: &Config) -> Option<usize> {
+        let b = base.training.batch_size as u64;
+        if b < 2 {
+            return None;
+        }
+        self.largest_fit(base, Field::BatchSize, 1, b - 1).ok().flatten().map(|v| v as usize)
+    }
+
+    /// What the estimate says it leaves out for the configuration advised on.
+    pub fn notes(&self, base: &Config) -> Vec<String> {
+        let mut notes = self.predict(base).map(|p| p.notes).unwrap_or_default();
+        if self.target == Target::Cpu {
+            notes.push(format!(
+                "bf16 options within {} (plus 1% of the peak) of the budget are 'borderline': oneDNN's matmul \
+                 workspace is not in the estimate",
+                crate::spec::format_size(BF16_CPU_SLACK)
+            ));
+        }
+        notes
+    }
+}

@@ -1,0 +1,256 @@
+//! `oomlab advise`: after an out-of-memory, which change makes the training fit, and what it
+//! costs in time.
+//!
+//! The pipeline: [`candidates`] lists every combination of the guides' fixes as configurations
+//! (what keeps the training, what lowers its precision, what changes it); [`evaluate`] asks the
+//! estimate of each whether it fits the budget, with what peak and headroom; [`timing`] predicts
+//! each one's step time from calibration runs on the device ([`calibrate`], cached) or a
+//! calibration file; [`rank`] orders them (fitting options by predicted time, the smallest change
+//! that fits named first); [`verify`] trains the top options for real and holds the prediction
+//! against the measurement; [`report`] writes the table, `advice.md` and `advice.json`.
+pub mod calibrate;
+pub mod candidates;
+mod evaluate;
+mod point;
+mod rank;
+pub mod report;
+pub mod timing;
+pub mod verify;
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+pub use candidates::{Candidate, Change, Effect};
+pub use evaluate::{Evaluated, Verdict};
+pub use point::Point;
+pub use timing::{Calibration, TimingSource};
+pub use verify::Verified;
+
+use crate::estimate::{DataShape, GpuArch, Target};
+use crate::plan::Plan;
+use crate::spec::Config;
+
+/// Where the step times come from (`--calibration`, `--no-calibrate`, `--recalibrate`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TimingChoice {
+    /// Calibration runs on the device, from the cache where they were run before (`fresh`: not).
+    Calibrate { fresh: bool },
+    /// A calibration written by an earlier `advise` (its `calibration.json`).
+    File(PathBuf),
+    /// No times: options ranked by how much they change.
+    Off,
+}
+
+/// What `advise` is asked, validated.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub plan: Plan,
+    /// Which `[[variant]]` (`None`: the first, or the base without variants).
+    pub variant: Option<String>,
+    /// The swept field's value to advise at (`None`: the first predicted not to fit).
+    pub at: Option<f64>,
+    pub arch: GpuArch,
+    pub timing: TimingChoice,
+    /// Train the top N options that fit, and the N nearest misses.
+    pub verify: usize,
+    pub quiet: bool,
+}
+
+/// The advice: every option, ranked, with where the numbers come from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Advice {
+    pub experiment: String,
+    pub spec_path: String,
+    pub variant: Option<String>,
+    pub point: Option<Point>,
+    /// The device the advice is for, as the probe names it (or the target, when not here).
+    pub device: String,
+    pub target: Target,
+    pub budget: u64,
+    pub data: DataShape,
+    /// The spec as written, evaluated like the options.
+    pub written: Evaluated,
+    /// Every other option, ranked: those that fit by predicted time, then the borderline, then
+    /// the rest from the nearest miss.
+    pub options: Vec<Evaluated>,
+    /// Rank (from 1) of the option with the fewest changes that fits, the training kept first.
+    pub smallest: Option<usize>,
+    pub timing: TimingSource,
+    pub calibration: Option<Calibration>,
+    pub verified: Vec<Verified>,
+    pub notes: Vec<String>,
+    pub provenance: Provenance,
+}
+
+/// Which machine, versions and revision made an advice.
+#[derive(Debug, Clone, Serialize)]
+pub struct Provenance {
+    pub hostname: String,
+    pub cpu: String,
+    pub oomlab: String,
+    pub libtorch: String,
+    pub git_revision: Option<String>,
+    pub git_dirty: Option<bool>,
+    pub date: String,
+    pub command: String,
+}
+
+impl Provenance {
+    pub fn here() -> Provenance {
+        let git = crate::results::manifest::git_info();
+        Provenance {
+            hostname: gethostname::gethostname().to_string_lossy().into_owned(),
+            cpu: crate::probe::cpu_name(),
+            oomlab: env!("CARGO_PKG_VERSION").into(),
+            libtorch: crate::ffi::torch_version(),
+            git_revision: git.revision,
+            git_dirty: git.dirty,
+            date: crate::results::manifest::now(),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+        }
+    }
+}
+
+/// Works out the advice: the configuration to advise on, every option evaluated and timed,
+/// ranked, and the top ones trained when `verify` asks.
+pub fn advise(req: &Request) -> Result<Advice> {
+    let plan = &req.plan;
+    let Some(budget) = plan.budget else {
+        bail!(
+            "{}: advise needs a budget to fit: the spec has no run.budget for {}; pass --budget, e.g. --budget 16GiB",
+            plan.spec.path.display(),
+            if plan.target == Target::Cuda { "cuda" } else { "the cpu" }
+        );
+    };
+    let (variant, base) = point::variant(&plan.spec, req.variant.as_deref())?;
+    let shape = crate::estimate::data_shape(&base.data)?;
+    let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1).max(1);
+    let eval = evaluate::Evaluator { target: plan.target, arch: req.arch, budget, shape, threads };
+    let (base, point) = point::choose(&plan.spec, &base, req.at, &eval)?;
+    let cuda = plan.target == Target::Cuda;
+    let smaller = eval.smaller_batch(&base);
+    let candidates = candidates::enumerate(&base, cuda, smaller);
+    let mut evaluated: Vec<Evaluated> = candidates.into_iter().map(|c| eval.evaluate(c)).collect();
+    let device_here = device_here(plan)?;
+    let (timing, calibration) = timing_for(req, &device_here, &evaluated, shape)?;
+    if let Some(cal) = &calibration {
+        for e in &mut evaluated {
+            e.step_seconds = cal.step_seconds(&e.candidate.config, shape.features, shape.classes, cuda);
+        }
+    }
+    let written = evaluated.remove(0);
+    let mut notes = eval.notes(&base);
+    let (options, smallest) = rank::rank(evaluated, &written);
+    if let Some(cal) = &calibration {
+        notes.extend(cal.failed.iter().map(|f| format!("calibration run did not train: {f}")));
+    }
+    let mut advice = Advice {
+        experiment: plan.spec.name.clone(),
+        spec_path: plan.spec.path.display().to_string(),
+        variant,
+        point,
+        device: device_here.clone().unwrap_or_else(|| format!("{} (not on this machine)", target_name(plan.target))),
+        target: plan.target,
+        budget,
+        data: shape,
+        written,
+        options,
+        smallest,
+        timing,
+        calibration,
+        verified: Vec::new(),
+        notes,
+        provenance: Provenance::here(),
+    };
+    if req.verify > 0 {
+        if device_here.is_none() {
+            bail!("--verify trains on the device advised for, and there is no {} here", target_name(plan.target));
+        }
+        advice.verified = verify::verify(plan, &advice, req.verify, &eval, req.quiet)?;
+    }
+    Ok(advice)
+}
+
+fn target_name(t: Target) -> &'static str {
+    match t {
+        Target::Cpu => "cpu",
+        Target::Cuda => "CUDA device",
+    }
+}
+
+/// The name of the plan's device when it is on this machine.
+fn device_here(plan: &Plan) -> Result<Option<String>> {
+    match plan.device.resolve() {
+        Ok(tch::Device::Cpu) => Ok(Some(crate::probe::cpu_name())),
+        Ok(d @ tch::Device::Cuda(_)) => {
+            let probe = crate::run::open_probe(d, None)?;
+            Ok(Some(probe.name()))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Times from calibration runs, a file, or none, as asked and as the device allows.
+fn timing_for(
+    req: &Request,
+    device_here: &Option<String>,
+    evaluated: &[Evaluated],
+    shape: DataShape,
+) -> Result<(TimingSource, Option<Calibration>)> {
+    match &req.timing {
+        TimingChoice::Off => Ok((TimingSource::None { why: "--no-calibrate".into() }, None)),
+        TimingChoice::File(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--calibration {}: cannot read it", path.display()))?;
+            let cal: Calibration = serde_json::from_str(&text).with_context(|| {
+                format!(
+                    "--calibration {}: not a calibration (give the calibration.json an earlier advise wrote)",
+                    path.display()
+                )
+            })?;
+            let source = TimingSource::File { path: path.display().to_string(), device: cal.device.clone() };
+            Ok((source, Some(cal)))
+        }
+        TimingChoice::Calibrate { fresh } => {
+            let Some(_) = device_here else {
+                let why = format!(
+                    "no {} here to calibrate on; pass --calibration FILE with a calibration.json from one",
+                    target_name(req.plan.target)
+                );
+                return Ok((TimingSource::None { why }, None));
+            };
+            let device = req.plan.device.resolve().map_err(anyhow::Error::msg)?;
+            let probe = crate::run::open_probe(device, None)?;
+            let started = std::time::Instant::now();
+            let capacity = probe.capacity();
+            let mut calibrator = calibrate::Calibrator {
+                probe: &*probe,
+                shape,
+                cuda: req.plan.target == Target::Cuda,
+                memory_cap: (capacity / 8).clamp(64 << 20, 4 << 30),
+                cache: calibrate::Cache::open(),
+                recalibrate: *fresh,
+                quiet: req.quiet,
+                runs: 0,
+                cached: 0,
+                failed: Vec::new(),
+            };
+            let all: Vec<Candidate> = evaluated.iter().map(|e| e.candidate.clone()).collect();
+            let cal = calibrator.calibrate(&all)?;
+            let source = TimingSource::Calibrated {
+                device: cal.device.clone(),
+                runs: calibrator.runs,
+                cached: calibrator.cached,
+                seconds: started.elapsed().as_secs_f64(),
+            };
+            Ok((source, Some(cal)))
+        }
+    }
+}
+
+/// The configuration advised on, for the tests and the report.
+pub fn advised_config(a: &Advice) -> &Config {
+    &a.written.candidate.config
+}

@@ -1,0 +1,323 @@
+//! The advice in words: a table for the terminal, `advice.md` beside the results (with the
+//! chart and where every number comes from), `advice.json` for tools, and the calibration used
+//! (`calibration.json`, which `advise --calibration` reads back).
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use comfy_table::{presets, Cell, CellAlignment, Table};
+
+use super::evaluate::{Evaluated, Verdict};
+use super::{Advice, TimingSource};
+use crate::spec::{format_size, Named};
+
+/// Fitting options listed in the table; the rest are in `advice.json`.
+pub const SHOWN: usize = 12;
+/// Options that do not fit listed after them, from the nearest miss.
+pub const MISSES: usize = 4;
+
+/// The files an advice is written to, in `dir`.
+pub const FILES: [&str; 5] = ["advice.md", "advice.json", "calibration.json", "advice.png", "advice.svg"];
+
+/// "1 x 2000, batch 1173000 (accumulation 1), Adam for_loop, float32, amp off, checkpoint none".
+pub fn describe_config(a: &Advice) -> String {
+    let c = &a.written.candidate.config;
+    let t = &c.training;
+    let cuda = a.target == crate::estimate::Target::Cuda;
+    let implementation = crate::spec::OptimizerImpl::resolve(t.techniques.optimizer_impl, cuda);
+    format!(
+        "{} hidden layer(s) of {}, batch {} x {} micro-batch(es), {} ({}), {}, amp {}, checkpoint {}, data {} x {} ({} classes)",
+        c.model.depth,
+        c.model.hidden,
+        t.batch_size,
+        t.techniques.accumulation,
+        t.optimizer.name(),
+        implementation.as_str(),
+        t.dtype.as_str(),
+        t.techniques.amp.as_str(),
+        t.techniques.checkpoint.name(),
+        a.data.samples,
+        a.data.features,
+        a.data.classes
+    )
+}
+
+fn signed_size(b: i64) -> String {
+    if b < 0 {
+        format!("-{}", format_size(b.unsigned_abs()))
+    } else {
+        format_size(b as u64)
+    }
+}
+
+fn seconds(s: Option<f64>) -> String {
+    match s {
+        Some(s) if s >= 1.0 => format!("{s:.2} s"),
+        Some(s) => format!("{:.1} ms", s * 1e3),
+        None => "-".into(),
+    }
+}
+
+fn ratio(r: Option<f64>) -> String {
+    r.map_or("-".into(), |r| format!("{r:.2}x"))
+}
+
+/// One option in a sentence: "#3 accumulation 2 x 586500: peak 8.9 GiB, 7.0 GiB headroom, 1.04x the time".
+pub fn sentence(o: &Evaluated) -> String {
+    let time = match o.relative_time {
+        Some(r) => format!(", {r:.2}x the time per sample (a step {})", seconds(o.step_seconds)),
+        None => String::new(),
+    };
+    let training = match o.effect {
+        super::Effect::Same => "",
+        super::Effect::Precision => " (lower precision)",
+        super::Effect::Changed => " (CHANGES the training)",
+    };
+    format!(
+        "#{} {}{training}: peak {}, {} headroom{time}",
+        o.rank,
+        o.describe,
+        format_size(o.peak),
+        signed_size(o.headroom)
+    )
+}
+
+fn options_table(rows: &[&Evaluated], markdown: bool) -> Table {
+    let mut t = Table::new();
+    t.load_preset(if markdown { presets::ASCII_MARKDOWN } else { presets::NOTHING });
+    t.set_header(["#", "option", "training", "predicted", "peak", "headroom", "step", "per sample vs written"]);
+    for o in rows {
+        t.add_row(vec![
+            Cell::new(o.rank).set_alignment(CellAlignment::Right),
+            Cell::new(&o.describe),
+            Cell::new(o.effect.as_str()),
+            Cell::new(o.verdict.as_str()),
+            Cell::new(format_size(o.peak)).set_alignment(CellAlignment::Right),
+            Cell::new(signed_size(o.headroom)).set_alignment(CellAlignment::Right),
+            Cell::new(seconds(o.step_seconds)).set_alignment(CellAlignment::Right),
+            Cell::new(ratio(o.relative_time)).set_alignment(CellAlignment::Right),
+        ]);
+    }
+    t
+}
+
+fn verified_table(a: &Advice, markdown: bool) -> Table {
+    let mut t = Table::new();
+    t.load_preset(if markdown { presets::ASCII_MARKDOWN } else { presets::NOTHING });
+    t.set_header(["#", "option", "predicted", "measured", "peak predicted", "peak measured", "step predicted", "step measured", "agrees"]);
+    for v in &a.verified {
+        let measured = match &v.phase {
+            Some(p) => format!("{} in {p}", v.status),
+            None => v.status.to_string(),
+        };
+        t.add_row(vec![
+            Cell::new(v.rank),
+            Cell::new(&v.describe),
+            Cell::new(v.predicted.as_str()),
+            Cell::new(measured),
+            Cell::new(format_size(v.predicted_peak)).set_alignment(CellAlignment::Right),
+            Cell::new(format_size(v.measured_peak)).set_alignment(CellAlignment::Right),
+            Cell::new(seconds(v.predicted_seconds)).set_alignment(CellAlignment::Right),
+            Cell::new(seconds(v.measured_seconds)).set_alignment(CellAlignment::Right),
+            Cell::new(match v.agrees {
+                Some(true) => "yes",
+                Some(false) => "NO",
+                None => "-",
+            }),
+        ]);
+    }
+    t
+}
+
+/// The rows a table shows: the first [`SHOWN`] that fit (leaving out those whose extra change
+/// buys nothing: [`super::rank::adds_nothing`]), the borderline, the nearest misses.
+fn shown(a: &Advice) -> Vec<&Evaluated> {
+    let fit = a.options.iter().filter(|o| o.verdict == Verdict::Fits && !super::rank::adds_nothing(o, &a.options)).take(SHOWN);
+    let border = a.options.iter().filter(|o| o.verdict == Verdict::Borderline).take(MISSES);
+    let miss = a.options.iter().filter(|o| o.verdict == Verdict::Oom).take(MISSES);
+    fit.chain(border).chain(miss).collect()
+}
+
+fn counts(a: &Advice) -> String {
+    let n = |v: Verdict| a.options.iter().filter(|o| o.verdict == v).count();
+    let mut s = format!(
+        "{} options: {} fit, {} borderline, {} do not fit",
+        a.options.len(),
+        n(Verdict::Fits),
+        n(Verdict::Borderline),
+        n(Verdict::Oom)
+    );
+    let quiet = a.options.iter().filter(|o| o.verdict == Verdict::Fits && super::rank::adds_nothing(o, &a.options)).count();
+    if quiet > 0 {
+        s += &format!(" ({quiet} that fit add a change to another for less than {:.0}% of the time: not listed)", super::rank::NO_GAIN * 100.0);
+    }
+    if n(Verdict::Unknown) > 0 {
+        s += &format!(", {} outside the estimate", n(Verdict::Unknown));
+    }
+    s
+}
+
+/// The headline: the spec as written, the smallest change that fits, the fastest.
+fn headline(a: &Advice) -> Vec<String> {
+    let w = &a.written;
+    let mut out = Vec::new();
+    let verdict = match (&w.verdict, &w.over_in) {
+        (Verdict::Oom, Some(at)) => format!("out of memory in {at}, over by {}", signed_size(-w.headroom)),
+        (v, _) => v.as_str().to_string(),
+    };
+    out.push(format!(
+        "As written: peak {} ({verdict}); step {}.",
+        format_size(w.peak),
+        seconds(w.step_seconds)
+    ));
+    let first_fit = a.options.iter().find(|o| o.verdict == Verdict::Fits);
+    match a.smallest.and_then(|r| a.options.get(r - 1)) {
+        Some(o) => out.push(format!("Smallest change that fits: {}.", sentence(o))),
+        None => out.push("No option is predicted to fit: a smaller model, or a larger budget.".into()),
+    }
+    if let Some(o) = first_fit.filter(|o| Some(o.rank) != a.smallest) {
+        let which = if o.step_seconds.is_some() { "Fastest" } else { "First ranked" };
+        out.push(format!("{which} that fits: {}.", sentence(o)));
+    }
+    out
+}
+
+/// The terminal's text.
+pub fn text(a: &Advice) -> String {
+    let mut s = format!(
+        "{}: advice for {} with a budget of {}\n",
+        a.experiment,
+        a.device,
+        format_size(a.budget)
+    );
+    if let Some(v) = &a.variant {
+        s += &format!("variant: {v}\n");
+    }
+    if let Some(p) = &a.point {
+        s += &format!("at {} = {}: {}\n", p.field, p.value, p.why);
+    }
+    s += &format!("configuration: {}\n", describe_config(a));
+    s += &format!("step times: {}\n\n", a.timing.describe());
+    for line in headline(a) {
+        s += &format!("{line}\n");
+    }
+    s += &format!("\n{}\n{}\n", counts(a), options_table(&shown(a), false));
+    if !a.verified.is_empty() {
+        s += &format!("\nverified by training on {}:\n{}\n", a.device, verified_table(a, false));
+    }
+    for n in &a.notes {
+        s += &format!("note: {n}\n");
+    }
+    s
+}
+
+/// `advice.md`.
+pub fn markdown(a: &Advice, chart: Option<&str>) -> String {
+    let p = &a.provenance;
+    let mut s = format!("# Advice: {}\n\n", a.experiment);
+    s += "What to change so that this training fits its budget, and what each option costs: every combination of \
+          gradient accumulation (same effective batch), mixed precision, activation checkpointing and the optimizer's \
+          implementation, held against the budget by oomlab's estimate; a smaller batch and another optimizer offered \
+          apart, as they change the training. Written by `oomlab advise`.\n\n";
+    s += "| | |\n| --- | --- |\n";
+    let mut row = |k: &str, v: String| s += &format!("| {k} | {v} |\n");
+    row("spec", format!("`{}`", a.spec_path));
+    if let Some(v) = &a.variant {
+        row("variant", v.clone());
+    }
+    if let Some(pt) = &a.point {
+        row("advised at", format!("{} = {} ({})", pt.field, pt.value, pt.why));
+    }
+    row("configuration", describe_config(a));
+    let allocator = match a.target {
+        crate::estimate::Target::Cpu => "oomlab's counting allocator: exact bytes",
+        crate::estimate::Target::Cuda => "libtorch's caching allocator, replayed",
+    };
+    row("device", format!("{} (estimate: {allocator})", a.device));
+    row("budget", format_size(a.budget));
+    row("step times", a.timing.describe());
+    row("machine", format!("{} ({})", p.hostname, p.cpu));
+    row("oomlab / libtorch", format!("{} / {}", p.oomlab, p.libtorch));
+    row(
+        "git",
+        format!(
+            "{}{}",
+            p.git_revision.as_deref().unwrap_or("unknown"),
+            match p.git_dirty {
+                Some(true) => " (with local changes)",
+                Some(false) => " (clean)",
+                None => "",
+            }
+        ),
+    );
+    row("date", p.date.clone());
+    row("command", format!("`{}`", p.command));
+    s += "\n## The answer\n\n";
+    for line in headline(a) {
+        s += &format!("- {line}\n");
+    }
+    if let Some(c) = chart {
+        s += &format!("\n![predicted peak against predicted step time for every option]({c})\n");
+    }
+    s += &format!("\n## Options\n\n{}; the table shows the first {SHOWN} that fit, then the nearest misses (all of them are in `advice.json`). \"training\": `same` keeps the computation, `lower precision` runs it in 16 bits, `CHANGED` trains another way. The peak is what the budget caps: allocated bytes on the CPU, reserved on CUDA, workspaces included.\n\n", counts(a));
+    s += &format!("{}\n", options_table(&shown(a), true));
+    if !a.verified.is_empty() {
+        s += &format!(
+            "\n## Verified\n\nTrained on {} under the budget, {} steps each (the spec's, at least 3, so that a step time leaves out the first): \
+             the top options that fit and the nearest misses.\n\n{}\n",
+            a.device,
+            a.verified.iter().map(|v| v.steps).max().unwrap_or(0),
+            verified_table(a, true)
+        );
+    }
+    if let TimingSource::Calibrated { .. } | TimingSource::File { .. } = a.timing {
+        s += "\n## How step times are predicted\n\n\
+              Each option's step is its micro-batches' passes plus one update: `k * (alpha + beta * m) + update`. \
+              A pass (gather, forward, backward, with checkpointing's recompute) was timed on a model of at most three \
+              hidden layers of the spec's width at two micro-batch sizes, with the device synchronised at each phase; \
+              `alpha` scales with the number of layers and `beta` with the multiply-adds per sample. The update \
+              (optimizer step and zero_grad) was timed per optimizer and implementation and scales with the parameters. \
+              These are extrapolations: the Verified table says how far off they were. The measurements are in \
+              `calibration.json`.\n";
+    }
+    if !a.notes.is_empty() {
+        s += "\n## Notes\n\n";
+        for n in &a.notes {
+            s += &format!("- {n}\n");
+        }
+    }
+    s
+}
+
+/// Writes the advice's files into `dir` (made if missing). Files from an earlier advice are
+/// replaced only with `force`.
+pub fn write(dir: &Path, a: &Advice, force: bool) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let existing: Vec<&str> = FILES.iter().copied().filter(|f| dir.join(f).exists()).collect();
+    if !existing.is_empty() && !force {
+        bail!(
+            "{} already holds an advice ({}); pass --force to replace it, or --out DIR to write elsewhere",
+            dir.display(),
+            existing.join(", ")
+        );
+    }
+    for f in existing {
+        std::fs::remove_file(dir.join(f)).with_context(|| format!("removing {}", dir.join(f).display()))?;
+    }
+    let put = |name: &str, text: String| -> Result<PathBuf> {
+        let path = dir.join(name);
+        let tmp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+        Ok(path)
+    };
+    let mut written = vec![put("advice.json", serde_json::to_string_pretty(a)? + "\n")?];
+    if let Some(cal) = &a.calibration {
+        written.push(put("calibration.json", serde_json::to_string_pretty(cal)? + "\n")?);
+    }
+    let chart = crate::chart::AdviceChart::from_advice(a);
+    let rendered = crate::chart::render(&chart, dir)?;
+    let stem = rendered.png.file_name().map(|f| f.to_string_lossy().into_owned());
+    written.push(put("advice.md", markdown(a, stem.as_deref()))?);
+    written.extend([rendered.png, rendered.svg]);
+    Ok(written)
+}

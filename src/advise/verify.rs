@@ -1,0 +1,106 @@
+//! `advise --verify N`: the top N options that fit and the N nearest misses, trained for real
+//! under the budget on the device, with what was predicted beside what was measured. On the CPU
+//! the estimate counts the allocator's bytes, so every option predicted to fit must train and
+//! every one predicted not to must run out of memory (`tests/advise.rs` holds it).
+use anyhow::Result;
+use serde::Serialize;
+
+use super::evaluate::{Evaluated, Evaluator, Verdict};
+use super::Advice;
+use crate::estimate::Target;
+use crate::plan::Plan;
+use crate::progress::Progress;
+use crate::schema::{Status, TraceLevel};
+
+/// One option trained.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verified {
+    pub rank: usize,
+    pub describe: String,
+    pub predicted: Verdict,
+    pub status: Status,
+    /// Where it ran out of memory.
+    pub phase: Option<String>,
+    pub predicted_peak: u64,
+    /// `max_memory_allocated` on the CPU, `max_memory_reserved` on CUDA (what the budget caps).
+    pub measured_peak: u64,
+    pub predicted_seconds: Option<f64>,
+    pub measured_seconds: Option<f64>,
+    /// Whether the outcome is the one predicted (`None` for a borderline prediction).
+    pub agrees: Option<bool>,
+    /// Steps trained: the spec's, at least 3 so that a step time leaves the first out.
+    pub steps: usize,
+    pub message: String,
+}
+
+/// The options `--verify N` trains: the first `n` that fit (of those the table lists: none
+/// that only adds a change buying nothing to another), then the `n` nearest misses.
+pub fn chosen(options: &[Evaluated], n: usize) -> Vec<&Evaluated> {
+    let fit = options
+        .iter()
+        .filter(|o| o.verdict == Verdict::Fits && !super::rank::adds_nothing(o, options))
+        .take(n);
+    let miss = options.iter().filter(|o| o.verdict == Verdict::Oom).take(n);
+    fit.chain(miss).collect()
+}
+
+pub fn verify(plan: &Plan, advice: &Advice, n: usize, eval: &Evaluator, quiet: bool) -> Result<Vec<Verified>> {
+    let picked = chosen(&advice.options, n);
+    let device = plan.device.resolve().map_err(anyhow::Error::msg)?;
+    let probe = crate::run::open_probe(device, Some(advice.budget))?;
+    let configs: Vec<crate::spec::Config> = picked
+        .iter()
+        .map(|o| {
+            let mut c = o.candidate.config.clone();
+            c.training.steps = c.training.steps.max(3);
+            c
+        })
+        .collect();
+    // What libtorch keeps for the process (cuBLAS workspaces) is made before the first trial,
+    // as `run` does, so that every trial starts from the same baseline.
+    crate::train::warm_up(configs.iter(), &*probe, TraceLevel::Phases)?;
+    let progress = Progress::new(Some(picked.len()), quiet);
+    let mut out = Vec::new();
+    for (i, (o, config)) in picked.iter().zip(&configs).enumerate() {
+        progress.start(&format!("verifying #{} {}", o.rank, o.describe));
+        let row = crate::train::run_trial(config, &*probe, i + 1, TraceLevel::Phases, &mut |_| Ok(()))?;
+        let prediction = eval.predict(config).ok();
+        let predicted_peak = prediction.as_ref().map_or(o.peak, |p| eval.capped_peak(p));
+        let measured_peak = match eval.target {
+            Target::Cpu => row.max_memory_allocated,
+            Target::Cuda => row.max_memory_reserved,
+        };
+        let agrees = match o.verdict {
+            Verdict::Fits => Some(row.status == Status::Ok),
+            Verdict::Oom => Some(row.status == Status::Oom),
+            _ => None,
+        };
+        let measured_seconds = row.step_seconds.filter(|_| row.status == Status::Ok);
+        let predicted_seconds = o.step_seconds;
+        let v = Verified {
+            rank: o.rank,
+            describe: o.describe.clone(),
+            predicted: o.verdict,
+            status: row.status,
+            phase: row.phase.map(|p| p.to_string()),
+            predicted_peak,
+            measured_peak,
+            predicted_seconds,
+            measured_seconds,
+            agrees,
+            steps: config.training.steps,
+            message: row.message.clone(),
+        };
+        progress.done(&format!(
+            "#{} {}: predicted {}, {}{}",
+            v.rank,
+            v.describe,
+            v.predicted.as_str(),
+            v.status,
+            if v.agrees == Some(false) { "  (DISAGREES)" } else { "" }
+        ));
+        out.push(v);
+    }
+    progress.finish();
+    Ok(out)
+}
