@@ -38,6 +38,9 @@ pub struct Measured {
     pub update: Option<f64>,
 }
 
+/// A pass's fit, and the update its first run timed on the way (for its optimizer).
+type PassOutcome = (Option<PassCell>, Option<(UpdateKey, f64)>);
+
 /// Runs (or finds in the cache) what the options need.
 pub struct Calibrator<'a> {
     pub probe: &'a dyn MemoryProbe,
@@ -127,10 +130,13 @@ impl Calibrator<'_> {
         config: &Config,
         largest: usize,
         progress: &Progress,
-    ) -> Result<(Option<PassCell>, Option<(UpdateKey, f64)>)> {
+    ) -> Result<PassOutcome> {
         let shape = self.shape;
         let Some(lo) = self.fitting_batch(config, largest.min(FIRST_BATCH)) else {
-            self.failed.push(format!("{}: not even a micro-batch of 1 fits the calibration's memory", describe_pass(key)));
+            self.failed.push(format!(
+                "{}: not even a micro-batch of 1 fits the calibration's memory",
+                describe_pass(key)
+            ));
             progress.done("skipped");
             progress.done("skipped");
             return Ok((None, None));
@@ -344,8 +350,10 @@ mod tests {
         let m = from_records(&records);
         assert!((m.pass - 1.2).abs() < 1e-9, "{m:?}");
         assert!((m.update.unwrap() - 0.12).abs() < 1e-9, "{m:?}");
-        let forward: Vec<PhaseRecord> =
-            records.into_iter().filter(|r| r.phase != Phase::OptimizerStep && r.phase != Phase::ZeroGrad).collect();
+        let forward: Vec<PhaseRecord> = records
+            .into_iter()
+            .filter(|r| r.phase != Phase::OptimizerStep && r.phase != Phase::ZeroGrad)
+            .collect();
         assert_eq!(from_records(&forward).update, None);
     }
 }

@@ -142,7 +142,8 @@ pub fn enumerate(base: &Config, cuda: bool, smaller_batch: Option<usize>) -> Vec
     let effective = t.batch_size * tech.accumulation;
     let accumulations = if train { accumulation_ladder(effective, t.steps) } else { vec![1] };
     let amps = amps(base);
-    let checkpoints = if train { checkpoints(base.model.depth, tech.checkpoint) } else { vec![tech.checkpoint] };
+    let checkpoints =
+        if train { checkpoints(base.model.depth, tech.checkpoint) } else { vec![tech.checkpoint] };
     let impls: Vec<OptimizerImpl> =
         if train { OptimizerImpl::ALL.to_vec() } else { vec![written.optimizer_impl] };
     let locations = match (cuda, base.location) {
@@ -179,8 +180,10 @@ pub fn enumerate(base: &Config, cuda: bool, smaller_batch: Option<usize>) -> Vec
         for optimizer in other_optimizers(&t.optimizer) {
             let mut config = base.clone();
             config.training.optimizer = optimizer;
-            let changes =
-                vec![Change::Optimizer { optimizer: optimizer_words(&optimizer), was: optimizer_words(&t.optimizer) }];
+            let changes = vec![Change::Optimizer {
+                optimizer: optimizer_words(&optimizer),
+                was: optimizer_words(&t.optimizer),
+            }];
             out.push(Candidate { config, changes });
         }
     }
@@ -230,7 +233,7 @@ pub fn accumulation_ladder(effective: usize, steps: usize) -> Vec<usize> {
     let mut out: Vec<usize> = Vec::new();
     let mut p = 1usize;
     while p <= MAX_ACCUMULATION.min(effective) {
-        if let Some(k) = (p..=effective.min(MAX_ACCUMULATION)).find(|k| effective % k == 0) {
+        if let Some(k) = (p..=effective.min(MAX_ACCUMULATION)).find(|&k| effective.is_multiple_of(k)) {
             if fits_phases(k) && out.last() != Some(&k) {
                 out.push(k);
             }
@@ -336,7 +339,10 @@ mod tests {
             let effective = t.batch_size * t.techniques.accumulation;
             let says_batch = o.changes.iter().any(|c| matches!(c, Change::Batch { .. }));
             assert_eq!(effective != 32, says_batch, "{}", o.describe());
-            assert_eq!(o.effect() == Effect::Changed, o.changes.iter().any(|c| c.effect() == Effect::Changed));
+            assert_eq!(
+                o.effect() == Effect::Changed,
+                o.changes.iter().any(|c| c.effect() == Effect::Changed)
+            );
         }
         // 6 accumulations x 3 precisions x (none, 1, 2, sqrt = 2: no) x 3 implementations, less
         // the spec itself; a smaller batch; SGD with momentum and plain SGD.
@@ -358,7 +364,8 @@ mod tests {
     fn data_on_host_is_offered_on_cuda_only() {
         let mut base = config(1, 16, 8, ADAM);
         base.location = DataLocation::Device;
-        let host = |cuda| enumerate(&base, cuda, None).iter().any(|o| o.changes.contains(&Change::DataOnHost));
+        let host =
+            |cuda| enumerate(&base, cuda, None).iter().any(|o| o.changes.contains(&Change::DataOnHost));
         assert!(host(true) && !host(false));
     }
 }

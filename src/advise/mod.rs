@@ -151,7 +151,9 @@ pub fn advise(req: &Request) -> Result<Advice> {
         spec_path: plan.spec.path.display().to_string(),
         variant,
         point,
-        device: device_here.clone().unwrap_or_else(|| format!("{} (not on this machine)", target_name(plan.target))),
+        device: device_here
+            .clone()
+            .unwrap_or_else(|| format!("{} (not on this machine)", target_name(plan.target))),
         target: plan.target,
         budget,
         data: shape,
@@ -166,7 +168,10 @@ pub fn advise(req: &Request) -> Result<Advice> {
     };
     if req.verify > 0 {
         if device_here.is_none() {
-            bail!("--verify trains on the device advised for, and there is no {} here", target_name(plan.target));
+            bail!(
+                "--verify trains on the device advised for, and there is no {} here",
+                target_name(plan.target)
+            );
         }
         advice.verified = verify::verify(plan, &advice, req.verify, &eval, req.quiet)?;
     }

@@ -25,10 +25,9 @@ pub fn variant(spec: &Spec, name: Option<&str>) -> Result<(Option<String>, Confi
             let (n, c) = configs.first().ok_or_else(|| anyhow!("the spec has no configuration"))?;
             Ok((n.map(str::to_string), (*c).clone()))
         }
-        Some(wanted) if names.is_empty() => bail!(
-            "--variant {wanted}: {} has no [[variant]]; leave --variant out",
-            spec.path.display()
-        ),
+        Some(wanted) if names.is_empty() => {
+            bail!("--variant {wanted}: {} has no [[variant]]; leave --variant out", spec.path.display())
+        }
         Some(wanted) => match configs.iter().find(|(n, _)| *n == Some(wanted)) {
             Some((_, c)) => Ok((Some(wanted.to_string()), (*c).clone())),
             None => bail!(
@@ -41,7 +40,12 @@ pub fn variant(spec: &Spec, name: Option<&str>) -> Result<(Option<String>, Confi
 }
 
 /// The configuration at `at` (or at the first value predicted not to fit), for a sweep.
-pub fn choose(spec: &Spec, base: &Config, at: Option<f64>, eval: &Evaluator) -> Result<(Config, Option<Point>)> {
+pub fn choose(
+    spec: &Spec,
+    base: &Config,
+    at: Option<f64>,
+    eval: &Evaluator,
+) -> Result<(Config, Option<Point>)> {
     let Some(sweep) = &spec.sweep else {
         if let Some(v) = at {
             bail!("--at {v}: {} has no [sweep]; leave --at out", spec.path.display());

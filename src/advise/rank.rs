@@ -75,7 +75,13 @@ mod tests {
 
     const ADAM: OptimizerSpec = OptimizerSpec::Adam { lr: 0.001, weight_decay: 0.0 };
 
-    fn evaluated(describe: &str, verdict: Verdict, peak: u64, secs: Option<f64>, changes: usize) -> Evaluated {
+    fn evaluated(
+        describe: &str,
+        verdict: Verdict,
+        peak: u64,
+        secs: Option<f64>,
+        changes: usize,
+    ) -> Evaluated {
         let mut c = enumerate(&config(3, 16, 32, ADAM), false, None)
             .into_iter()
             .find(|c| c.changes.len() == changes && c.effect() == Effect::Same)
@@ -109,7 +115,10 @@ mod tests {
         ];
         let (ranked, smallest) = rank(options, &written);
         let names: Vec<&str> = ranked.iter().map(|o| o.describe.as_str()).collect();
-        assert_eq!(names, ["fast fit, two changes", "slow fit, one change", "borderline", "near miss", "far miss"]);
+        assert_eq!(
+            names,
+            ["fast fit, two changes", "slow fit, one change", "borderline", "near miss", "far miss"]
+        );
         assert_eq!(smallest, Some(2), "one change beats two, whatever the time");
         assert_eq!(ranked[0].relative_time, Some(1.5));
         assert_eq!(ranked.iter().map(|o| o.rank).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
@@ -118,10 +127,8 @@ mod tests {
     #[test]
     fn without_times_the_fewest_changes_come_first() {
         let written = evaluated("written", Verdict::Oom, 100, None, 0);
-        let options = vec![
-            evaluated("two", Verdict::Fits, 10, None, 2),
-            evaluated("one", Verdict::Fits, 90, None, 1),
-        ];
+        let options =
+            vec![evaluated("two", Verdict::Fits, 10, None, 2), evaluated("one", Verdict::Fits, 90, None, 1)];
         let (ranked, smallest) = rank(options, &written);
         assert_eq!(ranked[0].describe, "one");
         assert_eq!(smallest, Some(1));

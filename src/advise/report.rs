@@ -84,7 +84,16 @@ pub fn sentence(o: &Evaluated) -> String {
 fn options_table(rows: &[&Evaluated], markdown: bool) -> Table {
     let mut t = Table::new();
     t.load_preset(if markdown { presets::ASCII_MARKDOWN } else { presets::NOTHING });
-    t.set_header(["#", "option", "training", "predicted", "peak", "headroom", "step", "per sample vs written"]);
+    t.set_header([
+        "#",
+        "option",
+        "training",
+        "predicted",
+        "peak",
+        "headroom",
+        "step",
+        "per sample vs written",
+    ]);
     for o in rows {
         t.add_row(vec![
             Cell::new(o.rank).set_alignment(CellAlignment::Right),
@@ -103,7 +112,17 @@ fn options_table(rows: &[&Evaluated], markdown: bool) -> Table {
 fn verified_table(a: &Advice, markdown: bool) -> Table {
     let mut t = Table::new();
     t.load_preset(if markdown { presets::ASCII_MARKDOWN } else { presets::NOTHING });
-    t.set_header(["#", "option", "predicted", "measured", "peak predicted", "peak measured", "step predicted", "step measured", "agrees"]);
+    t.set_header([
+        "#",
+        "option",
+        "predicted",
+        "measured",
+        "peak predicted",
+        "peak measured",
+        "step predicted",
+        "step measured",
+        "agrees",
+    ]);
     for v in &a.verified {
         let measured = match &v.phase {
             Some(p) => format!("{} in {p}", v.status),
@@ -131,7 +150,11 @@ fn verified_table(a: &Advice, markdown: bool) -> Table {
 /// The rows a table shows: the first [`SHOWN`] that fit (leaving out those whose extra change
 /// buys nothing: [`super::rank::adds_nothing`]), the borderline, the nearest misses.
 fn shown(a: &Advice) -> Vec<&Evaluated> {
-    let fit = a.options.iter().filter(|o| o.verdict == Verdict::Fits && !super::rank::adds_nothing(o, &a.options)).take(SHOWN);
+    let fit = a
+        .options
+        .iter()
+        .filter(|o| o.verdict == Verdict::Fits && !super::rank::adds_nothing(o, &a.options))
+        .take(SHOWN);
     let border = a.options.iter().filter(|o| o.verdict == Verdict::Borderline).take(MISSES);
     let miss = a.options.iter().filter(|o| o.verdict == Verdict::Oom).take(MISSES);
     fit.chain(border).chain(miss).collect()
@@ -146,9 +169,16 @@ fn counts(a: &Advice) -> String {
         n(Verdict::Borderline),
         n(Verdict::Oom)
     );
-    let quiet = a.options.iter().filter(|o| o.verdict == Verdict::Fits && super::rank::adds_nothing(o, &a.options)).count();
+    let quiet = a
+        .options
+        .iter()
+        .filter(|o| o.verdict == Verdict::Fits && super::rank::adds_nothing(o, &a.options))
+        .count();
     if quiet > 0 {
-        s += &format!(" ({quiet} that fit add a change to another for less than {:.0}% of the time: not listed)", super::rank::NO_GAIN * 100.0);
+        s += &format!(
+            " ({quiet} that fit add a change to another for less than {:.0}% of the time: not listed)",
+            super::rank::NO_GAIN * 100.0
+        );
     }
     if n(Verdict::Unknown) > 0 {
         s += &format!(", {} outside the estimate", n(Verdict::Unknown));
@@ -183,12 +213,8 @@ fn headline(a: &Advice) -> Vec<String> {
 
 /// The terminal's text.
 pub fn text(a: &Advice) -> String {
-    let mut s = format!(
-        "{}: advice for {} with a budget of {}\n",
-        a.experiment,
-        a.device,
-        format_size(a.budget)
-    );
+    let mut s =
+        format!("{}: advice for {} with a budget of {}\n", a.experiment, a.device, format_size(a.budget));
     if let Some(v) = &a.variant {
         s += &format!("variant: {v}\n");
     }

@@ -225,7 +225,8 @@ pub fn calibration_config(
     out.model.depth = c.model.depth.min(CALIBRATION_DEPTH);
     out.model.hidden = c.model.hidden.min(CALIBRATION_WIDTH);
     // Synthetic rows of the data's shape: a CSV's values do not change the time.
-    out.data = DataSpec::Synthetic { samples: batch, features: shape.features, classes: shape.classes, seed: 0 };
+    out.data =
+        DataSpec::Synthetic { samples: batch, features: shape.features, classes: shape.classes, seed: 0 };
     let t = &mut out.training;
     t.batch_size = batch;
     t.steps = 3;
@@ -274,7 +275,8 @@ mod tests {
         assert_eq!(shape.params, (32 * 8 + 8 + 8 * 8 + 8 + 8 * 4 + 4) as u64);
         assert_eq!(shape.macs_per_sample, (32 * 8 + 8 * 8 + 8 * 4) as f64);
         let pass = PassCell::fit(PassKey::of(&c), shape, vec![(16, 0.01)]);
-        let update = UpdateCell { key: UpdateKey::of(&c, false).unwrap(), params: shape.params / 2, seconds: 0.5 };
+        let update =
+            UpdateCell { key: UpdateKey::of(&c, false).unwrap(), params: shape.params / 2, seconds: 0.5 };
         let cal = Calibration {
             device: "cpu".into(),
             oomlab: "0".into(),
@@ -295,7 +297,10 @@ mod tests {
         c.training.techniques.checkpoint = Checkpoint::Every(4);
         c.training.techniques.amp = Amp::Bf16;
         let cal = calibration_config(&c, DataShape { samples: 32, features: 32, classes: 4 }, 8, None);
-        assert_eq!((cal.model.depth, cal.model.hidden, cal.training.batch_size, cal.training.steps), (2, 2048, 8, 3));
+        assert_eq!(
+            (cal.model.depth, cal.model.hidden, cal.training.batch_size, cal.training.steps),
+            (2, 2048, 8, 3)
+        );
         assert_eq!(cal.training.techniques.checkpoint, Checkpoint::Sqrt);
         assert_eq!(PassKey::of(&cal), PassKey::of(&c));
         assert!(cal.check().is_ok());

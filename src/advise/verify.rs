@@ -44,7 +44,13 @@ pub fn chosen(options: &[Evaluated], n: usize) -> Vec<&Evaluated> {
     fit.chain(miss).collect()
 }
 
-pub fn verify(plan: &Plan, advice: &Advice, n: usize, eval: &Evaluator, quiet: bool) -> Result<Vec<Verified>> {
+pub fn verify(
+    plan: &Plan,
+    advice: &Advice,
+    n: usize,
+    eval: &Evaluator,
+    quiet: bool,
+) -> Result<Vec<Verified>> {
     let picked = chosen(&advice.options, n);
     let device = plan.device.resolve().map_err(anyhow::Error::msg)?;
     let probe = crate::run::open_probe(device, Some(advice.budget))?;

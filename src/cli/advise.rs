@@ -100,8 +100,15 @@ pub fn run(args: AdviseArgs) -> Result<()> {
         (None, true) => TimingChoice::Off,
         (None, false) => TimingChoice::Calibrate { fresh: args.recalibrate },
     };
-    let request =
-        Request { plan, variant: args.variant, at: args.at, arch, timing, verify: args.verify, quiet: args.quiet };
+    let request = Request {
+        plan,
+        variant: args.variant,
+        at: args.at,
+        arch,
+        timing,
+        verify: args.verify,
+        quiet: args.quiet,
+    };
     let advice = advise::advise(&request).with_context(|| format!("advising on {}", args.spec.display()))?;
     if args.json {
         say!("{}", serde_json::to_string_pretty(&advice)?);

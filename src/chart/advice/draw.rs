@@ -58,10 +58,16 @@ impl Chart for AdviceChart {
             for p in self.points.iter().filter(|p| p.mark == mark) {
                 let at = (axis.value(p.peak), p.y);
                 match mark {
-                    Mark::Oom => plot.draw_series(std::iter::once(Cross::new(at, 4, palette::MUTED.stroke_width(1))))?,
-                    Mark::Borderline => plot.draw_series(std::iter::once(Circle::new(at, 5, BORDER.stroke_width(2))))?,
+                    Mark::Oom => {
+                        plot.draw_series(std::iter::once(Cross::new(at, 4, palette::MUTED.stroke_width(1))))?
+                    }
+                    Mark::Borderline => {
+                        plot.draw_series(std::iter::once(Circle::new(at, 5, BORDER.stroke_width(2))))?
+                    }
                     Mark::Fits => plot.draw_series(std::iter::once(Circle::new(at, 5, FITS.filled())))?,
-                    Mark::Written => plot.draw_series(std::iter::once(Circle::new(at, 9, WRITTEN.stroke_width(3))))?,
+                    Mark::Written => {
+                        plot.draw_series(std::iter::once(Circle::new(at, 9, WRITTEN.stroke_width(3))))?
+                    }
                 };
             }
         }
@@ -71,7 +77,11 @@ impl Chart for AdviceChart {
             let at = (axis.value(p.peak), p.y);
             let width = plot.plotting_area().estimate_text_size(&p.label, &label_style())?.0;
             let right = at.0 + (14.0 + f64::from(width)) * x_per_px <= x_end;
-            let (x, h) = if right { (at.0 + 14.0 * x_per_px, HPos::Left) } else { (at.0 - 14.0 * x_per_px, HPos::Right) };
+            let (x, h) = if right {
+                (at.0 + 14.0 * x_per_px, HPos::Left)
+            } else {
+                (at.0 - 14.0 * x_per_px, HPos::Right)
+            };
             let style = label_style().pos(Pos::new(h, VPos::Center));
             plot.draw_series(std::iter::once(Text::new(p.label.clone(), (x, at.1), style)))?;
         }

@@ -1,0 +1,182 @@
+//! `oomlab advise` end to end on the CPU: its files and refusals, the calibration cache, and the
+//! claim that matters: every option predicted to fit trains and every one predicted not to runs
+//! out of memory, for randomized configurations, trained for real under the budget.
+mod common;
+
+use std::path::Path;
+
+use assert_cmd::Command;
+use common::rng::Rng;
+use common::{tiny_spec, Sandbox};
+use serde_json::Value;
+
+fn oomlab(sb: &Sandbox) -> Command {
+    let mut c = Command::cargo_bin("oomlab").unwrap();
+    c.current_dir(sb.path()).env("OOMLAB_CACHE_DIR", sb.path().join("cache"));
+    c
+}
+
+/// Runs advise, expecting success, and returns its JSON.
+fn advise_json(sb: &Sandbox, args: &[&str]) -> Value {
+    let out = oomlab(sb).arg("advise").args(args).arg("--json").arg("-q").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "advise {args:?}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+}
+
+fn stderr_of(sb: &Sandbox, args: &[&str]) -> String {
+    let out = oomlab(sb).arg("advise").args(args).output().unwrap();
+    assert!(!out.status.success(), "advise {args:?} should fail");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Three hidden layers of 64, Adam, batch 32: its peak is about 200 KiB.
+fn spec(sb: &Sandbox, budget: &str) -> String {
+    let text = tiny_spec("adv", "hidden = 64\ndepth = 3", None, &format!("budget = \"{budget}\"\n"))
+        .replace("optimizer = \"sgd\"", "optimizer = \"adam\"")
+        .replace("batch_size = 4", "batch_size = 32")
+        .replace("steps = 1", "steps = 2");
+    sb.spec("adv.toml", &text).display().to_string()
+}
+
+#[test]
+fn advice_names_what_fits_writes_its_files_and_keeps_them() {
+    let sb = Sandbox::new();
+    let spec = spec(&sb, "150KiB");
+    let out = sb.out().display().to_string();
+    let a = advise_json(&sb, &[&spec, "--out", &out]);
+    assert_eq!(a["written"]["verdict"], "oom", "the spec as written must not fit: {}", a["written"]);
+    let options = a["options"].as_array().unwrap();
+    assert!(options.len() > 50, "{}", options.len());
+    let smallest = a["smallest"].as_u64().expect("something fits") as usize;
+    assert_eq!(options[smallest - 1]["verdict"], "fits");
+    // Ranked: what fits first, fastest per sample first.
+    let per_sample = |o: &Value| {
+        o["step_seconds"].as_f64().unwrap()
+            / (o["candidate"]["config"]["training"]["batch_size"].as_f64().unwrap()
+                * o["candidate"]["config"]["training"]["techniques"]["accumulation"].as_f64().unwrap())
+    };
+    let fits: Vec<&Value> = options.iter().take_while(|o| o["verdict"] == "fits").collect();
+    assert!(fits.windows(2).all(|w| per_sample(w[0]) <= per_sample(w[1])), "not ranked by time");
+    assert_eq!(a["timing"]["source"], "calibrated");
+    assert!(a["timing"]["runs"].as_u64().unwrap() > 0);
+
+    let md_path =
+        common::walk(&sb.out()).into_iter().find(|p| p.ends_with("adv/advice/advice.md")).expect("advice.md");
+    let dir = md_path.parent().unwrap().to_path_buf();
+    for f in ["advice.md", "advice.json", "calibration.json", "advice.png", "advice.svg"] {
+        assert!(dir.join(f).is_file(), "{f} missing in {}", dir.display());
+    }
+    let md = std::fs::read_to_string(dir.join("advice.md")).unwrap();
+    assert!(md.contains("Smallest change that fits") && md.contains("![") && md.contains("git"), "{md}");
+
+    // Again: refused without --force; with it, the calibration comes from the cache.
+    let err = stderr_of(&sb, &[&spec, "--out", &out, "-q"]);
+    assert!(err.contains("--force"), "{err}");
+    let again = advise_json(&sb, &[&spec, "--out", &out, "--force"]);
+    assert_eq!(again["timing"]["runs"], 0, "{}", again["timing"]);
+    assert!(again["timing"]["cached"].as_u64().unwrap() > 0);
+    // And from the file the first one wrote.
+    let cal = dir.join("calibration.json").display().to_string();
+    let from_file = advise_json(&sb, &[&spec, "--calibration", &cal, "--no-write"]);
+    assert_eq!(from_file["timing"]["source"], "file");
+    assert_eq!(from_file["options"][0]["step_seconds"], again["options"][0]["step_seconds"]);
+}
+
+#[test]
+fn bad_requests_say_what_to_do() {
+    let sb = Sandbox::new();
+    let spec = spec(&sb, "150KiB");
+    let cases: [(&[&str], &str); 5] = [
+        (&["--variant", "fast"], "has no [[variant]]"),
+        (&["--at", "3"], "has no [sweep]"),
+        (&["--calibration", "nope.json"], "--calibration nope.json"),
+        (&["--budget", "0"], "--budget"),
+        (&["--no-calibrate", "--recalibrate"], "cannot be used with"),
+    ];
+    for (args, want) in cases {
+        let mut all = vec![spec.as_str(), "--no-write"];
+        all.extend_from_slice(args);
+        let err = stderr_of(&sb, &all);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    let none = sb.spec("none.toml", &tiny_spec("none", "hidden = 8\ndepth = 1", None, ""));
+    let err = stderr_of(&sb, &[none.to_str().unwrap(), "--no-write"]);
+    assert!(err.contains("needs a budget") && err.contains("--budget"), "{err}");
+}
+
+#[test]
+fn a_sweep_is_advised_at_its_first_failing_value() {
+    let sb = Sandbox::new();
+    let sweep = "[sweep]\nfield = \"model.depth\"\nsearch = { start = 1, factor = 2, max = 64 }\n";
+    let text = tiny_spec("deep", "hidden = 64", Some(300 << 10), sweep)
+        .replace("optimizer = \"sgd\"", "optimizer = \"adam\"");
+    let spec = sb.spec("deep.toml", &text).display().to_string();
+    let a = advise_json(&sb, &[&spec, "--no-write", "--no-calibrate"]);
+    let depth = a["point"]["value"].as_f64().unwrap();
+    assert_eq!(a["written"]["candidate"]["config"]["model"]["depth"].as_f64(), Some(depth));
+    assert_eq!(a["written"]["verdict"], "oom");
+    let below =
+        advise_json(&sb, &[&spec, "--no-write", "--no-calibrate", "--at", &(depth - 1.0).to_string()]);
+    assert_eq!(below["written"]["verdict"], "fits", "depth {} should fit", depth - 1.0);
+    assert_eq!(a["timing"]["source"], "none");
+}
+
+/// A random small configuration and a budget between 55% and 95% of its
+/// predicted peak, so that the spec as written runs out of memory and some options fit.
+fn random_spec(rng: &mut Rng, i: usize) -> (String, u64) {
+    let depth = 1 + rng.below(4);
+    let hidden = rng.pick(&[16, 48, 96, 160]);
+    let batch = rng.pick(&[12, 16, 24, 32, 40]);
+    let optimizer = rng.pick(&["adam", "adamw", "sgd"]);
+    let momentum = if optimizer == "sgd" { rng.pick(&["", "momentum = 0.9\n"]) } else { "" };
+    let amp = rng.pick(&["off", "off", "fp16", "bf16"]);
+    let checkpoint = rng.pick(&["\"none\"", "\"none\"", "1"]);
+    let text = format!(
+        "[experiment]\nname = \"r{i}\"\n[model]\nhidden = {hidden}\ndepth = {depth}\n[data]\nsamples = 64\nfeatures = {}\nclasses = {}\n\
+         [training]\noptimizer = \"{optimizer}\"\n{momentum}lr = 0.01\nbatch_size = {batch}\nsteps = 2\namp = \"{amp}\"\ncheckpoint = {checkpoint}\n\
+         [run]\ndevice = \"cpu\"\n",
+        8 + rng.below(40),
+        2 + rng.below(6)
+    );
+    let spec = oomlab::spec::parse(&text, Path::new("r.toml")).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let peak = oomlab::estimate::predict(&spec.base).unwrap().peak;
+    let budget = (peak as f64 * (0.55 + 0.4 * rng.unit())) as u64;
+    (text, budget)
+}
+
+#[test]
+fn every_verified_option_does_as_predicted_for_random_configurations() {
+    let sb = Sandbox::new();
+    let mut rng = Rng(0x5eed_ad71_5e00_0017);
+    let (mut fits, mut ooms) = (0, 0);
+    for i in 0..12 {
+        let (text, budget) = random_spec(&mut rng, i);
+        let spec = sb.spec(&format!("r{i}.toml"), &text).display().to_string();
+        let budget = budget.to_string();
+        let a =
+            advise_json(&sb, &[&spec, "--budget", &budget, "--verify", "4", "--no-calibrate", "--no-write"]);
+        for v in a["verified"].as_array().unwrap() {
+            let what = format!("{text}budget {budget}: {v}");
+            match v["predicted"].as_str().unwrap() {
+                "fits" => {
+                    assert_eq!(v["status"], "ok", "{what}");
+                    fits += 1;
+                }
+                "oom" => {
+                    assert_eq!(v["status"], "oom", "{what}");
+                    ooms += 1;
+                }
+                other => panic!("verified a {other} option: {what}"),
+            }
+            assert_eq!(v["agrees"], true, "{what}");
+            // Exact on the CPU, but for bf16's oneDNN workspace.
+            let bf16 = v["describe"].as_str().unwrap().contains("bf16")
+                || (text.contains("amp = \"bf16\"") && !v["describe"].as_str().unwrap().contains("amp "));
+            if v["status"] == "ok" && !bf16 {
+                assert_eq!(v["measured_peak"], v["predicted_peak"], "{what}");
+            }
+        }
+    }
+    assert!(fits >= 15 && ooms >= 30, "too few verified: {fits} fit, {ooms} ran out");
+}
