@@ -302,6 +302,41 @@ fn every_combination_balances_its_books() {
     assert_eq!(n, 4 * 3 * 4 * 4 * 3);
 }
 
+/// The CUDA replay of every combination keeps its blocks straight: each cast autocast cached
+/// is freed as the block it was (a sum of them once took the wrong blocks, and tripped the
+/// ledger's check), and nothing but the history outlives a step.
+#[test]
+fn every_combination_replays_on_cuda() {
+    let adam = OptimizerSpec::Adam { lr: 0.01, weight_decay: 0.0 };
+    let amps = [Amp::Off, Amp::Bf16, Amp::Fp16 { scaler: Default::default() }];
+    let checkpoints = [Checkpoint::None, Checkpoint::Every(1), Checkpoint::Sqrt];
+    let modes = [(Mode::Train, 1), (Mode::Train, 2), (Mode::ForwardNoGrad, 1)];
+    for (depth, hidden) in [(1, 2000), (3, 100), (4, 16)] {
+        for amp in amps {
+            for checkpoint in checkpoints {
+                for (mode, accumulation) in modes {
+                    let mut c = config(depth, hidden, 4, adam);
+                    c.training.techniques =
+                        Techniques { amp, checkpoint, accumulation, mode, ..Techniques::default() };
+                    let options = Options::cuda(GpuArch::Hopper, [&c]);
+                    let p = predict_with(&c, data_shape(&c.data).unwrap(), &options).unwrap();
+                    for ph in p.phases.iter().filter(|ph| ph.phase != Phase::Forward) {
+                        let what = format!(
+                            "{depth} x {hidden} {:?} at {} {:?}",
+                            c.training.techniques, ph.step, ph.phase
+                        );
+                        assert_eq!(
+                            (ph.end_by_category.amp_copies, ph.end_by_category.transient),
+                            (0, 0),
+                            "{what}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn budget_helpers() {
     let p = predict(&config(1, 64, 4, SGD)).unwrap();

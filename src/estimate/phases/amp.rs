@@ -83,22 +83,33 @@ impl Sim<'_> {
     /// Under autocast, the casts for layer `i` with grad tracking: AddmmBackward saves the
     /// batch's cast (layer 0) or the weight's (the others). Adds what only the cache holds to
     /// `cache_only`. Nothing without autocast.
-    pub(super) fn cast_and_save(&mut self, i: usize, cache_only: &mut u64) {
+    pub(super) fn cast_and_save(&mut self, i: usize, cache_only: &mut Vec<u64>) {
         if self.autocast {
             let (b, w, _) = self.cast_for_linear(i);
-            *cache_only += if i == 0 { b + w } else { b };
+            cache_only.push(b);
+            if i == 0 {
+                cache_only.push(w);
+            }
+        }
+    }
+
+    /// Autocast exits and its cache goes: each cast it alone held, one block at a time (freed
+    /// as a sum, the CUDA replay could not tell which blocks they were).
+    pub(super) fn exit_autocast(&mut self, cache: Vec<u64>) {
+        for bytes in cache {
+            self.ledger.free(AmpCopies, bytes);
         }
     }
 
     /// Under autocast, `linear`'s casts for layer `i` when nothing saves them (no_grad): the
     /// bias's and weight's go to `cache`; returns the batch's cast (layer 0), which nobody
     /// caches. Nothing without autocast.
-    pub(super) fn cast_if_autocast(&mut self, i: usize, cache: &mut u64) -> u64 {
+    pub(super) fn cast_if_autocast(&mut self, i: usize, cache: &mut Vec<u64>) -> u64 {
         if !self.autocast {
             return 0;
         }
         let (b, w, x) = self.cast_for_linear(i);
-        *cache += b + w;
+        cache.extend([b, w]);
         x
     }
 

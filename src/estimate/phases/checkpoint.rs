@@ -27,7 +27,7 @@ impl Sim<'_> {
     pub(super) fn checkpointed_forward(&mut self, len: usize) -> u64 {
         let t = self.t;
         let mut kept = 0;
-        let mut cache_only = 0; // under autocast: the casts, until autocast exits
+        let mut cache_only = Vec::new(); // under autocast: the casts, until autocast exits
         for segment in segment_ranges(t.depth(), len) {
             // Under no_grad nothing is saved: `h = linear(h)` frees the previous `h` (unless it
             // is the segment's input, which is kept), `h = relu(h)` the Linear's output, and
@@ -48,7 +48,7 @@ impl Sim<'_> {
             kept += previous;
         }
         kept += self.head_and_loss(&mut cache_only);
-        self.ledger.free(AmpCopies, cache_only); // autocast exits: its cache goes
+        self.exit_autocast(cache_only); // autocast exits: its cache goes
         kept
     }
 
@@ -70,11 +70,11 @@ impl Sim<'_> {
         // Under autocast (which `train_step` keeps on through the backward phase, so that the
         // recompute runs in the same precision) the recompute's casts are cached again, until
         // the phase ends.
-        let mut cache = 0;
+        let mut cache = Vec::new();
         for segment in segment_ranges(depth, len).into_iter().rev() {
             upstream = self.backprop_segment(segment, upstream, first_micro, &mut cache);
         }
-        self.ledger.free(AmpCopies, cache);
+        self.exit_autocast(cache);
     }
 
     /// The buffer a CPU `sum` of `numel` elements to one number takes on the way: one partial
@@ -98,7 +98,7 @@ impl Sim<'_> {
         layers: Range<usize>,
         upstream: u64,
         first_micro: bool,
-        cache: &mut u64,
+        cache: &mut Vec<u64>,
     ) -> u64 {
         let last = layers.end - 1;
         // The recompute saves what a plain forward saves: every ReLU output of the segment

@@ -302,7 +302,7 @@ impl<'a> Sim<'a> {
     /// - Accumulation's division of the loss happens in the backward phase ([`Self::scale_loss`]).
     fn forward(&mut self) -> u64 {
         let mut kept = 0;
-        let mut cache_only = 0; // under autocast: the casts only the cache holds
+        let mut cache_only = Vec::new(); // under autocast: the casts only the cache holds
         for i in 0..self.t.depth() {
             self.cast_and_save(i, &mut cache_only);
             let a = self.act(i);
@@ -312,7 +312,7 @@ impl<'a> Sim<'a> {
             kept += a;
         }
         kept += self.head_and_loss(&mut cache_only);
-        self.ledger.free(AmpCopies, cache_only); // autocast exits: its cache goes
+        self.exit_autocast(cache_only); // autocast exits: its cache goes
         kept
     }
 
@@ -320,7 +320,7 @@ impl<'a> Sim<'a> {
     /// Under autocast the logits are low precision and `cross_entropy` (on autocast's fp32
     /// list) casts them up first, a temporary. Returns the activations the graph keeps of them:
     /// log-probabilities, loss, `total_weight`.
-    fn head_and_loss(&mut self, cache_only: &mut u64) -> u64 {
+    fn head_and_loss(&mut self, cache_only: &mut Vec<u64>) -> u64 {
         self.cast_and_save(self.t.depth(), cache_only);
         let (logits, up) = (self.act_logits(), if self.autocast { self.t.logits() } else { 0 });
         self.ledger.alloc(Transient, logits);
@@ -381,7 +381,7 @@ impl<'a> Sim<'a> {
     /// next one exists (`h` is reassigned). Returns the bytes kept: the loss.
     fn forward_no_grad(&mut self) -> u64 {
         let t = self.t;
-        let (mut cache, mut input) = (0, 0); // the batch is the caller's
+        let (mut cache, mut input) = (Vec::new(), 0); // the batch is the caller's
         for i in 0..=t.depth() {
             // Under autocast the weights' casts are cached even under no_grad (they are leaves
             // that require grad), and the batch's goes once layer 0 has read it.
@@ -404,7 +404,7 @@ impl<'a> Sim<'a> {
         self.ledger.free(Transient, t.scalar());
         self.ledger.free(Transient, t.logits() + up); // at cross_entropy's return
         self.ledger.free(Transient, input); // the logits, at the closure's return
-        self.ledger.free(AmpCopies, cache); // autocast exits
+        self.exit_autocast(cache); // autocast exits
         t.scalar()
     }
 
