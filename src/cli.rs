@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 
+use crate::cluster::Shard;
 use crate::device::DeviceChoice;
 use crate::plan::{Overrides, Plan};
 use crate::run::{self, RunOptions};
@@ -15,8 +16,10 @@ mod bench;
 mod compare;
 mod devices;
 mod estimate;
+mod merge;
 mod plot;
 mod report;
+mod slurm;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -38,6 +41,9 @@ Examples:
       Redraw an experiment's charts (and trace.json) from its CSVs, with trial 3's timeline.
   oomlab compare results/tesla-t4/depth_sweep results/cpu-amd-epyc/depth_sweep
       The same experiment from two devices side by side: COMPARE.md and overlaid charts.
+  oomlab slurm experiments/batch_size_sweep.toml --shards 4 --partition gpu --per-gpu-kind a100,h100
+      Slurm job arrays, one per GPU kind, of 4 shards each (`run --shard I/4`), and their merges
+      (`oomlab merge`); --submit submits them.
   scripts/bench
       How fast oomlab trains at each --trace level against PyTorch's loop: BENCH.md and a chart.
 
@@ -95,6 +101,22 @@ pub enum Command {
     /// COMPARE.md (the answers per folder and their ratios) and overlaid sweep charts.
     #[command(after_help = EXAMPLES)]
     Compare(compare::CompareArgs),
+    /// Merge the shards of a run (`run --shard I/N`) into their experiment folder: summary.csv,
+    /// trace.csv, trace.json, one manifest naming every shard's host, device and times, and the
+    /// charts, as one process running the spec would have written them.
+    ///
+    /// Refuses shards of different spec text, revision or build, names a shard that is missing
+    /// or unfinished, and replaces an earlier merge only with --force (the shards stay).
+    #[command(after_help = slurm::SLURM_EXAMPLES)]
+    Merge(merge::MergeArgs),
+    /// Write sbatch scripts that run specs on a Slurm cluster: a job array per spec, one task per
+    /// shard (`oomlab run SPEC --shard I/N`), and a merge job after it (`oomlab merge`).
+    ///
+    /// The partition, GPU (--gres, --gpu-kind), time limit and account go into the scripts;
+    /// --per-gpu-kind A,B writes one array per GPU kind, each into OUT/<kind>/, for `oomlab
+    /// compare`. Prints where the scripts went and the sbatch commands; --submit runs them.
+    #[command(after_help = slurm::SLURM_EXAMPLES)]
+    Slurm(slurm::SlurmArgs),
     /// Time oomlab at each --trace level against the PyTorch (Python) loop it replaces; writes
     /// BENCH.md, bench.csv and bench.png.
     ///
@@ -140,6 +162,14 @@ pub struct RunArgs {
     /// (`scripts/bench` measures that cost). The manifest records the level.
     #[arg(long, value_enum, default_value_t = TraceLevel::Phases)]
     pub trace: TraceLevel,
+    /// Run only the I-th of N shards of the spec's trials (e.g. 2/4) into
+    /// OUT/<device>/<experiment>/shards/I-of-N/, for `oomlab merge` to put together (`oomlab
+    /// slurm` runs them as a job array). Each value of a list sweep, per variant, is a trial of
+    /// its own, dealt round-robin; a search, halving, a list with on_oom = "stop" (whose trials
+    /// depend on each other) or a spec without a sweep goes whole to one shard per variant. A
+    /// shard left with nothing writes a manifest saying so. --resume continues a shard.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    pub shard: Option<Shard>,
 }
 
 fn parse_device(s: &str) -> Result<DeviceChoice, String> {
@@ -148,6 +178,10 @@ fn parse_device(s: &str) -> Result<DeviceChoice, String> {
 
 fn parse_budget(s: &str) -> Result<u64, String> {
     spec::size::parse_budget(s)
+}
+
+fn parse_shard(s: &str) -> Result<Shard, String> {
+    s.parse()
 }
 
 /// Runs a parsed command line.
@@ -165,6 +199,8 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Advise(args) => advise::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Merge(args) => merge::run(args),
+        Command::Slurm(args) => slurm::run(args),
         Command::Bench(args) => bench::run(args),
         Command::BenchWorker(args) => bench::worker(args),
     }
@@ -180,14 +216,19 @@ fn run_command(args: RunArgs) -> Result<()> {
         resume: args.resume,
         quiet: args.quiet,
         trace: args.trace,
+        shard: args.shard,
     };
     crate::interrupt::install()?;
     let mut report = run::run(&plan, &opts).with_context(|| format!("running {}", args.spec.display()))?;
     let drawing = std::time::Instant::now();
-    let charts = report::charts(&report)?;
+    // A shard's charts would show a slice: the merge draws them.
+    let charts = if args.shard.is_some() { Vec::new() } else { report::charts(&report)? };
     report.charts_drawn(drawing.elapsed().as_secs_f64())?;
     if !args.quiet {
         report::print(&plan.spec, &report, &charts);
+        if let Some(s) = args.shard {
+            merge::shard_done(s, &report);
+        }
     }
     report::check_some_trial_ran(&report)
 }

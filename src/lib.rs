@@ -26,6 +26,7 @@ pub mod bench;
 pub mod chart;
 pub mod claims;
 pub mod cli;
+pub mod cluster;
 pub mod comparison;
 pub mod device;
 pub mod estimate;

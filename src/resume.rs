@@ -176,7 +176,7 @@ pub fn replay(dir: &Path, done: &Done, exporters: &mut [Box<dyn Exporter>]) -> R
 }
 
 /// "line 12: `depth = 4` became `depth = 5`".
-fn first_difference(was: &str, now: &str) -> String {
+pub(crate) fn first_difference(was: &str, now: &str) -> String {
     let (mut a, mut b) = (was.lines(), now.lines());
     for n in 1.. {
         match (a.next(), b.next()) {

@@ -6,6 +6,8 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use bytesize::ByteSize;
 
+use crate::cluster::shard::{self, Selection};
+use crate::cluster::{Shard, SHARDS};
 use crate::device::{self, DeviceChoice};
 use crate::estimate;
 use crate::ffi;
@@ -34,6 +36,8 @@ pub struct RunOptions {
     pub quiet: bool,
     /// How much each trial measures (`--trace`).
     pub trace: TraceLevel,
+    /// Run only this shard of the spec's independent trials, into `<experiment>/shards/I-of-N/`.
+    pub shard: Option<Shard>,
 }
 
 pub struct RunReport {
@@ -74,7 +78,11 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunReport> {
 pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result<RunReport> {
     let (spec, requested) = (&plan.spec, plan.device);
     let slug = device::slug(&probe.name());
-    let dir = opts.out.join(&slug).join(&spec.name);
+    let mut dir = opts.out.join(&slug).join(&spec.name);
+    if let Some(s) = opts.shard {
+        // A folder of its own: no two shards write one file.
+        dir = dir.join(SHARDS).join(s.folder());
+    }
     let (lock, done) = if opts.resume {
         if !dir.is_dir() {
             bail!("--resume: nothing to resume in {} (no such folder); run without --resume", dir.display());
@@ -90,6 +98,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     spec_as_run.run.set_budget(probe.budget());
     let mut manifest = start_manifest(&spec_as_run, requested, probe, slug);
     manifest.trace = Some(opts.trace);
+    manifest.shard = opts.shard.map(|s| shard::info(spec, s));
     manifest.trials = done.rows.len();
     if let Some(was) = &done.manifest {
         manifest.resumed_at = was.resumed_at.iter().cloned().chain([manifest.started_at.clone()]).collect();
@@ -151,6 +160,10 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
                 Some(s) => spec
                     .configs()
                     .iter()
+                    // A shard answers for the variants it ran.
+                    .filter(|(v, _)| {
+                        opts.shard.is_none() || rows.iter().any(|r| r.variant == v.unwrap_or_default())
+                    })
                     .map(|(v, _)| {
                         let v = v.unwrap_or_default();
                         let answer = experiment::answer(v, s.field.key(), rows);
@@ -255,12 +268,17 @@ fn run_trials(
     let field = spec.sweep.as_ref().map(|s| s.field);
     let configs = spec.configs();
     let mode = spec.sweep.as_ref().map(|s| &s.mode);
-    let hint = sweep::strategy(mode, spec.run.on_oom, None).len_hint().map(|n| n * configs.len());
+    let selection = Selection::new(spec, opts.shard);
+    let hint = match opts.shard {
+        Some(_) => selection.trials(),
+        None => sweep::strategy(mode, spec.run.on_oom, None).len_hint().map(|n| n * configs.len()),
+    };
     let progress = Progress::new(hint, opts.quiet);
     let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1);
     let options = plan.estimate_options(probe.gpu_arch().unwrap_or_default(), threads);
     let mut rows = Vec::new();
-    for (variant, base) in configs {
+    for (v, (variant, base)) in configs.into_iter().enumerate() {
+        let Some(take) = selection.variant(v) else { continue };
         let guide = match &spec.sweep {
             Some(s) => guide(base, s, probe, &options)?,
             None => None,
@@ -272,7 +290,7 @@ fn run_trials(
         let guess = guide.as_ref().and_then(estimate::Guide::guess);
         probed.push(Probed { variant: variant.unwrap_or_default().into(), probes: 0, seconds: 0.0, guide });
         let this = probed.last_mut().expect("just pushed");
-        let mut order = sweep::strategy(mode, spec.run.on_oom, guess);
+        let mut order = take.restrict(sweep::strategy(mode, spec.run.on_oom, guess));
         while let Some(value) = order.next() {
             interrupt::check()?;
             let trial = rows.len() + 1;
@@ -497,6 +515,8 @@ fn start_manifest(spec: &Spec, requested: DeviceChoice, probe: &dyn MemoryProbe,
         trace: None,
         timings: None,
         resumed_at: Vec::new(),
+        shard: None,
+        shards: Vec::new(),
     }
 }
 

@@ -45,6 +45,8 @@ pub(crate) fn manifest(experiment: &str, device: &str, budget: Option<u64>, capa
         trace: None,
         timings: None,
         resumed_at: Vec::new(),
+        shard: None,
+        shards: Vec::new(),
     }
 }
 

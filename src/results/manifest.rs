@@ -48,6 +48,44 @@ pub struct Manifest {
     /// When the run was resumed (`run --resume`), oldest first; `started_at` is when it began.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resumed_at: Vec<String>,
+    /// A shard's run (`run --shard I/N`): which shard and what it ran. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
+    /// A merged folder (`oomlab merge`): every shard's host, device and times, in shard order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<ShardRun>,
+}
+
+/// Which shard of a spec's trials a run was, and what it ran (see `cluster::shard`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardInfo {
+    pub index: usize,
+    pub count: usize,
+    /// Its units in words ("adam, model.depth 4", "adam: its whole search"); empty when the
+    /// spec has fewer units than shards and none was left for this one.
+    pub units: Vec<String>,
+    /// How many units the spec has, over all shards.
+    pub of_units: usize,
+    /// The Slurm job it ran as ("1234_2": array job 1234, task 2), when under Slurm.
+    pub slurm_job: Option<String>,
+}
+
+/// One shard of a merged folder, as its own manifest recorded it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardRun {
+    /// "2/4".
+    pub shard: String,
+    pub host: String,
+    /// The device's name and as used ("cpu", "cuda:0").
+    pub device: String,
+    pub resolved: String,
+    pub torch_threads: i32,
+    pub slurm_job: Option<String>,
+    pub started_at: String,
+    pub finished_at: Option<String>,
+    pub trials: usize,
+    /// The shard process's time from its start to its manifest's last write, in seconds.
+    pub seconds: Option<f64>,
 }
 
 /// Why `memory_allocated` starts above zero: what stayed after the warm-up, part of every

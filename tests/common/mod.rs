@@ -99,3 +99,31 @@ pub fn walk(dir: &Path) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(dir) else { return vec![] };
     rd.flatten().flat_map(|e| if e.path().is_dir() { walk(&e.path()) } else { vec![e.path()] }).collect()
 }
+
+/// The columns of a results folder's CSV that are not times, as written (the bytes of each field,
+/// not parsed numbers), one line per row with the header first: what two runs of the same trials
+/// must agree on, byte for byte.
+pub fn untimed_csv(dir: &Path, file: &str) -> Vec<String> {
+    const TIMES: [&str; 7] = [
+        "step_seconds",
+        "data_seconds",
+        "model_seconds",
+        "steps_total_seconds",
+        "trial_seconds",
+        "phase_seconds",
+        "elapsed_seconds",
+    ];
+    let path = dir.join(file);
+    let mut rd = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .from_path(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let records: Vec<csv::StringRecord> = rd.records().map(|r| r.expect("a CSV row")).collect();
+    let Some(header) = records.first() else { return Vec::new() };
+    let keep: Vec<usize> =
+        header.iter().enumerate().filter(|(_, h)| !TIMES.contains(h)).map(|(i, _)| i).collect();
+    records
+        .iter()
+        .map(|r| keep.iter().map(|&i| r.get(i).unwrap_or("")).collect::<Vec<_>>().join(","))
+        .collect()
+}

@@ -1,0 +1,446 @@
+//! `oomlab merge DIR`: the shards in `DIR/shards/I-of-N/` merged into DIR's `summary.csv`,
+//! `trace.csv`, `trace.json` and `manifest.json`, as one process running the spec would have
+//! written them.
+//!
+//! Refused, with the shard named: a shard missing (its manifest absent), one that did not finish,
+//! shards of different spec text, revision, build, device, budget or trace level, and on the CPU
+//! different libtorch thread counts (a reduction keeps a buffer per thread, so their memory would
+//! not be one measurement). Each shard's rows are matched to the units the spec deals it (see
+//! `shard`), then all are put in the single process's order and numbered 1, 2, ...: the memory
+//! columns come out as that process's, byte for byte, through the same writers; the times are
+//! the shards' own. The merged manifest names every shard's host, device and times.
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use super::shard::{self, Shard, Unit};
+use super::SHARDS;
+use crate::results::manifest::{Answer, Manifest, ShardRun};
+use crate::results::timings::RunTimings;
+use crate::results::{
+    experiment, DirLock, ExperimentDir, Exporter, PerfettoTrace, SummaryCsv, TraceCsv, LOCK, MANIFEST,
+    SUMMARY, TRACE,
+};
+use crate::run::RunReport;
+use crate::schema::{PhaseRecord, SummaryRow};
+use crate::spec::{self, Spec};
+
+/// Merges the shards of `dir` into it; `force` replaces a merge already there. Returns the spec
+/// and the merged folder as a run's report (its lock held), for the charts and the summary.
+pub fn merge(dir: &Path, force: bool) -> Result<(Spec, RunReport)> {
+    let shards = read_shards(dir)?;
+    check(dir, &shards)?;
+    let first = &shards[0].1.manifest;
+    let spec = spec::parse(&first.spec_source, Path::new(&first.spec_path))
+        .with_context(|| format!("the spec recorded in {}'s shards no longer parses", dir.display()))?;
+    let parts: Vec<(Shard, &[SummaryRow])> = shards.iter().map(|(s, e)| (*s, e.rows.as_slice())).collect();
+    let order = order(&spec, &parts)?;
+
+    let lock = DirLock::acquire(dir)?;
+    clear(dir, force)?;
+    let rows: Vec<SummaryRow> = order
+        .iter()
+        .enumerate()
+        .map(|(i, &(s, r))| SummaryRow { trial: i + 1, ..shards[s].1.rows[r].clone() })
+        .collect();
+    let mut manifest = merged_manifest(&spec, &shards, &rows);
+    manifest.status = "merging".into();
+    manifest.write(dir)?;
+    {
+        // The run's own writers, in the run's order: a trial's phases, then its row.
+        let mut exporters: Vec<Box<dyn Exporter>> = vec![
+            Box::new(TraceCsv::create(dir)?),
+            Box::new(SummaryCsv::create(dir)?),
+            Box::new(PerfettoTrace::create(dir)?),
+        ];
+        for (row, &(s, r)) in rows.iter().zip(&order) {
+            let local = shards[s].1.rows[r].trial;
+            for rec in shards[s].1.trace.iter().filter(|t| t.trial == local) {
+                let rec = PhaseRecord { trial: row.trial, ..rec.clone() };
+                exporters.iter_mut().try_for_each(|e| e.phase(&rec))?;
+            }
+            exporters.iter_mut().try_for_each(|e| e.trial(row))?;
+        }
+    }
+    manifest.status = "complete".into();
+    manifest.write(dir)?;
+    Ok((spec, RunReport { dir: dir.to_path_buf(), rows, manifest, lock }))
+}
+
+/// Every shard of `dir`, read, in shard order; refused when the folder has none, shards of
+/// different counts, or one is missing (each missing one named).
+fn read_shards(dir: &Path) -> Result<Vec<(Shard, ExperimentDir)>> {
+    let folder = dir.join(SHARDS);
+    if !folder.is_dir() {
+        bail!(
+            "{} holds no shards (no {}/ folder): give the experiment folder that `oomlab run SPEC --shard I/N` \
+             wrote into, e.g. results/<device>/<experiment>",
+            dir.display(),
+            SHARDS
+        );
+    }
+    let entries = std::fs::read_dir(&folder).with_context(|| format!("reading {}", folder.display()))?;
+    let mut found: Vec<Shard> = Vec::new();
+    for e in entries {
+        let name = e.with_context(|| format!("reading {}", folder.display()))?.file_name();
+        found.extend(name.to_str().and_then(Shard::from_folder));
+    }
+    found.sort_by_key(|s| (s.count, s.index));
+    let mut counts: Vec<usize> = found.iter().map(|s| s.count).collect();
+    counts.dedup();
+    let count = match counts[..] {
+        [] => bail!("{} holds no shard folders (I-of-N); nothing to merge", folder.display()),
+        [n] => n,
+        _ => {
+            let names: Vec<String> = found.iter().map(Shard::folder).collect();
+            bail!(
+                "{} holds shards of {} different runs ({}): a merge takes the N shards of one run; remove the \
+                 others (or run again with --force)",
+                folder.display(),
+                counts.len(),
+                names.join(", ")
+            )
+        }
+    };
+    let mut missing = Vec::new();
+    let mut shards = Vec::new();
+    for index in 1..=count {
+        let shard = Shard { index, count };
+        let path = folder.join(shard.folder());
+        if !path.join(MANIFEST).exists() {
+            missing.push(format!(
+                "shard {index} of {count} is missing: no {}{}",
+                path.join(MANIFEST).display(),
+                elsewhere(dir, shard).map(|w| format!(" ({w})")).unwrap_or_default()
+            ));
+            continue;
+        }
+        let exp = ExperimentDir::read(&path).with_context(|| format!("reading shard {shard}"))?;
+        shards.push((shard, exp));
+    }
+    if !missing.is_empty() {
+        bail!(
+            "{}; run the missing shards (`oomlab run SPEC --shard I/{count}`, or resubmit their array tasks), \
+             then merge again",
+            missing.join("; ")
+        );
+    }
+    Ok(shards)
+}
+
+/// Where else a missing shard is: the same experiment under another device folder of the
+/// results root, when the array's tasks ran on different kinds of device.
+fn elsewhere(dir: &Path, shard: Shard) -> Option<String> {
+    let experiment = dir.file_name()?;
+    let device = dir.parent()?;
+    let root = device.parent()?;
+    for e in std::fs::read_dir(root).ok()?.flatten() {
+        let other = e.path().join(experiment).join(SHARDS).join(shard.folder());
+        if e.path() != device && other.join(MANIFEST).exists() {
+            return Some(format!(
+                "it is in {}: the tasks ran on more than one kind of device; give the array one with \
+                 `oomlab slurm --gres gpu:KIND:1`, or one array per kind with --per-gpu-kind",
+                other.display()
+            ));
+        }
+    }
+    None
+}
+
+/// Refuses shards that are not one run's: unfinished, another spec text, revision, build,
+/// device, budget, trace level, or (on the CPU) thread count than shard 1.
+fn check(dir: &Path, shards: &[(Shard, ExperimentDir)]) -> Result<()> {
+    let first = &shards[0].1.manifest;
+    for (shard, exp) in shards {
+        let m = &exp.manifest;
+        let name = format!("shard {} of {}", shard.index, shard.count);
+        let recorded = m.shard.as_ref().map(|s| (s.index, s.count));
+        if recorded != Some((shard.index, shard.count)) {
+            bail!(
+                "{} was not written by `oomlab run SPEC --shard {shard}` (its manifest records {}); remove it \
+                 or run that shard again with --force",
+                exp.dir.display(),
+                recorded.map_or("no shard".to_string(), |(i, n)| format!("shard {i}/{n}"))
+            );
+        }
+        if m.status != "complete" {
+            bail!(
+                "{name} did not finish: {} says `{}`; wait for it to end, or finish it with `oomlab run {} \
+                 --shard {shard} --resume`, then merge again",
+                exp.dir.join(MANIFEST).display(),
+                m.status,
+                m.spec_path
+            );
+        }
+        let differs = |what: &str, a: String, b: String, fix: &str| -> Result<()> {
+            if a != b {
+                bail!(
+                    "{name} and shard 1 of {} in {} differ in {what}: {b} against {a}; {fix}",
+                    shard.count,
+                    dir.display()
+                );
+            }
+            Ok(())
+        };
+        if m.spec_source != first.spec_source {
+            bail!(
+                "{name} ran another spec text than shard 1 of {} in {} ({}): a merged folder holds one spec's \
+                 trials; run every shard of the same spec (`--force` replaces a shard)",
+                shard.count,
+                dir.display(),
+                crate::resume::first_difference(&first.spec_source, &m.spec_source)
+            );
+        }
+        let one_build = "measurements of two builds do not mix: run every shard with one build";
+        let revision = |m: &Manifest| m.git.revision.clone().unwrap_or_else(|| "no git revision".into());
+        differs("revision", revision(first), revision(m), one_build)?;
+        let build =
+            |m: &Manifest| format!("oomlab {} with libtorch {}", m.versions.oomlab, m.versions.libtorch);
+        differs("build", build(first), build(m), one_build)?;
+        let one_device = "merge shards of one device";
+        differs("device", first.device.name.clone(), m.device.name.clone(), one_device)?;
+        let budget = |m: &Manifest| m.device.budget_bytes.map_or("no budget".into(), spec::format_size);
+        differs("budget", budget(first), budget(m), "run every shard with the same --budget")?;
+        let trace = |m: &Manifest| m.trace.map_or("sync".into(), |t| t.as_str().to_string());
+        differs("trace level", trace(first), trace(m), "run every shard with the same --trace")?;
+        if first.device.resolved == "cpu" {
+            let threads = |m: &Manifest| format!("{} libtorch threads", m.host.torch_threads);
+            differs(
+                "threads",
+                threads(first),
+                threads(m),
+                "on the CPU a reduction keeps a buffer per thread, so their memory would not be one \
+                 measurement: give every task the same CPUs (--cpus-per-task, or OMP_NUM_THREADS)",
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The merged order: `(shard position, row index)` of every trial, in the order one process
+/// runs the spec. Each shard's rows are matched to its units: a list value's row must be that
+/// variant and value; a whole unit takes the run of rows of its variant.
+pub fn order(spec: &Spec, shards: &[(Shard, &[SummaryRow])]) -> Result<Vec<(usize, usize)>> {
+    let units = shard::units(spec);
+    let names: Vec<&str> = spec.configs().iter().map(|(v, _)| v.unwrap_or_default()).collect();
+    let values = shard::independent_values(spec);
+    // (unit, position within the unit) -> (shard, row)
+    let mut keyed: Vec<((usize, usize), (usize, usize))> = Vec::new();
+    for (s, (shard, rows)) in shards.iter().enumerate() {
+        let mut next = 0;
+        let wrong = |row: Option<&SummaryRow>, unit: Unit| {
+            let found = row.map_or("no more trials".to_string(), |r| {
+                format!("trial {}: {:?} {:?}", r.trial, r.variant, r.value.unwrap_or(f64::NAN))
+            });
+            anyhow::anyhow!(
+                "shard {shard}'s trials are not what the spec deals it: it should run {} next, but has {found}; \
+                 run the shard again with --force",
+                shard::describe(spec, unit)
+            )
+        };
+        for u in shard::dealt(spec, *shard) {
+            let unit = units[u];
+            match unit {
+                Unit::Value { variant, position } => {
+                    let row = rows.get(next);
+                    let value = values.and_then(|v| v.get(position)).copied();
+                    match row {
+                        Some(r) if r.variant == names[variant] && r.value == value => {
+                            keyed.push(((u, 0), (s, next)));
+                            next += 1;
+                        }
+                        _ => return Err(wrong(row, unit)),
+                    }
+                }
+                Unit::Whole { variant } => {
+                    let start = next;
+                    while rows.get(next).is_some_and(|r| r.variant == names[variant]) {
+                        keyed.push(((u, next - start), (s, next)));
+                        next += 1;
+                    }
+                    if next == start {
+                        return Err(wrong(rows.get(next), unit));
+                    }
+                }
+            }
+        }
+        if let Some(extra) = rows.get(next) {
+            bail!(
+                "shard {shard} has more trials than the spec deals it (trial {} of {:?} is not its); run the \
+                 shard again with --force",
+                extra.trial,
+                extra.variant
+            );
+        }
+    }
+    keyed.sort_by_key(|(key, _)| *key);
+    Ok(keyed.into_iter().map(|(_, at)| at).collect())
+}
+
+/// Refuses to replace a merge already in `dir` unless `force`; with it, removes the folder's
+/// files (the merge's CSVs, trace.json, manifest and charts), never its shards.
+fn clear(dir: &Path, force: bool) -> Result<()> {
+    if [TRACE, SUMMARY, MANIFEST].iter().any(|f| dir.join(f).exists()) {
+        if !force {
+            bail!(
+                "{} already holds merged results (or a whole run's); pass --force to replace them (the shards \
+                 stay)",
+                dir.display()
+            );
+        }
+        for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+            let path: PathBuf = e?.path();
+            if path.is_file() && path.file_name() != Some(std::ffi::OsStr::new(LOCK)) {
+                std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The merged folder's manifest: shard 1's (spec, device, versions, revision), with the merge's
+/// command, the earliest start and latest end, the answers worked out from the merged rows, the
+/// allocator's counts and the times summed over the shards, and every shard's own record.
+fn merged_manifest(spec: &Spec, shards: &[(Shard, ExperimentDir)], rows: &[SummaryRow]) -> Manifest {
+    let ms: Vec<&Manifest> = shards.iter().map(|(_, e)| &e.manifest).collect();
+    let mut m = ms[0].clone();
+    m.command = std::env::args().collect();
+    m.started_at = ms.iter().map(|m| m.started_at.clone()).min().unwrap_or_default();
+    m.finished_at = ms.iter().filter_map(|m| m.finished_at.clone()).max();
+    m.trials = rows.len();
+    m.answers = answers(spec, rows, &ms);
+    let sum = |f: fn(&Manifest) -> Option<u64>| ms.iter().map(|m| f(m)).sum::<Option<u64>>();
+    (m.num_ooms, m.num_alloc_retries) = (sum(|m| m.num_ooms), sum(|m| m.num_alloc_retries));
+    m.timings = ms.iter().filter_map(|m| m.timings.as_ref()).cloned().reduce(add_timings);
+    let mut hosts: Vec<&str> = ms.iter().map(|m| m.host.hostname.as_str()).collect();
+    hosts.sort();
+    hosts.dedup();
+    m.host.hostname = hosts.join(", ");
+    m.resumed_at = Vec::new();
+    m.shard = None;
+    m.shards = shards.iter().map(|(s, e)| shard_run(*s, &e.manifest)).collect();
+    m
+}
+
+/// Stage by stage, summed over the shards: the machines' time, not the wall clock's.
+fn add_timings(a: RunTimings, b: RunTimings) -> RunTimings {
+    let opt = |x: Option<f64>, y: Option<f64>| match (x, y) {
+        (None, None) => None,
+        (x, y) => Some(x.unwrap_or(0.0) + y.unwrap_or(0.0)),
+    };
+    RunTimings {
+        process_start: opt(a.process_start, b.process_start),
+        libtorch_init: a.libtorch_init + b.libtorch_init,
+        data: a.data + b.data,
+        model: a.model + b.model,
+        steps: a.steps + b.steps,
+        trials: a.trials + b.trials,
+        // The merge's own, once it has drawn them.
+        charts: None,
+        total: a.total + b.total,
+    }
+}
+
+fn shard_run(shard: Shard, m: &Manifest) -> ShardRun {
+    ShardRun {
+        shard: shard.to_string(),
+        host: m.host.hostname.clone(),
+        device: m.device.name.clone(),
+        resolved: m.device.resolved.clone(),
+        torch_threads: m.host.torch_threads,
+        slurm_job: m.shard.as_ref().and_then(|s| s.slurm_job.clone()),
+        started_at: m.started_at.clone(),
+        finished_at: m.finished_at.clone(),
+        trials: m.trials,
+        seconds: m.timings.as_ref().map(|t| t.total),
+    }
+}
+
+/// Each variant's answer from the merged rows, as a single run records it: the trials it ran,
+/// their time summed over the shards, and a search's guess and how it was guided (one shard ran
+/// each search whole).
+fn answers(spec: &Spec, rows: &[SummaryRow], shards: &[&Manifest]) -> Vec<Answer> {
+    let Some(sweep) = &spec.sweep else { return Vec::new() };
+    spec.configs()
+        .iter()
+        .map(|(v, _)| {
+            let v = v.unwrap_or_default();
+            let theirs: Vec<&Answer> =
+                shards.iter().flat_map(|m| m.answers.iter()).filter(|a| a.variant == v).collect();
+            Answer {
+                probes: Some(rows.iter().filter(|r| r.variant == v).count()),
+                probe_seconds: Some(theirs.iter().filter_map(|a| a.probe_seconds).sum()),
+                guess: theirs.iter().find_map(|a| a.guess),
+                strategy: theirs.iter().find_map(|a| a.strategy.clone()),
+                ..experiment::answer(v, sweep.field.key(), rows)
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(sweep: &str) -> Spec {
+        let text = format!(
+            "[experiment]\nname = \"x\"\n[model]\nhidden = 4\ndepth = 1\n[data]\nkind = \"synthetic\"\n\
+             samples = 8\nfeatures = 2\nclasses = 2\n[training]\noptimizer = \"sgd\"\nlr = 0.1\n\
+             batch_size = 4\nsteps = 1\n[run]\ndevice = \"cpu\"\n{sweep}\n[[variant]]\nname = \"a\"\n\
+             [[variant]]\nname = \"b\"\n"
+        );
+        spec::parse(&text, Path::new("x.toml")).unwrap()
+    }
+
+    fn row(trial: usize, variant: &str, value: f64) -> SummaryRow {
+        SummaryRow { trial, variant: variant.into(), value: Some(value), ..SummaryRow::default() }
+    }
+
+    #[test]
+    fn list_shards_merge_into_the_single_process_order() {
+        let s = spec("[sweep]\nfield = \"model.depth\"\nvalues = [1, 2, 3]\n");
+        // 6 units over 4 shards: 1 gets a1 and b2, 2 gets a2 and b3, 3 gets a3, 4 gets b1.
+        let one = [row(1, "a", 1.0), row(2, "b", 2.0)];
+        let two = [row(1, "a", 2.0), row(2, "b", 3.0)];
+        let three = [row(1, "a", 3.0)];
+        let four = [row(1, "b", 1.0)];
+        let shard = |index| Shard { index, count: 4 };
+        let parts =
+            [(shard(1), &one[..]), (shard(2), &two[..]), (shard(3), &three[..]), (shard(4), &four[..])];
+        let order = order(&s, &parts).unwrap();
+        let merged: Vec<(String, f64)> = order
+            .iter()
+            .map(|&(p, r)| (parts[p].1[r].variant.clone(), parts[p].1[r].value.unwrap()))
+            .collect();
+        let want: Vec<(String, f64)> =
+            ["a", "b"].iter().flat_map(|v| [1.0, 2.0, 3.0].map(|x| (v.to_string(), x))).collect();
+        assert_eq!(merged, want);
+
+        // A shard whose rows are not its share is refused, naming what it should have run.
+        let wrong = [row(1, "a", 3.0)];
+        let parts =
+            [(shard(1), &one[..]), (shard(2), &wrong[..]), (shard(3), &three[..]), (shard(4), &four[..])];
+        let err = super::order(&s, &parts).unwrap_err().to_string();
+        assert!(err.contains("shard 2/4") && err.contains("a, model.depth 2"), "{err}");
+        let extra = [row(1, "b", 1.0), row(2, "b", 2.0)];
+        let parts =
+            [(shard(1), &one[..]), (shard(2), &two[..]), (shard(3), &three[..]), (shard(4), &extra[..])];
+        let err = super::order(&s, &parts).unwrap_err().to_string();
+        assert!(err.contains("more trials than the spec deals it"), "{err}");
+    }
+
+    #[test]
+    fn whole_searches_keep_their_probe_order_and_an_empty_shard_is_fine() {
+        let s = spec("[sweep]\nfield = \"model.depth\"\nsearch = { start = 1, max = 8 }\n");
+        let one = [row(1, "a", 4.0), row(2, "a", 5.0), row(3, "a", 2.0)];
+        let two = [row(1, "b", 4.0), row(2, "b", 3.0)];
+        let shard = |index| Shard { index, count: 3 };
+        let parts = [(shard(1), &one[..]), (shard(2), &two[..]), (shard(3), &[][..])];
+        let order = order(&s, &parts).unwrap();
+        assert_eq!(order, [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]);
+        let err = super::order(&s, &[(shard(1), &one[..]), (shard(2), &[][..]), (shard(3), &[][..])])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("b: its whole search") && err.contains("no more trials"), "{err}");
+    }
+}

@@ -1,0 +1,176 @@
+//! `run --shard I/N` and `oomlab merge` as processes on this machine (Slurm's arrays are
+//! `tests/slurm.rs`): sharded searches, whole per variant, merged equal a single process's run
+//! byte for byte in the memory columns; a missing, unfinished or different shard is named; an
+//! unfinished shard resumes; a merge is replaced only with --force.
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use common::{tiny_spec, untimed_csv, Sandbox};
+use oomlab::results::manifest::Answer;
+use oomlab::results::ExperimentDir;
+use predicates::prelude::*;
+
+fn oomlab() -> Command {
+    Command::cargo_bin("oomlab").unwrap()
+}
+
+/// The one experiment folder under a results root (`<out>/<device>/<name>`).
+fn folder(out: &Path, name: &str) -> PathBuf {
+    let device = std::fs::read_dir(out).unwrap().next().expect("a device folder").unwrap().path();
+    device.join(name)
+}
+
+fn run(spec: &Path, out: &Path, extra: &[&str]) -> String {
+    let mut cmd = oomlab();
+    cmd.args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap()]).args(extra);
+    String::from_utf8(cmd.assert().success().get_output().stdout.clone()).unwrap()
+}
+
+fn answers(dir: &Path) -> Vec<Answer> {
+    let m = ExperimentDir::read(dir).unwrap().manifest;
+    m.answers.into_iter().map(|a| Answer { probe_seconds: None, ..a }).collect()
+}
+
+/// The merged folder holds the single run's trials: every column but the times, byte for byte,
+/// and the same answers.
+fn assert_same_trials(single: &Path, merged: &Path) {
+    for file in ["summary.csv", "trace.csv"] {
+        let (a, b) = (untimed_csv(single, file), untimed_csv(merged, file));
+        assert!(a.len() > 1, "{file} has trials");
+        assert_eq!(a, b, "{file}: merged against one process");
+    }
+    assert_eq!(answers(single), answers(merged));
+}
+
+/// Two variants, each a guided search (its probes depend on each other, so it goes whole to
+/// one shard), over three shards: the third has nothing to run.
+#[test]
+fn sharded_searches_merge_into_the_single_process_run() {
+    let sb = Sandbox::new();
+    let sweep = "[sweep]\nfield = \"model.depth\"\nsearch = { start = 1, max = 64 }\n\n\
+                 [[variant]]\nname = \"sgd\"\n\n[[variant]]\nname = \"adam\"\ntraining = { optimizer = \"adam\" }\n";
+    let text = tiny_spec("searches", "hidden = 64\ndepth = 1", Some(256 << 10), sweep)
+        .replace("steps = 1", "steps = 2");
+    let spec = sb.spec("searches.toml", &text);
+    let single = sb.path().join("single");
+    run(&spec, &single, &["--quiet"]);
+    let sharded = sb.path().join("sharded");
+    for i in 1..=3 {
+        let said = run(&spec, &sharded, &["--shard", &format!("{i}/3")]);
+        assert!(said.contains("when all 3 shards are done: oomlab merge"), "{said}");
+        assert_eq!(said.contains("had nothing to run"), i == 3, "shard {i}: {said}");
+    }
+    let dir = folder(&sharded, "searches");
+    let third = ExperimentDir::read(&dir.join("shards/3-of-3")).unwrap();
+    assert_eq!((third.rows.len(), third.manifest.status.as_str()), (0, "complete"));
+    let info = third.manifest.shard.as_ref().expect("a shard's manifest says which");
+    assert_eq!((info.index, info.count, info.units.len(), info.of_units), (3, 3, 0, 2));
+    let first = ExperimentDir::read(&dir.join("shards/1-of-3")).unwrap();
+    assert_eq!(first.manifest.shard.unwrap().units, ["sgd: its whole search"]);
+    assert!(!dir.join("shards/1-of-3/peak_vs_depth-sgd.png").exists(), "a shard draws no charts");
+
+    oomlab().args(["merge", dir.to_str().unwrap()]).assert().success().stdout(
+        predicate::str::contains("merged 3 shards").and(predicate::str::contains("largest depth that fits")),
+    );
+    assert_same_trials(&folder(&single, "searches"), &dir);
+    let merged = ExperimentDir::read(&dir).unwrap();
+    assert_eq!(merged.manifest.status, "complete");
+    assert_eq!(merged.manifest.shards.iter().map(|s| s.trials).collect::<Vec<_>>(), [2, 2, 0]);
+    for chart in ["peak_vs_depth-sgd.png", "peak_vs_depth-adam.svg", "categories.png", "trace.json"] {
+        assert!(dir.join(chart).exists(), "{chart} drawn by the merge");
+    }
+
+    // A merge is replaced only when asked, and the shards stay.
+    let before = std::fs::read(dir.join("summary.csv")).unwrap();
+    oomlab().args(["merge", dir.to_str().unwrap()]).assert().failure().stderr(
+        predicate::str::contains("already holds merged results").and(predicate::str::contains("--force")),
+    );
+    assert_eq!(std::fs::read(dir.join("summary.csv")).unwrap(), before);
+    oomlab().args(["merge", dir.to_str().unwrap(), "--force", "--quiet"]).assert().success();
+    assert!(dir.join("shards/2-of-3/summary.csv").exists());
+    assert_same_trials(&folder(&single, "searches"), &dir);
+}
+
+/// A list of four values over two shards: a shard missing is named; one of another spec text is
+/// refused with the line that differs; an unfinished one is refused, then resumed, and the merge
+/// equals the single run.
+#[test]
+fn missing_different_and_unfinished_shards_are_named() {
+    let sb = Sandbox::new();
+    let sweep = "[sweep]\nfield = \"model.depth\"\nvalues = [1, 2, 3, 4]\n";
+    let text = tiny_spec("listed", "hidden = 32\ndepth = 1", None, sweep);
+    let spec = sb.spec("listed.toml", &text);
+    let out = sb.path().join("sharded");
+    let merge = |dir: &Path| {
+        let mut cmd = oomlab();
+        cmd.args(["merge", dir.to_str().unwrap(), "--quiet"]);
+        cmd.assert()
+    };
+    run(&spec, &out, &["--shard", "1/2", "--quiet"]);
+    let dir = folder(&out, "listed");
+    let missing =
+        format!("shard 2 of 2 is missing: no {}", dir.join("shards/2-of-2/manifest.json").display());
+    merge(&dir).failure().stderr(predicate::str::contains(missing));
+    assert!(!dir.join("summary.csv").exists(), "nothing merged");
+
+    let other = sb.spec("listed.toml", &text.replace("lr = 0.01", "lr = 0.02"));
+    run(&other, &out, &["--shard", "2/2", "--quiet"]);
+    merge(&dir).failure().stderr(
+        predicate::str::contains("shard 2 of 2 ran another spec text than shard 1")
+            .and(predicate::str::contains("`lr = 0.01` became `lr = 0.02`")),
+    );
+    let spec = sb.spec("listed.toml", &text);
+    run(&spec, &out, &["--shard", "2/2", "--quiet", "--force"]);
+
+    // Shard 1 as a run killed after its first trial leaves it (values 1 and 3: trial 2 cut).
+    let one = dir.join("shards/1-of-2");
+    let keep_first = |file: &str, keep: &dyn Fn(&str) -> bool| {
+        let text = std::fs::read_to_string(one.join(file)).unwrap();
+        let kept: Vec<&str> =
+            text.lines().enumerate().filter(|(i, l)| *i == 0 || keep(l)).map(|(_, l)| l).collect();
+        std::fs::write(one.join(file), kept.join("\n") + "\n").unwrap();
+    };
+    keep_first("summary.csv", &|l| l.starts_with("1,"));
+    keep_first("trace.csv", &|l| l.starts_with("1,"));
+    let manifest = one.join("manifest.json");
+    let m = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, m.replace("\"status\": \"complete\"", "\"status\": \"interrupted\"")).unwrap();
+    merge(&dir).failure().stderr(
+        predicate::str::contains("shard 1 of 2 did not finish")
+            .and(predicate::str::contains("`interrupted`"))
+            .and(predicate::str::contains("--shard 1/2 --resume")),
+    );
+    run(&spec, &out, &["--shard", "1/2", "--quiet", "--resume"]);
+    merge(&dir).success();
+    let single = sb.path().join("single");
+    run(&spec, &single, &["--quiet"]);
+    assert_same_trials(&folder(&single, "listed"), &dir);
+    let trials: Vec<f64> = ExperimentDir::read(&dir).unwrap().rows.iter().map(|r| r.value.unwrap()).collect();
+    assert_eq!(trials, [1.0, 2.0, 3.0, 4.0], "in the list's order");
+}
+
+#[test]
+fn a_shard_is_checked_on_the_command_line() {
+    let sb = Sandbox::new();
+    let spec = sb.spec("s.toml", &tiny_spec("s", "hidden = 8\ndepth = 1", None, ""));
+    for (shard, why) in [
+        ("0/2", "does not exist"),
+        ("3/2", "shard 3 of 2 does not exist"),
+        ("1/0", "at least one"),
+        ("x", "not a shard"),
+    ] {
+        oomlab()
+            .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--shard", shard])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("--shard").and(predicate::str::contains(why)));
+    }
+    assert!(!sb.out().exists(), "nothing written");
+    oomlab()
+        .args(["merge", sb.path().to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("holds no shards"));
+}
