@@ -21,13 +21,15 @@ use crate::progress::Progress;
 use crate::schema::{Phase, PhaseRecord, Status, TraceLevel};
 use crate::spec::{Amp, Checkpoint, Config, Named};
 
-/// A calibration run's micro-batch time is aimed at this many seconds: long enough to time, short
+/// A calibration run's micro-batch time is aimed at this many seconds: long enough to time, and
+/// large enough that its tensors are past glibc's mmap threshold (up to 32 MiB) as a large
+/// batch's are, so that the CPU's page faults on fresh memory are in the measurement; short
 /// enough that a dozen runs take seconds.
-const TARGET_SECONDS: f64 = 0.25;
+const TARGET_SECONDS: f64 = 0.5;
 /// The first micro-batch size tried: 1, where a pass costs what it costs whatever its size.
 const FIRST_BATCH: usize = 1;
 /// The most a second size grows from the first.
-const MAX_GROWTH: f64 = 4096.0;
+const MAX_GROWTH: f64 = 65536.0;
 
 /// What one calibration run measured: medians over its steps after the first.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -139,7 +139,7 @@ impl Evaluator {
         }
     }
 
-    fn verdict(&self, config: &Config, p: &Prediction) -> Verdict {
+    pub fn verdict(&self, config: &Config, p: &Prediction) -> Verdict {
         let fits = p.fits(self.budget);
         let slack = self.slack(config, p);
         match fits {

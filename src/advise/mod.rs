@@ -128,7 +128,18 @@ pub fn advise(req: &Request) -> Result<Advice> {
     let shape = crate::estimate::data_shape(&base.data)?;
     let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1).max(1);
     let eval = evaluate::Evaluator { target: plan.target, arch: req.arch, budget, shape, threads };
-    let (base, point) = point::choose(&plan.spec, &base, req.at, &eval)?;
+    let (mut base, point) = point::choose(&plan.spec, &base, req.at, &eval)?;
+    let mut notes = Vec::new();
+    let steady = steady_steps(&base);
+    if steady > base.training.steps {
+        notes.push(format!(
+            "every option is evaluated over {steady} steps, not the spec's {}: a training runs more than one, \
+             and {}",
+            base.training.steps,
+            crate::estimate::steps_needed(&base).why
+        ));
+        base.training.steps = steady;
+    }
     let cuda = plan.target == Target::Cuda;
     let smaller = eval.smaller_batch(&base);
     let candidates = candidates::enumerate(&base, cuda, smaller);
@@ -141,7 +152,7 @@ pub fn advise(req: &Request) -> Result<Advice> {
         }
     }
     let written = evaluated.remove(0);
-    let mut notes = eval.notes(&base);
+    notes.extend(eval.notes(&base));
     let (options, smallest) = rank::rank(evaluated, &written);
     if let Some(cal) = &calibration {
         notes.extend(cal.failed.iter().map(|f| format!("calibration run did not train: {f}")));
@@ -176,6 +187,18 @@ pub fn advise(req: &Request) -> Result<Advice> {
         advice.verified = verify::verify(plan, &advice, req.verify, &eval, req.quiet)?;
     }
     Ok(advice)
+}
+
+/// The steps after which a training's peak is every longer one's (`estimate::steps_needed`;
+/// with the fp16 grad scaler, 2, assuming it skips no step), or the spec's when every step can
+/// raise it (a kept history).
+fn steady_steps(c: &Config) -> usize {
+    let needed = crate::estimate::steps_needed(c).steps;
+    match (needed, c.training.techniques.history) {
+        (Some(k), _) => k.max(c.training.steps),
+        (None, crate::spec::History::LossTensor) => c.training.steps,
+        (None, _) => c.training.steps.max(2),
+    }
 }
 
 fn target_name(t: Target) -> &'static str {
