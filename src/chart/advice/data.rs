@@ -18,7 +18,8 @@ pub struct AdvicePoint {
     pub label: String,
     /// The peak the budget caps, in bytes.
     pub peak: u64,
-    /// Predicted step seconds, or the rank when there are no times.
+    /// Predicted time per sample relative to the spec as written (an epoch's time), or the rank
+    /// when there are no times.
     pub y: f64,
     pub mark: Mark,
 }
@@ -28,7 +29,7 @@ pub struct AdviceChart {
     pub title: String,
     pub subtitle: String,
     pub budget: u64,
-    /// True: `y` is seconds; false: it is the rank.
+    /// True: `y` is relative time; false: it is the rank.
     pub timed: bool,
     pub points: Vec<AdvicePoint>,
     pub notes: Vec<String>,
@@ -36,7 +37,7 @@ pub struct AdviceChart {
 
 impl AdviceChart {
     pub fn from_advice(a: &Advice) -> AdviceChart {
-        let timed = a.written.step_seconds.is_some() || a.options.iter().any(|o| o.step_seconds.is_some());
+        let timed = a.written.step_seconds.is_some() && a.options.iter().any(|o| o.relative_time.is_some());
         let first_fit = a.options.iter().find(|o| o.verdict == Verdict::Fits).map(|o| o.rank);
         let named = |o: &Evaluated| {
             let mut tags = Vec::new();
@@ -48,7 +49,7 @@ impl AdviceChart {
             }
             (!tags.is_empty()).then(|| format!("{}: #{} {}", tags.join(", "), o.rank, o.describe))
         };
-        let y = |o: &Evaluated| if timed { o.step_seconds } else { Some(o.rank as f64) };
+        let y = |o: &Evaluated| if timed { o.relative_time } else { Some(o.rank as f64) };
         let mut points: Vec<AdvicePoint> = a
             .options
             .iter()
@@ -66,7 +67,7 @@ impl AdviceChart {
                 })
             })
             .collect();
-        if let Some(wy) = if timed { a.written.step_seconds } else { Some(0.0) } {
+        if let Some(wy) = if timed { Some(1.0) } else { Some(0.0) } {
             points.push(AdvicePoint {
                 label: format!("as written: {}", format_size(a.written.peak)),
                 peak: a.written.peak,
@@ -76,7 +77,13 @@ impl AdviceChart {
         }
         let at = a.point.as_ref().map(|p| format!(", {} = {}", p.field, p.value)).unwrap_or_default();
         let variant = a.variant.as_ref().map(|v| format!(" [{v}]")).unwrap_or_default();
-        let mut notes = vec![format!("Step times: {}.", a.timing.describe())];
+        let source = match a.timing {
+            crate::advise::TimingSource::File { .. } => "a calibration file",
+            _ => "calibration runs on the device",
+        };
+        let mut notes = vec![format!(
+            "Time: per sample (an epoch's), relative to the spec as written, predicted from {source} (advice.md says how)."
+        )];
         if !timed {
             notes = vec!["No step times: the options are placed by rank (fewest changes first).".into()];
         }

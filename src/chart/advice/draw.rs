@@ -29,8 +29,19 @@ impl Chart for AdviceChart {
         let max_peak = self.points.iter().map(|p| p.peak).max().unwrap_or(0).max(self.budget);
         let axis = ByteAxis::for_max(max_peak);
         let x_end = axis.value(max_peak) * 1.08;
-        let y_max = self.points.iter().map(|p| p.y).fold(0.0, f64::max);
-        let y_top = if y_max > 0.0 { y_max * 1.12 } else { 1.0 };
+        // Times relative to the spec as written span 0.5x to 50x: on a log2 scale, so that the
+        // options near 1x stay apart; ranks are drawn as they are.
+        let y_of = |y: f64| if self.timed { y.max(1e-3).log2() } else { y };
+        let ys: Vec<f64> = self.points.iter().map(|p| y_of(p.y)).collect();
+        let (lo, hi) = ys.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &y| (a.min(y), b.max(y)));
+        let y_range = match (self.timed, lo.is_finite()) {
+            (true, true) => (lo.min(0.0) - 0.3)..(hi.max(0.0) + 0.4),
+            (true, false) => -1.0..1.0,
+            (false, _) => 0.0..(hi.max(1.0) * 1.08),
+        };
+        let timed = self.timed;
+        let y_tick =
+            move |v: &f64| if timed { format!("{}x", format_tick(2f64.powf(*v))) } else { format_tick(*v) };
         let tick = |v: &f64| format_tick(*v);
         let mut plot: Plot<DB> = ChartBuilder::on(&area)
             .margin_left(20)
@@ -39,24 +50,33 @@ impl Chart for AdviceChart {
             .margin_bottom(10)
             .x_label_area_size(60)
             .y_label_area_size(78)
-            .build_cartesian_2d(0.0..x_end, 0.0..y_top)?;
-        let y_desc = if self.timed { "predicted step time (s)" } else { "rank (fewest changes first)" };
+            .build_cartesian_2d(0.0..x_end, y_range.clone())?;
+        let y_desc = if self.timed {
+            "predicted time per sample (x the spec as written, log scale)"
+        } else {
+            "rank (fewest changes first)"
+        };
         house_style(
             plot.configure_mesh()
                 .x_labels(10)
                 .y_labels(10)
                 .x_label_formatter(&tick)
-                .y_label_formatter(&tick)
+                .y_label_formatter(&y_tick)
                 .x_desc(axis.desc("predicted peak"))
                 .y_desc(y_desc),
         )
         .draw()?;
         let b = axis.value(self.budget);
-        plot.draw_series(DashedLineSeries::new([(b, 0.0), (b, y_top)], 12, 8, budget_style()))?;
+        plot.draw_series(DashedLineSeries::new(
+            [(b, y_range.start), (b, y_range.end)],
+            12,
+            8,
+            budget_style(),
+        ))?;
         // Misses first, so that what fits is drawn on top.
         for mark in [Mark::Oom, Mark::Borderline, Mark::Fits, Mark::Written] {
             for p in self.points.iter().filter(|p| p.mark == mark) {
-                let at = (axis.value(p.peak), p.y);
+                let at = (axis.value(p.peak), y_of(p.y));
                 match mark {
                     Mark::Oom => {
                         plot.draw_series(std::iter::once(Cross::new(at, 4, palette::MUTED.stroke_width(1))))?
@@ -71,19 +91,31 @@ impl Chart for AdviceChart {
                 };
             }
         }
-        let (w, _) = plot.plotting_area().dim_in_pixel();
+        let (w, h) = plot.plotting_area().dim_in_pixel();
         let x_per_px = x_end / f64::from(w.max(1));
-        for p in self.points.iter().filter(|p| !p.label.is_empty()) {
-            let at = (axis.value(p.peak), p.y);
-            let width = plot.plotting_area().estimate_text_size(&p.label, &label_style())?.0;
-            let right = at.0 + (14.0 + f64::from(width)) * x_per_px <= x_end;
-            let (x, h) = if right {
-                (at.0 + 14.0 * x_per_px, HPos::Left)
+        let y_per_px = (y_range.end - y_range.start) / f64::from(h.max(1));
+        // Labels of points at about the same place go one under the other, not on top.
+        let mut placed: Vec<(f64, f64, f64)> = Vec::new();
+        // The spec as written first: it stands alone, the others stack beside it.
+        let labelled = self.points.iter().filter(|p| p.mark == Mark::Written && !p.label.is_empty());
+        let others = self.points.iter().filter(|p| p.mark != Mark::Written && !p.label.is_empty());
+        for p in labelled.chain(others) {
+            let at = (axis.value(p.peak), y_of(p.y));
+            let width = f64::from(plot.plotting_area().estimate_text_size(&p.label, &label_style())?.0);
+            let right = at.0 + (14.0 + width) * x_per_px <= x_end;
+            let (x0, x1) = if right {
+                (at.0 + 14.0 * x_per_px, at.0 + (14.0 + width) * x_per_px)
             } else {
-                (at.0 - 14.0 * x_per_px, HPos::Right)
+                (at.0 - (14.0 + width) * x_per_px, at.0 - 14.0 * x_per_px)
             };
-            let style = label_style().pos(Pos::new(h, VPos::Center));
-            plot.draw_series(std::iter::once(Text::new(p.label.clone(), (x, at.1), style)))?;
+            let mut y = at.1;
+            while placed.iter().any(|&(a, b, py)| x0 < b && a < x1 && (py - y).abs() < 22.0 * y_per_px) {
+                y += 22.0 * y_per_px;
+            }
+            placed.push((x0, x1, y));
+            let (x, hpos) = if right { (x0, HPos::Left) } else { (x1, HPos::Right) };
+            let style = label_style().pos(Pos::new(hpos, VPos::Center));
+            plot.draw_series(std::iter::once(Text::new(p.label.clone(), (x, y), style)))?;
         }
         let mut legend = Legend::default();
         legend.add("fits", Glyph::Bar(FITS.filled()));
@@ -92,8 +124,13 @@ impl Chart for AdviceChart {
         legend.add("as written", Glyph::Ring(WRITTEN.stroke_width(3)));
         legend.add(budget_label(self.budget), Glyph::Dashed(budget_style()));
         // As fractions of the plot, which is what the placer weighs.
-        let drawn: Vec<(f64, f64)> =
-            self.points.iter().map(|p| (axis.value(p.peak) / x_end, p.y / y_top)).collect();
+        let drawn: Vec<(f64, f64)> = self
+            .points
+            .iter()
+            .map(|p| {
+                (axis.value(p.peak) / x_end, (y_of(p.y) - y_range.start) / (y_range.end - y_range.start))
+            })
+            .collect();
         legend.draw_where_free(&mut plot, &drawn)
     }
 }

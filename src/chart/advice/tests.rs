@@ -33,7 +33,7 @@ fn draws_points_labels_budget_and_legend() {
         "budget 100.00 MiB",
         "fits",
         "does not fit",
-        "predicted step time (s)",
+        "predicted time per sample (x the spec as written, log scale)",
         "predicted peak (MiB)",
     ] {
         assert!(texts.iter().any(|x| x == t), "{t:?} not in {texts:?}");
