@@ -119,8 +119,7 @@ pub fn advise(req: &Request) -> Result<Advice> {
     let plan = &req.plan;
     let Some(budget) = plan.budget else {
         bail!(
-            "{}: advise needs a budget to fit: the spec has no run.budget for {}; pass --budget, e.g. --budget 16GiB",
-            plan.spec.path.display(),
+            "advise needs a budget to fit: the spec has no run.budget for {}; pass --budget, e.g. --budget 16GiB",
             if plan.target == Target::Cuda { "cuda" } else { "the cpu" }
         );
     };

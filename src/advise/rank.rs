@@ -23,7 +23,7 @@ pub fn rank(mut options: Vec<Evaluated>, written: &Evaluated) -> (Vec<Evaluated>
             (a.effect, a.candidate.changes.len())
                 .cmp(&(b.effect, b.candidate.changes.len()))
                 .then_with(|| by_time(a, b))
-                .then(a.peak.cmp(&b.peak))
+                .then(b.peak.cmp(&a.peak))
         })
         .map(|o| o.rank);
     (options, smallest)
@@ -49,9 +49,11 @@ pub fn adds_nothing(o: &Evaluated, all: &[Evaluated]) -> bool {
 
 fn order(a: &Evaluated, b: &Evaluated) -> Ordering {
     a.verdict.cmp(&b.verdict).then_with(|| match a.verdict {
+        // Without times, the least disruptive first: fewest changes, then the one that keeps the
+        // most of what was written (the highest peak that fits: the largest micro-batch).
         Verdict::Fits => by_time(a, b)
             .then((a.effect, a.candidate.changes.len()).cmp(&(b.effect, b.candidate.changes.len())))
-            .then(a.peak.cmp(&b.peak)),
+            .then(b.peak.cmp(&a.peak)),
         _ => a.peak.cmp(&b.peak),
     })
 }
@@ -132,6 +134,15 @@ mod tests {
         let (ranked, smallest) = rank(options, &written);
         assert_eq!(ranked[0].describe, "one");
         assert_eq!(smallest, Some(1));
+        // Among equal changes, the highest peak that fits: the least taken from what was written.
+        let (ranked, _) = rank(
+            vec![
+                evaluated("small micro", Verdict::Fits, 10, None, 1),
+                evaluated("large micro", Verdict::Fits, 80, None, 1),
+            ],
+            &written,
+        );
+        assert_eq!(ranked[0].describe, "large micro");
         let (_, none) = rank(vec![evaluated("miss", Verdict::Oom, 200, None, 1)], &written);
         assert_eq!(none, None);
     }
