@@ -12,18 +12,7 @@ use std::process::Command;
 use oomlab::bench::{Contender, Plan};
 
 mod common;
-use common::Sandbox;
-
-/// The folder holding the `torch` package (the parent of the path setup-libtorch prints).
-fn torch_site() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(root.join("scripts/setup-libtorch")).output().expect(
-        "scripts/setup-libtorch runs (it installs the PyTorch wheel the bench's Python side imports)",
-    );
-    assert!(out.status.success(), "scripts/setup-libtorch failed: {}", String::from_utf8_lossy(&out.stderr));
-    let torch = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).canonicalize().unwrap();
-    torch.parent().expect("the torch folder has a parent").to_path_buf()
-}
+use common::{torch_site, Sandbox};
 
 /// `oomlab bench --quick --device cpu --out OUT --threads 1` and `extra`.
 fn bench(out: &Path, extra: &[&str]) -> std::process::Output {

@@ -11,9 +11,8 @@
 //!
 //! Without python3, or a torch it can import, these tests fail and say so: they do not skip.
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
 use oomlab::probe::CpuProbe;
 use oomlab::spec::{
@@ -21,6 +20,9 @@ use oomlab::spec::{
     ScalerSpec, Techniques, TrainingSpec,
 };
 use oomlab::train;
+
+mod common;
+use common::torch_site;
 
 const IMPLS: [OptimizerImpl; 3] = [OptimizerImpl::ForLoop, OptimizerImpl::Foreach, OptimizerImpl::Fused];
 
@@ -48,24 +50,6 @@ fn config(optimizer: OptimizerSpec, implementation: OptimizerImpl, techniques: T
             techniques: Techniques { optimizer_impl: Some(implementation), ..techniques },
         },
     }
-}
-
-/// The folder holding the `torch` package (the parent of the path setup-libtorch prints),
-/// found once for all the configurations.
-fn torch_site() -> &'static Path {
-    static SITE: OnceLock<PathBuf> = OnceLock::new();
-    SITE.get_or_init(find_torch_site)
-}
-
-fn find_torch_site() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new(root.join("scripts/setup-libtorch"))
-        .output()
-        .expect("scripts/setup-libtorch runs (it installs the PyTorch wheel the oracle imports)");
-    assert!(out.status.success(), "scripts/setup-libtorch failed: {}", String::from_utf8_lossy(&out.stderr));
-    // It may print a link (the clone's .libtorch): the package folder is the real one's parent.
-    let torch = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).canonicalize().unwrap();
-    torch.parent().expect("the torch folder has a parent").to_path_buf()
 }
 
 /// PyTorch's parameters for `config`, flattened in the model's order.

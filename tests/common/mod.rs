@@ -127,3 +127,23 @@ pub fn untimed_csv(dir: &Path, file: &str) -> Vec<String> {
         .map(|r| keep.iter().map(|&i| r.get(i).unwrap_or("")).collect::<Vec<_>>().join(","))
         .collect()
 }
+
+/// The folder holding the `torch` package that `scripts/setup-libtorch` installs (the parent of
+/// the path it prints, through the clone's `.libtorch` link), for `PYTHONPATH`: the oracle the
+/// tests hold oomlab to. Found once per test binary.
+pub fn torch_site() -> &'static Path {
+    static SITE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    SITE.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = std::process::Command::new(root.join("scripts/setup-libtorch"))
+            .output()
+            .expect("scripts/setup-libtorch runs (it installs the PyTorch wheel the tests import)");
+        assert!(
+            out.status.success(),
+            "scripts/setup-libtorch failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let torch = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim()).canonicalize().unwrap();
+        torch.parent().expect("the torch folder has a parent").to_path_buf()
+    })
+}
