@@ -7,7 +7,9 @@
 //! empty series that carries the label.
 use anyhow::Result;
 use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use SeriesLabelPosition::*;
 
 use super::style::{label_style, palette, series_style};
@@ -259,4 +261,41 @@ mod tests {
         assert_eq!(free_position(&tall, (0.3, 0.3), &UPPER_HALF), None);
         assert_eq!(free_position(&tall, (0.3, 0.3), &ANYWHERE), Some(LowerRight));
     }
+}
+
+/// A legend row's mark in a [`column`].
+#[derive(Debug, Clone, Copy)]
+pub enum Mark {
+    /// A filled square: a bar's or a segment's colour.
+    Swatch(RGBColor),
+    /// A line across the glyph's width.
+    Line(ShapeStyle),
+    /// Two dashes: a reference across the plot.
+    Dashed(ShapeStyle),
+}
+
+/// Rows of a legend column, top to bottom.
+pub const COLUMN_ROW: i32 = 28;
+
+/// Draws `rows` top to bottom in `area`, a column of its own right of a plot (where a legend
+/// never hides a bar): the mark, then its label.
+pub fn column<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, rows: &[(&str, Mark)]) -> Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    let text = label_style().pos(Pos::new(HPos::Left, VPos::Center));
+    let mut y = 30;
+    for (label, mark) in rows {
+        match *mark {
+            Mark::Swatch(colour) => area.draw(&Rectangle::new([(6, y - 9), (26, y + 9)], colour.filled()))?,
+            Mark::Line(style) => area.draw(&PathElement::new([(4, y), (28, y)], style))?,
+            Mark::Dashed(style) => {
+                area.draw(&PathElement::new([(4, y), (12, y)], style))?;
+                area.draw(&PathElement::new([(18, y), (28, y)], style))?;
+            }
+        }
+        area.draw_text(label, &text, (38, y))?;
+        y += COLUMN_ROW;
+    }
+    Ok(())
 }

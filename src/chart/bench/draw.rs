@@ -3,6 +3,7 @@
 //! column of its own right of the plot.
 use super::data::BenchChart;
 use crate::bench::Contender;
+use crate::chart::legend::{self, Mark};
 use crate::chart::style::{across, budget_style, house_style, label_style, palette};
 use crate::chart::{footnotes, header, Chart};
 use crate::units::format_tick;
@@ -13,7 +14,6 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// Width of the legend's column, right of the plot: outside it, so that it never hides a bar.
 const LEGEND_WIDTH: u32 = 230;
-const LEGEND_ROW: i32 = 28;
 /// The share of a group's slot its bars take; the rest separates the groups.
 const GROUP_WIDTH: f64 = 0.84;
 const TARGET_LABEL: &str = "target, oomlab-off";
@@ -141,21 +141,12 @@ impl BenchChart {
     where
         DB::ErrorType: 'static,
     {
-        let text = label_style().pos(Pos::new(HPos::Left, VPos::Center));
-        let mut y = 30;
-        for c in &self.contenders {
-            area.draw(&Rectangle::new([(6, y - 9), (26, y + 9)], colour(*c).filled()))?;
-            area.draw_text(c.as_str(), &text, (38, y))?;
-            y += LEGEND_ROW;
-        }
+        let mut rows: Vec<(&str, Mark)> =
+            self.contenders.iter().map(|c| (c.as_str(), Mark::Swatch(colour(*c)))).collect();
         if self.groups.iter().any(|g| g.target.is_some()) {
-            area.draw(&PathElement::new([(4, y), (28, y)], BLACK.stroke_width(4)))?;
-            area.draw_text(TARGET_LABEL, &text, (38, y))?;
-            y += LEGEND_ROW;
+            rows.push((TARGET_LABEL, Mark::Line(BLACK.stroke_width(4))));
         }
-        area.draw(&PathElement::new([(4, y), (12, y)], budget_style()))?;
-        area.draw(&PathElement::new([(18, y), (28, y)], budget_style()))?;
-        area.draw_text(REFERENCE_LABEL, &text, (38, y))?;
-        Ok(())
+        rows.push((REFERENCE_LABEL, Mark::Dashed(budget_style())));
+        legend::column(area, &rows)
     }
 }

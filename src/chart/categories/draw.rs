@@ -1,6 +1,7 @@
 //! Drawing the category chart: the stacked bars with their sizes, the measured peak across
 //! each, and the legend in a column of its own right of the plot.
 use super::data::{CategoryBars, CATEGORY_NAMES};
+use crate::chart::legend::{self, Mark};
 use crate::chart::scale::ByteAxis;
 use crate::chart::style::{house_style, label_style, palette};
 use crate::chart::{footnotes, header, Chart};
@@ -13,7 +14,6 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 const PEAK_LABEL: &str = "measured peak";
 /// Width of the legend's column, right of the plot: outside it, so that it never hides a bar.
 const LEGEND_WIDTH: u32 = 200;
-const LEGEND_ROW: i32 = 28;
 
 impl Chart for CategoryBars {
     fn file_stem(&self) -> String {
@@ -125,18 +125,12 @@ impl CategoryBars {
     where
         DB::ErrorType: 'static,
     {
-        let text = label_style().pos(Pos::new(HPos::Left, VPos::Center));
-        let mut y = 30;
-        area.draw(&PathElement::new([(4, y), (28, y)], BLACK.stroke_width(3)))?;
-        area.draw_text(PEAK_LABEL, &text, (38, y))?;
+        let mut rows = vec![(PEAK_LABEL, Mark::Line(BLACK.stroke_width(3)))];
         for c in (0..CATEGORY_NAMES.len()).rev() {
-            if self.bars.iter().all(|b| b.bytes[c] == 0) {
-                continue;
+            if self.bars.iter().any(|b| b.bytes[c] > 0) {
+                rows.push((CATEGORY_NAMES[c], Mark::Swatch(palette::category(c))));
             }
-            y += LEGEND_ROW;
-            area.draw(&Rectangle::new([(6, y - 9), (26, y + 9)], palette::category(c).filled()))?;
-            area.draw_text(CATEGORY_NAMES[c], &text, (38, y))?;
         }
-        Ok(())
+        legend::column(area, &rows)
     }
 }
