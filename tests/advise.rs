@@ -119,6 +119,7 @@ fn a_sweep_is_advised_at_its_first_failing_value() {
     let below =
         advise_json(&sb, &[&spec, "--no-write", "--no-calibrate", "--at", &(depth - 1.0).to_string()]);
     assert_eq!(below["written"]["verdict"], "fits", "depth {} should fit", depth - 1.0);
+    assert_eq!(below["smallest"], Value::Null, "a spec that fits needs no change");
     assert_eq!(a["timing"]["source"], "none");
 }
 

@@ -153,6 +153,8 @@ pub fn advise(req: &Request) -> Result<Advice> {
     let written = evaluated.remove(0);
     notes.extend(eval.notes(&base));
     let (options, smallest) = rank::rank(evaluated, &written);
+    // A spec that fits needs no change; the options are still ranked (some may be faster).
+    let smallest = smallest.filter(|_| written.verdict != Verdict::Fits);
     if let Some(cal) = &calibration {
         notes.extend(cal.failed.iter().map(|f| format!("calibration run did not train: {f}")));
     }

@@ -192,16 +192,15 @@ fn headline(a: &Advice) -> Vec<String> {
     let mut out = Vec::new();
     let verdict = match (&w.verdict, &w.over_in) {
         (Verdict::Oom, Some(at)) => format!("out of memory in {at}, over by {}", signed_size(-w.headroom)),
+        (Verdict::Fits, _) => format!("fits, {} headroom", signed_size(w.headroom)),
         (v, _) => v.as_str().to_string(),
     };
-    out.push(format!(
-        "As written: peak {} ({verdict}); step {}.",
-        format_size(w.peak),
-        seconds(w.step_seconds)
-    ));
+    let step = w.step_seconds.map(|t| format!("; step {}", seconds(Some(t)))).unwrap_or_default();
+    out.push(format!("As written: peak {} ({verdict}){step}.", format_size(w.peak)));
     let first_fit = a.options.iter().find(|o| o.verdict == Verdict::Fits);
     match a.smallest.and_then(|r| a.options.get(r - 1)) {
         Some(o) => out.push(format!("Smallest change that fits: {}.", sentence(o))),
+        None if w.verdict == Verdict::Fits => out.push("Nothing needs to change: it fits as written.".into()),
         None => out.push("No option is predicted to fit: a smaller model, or a larger budget.".into()),
     }
     if let Some(o) = first_fit.filter(|o| Some(o.rank) != a.smallest) {
