@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
+use wait_timeout::ChildExt as _;
 
 use super::configs::{BenchConfig, Plan};
 use super::protocol::{Report, Request};
@@ -23,7 +24,13 @@ pub struct Launcher {
     /// "cpu" or "cuda:N".
     pub device: String,
     pub threads: i32,
+    /// The longest a worker may take before it is killed and the bench stops (a hung worker
+    /// would otherwise hang the bench).
+    pub timeout: std::time::Duration,
 }
+
+/// A worker's limit: the lesson's 8 x 5000 on a 2-core CPU takes about 15 s a process.
+pub const WORKER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30 * 60);
 
 /// One process's report.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,7 +94,35 @@ impl Launcher {
             .with_context(|| format!("starting {:?} for {what}", cmd.get_program()))?;
         // A worker that dies before reading its request closes the pipe: its stderr says why.
         let _ = child.stdin.take().map(|mut s| s.write_all(stdin));
-        let out = child.wait_with_output().with_context(|| format!("waiting for {what}"))?;
+        // Read both pipes while waiting, so that a chatty worker never blocks on a full pipe.
+        let read = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = p.read_to_end(&mut bytes);
+                }
+                bytes
+            })
+        };
+        let stdout = read(child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+        let stderr = read(child.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+        let status = match child.wait_timeout(self.timeout).with_context(|| format!("waiting for {what}"))? {
+            Some(status) => status,
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "{what} took more than {} s and was stopped; a worker that hangs would hang the bench \
+                     (is the device busy, or the configuration too large for it?)",
+                    self.timeout.as_secs()
+                );
+            }
+        };
+        let out = std::process::Output {
+            status,
+            stdout: stdout.join().unwrap_or_default(),
+            stderr: stderr.join().unwrap_or_default(),
+        };
         if !out.status.success() {
             let err = String::from_utf8_lossy(&out.stderr);
             let tail: Vec<&str> = err.lines().rev().take(15).collect();
@@ -170,10 +205,18 @@ mod tests {
             loop_script: "-c".into(),
             device: "cpu".into(),
             threads: 1,
+            timeout: std::time::Duration::from_secs(2),
         };
         let mut cmd = Command::new("/bin/sh");
         cmd.args(["-c", "echo 'no torch here' >&2; exit 3"]);
         let err = l.spawn(cmd, b"{}", "pytorch on 3x256").unwrap_err().to_string();
         assert!(err.contains("pytorch on 3x256 failed") && err.contains("no torch here"), "{err}");
+        // One that hangs is stopped at the limit, and says so.
+        let mut cmd = Command::new("/bin/sh");
+        cmd.args(["-c", "sleep 30"]);
+        let started = std::time::Instant::now();
+        let err = l.spawn(cmd, b"{}", "oomlab-off on 3x256").unwrap_err().to_string();
+        assert!(err.contains("took more than 2 s and was stopped"), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "not stopped at its limit");
     }
 }

@@ -132,6 +132,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             _ => "cpu".into(),
         },
         threads: args.threads.unwrap_or_else(tch::get_num_threads),
+        timeout: runner::WORKER_TIMEOUT,
     };
     let device_name = launcher.device_name()?;
     crate::run::check_out(&args.out)?;
