@@ -278,8 +278,3 @@ fn timing_for(
         }
     }
 }
-
-/// The configuration advised on, for the tests and the report.
-pub fn advised_config(a: &Advice) -> &Config {
-    &a.written.candidate.config
-}
