@@ -7,8 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
-use common::{tiny_spec, untimed_csv, Sandbox};
-use oomlab::results::manifest::Answer;
+use common::{assert_same_trials, tiny_spec, Sandbox};
 use oomlab::results::ExperimentDir;
 use predicates::prelude::*;
 
@@ -26,22 +25,6 @@ fn run(spec: &Path, out: &Path, extra: &[&str]) -> String {
     let mut cmd = oomlab();
     cmd.args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap()]).args(extra);
     String::from_utf8(cmd.assert().success().get_output().stdout.clone()).unwrap()
-}
-
-fn answers(dir: &Path) -> Vec<Answer> {
-    let m = ExperimentDir::read(dir).unwrap().manifest;
-    m.answers.into_iter().map(|a| Answer { probe_seconds: None, ..a }).collect()
-}
-
-/// The merged folder holds the single run's trials: every column but the times, byte for byte,
-/// and the same answers.
-fn assert_same_trials(single: &Path, merged: &Path) {
-    for file in ["summary.csv", "trace.csv"] {
-        let (a, b) = (untimed_csv(single, file), untimed_csv(merged, file));
-        assert!(a.len() > 1, "{file} has trials");
-        assert_eq!(a, b, "{file}: merged against one process");
-    }
-    assert_eq!(answers(single), answers(merged));
 }
 
 /// Two variants, each a guided search (its probes depend on each other, so it goes whole to

@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{untimed_csv, Sandbox};
-use oomlab::results::manifest::Answer;
+use common::Sandbox;
 use oomlab::results::ExperimentDir;
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/slurm-localhost");
@@ -158,19 +157,10 @@ fn submitted(stdout: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-fn answers(dir: &Path) -> Vec<Answer> {
-    let m = ExperimentDir::read(dir).unwrap().manifest;
-    m.answers.into_iter().map(|a| Answer { probe_seconds: None, ..a }).collect()
-}
-
-/// The merged folder holds the single run's trials: every column but the times, byte for byte.
+/// The merged folder holds the single run's six trials (and a header), as one process wrote them.
 fn assert_same_trials(single: &Path, merged: &Path) {
-    for file in ["summary.csv", "trace.csv"] {
-        let (a, b) = (untimed_csv(single, file), untimed_csv(merged, file));
-        assert_eq!(a.len(), if file == "summary.csv" { 7 } else { a.len() }, "six trials and a header");
-        assert_eq!(a, b, "{file} of {} against one process", merged.display());
-    }
-    assert_eq!(answers(single), answers(merged));
+    assert_eq!(common::untimed_csv(single, "summary.csv").len(), 7, "six trials and a header");
+    common::assert_same_trials(single, merged);
 }
 
 /// The one device folder's experiment under a results root.

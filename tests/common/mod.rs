@@ -128,6 +128,23 @@ pub fn untimed_csv(dir: &Path, file: &str) -> Vec<String> {
         .collect()
 }
 
+/// A results folder's answers, their probe times (which differ from run to run) left out.
+pub fn answers(dir: &Path) -> Vec<oomlab::results::manifest::Answer> {
+    let m = oomlab::results::ExperimentDir::read(dir).unwrap().manifest;
+    m.answers.into_iter().map(|a| oomlab::results::manifest::Answer { probe_seconds: None, ..a }).collect()
+}
+
+/// A merged folder holds the single run's trials: every column but the times, byte for byte, and
+/// the same answers.
+pub fn assert_same_trials(single: &Path, merged: &Path) {
+    for file in ["summary.csv", "trace.csv"] {
+        let (a, b) = (untimed_csv(single, file), untimed_csv(merged, file));
+        assert!(a.len() > 1, "{file} has trials");
+        assert_eq!(a, b, "{file} of {} against one process", merged.display());
+    }
+    assert_eq!(answers(single), answers(merged));
+}
+
 /// The folder holding the `torch` package that `scripts/setup-libtorch` installs (the parent of
 /// the path it prints, through the clone's `.libtorch` link), for `PYTHONPATH`: the oracle the
 /// tests hold oomlab to. Found once per test binary.
