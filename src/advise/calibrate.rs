@@ -15,11 +15,13 @@ use serde::{Deserialize, Serialize};
 
 use super::candidates::Candidate;
 use super::timing::{calibration_config, Calibration, ModelShape, PassCell, PassKey, UpdateCell, UpdateKey};
+use crate::bench::stats::median;
 use crate::estimate::DataShape;
 use crate::probe::MemoryProbe;
 use crate::progress::Progress;
 use crate::schema::{Phase, PhaseRecord, Status, TraceLevel};
 use crate::spec::{Amp, Checkpoint, Config, Named};
+use crate::train::PhaseTimes;
 
 /// A calibration run's micro-batch time is aimed at this many seconds: long enough to time, and
 /// large enough that its tensors are past glibc's mmap threshold (up to 32 MiB) as a large
@@ -192,9 +194,10 @@ impl Calibrator<'_> {
             }
         }
         let started = Instant::now();
-        let mut records: Vec<PhaseRecord> = Vec::new();
+        // The first step (which makes the optimizer's state) is left out.
+        let mut times = PhaseTimes::new(1, config.training.steps.saturating_sub(1));
         let mut sink = |r: &PhaseRecord| {
-            records.push(r.clone());
+            times.add(r);
             Ok(())
         };
         let row = crate::train::run_trial(config, self.probe, self.runs + 1, TraceLevel::Sync, &mut sink)?;
@@ -204,7 +207,7 @@ impl Calibrator<'_> {
             progress.done(&format!("{}: {}", describe_run(config), row.status));
             return Ok(None);
         }
-        let measured = from_records(&records);
+        let measured = from_times(&times);
         progress.done(&format!(
             "{}: {:.4} s a pass{} ({:.1} s)",
             describe_run(config),
@@ -218,34 +221,12 @@ impl Calibrator<'_> {
     }
 }
 
-/// Medians over the steps after the first (which makes the optimizer's state).
-pub fn from_records(records: &[PhaseRecord]) -> Measured {
-    let steps: Vec<usize> = {
-        let mut s: Vec<usize> = records.iter().map(|r| r.step).filter(|&s| s >= 2).collect();
-        s.dedup();
-        s
-    };
-    let sum = |step: usize, phases: &[Phase]| -> f64 {
-        records.iter().filter(|r| r.step == step && phases.contains(&r.phase)).map(|r| r.phase_seconds).sum()
-    };
-    let pass: Vec<f64> =
-        steps.iter().map(|&s| sum(s, &[Phase::ToDevice, Phase::Forward, Phase::Backward])).collect();
-    let has_update = records.iter().any(|r| r.phase == Phase::OptimizerStep);
-    let update: Vec<f64> = steps.iter().map(|&s| sum(s, &[Phase::OptimizerStep, Phase::ZeroGrad])).collect();
-    Measured { pass: median(pass), update: has_update.then(|| median(update)) }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+/// Medians over the timed steps: a pass is the gather, forward and backward; an update the
+/// optimizer step and zero_grad (none in a forward-only mode).
+pub fn from_times(times: &PhaseTimes) -> Measured {
+    let pass = times.sum_per_step(&[Phase::ToDevice, Phase::Forward, Phase::Backward]);
+    let update = times.sum_per_step(&[Phase::OptimizerStep, Phase::ZeroGrad]);
+    Measured { pass: median(&pass), update: times.has(Phase::OptimizerStep).then(|| median(&update)) }
 }
 
 fn describe_pass(k: &PassKey) -> String {
@@ -349,13 +330,19 @@ mod tests {
             records.push(record(step, Phase::OptimizerStep, 0.05 * scale));
             records.push(record(step, Phase::ZeroGrad, 0.01 * scale));
         }
-        let m = from_records(&records);
+        // Steps 2-4 timed, step 1 left out.
+        let timed = |records: &[PhaseRecord]| {
+            let mut t = PhaseTimes::new(1, 3);
+            records.iter().for_each(|r| t.add(r));
+            from_times(&t)
+        };
+        let m = timed(&records);
         assert!((m.pass - 1.2).abs() < 1e-9, "{m:?}");
         assert!((m.update.unwrap() - 0.12).abs() < 1e-9, "{m:?}");
         let forward: Vec<PhaseRecord> = records
             .into_iter()
             .filter(|r| r.phase != Phase::OptimizerStep && r.phase != Phase::ZeroGrad)
             .collect();
-        assert_eq!(from_records(&forward).update, None);
+        assert_eq!(timed(&forward).update, None);
     }
 }

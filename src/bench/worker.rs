@@ -5,14 +5,14 @@
 //! The trace records go to a sink that keeps each phase's duration, in place of the exporters a
 //! run has, which hold a trial's records in memory until it ends (as this does); a run's writing
 //! of `trace.csv` once a trial is over is outside the steps, so outside what is timed.
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 
 use super::protocol::{Report, Request};
 use crate::device::DeviceChoice;
-use crate::schema::{Phase, PhaseRecord, Status, TraceLevel};
+use crate::schema::{PhaseRecord, Status, TraceLevel};
+use crate::train::PhaseTimes;
 use crate::{ffi, run, spec, train};
 
 /// Runs the request at `level` and returns what it measured.
@@ -50,75 +50,4 @@ pub fn run(level: TraceLevel, request: &Request) -> Result<Report> {
         python: String::new(),
         device_name: probe.name(),
     })
-}
-
-/// Each timed step's seconds per phase, summed over micro-batches.
-struct PhaseTimes {
-    warmup: usize,
-    steps: usize,
-    by_phase: BTreeMap<&'static str, Vec<f64>>,
-}
-
-impl PhaseTimes {
-    fn new(warmup: usize, steps: usize) -> Self {
-        PhaseTimes { warmup, steps, by_phase: BTreeMap::new() }
-    }
-
-    fn add(&mut self, rec: &PhaseRecord) {
-        // Set-up (step 0), warm-up steps and whole-step records (`--trace steps`) are not phases
-        // of a timed step.
-        if rec.step <= self.warmup || rec.phase == Phase::Step {
-            return;
-        }
-        let i = rec.step - self.warmup - 1;
-        if i >= self.steps {
-            return;
-        }
-        let times = self.by_phase.entry(rec.phase.as_str()).or_insert_with(|| vec![0.0; self.steps]);
-        times[i] += rec.phase_seconds;
-    }
-
-    fn into_map(self) -> BTreeMap<String, Vec<f64>> {
-        self.by_phase.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rec(step: usize, micro: usize, phase: Phase, secs: f64) -> PhaseRecord {
-        PhaseRecord {
-            trial: 1,
-            step,
-            micro,
-            phase,
-            memory_allocated: 0,
-            memory_reserved: 0,
-            max_memory_allocated: 0,
-            max_memory_reserved: 0,
-            device_used: None,
-            phase_seconds: secs,
-            elapsed_seconds: 0.0,
-        }
-    }
-
-    #[test]
-    fn phase_times_keep_the_timed_steps_and_sum_micro_batches() {
-        let mut p = PhaseTimes::new(1, 2);
-        for r in [
-            rec(0, 0, Phase::Model, 9.0),
-            rec(1, 0, Phase::Forward, 9.0),
-            rec(2, 0, Phase::Forward, 1.0),
-            rec(2, 1, Phase::Forward, 0.5),
-            rec(3, 0, Phase::Forward, 2.0),
-            rec(3, 0, Phase::Step, 7.0),
-            rec(4, 0, Phase::Forward, 9.0),
-        ] {
-            p.add(&r);
-        }
-        let m = p.into_map();
-        assert_eq!(m.len(), 1);
-        assert_eq!(m["forward"], [1.5, 2.0]);
-    }
 }
