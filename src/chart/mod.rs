@@ -138,6 +138,24 @@ pub fn register_fonts() -> Result<()> {
         .map_err(|e| anyhow!(e))
 }
 
+/// The frame of a plot with its x axis below and its y axis at the left, as the house draws it:
+/// room for the tick labels and axis titles, and `right` pixels past the plot (for labels beside
+/// the last points, or little beside a legend column).
+pub fn framed<'a, 'b, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    right: u32,
+) -> ChartBuilder<'a, 'b, DB> {
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .margin_left(20)
+        .margin_right(right)
+        .margin_top(10)
+        .margin_bottom(10)
+        .x_label_area_size(60)
+        .y_label_area_size(78);
+    builder
+}
+
 /// Draws `title` and `subtitle` (skipped when empty) centred at the top of `root`, and returns
 /// the area below them for the plot.
 pub fn header<DB: DrawingBackend>(

@@ -6,7 +6,7 @@
 use super::pick::{comparison, pick_trials};
 use super::scale::{ByteAxis, XScale};
 use super::style::{house_style, label_style, palette};
-use super::{footnotes, header, Chart, Plot};
+use super::{footnotes, framed, header, Chart, Plot};
 use crate::schema::SummaryRow;
 use crate::units::{format_bytes, format_tick};
 use anyhow::Result;
@@ -78,14 +78,7 @@ impl Chart for Tradeoff {
         let max_s = self.points.iter().map(|p| p.step_seconds).fold(0.0, f64::max);
         let y_top = if max_s > 0.0 { max_s * 1.15 } else { 1.0 };
         let tick = |v: &f64| format_tick(*v);
-        let mut plot: Plot<DB> = ChartBuilder::on(&area)
-            .margin_left(20)
-            .margin_right(40)
-            .margin_top(10)
-            .margin_bottom(10)
-            .x_label_area_size(60)
-            .y_label_area_size(78)
-            .build_cartesian_2d(x_range.clone(), 0.0..y_top)?;
+        let mut plot: Plot<DB> = framed(&area, 40).build_cartesian_2d(x_range.clone(), 0.0..y_top)?;
         house_style(
             plot.configure_mesh()
                 .x_labels(10)

@@ -8,7 +8,7 @@ use super::data::{AdviceChart, Mark};
 use crate::chart::legend::{Glyph, Legend};
 use crate::chart::scale::ByteAxis;
 use crate::chart::style::{budget_label, budget_style, house_style, label_style, palette};
-use crate::chart::{footnotes, header, Chart, Plot};
+use crate::chart::{footnotes, framed, header, Chart, Plot};
 use crate::units::format_tick;
 
 const FITS: RGBColor = RGBColor(44, 160, 44);
@@ -43,14 +43,7 @@ impl Chart for AdviceChart {
         let y_tick =
             move |v: &f64| if timed { format!("{}x", format_tick(2f64.powf(*v))) } else { format_tick(*v) };
         let tick = |v: &f64| format_tick(*v);
-        let mut plot: Plot<DB> = ChartBuilder::on(&area)
-            .margin_left(20)
-            .margin_right(40)
-            .margin_top(10)
-            .margin_bottom(10)
-            .x_label_area_size(60)
-            .y_label_area_size(78)
-            .build_cartesian_2d(0.0..x_end, y_range.clone())?;
+        let mut plot: Plot<DB> = framed(&area, 40).build_cartesian_2d(0.0..x_end, y_range.clone())?;
         let y_desc = if self.timed {
             "predicted time per sample (x the spec as written, log scale)"
         } else {

@@ -5,7 +5,7 @@ use super::data::BenchChart;
 use crate::bench::Contender;
 use crate::chart::legend::{self, Mark};
 use crate::chart::style::{across, budget_style, house_style, label_style, palette};
-use crate::chart::{footnotes, header, Chart};
+use crate::chart::{footnotes, framed, header, Chart};
 use crate::units::format_tick;
 use anyhow::Result;
 use plotters::coord::Shift;
@@ -50,14 +50,7 @@ impl Chart for BenchChart {
         };
         let y_fmt = |v: &f64| format_tick(*v);
         let x_range = -0.5..n as f64 - 0.5;
-        let mut plot = ChartBuilder::on(&area)
-            .margin_left(20)
-            .margin_right(10)
-            .margin_top(10)
-            .margin_bottom(10)
-            .x_label_area_size(60)
-            .y_label_area_size(78)
-            .build_cartesian_2d(x_range.clone(), 0.0..y_top)?;
+        let mut plot = framed(&area, 10).build_cartesian_2d(x_range.clone(), 0.0..y_top)?;
         house_style(
             plot.configure_mesh()
                 .disable_x_mesh()

@@ -4,7 +4,7 @@ use super::data::{CategoryBars, CATEGORY_NAMES};
 use crate::chart::legend::{self, Mark};
 use crate::chart::scale::ByteAxis;
 use crate::chart::style::{house_style, label_style, palette};
-use crate::chart::{footnotes, header, Chart};
+use crate::chart::{footnotes, framed, header, Chart};
 use crate::units::{format_bytes, format_tick};
 use anyhow::Result;
 use plotters::coord::Shift;
@@ -49,14 +49,7 @@ impl Chart for CategoryBars {
             Some(c) => format!("{x_what}: {c}"),
             None => x_what.to_string(),
         };
-        let mut plot = ChartBuilder::on(&area)
-            .margin_left(20)
-            .margin_right(10)
-            .margin_top(10)
-            .margin_bottom(10)
-            .x_label_area_size(60)
-            .y_label_area_size(78)
-            .build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..y_top)?;
+        let mut plot = framed(&area, 10).build_cartesian_2d(-0.5..n as f64 - 0.5, 0.0..y_top)?;
         house_style(
             plot.configure_mesh()
                 .disable_x_mesh()
