@@ -54,6 +54,9 @@ pub struct Evaluated {
     pub relative_time: Option<f64>,
     /// Why the estimate could not say.
     pub error: Option<String>,
+    /// A fitting option the tables list: false for one that only adds a change to a fitting
+    /// option for no gain in time (`rank::adds_nothing`), and for every option that does not fit.
+    pub listed: bool,
 }
 
 impl Evaluated {
@@ -113,6 +116,7 @@ impl Evaluator {
             step_seconds: None,
             relative_time: None,
             error: None,
+            listed: false,
             candidate,
         };
         match self.predict(&e.candidate.config) {

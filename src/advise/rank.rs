@@ -13,8 +13,11 @@ pub fn rank(mut options: Vec<Evaluated>, written: &Evaluated) -> (Vec<Evaluated>
         o.relative_time = o.seconds_per_sample().zip(written.seconds_per_sample()).map(|(t, w)| t / w);
     }
     options.sort_by(order);
-    for (i, o) in options.iter_mut().enumerate() {
+    let listed: Vec<bool> =
+        options.iter().map(|o| o.verdict == Verdict::Fits && !adds_nothing(o, &options)).collect();
+    for (i, (o, listed)) in options.iter_mut().zip(listed).enumerate() {
         o.rank = i + 1;
+        o.listed = listed;
     }
     let smallest = options
         .iter()
@@ -102,6 +105,7 @@ mod tests {
             step_seconds: secs,
             relative_time: None,
             error: None,
+            listed: false,
         }
     }
 
@@ -145,5 +149,22 @@ mod tests {
         assert_eq!(ranked[0].describe, "large micro");
         let (_, none) = rank(vec![evaluated("miss", Verdict::Oom, 200, None, 1)], &written);
         assert_eq!(none, None);
+    }
+
+    #[test]
+    fn an_added_change_is_listed_only_when_it_buys_time() {
+        let written = evaluated("written", Verdict::Oom, 100, Some(2.0), 0);
+        let two = evaluated("two", Verdict::Fits, 50, Some(0.995), 2);
+        let mut one = two.clone();
+        one.candidate.changes.truncate(1);
+        let one = Evaluated { describe: "one".into(), step_seconds: Some(1.0), ..one };
+        let (ranked, _) = rank(vec![two.clone(), one.clone()], &written);
+        let listed = |r: &[Evaluated], d: &str| r.iter().find(|o| o.describe == d).unwrap().listed;
+        assert!(listed(&ranked, "one") && !listed(&ranked, "two"), "0.5% faster is no gain");
+        let faster = Evaluated { step_seconds: Some(0.5), ..two };
+        let (ranked, _) = rank(vec![faster, one], &written);
+        assert!(listed(&ranked, "one") && listed(&ranked, "two"), "twice as fast is");
+        let miss = evaluated("miss", Verdict::Oom, 200, Some(0.1), 1);
+        assert!(!rank(vec![miss], &written).0[0].listed, "what does not fit is not listed");
     }
 }

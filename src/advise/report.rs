@@ -150,11 +150,7 @@ fn verified_table(a: &Advice, markdown: bool) -> Table {
 /// The rows a table shows: the first [`SHOWN`] that fit (leaving out those whose extra change
 /// buys nothing: [`super::rank::adds_nothing`]), the borderline, the nearest misses.
 fn shown(a: &Advice) -> Vec<&Evaluated> {
-    let fit = a
-        .options
-        .iter()
-        .filter(|o| o.verdict == Verdict::Fits && !super::rank::adds_nothing(o, &a.options))
-        .take(SHOWN);
+    let fit = a.options.iter().filter(|o| o.listed).take(SHOWN);
     let border = a.options.iter().filter(|o| o.verdict == Verdict::Borderline).take(MISSES);
     let miss = a.options.iter().filter(|o| o.verdict == Verdict::Oom).take(MISSES);
     fit.chain(border).chain(miss).collect()
@@ -169,11 +165,7 @@ fn counts(a: &Advice) -> String {
         n(Verdict::Borderline),
         n(Verdict::Oom)
     );
-    let quiet = a
-        .options
-        .iter()
-        .filter(|o| o.verdict == Verdict::Fits && super::rank::adds_nothing(o, &a.options))
-        .count();
+    let quiet = a.options.iter().filter(|o| o.verdict == Verdict::Fits && !o.listed).count();
     if quiet > 0 {
         s += &format!(
             " ({quiet} that fit add a change to another for less than {:.0}% of the time: not listed)",

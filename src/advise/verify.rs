@@ -36,10 +36,7 @@ pub struct Verified {
 /// The options `--verify N` trains: the first `n` that fit (of those the table lists: none
 /// that only adds a change buying nothing to another), then the `n` nearest misses.
 pub fn chosen(options: &[Evaluated], n: usize) -> Vec<&Evaluated> {
-    let fit = options
-        .iter()
-        .filter(|o| o.verdict == Verdict::Fits && !super::rank::adds_nothing(o, options))
-        .take(n);
+    let fit = options.iter().filter(|o| o.listed).take(n);
     let miss = options.iter().filter(|o| o.verdict == Verdict::Oom).take(n);
     fit.chain(miss).collect()
 }
