@@ -170,6 +170,10 @@ pub struct SummaryRow {
     pub phase: Option<Phase>,
     pub step: Option<usize>,
     // The configuration, so that a row reads on its own whatever was swept.
+    /// The model in short (`ModelSpec::describe`: `mlp 4x5000`, `resnet50`, ...); empty in
+    /// results from before model kinds.
+    pub model: String,
+    /// The model's depth and width in its own terms (`ModelSpec::depth`, `ModelSpec::width`).
     pub depth: usize,
     pub hidden: usize,
     pub batch_size: usize,

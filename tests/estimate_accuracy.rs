@@ -61,7 +61,7 @@ fn case(
 impl Case {
     fn config(&self) -> Config {
         Config {
-            model: ModelSpec { hidden: self.hidden, depth: self.depth },
+            model: ModelSpec::mlp(self.hidden, self.depth),
             data: DataSpec::Synthetic {
                 samples: self.samples,
                 features: self.features,

@@ -69,7 +69,7 @@ fn draw(rng: &mut Rng, i: usize) -> Config {
         ),
     };
     Config {
-        model: ModelSpec { hidden: rng.pick(&[32, 64, 96, 128]), depth },
+        model: ModelSpec::mlp(rng.pick(&[32, 64, 96, 128]), depth),
         data: DataSpec::Synthetic {
             samples: 256,
             features: rng.pick(&[16, 24, 48]),
@@ -152,12 +152,11 @@ fn an_oom_in_any_phase_under_any_technique_frees_everything() {
         trials += 1;
         let t = &config.training.techniques;
         let what = format!(
-            "trial {trials} ({level:?}) aimed at {phase} step {step} (budget baseline + {room}): {} {:?} depth {} width {} \
+            "trial {trials} ({level:?}) aimed at {phase} step {step} (budget baseline + {room}): {} {:?} model {} \
              batch {} amp {:?} checkpoint {:?} accumulation {} history {:?} mode {:?} impl {:?}",
             config.training.optimizer.name(),
             config.training.optimizer,
-            config.model.depth,
-            config.model.hidden,
+            config.model.describe(),
             config.training.batch_size,
             t.amp,
             t.checkpoint,

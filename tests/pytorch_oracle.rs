@@ -9,6 +9,13 @@
 //! the wrong implementation from the right one. Both sides run the same wheel's kernels on one
 //! thread, and agree to the bit so far.
 //!
+//! Every model kind too (an MLP of given widths, plain CNNs with standard and depthwise-separable
+//! convolutions, torchvision's ResNet-18, post- and pre-norm Transformer encoders with and
+//! without dropout), under checkpointing (dropout drawn again alike in the recompute),
+//! accumulation and mixed precision: `scripts/reference/train.py` builds them as torch.nn and
+//! torchvision do, so equal parameters mean the same initialisation, the same forward and
+//! backward, and the same update.
+//!
 //! Without python3, or a torch it can import, these tests fail and say so: they do not skip.
 use std::io::Write;
 use std::path::Path;
@@ -16,8 +23,8 @@ use std::process::{Command, Stdio};
 
 use oomlab::probe::CpuProbe;
 use oomlab::spec::{
-    Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, ModelSpec, Named, OptimizerImpl, OptimizerSpec,
-    ScalerSpec, Techniques, TrainingSpec,
+    Amp, Checkpoint, CnnSpec, Config, ConvKind, DataLocation, DataSpec, Dtype, MlpSpec, ModelSpec, Named,
+    OptimizerImpl, OptimizerSpec, ResNet, ScalerSpec, Techniques, TrainingSpec, TransformerSpec,
 };
 use oomlab::train;
 
@@ -38,7 +45,7 @@ fn optimizers() -> [(&'static str, OptimizerSpec); 5] {
 
 fn config(optimizer: OptimizerSpec, implementation: OptimizerImpl, techniques: Techniques) -> Config {
     Config {
-        model: ModelSpec { hidden: 24, depth: 3 },
+        model: ModelSpec::mlp(24, 3),
         data: DataSpec::Synthetic { samples: 96, features: 10, classes: 4, seed: 7 },
         location: DataLocation::Host,
         training: TrainingSpec {
@@ -142,6 +149,55 @@ fn with_the_fp16_grad_scaler_accumulation_and_checkpointing_too() {
                 let c = config(optimizer, implementation, t);
                 check(&format!("{what}, {name}, {}", implementation.as_str()), &c);
             }
+        }
+    }
+}
+
+/// The model kinds beyond the lesson's MLP, each on data of its kind, small enough for the CPU.
+fn kinds() -> Vec<(&'static str, ModelSpec, DataSpec)> {
+    let images = |channels| DataSpec::Images { samples: 24, channels, size: 32, classes: 5, seed: 4 };
+    let plain = |conv| ModelSpec::Cnn(CnnSpec::Plain { channels: 8, depth: 2, conv, kernel: 3 });
+    let encoder = |dropout, norm_first| {
+        ModelSpec::Transformer(TransformerSpec {
+            d_model: 16,
+            nhead: 2,
+            num_layers: 2,
+            dim_feedforward: 32,
+            dropout,
+            norm_first,
+        })
+    };
+    let tokens = DataSpec::Tokens { samples: 48, seq_len: 6, vocab: 50, classes: 3, seed: 4 };
+    let features = DataSpec::Synthetic { samples: 96, features: 10, classes: 4, seed: 7 };
+    vec![
+        ("mlp widths 12-7", ModelSpec::Mlp(MlpSpec::Widths { widths: vec![12, 7] }), features),
+        ("cnn standard", plain(ConvKind::Standard), images(3)),
+        ("cnn depthwise separable", plain(ConvKind::DepthwiseSeparable), images(2)),
+        ("resnet18", ModelSpec::Cnn(CnnSpec::Resnet(ResNet::R18)), images(3)),
+        ("transformer post-norm, dropout", encoder(0.1, false), tokens.clone()),
+        ("transformer pre-norm, no dropout", encoder(0.0, true), tokens),
+    ]
+}
+
+#[test]
+fn every_model_kind_trains_as_pytorch_trains_it() {
+    let adam = OptimizerSpec::Adam { lr: 1e-2, weight_decay: 1e-2 };
+    let fp16 = Amp::Fp16 { scaler: ScalerSpec { init_scale: 1024.0, ..ScalerSpec::default() } };
+    let techniques = [
+        ("plain", Techniques::default()),
+        ("checkpoint every 1", Techniques { checkpoint: Checkpoint::Every(1), ..Techniques::default() }),
+        ("checkpoint sqrt", Techniques { checkpoint: Checkpoint::Sqrt, ..Techniques::default() }),
+        ("accumulation 2", Techniques { accumulation: 2, ..Techniques::default() }),
+        ("bf16", Techniques { amp: Amp::Bf16, ..Techniques::default() }),
+        ("fp16 + scaler", Techniques { amp: fp16, ..Techniques::default() }),
+    ];
+    for (kind, model, data) in kinds() {
+        for (what, t) in techniques {
+            let mut c = config(adam, OptimizerImpl::ForLoop, t);
+            (c.model, c.data) = (model.clone(), data.clone());
+            c.training.batch_size = 4;
+            c.training.steps = 3;
+            check(&format!("{kind}, {what}"), &c);
         }
     }
 }

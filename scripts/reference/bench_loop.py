@@ -54,19 +54,17 @@ def run(request: dict, mode: str) -> dict:
 
     home = train.data_home(cfg, device, None)
     data = train.make_data(cfg, train.DTYPES[t["dtype"]], home)
-    features = data.x.shape[1]
     classes = int(cfg["data"]["classes"])
     torch.manual_seed(int(t["seed"]))
-    m = cfg["model"]
-    model = train.make_model(features, m["hidden"], m["depth"], classes, train.DTYPES[t["dtype"]], device)
+    model = train.make_model(cfg, tuple(data.x.shape[1:]), classes, train.DTYPES[t["dtype"]], device)
     opt = train.make_optimizer(t["optimizer"], model.parameters(), tech.get("optimizer_impl") or "default")
     scaler = None
     if tech["amp"]["dtype"] == "fp16":
         s = tech["amp"]["scaler"]
         scaler = torch.amp.GradScaler(device.type, init_scale=s["init_scale"], growth_factor=s["growth_factor"],
                                       backoff_factor=s["backoff_factor"], growth_interval=int(s["growth_interval"]))
-    depth, batch, n = m["depth"], int(t["batch_size"]), int(tech["accumulation"])
-    seg = train.segment_len(tech["checkpoint"], depth)
+    batch, n = int(t["batch_size"]), int(tech["accumulation"])
+    seg = train.segment_len(tech["checkpoint"], len(model.units()))
     amp = tech["amp"]
     warmup, steps = int(request["warmup"]), int(request["steps"])
     sync = mode == "sync"
@@ -94,7 +92,7 @@ def run(request: dict, mode: str) -> dict:
             if sync:
                 phase_end("to_device")
             with train.autocast(device, amp):
-                loss = train.forward_loss(model, x, y, seg, depth)
+                loss = train.forward_loss(model, x, y, seg)
             if sync:
                 phase_end("forward")
             scaled = loss / n if n > 1 else loss

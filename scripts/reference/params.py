@@ -3,10 +3,13 @@
 tests/pytorch_oracle.rs.
 
 Reads one validated config on stdin (the JSON form oomlab writes into manifest.json, as
-`spec.base`), trains it on the CPU with train.py's loop (nn.Sequential, torch.optim in the
-config's implementation, autocast, GradScaler, torch.utils.checkpoint, the same seeds), and
-writes every parameter after the last step to stdout as little-endian float64, in the model's
-order (each layer's weight, then its bias). The first line of stderr says what it ran.
+`spec.base`), trains it on the CPU with train.py's loop (its model of the config's kind: the
+MLP's nn.Sequential, the plain CNN, torchvision's ResNet or the Transformer encoder; torch.optim
+in the config's implementation, autocast, GradScaler, torch.utils.checkpoint, the same seeds),
+and writes every parameter after the last step to stdout as little-endian float64, in
+model.parameters() order (python-reference.md lists it per kind; for an MLP each layer's
+weight, then its bias). Parameters only: BatchNorm's running statistics and step count are
+buffers and are left out. The first line of stderr says what it ran.
 
 Usage:  params.py [--threads N] < config.json > params.f64
 """
@@ -43,8 +46,9 @@ def main():
     out = {"keep_params": True}
     train.run_trial(cfg, torch.device("cpu"), _NoRecorder(), run, out)
     impl = cfg["training"]["techniques"].get("optimizer_impl") or "default"
-    print(f"params.py: torch {torch.__version__}, {cfg['training']['optimizer']['name']} "
-          f"({impl}), final loss {out.get('final_loss')!r}", file=sys.stderr)
+    print(f"params.py: torch {torch.__version__}, {cfg['model'].get('kind', 'mlp')}, "
+          f"{cfg['training']['optimizer']['name']} ({impl}), final loss {out.get('final_loss')!r}",
+          file=sys.stderr)
     flat = torch.cat([t.reshape(-1).to(torch.float64) for t in out["params"]])
     sys.stdout.buffer.write(_bytes(flat))
 

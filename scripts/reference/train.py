@@ -3,11 +3,12 @@
 
 oomlab trains through libtorch from Rust and reads the caching allocator itself. This script
 trains the same configurations the way the lesson's readers would write them in Python
-(nn.Sequential of nn.Linear + nn.ReLU, F.cross_entropy, torch.optim, torch.autocast,
-torch.amp.GradScaler, torch.utils.checkpoint) and reads torch.cuda.memory_allocated() and
-friends at the same points. Where the two differ in bytes, either oomlab does something a
-PyTorch user would not, or the Python side costs something libtorch's C++ does not; the
-comments marked "Differs from oomlab" say where we already know the two part ways.
+(nn.Sequential of nn.Linear + nn.ReLU, a stack of nn.Conv2d, torchvision's ResNets,
+nn.TransformerEncoder; F.cross_entropy, torch.optim, torch.autocast, torch.amp.GradScaler,
+torch.utils.checkpoint) and reads torch.cuda.memory_allocated() and friends at the same points.
+Where the two differ in bytes, either oomlab does something a PyTorch user would not, or the
+Python side costs something libtorch's C++ does not; the comments marked "Differs from oomlab"
+say where we already know the two part ways.
 
 Usage:
     train.py --summary results/<device>/<experiment>/summary.csv --device cuda --out ref.csv
@@ -94,7 +95,10 @@ def trial_config(manifest: dict, row: dict) -> dict:
 
     Starts from the variant's (or the base's) config, applies the swept value as
     Spec::trial_config does, then takes the summary row's own columns over it, so that a row
-    always reads as the trial that produced it.
+    always reads as the trial that produced it. The row's `depth` and `hidden` describe only a
+    uniform MLP (for a CNN or a transformer its `model` column does, and they may be 0), and its
+    `features` column is C*H*W for images and seq_len for tokens: neither is read back into
+    those models or data sets, whose shape comes from the spec and the swept field alone.
     """
     spec = manifest["spec"]
     if spec.get("variants"):
@@ -111,17 +115,25 @@ def trial_config(manifest: dict, row: dict) -> dict:
         if field == "training.lr":
             t["optimizer"]["lr"] = v
         else:
+            # Any `section.key` (model.depth, model.num_layers, model.d_model, model.channels,
+            # data.seq_len, data.size, ...) sets cfg[section][key]: whole numbers, unless the
+            # spec holds a float there (model.dropout).
             section, key = field.split(".")
             target = {"model": m, "data": d, "training": t}[section]
             if key == "accumulation":
                 t["techniques"]["accumulation"] = int(v)
+            elif isinstance(target.get(key), float):
+                target[key] = v
             else:
                 target[key] = int(v)
 
-    m["depth"], m["hidden"] = int(row["depth"]), int(row["hidden"])
+    if model_kind(m) == "mlp" and "widths" not in m:
+        m["depth"], m["hidden"] = int(row["depth"]), int(row["hidden"])
     t["batch_size"] = int(row["batch_size"])
     if d["kind"] == "synthetic":
         d["samples"], d["features"], d["classes"] = (int(row[k]) for k in ("samples", "features", "classes"))
+    elif d["kind"] in ("images", "tokens"):
+        d["samples"], d["classes"] = (int(row[k]) for k in ("samples", "classes"))
     # The column is a label: "sgd_momentum" is SGD with momentum != 0.
     if row["optimizer"].split("_")[0] != t["optimizer"]["name"]:
         raise ValueError(f"trial {row['trial']}: optimizer {row['optimizer']} in summary.csv, "
@@ -140,19 +152,26 @@ def trial_config(manifest: dict, row: dict) -> dict:
     return cfg
 
 
-def segment_len(checkpoint_spec, depth: int) -> int | None:
-    """Hidden layers per checkpointed segment, as Checkpoint::segment_len computes it."""
+def model_kind(model: dict) -> str:
+    """mlp, cnn or transformer; a manifest from before model kinds holds an MLP without one."""
+    return model.get("kind", "mlp")
+
+
+def segment_len(checkpoint_spec, units: int) -> int | None:
+    """Units per checkpointed segment, as Checkpoint::segment_len computes it. The units are
+    what model.units() lists: an MLP's hidden layers (Linear + ReLU each), a CNN's stem then
+    its blocks, a transformer's embedding then its encoder layers."""
     if checkpoint_spec == "none":
         return None
     if checkpoint_spec == "sqrt":
-        return max(1, math.ceil(math.sqrt(depth)))
+        return max(1, math.ceil(math.sqrt(units)))
     return max(1, int(checkpoint_spec["every"]))
 
 
-def segment_ranges(depth: int, length: int) -> list[range]:
-    """0..depth in consecutive ranges of `length` layers, the last one possibly shorter
+def segment_ranges(units: int, length: int) -> list[range]:
+    """0..units in consecutive ranges of `length` units, the last one possibly shorter
     (train::checkpoint::segment_ranges)."""
-    return [range(s, min(s + length, depth)) for s in range(0, depth, length)]
+    return [range(s, min(s + length, units)) for s in range(0, units, length)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -283,8 +302,12 @@ class Dataset:
 
 
 def make_data(cfg: dict, dtype: torch.dtype, home: torch.device) -> Dataset:
-    """Seeded synthetic data (standard normal features, labels from a random linear teacher),
-    as train::data::make; or a CSV with a label column."""
+    """The data set, as train::data::make makes it, bit for bit from the same seed:
+    synthetic (standard normal features, labels from a random linear teacher), images (the
+    same with C x H x H samples, the teacher reading them flattened), tokens (uniform token
+    ids; the label is the residue, id mod classes, the sample's tokens take most often, the
+    first on a tie: a bag of tokens, which a mean-pooled encoder without positions can learn),
+    or a CSV with a label column."""
     d = cfg["data"]
     if d["kind"] == "synthetic":
         torch.manual_seed(int(d["seed"]))
@@ -292,6 +315,25 @@ def make_data(cfg: dict, dtype: torch.dtype, home: torch.device) -> Dataset:
         teacher = torch.randn(d["features"], d["classes"], dtype=dtype, device=home)
         y = (x @ teacher).argmax(1)
         return Dataset(x, y)
+    if d["kind"] == "images":
+        torch.manual_seed(int(d["seed"]))
+        s, c, h = int(d["samples"]), int(d["channels"]), int(d["size"])
+        x = torch.randn(s, c, h, h, dtype=dtype, device=home)
+        teacher = torch.randn(c * h * h, d["classes"], dtype=dtype, device=home)
+        y = (x.reshape(s, -1) @ teacher).argmax(1)
+        return Dataset(x, y)
+    if d["kind"] == "tokens":
+        torch.manual_seed(int(d["seed"]))
+        x = torch.randint(0, int(d["vocab"]), (int(d["samples"]), int(d["seq_len"])),
+                          dtype=torch.int64, device=home)
+        k = int(d["classes"])
+        residues = x % k
+        counts = torch.zeros(int(d["samples"]), k, dtype=torch.int64, device=home)
+        counts.scatter_add_(1, residues, torch.ones_like(residues))
+        y = counts.argmax(1)
+        return Dataset(x, y)
+    if d["kind"] != "csv":
+        raise ValueError(f"data kind {d['kind']!r}")
     with open(d["path"], newline="") as f:
         rows = list(csv.DictReader(f))
     label = d["label"]
@@ -314,17 +356,171 @@ def gather(data: Dataset, index: int, batch: int, device: torch.device):
     return x, y
 
 
-def make_model(features: int, hidden: int, depth: int, classes: int, dtype, device) -> nn.Sequential:
-    """The lesson's Classifier_MLP, `depth` hidden layers deep. nn.Linear's default init draws
-    weight then bias from U(+-1/sqrt(fan_in)), the same draws in the same order as
-    model.rs's Linear::new, so the same seed gives bit-identical parameters (checked on CPU)."""
-    widths = [features] + [hidden] * depth + [classes]
-    layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(zip(widths, widths[1:])):
-        layers.append(nn.Linear(a, b, device=device, dtype=dtype))
-        if i < depth:
-            layers.append(nn.ReLU())
-    return nn.Sequential(*layers)
+class Units(nn.Module):
+    """A classifier as a list of units and a head: forward(x) = head(units...(x)).
+
+    Checkpointing cuts units() into segments (the head is never checkpointed). units() hands
+    out the model's own submodules (or nn.Sequentials of them, which own nothing), so
+    parameters() keeps the underlying model's order."""
+
+    def units(self) -> list[nn.Module]:
+        raise NotImplementedError
+
+    def head(self, h):
+        raise NotImplementedError
+
+    def forward(self, x):
+        # Each unit's input goes when the unit returns and `x` is rebound; the head's when the
+        # head returns (oomlab's Model::forward_units and Model::head).
+        for unit in self.units():
+            x = unit(x)
+        return self.head(x)
+
+
+class Mlp(Units):
+    """The lesson's Classifier_MLP: nn.Sequential(Linear, ReLU, ..., Linear), kept as built
+    (the same construction order as before units, so the same parameters from the same seed).
+    nn.Linear's default init draws weight then bias from U(+-1/sqrt(fan_in)), the same draws in
+    the same order as model.rs's Linear::new, so the same seed gives bit-identical parameters
+    (checked on CPU, in float32)."""
+
+    def __init__(self, features: int, widths: list[int], classes: int, dtype, device):
+        super().__init__()
+        dims = [features] + list(widths) + [classes]
+        layers: list[nn.Module] = []
+        for i, (a, b) in enumerate(zip(dims, dims[1:])):
+            layers.append(nn.Linear(a, b, device=device, dtype=dtype))
+            if i < len(widths):
+                layers.append(nn.ReLU())
+        self.net = nn.Sequential(*layers)
+        self.depth = len(widths)
+
+    def units(self):
+        return [self.net[2 * i: 2 * i + 2] for i in range(self.depth)]  # (Linear, ReLU) each
+
+    def head(self, h):
+        return self.net[-1](h)
+
+    def forward(self, x):
+        # The lesson's flat nn.Sequential: each Linear's input goes once its output exists.
+        return self.net(x)
+
+
+class ConvStack(Units):
+    """A plain CNN: a stem conv, `depth` blocks of conv (standard, or depthwise then 1x1 as
+    guide 002 writes a depthwise-separable conv), ReLU each, then global average pooling and a
+    Linear. Same-padding (kernel // 2), so the spatial size never changes."""
+
+    def __init__(self, in_ch, channels, depth, conv, kernel, classes, dtype, device):
+        super().__init__()
+        f = {"device": device, "dtype": dtype}
+        p = kernel // 2
+        self.stem = nn.Sequential(nn.Conv2d(in_ch, channels, kernel, padding=p, **f), nn.ReLU())
+        blocks = []
+        for _ in range(depth):
+            if conv == "standard":
+                blocks.append(nn.Sequential(nn.Conv2d(channels, channels, kernel, padding=p, **f), nn.ReLU()))
+            elif conv == "depthwise_separable":
+                blocks.append(nn.Sequential(
+                    nn.Conv2d(channels, channels, kernel, padding=p, groups=channels, **f),
+                    nn.Conv2d(channels, channels, 1, **f), nn.ReLU()))
+            else:
+                raise ValueError(f"conv {conv!r}")
+        self.blocks = nn.Sequential(*blocks)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(channels, classes, **f)
+
+    def units(self):
+        return [self.stem, *self.blocks]
+
+    def head(self, h):
+        return self.fc(torch.flatten(self.pool(h), 1))
+
+
+class ResNetClassifier(Units):
+    """torchvision's resnetN(num_classes=K), untouched (weights=None: torchvision's own init),
+    as self.net. Its units are the stem (conv1, bn1, relu, maxpool) and each residual block of
+    layer1..layer4; the head is avgpool, flatten, fc: ResNet._forward_impl's ops in its order.
+
+    Built in float32 on the CPU (torchvision's constructors take neither dtype nor device), so
+    the init draws come from the CPU generator, then moved and cast with one .to(device,
+    dtype): each parameter and float buffer replaced in turn (on the CPU in float32, nothing
+    happens). BatchNorm runs in training
+    mode throughout, updating its running statistics (buffers, not parameters). Under
+    checkpointing the recompute runs each BN forward again, so running_mean, running_var and
+    num_batches_tracked are updated twice per checkpointed step (as in any recompute, oomlab's
+    included); training-mode BN normalises with the batch's own statistics, so the parameters
+    do not see it."""
+
+    def __init__(self, arch: str, classes: int, dtype, device):
+        super().__init__()
+        import torchvision  # only here: an MLP-only run needs no torchvision
+
+        if arch not in ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152"):
+            raise ValueError(f"cnn arch {arch!r}")
+        # As its users do: built on the CPU (torchvision's constructors take no device), then
+        # moved and cast in one .to(), each tensor replaced in turn.
+        net = getattr(torchvision.models, arch)(weights=None, num_classes=classes)
+        self.net = net.to(device=device, dtype=dtype)
+
+    def units(self):
+        n = self.net
+        return [nn.Sequential(n.conv1, n.bn1, n.relu, n.maxpool), *n.layer1, *n.layer2, *n.layer3, *n.layer4]
+
+    def head(self, h):
+        return self.net.fc(torch.flatten(self.net.avgpool(h), 1))
+
+
+class EncoderClassifier(Units):
+    """Token embedding, nn.TransformerEncoder (batch_first, post- or pre-norm, ReLU, no masks),
+    mean over the sequence, Linear, as oomlab's transformer.rs has it. There is no positional
+    encoding: the label (which residue the tokens take most often) is a bag of tokens, which
+    the mean over the sequence can learn.
+
+    TransformerEncoder deep-copies `layer` num_layers times: every encoder layer starts with
+    the same parameters, drawn once, and the prototype itself is dropped after __init__ (it is
+    no submodule: in memory, one extra layer until then). The model stays in training mode, so
+    nn.MultiheadAttention and TransformerEncoderLayer never take their fast paths (which
+    fused kernels would serve in eval mode under no_grad)."""
+
+    def __init__(self, vocab, d_model, nhead, num_layers, dim_feedforward, dropout, norm_first,
+                 classes, dtype, device):
+        super().__init__()
+        f = {"device": device, "dtype": dtype}
+        self.embed = nn.Embedding(vocab, d_model, **f)
+        layer = nn.TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, batch_first=True,
+                                           norm_first=norm_first, **f)
+        self.encoder = nn.TransformerEncoder(layer, num_layers, enable_nested_tensor=False)
+        self.head_fc = nn.Linear(d_model, classes, **f)
+
+    def units(self):
+        return [self.embed, *self.encoder.layers]
+
+    def head(self, h):
+        return self.head_fc(h.mean(dim=1))
+
+
+def make_model(cfg: dict, features_or_shape, classes: int, dtype, device) -> Units:
+    """The config's model, with units() and head(). features_or_shape is a sample's shape
+    (data.x.shape[1:]; an int for an MLP's features): (D,), (C, H, W) or (L,). Call it right
+    after torch.manual_seed(training.seed): every kind draws its init from the global generator
+    (python-reference.md lists the draws, in order)."""
+    m = cfg["model"]
+    shape = (features_or_shape,) if isinstance(features_or_shape, int) else tuple(features_or_shape)
+    kind = model_kind(m)
+    if kind == "mlp":
+        widths = [int(w) for w in m["widths"]] if "widths" in m else [int(m["hidden"])] * int(m["depth"])
+        return Mlp(int(shape[0]), widths, classes, dtype, device)
+    if kind == "cnn":
+        if m["arch"] == "plain":
+            return ConvStack(int(shape[0]), int(m["channels"]), int(m["depth"]), m["conv"], int(m["kernel"]),
+                             classes, dtype, device)
+        return ResNetClassifier(m["arch"], classes, dtype, device)
+    if kind == "transformer":
+        return EncoderClassifier(int(cfg["data"]["vocab"]), int(m["d_model"]), int(m["nhead"]),
+                                 int(m["num_layers"]), int(m["dim_feedforward"]), float(m["dropout"]),
+                                 bool(m["norm_first"]), classes, dtype, device)
+    raise ValueError(f"model kind {kind!r}")
 
 
 def make_optimizer(spec: dict, params, impl: str) -> torch.optim.Optimizer:
@@ -349,20 +545,23 @@ def autocast(device: torch.device, amp: dict):
     return torch.autocast(device_type=device.type, dtype=AMP_DTYPES[amp["dtype"]])
 
 
-def forward_loss(model: nn.Sequential, x, y, seg: int | None, depth: int):
-    """Logits and mean cross-entropy (Mlp::loss: F.cross_entropy's defaults)."""
+def forward_loss(model: Units, x, y, seg: int | None):
+    """Logits and mean cross-entropy (F.cross_entropy's defaults): head(units...(x)), each
+    segment of `seg` units under torch.utils.checkpoint when checkpointing."""
     if seg is None:
         return F.cross_entropy(model(x), y)
+    units = model.units()
+    h = x
     # Differs from oomlab: oomlab's checkpoint.rs is hand-written (tch has no custom autograd
     # Function): it runs segments under no_grad, recomputes each in backward and pushes the
     # gradient through with (out * g).sum().backward(), freeing the head's input and gradient
     # early with set_(). torch.utils.checkpoint (non-reentrant) keeps the same boundaries but
     # through saved-tensor hooks, so its transient peaks can differ; it also stashes the RNG
-    # state per segment (host memory only). The head is not checkpointed in either.
-    h = x
-    for r in segment_ranges(depth, seg):
-        h = checkpoint(model[2 * r.start: 2 * r.stop], h, use_reentrant=False)
-    return F.cross_entropy(model[-1](h), y)
+    # state per segment (host memory only; on CUDA the device generator's state too), so that
+    # the recompute draws the same dropout masks. The head is not checkpointed in either.
+    for r in segment_ranges(len(units), seg):
+        h = checkpoint(nn.Sequential(*units[r.start:r.stop]), h, use_reentrant=False)
+    return F.cross_entropy(model.head(h), y)
 
 
 def data_home(cfg: dict, device: torch.device, override: str | None) -> torch.device:
@@ -380,12 +579,11 @@ def run_trial(cfg: dict, device: torch.device, rec: Recorder, args, out: dict):
     dtype = DTYPES[t["dtype"]]
     data = rec.phase(0, "data", make_data, cfg, dtype, home)
     # A CSV's classes are its largest label + 1, at least 2 (data.rs's read_csv).
-    features, classes = data.x.shape[1], int(cfg["data"].get("classes") or max(2, int(data.y.max()) + 1))
+    shape, classes = tuple(data.x.shape[1:]), int(cfg["data"].get("classes") or max(2, int(data.y.max()) + 1))
 
     def build():
         torch.manual_seed(int(t["seed"]))
-        m = cfg["model"]
-        model = make_model(features, m["hidden"], m["depth"], classes, dtype, device)
+        model = make_model(cfg, shape, classes, dtype, device)
         impl = args.optimizer_impl or tech.get("optimizer_impl") or "default"
         opt = make_optimizer(t["optimizer"], model.parameters(), impl)
         scaler = None
@@ -400,8 +598,7 @@ def run_trial(cfg: dict, device: torch.device, rec: Recorder, args, out: dict):
         return model, opt, scaler
 
     model, opt, scaler = rec.phase(0, "model", build)
-    depth = cfg["model"]["depth"]
-    seg = segment_len(tech["checkpoint"], depth)
+    seg = segment_len(tech["checkpoint"], len(model.units()))
     steps = args.steps or int(t["steps"])
     kept_tensors, kept_values = [], []
 
@@ -437,7 +634,7 @@ def train_step(cfg, data, model, opt, scaler, seg, step, rec, keep, device):
 
     def forward(x, y):
         with autocast(device, tech["amp"]):
-            return forward_loss(model, x, y, seg, cfg["model"]["depth"])
+            return forward_loss(model, x, y, seg)
 
     def backward(loss):
         # Differs from oomlab: oomlab re-enters autocast around a checkpointed backward (for
@@ -487,7 +684,7 @@ def forward_step(cfg, data, model, step, rec, keep, device):
     def forward():
         grad = torch.no_grad() if tech["mode"] == "forward_no_grad" else contextlib.nullcontext()
         with grad, autocast(device, tech["amp"]):
-            return F.cross_entropy(model(x), y)
+            return forward_loss(model, x, y, None)
 
     loss = rec.phase(step, "forward", forward)
     keep(loss)
@@ -500,12 +697,38 @@ def forward_step(cfg, data, model, step, rec, keep, device):
 
 def tiny(cfg: dict) -> dict:
     """A few-KiB copy of a config that goes through the same code paths, as oomlab's
-    train::warmup::tiny makes it: at most two hidden layers of 8, a batch of 4 from 8 rows, two
-    steps, at most two micro-batches, checkpointing every layer if at all."""
+    train::warmup::tiny makes it: the same kind of model and data, shrunk (an MLP of at most
+    two hidden layers of 8; a plain CNN of 4 channels, at most two blocks, on 8 x 8 images; a
+    ResNet of the same arch, kept whole as its blocks are the code paths, on 32 x 32 images;
+    a transformer of d_model 8, 2 heads, feed-forward 16, at most two layers, on 4 tokens of
+    16), a batch of 4 from 8 rows, two steps, at most two micro-batches, checkpointing every
+    unit if at all.
+
+    Differs from oomlab maybe: the lead's Rust tiny() for CNNs and transformers may shrink
+    them otherwise. Nothing compares the warm-up trial itself; only what it leaves behind
+    (cuBLAS/cuDNN workspaces, lazy imports) matters, and that needs the same ops, not the same
+    sizes."""
     c = copy.deepcopy(cfg)
-    c["model"] = {"hidden": 8, "depth": min(cfg["model"]["depth"], 2)}
-    classes = min(cfg["data"]["classes"], 4) if cfg["data"]["kind"] == "synthetic" else 2
-    c["data"] = {"kind": "synthetic", "samples": 8, "features": 4, "classes": classes, "seed": 0}
+    m, d = cfg["model"], cfg["data"]
+    kind = model_kind(m)
+    classes = min(int(d["classes"]), 4) if d["kind"] != "csv" else 2
+    if kind == "mlp":
+        depth = len(m["widths"]) if "widths" in m else int(m["depth"])
+        c["model"] = {"kind": "mlp", "hidden": 8, "depth": min(depth, 2)}
+        c["data"] = {"kind": "synthetic", "samples": 8, "features": 4, "classes": classes, "seed": 0}
+    elif kind == "cnn":
+        if m["arch"] == "plain":
+            c["model"] = {**m, "channels": 4, "depth": min(int(m["depth"]), 2)}
+            size = 8
+        else:
+            size = 32  # each of the five stride-2 stages halves it: 1 x 1 at the end
+        c["data"] = {"kind": "images", "samples": 8, "channels": int(d["channels"]), "size": size,
+                     "classes": classes, "seed": 0}
+    elif kind == "transformer":
+        c["model"] = {**m, "d_model": 8, "nhead": 2, "dim_feedforward": 16,
+                      "num_layers": min(int(m["num_layers"]), 2)}
+        c["data"] = {"kind": "tokens", "samples": 8, "seq_len": min(int(d["seq_len"]), 4),
+                     "vocab": min(int(d["vocab"]), 16), "classes": classes, "seed": 0}
     t = c["training"]
     t["batch_size"], t["steps"] = 4, 2
     tech = t["techniques"]

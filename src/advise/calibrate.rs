@@ -242,9 +242,8 @@ fn describe_run(c: &Config) -> String {
     let t = &c.training;
     let implementation = t.techniques.optimizer_impl.map_or("default", |i| i.as_str());
     format!(
-        "{} x {} batch {} amp {} checkpoint {} {} {implementation}",
-        c.model.depth,
-        c.model.hidden,
+        "{} batch {} amp {} checkpoint {} {} {implementation}",
+        c.model.describe(),
         t.batch_size,
         t.techniques.amp.as_str(),
         t.techniques.checkpoint.name(),

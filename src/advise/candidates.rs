@@ -143,7 +143,7 @@ pub fn enumerate(base: &Config, cuda: bool, smaller_batch: Option<usize>) -> Vec
     let accumulations = if train { accumulation_ladder(effective, t.steps) } else { vec![1] };
     let amps = amps(base);
     let checkpoints =
-        if train { checkpoints(base.model.depth, tech.checkpoint) } else { vec![tech.checkpoint] };
+        if train { checkpoints(base.model.units(), tech.checkpoint) } else { vec![tech.checkpoint] };
     let impls: Vec<OptimizerImpl> =
         if train { OptimizerImpl::ALL.to_vec() } else { vec![written.optimizer_impl] };
     let locations = match (cuda, base.location) {

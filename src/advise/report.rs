@@ -25,9 +25,8 @@ pub fn describe_config(a: &Advice) -> String {
     let cuda = a.target == crate::estimate::Target::Cuda;
     let implementation = crate::spec::OptimizerImpl::resolve(t.techniques.optimizer_impl, cuda);
     format!(
-        "{} hidden layer(s) of {}, batch {} x {} micro-batch(es), {} ({}), {}, amp {}, checkpoint {}, data {} x {} ({} classes)",
-        c.model.depth,
-        c.model.hidden,
+        "{}, batch {} x {} micro-batch(es), {} ({}), {}, amp {}, checkpoint {}, data {} x {} ({} classes)",
+        c.model.describe(),
         t.batch_size,
         t.techniques.accumulation,
         t.optimizer.name(),

@@ -22,7 +22,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::estimate::DataShape;
-use crate::spec::{Amp, Checkpoint, Config, DataSpec, History, Mode, Named, OptimizerImpl, OptimizerSpec};
+use crate::spec::{
+    Amp, Checkpoint, Config, DataSpec, History, Mode, ModelSpec, Named, OptimizerImpl, OptimizerSpec,
+};
 
 /// What a micro-batch's time depends on besides its size: the key of a pass measurement.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -79,17 +81,15 @@ pub struct ModelShape {
 }
 
 impl ModelShape {
-    /// `features`, `classes`: the data's; the MLP's own sizes from `c`.
+    /// `features`, `classes`: the data's; the MLP's own widths from `c` (advise times MLPs only:
+    /// it needs the estimate, which models them).
     pub fn of(c: &Config, features: usize, classes: usize) -> ModelShape {
-        let (h, d) = (c.model.hidden as f64, c.model.depth);
-        let (f, k) = (features as f64, classes as f64);
-        let macs = if d == 0 { f * k } else { f * h + (d - 1) as f64 * h * h + h * k };
-        let params = if d == 0 {
-            (f * k + k) as u64
-        } else {
-            (f * h + h + (d - 1) as f64 * (h * h + h) + h * k + k) as u64
-        };
-        ModelShape { layers: d + 1, macs_per_sample: macs, params }
+        let mut sizes = vec![features as f64];
+        sizes.extend(c.model.mlp_widths().unwrap_or_default().into_iter().map(|w| w as f64));
+        sizes.push(classes as f64);
+        let macs: f64 = sizes.windows(2).map(|w| w[0] * w[1]).sum();
+        let params = sizes.windows(2).map(|w| w[0] * w[1] + w[1]).sum::<f64>() as u64;
+        ModelShape { layers: sizes.len() - 1, macs_per_sample: macs, params }
     }
 }
 
@@ -222,8 +222,8 @@ pub fn calibration_config(
     optimizer: Option<(OptimizerSpec, OptimizerImpl)>,
 ) -> Config {
     let mut out = c.clone();
-    out.model.depth = c.model.depth.min(CALIBRATION_DEPTH);
-    out.model.hidden = c.model.hidden.min(CALIBRATION_WIDTH);
+    out.model =
+        ModelSpec::mlp(c.model.width().clamp(1, CALIBRATION_WIDTH), c.model.units().min(CALIBRATION_DEPTH));
     // Synthetic rows of the data's shape: a CSV's values do not change the time.
     out.data =
         DataSpec::Synthetic { samples: batch, features: shape.features, classes: shape.classes, seed: 0 };
@@ -298,8 +298,8 @@ mod tests {
         c.training.techniques.amp = Amp::Bf16;
         let cal = calibration_config(&c, DataShape { samples: 32, features: 32, classes: 4 }, 8, None);
         assert_eq!(
-            (cal.model.depth, cal.model.hidden, cal.training.batch_size, cal.training.steps),
-            (2, 2048, 8, 3)
+            (cal.model.clone(), cal.training.batch_size, cal.training.steps),
+            (ModelSpec::mlp(2048, 2), 8, 3)
         );
         assert_eq!(cal.training.techniques.checkpoint, Checkpoint::Sqrt);
         assert_eq!(PassKey::of(&cal), PassKey::of(&c));

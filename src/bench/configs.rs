@@ -240,11 +240,10 @@ impl BenchConfig {
     pub fn param_count(&self) -> u64 {
         let (f, c) = match self.config.data {
             spec::DataSpec::Synthetic { features, classes, .. } => (features, classes),
-            spec::DataSpec::Csv { .. } => return 0,
+            _ => return 0,
         };
-        let m = self.config.model;
-        let widths: Vec<usize> =
-            std::iter::once(f).chain(std::iter::repeat_n(m.hidden, m.depth)).chain([c]).collect();
+        let hidden = self.config.model.mlp_widths().unwrap_or_default();
+        let widths: Vec<usize> = std::iter::once(f).chain(hidden).chain([c]).collect();
         widths.windows(2).map(|w| (w[0] * w[1] + w[1]) as u64).sum()
     }
 }

@@ -43,7 +43,7 @@ pub fn cost(config: &Config, target: Target) -> Cost {
         Mode::Forward | Mode::ForwardNoGrad => 2,
     };
     let phases = steps.saturating_mul(per_step).saturating_add(2);
-    let tensors = (config.model.depth as u64).saturating_add(2).saturating_mul(4);
+    let tensors = (config.model.units() as u64).saturating_add(2).saturating_mul(4);
     let per_phase = match target {
         Target::Cpu => tensors,
         Target::Cuda => tensors.saturating_mul(tensors / 8).max(tensors),
@@ -55,7 +55,7 @@ pub fn cost(config: &Config, target: Target) -> Cost {
 /// CUDA segment's 20 MiB of rounding on top).
 pub fn largest_tensor(config: &Config, shape: DataShape) -> u128 {
     let n = |v: usize| v as u128;
-    let (h, b) = (n(config.model.hidden), n(config.training.batch_size));
+    let (h, b) = (n(config.model.width()), n(config.training.batch_size));
     let (s, f, k) = (n(shape.samples), n(shape.features), n(shape.classes));
     let widest = h.max(f).max(k);
     let elements = [h * h, s * f, s * k, f * k, f * h, k * h, b * widest, s, b];
@@ -70,7 +70,7 @@ pub fn tensors_at_once(config: &Config) -> u128 {
         History::LossTensor => (t.steps as u128) * (t.techniques.accumulation as u128),
         History::None | History::LossValue => 1,
     };
-    (kept_graphs + 4).saturating_mul(config.model.depth as u128 + 16).saturating_mul(8)
+    (kept_graphs + 4).saturating_mul(config.model.units() as u128 + 16).saturating_mul(8)
 }
 
 /// Refuses a config whose replay would overflow the estimate's integers or exceed its bounds;
@@ -105,7 +105,7 @@ pub fn check(config: &Config, shape: DataShape, target: Target) -> Result<Cost> 
              two or three steps: lower training.steps (or training.accumulation, or model.depth) to estimate it",
             config.training.steps,
             config.training.techniques.accumulation,
-            config.model.depth
+            config.model.units()
         );
     }
     Ok(cost)

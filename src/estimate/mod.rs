@@ -85,14 +85,14 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
     }
     // From here on no size can overflow the replay's integers, and the replay is bounded.
     bounds::check(config, shape, options.target)?;
-    let terms = terms::Terms::new(
-        shape,
-        config.model.hidden,
-        config.model.depth,
-        t.batch_size,
-        t.dtype,
-        options.target,
-    );
+    let Some(widths) = config.model.mlp_widths() else {
+        bail!(
+            "the estimate models MLPs so far, not a {} ({}); `oomlab run` measures it",
+            config.model.kind(),
+            config.model.describe()
+        );
+    };
+    let terms = terms::Terms::new(shape, &widths, t.batch_size, t.dtype, options.target);
     let replay = phases::Sim::new(config, &terms, options).run();
     let phases = replay.phases;
     let peak = phases.iter().map(|p| p.peak).max().unwrap_or(0);
@@ -166,6 +166,12 @@ pub fn data_shape(data: &DataSpec) -> Result<DataShape> {
     match data {
         DataSpec::Synthetic { samples, features, classes, .. } => {
             Ok(DataShape { samples: *samples, features: *features, classes: *classes })
+        }
+        DataSpec::Images { samples, channels, size, classes, .. } => {
+            Ok(DataShape { samples: *samples, features: channels * size * size, classes: *classes })
+        }
+        DataSpec::Tokens { samples, seq_len, classes, .. } => {
+            Ok(DataShape { samples: *samples, features: *seq_len, classes: *classes })
         }
         DataSpec::Csv { path, label } => {
             // Read and checked whole, as the trainer reads it.

@@ -252,17 +252,16 @@ impl Shapes {
     fn new(base: &Config) -> Result<Self> {
         Ok(Shapes(match base.data {
             DataSpec::Csv { .. } => Some(data_shape(&base.data)?),
-            DataSpec::Synthetic { .. } => None,
+            _ => None,
         }))
     }
 
     fn of(&self, config: &Config) -> DataShape {
         match (&config.data, self.0) {
-            (DataSpec::Synthetic { samples, features, classes, .. }, _) => {
-                DataShape { samples: *samples, features: *features, classes: *classes }
-            }
             (DataSpec::Csv { .. }, Some(shape)) => shape,
             (DataSpec::Csv { .. }, None) => unreachable!("a CSV's shape is read in Shapes::new"),
+            // Made by oomlab: its shape is the spec's, read without touching a file.
+            (data, _) => data_shape(data).expect("only a CSV's shape is read from a file"),
         }
     }
 }

@@ -92,16 +92,10 @@ pub struct Terms {
 }
 
 impl Terms {
-    pub fn new(
-        shape: DataShape,
-        hidden: usize,
-        depth: usize,
-        batch: usize,
-        dtype: Dtype,
-        target: Target,
-    ) -> Self {
+    /// The MLP of hidden layers `hidden` (widths, first to last) over `shape`.
+    pub fn new(shape: DataShape, hidden: &[usize], batch: usize, dtype: Dtype, target: Target) -> Self {
         let mut widths = vec![shape.features as u64];
-        widths.extend(std::iter::repeat_n(hidden as u64, depth));
+        widths.extend(hidden.iter().map(|&w| w as u64));
         widths.push(shape.classes as u64);
         let layers = widths.windows(2).map(|w| Layer { inputs: w[0], outputs: w[1] }).collect();
         Terms { elt: elt_size(dtype), dtype, layers, shape, batch: batch as u64, target }
@@ -216,7 +210,13 @@ mod tests {
     use super::*;
 
     fn terms(depth: usize, target: Target) -> Terms {
-        Terms::new(DataShape { samples: 32, features: 20, classes: 4 }, 50, depth, 8, Dtype::Float32, target)
+        Terms::new(
+            DataShape { samples: 32, features: 20, classes: 4 },
+            &vec![50; depth],
+            8,
+            Dtype::Float32,
+            target,
+        )
     }
 
     #[test]
@@ -256,7 +256,7 @@ mod tests {
         assert_eq!(t.logits(), 8 * 4 * 4);
         assert_eq!(t.scalar(), 4);
         assert_eq!(t.wrapped_scalar(), 12, "a double, then its float cast");
-        let f64_terms = Terms::new(t.shape, 50, 1, 8, Dtype::Float64, Target::Cpu);
+        let f64_terms = Terms::new(t.shape, &[50], 8, Dtype::Float64, Target::Cpu);
         assert_eq!(f64_terms.wrapped_scalar(), 8, "no cast for a double op");
         assert_eq!(f64_terms.param_bytes(), 2 * t.param_bytes());
     }

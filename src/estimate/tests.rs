@@ -10,7 +10,7 @@ use crate::spec::{
 
 pub(crate) fn config(depth: usize, hidden: usize, batch: usize, optimizer: OptimizerSpec) -> Config {
     Config {
-        model: ModelSpec { hidden, depth },
+        model: ModelSpec::mlp(hidden, depth),
         data: DataSpec::Synthetic { samples: 32, features: 32, classes: 4, seed: 0 },
         location: DataLocation::Host,
         training: TrainingSpec {

@@ -44,6 +44,14 @@ extern "C" {
     ) -> c_int;
     fn oomlab_set_allocator_settings(settings: *const c_char, err: *mut c_char, len: usize) -> c_int;
     fn oomlab_autocast_enabled(device_type: c_int) -> c_int;
+    fn oomlab_rng_state(device_type: c_int, index: c_int, err: *mut c_char, len: usize) -> *mut c_void;
+    fn oomlab_set_rng_state(
+        device_type: c_int,
+        index: c_int,
+        state: *mut c_void,
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
     fn oomlab_torch_version() -> *const c_char;
     fn oomlab_cuda_runtime_version() -> c_long;
     fn oomlab_libtorch_path(out: *mut c_char, len: usize) -> c_int;
@@ -158,6 +166,35 @@ pub fn autocast_set(device_type: i32, enabled: bool, dtype: tch::Kind) -> Result
 pub fn autocast_enabled(device_type: i32) -> bool {
     // SAFETY: plain value.
     unsafe { oomlab_autocast_enabled(device_type) != 0 }
+}
+
+/// The shim's numbering of a device: (type, index), CPU = 0, CUDA = 1.
+fn device_numbers(device: tch::Device) -> (c_int, c_int) {
+    match device {
+        tch::Device::Cuda(i) => (1, i as c_int),
+        _ => (0, -1),
+    }
+}
+
+/// A copy of the device's default random generator's state: a CPU byte tensor, as
+/// `torch.get_rng_state()` (or `torch.cuda.get_rng_state()`) returns.
+pub fn rng_state(device: tch::Device) -> Result<tch::Tensor, String> {
+    let (kind, index) = device_numbers(device);
+    let mut raw = std::ptr::null_mut();
+    // SAFETY: buffer from `call`; a non-null result is a heap `at::Tensor*` we now own.
+    call(|e, l| {
+        raw = unsafe { oomlab_rng_state(kind, index, e, l) };
+        c_int::from(raw.is_null())
+    })?;
+    // SAFETY: `raw` is a live, heap-allocated at::Tensor, as tch's own C tensors are.
+    Ok(unsafe { tch::Tensor::from_ptr(raw as *mut torch_sys::C_tensor) })
+}
+
+/// Puts a state from [`rng_state`] back into the device's default generator.
+pub fn set_rng_state(device: tch::Device, state: &tch::Tensor) -> Result<(), String> {
+    let (kind, index) = device_numbers(device);
+    // SAFETY: `state` is a live at::Tensor for the call; buffer from `call`.
+    call(|e, l| unsafe { oomlab_set_rng_state(kind, index, state.as_ptr() as *mut c_void, e, l) })
 }
 
 /// The libtorch version the binary was built against, e.g. "2.11.0".

@@ -9,6 +9,7 @@
 //
 // Every entry point is extern "C" and noexcept: a C++ exception is turned into a non-zero return
 // and a message in the caller's buffer, never unwound into Rust.
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -251,6 +252,33 @@ int oomlab_autocast_set(int device_type, int enabled, int dtype, char* err, size
     at::autocast::set_autocast_enabled(dt, enabled != 0);
     // Autocast caches casted weights while enabled; drop them when it ends, as PyTorch does.
     if (!enabled) at::autocast::clear_cache();
+  });
+}
+
+// The default random generator of a device (0: the CPU; 1: CUDA device `index`).
+static at::Generator default_generator(int device_type, int index) {
+  if (device_type == 0) return at::detail::getDefaultCPUGenerator();
+  return at::globalContext().defaultGenerator(c10::Device(c10::DeviceType::CUDA, index));
+}
+
+// A copy of a generator's state (a new CPU byte tensor, as torch.get_rng_state() makes), for a
+// checkpointed segment's recompute to draw the same dropout masks; null on failure.
+void* oomlab_rng_state(int device_type, int index, char* err, size_t len) noexcept {
+  at::Tensor* out = nullptr;
+  const int rc = guarded(err, len, [&] {
+    at::Generator gen = default_generator(device_type, index);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    out = new at::Tensor(gen.get_state());
+  });
+  return rc == 0 ? out : nullptr;
+}
+
+// Puts a state from oomlab_rng_state back (torch.set_rng_state).
+int oomlab_set_rng_state(int device_type, int index, void* state, char* err, size_t len) noexcept {
+  return guarded(err, len, [&] {
+    at::Generator gen = default_generator(device_type, index);
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(*static_cast<at::Tensor*>(state));
   });
 }
 

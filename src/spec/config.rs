@@ -1,65 +1,80 @@
 //! The rules a configuration keeps once it is built: reading and setting the field a sweep
 //! varies, and checking every invariant (limits included) with the key at fault kept apart from
 //! the words, as [`Invalid`].
-use super::{limits, Checkpoint, Config, DataSpec, Field, Mode};
+use super::{limits, Checkpoint, CnnSpec, Config, DataSpec, Field, MlpSpec, Mode, ModelSpec};
 
 impl Config {
-    /// The value of a swept field; `None` for a data field of CSV data.
+    /// The value of a swept field; `None` where the model or data has no such field (a CNN's
+    /// `model.hidden`, a CSV's `data.samples`).
     pub fn get(&self, field: Field) -> Option<f64> {
-        let synthetic = match &self.data {
-            DataSpec::Synthetic { samples, features, .. } => Some((*samples, *features)),
-            DataSpec::Csv { .. } => None,
-        };
-        Some(match field {
-            Field::Depth => self.model.depth as f64,
-            Field::Hidden => self.model.hidden as f64,
-            Field::BatchSize => self.training.batch_size as f64,
-            Field::Steps => self.training.steps as f64,
-            Field::Samples => synthetic?.0 as f64,
-            Field::Features => synthetic?.1 as f64,
-            Field::Lr => self.training.optimizer.lr(),
-            Field::Accumulation => self.training.techniques.accumulation as f64,
-        })
+        let n = |v: usize| Some(v as f64);
+        match (field, &self.model, &self.data) {
+            (Field::Depth, ModelSpec::Mlp(MlpSpec::Uniform { depth, .. }), _) => n(*depth),
+            (Field::Depth, ModelSpec::Cnn(CnnSpec::Plain { depth, .. }), _) => n(*depth),
+            (Field::Hidden, ModelSpec::Mlp(MlpSpec::Uniform { hidden, .. }), _) => n(*hidden),
+            (Field::Channels, ModelSpec::Cnn(CnnSpec::Plain { channels, .. }), _) => n(*channels),
+            (Field::DModel, ModelSpec::Transformer(t), _) => n(t.d_model),
+            (Field::NumLayers, ModelSpec::Transformer(t), _) => n(t.num_layers),
+            (Field::BatchSize, ..) => n(self.training.batch_size),
+            (Field::Steps, ..) => n(self.training.steps),
+            (Field::Samples, _, d) => n(d.samples()?),
+            (Field::Features, _, DataSpec::Synthetic { features, .. }) => n(*features),
+            (Field::ImageSize, _, DataSpec::Images { size, .. }) => n(*size),
+            (Field::SeqLen, _, DataSpec::Tokens { seq_len, .. }) => n(*seq_len),
+            (Field::Lr, ..) => Some(self.training.optimizer.lr()),
+            (Field::Accumulation, ..) => n(self.training.techniques.accumulation),
+            _ => None,
+        }
     }
 
     /// A copy with `field` set to `value`, checked against the invariants. The error says what is
     /// wrong with the value, without naming the file (the caller knows where it came from).
     pub fn with(&self, field: Field, value: f64) -> Result<Config, Invalid> {
         let mut c = self.clone();
-        let whole = || -> Result<usize, Invalid> {
-            if value.fract() != 0.0 || value < 0.0 || value > u32::MAX as f64 {
-                return Err(Invalid::new(field.key(), format!("takes whole numbers >= 0, not {value}")));
-            }
-            Ok(value as usize)
-        };
-        match field {
-            Field::Depth => c.model.depth = whole()?,
-            Field::Hidden => c.model.hidden = whole()?,
-            Field::BatchSize => c.training.batch_size = whole()?,
-            Field::Steps => c.training.steps = whole()?,
-            Field::Samples | Field::Features => {
-                let n = whole()?;
-                match &mut c.data {
-                    DataSpec::Synthetic { samples, features, .. } => {
-                        *if field == Field::Samples { samples } else { features } = n
-                    }
-                    DataSpec::Csv { .. } => {
-                        return Err(Invalid::new(field.key(), "can only be swept for synthetic data"))
-                    }
-                }
-            }
-            Field::Lr => c.training.optimizer.set_lr(value),
-            Field::Accumulation => c.training.techniques.accumulation = whole()?,
+        if field == Field::Lr {
+            c.training.optimizer.set_lr(value);
+            c.check()?;
+            return Ok(c);
         }
+        if value.fract() != 0.0 || value < 0.0 || value > u32::MAX as f64 {
+            return Err(Invalid::new(field.key(), format!("takes whole numbers >= 0, not {value}")));
+        }
+        let v = value as usize;
+        let slot: &mut usize = match (field, &mut c.model, &mut c.data) {
+            (Field::Depth, ModelSpec::Mlp(MlpSpec::Uniform { depth, .. }), _) => depth,
+            (Field::Depth, ModelSpec::Cnn(CnnSpec::Plain { depth, .. }), _) => depth,
+            (Field::Hidden, ModelSpec::Mlp(MlpSpec::Uniform { hidden, .. }), _) => hidden,
+            (Field::Channels, ModelSpec::Cnn(CnnSpec::Plain { channels, .. }), _) => channels,
+            (Field::DModel, ModelSpec::Transformer(t), _) => &mut t.d_model,
+            (Field::NumLayers, ModelSpec::Transformer(t), _) => &mut t.num_layers,
+            (Field::BatchSize, ..) => &mut c.training.batch_size,
+            (Field::Steps, ..) => &mut c.training.steps,
+            (Field::Accumulation, ..) => &mut c.training.techniques.accumulation,
+            (
+                Field::Samples,
+                _,
+                DataSpec::Synthetic { samples, .. }
+                | DataSpec::Images { samples, .. }
+                | DataSpec::Tokens { samples, .. },
+            ) => samples,
+            (Field::Features, _, DataSpec::Synthetic { features, .. }) => features,
+            (Field::ImageSize, _, DataSpec::Images { size, .. }) => size,
+            (Field::SeqLen, _, DataSpec::Tokens { seq_len, .. }) => seq_len,
+            _ => {
+                return Err(Invalid::new(
+                    field.key(),
+                    format!("does not apply here: it is {}", field.applies_to()),
+                ))
+            }
+        };
+        *slot = v;
         c.check()?;
         Ok(c)
     }
 
     /// The invariants that tie fields together.
     pub fn check(&self) -> Result<(), Invalid> {
-        if self.model.hidden == 0 {
-            return Err(Invalid::new("model.hidden", "must be at least 1"));
-        }
+        self.check_model()?;
         if self.training.batch_size == 0 {
             return Err(Invalid::new("training.batch_size", "must be at least 1"));
         }
@@ -84,23 +99,124 @@ impl Config {
         if !(lr.is_finite() && lr > 0.0) {
             return Err(Invalid::new("training.lr", format!("must be a positive number, not {lr}")));
         }
-        if let DataSpec::Synthetic { samples, features, classes, .. } = self.data {
-            if features == 0 {
-                return Err(Invalid::new("data.features", "must be at least 1"));
+        self.check_data()
+    }
+
+    /// Each model kind's sizes, and that it reads the data's kind.
+    fn check_model(&self) -> Result<(), Invalid> {
+        let reads = match &self.model {
+            ModelSpec::Mlp(MlpSpec::Uniform { hidden, .. }) => {
+                if *hidden == 0 {
+                    return Err(Invalid::new("model.hidden", "must be at least 1"));
+                }
+                &["synthetic", "csv"][..]
             }
-            if classes < 2 {
-                return Err(Invalid::new("data.classes", "must be at least 2"));
+            ModelSpec::Mlp(MlpSpec::Widths { widths }) => {
+                if widths.contains(&0) {
+                    return Err(Invalid::new("model.widths", "must each be at least 1"));
+                }
+                &["synthetic", "csv"][..]
             }
-            if self.training.batch_size > samples {
-                let message = format!(
-                    "{} is larger than data.samples {samples}: a batch is drawn from the data set without repeats",
-                    self.training.batch_size
-                );
-                return Err(Invalid {
-                    fix: Some("raise data.samples"),
-                    ..Invalid::new("training.batch_size", message)
-                });
+            ModelSpec::Cnn(CnnSpec::Plain { channels, kernel, .. }) => {
+                if *channels == 0 {
+                    return Err(Invalid::new("model.channels", "must be at least 1"));
+                }
+                if kernel % 2 == 0 {
+                    return Err(Invalid::new(
+                        "model.kernel",
+                        format!("must be odd (padding k/2 keeps the size), not {kernel}"),
+                    ));
+                }
+                &["images"][..]
             }
+            ModelSpec::Cnn(CnnSpec::Resnet(r)) => {
+                if let DataSpec::Images { channels, .. } = self.data {
+                    if channels != 3 {
+                        return Err(Invalid {
+                            fix: Some("set data.channels = 3"),
+                            ..Invalid::new(
+                                "data.channels",
+                                format!("must be 3 for {}: torchvision's first convolution reads RGB images, not {channels} channels", r.as_str()),
+                            )
+                        });
+                    }
+                }
+                &["images"][..]
+            }
+            ModelSpec::Transformer(t) => {
+                for (key, v) in [
+                    ("model.d_model", t.d_model),
+                    ("model.nhead", t.nhead),
+                    ("model.dim_feedforward", t.dim_feedforward),
+                ] {
+                    if v == 0 {
+                        return Err(Invalid::new(key, "must be at least 1"));
+                    }
+                }
+                if t.d_model % t.nhead != 0 {
+                    return Err(Invalid {
+                        fix: Some("make model.d_model a multiple of model.nhead"),
+                        ..Invalid::new(
+                            "model.d_model",
+                            format!(
+                                "{} does not split into model.nhead = {} heads of equal size",
+                                t.d_model, t.nhead
+                            ),
+                        )
+                    });
+                }
+                if !(0.0..1.0).contains(&t.dropout) {
+                    return Err(Invalid::new(
+                        "model.dropout",
+                        format!("must be a probability 0 <= p < 1, not {}", t.dropout),
+                    ));
+                }
+                &["tokens"][..]
+            }
+        };
+        if !reads.contains(&self.data.kind()) {
+            return Err(Invalid::new(
+                "data.kind",
+                format!(
+                    "\"{}\" is not what a {} model reads (it reads \"{}\")",
+                    self.data.kind(),
+                    self.model.kind(),
+                    reads[0]
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The data set's sizes, and a batch no larger than it.
+    fn check_data(&self) -> Result<(), Invalid> {
+        let (samples, classes, sizes): (usize, usize, Vec<(&'static str, usize)>) = match self.data {
+            DataSpec::Synthetic { samples, features, classes, .. } => {
+                (samples, classes, vec![("data.features", features)])
+            }
+            DataSpec::Images { samples, channels, size, classes, .. } => {
+                (samples, classes, vec![("data.channels", channels), ("data.size", size)])
+            }
+            DataSpec::Tokens { samples, seq_len, vocab, classes, .. } => {
+                (samples, classes, vec![("data.seq_len", seq_len), ("data.vocab", vocab)])
+            }
+            DataSpec::Csv { .. } => return Ok(()),
+        };
+        if let Some((key, _)) = sizes.iter().find(|(_, v)| *v == 0) {
+            return Err(Invalid::new(key, "must be at least 1"));
+        }
+        if classes < 2 {
+            return Err(Invalid::new("data.classes", "must be at least 2"));
+        }
+        if self.training.batch_size > samples {
+            let message = format!(
+                "{} is larger than data.samples {samples}: a batch is drawn from the data set without repeats",
+                self.training.batch_size
+            );
+            return Err(Invalid {
+                fix: Some("raise data.samples"),
+                ..Invalid::new("training.batch_size", message)
+            });
         }
         Ok(())
     }
@@ -110,16 +226,51 @@ impl Config {
     /// Every size at most its bound in [`limits`], and no tensor over 2^63 bytes.
     pub fn within_limits(&self) -> Result<(), Invalid> {
         let mut sizes = vec![
-            ("model.depth", self.model.depth, limits::MAX_DEPTH),
-            ("model.hidden", self.model.hidden, limits::MAX_HIDDEN),
             ("training.batch_size", self.training.batch_size, limits::MAX_BATCH_SIZE),
             ("training.steps", self.training.steps, limits::MAX_STEPS),
             ("training.accumulation", self.training.techniques.accumulation, limits::MAX_ACCUMULATION),
         ];
-        if let DataSpec::Synthetic { samples, features, classes, .. } = self.data {
-            sizes.push(("data.samples", samples, limits::MAX_SAMPLES));
-            sizes.push(("data.features", features, limits::MAX_FEATURES));
-            sizes.push(("data.classes", classes, limits::MAX_CLASSES));
+        match &self.model {
+            ModelSpec::Mlp(MlpSpec::Uniform { hidden, depth }) => {
+                sizes.push(("model.depth", *depth, limits::MAX_DEPTH));
+                sizes.push(("model.hidden", *hidden, limits::MAX_HIDDEN));
+            }
+            ModelSpec::Mlp(MlpSpec::Widths { widths }) => {
+                sizes.push(("model.widths", widths.len(), limits::MAX_DEPTH));
+                sizes.push(("model.widths", widths.iter().copied().max().unwrap_or(0), limits::MAX_HIDDEN));
+            }
+            ModelSpec::Cnn(CnnSpec::Plain { channels, depth, kernel, .. }) => {
+                sizes.push(("model.channels", *channels, limits::MAX_CHANNELS));
+                sizes.push(("model.depth", *depth, limits::MAX_DEPTH));
+                sizes.push(("model.kernel", *kernel, limits::MAX_KERNEL));
+            }
+            ModelSpec::Cnn(CnnSpec::Resnet(_)) => {}
+            ModelSpec::Transformer(t) => {
+                sizes.push(("model.d_model", t.d_model, limits::MAX_HIDDEN));
+                sizes.push(("model.num_layers", t.num_layers, limits::MAX_DEPTH));
+                sizes.push(("model.dim_feedforward", t.dim_feedforward, limits::MAX_HIDDEN));
+                sizes.push(("model.nhead", t.nhead, limits::MAX_HIDDEN));
+            }
+        }
+        match self.data {
+            DataSpec::Synthetic { samples, features, classes, .. } => {
+                sizes.push(("data.samples", samples, limits::MAX_SAMPLES));
+                sizes.push(("data.features", features, limits::MAX_FEATURES));
+                sizes.push(("data.classes", classes, limits::MAX_CLASSES));
+            }
+            DataSpec::Images { samples, channels, size, classes, .. } => {
+                sizes.push(("data.samples", samples, limits::MAX_SAMPLES));
+                sizes.push(("data.channels", channels, limits::MAX_CHANNELS));
+                sizes.push(("data.size", size, limits::MAX_IMAGE_SIZE));
+                sizes.push(("data.classes", classes, limits::MAX_CLASSES));
+            }
+            DataSpec::Tokens { samples, seq_len, vocab, classes, .. } => {
+                sizes.push(("data.samples", samples, limits::MAX_SAMPLES));
+                sizes.push(("data.seq_len", seq_len, limits::MAX_SEQ_LEN));
+                sizes.push(("data.vocab", vocab, limits::MAX_VOCAB));
+                sizes.push(("data.classes", classes, limits::MAX_CLASSES));
+            }
+            DataSpec::Csv { .. } => {}
         }
         if let Checkpoint::Every(k) = self.training.techniques.checkpoint {
             sizes.push(("training.checkpoint", k, limits::MAX_DEPTH));
@@ -149,11 +300,22 @@ impl Config {
                 )
             });
         }
+        let (key, fix) = match self.model {
+            ModelSpec::Mlp(_) => {
+                ("model.hidden", "lower the widths, training.batch_size, data.samples or data.features")
+            }
+            ModelSpec::Cnn(_) => {
+                ("data.size", "lower data.size, data.samples, training.batch_size or the channels")
+            }
+            ModelSpec::Transformer(_) => {
+                ("data.seq_len", "lower data.seq_len, training.batch_size, data.samples or the model's sizes")
+            }
+        };
         match limits::largest_tensor_bytes(self) {
             Some(bytes) if bytes <= limits::MAX_TENSOR_BYTES => Ok(()),
             _ => Err(Invalid {
-                fix: Some("lower model.hidden, training.batch_size, data.samples or data.features"),
-                ..Invalid::new("model.hidden", "with these sizes makes a tensor of more than 2^63 bytes")
+                fix: Some(fix),
+                ..Invalid::new(key, "with these sizes makes a tensor of more than 2^63 bytes")
             }),
         }
     }

@@ -21,6 +21,8 @@ use super::{DataSpec, Field, Spec, SweepMode};
 pub fn shape(spec: &DataSpec) -> Result<(usize, usize)> {
     match spec {
         DataSpec::Synthetic { features, classes, .. } => Ok((*features, *classes)),
+        DataSpec::Images { channels, size, classes, .. } => Ok((channels * size * size, *classes)),
+        DataSpec::Tokens { seq_len, classes, .. } => Ok((*seq_len, *classes)),
         DataSpec::Csv { path, label } => {
             let t = read(path, label)?;
             Ok((t.features, t.classes))

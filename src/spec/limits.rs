@@ -19,13 +19,22 @@
 //!   (about 150 bytes each in memory) are held until it ends so that `trace.csv` has whole
 //!   trials only: 300 MB at most.
 //! - names <= 64 characters: a name is a folder name, a file name and a chart label.
+//! - CNNs: `model.channels` and `data.channels` <= 65,536 (the widest real convolutions have a
+//!   few thousand), `model.kernel` <= 63, `data.size` <= 65,536 pixels a side.
+//! - Transformers: `data.seq_len` <= 10^6 tokens (the attention scores are `seq_len^2` per head),
+//!   `data.vocab` <= 10^7 (real vocabularies are 10^4 to 10^6).
 //!
 //! With them, the largest tensor a spec can describe is 10^9 x 10^6 elements of 8 bytes,
 //! 8 * 10^15 bytes: far below 2^63. [`largest_tensor_bytes`] checks that product anyway, so that
 //! raising a bound cannot quietly make a size wrap.
-use super::{Config, DataSpec};
+use super::{CnnSpec, Config, DataSpec, ModelSpec};
 
 pub const MAX_DEPTH: usize = 10_000;
+pub const MAX_CHANNELS: usize = 65_536;
+pub const MAX_KERNEL: usize = 63;
+pub const MAX_IMAGE_SIZE: usize = 65_536;
+pub const MAX_SEQ_LEN: usize = 1_000_000;
+pub const MAX_VOCAB: usize = 10_000_000;
 pub const MAX_HIDDEN: usize = 1_000_000;
 pub const MAX_FEATURES: usize = 1_000_000;
 pub const MAX_CLASSES: usize = 1_000_000;
@@ -51,23 +60,62 @@ pub const FIX: &str =
     "lower it (oomlab's limits keep its own memory and time bounded; the README's Specs section lists them)";
 
 /// The bytes of the largest tensor `config` makes (element size 8, the largest dtype or int64):
-/// the data set, the synthetic teacher's logits, a weight, a batch's activations. `None` when the
-/// product does not even fit in 128 bits (it cannot with `usize` sizes, but it costs nothing).
+/// the data set, the synthetic teacher and its logits, a weight, a batch's activations (for a
+/// Transformer, the attention scores). `None` when the product does not even fit in 128 bits (it
+/// cannot with `usize` sizes, but it costs nothing).
 pub fn largest_tensor_bytes(config: &Config) -> Option<u128> {
     let n = |v: usize| v as u128;
-    let (h, b) = (n(config.model.hidden), n(config.training.batch_size));
-    let mut sizes = vec![h.checked_mul(h)?];
-    let widths = match config.data {
-        DataSpec::Synthetic { samples, features, classes, .. } => {
-            sizes.push(n(samples).checked_mul(n(features))?);
-            sizes.push(n(samples).checked_mul(n(classes))?);
-            sizes.push(n(features).checked_mul(n(classes))?);
-            sizes.push(n(features).checked_mul(h)?);
-            sizes.push(n(classes).checked_mul(h)?);
-            h.max(n(features)).max(n(classes))
+    let b = n(config.training.batch_size);
+    let mut sizes = vec![];
+    // (rows of the data set, elements of a sample, classes): the data set, the teacher, its logits.
+    let data = match config.data {
+        DataSpec::Synthetic { samples, features, classes, .. } => Some((n(samples), n(features), n(classes))),
+        DataSpec::Images { samples, channels, size, classes, .. } => {
+            Some((n(samples), n(channels).checked_mul(n(size))?.checked_mul(n(size))?, n(classes)))
         }
-        DataSpec::Csv { .. } => h,
+        DataSpec::Tokens { samples, seq_len, classes, .. } => Some((n(samples), n(seq_len), n(classes))),
+        DataSpec::Csv { .. } => None,
     };
-    sizes.push(b.checked_mul(widths)?);
+    let (features, classes) = match data {
+        Some((s, f, k)) => {
+            sizes.extend([s.checked_mul(f)?, s.checked_mul(k)?, f.checked_mul(k)?]);
+            (f, k)
+        }
+        None => (1, 1),
+    };
+    match &config.model {
+        ModelSpec::Mlp(m) => {
+            let mut widths = vec![features];
+            widths.extend(m.widths().into_iter().map(n));
+            widths.push(classes);
+            for w in widths.windows(2) {
+                sizes.push(w[0].checked_mul(w[1])?);
+            }
+            sizes.push(b.checked_mul(widths.into_iter().max()?)?);
+        }
+        ModelSpec::Cnn(c) => {
+            let (channels, kernel) = match *c {
+                CnnSpec::Plain { channels, kernel, .. } => (n(channels), n(kernel)),
+                // A bottleneck's widest activation is 256 channels at a quarter of the side: under
+                // 64 channels at the full side; its widest weight is 2048 x 512 x 1 x 1.
+                CnnSpec::Resnet(_) => (2048, 1),
+            };
+            sizes.push(channels.checked_mul(channels)?.checked_mul(kernel)?.checked_mul(kernel)?);
+            sizes.push(b.checked_mul(channels.max(64))?.checked_mul(features)?);
+            sizes.push(channels.checked_mul(classes)?);
+        }
+        ModelSpec::Transformer(t) => {
+            let (d, ff, h) = (n(t.d_model), n(t.dim_feedforward), n(t.nhead));
+            let vocab = match config.data {
+                DataSpec::Tokens { vocab, .. } => n(vocab),
+                _ => 1,
+            };
+            sizes.push(vocab.checked_mul(d)?);
+            sizes.push(d.checked_mul(ff.max(d.checked_mul(3)?))?);
+            sizes.push(b.checked_mul(features)?.checked_mul(ff.max(d.checked_mul(3)?))?);
+            sizes.push(b.checked_mul(h)?.checked_mul(features)?.checked_mul(features)?);
+            sizes.push(d.checked_mul(classes)?);
+        }
+    }
     sizes.into_iter().max()?.checked_mul(8)
 }

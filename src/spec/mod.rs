@@ -12,12 +12,14 @@ use crate::device::DeviceChoice;
 mod config;
 pub mod csv_data;
 pub mod limits;
+mod model;
 mod names;
 mod raw;
 pub mod size;
 mod validate;
 
 pub use config::Invalid;
+pub use model::{CnnSpec, ConvKind, MlpSpec, ModelSpec, ResNet, TransformerSpec};
 pub use names::Named;
 pub use size::{format_size, parse_size};
 pub use validate::{parse, SpecError};
@@ -122,28 +124,49 @@ pub enum DataLocation {
     Device,
 }
 
-/// The lesson's `Classifier_MLP` generalised: `depth` hidden layers of `hidden` units, each a
-/// Linear followed by ReLU, then a Linear to the classes. Input width and classes come from the
-/// data. Invariant: `hidden >= 1`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct ModelSpec {
-    pub hidden: usize,
-    pub depth: usize,
-}
-
-/// Where the training data comes from.
+/// Where the training data comes from. The model's kind decides which: an MLP reads features
+/// (synthetic or CSV), a CNN images, a Transformer tokens.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum DataSpec {
     /// Seeded random features with labels from a fixed random linear teacher, made on the
     /// device. Invariants: all counts >= 1, `classes >= 2`.
     Synthetic { samples: usize, features: usize, classes: usize, seed: u64 },
+    /// Seeded standard-normal images `[channels, size, size]`, labelled by a fixed random
+    /// linear teacher over their pixels. Invariants: all counts >= 1, `classes >= 2`.
+    Images { samples: usize, channels: usize, size: usize, classes: usize, seed: u64 },
+    /// Seeded random token ids in `0..vocab`, `seq_len` per sample; a sample's label is its
+    /// first token modulo `classes`, which a model can learn. Invariants: all counts >= 1,
+    /// `classes >= 2`.
+    Tokens { samples: usize, seq_len: usize, vocab: usize, classes: usize, seed: u64 },
     /// A CSV file with a header: one integer label column, every other column a feature.
     Csv {
         /// Resolved against the spec's folder.
         path: PathBuf,
         label: String,
     },
+}
+
+impl DataSpec {
+    /// `"synthetic"`, `"images"`, `"tokens"` or `"csv"`, as `data.kind` says it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DataSpec::Synthetic { .. } => "synthetic",
+            DataSpec::Images { .. } => "images",
+            DataSpec::Tokens { .. } => "tokens",
+            DataSpec::Csv { .. } => "csv",
+        }
+    }
+
+    /// The rows of a data set oomlab makes; `None` for a CSV (the file decides).
+    pub fn samples(&self) -> Option<usize> {
+        match *self {
+            DataSpec::Synthetic { samples, .. }
+            | DataSpec::Images { samples, .. }
+            | DataSpec::Tokens { samples, .. } => Some(samples),
+            DataSpec::Csv { .. } => None,
+        }
+    }
 }
 
 /// Invariants: `batch_size >= 1`, `steps >= 1`; for synthetic data `batch_size <= samples`.
@@ -406,13 +429,23 @@ pub enum SweepMode {
     Halve { start: u64 },
 }
 
-/// A numeric field a sweep can vary, named by its TOML key.
+/// A numeric field a sweep can vary, named by its TOML key. Each applies to the model and data
+/// kinds that have it ([`Config::get`] is `None` elsewhere).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Field {
+    /// An MLP's hidden layers, a plain CNN's blocks.
     #[serde(rename = "model.depth")]
     Depth,
+    /// A uniform MLP's width.
     #[serde(rename = "model.hidden")]
     Hidden,
+    /// A plain CNN's channels.
+    #[serde(rename = "model.channels")]
+    Channels,
+    #[serde(rename = "model.d_model")]
+    DModel,
+    #[serde(rename = "model.num_layers")]
+    NumLayers,
     #[serde(rename = "training.batch_size")]
     BatchSize,
     #[serde(rename = "training.steps")]
@@ -421,6 +454,11 @@ pub enum Field {
     Samples,
     #[serde(rename = "data.features")]
     Features,
+    /// Images' side, in pixels.
+    #[serde(rename = "data.size")]
+    ImageSize,
+    #[serde(rename = "data.seq_len")]
+    SeqLen,
     #[serde(rename = "training.lr")]
     Lr,
     #[serde(rename = "training.accumulation")]
@@ -428,13 +466,18 @@ pub enum Field {
 }
 
 impl Field {
-    pub const ALL: [Field; 8] = [
+    pub const ALL: [Field; 13] = [
         Field::Depth,
         Field::Hidden,
+        Field::Channels,
+        Field::DModel,
+        Field::NumLayers,
         Field::BatchSize,
         Field::Steps,
         Field::Samples,
         Field::Features,
+        Field::ImageSize,
+        Field::SeqLen,
         Field::Lr,
         Field::Accumulation,
     ];
@@ -444,10 +487,15 @@ impl Field {
         match self {
             Field::Depth => "model.depth",
             Field::Hidden => "model.hidden",
+            Field::Channels => "model.channels",
+            Field::DModel => "model.d_model",
+            Field::NumLayers => "model.num_layers",
             Field::BatchSize => "training.batch_size",
             Field::Steps => "training.steps",
             Field::Samples => "data.samples",
             Field::Features => "data.features",
+            Field::ImageSize => "data.size",
+            Field::SeqLen => "data.seq_len",
             Field::Lr => "training.lr",
             Field::Accumulation => "training.accumulation",
         }
@@ -464,6 +512,21 @@ impl Field {
 
     pub fn is_integer(self) -> bool {
         !matches!(self, Field::Lr)
+    }
+
+    /// What has this field, for a message about sweeping it where it does not apply.
+    pub fn applies_to(self) -> &'static str {
+        match self {
+            Field::Depth => "an MLP's hidden layers (hidden and depth) or a plain CNN's blocks",
+            Field::Hidden => "the width of an MLP given by hidden and depth (not widths)",
+            Field::Channels => r#"a plain CNN's channels (kind = "cnn", arch = "plain")"#,
+            Field::DModel | Field::NumLayers => r#"a Transformer's (kind = "transformer")"#,
+            Field::Samples => "the size of a data set oomlab makes (not a CSV)",
+            Field::Features => r#"synthetic data's (kind = "synthetic")"#,
+            Field::ImageSize => r#"images' side (data kind = "images")"#,
+            Field::SeqLen => r#"token sequences' length (data kind = "tokens")"#,
+            Field::BatchSize | Field::Steps | Field::Lr | Field::Accumulation => "every model's",
+        }
     }
 }
 

@@ -62,14 +62,31 @@ pub(super) struct RawExperiment {
     pub description: Option<S<String>>,
 }
 
+/// Every kind's keys live in one struct so that a key of another kind gets a message saying so,
+/// rather than "unknown key".
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawModel {
+    pub kind: Option<S<String>>,
+    // mlp
     pub hidden: Option<S<i64>>,
     pub depth: Option<S<i64>>,
+    pub widths: Option<S<Vec<S<i64>>>>,
+    // cnn (depth too, for arch = "plain")
+    pub arch: Option<S<String>>,
+    pub channels: Option<S<i64>>,
+    pub conv: Option<S<String>>,
+    pub kernel: Option<S<i64>>,
+    // transformer
+    pub d_model: Option<S<i64>>,
+    pub nhead: Option<S<i64>>,
+    pub num_layers: Option<S<i64>>,
+    pub dim_feedforward: Option<S<i64>>,
+    pub dropout: Option<S<f64>>,
+    pub norm_first: Option<S<bool>>,
 }
 
-/// Both kinds' keys live in one struct so that a key of the other kind gets a message saying so,
+/// Every kind's keys live in one struct so that a key of another kind gets a message saying so,
 /// rather than "unknown key".
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -82,6 +99,12 @@ pub(super) struct RawData {
     pub path: Option<S<String>>,
     pub label: Option<S<String>>,
     pub location: Option<S<String>>,
+    // images
+    pub channels: Option<S<i64>>,
+    pub size: Option<S<i64>>,
+    // tokens
+    pub seq_len: Option<S<i64>>,
+    pub vocab: Option<S<i64>>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -188,8 +211,36 @@ macro_rules! overlay {
     };
 }
 
-overlay!(RawModel { hidden, depth });
-overlay!(RawData { kind, samples, features, classes, seed, path, label, location });
+overlay!(RawModel {
+    kind,
+    hidden,
+    depth,
+    widths,
+    arch,
+    channels,
+    conv,
+    kernel,
+    d_model,
+    nhead,
+    num_layers,
+    dim_feedforward,
+    dropout,
+    norm_first
+});
+overlay!(RawData {
+    kind,
+    samples,
+    features,
+    classes,
+    seed,
+    path,
+    label,
+    location,
+    channels,
+    size,
+    seq_len,
+    vocab
+});
 overlay!(RawTraining {
     optimizer, lr, momentum, weight_decay, batch_size, steps, dtype, seed, accumulation, amp,
     checkpoint, mode, history, optimizer_impl

@@ -262,7 +262,7 @@ mod tests {
 
     use super::*;
     use crate::spec::{OptimizerImpl, OptimizerSpec};
-    use crate::train::model::Mlp;
+    use crate::train::model::{mlp::Mlp, Model, CPU_F32};
 
     const CPU: Device = Device::Cpu;
 
@@ -440,7 +440,7 @@ mod tests {
         // Labels from a fixed linear teacher, so there is something to learn.
         let teacher = Tensor::randn([features as i64, classes as i64], (Kind::Float, CPU));
         let y = x.matmul(&teacher).argmax(1, false);
-        let model = Mlp::new(features, 32, 2, classes, Kind::Float, CPU).unwrap();
+        let model = Model::Mlp(Mlp::new(features, &[32, 32], classes, CPU_F32).unwrap());
         let spec = OptimizerSpec::Adam { lr: 1e-2, weight_decay: 0.0 };
         let opt = Optimizer::new(&spec, None, &model).unwrap();
         let amp = fp16();
@@ -453,7 +453,7 @@ mod tests {
                 let _autocast = Autocast::enter(CPU, &amp).unwrap();
                 let logits = model.forward(&x).unwrap();
                 assert_eq!(logits.kind(), Kind::Half);
-                Mlp::loss(&logits, &y).unwrap()
+                Model::loss(&logits, &y).unwrap()
             };
             scaler.scale(&loss).unwrap().backward();
             scaler.step(&opt, model.parameters()).unwrap();
@@ -461,6 +461,6 @@ mod tests {
         }
         let (start, end) = (losses[0], losses[losses.len() - 1]);
         assert!(end < start, "loss did not fall: {losses:?}");
-        assert!(model.parameters().all(|p| p.kind() == Kind::Float), "master weights stay fp32");
+        assert!(model.parameters().iter().all(|p| p.kind() == Kind::Float), "master weights stay fp32");
     }
 }

@@ -1,27 +1,31 @@
-//! Activation checkpointing for the [`Mlp`]: PyTorch's `checkpoint_sequential`, written by hand
-//! because tch has no custom autograd `Function`.
+//! Activation checkpointing for any [`Model`]: PyTorch's `checkpoint_sequential` over the
+//! model's units, written by hand because tch has no custom autograd `Function`.
 //!
-//! The hidden layers are cut into segments of `segment_len` layers (the last one may be
-//! shorter).
+//! The units (an MLP's hidden layers; a CNN's stem and blocks; a Transformer's embedding and
+//! encoder layers) are cut into segments of `segment_len` units (the last one may be shorter).
 //!
 //! - **Kept** between forward and backward: each segment's input (the batch `x` for the first,
 //!   then the output of the segment before), and the input of the head. The forward runs every
-//!   segment under no_grad, so none of the activations inside a segment are kept; the next layer
+//!   segment under no_grad, so none of the activations inside a segment are kept; the next op
 //!   uses one and it is freed.
 //! - **Recomputed** in backward: each segment, last first, from its saved input with grad
 //!   tracking on. The gradient at its output (from the segment after it, or from the head) is
 //!   pushed through it with `(out * g).sum().backward()`, because `backward` only starts from a
 //!   scalar and the gradient of `<out, g>` with respect to `out` is `g`. The parameters' grads
 //!   accumulate in their `.grad`, and the gradient at the segment's input becomes the next `g`.
+//! - **Random draws** (a Transformer's dropout) are drawn again alike: a segment keeps the
+//!   generator's state from before its forward, and its recompute runs from that state and then
+//!   puts the generator back as it found it, as `torch.utils.checkpoint`'s `preserve_rng_state`
+//!   does. A model that draws nothing keeps no state.
 //!
-//! The trade: with `depth` hidden layers and `s` segments, a plain forward keeps `depth` hidden
-//! activations for backward and a checkpointed one keeps `s` (the boundaries), plus one segment's
-//! worth while it is recomputed, so segments of about `sqrt(depth)` layers keep about
-//! `2 sqrt(depth)`. It costs a second forward through every hidden layer: about a third more
-//! compute per step, since backward costs about twice a forward.
+//! The trade: with `n` units and `s` segments, a plain forward keeps every unit's activations
+//! for backward and a checkpointed one keeps `s` boundaries, plus one segment's worth while it is
+//! recomputed, so segments of about `sqrt(n)` units keep about `2 sqrt(n)` unit outputs. It costs
+//! a second forward through every unit: about a third more compute per step, since backward
+//! costs about twice a forward.
 //!
 //! The head (and the loss) is not checkpointed: recomputing it would save only its output (the
-//! logits, `batch x classes`, small next to a hidden activation), and its backward is where the
+//! logits, `batch x classes`, small next to an activation), and its backward is where the
 //! gradient at the last boundary comes from, so it simply runs with grad tracking from the last
 //! segment's output, detached so that the graph stops there.
 //!
@@ -34,52 +38,53 @@
 //! PyTorch's checkpoint does.
 use std::ops::Range;
 
-use tch::{TchError, Tensor};
+use tch::{Device, TchError, Tensor};
 
 use super::autograd::{backward, GradEnabled};
-use super::model::{Linear, Mlp};
+use super::model::Model;
 use crate::spec::segment_ranges;
 
-/// A segment of hidden layers and the input it was first run on.
+/// A segment of units and the input it was first run on.
 struct Segment {
     input: Tensor,
-    layers: Range<usize>,
+    units: Range<usize>,
     /// Whether to make `input` a leaf that requires grad in the recompute, to read the gradient
     /// at the segment's input. False for the first segment, whose input is the batch: the
     /// backward ends there, and `x` is used as it is, so it gets a grad only if it asked for
     /// one, as in the plain path.
     wants_input_grad: bool,
+    /// The generators' states before the segment's forward, when the model draws random numbers.
+    rng: Option<RngStates>,
 }
 
 /// A forward pass that kept only segment boundaries, waiting for its backward.
 pub struct Checkpointed {
-    /// Handles on the model's own parameter tensors (not copies): the recompute builds its graph
-    /// on them, so their grads land in the model's `.grad`.
-    model: Mlp,
+    /// Handles on the model's own tensors (not copies): the recompute builds its graph on them,
+    /// so their grads land in the model's `.grad`.
+    model: Model,
     segments: Vec<Segment>,
-    /// The last hidden layer's output, detached and requiring grad: backward through the head
-    /// stops here and leaves the gradient at the last boundary in its `.grad`. With no hidden
-    /// layer it is the batch itself.
+    /// The last unit's output, detached and requiring grad: backward through the head stops here
+    /// and leaves the gradient at the last boundary in its `.grad`. With no unit it is the batch
+    /// itself.
     head_input: Tensor,
     pub loss: Tensor,
 }
 
-/// Forward with only segment boundaries kept. `segment_len >= 1` hidden layers per segment.
-pub fn forward(model: &Mlp, x: &Tensor, y: &Tensor, segment_len: usize) -> Result<Checkpointed, TchError> {
+/// Forward with only segment boundaries kept. `segment_len >= 1` units per segment.
+pub fn forward(model: &Model, x: &Tensor, y: &Tensor, segment_len: usize) -> Result<Checkpointed, TchError> {
     if segment_len == 0 {
-        return Err(TchError::Torch("checkpoint: a segment needs at least one layer".into()));
+        return Err(TchError::Torch("checkpoint: a segment needs at least one unit".into()));
     }
-    let depth = model.depth();
-    let (segments, last) = run_segments(model, x, segment_ranges(depth, segment_len))?;
+    let (segments, last) = run_segments(model, x, segment_ranges(model.units(), segment_len))?;
     let head_input = if segments.is_empty() {
-        // No hidden layer: the head reads the batch, which must stay as the caller made it.
+        // No unit: the head reads the batch, which must stay as the caller made it.
         last
     } else {
         last.f_detach()?.f_set_requires_grad(true)?
     };
-    let logits = model.forward_layers(&head_input, depth..depth + 1)?;
-    let loss = Mlp::loss(&logits, y)?;
-    Ok(Checkpointed { model: handles(model), segments, head_input, loss })
+    let logits = model.head(head_input.shallow_clone())?;
+    let loss = Model::loss(&logits, y)?;
+    Ok(Checkpointed { model: model.handles(), segments, head_input, loss })
 }
 
 impl Checkpointed {
@@ -109,7 +114,7 @@ impl Checkpointed {
 
     /// How many activation tensors are held between forward and backward: one input per
     /// segment (the first is the batch `x` itself) plus the head's input (the last segment's
-    /// output). With no hidden layer, just the head's input, which is `x`.
+    /// output). With no unit, just the head's input, which is `x`.
     pub fn saved_tensors(&self) -> usize {
         self.segments.len() + 1
     }
@@ -118,18 +123,20 @@ impl Checkpointed {
 /// Runs the segments under no_grad, keeping each one's input; returns them and the last output
 /// (`x` when there is no segment).
 fn run_segments(
-    model: &Mlp,
+    model: &Model,
     x: &Tensor,
     ranges: Vec<Range<usize>>,
 ) -> Result<(Vec<Segment>, Tensor), TchError> {
-    // No graph: inside a segment each activation is freed once the next layer has read it.
+    // No graph: inside a segment each activation is freed once the next op has read it.
     // A guard, not `tch::no_grad(closure)`, so grad mode comes back even on a panic.
     let _no_grad = tch::no_grad_guard();
+    let device = x.device();
     let mut h = x.shallow_clone();
     let mut segments = Vec::with_capacity(ranges.len());
-    for (i, layers) in ranges.into_iter().enumerate() {
-        let out = model.forward_layers(&h, layers.clone())?;
-        segments.push(Segment { input: h, layers, wants_input_grad: i > 0 });
+    for (i, units) in ranges.into_iter().enumerate() {
+        let rng = if model.draws_random() { Some(RngStates::save(device)?) } else { None };
+        let out = model.forward_units(h.shallow_clone(), units.clone())?;
+        segments.push(Segment { input: h, units, wants_input_grad: i > 0, rng });
         h = out;
     }
     Ok((segments, h))
@@ -138,11 +145,23 @@ fn run_segments(
 /// Recomputes `segment` with grad tracking and pushes `upstream` (the gradient at its output)
 /// through it. Returns the gradient at its input, or `None` for the first segment. Takes
 /// `upstream` by value so that it is freed as soon as backward has used it.
-fn backprop_segment(model: &Mlp, segment: Segment, upstream: Tensor) -> Result<Option<Tensor>, TchError> {
-    let Segment { input, layers, wants_input_grad } = segment;
+fn backprop_segment(model: &Model, segment: Segment, upstream: Tensor) -> Result<Option<Tensor>, TchError> {
+    let Segment { input, units, wants_input_grad, rng } = segment;
     // The saved input was made under no_grad, so it is already a leaf with no history.
     let input = if wants_input_grad { input.f_set_requires_grad(true)? } else { input };
-    let out = model.forward_layers(&input, layers)?;
+    let out = match rng {
+        None => model.forward_units(input.shallow_clone(), units)?,
+        Some(stashed) => {
+            // torch.random.fork_rng: the generators as they are now, put back after the
+            // recompute has drawn from the forward's states.
+            let now = RngStates::save(input.device())?;
+            stashed.restore()?;
+            drop(stashed);
+            let out = model.forward_units(input.shallow_clone(), units);
+            now.restore()?;
+            out?
+        }
+    };
     // <out, upstream>: its gradient with respect to `out` is `upstream`. The product is a
     // temporary, freed before backward runs. `out` and `upstream` are held by the graph only
     // (dropping our handles frees each as soon as the node that saved it has run).
@@ -153,6 +172,32 @@ fn backprop_segment(model: &Mlp, segment: Segment, upstream: Tensor) -> Result<O
         grad_of(&input).map(Some)
     } else {
         Ok(None)
+    }
+}
+
+/// The random generators' states: the CPU's always (`torch.get_rng_state()`), and a CUDA
+/// device's too when the segment's input is on one.
+struct RngStates {
+    cpu: Tensor,
+    cuda: Option<(Device, Tensor)>,
+}
+
+impl RngStates {
+    fn save(device: Device) -> Result<RngStates, TchError> {
+        let cpu = crate::ffi::rng_state(Device::Cpu).map_err(TchError::Torch)?;
+        let cuda = match device {
+            Device::Cuda(_) => Some((device, crate::ffi::rng_state(device).map_err(TchError::Torch)?)),
+            _ => None,
+        };
+        Ok(RngStates { cpu, cuda })
+    }
+
+    fn restore(&self) -> Result<(), TchError> {
+        crate::ffi::set_rng_state(Device::Cpu, &self.cpu).map_err(TchError::Torch)?;
+        if let Some((device, state)) = &self.cuda {
+            crate::ffi::set_rng_state(*device, state).map_err(TchError::Torch)?;
+        }
+        Ok(())
     }
 }
 
@@ -183,17 +228,6 @@ fn grad_of(t: &Tensor) -> Result<Tensor, TchError> {
     }
 }
 
-/// A second handle on each of the model's parameters: the same tensors, so the recompute's
-/// grads accumulate where the model's optimizer reads them, at no memory cost.
-fn handles(model: &Mlp) -> Mlp {
-    let layers = model
-        .layers
-        .iter()
-        .map(|l| Linear { weight: l.weight.shallow_clone(), bias: l.bias.shallow_clone() })
-        .collect();
-    Mlp { layers }
-}
-
 #[cfg(test)]
 mod tests {
     use tch::{Device, Kind};
@@ -201,16 +235,17 @@ mod tests {
     use super::*;
     use crate::probe::{CpuProbe, MemoryProbe};
     use crate::spec::Checkpoint;
+    use crate::train::model::{mlp::Mlp, CPU_F32};
 
     const CLASSES: usize = 4;
 
     /// Two models with the same weights but their own tensors and grads. The weights are
     /// copied rather than re-drawn from a seed: tests run in parallel and share the generator.
-    fn twins(features: usize, width: usize, depth: usize) -> (Mlp, Mlp) {
-        let make = || Mlp::new(features, width, depth, CLASSES, Kind::Float, Device::Cpu).unwrap();
+    fn twins(features: usize, width: usize, depth: usize) -> (Model, Model) {
+        let make = || Model::Mlp(Mlp::new(features, &vec![width; depth], CLASSES, CPU_F32).unwrap());
         let (a, b) = (make(), make());
         tch::no_grad(|| {
-            for (p, q) in a.parameters().zip(b.parameters()) {
+            for (p, q) in a.parameters().into_iter().zip(b.parameters()) {
                 q.shallow_clone().copy_(p);
             }
         });
@@ -224,13 +259,13 @@ mod tests {
     }
 
     /// The plain path: loss with the whole graph kept, then `to_backprop(loss).backward()`.
-    fn plain_step(model: &Mlp, x: &Tensor, y: &Tensor, scale: f64) -> f64 {
-        let loss = Mlp::loss(&model.forward(x).unwrap(), y).unwrap();
+    fn plain_step(model: &Model, x: &Tensor, y: &Tensor, scale: f64) -> f64 {
+        let loss = Model::loss(&model.forward(x).unwrap(), y).unwrap();
         (&loss * scale).backward();
         loss.double_value(&[])
     }
 
-    fn checkpointed_step(model: &Mlp, x: &Tensor, y: &Tensor, scale: f64, len: usize) -> f64 {
+    fn checkpointed_step(model: &Model, x: &Tensor, y: &Tensor, scale: f64, len: usize) -> f64 {
         let c = forward(model, x, y, len).unwrap();
         let value = c.loss.double_value(&[]);
         let to_backprop = &c.loss * scale;
@@ -239,8 +274,9 @@ mod tests {
     }
 
     /// The largest |a.grad - b.grad| over all parameters; panics if either has no grad.
-    fn max_grad_diff(a: &Mlp, b: &Mlp) -> f64 {
+    fn max_grad_diff(a: &Model, b: &Model) -> f64 {
         a.parameters()
+            .into_iter()
             .zip(b.parameters())
             .enumerate()
             .map(|(i, (p, q))| {
@@ -254,8 +290,8 @@ mod tests {
     /// Gradients of one fresh step on each twin, compared relatively. `step_peak` may have retried
     /// a step (when another test's allocations moved the process-wide count), accumulating into
     /// one twin's grads, so they are zeroed first.
-    fn fresh_grad_rel_diff(plain: &Mlp, ckpt: &Mlp, x: &Tensor, y: &Tensor, len: usize) -> f64 {
-        for p in plain.parameters().chain(ckpt.parameters()) {
+    fn fresh_grad_rel_diff(plain: &Model, ckpt: &Model, x: &Tensor, y: &Tensor, len: usize) -> f64 {
+        for p in plain.parameters().into_iter().chain(ckpt.parameters()) {
             let _ = p.grad().zero_();
         }
         plain_step(plain, x, y, 1.0);
@@ -266,8 +302,9 @@ mod tests {
     /// The largest gradient difference relative to the largest gradient: fp32 matmuls may split
     /// their sums differently from one call to the next (threads under load), so deep, wide
     /// cases compare relatively.
-    fn max_grad_rel_diff(a: &Mlp, b: &Mlp) -> f64 {
-        let scale = a.parameters().map(|p| p.grad().abs().max().double_value(&[])).fold(0.0, f64::max);
+    fn max_grad_rel_diff(a: &Model, b: &Model) -> f64 {
+        let scale =
+            a.parameters().into_iter().map(|p| p.grad().abs().max().double_value(&[])).fold(0.0, f64::max);
         max_grad_diff(a, b) / scale.max(f64::MIN_POSITIVE)
     }
 
@@ -307,14 +344,14 @@ mod tests {
         let first: Vec<Tensor> = {
             let (x, y) = &micro[0];
             checkpointed_step(&ckpt, x, y, scale, 2);
-            ckpt.parameters().map(|p| p.grad().copy()).collect()
+            ckpt.parameters().into_iter().map(|p| p.grad().copy()).collect()
         };
         let (x, y) = &micro[1];
         checkpointed_step(&ckpt, x, y, scale, 2);
         let diff = max_grad_diff(&plain, &ckpt);
         assert!(diff < 1e-6 * scale, "accumulated grads differ by {diff}");
         // And it really accumulated: the second call changed every grad.
-        for (p, g1) in ckpt.parameters().zip(&first) {
+        for (p, g1) in ckpt.parameters().into_iter().zip(&first) {
             assert!((p.grad() - g1).abs().max().double_value(&[]) > 0.0);
         }
     }
@@ -456,8 +493,8 @@ mod tests {
     /// allocated the grads.
     fn step_peaks(
         probe: &CpuProbe,
-        plain: &Mlp,
-        ckpt: &Mlp,
+        plain: &Model,
+        ckpt: &Model,
         x: &Tensor,
         y: &Tensor,
         len: usize,
@@ -481,7 +518,7 @@ mod tests {
         let (plain, ckpt) = twins(width, width, depth);
         let (x, y) = batch(width, batch_size);
 
-        let plain_held = held_by(&probe, || Mlp::loss(&plain.forward(&x).unwrap(), &y).unwrap());
+        let plain_held = held_by(&probe, || Model::loss(&plain.forward(&x).unwrap(), &y).unwrap());
         let ckpt_held = held_by(&probe, || forward(&ckpt, &x, &y, len).unwrap());
 
         // A hidden activation is batch x width floats. The plain graph keeps all `depth` of

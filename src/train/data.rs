@@ -1,15 +1,17 @@
-//! Training data made on the device: seeded synthetic data with a learnable target, or a CSV
-//! file with a header and an integer label column.
+//! Training data made on the device: seeded synthetic features, images or token sequences, each
+//! with a learnable target, or a CSV file with a header and an integer label column.
 use tch::{Device, Kind, Tensor};
 
 use crate::spec::{csv_data, DataSpec};
 
 #[derive(Debug)]
 pub struct Dataset {
-    /// `[samples, features]`, in the training dtype.
+    /// `[samples, features]` or images `[samples, channels, size, size]` in the training dtype;
+    /// tokens `[samples, seq_len]` int64.
     pub x: Tensor,
     /// `[samples]`, int64 class indices.
     pub y: Tensor,
+    /// Elements of one sample: features, pixels (`channels * size^2`) or tokens.
     pub features: usize,
     pub classes: usize,
 }
@@ -25,8 +27,9 @@ impl Dataset {
     }
 }
 
-/// Makes the data set on `device`. Synthetic features are standard normal; labels are the argmax
-/// of a fixed random linear teacher, so the task is learnable and the loss falls.
+/// Makes the data set on `device`. Synthetic features and images are standard normal; their
+/// labels are the argmax of a fixed random linear teacher, so the task is learnable and the loss
+/// falls.
 pub fn make(spec: &DataSpec, kind: Kind, device: Device) -> Result<Dataset, tch::TchError> {
     match spec {
         DataSpec::Synthetic { samples, features, classes, seed } => {
@@ -35,6 +38,30 @@ pub fn make(spec: &DataSpec, kind: Kind, device: Device) -> Result<Dataset, tch:
             let teacher = Tensor::f_randn([*features as i64, *classes as i64], (kind, device))?;
             let y = x.f_matmul(&teacher)?.f_argmax(1, false)?;
             Ok(Dataset { x, y, features: *features, classes: *classes })
+        }
+        DataSpec::Images { samples, channels, size, classes, seed } => {
+            // As above, the teacher reading the flattened pixels.
+            tch::manual_seed(*seed as i64);
+            let (s, c, h) = (*samples as i64, *channels as i64, *size as i64);
+            let x = Tensor::f_randn([s, c, h, h], (kind, device))?;
+            let teacher = Tensor::f_randn([c * h * h, *classes as i64], (kind, device))?;
+            let y = x.f_reshape([s, -1])?.f_matmul(&teacher)?.f_argmax(1, false)?;
+            Ok(Dataset { x, y, features: (c * h * h) as usize, classes: *classes })
+        }
+        DataSpec::Tokens { samples, seq_len, vocab, classes, seed } => {
+            // Token ids in 0..vocab. A sample's class is the residue (id modulo classes) its
+            // tokens take most often, the first on a tie: a bag of tokens, which an encoder
+            // without positions, mean-pooled, can learn. Counted with a scatter_add into a
+            // [samples, classes] table, never a [samples, seq_len, classes] one-hot.
+            tch::manual_seed(*seed as i64);
+            let k = *classes as i64;
+            let x =
+                Tensor::f_randint(*vocab as i64, [*samples as i64, *seq_len as i64], (Kind::Int64, device))?;
+            let residues = x.f_remainder(k)?;
+            let mut counts = Tensor::f_zeros([*samples as i64, k], (Kind::Int64, device))?;
+            let _ = counts.f_scatter_add_(1, &residues, &residues.f_ones_like()?)?;
+            let y = counts.f_argmax(1, false)?;
+            Ok(Dataset { x, y, features: *seq_len, classes: *classes })
         }
         DataSpec::Csv { path, label } => {
             let t = csv_data::read(path, label).map_err(|e| tch::TchError::FileFormat(format!("{e:#}")))?;
@@ -63,6 +90,26 @@ mod tests {
         assert!(a.x.equal(&b.x) && a.y.equal(&b.y), "same seed, same data");
         assert!(a.y.max().int64_value(&[]) < 3);
         assert_eq!(a.bytes(), 64 * 5 * 4 + 64 * 8);
+    }
+
+    #[test]
+    fn images_and_tokens_are_seeded_and_shaped() {
+        let spec = DataSpec::Images { samples: 6, channels: 3, size: 4, classes: 5, seed: 2 };
+        let a = make(&spec, Kind::Float, Device::Cpu).unwrap();
+        assert_eq!((a.x.size(), a.y.size(), a.features), (vec![6, 3, 4, 4], vec![6], 48));
+        assert!(a.x.equal(&make(&spec, Kind::Float, Device::Cpu).unwrap().x));
+        let spec = DataSpec::Tokens { samples: 7, seq_len: 9, vocab: 11, classes: 3, seed: 2 };
+        let t = make(&spec, Kind::Float, Device::Cpu).unwrap();
+        assert_eq!((t.x.size(), t.x.kind(), t.features), (vec![7, 9], Kind::Int64, 9));
+        assert!(t.x.max().int64_value(&[]) < 11 && t.x.min().int64_value(&[]) >= 0);
+        // Each label is the residue mod 3 its row's tokens take most often (the first on a tie).
+        let labels: Vec<i64> = Vec::try_from(&t.y).unwrap();
+        for (row, label) in labels.iter().enumerate() {
+            let ids: Vec<i64> = Vec::try_from(t.x.get(row as i64)).unwrap();
+            let count = |r: i64| ids.iter().filter(|&&id| id % 3 == r).count();
+            let best = (0..3).max_by_key(|&r| (count(r), std::cmp::Reverse(r))).unwrap();
+            assert_eq!(*label, best, "row {row}: {ids:?}");
+        }
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub fn trained_parameters(config: &Config, probe: &dyn MemoryProbe) -> Result<Ve
     let mut rec = Recorder::new(probe, 1, TraceLevel::Phases, &mut sink)?;
     let mut learned = Learned::default();
     match step::train(config, probe.device(), &mut rec, &mut learned) {
-        Ok(model) => Ok(model.parameters().map(|p| p.detach()).collect()),
+        Ok(model) => Ok(model.parameters().iter().map(|p| p.detach()).collect()),
         Err(Stop::Infra(e)) => Err(e),
         Err(Stop::Torch(e)) => Err(anyhow::anyhow!("{} in step {}: {}", e.phase.as_str(), e.step, e.error)),
     }

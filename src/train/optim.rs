@@ -11,7 +11,7 @@
 //! peak), so their answer was for an optimizer no Python user runs.
 use tch::{Device, TchError, Tensor};
 
-use super::model::Mlp;
+use super::model::Model;
 use crate::ffi;
 use crate::spec::{OptimizerImpl, OptimizerSpec};
 
@@ -23,10 +23,9 @@ pub struct Optimizer {
 impl Optimizer {
     /// The optimizer of `spec` over the model's parameters, in the implementation `choice` names
     /// or PyTorch's default for the model's device. State comes at the first step.
-    pub fn new(spec: &OptimizerSpec, choice: Option<OptimizerImpl>, model: &Mlp) -> Result<Self, TchError> {
+    pub fn new(spec: &OptimizerSpec, choice: Option<OptimizerImpl>, model: &Model) -> Result<Self, TchError> {
         let implementation = OptimizerImpl::resolve(choice, matches!(model.device(), Device::Cuda(_)));
-        let params: Vec<&Tensor> = model.parameters().collect();
-        Self::over(spec, implementation, &params)
+        Self::over(spec, implementation, &model.parameters())
     }
 
     /// The optimizer over `params`, in this order, every one of which must have a gradient at

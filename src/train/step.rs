@@ -9,7 +9,7 @@ use tch::{Device, TchError, Tensor};
 
 use super::amp::{Autocast, GradScaler};
 use super::data::{self, Dataset};
-use super::model::Mlp;
+use super::model::{Input, Model, Place};
 use super::optim::Optimizer;
 use super::recorder::{Recorder, Stop};
 use super::Learned;
@@ -29,7 +29,7 @@ pub(super) fn train(
     device: Device,
     rec: &mut Recorder,
     learned: &mut Learned,
-) -> Result<Mlp, Stop> {
+) -> Result<Model, Stop> {
     let kind = config.training.dtype.kind();
     let t = &config.training.techniques;
     // With the data on the host (a DataLoader's way) only each batch reaches the device.
@@ -48,8 +48,8 @@ pub(super) fn train(
     (learned.samples, learned.features, learned.classes) = (data.samples(), data.features, data.classes);
     let (model, opt, mut scaler) = rec.phase(0, Phase::Model, || {
         tch::manual_seed(config.training.seed as i64);
-        let m = &config.model;
-        let model = Mlp::new(data.features, m.hidden, m.depth, data.classes, kind, device)?;
+        let input = Input::of(&config.data, data.features, data.classes);
+        let model = Model::new(&config.model, input, Place { kind, device })?;
         let opt = Optimizer::new(&config.training.optimizer, t.optimizer_impl, &model)?;
         let scaler = match &t.amp {
             Amp::Fp16 { scaler } => Some(GradScaler::new(scaler, device)?),
@@ -95,7 +95,7 @@ pub(super) fn train(
 fn train_step(
     config: &Config,
     data: &Dataset,
-    model: &Mlp,
+    model: &Model,
     opt: &Optimizer,
     scaler: Option<&mut GradScaler>,
     step: usize,
@@ -104,7 +104,7 @@ fn train_step(
 ) -> Result<(Tensor, bool), Stop> {
     let t = &config.training.techniques;
     let device = model.device();
-    let segment = t.checkpoint.segment_len(model.depth());
+    let segment = t.checkpoint.segment_len(model.units());
     let mut last = None;
     for micro in 0..t.accumulation {
         rec.micro = micro;
@@ -114,7 +114,7 @@ fn train_step(
         let fwd = rec.phase(step, Phase::Forward, || {
             let _autocast = Autocast::enter(device, &t.amp)?;
             Ok(match segment {
-                None => Forward::Plain(Mlp::loss(&model.forward(&x)?, &y)?),
+                None => Forward::Plain(Model::loss(&model.forward(&x)?, &y)?),
                 Some(k) => Forward::Checkpointed(checkpoint::forward(model, &x, &y, k)?),
             })
         })?;
@@ -155,7 +155,7 @@ fn train_step(
 fn forward_step(
     config: &Config,
     data: &Dataset,
-    model: &Mlp,
+    model: &Model,
     step: usize,
     rec: &mut Recorder,
     kept: &mut Kept,
@@ -167,7 +167,7 @@ fn forward_step(
     let loss = rec.phase(step, Phase::Forward, || {
         let _no_grad = (t.mode == Mode::ForwardNoGrad).then(tch::no_grad_guard);
         let _autocast = Autocast::enter(device, &t.amp)?;
-        Mlp::loss(&model.forward(&x)?, &y)
+        Model::loss(&model.forward(&x)?, &y)
     })?;
     keep(t, &loss, kept).map_err(|e| stop(e, step, Phase::Forward))?;
     Ok(loss)
@@ -231,10 +231,11 @@ mod tests {
     use crate::probe::fake::FakeProbe;
     use crate::schema::PhaseRecord;
     use crate::spec::{DataLocation, DataSpec, Dtype, ModelSpec, OptimizerSpec, TrainingSpec};
+    use crate::train::model::{mlp::Mlp, CPU_F32};
 
     fn config(batch: usize, accumulation: usize) -> Config {
         Config {
-            model: ModelSpec { hidden: 16, depth: 2 },
+            model: ModelSpec::mlp(16, 2),
             data: DataSpec::Synthetic { samples: 64, features: 8, classes: 3, seed: 1 },
             location: DataLocation::Host,
             training: TrainingSpec {
@@ -252,14 +253,14 @@ mod tests {
     fn gradient_step(c: &Config) -> Vec<Tensor> {
         let data = data::make(&c.data, Kind::Float, Device::Cpu).unwrap();
         tch::manual_seed(3);
-        let model = Mlp::new(8, 16, 2, 3, Kind::Float, Device::Cpu).unwrap();
-        let before: Vec<Tensor> = model.parameters().map(|p| p.copy()).collect();
+        let model = Model::Mlp(Mlp::new(8, &[16, 16], 3, CPU_F32).unwrap());
+        let before: Vec<Tensor> = model.parameters().iter().map(|p| p.copy()).collect();
         let opt = Optimizer::new(&c.training.optimizer, None, &model).unwrap();
         let probe = FakeProbe::default();
         let mut sink = |_: &PhaseRecord| Ok(());
         let mut rec = Recorder::new(&probe, 1, crate::schema::TraceLevel::Phases, &mut sink).unwrap();
         let _ = train_step(c, &data, &model, &opt, None, 1, &mut rec, &mut Kept::default()).unwrap();
-        model.parameters().zip(before).map(|(p, b)| b - p).collect()
+        model.parameters().into_iter().zip(before).map(|(p, b)| b - p).collect()
     }
 
     #[test]

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::run_trial;
 use crate::probe::MemoryProbe;
 use crate::schema::TraceLevel;
-use crate::spec::{Checkpoint, Config, DataSpec, ModelSpec};
+use crate::spec::{Checkpoint, CnnSpec, Config, DataSpec, ModelSpec, ResNet, TransformerSpec};
 
 /// What stays allocated once the warm-up has run and the cache is empty.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -47,16 +47,48 @@ pub fn warm_up<'a>(
     Ok(Workspace { allocated: s.memory_allocated, reserved: s.memory_reserved })
 }
 
-/// The same code paths at a few KiB: at most two hidden layers of 8, a batch of 4 from 8 rows,
-/// one step (two with a kept history, whose second step differs), at most two micro-batches.
+/// The same code paths, small: the same kind of model with the same kinds of layers (an MLP of
+/// at most two hidden layers of 8; a plain CNN of 4 channels and at most one block; ResNet-18,
+/// the smallest torchvision builds, for every ResNet; a Transformer of 2 dimensions a head and
+/// at most one layer) on 8 rows of tiny data, a batch of 4, two steps (the second, with a kept
+/// history or an optimizer's state, differs), at most two micro-batches.
 fn tiny(config: &Config) -> Config {
     let mut c = config.clone();
-    c.model = ModelSpec { hidden: 8, depth: config.model.depth.min(2) };
     let classes = match &config.data {
-        DataSpec::Synthetic { classes, .. } => (*classes).min(4),
+        DataSpec::Synthetic { classes, .. }
+        | DataSpec::Images { classes, .. }
+        | DataSpec::Tokens { classes, .. } => (*classes).min(4),
         DataSpec::Csv { .. } => 2,
     };
-    c.data = DataSpec::Synthetic { samples: 8, features: 4, classes, seed: 0 };
+    let (samples, seed) = (8, 0);
+    (c.model, c.data) = match &config.model {
+        ModelSpec::Mlp(m) => {
+            let model = ModelSpec::mlp(8, m.depth().min(2));
+            (model, DataSpec::Synthetic { samples, features: 4, classes, seed })
+        }
+        ModelSpec::Cnn(cnn) => {
+            let channels = match config.data {
+                DataSpec::Images { channels, .. } => channels.min(4),
+                _ => 3,
+            };
+            let model = match *cnn {
+                CnnSpec::Plain { depth, conv, kernel, .. } => {
+                    ModelSpec::Cnn(CnnSpec::Plain { channels: 4, depth: depth.min(1), conv, kernel })
+                }
+                CnnSpec::Resnet(_) => ModelSpec::Cnn(CnnSpec::Resnet(ResNet::R18)),
+            };
+            (model, DataSpec::Images { samples, channels, size: 8, classes, seed })
+        }
+        ModelSpec::Transformer(t) => {
+            let model = ModelSpec::Transformer(TransformerSpec {
+                d_model: 2 * t.nhead,
+                num_layers: t.num_layers.min(1),
+                dim_feedforward: 8,
+                ..*t
+            });
+            (model, DataSpec::Tokens { samples, seq_len: 4, vocab: 16, classes, seed })
+        }
+    };
     let t = &mut c.training;
     t.batch_size = 4;
     t.techniques.accumulation = t.techniques.accumulation.min(2);
@@ -74,7 +106,7 @@ mod tests {
 
     fn config(amp: Amp, checkpoint: Checkpoint) -> Config {
         Config {
-            model: ModelSpec { hidden: 64, depth: 5 },
+            model: ModelSpec::mlp(64, 5),
             data: DataSpec::Synthetic { samples: 256, features: 16, classes: 3, seed: 1 },
             location: DataLocation::Host,
             training: TrainingSpec {
@@ -92,7 +124,7 @@ mod tests {
     fn tiny_keeps_the_techniques_and_shrinks_the_sizes() {
         let c = config(Amp::Bf16, Checkpoint::Sqrt);
         let t = tiny(&c);
-        assert_eq!(t.model, ModelSpec { hidden: 8, depth: 2 });
+        assert_eq!(t.model, ModelSpec::mlp(8, 2));
         assert_eq!(t.training.techniques.amp, Amp::Bf16);
         assert_eq!(t.training.techniques.checkpoint, Checkpoint::Every(1));
         assert_eq!(t.training.techniques.accumulation, 2);

@@ -21,7 +21,7 @@ fn equation(r: &crate::schema::SummaryRow, params: u64, depth: usize) -> f64 {
 /// Parameters of the MLP of `r` at another depth, counted as the memory model counts them.
 fn params_at(r: &crate::schema::SummaryRow, depth: usize) -> u64 {
     let shape = DataShape { samples: r.samples, features: r.features, classes: r.classes };
-    Terms::new(shape, r.hidden, depth, r.batch_size, Dtype::Float32, Target::Cpu).param_count()
+    Terms::new(shape, &vec![r.hidden; depth], r.batch_size, Dtype::Float32, Target::Cpu).param_count()
 }
 
 pub(super) fn memory_equation(get: Get) -> Claim {

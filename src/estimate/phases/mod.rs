@@ -209,10 +209,19 @@ impl<'a> Sim<'a> {
             return; // made in host memory, which the device's allocator does not count
         }
         match &self.config.data {
-            DataSpec::Synthetic { .. } => {
-                // x = randn [S, D]; teacher = randn [D, K]; y = x.matmul(teacher).argmax(1):
-                // the logits [S, K] live until the statement ends, the teacher until the
-                // function returns.
+            DataSpec::Tokens { .. } => {
+                // x = randint [S, L] int64; y = x.select(1, 0).remainder(K): remainder wraps K
+                // in a 0-dim int64 tensor, made before its output and gone with the statement.
+                let tokens = (t.shape.samples as u64).saturating_mul(t.shape.features as u64);
+                self.ledger.alloc(Data, t.index_bytes(tokens));
+                self.ledger.alloc(Transient, t.wrapped_index_scalar());
+                self.ledger.alloc(Data, t.data_y());
+                self.ledger.free(Transient, t.wrapped_index_scalar());
+            }
+            DataSpec::Synthetic { .. } | DataSpec::Images { .. } => {
+                // x = randn [S, D]; teacher = randn [D, K]; y = x.matmul(teacher).argmax(1)
+                // (images: D = C x H x W, x viewed flat): the logits [S, K] live until the
+                // statement ends, the teacher until the function returns.
                 self.ledger.alloc(Data, t.data_x());
                 let teacher = t.bytes((t.shape.features as u64).saturating_mul(t.shape.classes as u64));
                 let logits = t.bytes((t.shape.samples as u64).saturating_mul(t.shape.classes as u64));

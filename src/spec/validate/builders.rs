@@ -8,14 +8,14 @@ use toml::Value;
 
 use super::messages::{line_col, Problem};
 use super::sweep::Draft;
-use super::{span, Cx, Scope, SpecError};
+use super::{kinds, Cx, Scope, SpecError};
 use crate::device::DeviceChoice;
 use crate::spec::raw::{
     overlay_table, RawData, RawModel, RawRun, RawScaler, RawSpec, RawTraining, RawVariant, Tab, Table, S,
 };
 use crate::spec::{
-    Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, Field, History, Mode, ModelSpec, OnOom,
-    OptimizerSpec, RunSpec, ScalerSpec, Spec, Sweep, Techniques, TrainingSpec, Variant,
+    Amp, Checkpoint, Config, Dtype, Field, History, Mode, OnOom, OptimizerSpec, RunSpec, ScalerSpec, Spec,
+    Sweep, Techniques, TrainingSpec, Variant,
 };
 
 /// The tables a config is built from: the base's, or a variant's laid over them.
@@ -27,7 +27,7 @@ struct Tables {
 }
 
 /// Splits an optional table into its header span and its contents (empty when absent).
-fn split<T: Default>(table: Tab<T>) -> (Option<Range<usize>>, T) {
+pub(super) fn split<T: Default>(table: Tab<T>) -> (Option<Range<usize>>, T) {
     match table {
         Some(t) => (Some(t.span()), t.into_inner().0),
         None => (None, T::default()),
@@ -63,8 +63,9 @@ impl Cx<'_> {
         self.spans.clear();
         self.omitted = None;
         let swept = draft.map(|d| d.field);
-        let model = self.model(t.model, swept)?;
-        let (data, location) = self.data(t.data, swept)?;
+        let (table, m) = split(t.model);
+        let model = self.model(table, m, swept)?;
+        let (data, location) = self.data(t.data, &model, swept)?;
         let training = self.training(t.training, swept)?;
         self.checked(Config { model, data, location, training }, draft)
     }
@@ -97,6 +98,19 @@ impl Cx<'_> {
             }
             let mut taken = Vec::new();
             let mut tables = base.clone();
+            // A variant of another kind starts that table afresh: the base's keys belong to the
+            // base's kind.
+            let base_model = kinds::model_kind(&tables.model);
+            let base_data = kinds::data_kind(&tables.data, &base_model);
+            let writes_kind = model.as_ref().is_some_and(|t| t.get_ref().0.kind.is_some());
+            let model_kind = if writes_kind { kinds::model_kind(&model) } else { base_model.clone() };
+            if model_kind != base_model {
+                tables.model = None;
+            }
+            let writes_kind = data.as_ref().is_some_and(|t| t.get_ref().0.kind.is_some());
+            if writes_kind && kinds::data_kind(&data, &model_kind) != base_data {
+                tables.data = None;
+            }
             overlay_table(&mut tables.model, model, &mut taken);
             overlay_table(&mut tables.data, data, &mut taken);
             overlay_table(&mut tables.training, training, &mut taken);
@@ -107,59 +121,6 @@ impl Cx<'_> {
             variants.push(Variant { name, config: config? });
         }
         Ok(variants)
-    }
-
-    fn model(&mut self, raw: Tab<RawModel>, swept: Option<Field>) -> Result<ModelSpec, SpecError> {
-        let (table, m) = split(raw);
-        Ok(ModelSpec {
-            hidden: self.count_or_swept(m.hidden, Field::Hidden, 1, &table, swept, None)?,
-            depth: self.count_or_swept(m.depth, Field::Depth, 0, &table, swept, None)?,
-        })
-    }
-
-    fn data(
-        &mut self,
-        raw: Tab<RawData>,
-        swept: Option<Field>,
-    ) -> Result<(DataSpec, DataLocation), SpecError> {
-        let (table, d) = split(raw);
-        let location = match &d.location {
-            Some(l) => self.named(l, "data.location")?,
-            None => DataLocation::Host,
-        };
-        let csv = match &d.kind {
-            Some(k) => self.word(k, "data.kind", &[("synthetic", false), ("csv", true)])?,
-            None => false,
-        };
-        if csv {
-            let synthetic_only = [
-                ("data.samples", span(&d.samples)),
-                ("data.features", span(&d.features)),
-                ("data.classes", span(&d.classes)),
-                ("data.seed", span(&d.seed)),
-            ];
-            self.reject(&synthetic_only, r#"is only read for kind = "synthetic"; remove it (a CSV's rows and columns come from the file)"#)?;
-            let path = self.require(d.path, "data.path", &table)?;
-            let label = self.require(d.label, "data.label", &table)?;
-            let path = self.nonempty(&path, "data.path")?;
-            let label = self.nonempty(&label, "data.label")?;
-            return Ok((DataSpec::Csv { path: self.resolve(&path), label }, location));
-        }
-        let csv_only = [("data.path", span(&d.path)), ("data.label", span(&d.label))];
-        self.reject(
-            &csv_only,
-            r#"is only read for kind = "csv"; remove it, or add kind = "csv" under [data]"#,
-        )?;
-        let data = DataSpec::Synthetic {
-            samples: self.count_or_swept(d.samples, Field::Samples, 1, &table, swept, None)?,
-            features: self.count_or_swept(d.features, Field::Features, 1, &table, swept, None)?,
-            classes: {
-                let classes = self.require(d.classes, "data.classes", &table)?;
-                self.count(&classes, "data.classes", 2)?
-            },
-            seed: self.seed(d.seed, "data.seed")?,
-        };
-        Ok((data, location))
     }
 
     fn training(&mut self, raw: Tab<RawTraining>, swept: Option<Field>) -> Result<TrainingSpec, SpecError> {
@@ -387,7 +348,7 @@ impl Cx<'_> {
     }
 
     /// A CSV path as written, made relative to the spec's folder (absolute paths stay).
-    fn resolve(&self, p: &str) -> PathBuf {
+    pub(super) fn resolve(&self, p: &str) -> PathBuf {
         match self.path.parent() {
             Some(dir) => dir.join(p),
             None => PathBuf::from(p),

@@ -23,6 +23,7 @@ use super::{Field, Spec};
 mod builders;
 mod key_path;
 mod keys;
+mod kinds;
 mod messages;
 mod sweep;
 mod values;

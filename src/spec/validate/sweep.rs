@@ -232,8 +232,11 @@ impl Cx<'_> {
                 Problem::value(
                     "sweep.field",
                     format!(
-                        r#"{} can only be swept with kind = "synthetic" data; sweep another field"#,
-                        d.field.key()
+                        "{} does not apply to this spec's {} and {} data: it is {}; sweep another field",
+                        d.field.key(),
+                        base.model.describe(),
+                        base.data.kind(),
+                        d.field.applies_to()
                     ),
                 ),
             ));

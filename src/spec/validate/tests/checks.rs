@@ -38,5 +38,8 @@ fn a_swept_value_names_the_swept_key() {
     let mut csv = minimal_config();
     csv.data = DataSpec::Csv { path: PathBuf::from("a.csv"), label: "y".into() };
     let e = csv.with(Field::Samples, 64.0).unwrap_err();
-    assert_eq!(e.to_string(), "data.samples can only be swept for synthetic data");
+    assert_eq!(
+        e.to_string(),
+        "data.samples does not apply here: it is the size of a data set oomlab makes (not a CSV)"
+    );
 }

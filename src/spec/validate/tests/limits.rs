@@ -96,7 +96,7 @@ fn names_longer_than_a_file_name_can_show_are_refused() {
 #[test]
 fn no_tensor_a_valid_config_describes_passes_two_to_the_63_bytes() {
     let mut c = minimal_config();
-    (c.model.hidden, c.training.batch_size) = (crate::spec::limits::MAX_HIDDEN, 1);
+    (c.model, c.training.batch_size) = (ModelSpec::mlp(crate::spec::limits::MAX_HIDDEN, 2), 1);
     c.data = DataSpec::Synthetic {
         samples: crate::spec::limits::MAX_SAMPLES,
         features: crate::spec::limits::MAX_FEATURES,

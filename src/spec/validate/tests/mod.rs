@@ -59,7 +59,7 @@ fn edit(from: &str, to: &str) -> String {
 /// MINIMAL's config, to compare variants with.
 fn minimal_config() -> Config {
     Config {
-        model: ModelSpec { hidden: 64, depth: 2 },
+        model: ModelSpec::mlp(64, 2),
         data: DataSpec::Synthetic { samples: 128, features: 4, classes: 3, seed: 0 },
         location: DataLocation::Host,
         training: TrainingSpec {
@@ -122,7 +122,7 @@ values = [1, 2, 4]
     assert_eq!(spec.name, "depth_sweep");
     assert_eq!(spec.description, "activation memory against depth");
     let expected = Config {
-        model: ModelSpec { hidden: 5000, depth: 1 },
+        model: ModelSpec::mlp(5000, 1),
         data: DataSpec::Synthetic { samples: 1024, features: 20, classes: 10, seed: 7 },
         location: DataLocation::Host,
         training: TrainingSpec {

@@ -110,7 +110,7 @@ fn learning_rates_may_be_listed() {
 fn swept_field_may_be_left_out_of_its_table() {
     let no_depth = edit("depth = 2\n", "");
     let spec = parse_at(&format!("{no_depth}[sweep]\nfield = \"model.depth\"\nvalues = [3, 5]\n")).unwrap();
-    assert_eq!(spec.base.model.depth, 3);
+    assert_eq!(spec.base.model, ModelSpec::mlp(64, 3));
     let no_batch = edit("batch_size = 32\n", "");
     let text =
         format!("{no_batch}[sweep]\nfield = \"training.batch_size\"\nsearch = {{ start = 4, max = 64 }}\n");
@@ -164,7 +164,7 @@ fn csv_data_fields_cannot_be_swept() {
         "kind = \"csv\"\npath = \"a.csv\"\nlabel = \"y\"\n",
     );
     let e = err(&format!("{csv}[sweep]\nfield = \"data.samples\"\nvalues = [64]\n"));
-    assert!(e.starts_with("experiments/x.toml:17:9: sweep.field: data.samples can only be swept with kind = \"synthetic\" data"), "{e}");
+    assert!(e.starts_with("experiments/x.toml:17:9: sweep.field: data.samples does not apply to this spec's mlp 2x64 and csv data"), "{e}");
 }
 
 #[test]

@@ -5,7 +5,7 @@ use super::*;
 fn unknown_key_names_the_key_table_line_and_choices() {
     assert_eq!(
         err(&edit("depth = 2\n", "depth = 2\nwidht = 3\n")),
-        "experiments/x.toml:7:1: unknown key `widht` in [model]; expected one of: hidden, depth"
+        "experiments/x.toml:7:1: unknown key `widht` in [model]; expected one of: kind, hidden, depth, widths, arch, channels, conv, kernel, d_model, nhead, num_layers, dim_feedforward, dropout, norm_first"
     );
 }
 
@@ -55,7 +55,7 @@ fn budget_may_be_bytes_but_not_zero_or_negative() {
 fn negative_depth_names_the_key_and_line() {
     assert_eq!(
         err(&edit("depth = 2", "depth = -3")),
-        "experiments/x.toml:6:9: model.depth: must be a whole number >= 0, got -3; set it to the number of hidden layers, e.g. depth = 4"
+        "experiments/x.toml:6:9: model.depth: must be a whole number >= 0, got -3; set it to the number of hidden layers (an MLP) or conv blocks (a plain CNN), e.g. depth = 4"
     );
 }
 

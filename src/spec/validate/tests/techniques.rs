@@ -91,7 +91,7 @@ fn technique_values_are_checked() {
     let e = err(&format!("{MINIMAL}checkpoint = 0\n"));
     assert_eq!(
         e,
-        r#"experiments/x.toml:16:14: training.checkpoint: must be "none", "sqrt" or a whole number >= 1, got 0; set it to "none", "sqrt" (about sqrt(depth) segments) or the hidden layers per segment, e.g. checkpoint = "sqrt""#
+        r#"experiments/x.toml:16:14: training.checkpoint: must be "none", "sqrt" or a whole number >= 1, got 0; set it to "none", "sqrt" (about sqrt(n) segments of n units) or the units per segment (an MLP's hidden layers; a CNN's stem and blocks; a Transformer's embedding and layers), e.g. checkpoint = "sqrt""#
     );
     for bad in ["\"all\"", "-2", "1.5", "true"] {
         let e = err(&format!("{MINIMAL}checkpoint = {bad}\n"));

@@ -23,11 +23,11 @@ data = {{ samples = 256, seed = 3 }}
     let spec = parse_at(&text).unwrap();
     assert_eq!(spec.base, minimal_config());
     let mut wide = minimal_config();
-    wide.model.hidden = 1024;
+    wide.model = ModelSpec::mlp(1024, 2);
     wide.training.techniques.accumulation = 2;
     wide.training.techniques.amp = Amp::Fp16 { scaler: ScalerSpec::default() };
     let sgd = Config {
-        model: ModelSpec { hidden: 64, depth: 2 },
+        model: ModelSpec::mlp(64, 2),
         data: DataSpec::Synthetic { samples: 256, features: 4, classes: 3, seed: 3 },
         location: DataLocation::Host,
         training: TrainingSpec {
@@ -104,7 +104,7 @@ fn unknown_keys_in_a_variant_are_named() {
     );
     assert_eq!(
         err(&text),
-        "experiments/x.toml:22:1: unknown key `widht` in variant[1].model; expected one of: hidden, depth"
+        "experiments/x.toml:22:1: unknown key `widht` in variant[1].model; expected one of: kind, hidden, depth, widths, arch, channels, conv, kernel, d_model, nhead, num_layers, dim_feedforward, dropout, norm_first"
     );
     let e = err(&format!("{MINIMAL}\n[[variant]]\nname = \"a\"\n[variant.run]\ndevice = \"cpu\"\n"));
     assert_eq!(
@@ -213,7 +213,7 @@ fn a_swept_field_may_be_left_out_of_variants_too() {
     let spec = parse_at(&text).unwrap();
     assert_eq!(spec.base.training.batch_size, 16);
     let mut deep = minimal_config();
-    deep.model.depth = 8;
+    deep.model = ModelSpec::mlp(64, 8);
     deep.training.batch_size = 16;
     assert_eq!(spec.variants, [Variant { name: "deep".into(), config: deep }]);
 }

@@ -1,0 +1,322 @@
+//! The `[model]` and `[data]` tables, whose kinds go together: an MLP reads features
+//! (`kind = "synthetic"` or `"csv"`), a CNN images, a Transformer tokens. Each table holds every
+//! kind's keys, so that a key of another kind is refused by name ("is only read for ...") rather
+//! than as an unknown key.
+use std::ops::Range;
+
+use super::messages::Problem;
+use super::{span, Cx, SpecError};
+use crate::spec::raw::{RawData, RawModel, Tab};
+use crate::spec::{
+    CnnSpec, ConvKind, DataLocation, DataSpec, Field, MlpSpec, ModelSpec, ResNet, TransformerSpec,
+};
+
+/// The model kinds, as `model.kind` writes them.
+const MODEL_KINDS: [(&str, &str); 3] = [("mlp", "mlp"), ("cnn", "cnn"), ("transformer", "transformer")];
+
+/// The data kind a model reads when `data.kind` is left out, and the kinds it can read.
+pub(super) fn data_kinds(model_kind: &str) -> &'static [&'static str] {
+    match model_kind {
+        "cnn" => &["images"],
+        "transformer" => &["tokens"],
+        _ => &["synthetic", "csv"],
+    }
+}
+
+/// The kind a raw model table asks for (`mlp` when it does not say).
+pub(super) fn model_kind(m: &Tab<RawModel>) -> String {
+    m.as_ref().and_then(|t| t.get_ref().0.kind.as_ref()).map_or("mlp".into(), |k| k.get_ref().clone())
+}
+
+/// The kind a raw data table asks for: its own, or the default for the model's kind.
+pub(super) fn data_kind(d: &Tab<RawData>, model_kind: &str) -> String {
+    d.as_ref()
+        .and_then(|t| t.get_ref().0.kind.as_ref())
+        .map_or(data_kinds(model_kind)[0].into(), |k| k.get_ref().clone())
+}
+
+impl Cx<'_> {
+    pub(super) fn model(
+        &mut self,
+        table: Option<Range<usize>>,
+        m: RawModel,
+        swept: Option<Field>,
+    ) -> Result<ModelSpec, SpecError> {
+        let kind = match &m.kind {
+            Some(k) => self.word(k, "model.kind", &MODEL_KINDS)?,
+            None => "mlp",
+        };
+        let mlp = [("model.hidden", span(&m.hidden)), ("model.widths", span(&m.widths))];
+        let cnn = [
+            ("model.arch", span(&m.arch)),
+            ("model.channels", span(&m.channels)),
+            ("model.conv", span(&m.conv)),
+            ("model.kernel", span(&m.kernel)),
+        ];
+        let transformer = [
+            ("model.d_model", span(&m.d_model)),
+            ("model.nhead", span(&m.nhead)),
+            ("model.num_layers", span(&m.num_layers)),
+            ("model.dim_feedforward", span(&m.dim_feedforward)),
+            ("model.dropout", span(&m.dropout)),
+            ("model.norm_first", span(&m.norm_first)),
+        ];
+        let only = |k: &str| {
+            format!(r#"is only read for kind = "{k}"; remove it, or set kind = "{k}" under [model]"#)
+        };
+        match kind {
+            "mlp" => {
+                self.reject(&cnn, &only("cnn"))?;
+                self.reject(&transformer, &only("transformer"))?;
+                self.mlp(table, m, swept).map(ModelSpec::Mlp)
+            }
+            "cnn" => {
+                self.reject(&mlp, &only("mlp"))?;
+                self.reject(&transformer, &only("transformer"))?;
+                self.cnn(table, m, swept).map(ModelSpec::Cnn)
+            }
+            _ => {
+                self.reject(&mlp, &only("mlp"))?;
+                self.reject(&cnn, &only("cnn"))?;
+                self.reject(&[("model.depth", span(&m.depth))], &only("mlp\" or \"cnn"))?;
+                self.transformer(table, m, swept).map(ModelSpec::Transformer)
+            }
+        }
+    }
+
+    fn mlp(
+        &mut self,
+        table: Option<Range<usize>>,
+        m: RawModel,
+        swept: Option<Field>,
+    ) -> Result<MlpSpec, SpecError> {
+        let Some(widths) = m.widths else {
+            return Ok(MlpSpec::Uniform {
+                hidden: self.count_or_swept(m.hidden, Field::Hidden, 1, &table, swept, None)?,
+                depth: self.count_or_swept(m.depth, Field::Depth, 0, &table, swept, None)?,
+            });
+        };
+        let why = "is given by model.widths (one width per hidden layer); remove it, or remove widths";
+        self.reject(&[("model.hidden", span(&m.hidden)), ("model.depth", span(&m.depth))], why)?;
+        if widths.get_ref().len() > crate::spec::limits::MAX_DEPTH {
+            return Err(self.bad(
+                &widths.span(),
+                "model.widths",
+                &format!("at most {} widths", crate::spec::limits::MAX_DEPTH),
+                format!("{} of them", widths.get_ref().len()),
+            ));
+        }
+        let widths =
+            widths.into_inner().iter().map(|w| self.count(w, "model.widths", 1)).collect::<Result<_, _>>()?;
+        Ok(MlpSpec::Widths { widths })
+    }
+
+    fn cnn(
+        &mut self,
+        table: Option<Range<usize>>,
+        m: RawModel,
+        swept: Option<Field>,
+    ) -> Result<CnnSpec, SpecError> {
+        let arch = self.require(m.arch, "model.arch", &table)?;
+        let mut options: Vec<(&str, Option<ResNet>)> =
+            ResNet::ALL.iter().map(|r| (r.as_str(), Some(*r))).collect();
+        options.push(("plain", None));
+        if let Some(r) = self.word(&arch, "model.arch", &options)? {
+            let plain_only = [
+                ("model.channels", span(&m.channels)),
+                ("model.depth", span(&m.depth)),
+                ("model.conv", span(&m.conv)),
+                ("model.kernel", span(&m.kernel)),
+            ];
+            let why = format!(
+                r#"is only read for arch = "plain"; {} is torchvision's, whole (remove it, or set arch = "plain")"#,
+                r.as_str()
+            );
+            self.reject(&plain_only, &why)?;
+            return Ok(CnnSpec::Resnet(r));
+        }
+        let conv = match &m.conv {
+            Some(c) => self.word(
+                c,
+                "model.conv",
+                &[("standard", ConvKind::Standard), ("depthwise_separable", ConvKind::DepthwiseSeparable)],
+            )?,
+            None => ConvKind::Standard,
+        };
+        let kernel = match &m.kernel {
+            Some(k) => {
+                let n = self.count(k, "model.kernel", 1)?;
+                if n % 2 == 0 || n > crate::spec::limits::MAX_KERNEL {
+                    let rule = format!(
+                        "an odd whole number from 1 to {} (padding k/2 keeps the size)",
+                        crate::spec::limits::MAX_KERNEL
+                    );
+                    return Err(self.bad(&k.span(), "model.kernel", &rule, n));
+                }
+                n
+            }
+            None => 3,
+        };
+        Ok(CnnSpec::Plain {
+            channels: self.count_or_swept(m.channels, Field::Channels, 1, &table, swept, None)?,
+            depth: self.count_or_swept(m.depth, Field::Depth, 0, &table, swept, None)?,
+            conv,
+            kernel,
+        })
+    }
+
+    fn transformer(
+        &mut self,
+        table: Option<Range<usize>>,
+        m: RawModel,
+        swept: Option<Field>,
+    ) -> Result<TransformerSpec, SpecError> {
+        let nhead = self.require(m.nhead, "model.nhead", &table)?;
+        let nhead = self.count(&nhead, "model.nhead", 1)?;
+        let dim_feedforward = match &m.dim_feedforward {
+            Some(v) => self.count(v, "model.dim_feedforward", 1)?,
+            None => 2048, // nn.TransformerEncoderLayer's default
+        };
+        let dropout = match &m.dropout {
+            Some(v) => {
+                self.float(v, "model.dropout", "a probability, 0 <= p < 1", |p| (0.0..1.0).contains(&p))?
+            }
+            None => 0.1, // nn.TransformerEncoderLayer's default
+        };
+        Ok(TransformerSpec {
+            d_model: self.count_or_swept(m.d_model, Field::DModel, 1, &table, swept, None)?,
+            nhead,
+            num_layers: self.count_or_swept(m.num_layers, Field::NumLayers, 0, &table, swept, None)?,
+            dim_feedforward,
+            dropout,
+            norm_first: m.norm_first.is_some_and(|v| *v.get_ref()),
+        })
+    }
+
+    pub(super) fn data(
+        &mut self,
+        raw: Tab<RawData>,
+        model: &ModelSpec,
+        swept: Option<Field>,
+    ) -> Result<(DataSpec, DataLocation), SpecError> {
+        let (table, d) = super::builders::split(raw);
+        let location = match &d.location {
+            Some(l) => self.named(l, "data.location")?,
+            None => DataLocation::Host,
+        };
+        let kinds = data_kinds(model.kind());
+        let all = [("synthetic", "synthetic"), ("images", "images"), ("tokens", "tokens"), ("csv", "csv")];
+        let kind = match &d.kind {
+            Some(k) => {
+                let kind = self.word(k, "data.kind", &all)?;
+                if !kinds.contains(&kind) {
+                    let reads: Vec<String> = kinds.iter().map(|k| format!("{k:?}")).collect();
+                    return Err(self.at(
+                        &k.span(),
+                        Problem::value(
+                            "data.kind",
+                            format!(
+                                "a {} model reads kind = {} data, not {kind:?}; set kind = {:?} (or leave it out), or change model.kind",
+                                model.kind(),
+                                reads.join(" or "),
+                                kinds[0]
+                            ),
+                        ),
+                    ));
+                }
+                kind
+            }
+            None => kinds[0],
+        };
+        let keys = |names: &[&'static str]| -> Vec<(&'static str, Option<Range<usize>>)> {
+            names.iter().map(|&k| (k, key_span(&d, k))).collect()
+        };
+        if kind == "csv" {
+            let made_only = keys(&[
+                "data.samples",
+                "data.features",
+                "data.channels",
+                "data.size",
+                "data.seq_len",
+                "data.vocab",
+                "data.classes",
+                "data.seed",
+            ]);
+            self.reject(
+                &made_only,
+                r#"is only read for kind = "synthetic" (or "images", "tokens": data oomlab makes); remove it (a CSV's rows and columns come from the file)"#,
+            )?;
+            let path = self.require(d.path, "data.path", &table)?;
+            let label = self.require(d.label, "data.label", &table)?;
+            let path = self.nonempty(&path, "data.path")?;
+            let label = self.nonempty(&label, "data.label")?;
+            return Ok((DataSpec::Csv { path: self.resolve(&path), label }, location));
+        }
+        for (owner, shape) in [
+            ("synthetic", &["data.features"][..]),
+            ("images", &["data.channels", "data.size"][..]),
+            ("tokens", &["data.seq_len", "data.vocab"][..]),
+        ] {
+            if owner != kind {
+                let why =
+                    format!(r#"is not read for kind = "{kind}" data; remove it (kind = "{owner}" reads it)"#);
+                self.reject(&keys(shape), &why)?;
+            }
+        }
+        let csv_only = [("data.path", span(&d.path)), ("data.label", span(&d.label))];
+        self.reject(
+            &csv_only,
+            r#"is only read for kind = "csv"; remove it, or add kind = "csv" under [data]"#,
+        )?;
+        let samples = self.count_or_swept(d.samples, Field::Samples, 1, &table, swept, None)?;
+        let classes = {
+            let classes = self.require(d.classes, "data.classes", &table)?;
+            self.count(&classes, "data.classes", 2)?
+        };
+        let seed = self.seed(d.seed, "data.seed")?;
+        let data = match kind {
+            "images" => DataSpec::Images {
+                samples,
+                channels: {
+                    let c = self.require(d.channels, "data.channels", &table)?;
+                    self.count(&c, "data.channels", 1)?
+                },
+                size: self.count_or_swept(d.size, Field::ImageSize, 1, &table, swept, None)?,
+                classes,
+                seed,
+            },
+            "tokens" => DataSpec::Tokens {
+                samples,
+                seq_len: self.count_or_swept(d.seq_len, Field::SeqLen, 1, &table, swept, None)?,
+                vocab: {
+                    let v = self.require(d.vocab, "data.vocab", &table)?;
+                    self.count(&v, "data.vocab", 1)?
+                },
+                classes,
+                seed,
+            },
+            _ => DataSpec::Synthetic {
+                samples,
+                features: self.count_or_swept(d.features, Field::Features, 1, &table, swept, None)?,
+                classes,
+                seed,
+            },
+        };
+        Ok((data, location))
+    }
+}
+
+/// Where a shape key of `[data]` was written.
+fn key_span(d: &RawData, key: &str) -> Option<Range<usize>> {
+    match key {
+        "data.features" => span(&d.features),
+        "data.channels" => span(&d.channels),
+        "data.size" => span(&d.size),
+        "data.seq_len" => span(&d.seq_len),
+        "data.vocab" => span(&d.vocab),
+        "data.samples" => span(&d.samples),
+        "data.classes" => span(&d.classes),
+        "data.seed" => span(&d.seed),
+        _ => None,
+    }
+}

@@ -1,0 +1,163 @@
+//! The models a trial trains, one module per kind ([`mlp`], [`conv_stack`], [`resnet`],
+//! [`transformer`]) over shared [`layers`], behind one [`Model`]: a sequence of units, then a
+//! head (see `spec::ModelSpec`), which is all the step and activation checkpointing need.
+//!
+//! Written on raw tensors rather than `tch::nn`, because `nn::Linear` and `Module::forward`
+//! panic on any libtorch error, out-of-memory included; every call here is a fallible `f_` one.
+pub mod conv_stack;
+pub mod layers;
+pub mod mlp;
+pub mod resnet;
+pub mod transformer;
+
+use std::ops::Range;
+
+use tch::{Device, Kind, TchError, Tensor};
+
+pub use layers::Place;
+
+use crate::spec::{CnnSpec, DataSpec, ModelSpec};
+
+/// A model of any kind.
+pub enum Model {
+    Mlp(mlp::Mlp),
+    Conv(conv_stack::ConvStack),
+    ResNet(resnet::ResNet),
+    Transformer(transformer::Encoder),
+}
+
+/// What a model reads: the data set's features (or pixels, or tokens) per sample, its classes,
+/// and for images and tokens the channels and the vocabulary.
+#[derive(Debug, Clone, Copy)]
+pub struct Input {
+    pub features: usize,
+    pub classes: usize,
+    pub channels: usize,
+    pub vocab: usize,
+}
+
+impl Input {
+    pub fn of(data: &DataSpec, features: usize, classes: usize) -> Input {
+        let (channels, vocab) = match *data {
+            DataSpec::Images { channels, .. } => (channels, 0),
+            DataSpec::Tokens { vocab, .. } => (0, vocab),
+            _ => (0, 0),
+        };
+        Input { features, classes, channels, vocab }
+    }
+}
+
+impl Model {
+    /// Makes the model `spec` describes, its parameters drawn from the current seed.
+    pub fn new(spec: &ModelSpec, input: Input, place: Place) -> Result<Model, TchError> {
+        let classes = input.classes;
+        Ok(match spec {
+            ModelSpec::Mlp(m) => Model::Mlp(mlp::Mlp::new(input.features, &m.widths(), classes, place)?),
+            ModelSpec::Cnn(CnnSpec::Plain { channels, depth, conv, kernel }) => {
+                Model::Conv(conv_stack::ConvStack::new(
+                    input.channels,
+                    *channels,
+                    *depth,
+                    *conv,
+                    *kernel,
+                    classes,
+                    place,
+                )?)
+            }
+            ModelSpec::Cnn(CnnSpec::Resnet(arch)) => {
+                Model::ResNet(resnet::ResNet::new(*arch, classes, place)?)
+            }
+            ModelSpec::Transformer(t) => {
+                Model::Transformer(transformer::Encoder::new(t, input.vocab, classes, place)?)
+            }
+        })
+    }
+
+    /// Every parameter, in `model.parameters()` order: what the optimizer holds.
+    pub fn parameters(&self) -> Vec<&Tensor> {
+        match self {
+            Model::Mlp(m) => m.parameters().collect(),
+            Model::Conv(m) => m.parameters(),
+            Model::ResNet(m) => m.parameters(),
+            Model::Transformer(m) => m.parameters(),
+        }
+    }
+
+    pub fn param_count(&self) -> u64 {
+        self.parameters().iter().map(|p| p.numel() as u64).sum()
+    }
+
+    pub fn param_bytes(&self) -> u64 {
+        self.parameters().iter().map(|p| (p.numel() * p.kind().elt_size_in_bytes()) as u64).sum()
+    }
+
+    /// The units activation checkpointing cuts into segments.
+    pub fn units(&self) -> usize {
+        match self {
+            Model::Mlp(m) => m.depth(),
+            Model::Conv(m) => m.units(),
+            Model::ResNet(m) => m.units(),
+            Model::Transformer(m) => m.units(),
+        }
+    }
+
+    /// Runs units `range` on `h`, as Python's `for unit in units: h = unit(h)` does: a unit's
+    /// input is freed (unless autograd saved it, or the caller holds another handle) when the
+    /// unit returns; an MLP's, as its flat `nn.Sequential` frees it, once its Linear has run.
+    pub fn forward_units(&self, mut h: Tensor, range: Range<usize>) -> Result<Tensor, TchError> {
+        for i in range {
+            h = match self {
+                Model::Mlp(m) => m.unit(i, h)?,
+                Model::Conv(m) => m.unit(i, h)?,
+                Model::ResNet(m) => m.unit(i, h)?,
+                Model::Transformer(m) => m.unit(i, h)?,
+            };
+        }
+        Ok(h)
+    }
+
+    /// The head: the last unit's output to the logits; `h` lives until it returns.
+    pub fn head(&self, h: Tensor) -> Result<Tensor, TchError> {
+        match self {
+            Model::Mlp(m) => m.head(&h),
+            Model::Conv(m) => m.head(h),
+            Model::ResNet(m) => m.head(h),
+            Model::Transformer(m) => m.head(h),
+        }
+    }
+
+    /// Logits for a batch.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor, TchError> {
+        let h = self.forward_units(x.shallow_clone(), 0..self.units())?;
+        self.head(h)
+    }
+
+    /// The lesson's loss: cross-entropy over the logits, mean over the batch.
+    pub fn loss(logits: &Tensor, y: &Tensor) -> Result<Tensor, TchError> {
+        logits.f_cross_entropy_loss::<Tensor>(y, None, tch::Reduction::Mean, -100, 0.0)
+    }
+
+    /// Whether the forward draws random numbers (dropout), which a recompute must draw again.
+    pub fn draws_random(&self) -> bool {
+        matches!(self, Model::Transformer(t) if t.has_dropout())
+    }
+
+    /// The device the parameters live on.
+    pub fn device(&self) -> Device {
+        self.parameters().first().map_or(Device::Cpu, |p| p.device())
+    }
+
+    /// A second handle on each of the model's tensors: the same tensors, so that a recompute's
+    /// grads accumulate where the model's optimizer reads them, at no memory cost.
+    pub fn handles(&self) -> Model {
+        match self {
+            Model::Mlp(m) => Model::Mlp(m.handles()),
+            Model::Conv(m) => Model::Conv(m.handles()),
+            Model::ResNet(m) => Model::ResNet(m.handles()),
+            Model::Transformer(m) => Model::Transformer(m.handles()),
+        }
+    }
+}
+
+/// A place for tests: float32 on the CPU.
+pub const CPU_F32: Place = Place { kind: Kind::Float, device: Device::Cpu };

@@ -1,0 +1,193 @@
+//! torchvision's ResNets (`torchvision.models.resnet18()` .. `resnet152()`, v1.5: the stride in
+//! the bottleneck's 3x3), built and run as torchvision does: the same modules made in the same
+//! order on the CPU in float32, re-initialised as `ResNet.__init__` does, then moved to the
+//! device and dtype (`model.to(device, dtype)`); in-place ReLUs and `out += identity` in the
+//! blocks. Its units are the stem (conv1, bn1, relu, maxpool) and each block.
+use tch::{Device, Kind, TchError, Tensor};
+
+use super::layers::{BatchNorm2d, Conv2d, ConvShape, Linear, Place};
+use crate::spec::ResNet as Arch;
+
+pub struct ResNet {
+    conv1: Conv2d,
+    bn1: BatchNorm2d,
+    blocks: Vec<Block>,
+    fc: Linear,
+}
+
+/// A basic block (two 3x3 convolutions) or a bottleneck (1x1, 3x3, 1x1), each convolution
+/// followed by batch norm, and the 1x1 convolution and batch norm that reshape the identity
+/// where the block changes the size or the channels.
+struct Block {
+    convs: Vec<(Conv2d, BatchNorm2d)>,
+    downsample: Option<(Conv2d, BatchNorm2d)>,
+}
+
+const CPU_F32: Place = Place { kind: Kind::Float, device: Device::Cpu };
+
+fn conv(inputs: usize, outputs: usize, kernel: usize, stride: usize) -> ConvShape {
+    ConvShape { inputs, outputs, kernel, stride, padding: kernel / 2, groups: 1, bias: false }
+}
+
+impl ResNet {
+    pub fn new(arch: Arch, classes: usize, place: Place) -> Result<Self, TchError> {
+        let conv1 = Conv2d::new(ConvShape { padding: 3, ..conv(3, 64, 7, 2) }, CPU_F32)?;
+        let bn1 = BatchNorm2d::new(64, CPU_F32)?;
+        let expansion = if arch.bottleneck() { 4 } else { 1 };
+        let mut inplanes = 64;
+        let mut blocks = Vec::new();
+        for (stage, &count) in arch.stages().iter().enumerate() {
+            let planes = 64 << stage;
+            for b in 0..count {
+                let stride = if stage > 0 && b == 0 { 2 } else { 1 };
+                // `_make_layer` makes the downsample before the block that takes it.
+                let downsample = if b == 0 && (stride != 1 || inplanes != planes * expansion) {
+                    Some((
+                        Conv2d::new(conv(inplanes, planes * expansion, 1, stride), CPU_F32)?,
+                        BatchNorm2d::new(planes * expansion, CPU_F32)?,
+                    ))
+                } else {
+                    None
+                };
+                let shapes = if arch.bottleneck() {
+                    vec![
+                        conv(inplanes, planes, 1, 1),
+                        conv(planes, planes, 3, stride),
+                        conv(planes, planes * 4, 1, 1),
+                    ]
+                } else {
+                    vec![conv(inplanes, planes, 3, stride), conv(planes, planes, 3, 1)]
+                };
+                let convs = shapes
+                    .into_iter()
+                    .map(|s| Ok((Conv2d::new(s, CPU_F32)?, BatchNorm2d::new(s.outputs, CPU_F32)?)))
+                    .collect::<Result<_, TchError>>()?;
+                blocks.push(Block { convs, downsample });
+                inplanes = planes * expansion;
+            }
+        }
+        let fc = Linear::new(512 * expansion, classes, CPU_F32)?;
+        let mut net = ResNet { conv1, bn1, blocks, fc };
+        // `for m in self.modules()`: every convolution again, kaiming_normal_(fan_out, relu), in
+        // module order (a block's own convolutions, then its downsample's); the batch norms'
+        // constant_(1) and constant_(0) change nothing.
+        net.conv1.kaiming_normal_()?;
+        for b in &mut net.blocks {
+            for (c, _) in b.convs.iter_mut().chain(b.downsample.iter_mut()) {
+                c.kaiming_normal_()?;
+            }
+        }
+        net.to(place)?;
+        Ok(net)
+    }
+
+    /// `model.to(device, dtype)`: each floating tensor, parameters and buffers, module by
+    /// module, replaced by a copy on the device in the dtype (the old one freed as the next is
+    /// made); a no-op where it is already there.
+    fn to(&mut self, place: Place) -> Result<(), TchError> {
+        if place.device == Device::Cpu && place.kind == Kind::Float {
+            return Ok(());
+        }
+        let _no_grad = tch::no_grad_guard();
+        let convert = |t: &mut Tensor, grad: bool| -> Result<(), TchError> {
+            // Integer buffers (num_batches_tracked) keep their dtype; `to` of a tensor already
+            // there returns it, allocating nothing.
+            let kind = if t.kind() == Kind::Int64 { Kind::Int64 } else { place.kind };
+            let moved = t.f_to_device_(place.device, kind, false, false)?;
+            *t = if grad { moved.f_detach()?.f_set_requires_grad(true)? } else { moved };
+            Ok(())
+        };
+        let mut tensors = vec![];
+        tensors.extend(self.conv1.tensors_mut());
+        tensors.extend(self.bn1.tensors_mut());
+        for b in &mut self.blocks {
+            for (c, n) in b.convs.iter_mut().chain(b.downsample.iter_mut()) {
+                tensors.extend(c.tensors_mut());
+                tensors.extend(n.tensors_mut());
+            }
+        }
+        tensors.extend([(&mut self.fc.weight, true), (&mut self.fc.bias, true)]);
+        for (t, grad) in tensors {
+            convert(t, grad)?;
+        }
+        Ok(())
+    }
+
+    pub fn parameters(&self) -> Vec<&Tensor> {
+        let mut out: Vec<&Tensor> = self.conv1.parameters().collect();
+        out.extend(self.bn1.parameters());
+        for b in &self.blocks {
+            for (c, n) in b.convs.iter().chain(b.downsample.iter()) {
+                out.extend(c.parameters());
+                out.extend(n.parameters());
+            }
+        }
+        out.extend(self.fc.parameters());
+        out
+    }
+
+    pub fn units(&self) -> usize {
+        1 + self.blocks.len()
+    }
+
+    /// The stem (conv1, bn1, relu in place, maxpool) or a block, as `nn.Sequential` and the
+    /// block's `forward` run them: each output replaces the tensor before it, which goes then
+    /// (unless autograd saved it); the unit's input lives until it returns.
+    pub fn unit(&self, i: usize, x: Tensor) -> Result<Tensor, TchError> {
+        if i > 0 {
+            return self.blocks[i - 1].forward(x);
+        }
+        let c = self.conv1.forward(&x)?;
+        let mut b = self.bn1.forward(&c)?;
+        drop(c);
+        let _ = b.f_relu_()?;
+        b.f_max_pool2d([3, 3], [2, 2], [1, 1], [1, 1], false)
+    }
+
+    /// `fc(flatten(avgpool(x), 1))`.
+    pub fn head(&self, x: Tensor) -> Result<Tensor, TchError> {
+        self.fc.forward(&x.f_adaptive_avg_pool2d([1, 1])?.f_flatten(1, -1)?)
+    }
+
+    pub fn handles(&self) -> ResNet {
+        ResNet {
+            conv1: self.conv1.handles(),
+            bn1: self.bn1.handles(),
+            blocks: self.blocks.iter().map(Block::handles).collect(),
+            fc: self.fc.handles(),
+        }
+    }
+}
+
+impl Block {
+    /// `BasicBlock.forward` / `Bottleneck.forward`: conv, bn, relu_ for each convolution but the
+    /// last (conv, bn), then `out += identity` (the input, or its downsample) and relu_.
+    fn forward(&self, x: Tensor) -> Result<Tensor, TchError> {
+        let last = self.convs.len() - 1;
+        let mut out = x.shallow_clone();
+        for (i, (c, n)) in self.convs.iter().enumerate() {
+            // `out = self.conv(out)`, `out = self.bn(out)`: each assignment frees the tensor
+            // before (unless autograd saved it) once the new one exists.
+            out = c.forward(&out)?;
+            out = n.forward(&out)?;
+            if i < last {
+                let _ = out.f_relu_()?;
+            }
+        }
+        let identity = match &self.downsample {
+            Some((c, n)) => {
+                let z = c.forward(&x)?;
+                n.forward(&z)?
+            }
+            None => x.shallow_clone(),
+        };
+        let _ = out.f_add_(&identity)?;
+        let _ = out.f_relu_()?;
+        Ok(out)
+    }
+
+    fn handles(&self) -> Block {
+        let pair = |(c, n): &(Conv2d, BatchNorm2d)| (c.handles(), n.handles());
+        Block { convs: self.convs.iter().map(pair).collect(), downsample: self.downsample.as_ref().map(pair) }
+    }
+}
