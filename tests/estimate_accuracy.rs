@@ -144,17 +144,23 @@ fn compare(
     (failures, worst)
 }
 
-/// The largest workspace the CPU's bf16 matmuls take for this case's layers, measured on real
-/// tensors: the forward's addmm, the input's gradient and the weight's, as autograd computes
-/// them. The model leaves oneDNN's workspace out (it depends on the CPU and oneDNN's blocking),
-/// so a bf16 prediction may fall short of the measurement by at most this.
-fn bf16_matmul_workspace(c: &Case) -> u64 {
+/// The largest scratch buffer oneDNN takes for this case's matrix products in its autocast dtype,
+/// measured on real tensors: the forward's addmm, the input's gradient and the weight's, as
+/// autograd computes them; 0 where they do not run in oneDNN (`estimate::onednn`). The model
+/// leaves that buffer out (it depends on the CPU and oneDNN's blocking), so such a prediction may
+/// fall short of the measurement by at most this.
+fn onednn_matmul_workspace(c: &Case) -> u64 {
     use tch::{Device, Kind, Tensor};
+    let kind = match c.techniques.amp {
+        amp if !estimate::onednn::lowp_matmul(&amp) => return 0,
+        Amp::Fp16 { .. } => Kind::Half,
+        _ => Kind::BFloat16,
+    };
     let probe = CpuProbe::new(None).expect("CPU probe");
     let mut widths = vec![c.features as i64];
     widths.extend(std::iter::repeat_n(c.hidden as i64, c.depth));
     widths.push(10);
-    let opts = (Kind::BFloat16, Device::Cpu);
+    let opts = (kind, Device::Cpu);
     let m = c.batch as i64;
     let mut worst = 0;
     for w in widths.windows(2) {
@@ -229,7 +235,7 @@ fn every_optimizer_implementation_is_predicted_to_the_byte() {
             let config = c.config();
             let predicted = estimate::predict(&config).expect("prediction");
             let (records, peak) = measure(&config);
-            failures.extend(compare(&c.name(), &predicted, &records, peak, 0).0);
+            failures.extend(compare(&c.name(), &predicted, &records, peak, onednn_matmul_workspace(c)).0);
             if k == 3 {
                 adam_peaks.push(peak);
             }
@@ -327,7 +333,7 @@ fn predicted_memory_matches_the_counting_allocator() {
         let config = c.config();
         let predicted = estimate::predict(&config).expect("prediction");
         let (records, peak) = measure(&config);
-        let slack = if c.techniques.amp == Amp::Bf16 { bf16_matmul_workspace(c) } else { 0 };
+        let slack = onednn_matmul_workspace(c);
         let (f, worst) = compare(&c.name(), &predicted, &records, peak, slack);
         lines.push(format!(
             "{:<60} peak predicted {:>10} measured {:>10}  worst phase error {:.4}%{}",
@@ -336,7 +342,7 @@ fn predicted_memory_matches_the_counting_allocator() {
             peak,
             100.0 * worst,
             if slack > 0 {
-                format!(" (bf16 matmul workspace {slack} B allowed under)")
+                format!(" ({} matmul scratch in oneDNN, {slack} B, allowed under)", c.techniques.amp.as_str())
             } else {
                 String::new()
             }

@@ -13,8 +13,8 @@ use crate::spec::{Amp, Config, Field};
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Fits,
-    /// Within what the estimate leaves out of the budget (bf16's oneDNN workspace on the CPU):
-    /// it may go either way.
+    /// Within what the estimate leaves out of the budget (the scratch buffer of a CPU matrix
+    /// product in oneDNN: bf16's, and on some CPUs fp16's): it may go either way.
     Borderline,
     Oom,
     /// The estimate does not cover it (the message says why).
@@ -83,9 +83,10 @@ pub struct Evaluator {
     pub threads: usize,
 }
 
-/// bf16 on the CPU: oneDNN's matmul workspace, left out of the estimate (measured up to ~3 MB),
-/// plus a hundredth of the peak for shapes larger than those measured.
-const BF16_CPU_SLACK: u64 = 4 << 20;
+/// Low precision in oneDNN on the CPU ([`estimate::onednn`]): its matmul scratch buffer, left
+/// out of the estimate (measured up to ~3 MB), plus a hundredth of the peak for shapes larger
+/// than those measured.
+const ONEDNN_CPU_SLACK: u64 = 4 << 20;
 
 impl Evaluator {
     /// What the estimate assumes for a run of `config` alone (on CUDA, its own workspaces).
@@ -156,7 +157,7 @@ impl Evaluator {
     /// How far the measurement may be above the prediction.
     fn slack(&self, config: &Config, p: &Prediction) -> u64 {
         match (self.target, config.training.techniques.amp) {
-            (Target::Cpu, Amp::Bf16) => BF16_CPU_SLACK + p.peak / 100,
+            (Target::Cpu, amp) if estimate::onednn::lowp_matmul(&amp) => ONEDNN_CPU_SLACK + p.peak / 100,
             _ => 0,
         }
     }
@@ -179,10 +180,15 @@ impl Evaluator {
     pub fn notes(&self, base: &Config) -> Vec<String> {
         let mut notes = self.predict(base).map(|p| p.notes).unwrap_or_default();
         if self.target == Target::Cpu {
+            let amps = if estimate::onednn::lowp_matmul(&Amp::Fp16 { scaler: Default::default() }) {
+                "bf16 and fp16"
+            } else {
+                "bf16"
+            };
             notes.push(format!(
-                "bf16 options within {} (plus 1% of the peak) of the budget are 'borderline': oneDNN's matmul \
-                 workspace is not in the estimate",
-                crate::spec::format_size(BF16_CPU_SLACK)
+                "{amps} options within {} (plus 1% of the peak) of the budget are 'borderline': oneDNN's matmul \
+                 scratch buffer on this CPU is not in the estimate",
+                crate::spec::format_size(ONEDNN_CPU_SLACK)
             ));
         }
         notes

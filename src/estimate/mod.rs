@@ -35,14 +35,16 @@
 //! dtype (exact for fp32 and fp64 on CPU; fp16/bf16 kernels may add temporaries), gradient
 //! accumulation, activation checkpointing (`phases::checkpoint`: the boundaries kept, one
 //! segment recomputed at a time), mixed precision (`phases::amp`: autocast's cached casts, the
-//! fp32 loss and gradients, the fp16 grad scaler; exact for fp16 on the CPU, and for bf16 but
-//! for oneDNN's matmul workspace), both together, modes `forward` and `forward_no_grad`, and
+//! fp32 loss and gradients, the fp16 grad scaler; exact on the CPU but for the scratch buffer of
+//! products that run in oneDNN, bf16's and on some CPUs fp16's: [`onednn`]), both together,
+//! modes `forward` and `forward_no_grad`, and
 //! the loss history, in any combination, as `train::step` composes them. Not covered
 //! ([`predict`] says so): mixed precision over parameters that are not float32.
 //! [`Prediction::notes`] says where a prediction is less than exact.
 pub mod bounds;
 pub mod caching;
 mod ledger;
+pub mod onednn;
 mod options;
 mod phases;
 mod prediction;
@@ -137,12 +139,12 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
                 .into(),
         );
     }
-    if tech.amp == Amp::Bf16 && options.target == Target::Cpu {
-        notes.push(
-            "bf16 on the CPU: oneDNN's matmul workspace (up to ~3 MB, by the shapes) is not modelled; it can put \
-             the forward and backward peaks that much above this"
-                .into(),
-        );
+    if options.target == Target::Cpu && onednn::lowp_matmul(&tech.amp) {
+        notes.push(format!(
+            "{} on this CPU: oneDNN's matmul scratch buffer (up to a few MB, by the shapes) is not modelled; it \
+             can put the forward and backward peaks that much above this",
+            tech.amp.as_str()
+        ));
     }
     Ok(Prediction {
         phases,
