@@ -1,7 +1,7 @@
 //! oomlab: reproduce, measure and explain GPU memory in neural-network training.
 //!
 //! The pipeline: a TOML [`spec`] is validated once into typed values; the [`sweep`] turns it
-//! into trials; each trial trains a real libtorch model through `tch` ([`train`]) while a
+//! into trials; each trial trains a real libtorch model ([`nn`]) through `tch` ([`train`]) while a
 //! [`probe`] reads the allocator at every phase boundary; out-of-memory is caught and parsed as
 //! data ([`oom`]); [`results`] writes CSVs and a manifest as trials finish; [`chart`] draws them.
 /// `println!` that never panics: a closed stdout (`oomlab run … | head -3`) ends the output,
@@ -33,6 +33,7 @@ pub mod estimate;
 pub mod ffi;
 pub mod figures;
 pub mod interrupt;
+pub mod nn;
 pub mod oom;
 pub mod plan;
 pub mod probe;

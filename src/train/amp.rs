@@ -261,8 +261,8 @@ mod tests {
     use std::panic::{catch_unwind, AssertUnwindSafe};
 
     use super::*;
+    use crate::nn::{mlp::Mlp, Model, CPU_F32};
     use crate::spec::{OptimizerImpl, OptimizerSpec};
-    use crate::train::model::{mlp::Mlp, Model, CPU_F32};
 
     const CPU: Device = Device::Cpu;
 
@@ -440,7 +440,7 @@ mod tests {
         // Labels from a fixed linear teacher, so there is something to learn.
         let teacher = Tensor::randn([features as i64, classes as i64], (Kind::Float, CPU));
         let y = x.matmul(&teacher).argmax(1, false);
-        let model = Model::Mlp(Mlp::new(features, &[32, 32], classes, CPU_F32).unwrap());
+        let model = Model::<Tensor>::Mlp(Mlp::new(features, &[32, 32], classes, CPU_F32).unwrap());
         let spec = OptimizerSpec::Adam { lr: 1e-2, weight_decay: 0.0 };
         let opt = Optimizer::new(&spec, None, &model).unwrap();
         let amp = fp16();

@@ -6,10 +6,8 @@
 //! allocator is back at the baseline it started from.
 pub mod amp;
 pub mod autograd;
-pub mod checkpoint;
 mod clock;
 pub mod data;
-pub mod model;
 pub mod optim;
 mod phase_times;
 mod recorder;

@@ -11,8 +11,8 @@
 //! peak), so their answer was for an optimizer no Python user runs.
 use tch::{Device, TchError, Tensor};
 
-use super::model::Model;
 use crate::ffi;
+use crate::nn::Model;
 use crate::spec::{OptimizerImpl, OptimizerSpec};
 
 pub struct Optimizer {
@@ -23,7 +23,11 @@ pub struct Optimizer {
 impl Optimizer {
     /// The optimizer of `spec` over the model's parameters, in the implementation `choice` names
     /// or PyTorch's default for the model's device. State comes at the first step.
-    pub fn new(spec: &OptimizerSpec, choice: Option<OptimizerImpl>, model: &Model) -> Result<Self, TchError> {
+    pub fn new(
+        spec: &OptimizerSpec,
+        choice: Option<OptimizerImpl>,
+        model: &Model<Tensor>,
+    ) -> Result<Self, TchError> {
         let implementation = OptimizerImpl::resolve(choice, matches!(model.device(), Device::Cuda(_)));
         Self::over(spec, implementation, &model.parameters())
     }

@@ -89,6 +89,16 @@ pub fn remainder(t: &Tensor, v: i64) -> Result<Tensor, TchError> {
     call(t, OwnedScalar::int(v), torch_sys::c_generated::atg_remainder)
 }
 
+/// `t.add_(v)` with an integer `v`, in place (`num_batches_tracked.add_(1)`).
+pub fn add_int_(t: &Tensor, v: i64) -> Result<(), TchError> {
+    call(t, OwnedScalar::int(v), torch_sys::c_generated::atg_add_scalar_).map(drop)
+}
+
+/// `t.fill_(v)`, in place.
+pub fn fill_(t: &Tensor, v: f64) -> Result<(), TchError> {
+    call(t, OwnedScalar::float(v), torch_sys::c_generated::atg_fill_).map(drop)
+}
+
 /// A 0-d tensor holding `v`, as `torch.full((), v)`: one allocation, of the element's size.
 pub fn full_0d(v: f64, options: (tch::Kind, tch::Device)) -> Result<Tensor, TchError> {
     let t = Tensor::f_empty([0i64; 0], options)?;
@@ -117,6 +127,10 @@ mod tests {
         assert_eq!((f.size(), f.kind(), f.double_value(&[])), (vec![], Kind::Float, 65536.0));
         let z = full_0d(0.0, (Kind::Int, Device::Cpu)).unwrap();
         assert_eq!((z.kind(), z.int64_value(&[])), (Kind::Int, 0));
+        let n = Tensor::from(3i64);
+        add_int_(&n, 1).unwrap();
+        fill_(&f, 2.5).unwrap();
+        assert_eq!((n.int64_value(&[]), f.double_value(&[])), (4, 2.5));
     }
 
     #[test]

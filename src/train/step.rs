@@ -9,11 +9,11 @@ use tch::{Device, TchError, Tensor};
 
 use super::amp::{Autocast, GradScaler};
 use super::data::{self, Dataset};
-use super::model::{Input, Model, Place};
 use super::optim::Optimizer;
 use super::recorder::{Recorder, Stop};
 use super::Learned;
-use super::{autograd, checkpoint, scalar};
+use super::{autograd, scalar};
+use crate::nn::{checkpoint, Input, Model, Place};
 use crate::schema::Phase;
 use crate::spec::{csv_data, Amp, Config, DataLocation, DataSpec, History, Mode, Techniques};
 
@@ -29,7 +29,7 @@ pub(super) fn train(
     device: Device,
     rec: &mut Recorder,
     learned: &mut Learned,
-) -> Result<Model, Stop> {
+) -> Result<Model<Tensor>, Stop> {
     let kind = config.training.dtype.kind();
     let t = &config.training.techniques;
     // With the data on the host (a DataLoader's way) only each batch reaches the device.
@@ -95,7 +95,7 @@ pub(super) fn train(
 fn train_step(
     config: &Config,
     data: &Dataset,
-    model: &Model,
+    model: &Model<Tensor>,
     opt: &Optimizer,
     scaler: Option<&mut GradScaler>,
     step: usize,
@@ -155,7 +155,7 @@ fn train_step(
 fn forward_step(
     config: &Config,
     data: &Dataset,
-    model: &Model,
+    model: &Model<Tensor>,
     step: usize,
     rec: &mut Recorder,
     kept: &mut Kept,
@@ -176,7 +176,7 @@ fn forward_step(
 /// The forward pass's result, plain or checkpointed; each knows its own backward.
 enum Forward {
     Plain(Tensor),
-    Checkpointed(checkpoint::Checkpointed),
+    Checkpointed(checkpoint::Checkpointed<Tensor>),
 }
 
 impl Forward {
@@ -228,10 +228,10 @@ mod tests {
     use tch::Kind;
 
     use super::*;
+    use crate::nn::{mlp::Mlp, CPU_F32};
     use crate::probe::fake::FakeProbe;
     use crate::schema::PhaseRecord;
     use crate::spec::{DataLocation, DataSpec, Dtype, ModelSpec, OptimizerSpec, TrainingSpec};
-    use crate::train::model::{mlp::Mlp, CPU_F32};
 
     fn config(batch: usize, accumulation: usize) -> Config {
         Config {
@@ -253,7 +253,7 @@ mod tests {
     fn gradient_step(c: &Config) -> Vec<Tensor> {
         let data = data::make(&c.data, Kind::Float, Device::Cpu).unwrap();
         tch::manual_seed(3);
-        let model = Model::Mlp(Mlp::new(8, &[16, 16], 3, CPU_F32).unwrap());
+        let model = Model::<Tensor>::Mlp(Mlp::new(8, &[16, 16], 3, CPU_F32).unwrap());
         let before: Vec<Tensor> = model.parameters().iter().map(|p| p.copy()).collect();
         let opt = Optimizer::new(&c.training.optimizer, None, &model).unwrap();
         let probe = FakeProbe::default();

@@ -3,23 +3,22 @@
 //! `Conv2d(C, C, 1)` and ReLU ("depthwise separable"), all padded by `k / 2` so that the images
 //! keep their size; then global average pooling and a Linear. Its units are the stem and the
 //! blocks.
-use tch::{TchError, Tensor};
-
-use super::layers::{Conv2d, ConvShape, Linear, Place};
+use super::layers::{Conv2d, ConvShape, Linear};
+use super::ops::{Ops, Place, Result};
 use crate::spec::ConvKind;
 
-pub struct ConvStack {
-    stem: Conv2d,
-    blocks: Vec<Block>,
-    fc: Linear,
+pub struct ConvStack<T> {
+    stem: Conv2d<T>,
+    blocks: Vec<Block<T>>,
+    fc: Linear<T>,
 }
 
-enum Block {
-    Standard(Conv2d),
-    Separable { depthwise: Conv2d, pointwise: Conv2d },
+enum Block<T> {
+    Standard(Conv2d<T>),
+    Separable { depthwise: Conv2d<T>, pointwise: Conv2d<T> },
 }
 
-impl ConvStack {
+impl<T: Ops> ConvStack<T> {
     /// Built in `nn.Module` order: stem, blocks, then the Linear.
     pub fn new(
         inputs: usize,
@@ -29,7 +28,7 @@ impl ConvStack {
         kernel: usize,
         classes: usize,
         place: Place,
-    ) -> Result<Self, TchError> {
+    ) -> Result<Self> {
         let same = |inputs, k, groups| ConvShape {
             inputs,
             outputs: channels,
@@ -50,13 +49,13 @@ impl ConvStack {
                     },
                 })
             })
-            .collect::<Result<_, TchError>>()?;
+            .collect::<Result<_>>()?;
         let fc = Linear::new(channels, classes, place)?;
         Ok(ConvStack { stem, blocks, fc })
     }
 
-    pub fn parameters(&self) -> Vec<&Tensor> {
-        let mut out: Vec<&Tensor> = self.stem.parameters().collect();
+    pub fn parameters(&self) -> Vec<&T> {
+        let mut out: Vec<&T> = self.stem.parameters().collect();
         for b in &self.blocks {
             match b {
                 Block::Standard(c) => out.extend(c.parameters()),
@@ -75,7 +74,7 @@ impl ConvStack {
 
     /// Unit `i` as its `nn.Sequential` runs it: each module's output replaces the one before,
     /// which goes then (unless autograd saved it); the unit's input lives until it returns.
-    pub fn unit(&self, i: usize, h: Tensor) -> Result<Tensor, TchError> {
+    pub fn unit(&self, i: usize, h: T) -> Result<T> {
         let z = match i {
             0 => self.stem.forward(&h)?,
             _ => match &self.blocks[i - 1] {
@@ -90,11 +89,11 @@ impl ConvStack {
     }
 
     /// `fc(flatten(adaptive_avg_pool2d(h, 1), 1))`.
-    pub fn head(&self, h: Tensor) -> Result<Tensor, TchError> {
-        self.fc.forward(&h.f_adaptive_avg_pool2d([1, 1])?.f_flatten(1, -1)?)
+    pub fn head(&self, h: T) -> Result<T> {
+        self.fc.forward(&h.f_global_avg_pool()?.f_flatten1()?)
     }
 
-    pub fn handles(&self) -> ConvStack {
+    pub fn handles(&self) -> Self {
         let blocks = self
             .blocks
             .iter()

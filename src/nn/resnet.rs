@@ -3,24 +3,25 @@
 //! order on the CPU in float32, re-initialised as `ResNet.__init__` does, then moved to the
 //! device and dtype (`model.to(device, dtype)`); in-place ReLUs and `out += identity` in the
 //! blocks. Its units are the stem (conv1, bn1, relu, maxpool) and each block.
-use tch::{Device, Kind, TchError, Tensor};
+use tch::{Device, Kind};
 
-use super::layers::{BatchNorm2d, Conv2d, ConvShape, Linear, Place};
+use super::layers::{BatchNorm2d, Conv2d, ConvShape, Linear};
+use super::ops::{Ops, Place, Result};
 use crate::spec::ResNet as Arch;
 
-pub struct ResNet {
-    conv1: Conv2d,
-    bn1: BatchNorm2d,
-    blocks: Vec<Block>,
-    fc: Linear,
+pub struct ResNet<T> {
+    conv1: Conv2d<T>,
+    bn1: BatchNorm2d<T>,
+    blocks: Vec<Block<T>>,
+    fc: Linear<T>,
 }
 
 /// A basic block (two 3x3 convolutions) or a bottleneck (1x1, 3x3, 1x1), each convolution
 /// followed by batch norm, and the 1x1 convolution and batch norm that reshape the identity
 /// where the block changes the size or the channels.
-struct Block {
-    convs: Vec<(Conv2d, BatchNorm2d)>,
-    downsample: Option<(Conv2d, BatchNorm2d)>,
+struct Block<T> {
+    convs: Vec<(Conv2d<T>, BatchNorm2d<T>)>,
+    downsample: Option<(Conv2d<T>, BatchNorm2d<T>)>,
 }
 
 const CPU_F32: Place = Place { kind: Kind::Float, device: Device::Cpu };
@@ -29,8 +30,8 @@ fn conv(inputs: usize, outputs: usize, kernel: usize, stride: usize) -> ConvShap
     ConvShape { inputs, outputs, kernel, stride, padding: kernel / 2, groups: 1, bias: false }
 }
 
-impl ResNet {
-    pub fn new(arch: Arch, classes: usize, place: Place) -> Result<Self, TchError> {
+impl<T: Ops> ResNet<T> {
+    pub fn new(arch: Arch, classes: usize, place: Place) -> Result<Self> {
         let conv1 = Conv2d::new(ConvShape { padding: 3, ..conv(3, 64, 7, 2) }, CPU_F32)?;
         let bn1 = BatchNorm2d::new(64, CPU_F32)?;
         let expansion = if arch.bottleneck() { 4 } else { 1 };
@@ -61,7 +62,7 @@ impl ResNet {
                 let convs = shapes
                     .into_iter()
                     .map(|s| Ok((Conv2d::new(s, CPU_F32)?, BatchNorm2d::new(s.outputs, CPU_F32)?)))
-                    .collect::<Result<_, TchError>>()?;
+                    .collect::<Result<_>>()?;
                 blocks.push(Block { convs, downsample });
                 inplanes = planes * expansion;
             }
@@ -84,19 +85,10 @@ impl ResNet {
     /// `model.to(device, dtype)`: each floating tensor, parameters and buffers, module by
     /// module, replaced by a copy on the device in the dtype (the old one freed as the next is
     /// made); a no-op where it is already there.
-    fn to(&mut self, place: Place) -> Result<(), TchError> {
-        if place.device == Device::Cpu && place.kind == Kind::Float {
+    fn to(&mut self, place: Place) -> Result<()> {
+        if place == CPU_F32 {
             return Ok(());
         }
-        let _no_grad = tch::no_grad_guard();
-        let convert = |t: &mut Tensor, grad: bool| -> Result<(), TchError> {
-            // Integer buffers (num_batches_tracked) keep their dtype; `to` of a tensor already
-            // there returns it, allocating nothing.
-            let kind = if t.kind() == Kind::Int64 { Kind::Int64 } else { place.kind };
-            let moved = t.f_to_device_(place.device, kind, false, false)?;
-            *t = if grad { moved.f_detach()?.f_set_requires_grad(true)? } else { moved };
-            Ok(())
-        };
         let mut tensors = vec![];
         tensors.extend(self.conv1.tensors_mut());
         tensors.extend(self.bn1.tensors_mut());
@@ -107,14 +99,14 @@ impl ResNet {
             }
         }
         tensors.extend([(&mut self.fc.weight, true), (&mut self.fc.bias, true)]);
-        for (t, grad) in tensors {
-            convert(t, grad)?;
+        for (t, param) in tensors {
+            *t = t.moved(place, param)?;
         }
         Ok(())
     }
 
-    pub fn parameters(&self) -> Vec<&Tensor> {
-        let mut out: Vec<&Tensor> = self.conv1.parameters().collect();
+    pub fn parameters(&self) -> Vec<&T> {
+        let mut out: Vec<&T> = self.conv1.parameters().collect();
         out.extend(self.bn1.parameters());
         for b in &self.blocks {
             for (c, n) in b.convs.iter().chain(b.downsample.iter()) {
@@ -133,23 +125,23 @@ impl ResNet {
     /// The stem (conv1, bn1, relu in place, maxpool) or a block, as `nn.Sequential` and the
     /// block's `forward` run them: each output replaces the tensor before it, which goes then
     /// (unless autograd saved it); the unit's input lives until it returns.
-    pub fn unit(&self, i: usize, x: Tensor) -> Result<Tensor, TchError> {
+    pub fn unit(&self, i: usize, x: T) -> Result<T> {
         if i > 0 {
             return self.blocks[i - 1].forward(x);
         }
         let c = self.conv1.forward(&x)?;
         let mut b = self.bn1.forward(&c)?;
         drop(c);
-        let _ = b.f_relu_()?;
-        b.f_max_pool2d([3, 3], [2, 2], [1, 1], [1, 1], false)
+        b.relu_()?;
+        b.f_max_pool2d(3, 2, 1)
     }
 
     /// `fc(flatten(avgpool(x), 1))`.
-    pub fn head(&self, x: Tensor) -> Result<Tensor, TchError> {
-        self.fc.forward(&x.f_adaptive_avg_pool2d([1, 1])?.f_flatten(1, -1)?)
+    pub fn head(&self, x: T) -> Result<T> {
+        self.fc.forward(&x.f_global_avg_pool()?.f_flatten1()?)
     }
 
-    pub fn handles(&self) -> ResNet {
+    pub fn handles(&self) -> Self {
         ResNet {
             conv1: self.conv1.handles(),
             bn1: self.bn1.handles(),
@@ -159,10 +151,10 @@ impl ResNet {
     }
 }
 
-impl Block {
+impl<T: Ops> Block<T> {
     /// `BasicBlock.forward` / `Bottleneck.forward`: conv, bn, relu_ for each convolution but the
     /// last (conv, bn), then `out += identity` (the input, or its downsample) and relu_.
-    fn forward(&self, x: Tensor) -> Result<Tensor, TchError> {
+    fn forward(&self, x: T) -> Result<T> {
         let last = self.convs.len() - 1;
         let mut out = x.shallow_clone();
         for (i, (c, n)) in self.convs.iter().enumerate() {
@@ -171,7 +163,7 @@ impl Block {
             out = c.forward(&out)?;
             out = n.forward(&out)?;
             if i < last {
-                let _ = out.f_relu_()?;
+                out.relu_()?;
             }
         }
         let identity = match &self.downsample {
@@ -181,13 +173,13 @@ impl Block {
             }
             None => x.shallow_clone(),
         };
-        let _ = out.f_add_(&identity)?;
-        let _ = out.f_relu_()?;
+        out.add_(&identity)?;
+        out.relu_()?;
         Ok(out)
     }
 
-    fn handles(&self) -> Block {
-        let pair = |(c, n): &(Conv2d, BatchNorm2d)| (c.handles(), n.handles());
+    fn handles(&self) -> Self {
+        let pair = |(c, n): &(Conv2d<T>, BatchNorm2d<T>)| (c.handles(), n.handles());
         Block { convs: self.convs.iter().map(pair).collect(), downsample: self.downsample.as_ref().map(pair) }
     }
 }

@@ -38,15 +38,15 @@
 //! PyTorch's checkpoint does.
 use std::ops::Range;
 
-use tch::{Device, TchError, Tensor};
+use tch::Device;
 
-use super::autograd::{backward, GradEnabled};
-use super::model::Model;
+use super::ops::{Ops, Result};
+use super::Model;
 use crate::spec::segment_ranges;
 
 /// A segment of units and the input it was first run on.
-struct Segment {
-    input: Tensor,
+struct Segment<T> {
+    input: T,
     units: Range<usize>,
     /// Whether to make `input` a leaf that requires grad in the recompute, to read the gradient
     /// at the segment's input. False for the first segment, whose input is the batch: the
@@ -54,26 +54,26 @@ struct Segment {
     /// one, as in the plain path.
     wants_input_grad: bool,
     /// The generators' states before the segment's forward, when the model draws random numbers.
-    rng: Option<RngStates>,
+    rng: Option<RngStates<T>>,
 }
 
 /// A forward pass that kept only segment boundaries, waiting for its backward.
-pub struct Checkpointed {
+pub struct Checkpointed<T> {
     /// Handles on the model's own tensors (not copies): the recompute builds its graph on them,
     /// so their grads land in the model's `.grad`.
-    model: Model,
-    segments: Vec<Segment>,
+    model: Model<T>,
+    segments: Vec<Segment<T>>,
     /// The last unit's output, detached and requiring grad: backward through the head stops here
     /// and leaves the gradient at the last boundary in its `.grad`. With no unit it is the batch
     /// itself.
-    head_input: Tensor,
-    pub loss: Tensor,
+    head_input: T,
+    pub loss: T,
 }
 
 /// Forward with only segment boundaries kept. `segment_len >= 1` units per segment.
-pub fn forward(model: &Model, x: &Tensor, y: &Tensor, segment_len: usize) -> Result<Checkpointed, TchError> {
+pub fn forward<T: Ops>(model: &Model<T>, x: &T, y: &T, segment_len: usize) -> Result<Checkpointed<T>> {
     if segment_len == 0 {
-        return Err(TchError::Torch("checkpoint: a segment needs at least one unit".into()));
+        return Err(tch::TchError::Torch("checkpoint: a segment needs at least one unit".into()));
     }
     let (segments, last) = run_segments(model, x, segment_ranges(model.units(), segment_len))?;
     let head_input = if segments.is_empty() {
@@ -87,20 +87,20 @@ pub fn forward(model: &Model, x: &Tensor, y: &Tensor, segment_len: usize) -> Res
     Ok(Checkpointed { model: model.handles(), segments, head_input, loss })
 }
 
-impl Checkpointed {
+impl<T: Ops> Checkpointed<T> {
     /// Backward from `to_backprop` (a scalar computed from `self.loss`), recomputing each
     /// segment. Accumulates into the parameters' `.grad`, like `backward()`.
-    pub fn backward(self, to_backprop: &Tensor) -> Result<(), TchError> {
+    pub fn backward(self, to_backprop: &T) -> Result<()> {
         let Checkpointed { model, segments, head_input, loss } = self;
         // The head's graph: the head's grads, and the gradient at the last boundary.
-        backward(to_backprop)?;
+        to_backprop.backward()?;
         drop(loss);
         if segments.is_empty() {
             return Ok(());
         }
         let mut upstream = take_head_grad(head_input)?;
         // The recompute must record a graph even if the caller runs backward under no_grad.
-        let _grad = GradEnabled::new();
+        let _grad = T::enable_grad();
         // Last segment first; each saved input is dropped as soon as its segment is done, and
         // the earlier ones stay in the iterator until their turn.
         for segment in segments.into_iter().rev() {
@@ -122,14 +122,10 @@ impl Checkpointed {
 
 /// Runs the segments under no_grad, keeping each one's input; returns them and the last output
 /// (`x` when there is no segment).
-fn run_segments(
-    model: &Model,
-    x: &Tensor,
-    ranges: Vec<Range<usize>>,
-) -> Result<(Vec<Segment>, Tensor), TchError> {
+fn run_segments<T: Ops>(model: &Model<T>, x: &T, ranges: Vec<Range<usize>>) -> Result<(Vec<Segment<T>>, T)> {
     // No graph: inside a segment each activation is freed once the next op has read it.
-    // A guard, not `tch::no_grad(closure)`, so grad mode comes back even on a panic.
-    let _no_grad = tch::no_grad_guard();
+    // A guard, so grad mode comes back even on a panic.
+    let _no_grad = T::no_grad();
     let device = x.device();
     let mut h = x.shallow_clone();
     let mut segments = Vec::with_capacity(ranges.len());
@@ -145,7 +141,7 @@ fn run_segments(
 /// Recomputes `segment` with grad tracking and pushes `upstream` (the gradient at its output)
 /// through it. Returns the gradient at its input, or `None` for the first segment. Takes
 /// `upstream` by value so that it is freed as soon as backward has used it.
-fn backprop_segment(model: &Model, segment: Segment, upstream: Tensor) -> Result<Option<Tensor>, TchError> {
+fn backprop_segment<T: Ops>(model: &Model<T>, segment: Segment<T>, upstream: T) -> Result<Option<T>> {
     let Segment { input, units, wants_input_grad, rng } = segment;
     // The saved input was made under no_grad, so it is already a leaf with no history.
     let input = if wants_input_grad { input.f_set_requires_grad(true)? } else { input };
@@ -154,7 +150,7 @@ fn backprop_segment(model: &Model, segment: Segment, upstream: Tensor) -> Result
         Some(stashed) => {
             // torch.random.fork_rng: the generators as they are now, put back after the
             // recompute has drawn from the forward's states.
-            let now = RngStates::save(input.device())?;
+            let now = RngStates::<T>::save(input.device())?;
             stashed.restore()?;
             drop(stashed);
             let out = model.forward_units(input.shallow_clone(), units);
@@ -165,9 +161,9 @@ fn backprop_segment(model: &Model, segment: Segment, upstream: Tensor) -> Result
     // <out, upstream>: its gradient with respect to `out` is `upstream`. The product is a
     // temporary, freed before backward runs. `out` and `upstream` are held by the graph only
     // (dropping our handles frees each as soon as the node that saved it has run).
-    let inner = out.f_mul(&upstream)?.f_sum(None)?;
+    let inner = out.f_mul(&upstream)?.f_sum()?;
     drop((out, upstream));
-    backward(&inner)?;
+    inner.backward()?;
     if wants_input_grad {
         grad_of(&input).map(Some)
     } else {
@@ -177,25 +173,25 @@ fn backprop_segment(model: &Model, segment: Segment, upstream: Tensor) -> Result
 
 /// The random generators' states: the CPU's always (`torch.get_rng_state()`), and a CUDA
 /// device's too when the segment's input is on one.
-struct RngStates {
-    cpu: Tensor,
-    cuda: Option<(Device, Tensor)>,
+struct RngStates<T> {
+    cpu: T,
+    cuda: Option<(Device, T)>,
 }
 
-impl RngStates {
-    fn save(device: Device) -> Result<RngStates, TchError> {
-        let cpu = crate::ffi::rng_state(Device::Cpu).map_err(TchError::Torch)?;
+impl<T: Ops> RngStates<T> {
+    fn save(device: Device) -> Result<Self> {
+        let cpu = T::rng_state(Device::Cpu)?;
         let cuda = match device {
-            Device::Cuda(_) => Some((device, crate::ffi::rng_state(device).map_err(TchError::Torch)?)),
+            Device::Cuda(_) => Some((device, T::rng_state(device)?)),
             _ => None,
         };
         Ok(RngStates { cpu, cuda })
     }
 
-    fn restore(&self) -> Result<(), TchError> {
-        crate::ffi::set_rng_state(Device::Cpu, &self.cpu).map_err(TchError::Torch)?;
+    fn restore(&self) -> Result<()> {
+        T::set_rng_state(Device::Cpu, &self.cpu)?;
         if let Some((device, state)) = &self.cuda {
-            crate::ffi::set_rng_state(*device, state).map_err(TchError::Torch)?;
+            T::set_rng_state(*device, state)?;
         }
         Ok(())
     }
@@ -209,22 +205,22 @@ impl RngStates {
 /// because the input is a leaf that requires grad); the gradient's storage lives on only in the
 /// returned handle, which backward frees as soon as it has used it. That is two activations
 /// less for the whole backward, the recompute's peak included.
-fn take_head_grad(mut head_input: Tensor) -> Result<Tensor, TchError> {
+fn take_head_grad<T: Ops>(mut head_input: T) -> Result<T> {
     let mut grad = grad_of(&head_input)?;
     let upstream = grad.f_detach()?;
-    let _no_grad = tch::no_grad_guard();
-    let _ = grad.f_set_()?;
-    let _ = head_input.f_set_()?;
+    let _no_grad = T::no_grad();
+    grad.set_empty()?;
+    head_input.set_empty()?;
     Ok(upstream)
 }
 
 /// The gradient a backward left in `t.grad`.
-fn grad_of(t: &Tensor) -> Result<Tensor, TchError> {
+fn grad_of<T: Ops>(t: &T) -> Result<T> {
     let g = t.f_grad()?;
     if g.defined() {
         Ok(g)
     } else {
-        Err(TchError::Torch("checkpoint: backward left no gradient at a segment boundary".into()))
+        Err(tch::TchError::Torch("checkpoint: backward left no gradient at a segment boundary".into()))
     }
 }
 
@@ -233,16 +229,18 @@ mod tests {
     use tch::{Device, Kind};
 
     use super::*;
+    use crate::nn::{mlp::Mlp, CPU_F32};
     use crate::probe::{CpuProbe, MemoryProbe};
     use crate::spec::Checkpoint;
-    use crate::train::model::{mlp::Mlp, CPU_F32};
+    use tch::Tensor;
 
     const CLASSES: usize = 4;
 
     /// Two models with the same weights but their own tensors and grads. The weights are
     /// copied rather than re-drawn from a seed: tests run in parallel and share the generator.
-    fn twins(features: usize, width: usize, depth: usize) -> (Model, Model) {
-        let make = || Model::Mlp(Mlp::new(features, &vec![width; depth], CLASSES, CPU_F32).unwrap());
+    fn twins(features: usize, width: usize, depth: usize) -> (Model<Tensor>, Model<Tensor>) {
+        let make =
+            || Model::<Tensor>::Mlp(Mlp::new(features, &vec![width; depth], CLASSES, CPU_F32).unwrap());
         let (a, b) = (make(), make());
         tch::no_grad(|| {
             for (p, q) in a.parameters().into_iter().zip(b.parameters()) {
@@ -259,13 +257,13 @@ mod tests {
     }
 
     /// The plain path: loss with the whole graph kept, then `to_backprop(loss).backward()`.
-    fn plain_step(model: &Model, x: &Tensor, y: &Tensor, scale: f64) -> f64 {
+    fn plain_step(model: &Model<Tensor>, x: &Tensor, y: &Tensor, scale: f64) -> f64 {
         let loss = Model::loss(&model.forward(x).unwrap(), y).unwrap();
         (&loss * scale).backward();
         loss.double_value(&[])
     }
 
-    fn checkpointed_step(model: &Model, x: &Tensor, y: &Tensor, scale: f64, len: usize) -> f64 {
+    fn checkpointed_step(model: &Model<Tensor>, x: &Tensor, y: &Tensor, scale: f64, len: usize) -> f64 {
         let c = forward(model, x, y, len).unwrap();
         let value = c.loss.double_value(&[]);
         let to_backprop = &c.loss * scale;
@@ -274,7 +272,7 @@ mod tests {
     }
 
     /// The largest |a.grad - b.grad| over all parameters; panics if either has no grad.
-    fn max_grad_diff(a: &Model, b: &Model) -> f64 {
+    fn max_grad_diff(a: &Model<Tensor>, b: &Model<Tensor>) -> f64 {
         a.parameters()
             .into_iter()
             .zip(b.parameters())
@@ -290,7 +288,13 @@ mod tests {
     /// Gradients of one fresh step on each twin, compared relatively. `step_peak` may have retried
     /// a step (when another test's allocations moved the process-wide count), accumulating into
     /// one twin's grads, so they are zeroed first.
-    fn fresh_grad_rel_diff(plain: &Model, ckpt: &Model, x: &Tensor, y: &Tensor, len: usize) -> f64 {
+    fn fresh_grad_rel_diff(
+        plain: &Model<Tensor>,
+        ckpt: &Model<Tensor>,
+        x: &Tensor,
+        y: &Tensor,
+        len: usize,
+    ) -> f64 {
         for p in plain.parameters().into_iter().chain(ckpt.parameters()) {
             let _ = p.grad().zero_();
         }
@@ -302,7 +306,7 @@ mod tests {
     /// The largest gradient difference relative to the largest gradient: fp32 matmuls may split
     /// their sums differently from one call to the next (threads under load), so deep, wide
     /// cases compare relatively.
-    fn max_grad_rel_diff(a: &Model, b: &Model) -> f64 {
+    fn max_grad_rel_diff(a: &Model<Tensor>, b: &Model<Tensor>) -> f64 {
         let scale =
             a.parameters().into_iter().map(|p| p.grad().abs().max().double_value(&[])).fold(0.0, f64::max);
         max_grad_diff(a, b) / scale.max(f64::MIN_POSITIVE)
@@ -493,8 +497,8 @@ mod tests {
     /// allocated the grads.
     fn step_peaks(
         probe: &CpuProbe,
-        plain: &Model,
-        ckpt: &Model,
+        plain: &Model<Tensor>,
+        ckpt: &Model<Tensor>,
         x: &Tensor,
         y: &Tensor,
         len: usize,

@@ -1,29 +1,33 @@
-//! The models a trial trains, one module per kind ([`mlp`], [`conv_stack`], [`resnet`],
-//! [`transformer`]) over shared [`layers`], behind one [`Model`]: a sequence of units, then a
-//! head (see `spec::ModelSpec`), which is all the step and activation checkpointing need.
+//! The networks: the models a trial trains, one module per kind ([`mlp`], [`conv_stack`],
+//! [`resnet`], [`transformer`]) over shared [`layers`], behind one [`Model`]: a sequence of
+//! units, then a head (see `spec::ModelSpec`), which is all the step and activation
+//! [`checkpoint`]ing need.
 //!
-//! Written on raw tensors rather than `tch::nn`, because `nn::Linear` and `Module::forward`
-//! panic on any libtorch error, out-of-memory included; every call here is a fallible `f_` one.
+//! Written once over [`Ops`]: with libtorch's tensors they train (every call a fallible one,
+//! since `tch::nn`'s modules panic on any libtorch error, out-of-memory included); with the
+//! estimate's symbolic tensors they are replayed, op for op, to count what training allocates.
+pub mod checkpoint;
 pub mod conv_stack;
 pub mod layers;
 pub mod mlp;
+pub mod ops;
 pub mod resnet;
 pub mod transformer;
 
 use std::ops::Range;
 
-use tch::{Device, Kind, TchError, Tensor};
+use tch::{Device, Kind};
 
-pub use layers::Place;
+pub use ops::{Init, Ops, Place, Result};
 
 use crate::spec::{CnnSpec, DataSpec, ModelSpec};
 
 /// A model of any kind.
-pub enum Model {
-    Mlp(mlp::Mlp),
-    Conv(conv_stack::ConvStack),
-    ResNet(resnet::ResNet),
-    Transformer(transformer::Encoder),
+pub enum Model<T> {
+    Mlp(mlp::Mlp<T>),
+    Conv(conv_stack::ConvStack<T>),
+    ResNet(resnet::ResNet<T>),
+    Transformer(transformer::Encoder<T>),
 }
 
 /// What a model reads: the data set's features (or pixels, or tokens) per sample, its classes,
@@ -47,9 +51,9 @@ impl Input {
     }
 }
 
-impl Model {
+impl<T: Ops> Model<T> {
     /// Makes the model `spec` describes, its parameters drawn from the current seed.
-    pub fn new(spec: &ModelSpec, input: Input, place: Place) -> Result<Model, TchError> {
+    pub fn new(spec: &ModelSpec, input: Input, place: Place) -> Result<Self> {
         let classes = input.classes;
         Ok(match spec {
             ModelSpec::Mlp(m) => Model::Mlp(mlp::Mlp::new(input.features, &m.widths(), classes, place)?),
@@ -74,7 +78,7 @@ impl Model {
     }
 
     /// Every parameter, in `model.parameters()` order: what the optimizer holds.
-    pub fn parameters(&self) -> Vec<&Tensor> {
+    pub fn parameters(&self) -> Vec<&T> {
         match self {
             Model::Mlp(m) => m.parameters().collect(),
             Model::Conv(m) => m.parameters(),
@@ -84,11 +88,11 @@ impl Model {
     }
 
     pub fn param_count(&self) -> u64 {
-        self.parameters().iter().map(|p| p.numel() as u64).sum()
+        self.parameters().iter().map(|p| numel(&p.size())).sum()
     }
 
     pub fn param_bytes(&self) -> u64 {
-        self.parameters().iter().map(|p| (p.numel() * p.kind().elt_size_in_bytes()) as u64).sum()
+        self.parameters().iter().map(|p| numel(&p.size()) * p.kind().elt_size_in_bytes() as u64).sum()
     }
 
     /// The units activation checkpointing cuts into segments.
@@ -104,7 +108,7 @@ impl Model {
     /// Runs units `range` on `h`, as Python's `for unit in units: h = unit(h)` does: a unit's
     /// input is freed (unless autograd saved it, or the caller holds another handle) when the
     /// unit returns; an MLP's, as its flat `nn.Sequential` frees it, once its Linear has run.
-    pub fn forward_units(&self, mut h: Tensor, range: Range<usize>) -> Result<Tensor, TchError> {
+    pub fn forward_units(&self, mut h: T, range: Range<usize>) -> Result<T> {
         for i in range {
             h = match self {
                 Model::Mlp(m) => m.unit(i, h)?,
@@ -117,7 +121,7 @@ impl Model {
     }
 
     /// The head: the last unit's output to the logits; `h` lives until it returns.
-    pub fn head(&self, h: Tensor) -> Result<Tensor, TchError> {
+    pub fn head(&self, h: T) -> Result<T> {
         match self {
             Model::Mlp(m) => m.head(&h),
             Model::Conv(m) => m.head(h),
@@ -127,14 +131,14 @@ impl Model {
     }
 
     /// Logits for a batch.
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor, TchError> {
+    pub fn forward(&self, x: &T) -> Result<T> {
         let h = self.forward_units(x.shallow_clone(), 0..self.units())?;
         self.head(h)
     }
 
     /// The lesson's loss: cross-entropy over the logits, mean over the batch.
-    pub fn loss(logits: &Tensor, y: &Tensor) -> Result<Tensor, TchError> {
-        logits.f_cross_entropy_loss::<Tensor>(y, None, tch::Reduction::Mean, -100, 0.0)
+    pub fn loss(logits: &T, y: &T) -> Result<T> {
+        logits.f_cross_entropy(y)
     }
 
     /// Whether the forward draws random numbers (dropout), which a recompute must draw again.
@@ -149,7 +153,7 @@ impl Model {
 
     /// A second handle on each of the model's tensors: the same tensors, so that a recompute's
     /// grads accumulate where the model's optimizer reads them, at no memory cost.
-    pub fn handles(&self) -> Model {
+    pub fn handles(&self) -> Self {
         match self {
             Model::Mlp(m) => Model::Mlp(m.handles()),
             Model::Conv(m) => Model::Conv(m.handles()),
@@ -161,3 +165,8 @@ impl Model {
 
 /// A place for tests: float32 on the CPU.
 pub const CPU_F32: Place = Place { kind: Kind::Float, device: Device::Cpu };
+
+/// Elements of a tensor of `size`.
+pub fn numel(size: &[i64]) -> u64 {
+    size.iter().map(|&d| d.max(0) as u64).product()
+}

@@ -2,30 +2,9 @@
 //! with the module's own initialisation (the same draws from the same generator, in the same
 //! order, so a seed gives PyTorch's parameters bit for bit), and forwards that call the same ATen
 //! op `torch.nn.functional` calls, so that libtorch allocates what PyTorch allocates.
-//!
-//! Every call is a fallible `f_` one: `tch::nn` panics on any libtorch error, out-of-memory
-//! included.
-use tch::{Device, Kind, TchError, Tensor};
+use tch::Kind;
 
-/// Where and in what dtype a model's tensors are made.
-#[derive(Debug, Clone, Copy)]
-pub struct Place {
-    pub kind: Kind,
-    pub device: Device,
-}
-
-/// A parameter: `empty` then an in-place initialiser, then `requires_grad`, as
-/// `nn.Parameter(torch.empty(...))` and `reset_parameters` do.
-fn param(
-    shape: &[i64],
-    place: Place,
-    init: impl FnOnce(&mut Tensor) -> Result<Tensor, TchError>,
-) -> Result<Tensor, TchError> {
-    let mut t = Tensor::f_empty(shape, (place.kind, place.device))?;
-    // In place; the returned handle is the same tensor.
-    let _ = init(&mut t)?;
-    t.f_set_requires_grad(true)
-}
+use super::ops::{Init, Ops, Place, Result};
 
 /// `init.kaiming_uniform_(w, a=sqrt(5))`'s bound, as torch/nn/init.py computes it:
 /// `gain = sqrt(2 / (1 + a**2))`, `std = gain / sqrt(fan_in)`, `bound = sqrt(3) * std`.
@@ -47,41 +26,45 @@ pub fn xavier_uniform_bound(fan_in: usize, fan_out: usize) -> f64 {
 }
 
 /// `nn.Linear(inputs, outputs)`: weight `[out, in]` and bias `[out]`.
-pub struct Linear {
-    pub weight: Tensor,
-    pub bias: Tensor,
+pub struct Linear<T> {
+    pub weight: T,
+    pub bias: T,
 }
 
-impl Linear {
+impl<T: Ops> Linear<T> {
     /// `nn.Linear.reset_parameters`: the weight `kaiming_uniform_(a=sqrt(5))`, the bias uniform
     /// in ±1/sqrt(in_features). The two bounds differ in the last bit of a double for most
     /// widths, which a float64 model sees.
-    pub fn new(inputs: usize, outputs: usize, place: Place) -> Result<Self, TchError> {
+    pub fn new(inputs: usize, outputs: usize, place: Place) -> Result<Self> {
         let (w, b) = (kaiming_uniform_bound(inputs), 1.0 / (inputs as f64).sqrt());
         Ok(Linear {
-            weight: param(&[outputs as i64, inputs as i64], place, |t| t.f_uniform_(-w, w))?,
-            bias: param(&[outputs as i64], place, |t| t.f_uniform_(-b, b))?,
+            weight: T::param(&[outputs as i64, inputs as i64], place, Init::Uniform(w))?,
+            bias: T::param(&[outputs as i64], place, Init::Uniform(b))?,
         })
     }
 
     /// `F.linear(x, weight, bias)`.
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor, TchError> {
+    pub fn forward(&self, x: &T) -> Result<T> {
         x.f_linear(&self.weight, Some(&self.bias))
     }
 
-    pub fn parameters(&self) -> [&Tensor; 2] {
+    pub fn parameters(&self) -> [&T; 2] {
         [&self.weight, &self.bias]
     }
 
-    pub fn handles(&self) -> Linear {
+    pub fn deep_copy(&self) -> Result<Self> {
+        Ok(Linear { weight: self.weight.deep_copy()?, bias: self.bias.deep_copy()? })
+    }
+
+    pub fn handles(&self) -> Self {
         Linear { weight: self.weight.shallow_clone(), bias: self.bias.shallow_clone() }
     }
 }
 
 /// `nn.Conv2d(inputs, outputs, kernel, stride, padding, groups=groups, bias=bias)`.
-pub struct Conv2d {
-    pub weight: Tensor,
-    pub bias: Option<Tensor>,
+pub struct Conv2d<T> {
+    pub weight: T,
+    pub bias: Option<T>,
     stride: i64,
     padding: i64,
     groups: i64,
@@ -99,17 +82,15 @@ pub struct ConvShape {
     pub bias: bool,
 }
 
-impl Conv2d {
+impl<T: Ops> Conv2d<T> {
     /// `_ConvNd.reset_parameters`: the weight `kaiming_uniform_(a=sqrt(5))` over
     /// `fan_in = inputs / groups * kernel^2`, then the bias uniform in ±1/sqrt(fan_in).
-    pub fn new(s: ConvShape, place: Place) -> Result<Self, TchError> {
+    pub fn new(s: ConvShape, place: Place) -> Result<Self> {
         let fan_in = s.inputs / s.groups * s.kernel * s.kernel;
-        let bound = kaiming_uniform_bound(fan_in);
         let shape = [s.outputs as i64, (s.inputs / s.groups) as i64, s.kernel as i64, s.kernel as i64];
-        let weight = param(&shape, place, |t| t.f_uniform_(-bound, bound))?;
+        let weight = T::param(&shape, place, Init::Uniform(kaiming_uniform_bound(fan_in)))?;
         let bias = if s.bias {
-            let b = 1.0 / (fan_in as f64).sqrt();
-            Some(param(&[s.outputs as i64], place, |t| t.f_uniform_(-b, b))?)
+            Some(T::param(&[s.outputs as i64], place, Init::Uniform(1.0 / (fan_in as f64).sqrt()))?)
         } else {
             None
         };
@@ -123,85 +104,78 @@ impl Conv2d {
     }
 
     /// `F.conv2d(x, weight, bias, stride, padding, dilation=1, groups)`.
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor, TchError> {
-        x.f_conv2d(&self.weight, self.bias.as_ref(), [self.stride; 2], [self.padding; 2], [1, 1], self.groups)
+    pub fn forward(&self, x: &T) -> Result<T> {
+        x.f_conv2d(&self.weight, self.bias.as_ref(), self.stride, self.padding, self.groups)
     }
 
     /// torchvision's re-initialisation: `kaiming_normal_(w, mode="fan_out", nonlinearity="relu")`.
-    pub fn kaiming_normal_(&mut self) -> Result<(), TchError> {
+    pub fn kaiming_normal_(&mut self) -> Result<()> {
         let size = self.weight.size();
         let fan_out = (size[0] * size[2] * size[3]) as usize;
-        let _no_grad = tch::no_grad_guard();
-        let _ = self.weight.f_normal_(0.0, kaiming_normal_std(fan_out))?;
-        Ok(())
+        self.weight.init_(Init::Normal(kaiming_normal_std(fan_out)))
     }
 
-    pub fn parameters(&self) -> impl Iterator<Item = &Tensor> {
+    pub fn parameters(&self) -> impl Iterator<Item = &T> {
         std::iter::once(&self.weight).chain(self.bias.as_ref())
     }
 
     /// Every tensor, and whether it is a parameter, in `Module._apply`'s order.
-    pub fn tensors_mut(&mut self) -> Vec<(&mut Tensor, bool)> {
+    pub fn tensors_mut(&mut self) -> Vec<(&mut T, bool)> {
         std::iter::once(&mut self.weight).chain(self.bias.as_mut()).map(|t| (t, true)).collect()
     }
 
-    pub fn handles(&self) -> Conv2d {
+    pub fn handles(&self) -> Self {
         Conv2d {
             weight: self.weight.shallow_clone(),
-            bias: self.bias.as_ref().map(Tensor::shallow_clone),
-            ..*self
+            bias: self.bias.as_ref().map(T::shallow_clone),
+            stride: self.stride,
+            padding: self.padding,
+            groups: self.groups,
         }
     }
 }
 
 /// `nn.BatchNorm2d(channels)` in training: normalises with the batch's statistics and updates
 /// its running ones (momentum 0.1, eps 1e-5).
-pub struct BatchNorm2d {
-    pub weight: Tensor,
-    pub bias: Tensor,
-    running_mean: Tensor,
-    running_var: Tensor,
-    num_batches_tracked: Tensor,
+pub struct BatchNorm2d<T> {
+    pub weight: T,
+    pub bias: T,
+    running_mean: T,
+    running_var: T,
+    num_batches_tracked: T,
 }
 
-impl BatchNorm2d {
+impl<T: Ops> BatchNorm2d<T> {
     /// `_NormBase.__init__`: weight and bias (`empty`), the buffers running_mean (`zeros`),
     /// running_var (`ones`) and num_batches_tracked (`tensor(0, dtype=long)`), in that order;
-    /// then `reset_parameters` fills weight with ones and bias with zeros in place.
-    pub fn new(channels: usize, place: Place) -> Result<Self, TchError> {
+    /// `reset_parameters` then fills weight with ones and bias with zeros in place (done here as
+    /// each is made: the same allocations in the same order).
+    pub fn new(channels: usize, place: Place) -> Result<Self> {
         let c = [channels as i64];
-        let weight = param(&c, place, |t| t.f_fill_(1.0))?;
-        let bias = param(&c, place, |t| t.f_fill_(0.0))?;
-        let running_mean = Tensor::f_zeros(c, (place.kind, place.device))?;
-        let running_var = Tensor::f_ones(c, (place.kind, place.device))?;
-        let num_batches_tracked = Tensor::f_zeros([], (Kind::Int64, place.device))?;
-        Ok(BatchNorm2d { weight, bias, running_mean, running_var, num_batches_tracked })
+        Ok(BatchNorm2d {
+            weight: T::param(&c, place, Init::Fill(1.0))?,
+            bias: T::param(&c, place, Init::Fill(0.0))?,
+            running_mean: T::filled(&c, place.kind, place.device, 0.0)?,
+            running_var: T::filled(&c, place.kind, place.device, 1.0)?,
+            num_batches_tracked: T::filled(&[], Kind::Int64, place.device, 0.0)?,
+        })
     }
 
-    /// `BatchNorm2d.forward` in training: `num_batches_tracked.add_(1)`, then
-    /// `F.batch_norm(x, running_mean, running_var, weight, bias, training=True, momentum=0.1,
-    /// eps=1e-5)`.
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor, TchError> {
-        let _ = self.num_batches_tracked.shallow_clone().f_add_scalar_(1)?;
-        x.f_batch_norm(
-            Some(&self.weight),
-            Some(&self.bias),
-            Some(&self.running_mean),
-            Some(&self.running_var),
-            true,
-            0.1,
-            1e-5,
-            true,
+    pub fn forward(&self, x: &T) -> Result<T> {
+        x.batch_norm_train(
+            &self.weight,
+            &self.bias,
+            [&self.running_mean, &self.running_var, &self.num_batches_tracked],
         )
     }
 
-    pub fn parameters(&self) -> [&Tensor; 2] {
+    pub fn parameters(&self) -> [&T; 2] {
         [&self.weight, &self.bias]
     }
 
     /// Every tensor, and whether it is a parameter, in `Module._apply`'s order: parameters,
     /// then buffers.
-    pub fn tensors_mut(&mut self) -> Vec<(&mut Tensor, bool)> {
+    pub fn tensors_mut(&mut self) -> Vec<(&mut T, bool)> {
         vec![
             (&mut self.weight, true),
             (&mut self.bias, true),
@@ -211,7 +185,7 @@ impl BatchNorm2d {
         ]
     }
 
-    pub fn handles(&self) -> BatchNorm2d {
+    pub fn handles(&self) -> Self {
         BatchNorm2d {
             weight: self.weight.shallow_clone(),
             bias: self.bias.shallow_clone(),
@@ -223,68 +197,61 @@ impl BatchNorm2d {
 }
 
 /// `nn.LayerNorm(d)` (eps 1e-5): weight ones, bias zeros.
-pub struct LayerNorm {
-    pub weight: Tensor,
-    pub bias: Tensor,
+pub struct LayerNorm<T> {
+    pub weight: T,
+    pub bias: T,
 }
 
-impl LayerNorm {
-    pub fn new(d: usize, place: Place) -> Result<Self, TchError> {
+impl<T: Ops> LayerNorm<T> {
+    pub fn new(d: usize, place: Place) -> Result<Self> {
         let s = [d as i64];
         Ok(LayerNorm {
-            weight: param(&s, place, |t| t.f_fill_(1.0))?,
-            bias: param(&s, place, |t| t.f_fill_(0.0))?,
+            weight: T::param(&s, place, Init::Fill(1.0))?,
+            bias: T::param(&s, place, Init::Fill(0.0))?,
         })
     }
 
-    /// `F.layer_norm(x, (d,), weight, bias, 1e-5)`.
-    pub fn forward(&self, x: &Tensor) -> Result<Tensor, TchError> {
-        let d = self.weight.size()[0];
-        x.f_layer_norm([d], Some(&self.weight), Some(&self.bias), 1e-5, true)
+    pub fn forward(&self, x: &T) -> Result<T> {
+        x.f_layer_norm(&self.weight, &self.bias)
     }
 
-    pub fn parameters(&self) -> [&Tensor; 2] {
+    pub fn parameters(&self) -> [&T; 2] {
         [&self.weight, &self.bias]
     }
 
-    pub fn handles(&self) -> LayerNorm {
+    pub fn deep_copy(&self) -> Result<Self> {
+        Ok(LayerNorm { weight: self.weight.deep_copy()?, bias: self.bias.deep_copy()? })
+    }
+
+    pub fn handles(&self) -> Self {
         LayerNorm { weight: self.weight.shallow_clone(), bias: self.bias.shallow_clone() }
     }
 }
 
 /// `nn.Embedding(vocab, d)`: weight `normal_(0, 1)`.
-pub struct Embedding {
-    pub weight: Tensor,
+pub struct Embedding<T> {
+    pub weight: T,
 }
 
-impl Embedding {
-    pub fn new(vocab: usize, d: usize, place: Place) -> Result<Self, TchError> {
-        Ok(Embedding { weight: param(&[vocab as i64, d as i64], place, |t| t.f_normal_(0.0, 1.0))? })
+impl<T: Ops> Embedding<T> {
+    pub fn new(vocab: usize, d: usize, place: Place) -> Result<Self> {
+        Ok(Embedding { weight: T::param(&[vocab as i64, d as i64], place, Init::Normal(1.0))? })
     }
 
-    /// `F.embedding(tokens, weight)`: padding_idx none (-1), no max_norm, dense gradient.
-    pub fn forward(&self, tokens: &Tensor) -> Result<Tensor, TchError> {
-        Tensor::f_embedding(&self.weight, tokens, -1, false, false)
+    /// `F.embedding(tokens, weight)`: padding_idx none, no max_norm, dense gradient.
+    pub fn forward(&self, tokens: &T) -> Result<T> {
+        T::f_embedding(&self.weight, tokens)
     }
 
-    pub fn handles(&self) -> Embedding {
+    pub fn handles(&self) -> Self {
         Embedding { weight: self.weight.shallow_clone() }
     }
 }
 
-/// A parameter's deep copy (`copy.deepcopy` of a module: `clone` of each parameter), a leaf that
-/// requires grad.
-pub fn deep_copy(t: &Tensor) -> Result<Tensor, TchError> {
-    let mut out = t.f_empty_like()?;
-    {
-        let _no_grad = tch::no_grad_guard();
-        out.f_copy_(t)?;
-    }
-    out.f_detach()?.f_set_requires_grad(true)
-}
-
 #[cfg(test)]
 mod tests {
+    use tch::{Device, Tensor};
+
     use super::*;
 
     #[test]
@@ -302,7 +269,7 @@ mod tests {
     fn conv_shapes_and_bias() {
         let place = Place { kind: Kind::Float, device: Device::Cpu };
         let s = ConvShape { inputs: 8, outputs: 8, kernel: 3, stride: 1, padding: 1, groups: 8, bias: true };
-        let c = Conv2d::new(s, place).unwrap();
+        let c = Conv2d::<Tensor>::new(s, place).unwrap();
         assert_eq!(c.weight.size(), vec![8, 1, 3, 3]);
         assert_eq!(c.parameters().count(), 2);
         let x = Tensor::f_randn([2, 8, 5, 5], (Kind::Float, Device::Cpu)).unwrap();
