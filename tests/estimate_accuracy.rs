@@ -8,12 +8,12 @@
 //! the largest workspace this test measures for the case's shapes, and never exceed it.
 mod common;
 
-use common::Sandbox;
-use oomlab::estimate::{self, relative_error, Options, Prediction};
+use common::{compare, measure, Sandbox};
+use oomlab::estimate::{self, Options};
 use oomlab::plan::{Overrides, Plan};
 use oomlab::probe::{CpuProbe, MemoryProbe};
 use oomlab::run::{self, RunOptions};
-use oomlab::schema::{Phase, PhaseRecord, Status};
+use oomlab::schema::Status;
 use oomlab::spec::{
     Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, History, Mode, ModelSpec, OptimizerImpl,
     OptimizerSpec, ScalerSpec, Techniques, TrainingSpec,
@@ -93,55 +93,6 @@ impl Case {
             self.techniques
         )
     }
-}
-
-/// Runs a real trial on the CPU; returns its records with the baseline taken off, and its peak.
-fn measure(config: &Config) -> (Vec<PhaseRecord>, u64) {
-    let probe = CpuProbe::new(None).expect("CPU probe");
-    let mut records = Vec::new();
-    let outcome = oomlab::train::run_trial(config, &probe, 0, oomlab::schema::TraceLevel::Phases, &mut |r| {
-        records.push(r.clone());
-        Ok(())
-    })
-    .expect("trial runs");
-    assert_eq!(outcome.status, Status::Ok, "{}", outcome.message);
-    let base = outcome.baseline_allocated;
-    for r in &mut records {
-        r.memory_allocated -= base;
-        r.max_memory_allocated -= base;
-    }
-    (records, outcome.max_memory_allocated - base)
-}
-
-/// Compares a prediction with a trial: every phase's end and peak, and the trial's peak, to
-/// the byte, except that a peak where a matmul ran (forward, backward, the trial's) may fall
-/// short by up to `workspace`. Returns the failures (empty: all match) and the largest relative
-/// error seen.
-fn compare(
-    name: &str,
-    predicted: &Prediction,
-    records: &[PhaseRecord],
-    peak: u64,
-    workspace: u64,
-) -> (Vec<String>, f64) {
-    let mut failures = Vec::new();
-    let mut worst = 0f64;
-    let mut check = |what: String, p: u64, m: u64, slack: u64| {
-        worst = worst.max(relative_error(p, m).abs());
-        if p > m || m - p > slack {
-            failures
-                .push(format!("{name}: {what}: predicted {p}, measured {m} ({:+} B)", p as i64 - m as i64));
-        }
-    };
-    assert_eq!(predicted.phases.len(), records.len(), "{name}: phases {:?}", predicted.phases);
-    for (p, r) in predicted.phases.iter().zip(records) {
-        assert_eq!((p.step, p.micro, p.phase), (r.step, r.micro, r.phase), "{name}: phase order");
-        let slack = if matches!(r.phase, Phase::Forward | Phase::Backward) { workspace } else { 0 };
-        check(format!("step {} {} end", r.step, r.phase), p.allocated_end, r.memory_allocated, 0);
-        check(format!("step {} {} peak", r.step, r.phase), p.peak, r.max_memory_allocated, slack);
-    }
-    check("trial peak".into(), predicted.peak, peak, workspace);
-    (failures, worst)
 }
 
 /// The largest scratch buffer oneDNN takes for this case's matrix products in its autocast dtype,

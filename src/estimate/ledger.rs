@@ -1,7 +1,9 @@
 //! A replay of the allocator: live bytes per category, and the peak of the current phase with
 //! what was live at that moment. [`super::phases`] calls `alloc` and `free` in the order libtorch
 //! allocates and frees, so the peaks come out as the allocator's own `max_memory_allocated`.
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use serde::Serialize;
 
@@ -280,6 +282,25 @@ impl Ledger {
         Held { c, bytes, block }
     }
 
+    /// The allocation `held`, filed under `to` from now on (no allocation).
+    pub fn refile(&mut self, held: Held, to: Category) -> Held {
+        let counted = match (&mut self.cuda, held.block) {
+            (Some(b), Some(id)) => {
+                let list = b.live.get_mut(&held.c).expect("a held block's category is live");
+                let i = list.iter().position(|e| e.1 == id).expect("a held block is live");
+                let entry = list.remove(i);
+                b.live.entry(to).or_default().push(entry);
+                entry.2
+            }
+            (Some(_), None) => 0,
+            (None, _) => held.bytes,
+        };
+        self.uncount(held.c, counted);
+        let slot = self.live.get_mut(to);
+        *slot = slot.saturating_add(counted);
+        Held { c: to, ..held }
+    }
+
     /// Frees exactly the allocation `held`.
     pub fn release(&mut self, held: Held) {
         let counted = match (&mut self.cuda, held.block) {
@@ -293,6 +314,78 @@ impl Ledger {
             (None, _) => held.bytes,
         };
         self.uncount(held.c, counted);
+    }
+}
+
+/// A ledger shared by the replay's driver and the symbolic tensors (which free themselves when
+/// their last holder lets go): the same calls, through a shared handle.
+#[derive(Debug, Clone)]
+pub struct Shared(Rc<RefCell<Ledger>>);
+
+impl Shared {
+    pub fn new(ledger: Ledger) -> Self {
+        Shared(Rc::new(RefCell::new(ledger)))
+    }
+
+    pub fn alloc(&self, c: Category, bytes: u64) {
+        self.0.borrow_mut().alloc(c, bytes)
+    }
+
+    pub fn free(&self, c: Category, bytes: u64) {
+        self.0.borrow_mut().free(c, bytes)
+    }
+
+    pub fn hold(&self, c: Category, bytes: u64) -> Held {
+        self.0.borrow_mut().hold(c, bytes)
+    }
+
+    pub fn release(&self, held: Held) {
+        self.0.borrow_mut().release(held)
+    }
+
+    pub fn refile(&self, held: Held, to: Category) -> Held {
+        self.0.borrow_mut().refile(held, to)
+    }
+
+    /// The bytes an allocation asked for.
+    pub fn bytes_of(&self, held: Held) -> u64 {
+        held.bytes
+    }
+
+    pub fn recategorize(&self, from: Category, to: Category, bytes: u64) {
+        self.0.borrow_mut().recategorize(from, to, bytes)
+    }
+
+    pub fn reset_peak(&self) {
+        self.0.borrow_mut().reset_peak()
+    }
+
+    pub fn live(&self) -> Categories {
+        self.0.borrow().live()
+    }
+
+    pub fn peak(&self) -> u64 {
+        self.0.borrow().peak()
+    }
+
+    pub fn at_peak(&self) -> Categories {
+        self.0.borrow().at_peak()
+    }
+
+    pub fn reserved(&self) -> (u64, u64) {
+        self.0.borrow().reserved()
+    }
+
+    pub fn requested(&self, c: Category) -> u64 {
+        self.0.borrow().requested(c)
+    }
+
+    pub fn baseline(&self) -> (u64, u64) {
+        self.0.borrow().baseline()
+    }
+
+    pub fn refused(&self) -> Option<OutOfMemory> {
+        self.0.borrow().refused()
     }
 }
 

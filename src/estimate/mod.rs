@@ -43,6 +43,7 @@
 //! [`Prediction::notes`] says where a prediction is less than exact.
 pub mod bounds;
 pub mod caching;
+pub mod graph;
 mod ledger;
 pub mod onednn;
 mod options;
@@ -87,14 +88,22 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
     }
     // From here on no size can overflow the replay's integers, and the replay is bounded.
     bounds::check(config, shape, options.target)?;
-    let Some(widths) = config.model.mlp_widths() else {
-        bail!(
-            "the estimate models MLPs so far, not a {} ({}); `oomlab run` measures it",
-            config.model.kind(),
-            config.model.describe()
-        );
+    let terms = match config.model.mlp_widths() {
+        Some(widths) => terms::Terms::new(shape, &widths, t.batch_size, t.dtype, options.target),
+        None => {
+            if tech.amp != Amp::Off {
+                bail!(
+                    "the estimate models mixed precision (training.amp) for MLPs only so far, not for a {} \
+                     ({}); `oomlab run` measures it",
+                    config.model.kind(),
+                    config.model.describe()
+                );
+            }
+            let input = crate::nn::Input::of(&config.data, shape.features, shape.classes);
+            let params = phases::parameter_numels(config, input, options.target);
+            terms::Terms::other(shape, params, t.batch_size, t.dtype, options.target)
+        }
     };
-    let terms = terms::Terms::new(shape, &widths, t.batch_size, t.dtype, options.target);
     let replay = phases::Sim::new(config, &terms, options).run();
     let phases = replay.phases;
     let peak = phases.iter().map(|p| p.peak).max().unwrap_or(0);
@@ -112,6 +121,22 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
              block addresses are assumed in the order made",
             crate::spec::format_size(options.workspaces.total())
         ));
+    }
+    if config.model.mlp_widths().is_none() {
+        notes.push(match options.target {
+            Target::Cpu => format!(
+                "{}: replayed op by op through the model's own code; oneDNN's convolution buffers and batch norm's \
+                 were measured on this CPU at {} thread(s) (batches past {} extrapolated from two)",
+                config.model.describe(),
+                options.threads,
+                graph::kernels::EXACT_UP_TO
+            ),
+            Target::Cuda => format!(
+                "{}: replayed op by op through the model's own code; cuDNN's convolution workspaces and CUDA \
+                 attention kernels' own buffers are not modelled (not yet measured on a GPU): a lower bound there",
+                config.model.describe()
+            ),
+        });
     }
     if tech.mode == Mode::Train {
         let cuda = options.target == Target::Cuda;

@@ -83,8 +83,10 @@ pub struct Terms {
     /// Element size of the training dtype.
     pub elt: u64,
     pub dtype: Dtype,
-    /// `depth` hidden layers, then the head (as `Mlp::new` makes them).
+    /// An MLP's hidden layers, then the head (as `Mlp::new` makes them); empty for other kinds.
     pub layers: Vec<Layer>,
+    /// The parameters' element counts in the optimizer's order.
+    pub params: Vec<u64>,
     pub shape: DataShape,
     /// The micro-batch: `training.batch_size` rows per forward/backward.
     pub batch: u64,
@@ -97,14 +99,20 @@ impl Terms {
         let mut widths = vec![shape.features as u64];
         widths.extend(hidden.iter().map(|&w| w as u64));
         widths.push(shape.classes as u64);
-        let layers = widths.windows(2).map(|w| Layer { inputs: w[0], outputs: w[1] }).collect();
-        Terms { elt: elt_size(dtype), dtype, layers, shape, batch: batch as u64, target }
+        let layers: Vec<Layer> = widths.windows(2).map(|w| Layer { inputs: w[0], outputs: w[1] }).collect();
+        let params = layers.iter().flat_map(|l| [l.weight_numel(), l.bias_numel()]).collect();
+        Terms { elt: elt_size(dtype), dtype, layers, params, shape, batch: batch as u64, target }
     }
 
-    /// The parameter tensors in the order the optimizer holds them (`Mlp::parameters`: weight
-    /// then bias, layer by layer), in elements.
+    /// A model of another kind, with these parameters (`nn::Model::parameters`' order).
+    pub fn other(shape: DataShape, params: Vec<u64>, batch: usize, dtype: Dtype, target: Target) -> Self {
+        Terms { elt: elt_size(dtype), dtype, layers: Vec::new(), params, shape, batch: batch as u64, target }
+    }
+
+    /// The parameter tensors in the order the optimizer holds them (for an MLP `Mlp::parameters`:
+    /// weight then bias, layer by layer), in elements.
     pub fn param_numels(&self) -> Vec<u64> {
-        self.layers.iter().flat_map(|l| [l.weight_numel(), l.bias_numel()]).collect()
+        self.params.clone()
     }
 
     pub fn param_count(&self) -> u64 {

@@ -22,9 +22,12 @@ pub struct RawStats {
 extern "C" {
     fn oomlab_cpu_install(err: *mut c_char, len: usize) -> c_int;
     fn oomlab_cpu_set_cap(bytes: i64);
+    fn oomlab_cpu_cap() -> i64;
     fn oomlab_cpu_stats(out: *mut RawStats);
     fn oomlab_cpu_reset_peak();
     fn oomlab_cpu_allocations() -> i64;
+    fn oomlab_cpu_events_start();
+    fn oomlab_cpu_events_stop(deltas: *mut i64, ptrs: *mut u64, cap: i64) -> i64;
     fn oomlab_cuda_stats(device: c_int, out: *mut RawStats, err: *mut c_char, len: usize) -> c_int;
     fn oomlab_cuda_reset_peak(device: c_int, err: *mut c_char, len: usize) -> c_int;
     fn oomlab_cuda_empty_cache(err: *mut c_char, len: usize) -> c_int;
@@ -44,6 +47,36 @@ extern "C" {
     ) -> c_int;
     fn oomlab_set_allocator_settings(settings: *const c_char, err: *mut c_char, len: usize) -> c_int;
     fn oomlab_autocast_enabled(device_type: c_int) -> c_int;
+    fn oomlab_conv2d_backward(
+        grad: *mut c_void,
+        input: *mut c_void,
+        weight: *mut c_void,
+        bias_size: i64,
+        stride: i64,
+        padding: i64,
+        groups: i64,
+        m0: c_int,
+        m1: c_int,
+        m2: c_int,
+        out: *mut *mut c_void,
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
+    fn oomlab_batch_norm_backward(
+        grad: *mut c_void,
+        input: *mut c_void,
+        weight: *mut c_void,
+        mean: *mut c_void,
+        var: *mut c_void,
+        save_mean: *mut c_void,
+        save_invstd: *mut c_void,
+        m0: c_int,
+        m1: c_int,
+        m2: c_int,
+        out: *mut *mut c_void,
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
     fn oomlab_rng_state(device_type: c_int, index: c_int, err: *mut c_char, len: usize) -> *mut c_void;
     fn oomlab_set_rng_state(
         device_type: c_int,
@@ -101,6 +134,13 @@ pub fn cpu_set_cap(bytes: Option<u64>) {
     unsafe { oomlab_cpu_set_cap(raw) }
 }
 
+/// The CPU cap in bytes, if one is set.
+pub fn cpu_cap() -> Option<u64> {
+    // SAFETY: plain value.
+    let raw = unsafe { oomlab_cpu_cap() };
+    (raw >= 0).then_some(raw as u64)
+}
+
 pub fn cpu_stats() -> RawStats {
     let mut s = RawStats::default();
     // SAFETY: `s` is a valid, writable RawStats.
@@ -112,6 +152,29 @@ pub fn cpu_stats() -> RawStats {
 pub fn cpu_allocations() -> u64 {
     // SAFETY: no arguments.
     unsafe { oomlab_cpu_allocations() }.max(0) as u64
+}
+
+/// Runs `f` with the counting allocator's event log on; returns what it returned and every
+/// counted allocation (`+bytes`) and free (`-bytes`) it made, with the data pointer, in order.
+/// The counting allocator must be installed. One log at a time, whatever the thread.
+pub fn cpu_events<T>(f: impl FnOnce() -> T) -> (T, Vec<(i64, u64)>) {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: no arguments.
+    unsafe { oomlab_cpu_events_start() };
+    let out = f();
+    let mut cap = 4096usize;
+    loop {
+        let (mut deltas, mut ptrs) = (vec![0i64; cap], vec![0u64; cap]);
+        // SAFETY: both buffers hold `cap` elements.
+        let n =
+            unsafe { oomlab_cpu_events_stop(deltas.as_mut_ptr(), ptrs.as_mut_ptr(), cap as i64) } as usize;
+        if n <= cap {
+            return (out, deltas.into_iter().zip(ptrs).take(n).collect());
+        }
+        // The log was stopped by the call above and is kept: read it again, whole.
+        cap = n;
+    }
 }
 
 pub fn cpu_reset_peak() {
@@ -195,6 +258,90 @@ pub fn set_rng_state(device: tch::Device, state: &tch::Tensor) -> Result<(), Str
     let (kind, index) = device_numbers(device);
     // SAFETY: `state` is a live at::Tensor for the call; buffer from `call`.
     call(|e, l| unsafe { oomlab_set_rng_state(kind, index, state.as_ptr() as *mut c_void, e, l) })
+}
+
+/// Three results of the shim, as tensors (undefined where it wrote null).
+fn three(out: [*mut c_void; 3]) -> [tch::Tensor; 3] {
+    out.map(|p| {
+        if p.is_null() {
+            // SAFETY: tch's own way to an undefined tensor (a null C tensor is not one).
+            tch::Tensor::new()
+        } else {
+            // SAFETY: a heap at::Tensor the shim made for us, now owned here.
+            unsafe { tch::Tensor::from_ptr(p as *mut torch_sys::C_tensor) }
+        }
+    })
+}
+
+fn ptr(t: &tch::Tensor) -> *mut c_void {
+    t.as_ptr() as *mut c_void
+}
+
+/// `at::convolution_backward` of a 2-d convolution (dilation 1, not transposed): the input's,
+/// weight's and bias's gradients, as `mask` asks.
+#[allow(clippy::too_many_arguments)]
+pub fn conv2d_backward(
+    grad: &tch::Tensor,
+    input: &tch::Tensor,
+    weight: &tch::Tensor,
+    bias_size: Option<i64>,
+    stride: i64,
+    padding: i64,
+    groups: i64,
+    mask: [bool; 3],
+) -> Result<[tch::Tensor; 3], String> {
+    let mut out = [std::ptr::null_mut(); 3];
+    let [m0, m1, m2] = mask.map(c_int::from);
+    // SAFETY: the tensors are live for the call; `out` has room for three handles.
+    call(|e, l| unsafe {
+        oomlab_conv2d_backward(
+            ptr(grad),
+            ptr(input),
+            ptr(weight),
+            bias_size.unwrap_or(-1),
+            stride,
+            padding,
+            groups,
+            m0,
+            m1,
+            m2,
+            out.as_mut_ptr(),
+            e,
+            l,
+        )
+    })?;
+    Ok(three(out))
+}
+
+/// `at::native_batch_norm_backward` in training: the input's, weight's and bias's gradients, as
+/// `mask` asks.
+pub fn batch_norm_backward(
+    grad: &tch::Tensor,
+    input: &tch::Tensor,
+    [weight, mean, var, save_mean, save_invstd]: [&tch::Tensor; 5],
+    mask: [bool; 3],
+) -> Result<[tch::Tensor; 3], String> {
+    let mut out = [std::ptr::null_mut(); 3];
+    let [m0, m1, m2] = mask.map(c_int::from);
+    // SAFETY: the tensors are live for the call; `out` has room for three handles.
+    call(|e, l| unsafe {
+        oomlab_batch_norm_backward(
+            ptr(grad),
+            ptr(input),
+            ptr(weight),
+            ptr(mean),
+            ptr(var),
+            ptr(save_mean),
+            ptr(save_invstd),
+            m0,
+            m1,
+            m2,
+            out.as_mut_ptr(),
+            e,
+            l,
+        )
+    })?;
+    Ok(three(out))
 }
 
 /// The libtorch version the binary was built against, e.g. "2.11.0".

@@ -9,6 +9,7 @@
 //
 // Every entry point is extern "C" and noexcept: a C++ exception is turned into a non-zero return
 // and a message in the caller's buffer, never unwound into Rust.
+#include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
@@ -30,8 +31,10 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 extern "C" {
 struct oomlab_stats {
@@ -85,6 +88,21 @@ void raise_peak(int64_t now) {
   }
 }
 
+// The event log the estimate's probes read: each counted allocation (+bytes) and free (-bytes)
+// with its data pointer, while switched on. Off, it costs one relaxed load per event.
+std::atomic<bool> g_events_on{false};
+std::mutex g_events_mutex;
+std::vector<std::pair<int64_t, uintptr_t>>& events() {
+  static auto* v = new std::vector<std::pair<int64_t, uintptr_t>>();  // never destroyed
+  return *v;
+}
+
+void log_event(int64_t delta, void* data) {
+  if (!g_events_on.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(g_events_mutex);
+  events().emplace_back(delta, reinterpret_cast<uintptr_t>(data));
+}
+
 // Live allocations: data pointer -> the inner allocation and its size. The DataPtr we hand out
 // has the data pointer as its context (as the default allocator's do), because libtorch's
 // raw_allocate path (used by some CPU kernels, e.g. bf16 addmm) requires context == data and
@@ -110,6 +128,7 @@ void counted_delete(void* data) {
   }
   const int64_t after = g_cpu.current.fetch_sub(c.bytes) - c.bytes;
   if (g_log) std::fprintf(stderr, "oomlab-alloc -%lld %lld\n", (long long)c.bytes, (long long)after);
+  log_event(-c.bytes, data);
   // c.inner frees the memory here, outside the lock.
 }
 
@@ -152,6 +171,7 @@ struct CountingAllocator final : c10::Allocator {
       std::lock_guard<std::mutex> lock(g_live_mutex);
       live().emplace(data, Counted{std::move(dp), bytes});
     }
+    log_event(bytes, data);
     return {data, data, &counted_delete, device};
   }
 
@@ -197,6 +217,28 @@ int oomlab_cpu_install(char* err, size_t len) noexcept {
 }
 
 void oomlab_cpu_set_cap(int64_t bytes) noexcept { g_cpu.cap.store(bytes); }
+
+int64_t oomlab_cpu_cap() noexcept { return g_cpu.cap.load(); }
+
+// Starts the event log afresh.
+void oomlab_cpu_events_start() noexcept {
+  std::lock_guard<std::mutex> lock(g_events_mutex);
+  events().clear();
+  g_events_on.store(true);
+}
+
+// Stops the log and copies up to `cap` events out; returns how many there were.
+int64_t oomlab_cpu_events_stop(int64_t* deltas, uint64_t* ptrs, int64_t cap) noexcept {
+  std::lock_guard<std::mutex> lock(g_events_mutex);
+  g_events_on.store(false);
+  const auto& v = events();
+  const int64_t n = static_cast<int64_t>(v.size());
+  for (int64_t i = 0; i < n && i < cap; ++i) {
+    deltas[i] = v[i].first;
+    ptrs[i] = v[i].second;
+  }
+  return n;
+}
 
 void oomlab_cpu_stats(oomlab_stats* out) noexcept {
   const int64_t current = g_cpu.current.load();
@@ -279,6 +321,48 @@ int oomlab_set_rng_state(int device_type, int index, void* state, char* err, siz
     at::Generator gen = default_generator(device_type, index);
     std::lock_guard<std::mutex> lock(gen.mutex());
     gen.set_state(*static_cast<at::Tensor*>(state));
+  });
+}
+
+// A new heap at::Tensor handle for tch, or null for an undefined one.
+static void* handle(const at::Tensor& t) { return t.defined() ? new at::Tensor(t) : nullptr; }
+
+// at::convolution_backward for a 2-d convolution (what ConvolutionBackward0 runs), which tch does
+// not bind: the estimate measures what it allocates. `bias_size` < 0: no bias. Writes the input's,
+// weight's and bias's gradients (null where not asked for) to `out`.
+int oomlab_conv2d_backward(void* grad, void* input, void* weight, int64_t bias_size, int64_t stride,
+                           int64_t padding, int64_t groups, int m0, int m1, int m2, void** out,
+                           char* err, size_t len) noexcept {
+  return guarded(err, len, [&] {
+    std::optional<c10::IntArrayRef> bias_sizes;
+    std::vector<int64_t> b;
+    if (bias_size >= 0) {
+      b.push_back(bias_size);
+      bias_sizes = c10::IntArrayRef(b);
+    }
+    const std::vector<int64_t> s{stride, stride}, p{padding, padding}, d{1, 1}, op{0, 0};
+    auto r = at::convolution_backward(*static_cast<at::Tensor*>(grad), *static_cast<at::Tensor*>(input),
+                                      *static_cast<at::Tensor*>(weight), bias_sizes, s, p, d, false, op,
+                                      groups, {m0 != 0, m1 != 0, m2 != 0});
+    out[0] = handle(std::get<0>(r));
+    out[1] = handle(std::get<1>(r));
+    out[2] = handle(std::get<2>(r));
+  });
+}
+
+// at::native_batch_norm_backward in training (what NativeBatchNormBackward0 runs), which tch does
+// not bind. Writes the input's, weight's and bias's gradients (null where not asked for).
+int oomlab_batch_norm_backward(void* grad, void* input, void* weight, void* mean, void* var,
+                               void* save_mean, void* save_invstd, int m0, int m1, int m2,
+                               void** out, char* err, size_t len) noexcept {
+  return guarded(err, len, [&] {
+    auto t = [](void* p) { return std::optional<at::Tensor>(*static_cast<at::Tensor*>(p)); };
+    auto r = at::native_batch_norm_backward(*static_cast<at::Tensor*>(grad), *static_cast<at::Tensor*>(input),
+                                            t(weight), t(mean), t(var), t(save_mean), t(save_invstd), true,
+                                            1e-5, {m0 != 0, m1 != 0, m2 != 0});
+    out[0] = handle(std::get<0>(r));
+    out[1] = handle(std::get<1>(r));
+    out[2] = handle(std::get<2>(r));
   });
 }
 

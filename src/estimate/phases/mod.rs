@@ -7,10 +7,12 @@
 //! Sizes come from [`Terms`]; the [`Ledger`] turns the events into per-phase peaks.
 mod amp;
 mod checkpoint;
+mod net;
+pub(crate) use net::parameter_numels;
 mod optim;
 
 use super::caching::OutOfMemory;
-use super::ledger::{Category, Ledger};
+use super::ledger::{Category, Ledger, Shared};
 use super::terms::{Target, Terms};
 use super::{Gather, Options, PhasePrediction};
 use crate::schema::Phase;
@@ -35,7 +37,7 @@ pub(super) struct Sim<'a> {
     gather: Gather,
     /// libtorch's intra-op threads (see [`Options::threads`]).
     threads: usize,
-    ledger: Ledger,
+    ledger: Shared,
     out: Vec<PhasePrediction>,
     /// The optimizer has allocated its state (it does at its first step).
     has_state: bool,
@@ -43,6 +45,8 @@ pub(super) struct Sim<'a> {
     has_scaler: bool,
     /// Training runs under autocast: activations in low precision.
     autocast: bool,
+    /// A model that is not an MLP, replayed through its own code over symbolic tensors.
+    net: Option<net::Net>,
 }
 
 /// How a training step's forward and backward run.
@@ -66,11 +70,11 @@ impl<'a> Sim<'a> {
     pub fn new(config: &'a Config, t: &'a Terms, options: &Options) -> Self {
         let autocast = config.training.techniques.amp != Amp::Off;
         let (gather, threads) = (options.gather, options.threads);
-        let ledger = match options.target {
+        let ledger = Shared::new(match options.target {
             Target::Cpu => Ledger::default(),
             Target::Cuda => Ledger::cuda(options.limit, options.workspaces.in_order()),
-        };
-        Sim {
+        });
+        let mut sim = Sim {
             t,
             oom: None,
             config,
@@ -81,11 +85,19 @@ impl<'a> Sim<'a> {
             has_state: false,
             has_scaler: false,
             autocast,
+            net: None,
+        };
+        if config.model.mlp_widths().is_none() {
+            sim.net = Some(net::Net::new(&sim));
         }
+        sim
     }
 
     /// Replays the whole trial.
     pub fn run(mut self) -> Replay {
+        if self.net.is_some() {
+            return self.run_net();
+        }
         self.phase(0, 0, Phase::Data, Self::data);
         self.phase(0, 0, Phase::Model, Self::model);
         let tech = self.config.training.techniques;

@@ -237,7 +237,7 @@ impl Sim<'_> {
         let dummy_inv_scale = self.ledger.hold(Transient, single);
         let found_inf = self.ledger.hold(Transient, single);
         self.ledger.release(dummy_inv_scale); // when _check_inf_per_device returns
-        let mut copy = || {
+        let copy = || {
             self.ledger.alloc(Transient, wrap);
             let made = self.ledger.hold(Transient, single);
             self.ledger.free(Transient, wrap);

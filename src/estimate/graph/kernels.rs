@@ -1,0 +1,452 @@
+//! What a kernel allocates inside one op, where no formula says: oneDNN's convolutions and
+//! libtorch's CPU batch norm, measured.
+//!
+//! On the CPU a convolution runs in oneDNN, which reorders the input, the weight (at every call:
+//! nothing is cached in training) and the output into its blocked layouts, with channels padded
+//! to its vector width (16 on AVX-512, 8 on AVX2), and takes scratch buffers whose sizes depend
+//! on the kernel it picks for the ISA, the shape and the thread count; all through libtorch's CPU
+//! allocator. Batch norm's CPU kernels take per-thread buffers at a 1x1 spatial size. Rather than
+//! guess oneDNN's choices, the estimate runs each distinct op once, on this CPU at the replay's
+//! thread count, on zeros of the same shape, and records what it allocated and freed (the
+//! counting allocator's event log, by data pointer): a [`Profile`]. The sizes are linear in the
+//! batch (activations and their reorders) or constant (weights, scratch), so two small batches
+//! give them for any batch; a batch up to [`EXACT_UP_TO`] is measured as it is, since oneDNN picks
+//! other kernels for some small batches (a 1x1 convolution under 16 rows on one thread runs
+//! without oneDNN). The replay then makes those allocations and frees in that order.
+//!
+//! On CUDA the kernels' own buffers (cuDNN's workspaces) are not measured here: the estimate
+//! counts the outputs and gradients only, and says so.
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Mutex;
+
+use tch::{Device, Kind, Tensor};
+
+use super::backward::Rule;
+use super::tensor::{Dt, Sym};
+use super::Ctx;
+use crate::estimate::ledger::Category::Transient;
+use crate::estimate::Target;
+
+/// Batches up to this are measured as they are; larger ones from two measurements, at this
+/// batch and the next, extrapolated.
+pub(crate) const EXACT_UP_TO: i64 = 17;
+
+/// A size, `a + b * batch`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Affine {
+    a: i64,
+    b: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Event {
+    Alloc(Affine),
+    /// Frees the allocation made at this index among the profile's allocations.
+    Free(usize),
+}
+
+/// What one op allocated and freed, and which of its allocations it returned.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Profile {
+    events: Vec<Event>,
+    /// Indices among the allocations, in the op's result order (`None`: that result was not made).
+    results: Vec<Option<usize>>,
+}
+
+impl Profile {
+    /// From a measurement: `events` from the event log, `results` the data pointers of the op's
+    /// outputs. Sizes are constant until [`Profile::fit`].
+    fn measured(events: &[(i64, u64)], results: &[Option<u64>]) -> Profile {
+        let mut allocs: Vec<u64> = Vec::new(); // the pointer of each allocation, by index
+        let mut live: HashMap<u64, usize> = HashMap::new();
+        let mut out = Vec::new();
+        for &(delta, ptr) in events {
+            if delta > 0 {
+                live.insert(ptr, allocs.len());
+                allocs.push(ptr);
+                out.push(Event::Alloc(Affine { a: delta, b: 0 }));
+            } else if let Some(i) = live.remove(&ptr) {
+                out.push(Event::Free(i));
+            }
+            // A free of something made before the op (its input, say) is not the op's.
+        }
+        let results = results.iter().map(|r| r.and_then(|p| live.get(&p).copied())).collect();
+        Profile { events: out, results }
+    }
+
+    /// The profile at `b1`, linear through this one (at batch `n0`) and `other` (at `n0 + 1`);
+    /// `None` when the two did not allocate alike.
+    fn fit(&self, other: &Profile, n0: i64) -> Option<Profile> {
+        if self.events.len() != other.events.len() || self.results != other.results {
+            return None;
+        }
+        let events = self
+            .events
+            .iter()
+            .zip(&other.events)
+            .map(|(e0, e1)| match (e0, e1) {
+                (Event::Alloc(s0), Event::Alloc(s1)) => {
+                    let b = s1.a - s0.a;
+                    Some(Event::Alloc(Affine { a: s0.a - b * n0, b }))
+                }
+                (Event::Free(i), Event::Free(j)) if i == j => Some(Event::Free(*i)),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(Profile { events, results: self.results.clone() })
+    }
+
+    /// Replays the profile at `batch`: scratch allocations as bytes, each result as a tensor of
+    /// the shape `results` gives (in result order). What the op made and did not free or return
+    /// goes at its end.
+    fn replay(&self, ctx: &Rc<Ctx>, batch: i64, results: &[(Vec<i64>, Dt)]) -> Vec<Option<Sym>> {
+        let mut made: Vec<Option<Sym>> = Vec::new();
+        let result_of = |index: usize| self.results.iter().position(|r| *r == Some(index));
+        for e in &self.events {
+            match e {
+                Event::Alloc(size) => {
+                    let index = made.len();
+                    made.push(Some(match result_of(index) {
+                        Some(k) => Sym::alloc(ctx, &results[k].0, results[k].1, Transient),
+                        None => {
+                            let bytes = (size.a + size.b * batch).max(0);
+                            Sym::alloc(ctx, &[bytes], Dt(Kind::Uint8), Transient)
+                        }
+                    }));
+                }
+                Event::Free(i) => drop(made[*i].take()),
+            }
+        }
+        let out = self.results.iter().map(|r| r.and_then(|i| made[i].take())).collect();
+        drop(made);
+        out
+    }
+}
+
+/// What identifies a measured op.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    ConvForward {
+        input: Vec<i64>,
+        weight: Vec<i64>,
+        bias: bool,
+        stride: i64,
+        padding: i64,
+        groups: i64,
+        kind: i32,
+    },
+    ConvBackward {
+        input: Vec<i64>,
+        weight: Vec<i64>,
+        mask: [bool; 3],
+        stride: i64,
+        padding: i64,
+        groups: i64,
+        kind: i32,
+    },
+    BnForward {
+        input: Vec<i64>,
+        kind: i32,
+    },
+    BnBackward {
+        input: Vec<i64>,
+        mask: [bool; 3],
+        kind: i32,
+    },
+}
+
+/// Measured profiles, per thread count, for the life of the process.
+static PROFILES: Mutex<Option<HashMap<(Key, usize), Profile>>> = Mutex::new(None);
+
+fn kind_code(k: Kind) -> i32 {
+    match k {
+        Kind::Float => 0,
+        Kind::Double => 1,
+        Kind::Half => 2,
+        Kind::BFloat16 => 3,
+        _ => 4,
+    }
+}
+
+fn with_batch(shape: &[i64], n: i64) -> Vec<i64> {
+    let mut s = shape.to_vec();
+    s[0] = n;
+    s
+}
+
+/// The profile of the op `key` at `batch`, measured if no run has yet: `run(n)` makes the
+/// inputs at batch `n` (outside the log), runs the op (inside it) and returns the outputs' data
+/// pointers.
+fn profile(
+    ctx: &Ctx,
+    key: Key,
+    batch: i64,
+    run: impl Fn(i64) -> Option<(Vec<(i64, u64)>, Vec<Option<u64>>)>,
+) -> Option<Profile> {
+    // The measurement reads the counting allocator's event log.
+    crate::ffi::cpu_install().ok()?;
+    let measure = |n: i64| -> Option<Profile> {
+        let mut cache = PROFILES.lock().unwrap_or_else(|e| e.into_inner());
+        let map = cache.get_or_insert_with(HashMap::new);
+        let exact_key = (key_at(&key, n), ctx.threads);
+        if let Some(p) = map.get(&exact_key) {
+            return Some(p.clone());
+        }
+        let (events, results) = on_threads(ctx.threads, || run(n))?;
+        let p = Profile::measured(&events, &results);
+        map.insert(exact_key, p.clone());
+        Some(p)
+    };
+    if batch <= EXACT_UP_TO {
+        return measure(batch);
+    }
+    let (p0, p1) = (measure(EXACT_UP_TO)?, measure(EXACT_UP_TO + 1)?);
+    p0.fit(&p1, EXACT_UP_TO).or_else(|| measure(batch))
+}
+
+/// `key` with its batch set to `n`.
+fn key_at(key: &Key, n: i64) -> Key {
+    let mut k = key.clone();
+    match &mut k {
+        Key::ConvForward { input, .. }
+        | Key::ConvBackward { input, .. }
+        | Key::BnForward { input, .. }
+        | Key::BnBackward { input, .. } => input[0] = n,
+    }
+    k
+}
+
+/// Runs `f` with libtorch on `threads` intra-op threads, and the CPU budget lifted (a probe is
+/// not the trial's).
+fn on_threads<T>(threads: usize, f: impl FnOnce() -> T) -> T {
+    let before = tch::get_num_threads();
+    let cap = crate::ffi::cpu_cap();
+    crate::ffi::cpu_set_cap(None);
+    tch::set_num_threads(threads as i32);
+    let _no_grad = tch::no_grad_guard();
+    let out = f();
+    tch::set_num_threads(before);
+    crate::ffi::cpu_set_cap(cap);
+    out
+}
+
+fn zeros(shape: &[i64], kind: Kind) -> Option<Tensor> {
+    Tensor::f_zeros(shape, (kind, Device::Cpu)).ok()
+}
+
+fn ptr(t: &Tensor) -> Option<u64> {
+    t.defined().then(|| t.data_ptr() as u64)
+}
+
+/// A convolution's shapes and wiring, as its backward needs them.
+pub(crate) struct ConvBackward {
+    input: Vec<i64>,
+    weight: Vec<i64>,
+    bias: bool,
+    stride: i64,
+    padding: i64,
+    groups: i64,
+    dt: Dt,
+}
+
+/// The output shape of a convolution of `input` by `weight`.
+fn conv_output(input: &[i64], weight: &[i64], stride: i64, padding: i64) -> Vec<i64> {
+    let side = |x: i64, k: i64| (x + 2 * padding - k) / stride + 1;
+    vec![input[0], weight[0], side(input[2], weight[2]), side(input[3], weight[3])]
+}
+
+/// `F.conv2d`: the output, and on the CPU what oneDNN makes on the way.
+pub(crate) fn conv_forward(
+    ctx: &Rc<Ctx>,
+    x: &Sym,
+    w: &Sym,
+    bias: bool,
+    stride: i64,
+    padding: i64,
+    groups: i64,
+) -> (Sym, Rule) {
+    let (input, weight, dt) = (x.shape(), w.shape(), x.dt());
+    let out_shape = conv_output(&input, &weight, stride, padding);
+    let rule = Rule::Conv(Rc::new(ConvBackward {
+        input: input.clone(),
+        weight: weight.clone(),
+        bias,
+        stride,
+        padding,
+        groups,
+        dt,
+    }));
+    if ctx.target == Target::Cuda {
+        return (Sym::alloc(ctx, &out_shape, dt, Transient), rule);
+    }
+    let key = Key::ConvForward {
+        input: input.clone(),
+        weight: weight.clone(),
+        bias,
+        stride,
+        padding,
+        groups,
+        kind: kind_code(dt.0),
+    };
+    let run = |n: i64| {
+        let (xi, wi) = (zeros(&with_batch(&input, n), dt.0)?, zeros(&weight, dt.0)?);
+        let b = if bias { Some(zeros(&[weight[0]], dt.0)?) } else { None };
+        let (out, events) = crate::ffi::cpu_events(|| {
+            xi.f_conv2d(&wi, b.as_ref(), [stride; 2], [padding; 2], [1, 1], groups).ok()
+        });
+        let out = out?;
+        Some((events, vec![ptr(&out)]))
+    };
+    let made = profile(ctx, key, input[0], run)
+        .map(|p| p.replay(ctx, input[0], &[(out_shape.clone(), dt)]))
+        .and_then(|mut r| r.pop().flatten());
+    let out = made.unwrap_or_else(|| Sym::alloc(ctx, &out_shape, dt, Transient));
+    (out, rule)
+}
+
+impl ConvBackward {
+    /// `convolution_backward` for the gradients `wants` asks for (input, weight, bias).
+    pub(crate) fn apply(&self, ctx: &Rc<Ctx>, wants: [bool; 3]) -> Vec<Option<Sym>> {
+        let mask = [wants[0], wants[1], wants[2] && self.bias];
+        let dt = self.dt;
+        let shapes = [(self.input.clone(), dt), (self.weight.clone(), dt), (vec![self.weight[0]], dt)];
+        let plain = || -> Vec<Option<Sym>> {
+            shapes.iter().zip(mask).map(|((s, d), m)| m.then(|| Sym::alloc(ctx, s, *d, Transient))).collect()
+        };
+        if ctx.target == Target::Cuda {
+            return plain();
+        }
+        let key = Key::ConvBackward {
+            input: self.input.clone(),
+            weight: self.weight.clone(),
+            mask,
+            stride: self.stride,
+            padding: self.padding,
+            groups: self.groups,
+            kind: kind_code(dt.0),
+        };
+        let run = |n: i64| {
+            let input = with_batch(&self.input, n);
+            let out = conv_output(&input, &self.weight, self.stride, self.padding);
+            let (g, xi, wi) = (zeros(&out, dt.0)?, zeros(&input, dt.0)?, zeros(&self.weight, dt.0)?);
+            let bias_size = self.bias.then_some(self.weight[0]);
+            let (grads, events) = crate::ffi::cpu_events(|| {
+                crate::ffi::conv2d_backward(
+                    &g,
+                    &xi,
+                    &wi,
+                    bias_size,
+                    self.stride,
+                    self.padding,
+                    self.groups,
+                    mask,
+                )
+                .ok()
+            });
+            let [gi, gw, gb] = grads?;
+            Some((events, vec![ptr(&gi), ptr(&gw), ptr(&gb)]))
+        };
+        match profile(ctx, key, self.input[0], run) {
+            Some(p) => p.replay(ctx, self.input[0], &shapes),
+            None => plain(),
+        }
+    }
+}
+
+/// `nn.BatchNorm2d` in training after `num_batches_tracked.add_(1)`: `native_batch_norm`'s
+/// output, the saved mean and inverse standard deviation (float `[C]`), and its temporaries.
+/// Returns (output, save_mean, save_invstd).
+pub(crate) fn batch_norm_forward(ctx: &Rc<Ctx>, x: &Sym) -> (Sym, Sym, Sym) {
+    let (input, dt) = (x.shape(), x.dt());
+    let c = input[1];
+    let stats = || {
+        (Sym::alloc(ctx, &[c], Dt(Kind::Float), Transient), Sym::alloc(ctx, &[c], Dt(Kind::Float), Transient))
+    };
+    if ctx.target == Target::Cuda {
+        // cudnn_batch_norm: the output, the saved mean and variance (its reserve is empty).
+        let out = Sym::alloc(ctx, &input, dt, Transient);
+        let (m, v) = stats();
+        return (out, m, v);
+    }
+    let key = Key::BnForward { input: input.clone(), kind: kind_code(dt.0) };
+    let run = |n: i64| {
+        let xi = zeros(&with_batch(&input, n), dt.0)?;
+        let (w, b, rm, rv) = (zeros(&[c], dt.0)?, zeros(&[c], dt.0)?, zeros(&[c], dt.0)?, zeros(&[c], dt.0)?);
+        let (outs, events) = crate::ffi::cpu_events(|| {
+            Tensor::f_native_batch_norm(&xi, Some(&w), Some(&b), Some(&rm), Some(&rv), true, 0.1, 1e-5).ok()
+        });
+        let (o, m, v) = outs?;
+        Some((events, vec![ptr(&o), ptr(&m), ptr(&v)]))
+    };
+    let shapes = [(input.clone(), dt), (vec![c], Dt(Kind::Float)), (vec![c], Dt(Kind::Float))];
+    let replayed = profile(ctx, key, input[0], run).map(|p| p.replay(ctx, input[0], &shapes));
+    match replayed {
+        Some(mut r) if r.iter().all(Option::is_some) => {
+            let v = r.pop().flatten().expect("checked");
+            let m = r.pop().flatten().expect("checked");
+            (r.pop().flatten().expect("checked"), m, v)
+        }
+        _ => {
+            let out = Sym::alloc(ctx, &input, dt, Transient);
+            let (m, v) = stats();
+            (out, m, v)
+        }
+    }
+}
+
+/// `native_batch_norm_backward` for the gradients `wants` asks for (input, weight, bias).
+pub(crate) fn batch_norm_backward(
+    ctx: &Rc<Ctx>,
+    input: &[i64],
+    dt: Dt,
+    wants: [bool; 3],
+) -> Vec<Option<Sym>> {
+    let c = input[1];
+    let shapes = [(input.to_vec(), dt), (vec![c], dt), (vec![c], dt)];
+    let plain = || -> Vec<Option<Sym>> {
+        shapes.iter().zip(wants).map(|((s, d), m)| m.then(|| Sym::alloc(ctx, s, *d, Transient))).collect()
+    };
+    if ctx.target == Target::Cuda {
+        return plain();
+    }
+    let key = Key::BnBackward { input: input.to_vec(), mask: wants, kind: kind_code(dt.0) };
+    let run = |n: i64| {
+        let shape = with_batch(input, n);
+        let (g, xi) = (zeros(&shape, dt.0)?, zeros(&shape, dt.0)?);
+        let (w, rm, rv) = (zeros(&[c], dt.0)?, zeros(&[c], dt.0)?, zeros(&[c], dt.0)?);
+        let (sm, si) = (zeros(&[c], Kind::Float)?, zeros(&[c], Kind::Float)?);
+        let (grads, events) = crate::ffi::cpu_events(|| {
+            crate::ffi::batch_norm_backward(&g, &xi, [&w, &rm, &rv, &sm, &si], wants).ok()
+        });
+        let [gi, gw, gb] = grads?;
+        Some((events, vec![ptr(&gi), ptr(&gw), ptr(&gb)]))
+    };
+    match profile(ctx, key, input[0], run) {
+        Some(p) => p.replay(ctx, input[0], &shapes),
+        None => plain(),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    /// The profile through two event logs (`(delta, pointer)`) at batches `n0` and `n0 + 1`.
+    pub(crate) fn fit(e0: &[(i64, u64)], e1: &[(i64, u64)], n0: i64) -> Option<Profile> {
+        Profile::measured(e0, &[]).fit(&Profile::measured(e1, &[]), n0)
+    }
+
+    impl Profile {
+        /// The allocations' sizes at `batch`, in order.
+        pub(crate) fn sizes_at(&self, batch: i64) -> Vec<i64> {
+            self.events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Alloc(s) => Some(s.a + s.b * batch),
+                    Event::Free(_) => None,
+                })
+                .collect()
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The replay of any model: the networks of `nn` run over symbolic tensors ([`Sym`]), which
+//! allocate and free in a ledger what libtorch would (and compute nothing), build the autograd
+//! graph libtorch would build, and run its backward as libtorch's engine does ([`engine`]).
+//!
+//! Because the models are the very code that trains (written once over `nn::Ops`), the replay
+//! makes the same ops in the same order and drops every handle where training drops it; what
+//! is modelled here is what each op allocates ([`ops`], [`backward`]) and, where no formula
+//! says, what a CPU kernel allocated when measured ([`kernels`]).
+//!
+//! A replay is installed on the thread ([`Ctx::install`]) while the model code runs; its
+//! tensors then count into its ledger, and free themselves when their last holder goes.
+pub(crate) mod backward;
+pub(crate) mod engine;
+pub(crate) mod kernels;
+pub(crate) mod node;
+pub(crate) mod ops;
+pub(crate) mod tensor;
+#[cfg(test)]
+mod tests;
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+pub use tensor::Sym;
+
+use super::ledger::Shared;
+use super::Target;
+
+/// A replay: the ledger its tensors count into and the state libtorch keeps per thread.
+pub struct Ctx {
+    pub(crate) ledger: Shared,
+    pub(crate) target: Target,
+    /// libtorch's intra-op threads (CPU kernels take per-thread buffers).
+    pub(crate) threads: usize,
+    grad: Cell<bool>,
+    seq: Cell<u64>,
+    /// Whether OOMLAB_REPLAY_LOG prints its events (not a scratch replay's).
+    pub(crate) logged: bool,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<Ctx>>> = const { RefCell::new(None) };
+}
+
+/// The replay installed on this thread.
+pub(crate) fn ctx() -> Rc<Ctx> {
+    CURRENT.with(|c| c.borrow().clone()).expect("a replay is installed while symbolic tensors are used")
+}
+
+impl Ctx {
+    pub fn new(ledger: Shared, target: Target, threads: usize) -> Rc<Ctx> {
+        Rc::new(Ctx {
+            ledger,
+            target,
+            threads: threads.max(1),
+            grad: Cell::new(true),
+            seq: Cell::new(0),
+            logged: true,
+        })
+    }
+
+    /// A replay whose only use is to learn shapes: its events are not logged.
+    pub fn scratch(target: Target) -> Rc<Ctx> {
+        let ledger = Shared::new(Default::default());
+        Rc::new(Ctx { ledger, target, threads: 1, grad: Cell::new(false), seq: Cell::new(0), logged: false })
+    }
+
+    /// Makes this replay the thread's until the returned guard drops.
+    pub fn install(self: &Rc<Self>) -> Installed {
+        let previous = CURRENT.with(|c| c.borrow_mut().replace(self.clone()));
+        Installed { previous }
+    }
+
+    pub(crate) fn grad_enabled(&self) -> bool {
+        self.grad.get()
+    }
+
+    /// Grad mode `on` until the guard drops.
+    pub(crate) fn grad_mode(self: &Rc<Self>, on: bool) -> GradMode {
+        GradMode { ctx: self.clone(), was: self.grad.replace(on) }
+    }
+
+    /// The next node's sequence number.
+    pub(crate) fn next_seq(&self) -> u64 {
+        let s = self.seq.get();
+        self.seq.set(s + 1);
+        s
+    }
+}
+
+/// A replay installed on the thread; the one before comes back when it drops.
+pub struct Installed {
+    previous: Option<Rc<Ctx>>,
+}
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        CURRENT.with(|c| *c.borrow_mut() = previous);
+    }
+}
+
+/// Grad mode switched until dropped.
+pub struct GradMode {
+    ctx: Rc<Ctx>,
+    was: bool,
+}
+
+impl Drop for GradMode {
+    fn drop(&mut self) {
+        self.ctx.grad.set(self.was);
+    }
+}

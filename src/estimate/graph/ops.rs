@@ -1,0 +1,614 @@
+//! The forward ops over symbolic tensors: for each, what ATen allocates and frees, in order
+//! (measured against PyTorch 2.11's CPU kernels op by op), what autograd saves, and the node it
+//! records. Composite ops are replayed as ATen decomposes them (`linear` on a 3-D input into a
+//! flatten, `addmm` and a view, or, on a strided input, `matmul`'s copy, `mm`, view and in-place
+//! bias; `scaled_dot_product_attention` into its math or flash kernel), so that their views,
+//! copies and saved tensors are libtorch's.
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use tch::{Device, Kind};
+
+use super::backward::Rule;
+use super::engine;
+use super::kernels;
+use super::node::{Edge, Node};
+use super::tensor::{contiguous_strides, numel, view_strides, Dt, Sym};
+use super::{ctx, Ctx, GradMode};
+use crate::estimate::ledger::Category::{Activations, Params, Transient};
+use crate::estimate::Target;
+use crate::nn::{Init, Ops, Place, Result};
+
+fn new(ctx: &Rc<Ctx>, shape: &[i64], dt: Dt) -> Sym {
+    Sym::alloc(ctx, shape, dt, Transient)
+}
+
+/// A new tensor laid out as `like` (TensorIterator keeps a dense input's memory order for its
+/// output), or contiguous.
+fn new_like(ctx: &Rc<Ctx>, like: &Sym) -> Sym {
+    let t = new(ctx, &like.shape(), like.dt());
+    if !like.is_contiguous() && like.is_dense() {
+        *t.0.strides.borrow_mut() = like.strides();
+    }
+    t
+}
+
+/// A C++ scalar wrapped for a pointwise op on the CPU: 8 bytes (double or int64) and, inside
+/// TensorIterator, its cast to the op's dtype (unless double or integer). Returned cast first,
+/// so that dropping the pair frees them as ATen does: the cast, then the scalar.
+fn wrapped(ctx: &Rc<Ctx>, dt: Dt, integer: bool) -> (Option<Sym>, Sym) {
+    let kind = if integer { Kind::Int64 } else { Kind::Double };
+    let w = Sym::alloc_on(ctx, &[], Dt(kind), Transient, true);
+    let cast = (!integer && dt.0 != Kind::Double).then(|| Sym::alloc_on(ctx, &[], dt, Transient, true));
+    (cast, w)
+}
+
+/// Records `rule` for `outputs`, made from `inputs` with `saved` kept, when grad mode is on and an
+/// input requires grad. Saved tensors the forward made are activations from now on.
+fn record(ctx: &Rc<Ctx>, rule: Rule, inputs: &[&Sym], saved: &[&Sym], outputs: &[&Sym]) {
+    if !ctx.grad_enabled() || !inputs.iter().any(|t| t.requires_grad()) {
+        return;
+    }
+    for s in saved {
+        if s.storage().is_some_and(|st| st.category() == Transient) {
+            s.file_as(Activations);
+        }
+    }
+    let node = Rc::new(Node {
+        seq: ctx.next_seq(),
+        rule,
+        saved: RefCell::new(saved.iter().map(|s| s.view_as(s.shape(), s.strides())).collect()),
+        next: inputs.iter().map(|t| Edge::of(t)).collect(),
+    });
+    for (i, o) in outputs.iter().enumerate() {
+        o.set_grad_fn(node.clone(), i);
+    }
+}
+
+/// A view of `x` with `shape` and `strides`, recorded with `rule`.
+fn view(ctx: &Rc<Ctx>, x: &Sym, shape: Vec<i64>, strides: Vec<i64>, rule: Rule) -> Sym {
+    let v = x.view_as(shape, strides);
+    record(ctx, rule, &[x], &[], &[&v]);
+    v
+}
+
+/// `x.reshape(shape)`: a view when one exists, else a contiguous clone viewed (ATen's
+/// `_unsafe_view(clone)`).
+fn reshape(ctx: &Rc<Ctx>, x: &Sym, shape: &[i64]) -> Sym {
+    let input = x.shape();
+    match view_strides(&input, &x.strides(), shape) {
+        Some(strides) => view(ctx, x, shape.to_vec(), strides, Rule::View { input }),
+        None => {
+            let copy = new(ctx, &input, x.dt());
+            record(ctx, Rule::Pass, &[x], &[], &[&copy]);
+            let out = view(ctx, &copy, shape.to_vec(), contiguous_strides(shape), Rule::View { input });
+            drop(copy);
+            out
+        }
+    }
+}
+
+/// `addmm(bias, x, weight.t())` for a 2-D `x`; the node folds `weight.t()`'s (which allocates
+/// nothing and runs right after it) into its own.
+fn addmm(ctx: &Rc<Ctx>, x: &Sym, w: &Sym, b: &Sym) -> Sym {
+    let (xs, ws) = (x.shape(), w.shape());
+    let out = new(ctx, &[xs[0], ws[0]], x.dt());
+    let saved: Vec<&Sym> = if w.requires_grad() { vec![x] } else { vec![] };
+    record(ctx, Rule::Addmm { mat1: xs, weight: ws, bias: b.shape() }, &[b, x, w], &saved, &[&out]);
+    out
+}
+
+/// `mm(a, b)` or `bmm(a, b)`, the output contiguous; the node saves each for the other's
+/// gradient, `b` first (the order its saved variables are declared in, and released).
+fn mm(ctx: &Rc<Ctx>, a: &Sym, b: &Sym, out_shape: &[i64], weight_shape: Option<Vec<i64>>) -> Sym {
+    let out = new(ctx, out_shape, a.dt());
+    let b_shape = weight_shape.unwrap_or_else(|| b.shape());
+    let mut saved = vec![];
+    if a.requires_grad() {
+        saved.push(b);
+    }
+    if b.requires_grad() {
+        saved.push(a);
+    }
+    record(ctx, Rule::Mm { a: a.shape(), b: b_shape }, &[a, b], &saved, &[&out]);
+    out
+}
+
+/// `matmul` of two 4-D tensors with equal batch dims, as ATen does it: each reshaped to 3-D
+/// (views where they can be), `bmm`, the result viewed back.
+fn matmul4(ctx: &Rc<Ctx>, a: &Sym, b: &Sym) -> Sym {
+    let (sa, sb) = (a.shape(), b.shape());
+    let batch = sa[0] * sa[1];
+    let a3 = reshape(ctx, a, &[batch, sa[2], sa[3]]);
+    let b3 = reshape(ctx, b, &[batch, sb[2], sb[3]]);
+    let out3 = mm(ctx, &a3, &b3, &[batch, sa[2], sb[3]], None);
+    drop((a3, b3));
+    let shape = vec![sa[0], sa[1], sa[2], sb[3]];
+    let strides = contiguous_strides(&shape);
+    view(ctx, &out3, shape, strides, Rule::View { input: vec![batch, sa[2], sb[3]] })
+}
+
+/// `t * s` for a C++ scalar: the scalar wrapped, the product laid out as `t`.
+fn mul_scalar(ctx: &Rc<Ctx>, t: &Sym) -> Sym {
+    let scalar = wrapped(ctx, t.dt(), false);
+    let out = new_like(ctx, t);
+    drop(scalar);
+    record(ctx, Rule::MulScalar { shape: t.shape() }, &[t], &[], &[&out]);
+    out
+}
+
+/// `_safe_softmax(x, -1)`: the softmax (saved), then `isneginf`, `all` and a 0-d zero made and
+/// dropped to mask rows that were all -inf (`masked_fill_`, in place).
+fn safe_softmax(ctx: &Rc<Ctx>, x: &Sym) -> Sym {
+    let shape = x.shape();
+    let out = new(ctx, &shape, x.dt());
+    let mask = new(ctx, &shape, Dt(Kind::Bool));
+    let mut rows = shape.clone();
+    *rows.last_mut().expect("attention scores have dims") = 1;
+    let all = new(ctx, &rows, Dt(Kind::Bool));
+    let zero = new(ctx, &[], x.dt());
+    drop((zero, all, mask));
+    record(ctx, Rule::Softmax { shape }, &[x], &[&out], &[&out]);
+    out
+}
+
+impl Sym {
+    /// `t / n` (a micro-batch's loss over the micro-batches): the scalar wrapped, then the
+    /// quotient.
+    pub fn div_scalar(&self) -> Sym {
+        let ctx = ctx();
+        let scalar = wrapped(&ctx, self.dt(), false);
+        let out = new(&ctx, &self.shape(), self.dt());
+        drop(scalar);
+        record(&ctx, Rule::DivScalar { shape: self.shape() }, &[self], &[], &[&out]);
+        out
+    }
+
+    /// The tensor the replay makes for the host's and the device's data: `host` tensors count
+    /// on the CPU only.
+    pub fn made(shape: &[i64], kind: Kind, category: crate::estimate::Category, host: bool) -> Sym {
+        Sym::alloc_on(&ctx(), shape, Dt(kind), category, host)
+    }
+
+    /// A copy on the device (`to_device` of a batch gathered on the host).
+    pub fn to_device(&self, category: crate::estimate::Category) -> Sym {
+        Sym::alloc_on(&ctx(), &self.shape(), self.dt(), category, false)
+    }
+
+    /// A leaf's `.grad`, dropped (`zero_grad`, set to none).
+    pub fn drop_grad(&self) {
+        let grad = self.0.autograd.borrow_mut().grad.take();
+        drop(grad);
+    }
+
+    /// Whether the leaf has a `.grad`.
+    pub fn has_grad(&self) -> bool {
+        self.0.autograd.borrow().grad.is_some()
+    }
+}
+
+impl Ops for Sym {
+    type Guard = GradMode;
+
+    fn no_grad() -> GradMode {
+        ctx().grad_mode(false)
+    }
+
+    fn enable_grad() -> GradMode {
+        ctx().grad_mode(true)
+    }
+
+    fn shallow_clone(&self) -> Self {
+        self.handle()
+    }
+
+    fn size(&self) -> Vec<i64> {
+        self.shape()
+    }
+
+    fn kind(&self) -> Kind {
+        self.dt().0
+    }
+
+    fn device(&self) -> Device {
+        match ctx().target {
+            Target::Cuda if !self.0.host => Device::Cuda(0),
+            _ => Device::Cpu,
+        }
+    }
+
+    fn defined(&self) -> bool {
+        self.0.defined
+    }
+
+    fn param(shape: &[i64], place: Place, _init: Init) -> Result<Self> {
+        let t = Sym::alloc_on(&ctx(), shape, Dt(place.kind), Params, place.device == Device::Cpu);
+        t.0.autograd.borrow_mut().requires_grad = true;
+        Ok(t)
+    }
+
+    fn filled(shape: &[i64], kind: Kind, device: Device, _value: f64) -> Result<Self> {
+        Ok(Sym::alloc_on(&ctx(), shape, Dt(kind), Params, device == Device::Cpu))
+    }
+
+    fn deep_copy(&self) -> Result<Self> {
+        let t = Sym::alloc_on(&ctx(), &self.shape(), self.dt(), Params, self.0.host);
+        t.0.autograd.borrow_mut().requires_grad = true;
+        Ok(t)
+    }
+
+    fn moved(&self, place: Place, param: bool) -> Result<Self> {
+        let kind = if self.dt().0 == Kind::Int64 { Kind::Int64 } else { place.kind };
+        let host = place.device == Device::Cpu;
+        if kind == self.dt().0 && host == self.0.host {
+            return Ok(self.handle());
+        }
+        let t = Sym::alloc_on(&ctx(), &self.shape(), Dt(kind), Params, host);
+        t.0.autograd.borrow_mut().requires_grad = param;
+        Ok(t)
+    }
+
+    fn init_(&mut self, _init: Init) -> Result<()> {
+        Ok(())
+    }
+
+    fn f_linear(&self, weight: &Self, bias: Option<&Self>) -> Result<Self> {
+        let ctx = ctx();
+        let b = bias.expect("the models' Linears have a bias");
+        let shape = self.shape();
+        let (inputs, outputs) = (shape[shape.len() - 1], weight.shape()[0]);
+        if shape.len() == 2 {
+            return Ok(addmm(&ctx, self, weight, b));
+        }
+        let rows: i64 = shape[..shape.len() - 1].iter().product();
+        let mut out_shape = shape[..shape.len() - 1].to_vec();
+        out_shape.push(outputs);
+        if self.is_contiguous() {
+            // _flatten_nd_linear: a flattening view, addmm, the result viewed back.
+            let flat = reshape(&ctx, self, &[rows, inputs]);
+            let out = addmm(&ctx, &flat, weight, b);
+            drop(flat);
+            let strides = contiguous_strides(&out_shape);
+            return Ok(view(&ctx, &out, out_shape, strides, Rule::View { input: vec![rows, outputs] }));
+        }
+        // matmul: the input reshaped (a copy: it cannot be viewed flat), mm with the weight's
+        // transpose, viewed back; then the bias added in place.
+        let flat = reshape(&ctx, self, &[rows, inputs]);
+        let product = mm(&ctx, &flat, weight, &[rows, outputs], Some(weight.shape()));
+        drop(flat);
+        let strides = contiguous_strides(&out_shape);
+        let mut out = view(&ctx, &product, out_shape, strides, Rule::View { input: vec![rows, outputs] });
+        drop(product);
+        out.add_(b)?;
+        Ok(out)
+    }
+
+    fn f_relu(&self) -> Result<Self> {
+        let ctx = ctx();
+        let out = new_like(&ctx, self);
+        record(&ctx, Rule::Relu { shape: self.shape() }, &[self], &[&out], &[&out]);
+        Ok(out)
+    }
+
+    fn relu_(&mut self) -> Result<()> {
+        let ctx = ctx();
+        let before = self.view_as(self.shape(), self.strides());
+        *before.0.autograd.borrow_mut() = std::mem::take(&mut *self.0.autograd.borrow_mut());
+        let requires = before.requires_grad();
+        record(&ctx, Rule::Relu { shape: self.shape() }, &[&before], &[self], &[self]);
+        self.0.autograd.borrow_mut().requires_grad = requires;
+        Ok(())
+    }
+
+    fn f_conv2d(
+        &self,
+        weight: &Self,
+        bias: Option<&Self>,
+        stride: i64,
+        padding: i64,
+        groups: i64,
+    ) -> Result<Self> {
+        let ctx = ctx();
+        let (out, rule) = kernels::conv_forward(&ctx, self, weight, bias.is_some(), stride, padding, groups);
+        let mut inputs = vec![self, weight];
+        inputs.extend(bias);
+        record(&ctx, rule, &inputs, &[self], &[&out]);
+        Ok(out)
+    }
+
+    fn batch_norm_train(&self, weight: &Self, bias: &Self, stats: [&Self; 3]) -> Result<Self> {
+        let ctx = ctx();
+        // num_batches_tracked.add_(1): an int64 scalar wrapped, in place.
+        drop(wrapped(&ctx, Dt(Kind::Int64), true));
+        let _ = stats;
+        let (out, mean, invstd) = kernels::batch_norm_forward(&ctx, self);
+        record(
+            &ctx,
+            Rule::BatchNorm { input: self.shape() },
+            &[self, weight, bias],
+            &[self, &mean, &invstd],
+            &[&out],
+        );
+        Ok(out)
+    }
+
+    fn f_max_pool2d(&self, kernel: i64, stride: i64, padding: i64) -> Result<Self> {
+        let ctx = ctx();
+        let s = self.shape();
+        let side = |x: i64| (x + 2 * padding - kernel) / stride + 1;
+        let shape = [s[0], s[1], side(s[2]), side(s[3])];
+        let out = new(&ctx, &shape, self.dt());
+        let indices = new(&ctx, &shape, Dt(Kind::Int64));
+        record(&ctx, Rule::MaxPool { input: s }, &[self], &[self, &indices], &[&out]);
+        Ok(out)
+    }
+
+    fn f_global_avg_pool(&self) -> Result<Self> {
+        let ctx = ctx();
+        let s = self.shape();
+        let out = new(&ctx, &[s[0], s[1], 1, 1], self.dt());
+        drop(wrapped(&ctx, self.dt(), false));
+        record(&ctx, Rule::MeanLike { input: s }, &[self], &[], &[&out]);
+        Ok(out)
+    }
+
+    fn f_flatten1(&self) -> Result<Self> {
+        let s = self.shape();
+        let rest: i64 = s[1..].iter().product();
+        Ok(reshape(&ctx(), self, &[s[0], rest]))
+    }
+
+    fn f_add(&self, other: &Self) -> Result<Self> {
+        let ctx = ctx();
+        let out = new_like(&ctx, self);
+        record(&ctx, Rule::Add { shapes: [self.shape(), other.shape()] }, &[self, other], &[], &[&out]);
+        Ok(out)
+    }
+
+    fn add_(&mut self, other: &Self) -> Result<()> {
+        let ctx = ctx();
+        let before = self.view_as(self.shape(), self.strides());
+        *before.0.autograd.borrow_mut() = std::mem::take(&mut *self.0.autograd.borrow_mut());
+        let requires = before.requires_grad() || other.requires_grad();
+        record(&ctx, Rule::Add { shapes: [self.shape(), other.shape()] }, &[&before, other], &[], &[self]);
+        self.0.autograd.borrow_mut().requires_grad = requires;
+        Ok(())
+    }
+
+    fn f_embedding(weight: &Self, tokens: &Self) -> Result<Self> {
+        let ctx = ctx();
+        let mut shape = tokens.shape();
+        shape.push(weight.shape()[1]);
+        let out = new(&ctx, &shape, weight.dt());
+        record(&ctx, Rule::Embedding { weight: weight.shape() }, &[weight], &[tokens], &[&out]);
+        Ok(out)
+    }
+
+    fn f_layer_norm(&self, weight: &Self, bias: &Self) -> Result<Self> {
+        let ctx = ctx();
+        let s = self.shape();
+        let d = *s.last().expect("layer_norm over the last dim");
+        let rows = (numel(&s) / d.max(1) as u64) as i64;
+        let mut stat_shape = s.clone();
+        *stat_shape.last_mut().expect("checked") = 1;
+        let stat_dt = if self.dt().0 == Kind::Double { self.dt() } else { Dt(Kind::Float) };
+        let out = new(&ctx, &s, self.dt());
+        let (mean, rstd) = (new(&ctx, &stat_shape, stat_dt), new(&ctx, &stat_shape, stat_dt));
+        let _ = rows;
+        record(&ctx, Rule::LayerNorm { input: s, d }, &[self, weight, bias], &[self, &mean, &rstd], &[&out]);
+        Ok(out)
+    }
+
+    fn f_dropout(&self, p: f64) -> Result<Self> {
+        let ctx = ctx();
+        if p == 0.0 {
+            return Ok(self.handle());
+        }
+        let (mask, out) = if ctx.target == Target::Cuda {
+            // native_dropout: the output, then a bool mask.
+            let out = new_like(&ctx, self);
+            let mask = new(&ctx, &self.shape(), Dt(Kind::Bool));
+            (mask, out)
+        } else {
+            // empty_like().bernoulli_(1 - p), div_(1 - p), then input * mask.
+            let mask = new_like(&ctx, self);
+            drop(wrapped(&ctx, self.dt(), false));
+            let out = new_like(&ctx, &mask);
+            (mask, out)
+        };
+        record(&ctx, Rule::MulByConstant { shape: self.shape() }, &[self], &[&mask], &[&out]);
+        Ok(out)
+    }
+
+    fn f_mean1(&self) -> Result<Self> {
+        let ctx = ctx();
+        let mut shape = self.shape();
+        let input = shape.clone();
+        shape.remove(1);
+        let out = new(&ctx, &shape, self.dt());
+        drop(wrapped(&ctx, self.dt(), false));
+        record(&ctx, Rule::MeanLike { input }, &[self], &[], &[&out]);
+        Ok(out)
+    }
+
+    fn f_transpose(&self, a: i64, b: i64) -> Result<Self> {
+        let n = self.shape().len() as i64;
+        let (a, b) = (a.rem_euclid(n) as usize, b.rem_euclid(n) as usize);
+        let mut order: Vec<usize> = (0..n as usize).collect();
+        order.swap(a, b);
+        self.f_permute(&order.iter().map(|&d| d as i64).collect::<Vec<_>>())
+    }
+
+    fn f_unflatten(&self, dim: i64, sizes: &[i64]) -> Result<Self> {
+        let mut shape = self.shape();
+        let d = dim.rem_euclid(shape.len() as i64) as usize;
+        shape.splice(d..=d, sizes.iter().copied());
+        self.f_view(&shape)
+    }
+
+    fn f_unsqueeze(&self, dim: i64) -> Result<Self> {
+        let (mut shape, mut strides) = (self.shape(), self.strides());
+        let d = dim.rem_euclid(shape.len() as i64 + 1) as usize;
+        let stride = if d < shape.len() { strides[d] * shape[d] } else { 1 };
+        shape.insert(d, 1);
+        strides.insert(d, stride);
+        Ok(view(&ctx(), self, shape, strides, Rule::Unsqueeze { dim: d }))
+    }
+
+    fn f_squeeze_dim(&self, dim: i64) -> Result<Self> {
+        let (mut shape, mut strides) = (self.shape(), self.strides());
+        let d = dim.rem_euclid(shape.len() as i64) as usize;
+        if shape[d] != 1 {
+            return Ok(self.handle());
+        }
+        shape.remove(d);
+        strides.remove(d);
+        Ok(view(&ctx(), self, shape, strides, Rule::Squeeze { dim: d }))
+    }
+
+    fn f_contiguous(&self) -> Result<Self> {
+        if self.is_contiguous() {
+            return Ok(self.handle());
+        }
+        let ctx = ctx();
+        let out = new(&ctx, &self.shape(), self.dt());
+        record(&ctx, Rule::Pass, &[self], &[], &[&out]);
+        Ok(out)
+    }
+
+    fn f_select(&self, dim: i64, _index: i64) -> Result<Self> {
+        let (mut shape, mut strides) = (self.shape(), self.strides());
+        let input = shape.clone();
+        let d = dim.rem_euclid(shape.len() as i64) as usize;
+        shape.remove(d);
+        strides.remove(d);
+        Ok(view(&ctx(), self, shape, strides, Rule::Select { input }))
+    }
+
+    fn f_view(&self, sizes: &[i64]) -> Result<Self> {
+        let input = self.shape();
+        let strides = view_strides(&input, &self.strides(), sizes)
+            .ok_or_else(|| tch::TchError::Torch(format!("estimate: no view of {input:?} as {sizes:?}")))?;
+        Ok(view(&ctx(), self, sizes.to_vec(), strides, Rule::View { input }))
+    }
+
+    fn f_permute(&self, dims: &[i64]) -> Result<Self> {
+        let (shape, strides) = (self.shape(), self.strides());
+        let order: Vec<usize> = dims.iter().map(|&d| d.rem_euclid(shape.len() as i64) as usize).collect();
+        let s = order.iter().map(|&d| shape[d]).collect();
+        let st = order.iter().map(|&d| strides[d]).collect();
+        Ok(view(&ctx(), self, s, st, Rule::Permute { order }))
+    }
+
+    fn f_sdpa(q: &Self, k: &Self, v: &Self, dropout: f64) -> Result<Self> {
+        let ctx = ctx();
+        if dropout == 0.0 && ctx.target == Target::Cpu {
+            return Ok(flash_cpu(&ctx, q, k, v));
+        }
+        // _scaled_dot_product_attention_math: `query = q * sqrt(scale)` (a local, alive until it
+        // returns); `attn = matmul(query, k.transpose(-2, -1) * sqrt(scale))` (the scaled k a
+        // temporary); `attn = _safe_softmax(attn)`; `attn = dropout(attn)`; it returns
+        // `(matmul(attn, v), attn)`, whose `attn` goes when the caller has taken the output.
+        let query = mul_scalar(&ctx, q);
+        let scores = {
+            let kt = k.f_transpose(-2, -1)?;
+            let ks = mul_scalar(&ctx, &kt);
+            matmul4(&ctx, &query, &ks)
+        };
+        let probs = safe_softmax(&ctx, &scores);
+        drop(scores);
+        let attn = probs.f_dropout(dropout)?;
+        drop(probs);
+        let out = matmul4(&ctx, &attn, v);
+        drop(query);
+        drop(attn);
+        Ok(out)
+    }
+
+    fn f_cross_entropy(&self, y: &Self) -> Result<Self> {
+        let ctx = ctx();
+        // log_softmax (saved by its own backward and by nll_loss's), then nll_loss: the loss and
+        // its total_weight (saved).
+        let logp = new(&ctx, &self.shape(), self.dt());
+        record(&ctx, Rule::LogSoftmax { shape: self.shape() }, &[self], &[&logp], &[&logp]);
+        let loss = new(&ctx, &[], self.dt());
+        let total_weight = new(&ctx, &[], self.dt());
+        record(&ctx, Rule::NllLoss { input: self.shape() }, &[&logp], &[&logp, y, &total_weight], &[&loss]);
+        Ok(loss)
+    }
+
+    fn f_detach(&self) -> Result<Self> {
+        Ok(self.view_as(self.shape(), self.strides()))
+    }
+
+    fn f_set_requires_grad(&self, requires: bool) -> Result<Self> {
+        self.0.autograd.borrow_mut().requires_grad = requires;
+        Ok(self.handle())
+    }
+
+    fn f_mul(&self, other: &Self) -> Result<Self> {
+        let ctx = ctx();
+        let out = new_like(&ctx, self);
+        record(&ctx, Rule::MulByConstant { shape: self.shape() }, &[self], &[other], &[&out]);
+        Ok(out)
+    }
+
+    fn f_sum(&self) -> Result<Self> {
+        let ctx = ctx();
+        let out = new(&ctx, &[], self.dt());
+        // A CPU reduction of many elements to one splits across threads, one partial result
+        // each (`two_pass_reduction`: at least 32768 elements and more than one thread).
+        if ctx.target == Target::Cpu && ctx.threads > 1 && self.numel() >= 32_768 {
+            drop(new(&ctx, &[ctx.threads as i64], self.dt()));
+        }
+        record(&ctx, Rule::Sum { shape: self.shape() }, &[self], &[], &[&out]);
+        Ok(out)
+    }
+
+    fn backward(&self) -> Result<()> {
+        engine::backward(&ctx(), self);
+        Ok(())
+    }
+
+    fn f_grad(&self) -> Result<Self> {
+        Ok(match &self.0.autograd.borrow().grad {
+            Some(g) => g.handle(),
+            None => Sym::undefined(self.dt()),
+        })
+    }
+
+    fn set_empty(&mut self) -> Result<()> {
+        let storage = self.0.storage.borrow_mut().take();
+        *self.0.shape.borrow_mut() = vec![0];
+        *self.0.strides.borrow_mut() = vec![1];
+        drop(storage);
+        Ok(())
+    }
+
+    fn rng_state(device: Device) -> Result<Self> {
+        // A CPU byte tensor: mt19937's state (5056 bytes), or CUDA's seed and offset (16).
+        let bytes = if device == Device::Cpu { 5056 } else { 16 };
+        Ok(Sym::alloc_on(&ctx(), &[bytes], Dt(Kind::Uint8), Transient, true))
+    }
+
+    fn set_rng_state(_device: Device, _state: &Self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// `_scaled_dot_product_flash_attention_for_cpu` (no dropout): the output, laid out as the
+/// query (so that multi-head attention's `permute(2, 0, 1, 3).contiguous()` of it is free), the
+/// logsumexp `[B, H, L]` (both saved, with q, k and v), and per-thread buffers that go before it
+/// returns.
+fn flash_cpu(ctx: &Rc<Ctx>, q: &Sym, k: &Sym, v: &Sym) -> Sym {
+    let s = q.shape();
+    let (b, h, l, hd) = (s[0], s[1], s[2], s[3]);
+    let out = new_like(ctx, q);
+    let lse = new(ctx, &[b, h, l], Dt(Kind::Float));
+    let (qs, kvs) = (super::backward::flash_split(l), 512.min(k.shape()[2]));
+    let per_thread = qs * kvs + 2 * qs + qs * hd;
+    drop(new(ctx, &[ctx.threads as i64 * per_thread], Dt(Kind::Float)));
+    let rule = Rule::Flash { q: s.clone(), k: k.shape(), v: v.shape() };
+    record(ctx, rule, &[q, k, v], &[q, k, v, &out, &lse], &[&out]);
+    out
+}

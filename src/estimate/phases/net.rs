@@ -1,0 +1,240 @@
+//! A trial of any model kind, replayed through the model's own code (`nn`) over symbolic
+//! tensors ([`crate::estimate::graph`]): the data set, the model, each batch, the forward (plain
+//! or checkpointed) and its backward, as `train::step` makes them; the optimizer's step is the
+//! same replay as the MLP's ([`super::optim`]), over the model's parameters.
+use std::rc::Rc;
+
+use tch::{Device, Kind};
+
+use super::{Replay, Sim};
+use crate::estimate::graph::{Ctx, Installed, Sym};
+use crate::estimate::ledger::Category::{Batch, Data, Transient};
+use crate::estimate::Target;
+use crate::nn::checkpoint::{self, Checkpointed};
+use crate::nn::{Input, Model, Ops, Place};
+use crate::schema::Phase;
+use crate::spec::{DataLocation, DataSpec, History, Mode};
+
+/// What the replay holds of a trial of a model of any kind.
+pub(super) struct Net {
+    ctx: Rc<Ctx>,
+    /// The replay installed on the thread for as long as the trial is replayed.
+    _installed: Installed,
+    data: Option<(Sym, Sym)>,
+    model: Option<Model<Sym>>,
+}
+
+/// What a forward left for its backward.
+enum Graph {
+    Plain(Sym),
+    Checkpointed(Checkpointed<Sym>),
+}
+
+impl Graph {
+    fn loss(&self) -> Sym {
+        match self {
+            Graph::Plain(l) => l.handle(),
+            Graph::Checkpointed(c) => c.loss.handle(),
+        }
+    }
+}
+
+impl Net {
+    pub(super) fn new(sim: &Sim) -> Net {
+        let ctx = Ctx::new(sim.ledger.clone(), sim.t.target, sim.threads);
+        let installed = ctx.install();
+        Net { ctx, _installed: installed, data: None, model: None }
+    }
+}
+
+/// The parameters' element counts of `config`'s model, in the optimizer's order, from the
+/// model's own constructor replayed on a scratch ledger.
+pub(crate) fn parameter_numels(config: &crate::spec::Config, input: Input, target: Target) -> Vec<u64> {
+    let ctx = Ctx::scratch(target);
+    let _installed = ctx.install();
+    let place = place(config, target);
+    match Model::<Sym>::new(&config.model, input, place) {
+        Ok(m) => m.parameters().iter().map(|p| crate::nn::numel(&p.size())).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn place(config: &crate::spec::Config, target: Target) -> Place {
+    let device = if target == Target::Cuda { Device::Cuda(0) } else { Device::Cpu };
+    Place { kind: config.training.dtype.kind(), device }
+}
+
+impl Sim<'_> {
+    fn net(&self) -> &Net {
+        self.net.as_ref().expect("a model of any kind is replayed through `net`")
+    }
+
+    /// Replays the whole trial (`train::step::train`).
+    pub(super) fn run_net(mut self) -> Replay {
+        self.phase(0, 0, Phase::Data, Self::net_data);
+        self.phase(0, 0, Phase::Model, Self::net_model);
+        let tech = self.config.training.techniques;
+        let accumulation = tech.accumulation.max(1);
+        let units = self.config.model.units();
+        let segment = tech.checkpoint.segment_len(units);
+        let keep = tech.history == History::LossTensor;
+        let mut kept: Vec<Sym> = Vec::new();
+        for step in 1..=self.config.training.steps {
+            match tech.mode {
+                Mode::Train => {
+                    let mut last = None;
+                    for micro in 0..accumulation {
+                        let (x, y) = self.phase(step, micro, Phase::ToDevice, |s| s.net_gather());
+                        let graph =
+                            self.phase(step, micro, Phase::Forward, |s| s.net_forward(&x, &y, segment));
+                        let loss = graph.loss();
+                        if keep {
+                            kept.push(loss.handle());
+                        }
+                        self.phase(step, micro, Phase::Backward, |s| s.net_backward(graph, &loss));
+                        drop((y, x));
+                        if micro + 1 == accumulation {
+                            last = Some(loss);
+                        }
+                    }
+                    self.phase(step, 0, Phase::OptimizerStep, Self::optimizer_step);
+                    self.phase(step, 0, Phase::ZeroGrad, Self::net_zero_grad);
+                    drop(last);
+                }
+                Mode::Forward | Mode::ForwardNoGrad => {
+                    let (x, y) = self.phase(step, 0, Phase::ToDevice, |s| s.net_gather());
+                    let no_grad = tech.mode == Mode::ForwardNoGrad;
+                    let loss = self.phase(step, 0, Phase::Forward, |s| {
+                        let _grad = s.net().ctx.grad_mode(!no_grad);
+                        s.net_forward(&x, &y, None).loss()
+                    });
+                    if keep {
+                        kept.push(loss.handle());
+                    }
+                    drop((loss, y, x));
+                }
+            }
+        }
+        drop(kept);
+        // The model and the data go with the trial, after its last phase.
+        let net = self.net.take().expect("replayed through net");
+        let (ledger, oom, phases) = (self.ledger.clone(), self.oom, std::mem::take(&mut self.out));
+        drop(net);
+        Replay { phases, baseline: ledger.baseline(), oom }
+    }
+
+    /// `train::data::make`: the data set where `data.location` puts it.
+    fn net_data(&mut self) {
+        let host = self.config.location == DataLocation::Host && self.t.target == Target::Cuda;
+        let (kind, ctx) = (self.config.training.dtype.kind(), self.net().ctx.clone());
+        let made = |shape: &[i64], kind: Kind, c| Sym::made(shape, kind, c, host);
+        let data = match self.config.data {
+            DataSpec::Synthetic { samples, features, classes, .. } => {
+                let (s, f, k) = (samples as i64, features as i64, classes as i64);
+                teacher_labelled(made(&[s, f], kind, Data), &[f, k], s, kind, host)
+            }
+            DataSpec::Images { samples, channels, size, classes, .. } => {
+                let (s, c, h, k) = (samples as i64, channels as i64, size as i64, classes as i64);
+                teacher_labelled(made(&[s, c, h, h], kind, Data), &[c * h * h, k], s, kind, host)
+            }
+            DataSpec::Tokens { samples, seq_len, classes, .. } => {
+                // randint; x.remainder(k) (an int64 scalar wrapped first); zeros [S, K]; a
+                // ones_like gone after scatter_add_; argmax; then the residues and counts go.
+                let (s, l, k) = (samples as i64, seq_len as i64, classes as i64);
+                let x = made(&[s, l], Kind::Int64, Data);
+                let wrapped = Sym::made(&[], Kind::Int64, Transient, true);
+                let residues = made(&[s, l], Kind::Int64, Transient);
+                drop(wrapped);
+                let counts = made(&[s, k], Kind::Int64, Transient);
+                drop(made(&[s, l], Kind::Int64, Transient));
+                let y = made(&[s], Kind::Int64, Data);
+                drop((counts, residues));
+                (x, y)
+            }
+            DataSpec::Csv { .. } => {
+                unreachable!("a CSV trains an MLP, which the estimate replays on its own")
+            }
+        };
+        let _ = ctx;
+        self.net.as_mut().expect("net").data = Some(data);
+    }
+
+    /// The model, as `nn::Model::new` makes it.
+    fn net_model(&mut self) {
+        let input = crate::nn::Input::of(&self.config.data, self.t.shape.features, self.t.shape.classes);
+        let model = Model::<Sym>::new(&self.config.model, input, place(self.config, self.t.target))
+            .expect("the estimate's replay of a model cannot fail");
+        self.net.as_mut().expect("net").model = Some(model);
+    }
+
+    /// `train::step::gather`: rows `index * batch ..` (wrapping) selected where the data set
+    /// lives, then moved to the device.
+    fn net_gather(&mut self) -> (Sym, Sym) {
+        let x = self.net().data.as_ref().map(|(x, _)| x.handle()).expect("data first");
+        let host = x.0.host;
+        let b = self.t.batch as i64;
+        let index = Sym::made(&[b], Kind::Int64, Transient, host); // arange
+        let wrapped = Sym::made(&[], Kind::Int64, Transient, true);
+        let idx = Sym::made(&[b], Kind::Int64, Transient, host); // remainder
+        drop(wrapped);
+        drop(index);
+        let mut xs = x.shape();
+        xs[0] = b;
+        let bx = Sym::made(&xs, x.dt().0, Batch, host);
+        let by = Sym::made(&[b], Kind::Int64, Batch, host);
+        drop(idx);
+        if host && self.t.target == Target::Cuda {
+            let (dx, dy) = (bx.to_device(Batch), by.to_device(Batch));
+            return (dx, dy);
+        }
+        (bx, by)
+    }
+
+    /// The forward and the loss, with grad tracking (or as the caller's grad mode says), plain
+    /// or checkpointed.
+    fn net_forward(&mut self, x: &Sym, y: &Sym, segment: Option<usize>) -> Graph {
+        let model = self.net().model.as_ref().expect("model first");
+        let graph = match segment {
+            None => {
+                let logits = model.forward(x).expect("replay");
+                Graph::Plain(Model::loss(&logits, y).expect("replay"))
+            }
+            Some(len) => Graph::Checkpointed(checkpoint::forward(model, x, y, len).expect("replay")),
+        };
+        // The loss is what lives on after backward.
+        graph.loss().file_as(crate::estimate::ledger::Category::Activations);
+        graph
+    }
+
+    /// `train_step`'s backward phase: the loss divided by the micro-batches, then backward.
+    fn net_backward(&mut self, graph: Graph, loss: &Sym) {
+        let accumulation = self.config.training.techniques.accumulation;
+        let scaled = if accumulation > 1 { loss.div_scalar() } else { loss.handle() };
+        match graph {
+            Graph::Plain(l) => {
+                scaled.backward().expect("replay");
+                drop(l);
+            }
+            Graph::Checkpointed(c) => c.backward(&scaled).expect("replay"),
+        }
+    }
+
+    /// `zero_grad()`: every `.grad` set to none, parameter by parameter.
+    fn net_zero_grad(&mut self) {
+        let model = self.net().model.as_ref().expect("model first");
+        for p in model.parameters() {
+            p.drop_grad();
+        }
+    }
+}
+
+/// `x`, then a random teacher, their product's argmax as the labels (the logits gone with the
+/// statement, the teacher with the function).
+fn teacher_labelled(x: Sym, teacher: &[i64], samples: i64, kind: Kind, host: bool) -> (Sym, Sym) {
+    let teacher = Sym::made(teacher, kind, Transient, host);
+    let logits = Sym::made(&[samples, teacher.shape()[1]], kind, Transient, host);
+    let y = Sym::made(&[samples], Kind::Int64, Data, host);
+    drop(logits);
+    drop(teacher);
+    (x, y)
+}
