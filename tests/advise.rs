@@ -187,3 +187,42 @@ fn every_verified_option_does_as_predicted_for_random_configurations() {
     }
     assert!(fits >= 15 && ooms >= 30, "too few verified: {fits} fit, {ooms} ran out");
 }
+
+/// A CNN and a Transformer under a budget their spec runs out of: the options `--verify` trains
+/// (the two listed that fit, the two nearest misses) do as predicted, the peaks to the byte; the
+/// step times are not calibrated for them, and the advice says so.
+#[test]
+fn other_model_kinds_are_advised_and_verified() {
+    let sb = Sandbox::new();
+    let specs = [
+        ("cnn", "kind = \"cnn\"\narch = \"resnet18\"", "channels = 3\nsize = 16", 24),
+        (
+            "tf",
+            "kind = \"transformer\"\nd_model = 32\nnhead = 4\nnum_layers = 3\ndim_feedforward = 64",
+            "seq_len = 16\nvocab = 64",
+            32,
+        ),
+    ];
+    for (name, model, data, batch) in specs {
+        let text = format!(
+            "[experiment]\nname = \"{name}\"\n[model]\n{model}\n[data]\n{data}\nsamples = 64\nclasses = 4\n\
+             [training]\noptimizer = \"adam\"\nbatch_size = {batch}\nsteps = 2\n[run]\ndevice = \"cpu\"\n"
+        );
+        let spec = oomlab::spec::parse(&text, Path::new("k.toml")).unwrap();
+        let peak = oomlab::estimate::predict(&spec.base).unwrap().peak;
+        let budget = (peak as f64 * 0.97) as u64;
+        let path = sb.spec(&format!("{name}.toml"), &text).display().to_string();
+        let a = advise_json(&sb, &[&path, "--budget", &budget.to_string(), "--verify", "2", "--no-write"]);
+        assert_eq!(a["written"]["verdict"], "oom", "{name}");
+        assert_eq!(a["timing"]["source"], "none", "{name}: {}", a["timing"]);
+        assert!(a["timing"]["why"].as_str().unwrap().contains("calibrated for MLPs"), "{name}");
+        let verified = a["verified"].as_array().unwrap();
+        assert!(verified.len() >= 3, "{name}: {verified:?}");
+        for v in verified {
+            assert_eq!(v["agrees"], true, "{name}: {v}");
+            if v["status"] == "ok" {
+                assert_eq!(v["measured_peak"], v["predicted_peak"], "{name}: {v}");
+            }
+        }
+    }
+}

@@ -228,6 +228,17 @@ fn timing_for(
     evaluated: &[Evaluated],
     shape: DataShape,
 ) -> Result<(TimingSource, Option<Calibration>)> {
+    let model = evaluated.first().map(|e| &e.candidate.config.model);
+    if let Some(model) = model.filter(|m| req.timing != TimingChoice::Off && m.mlp_widths().is_none()) {
+        // The step-time model scales an MLP's passes by its parameters and multiply-adds; a
+        // convolution's or attention's time does not scale so.
+        let why = format!(
+            "step times are calibrated for MLPs so far, not for a {} ({}): the options are ranked by how little they change",
+            model.kind(),
+            model.describe()
+        );
+        return Ok((TimingSource::None { why }, None));
+    }
     match &req.timing {
         TimingChoice::Off => Ok((TimingSource::None { why: "--no-calibrate".into() }, None)),
         TimingChoice::File(path) => {
