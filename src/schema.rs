@@ -204,6 +204,12 @@ pub struct SummaryRow {
     /// Allocated bytes before the trial and after its clean-up: equal unless something leaked.
     pub baseline_allocated: u64,
     pub after_allocated: u64,
+    /// Reserved bytes once the trial's tensors are all dropped (Python's `del`), and after
+    /// `empty_cache` then: the caching allocator keeps freed blocks for reuse until
+    /// `empty_cache` hands its wholly free segments back (the CPU caches nothing: both equal
+    /// allocated). Empty in results from before 2026-11-25.
+    pub released_reserved: Option<u64>,
+    pub emptied_reserved: Option<u64>,
     pub param_count: u64,
     pub param_bytes: u64,
     /// Mean time of a training step, the first excluded when there are several (the device's
@@ -216,6 +222,8 @@ pub struct SummaryRow {
     pub steps_total_seconds: Option<f64>,
     /// Wall time of the whole trial, from its first allocation to its clean-up checked.
     pub trial_seconds: Option<f64>,
+    /// The last step's loss: with accumulation, the mean of its micro-batches' losses (the
+    /// effective batch's loss; results from before 2026-11-25 hold the last micro-batch's).
     pub final_loss: Option<f64>,
     /// Optimizer steps the grad scaler skipped (inf/NaN gradients); empty without fp16.
     pub skipped_steps: Option<usize>,

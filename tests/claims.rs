@@ -154,3 +154,99 @@ fn a_claim_from_an_incomplete_run_says_so() {
     let cut = depth(&claims::judge(&sb.path().join("dev")).unwrap());
     assert!(cut.why.contains("From an incomplete run") && cut.why.contains("interrupted"), "{}", cut.why);
 }
+
+/// Runs a tiny spec into the sandbox's results and returns the device folder.
+fn run_tiny(sb: &Sandbox, name: &str, text: &str) -> std::path::PathBuf {
+    let spec = oomlab::spec::load(&sb.spec(&format!("{name}.toml"), text)).unwrap();
+    let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
+    let report = run::run(&Plan::here(spec, Overrides::default()), &opts).unwrap();
+    report.dir.parent().unwrap().to_path_buf()
+}
+
+/// The guides' worked examples and model advice, judged from tiny real runs of their specs'
+/// shapes: each layer checkpointed alone saves nothing, accumulation reproduces the large
+/// batch's loss in the small batch's memory, a separable convolution has fewer parameters, and
+/// every model's memory breaks down into shares of one whole.
+#[test]
+fn the_guides_examples_and_model_advice_are_judged_from_real_runs() {
+    let sb = Sandbox::new();
+    let mlp = |name: &str, widths: &str, extra: &str| {
+        format!(
+            "[experiment]\nname = \"{name}\"\n[model]\nwidths = {widths}\n[data]\nsamples = 256\nfeatures = 64\n\
+             classes = 10\n[training]\noptimizer = \"adam\"\nbatch_size = 256\nsteps = 2\n[run]\ndevice = \"cpu\"\n{extra}"
+        )
+    };
+    run_tiny(
+        &sb,
+        "checkpoint_example",
+        &mlp(
+            "checkpoint_example",
+            "[64, 64]",
+            "[[variant]]\nname = \"none\"\n[[variant]]\nname = \"each_layer\"\ntraining.checkpoint = 1\n\
+             [[variant]]\nname = \"both_layers\"\ntraining.checkpoint = 2\n",
+        ),
+    );
+    run_tiny(
+        &sb,
+        "answer004",
+        &mlp(
+            "answer004",
+            "[128, 64]",
+            "budget = \"64MiB\"\n[[variant]]\nname = \"batch1024\"\n[[variant]]\nname = \"batch64\"\n\
+             training.batch_size = 16\n[[variant]]\nname = \"64x16\"\ntraining = { batch_size = 16, accumulation = 16 }\n",
+        ),
+    );
+    run_tiny(
+        &sb,
+        "depthwise_separable",
+        "[experiment]\nname = \"depthwise_separable\"\n[model]\nkind = \"cnn\"\narch = \"plain\"\nchannels = 16\n\
+         depth = 2\n[data]\nkind = \"images\"\nsamples = 8\nchannels = 3\nsize = 8\nclasses = 4\n[training]\n\
+         optimizer = \"adam\"\nbatch_size = 4\nsteps = 2\n[run]\ndevice = \"cpu\"\n[[variant]]\nname = \"standard\"\n\
+         [[variant]]\nname = \"depthwise_separable\"\nmodel.conv = \"depthwise_separable\"\n",
+    );
+    let dir = run_tiny(
+        &sb,
+        "memory_breakdown",
+        &mlp(
+            "memory_breakdown",
+            "[256, 256]",
+            "[[variant]]\nname = \"mlp\"\n[[variant]]\nname = \"transformer\"\n\
+             model = { kind = \"transformer\", d_model = 32, nhead = 4, num_layers = 2, dim_feedforward = 64 }\n\
+             data = { kind = \"tokens\", samples = 256, seq_len = 16, vocab = 50, classes = 4, seed = 0 }\n",
+        ),
+    );
+    let judged = claims::judge(&dir).unwrap();
+    let find =
+        |start: &str| judged.iter().find(|c| c.claim.starts_with(start)).unwrap_or_else(|| panic!("{start}"));
+
+    let c = find("Checkpointing layer1 and layer2");
+    assert_eq!(c.verdict, Verdict::Refuted, "{c:#?}");
+    assert!(c.measured.contains("(saved 0.0%)") && !c.measured.contains("segment 0 B"), "{}", c.measured);
+
+    let c = find("Accumulating 16 batches of 64");
+    assert_eq!(c.verdict, Verdict::Confirmed, "{c:#?}");
+    let c = find("A 1000-2000-1000-10 MLP");
+    assert_eq!(c.verdict, Verdict::Refuted, "batch 256 of a tiny MLP fits 64 MiB: {c:#?}");
+
+    let c = find("Depthwise separable");
+    assert!(matches!(c.verdict, Verdict::Confirmed | Verdict::Partly), "{c:#?}");
+    // 16 * 16 * 9 + 16 per standard block against 16 * 9 + 16 + 16 * 16 + 16: fewer, by the arithmetic.
+    assert!(c.measured.contains("x fewer"), "{}", c.measured);
+
+    let c = find("Parameters take 10-40%");
+    assert_ne!(c.verdict, Verdict::NotRun, "{c:#?}");
+    for part in c.measured.split("; ") {
+        let shares: f64 = part
+            .split(", ")
+            .filter_map(|s| s.rsplit(' ').next()?.strip_suffix('%')?.parse::<f64>().ok())
+            .sum();
+        // Parameters, gradients, state and activations: all but the batch's share, which is small.
+        assert!((90.0..=100.05).contains(&shares), "{part}: {shares}");
+    }
+
+    let c = find("`del` and");
+    assert_eq!(c.verdict, Verdict::NotTestable, "{c:#?}");
+    assert!(c.measured.contains("back at its baseline in 10 of 10 trials"), "{}", c.measured);
+    let c = find("Multi-GPU");
+    assert_eq!(c.verdict, Verdict::NotTestable);
+}

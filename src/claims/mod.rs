@@ -50,7 +50,7 @@ pub struct Claim {
 }
 
 /// Every experiment the claims read, by folder name.
-pub const EXPERIMENTS: [&str; 12] = [
+pub const EXPERIMENTS: [&str; 19] = [
     "whole_dataset_batch",
     "depth_sweep",
     "batch_size_sweep",
@@ -63,6 +63,13 @@ pub const EXPERIMENTS: [&str; 12] = [
     "leak",
     "find_batch",
     "find_batch_halving",
+    "memory_breakdown",
+    "smaller_models",
+    "smaller_models_batch",
+    "depthwise_separable",
+    "answer004",
+    "checkpoint_example",
+    "resnet_checkpointing",
 ];
 
 /// Reads a device's results folder and judges every claim.

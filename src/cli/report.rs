@@ -45,9 +45,11 @@ pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {
             }
         }
         None => {
+            // Names as wide as the longest, so that the columns line up.
+            let width = report.rows.iter().map(|r| r.variant.len() + 1).max().unwrap_or(0).max(16);
             for row in &report.rows {
                 let name =
-                    if row.variant.is_empty() { String::new() } else { format!("{:<16}", row.variant) };
+                    if row.variant.is_empty() { String::new() } else { format!("{:<width$}", row.variant) };
                 say!("  {name}{}", describe(row));
             }
         }

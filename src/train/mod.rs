@@ -114,8 +114,10 @@ fn trial_with(
         *out = got;
     }
     drop(rec);
+    let released = probe.snapshot()?.memory_reserved;
     probe.empty_cache()?;
-    let after = probe.snapshot()?.memory_allocated;
+    let emptied = probe.snapshot()?;
+    let after = emptied.memory_allocated;
     finished?;
     let timed = |s: f64| (s > 0.0).then_some(s);
 
@@ -126,6 +128,8 @@ fn trial_with(
         max_memory_reserved: peak.max_memory_reserved,
         baseline_allocated: baseline,
         after_allocated: after,
+        released_reserved: Some(released),
+        emptied_reserved: Some(emptied.memory_reserved),
         param_count: learned.param_count,
         param_bytes: learned.param_bytes,
         samples: learned.samples,

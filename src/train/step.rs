@@ -67,16 +67,19 @@ pub(super) fn train(
     for step in 1..=config.training.steps {
         let loss = match t.mode {
             Mode::Train => {
-                let (loss, skip) =
-                    train_step(config, &data, &model, &opt, scaler.as_mut(), step, rec, &mut kept)?;
+                let last = step == config.training.steps;
+                let (loss, mean, skip) =
+                    train_step(config, &data, &model, &opt, scaler.as_mut(), step, last, rec, &mut kept)?;
                 skipped += usize::from(skip);
-                loss
+                (loss, mean)
             }
-            Mode::Forward | Mode::ForwardNoGrad => forward_step(config, &data, &model, step, rec, &mut kept)?,
+            Mode::Forward | Mode::ForwardNoGrad => {
+                (forward_step(config, &data, &model, step, rec, &mut kept)?, None)
+            }
         };
         rec.end_step()?;
         if step == config.training.steps {
-            learned.final_loss = loss.f_double_value(&[]).ok();
+            learned.final_loss = loss.1.or_else(|| loss.0.f_double_value(&[]).ok());
         }
     }
     if let Some(s) = &scaler {
@@ -90,7 +93,9 @@ pub(super) fn train(
 }
 
 /// Forward and backward for each micro-batch, then one optimizer step and zero_grad.
-/// Returns the last micro-batch's loss and whether the grad scaler skipped the step.
+/// Returns the last micro-batch's loss, with `read_loss` the mean of the micro-batches' losses
+/// (the effective batch's loss, comparable with an unaccumulated run's), and whether the grad
+/// scaler skipped the step.
 #[allow(clippy::too_many_arguments)]
 fn train_step(
     config: &Config,
@@ -99,13 +104,16 @@ fn train_step(
     opt: &Optimizer,
     scaler: Option<&mut GradScaler>,
     step: usize,
+    read_loss: bool,
     rec: &mut Recorder,
     kept: &mut Kept,
-) -> Result<(Tensor, bool), Stop> {
+) -> Result<(Tensor, Option<f64>, bool), Stop> {
     let t = &config.training.techniques;
     let device = model.device();
     let segment = t.checkpoint.segment_len(model.units());
     let mut last = None;
+    // Read between phases: reading a value allocates nothing the trace would see.
+    let mut sum = read_loss.then_some(0.0);
     for micro in 0..t.accumulation {
         rec.micro = micro;
         let index = (step - 1) * t.accumulation + micro;
@@ -137,6 +145,12 @@ fn train_step(
         })?;
         // The micro-batch and its loss go when this iteration ends; only the last loss lives on
         // through optimizer_step and zero_grad (the caller reads it).
+        if let Some(s) = sum.as_mut() {
+            match loss.f_double_value(&[]) {
+                Ok(v) => *s += v,
+                Err(_) => sum = None,
+            }
+        }
         if micro + 1 == t.accumulation {
             last = Some(loss);
         }
@@ -147,7 +161,8 @@ fn train_step(
         None => opt.step().map(|()| false),
     })?;
     rec.phase(step, Phase::ZeroGrad, || opt.zero_grad())?;
-    Ok((last.expect("accumulation >= 1"), skipped))
+    let mean = sum.map(|s| s / t.accumulation as f64);
+    Ok((last.expect("accumulation >= 1"), mean, skipped))
 }
 
 /// Forward and loss only: with gradient tracking (a validation loop that forgot no_grad) or
@@ -259,7 +274,7 @@ mod tests {
         let probe = FakeProbe::default();
         let mut sink = |_: &PhaseRecord| Ok(());
         let mut rec = Recorder::new(&probe, 1, crate::schema::TraceLevel::Phases, &mut sink).unwrap();
-        let _ = train_step(c, &data, &model, &opt, None, 1, &mut rec, &mut Kept::default()).unwrap();
+        let _ = train_step(c, &data, &model, &opt, None, 1, false, &mut rec, &mut Kept::default()).unwrap();
         model.parameters().into_iter().zip(before).map(|(p, b)| b - p).collect()
     }
 

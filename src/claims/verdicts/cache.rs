@@ -37,3 +37,74 @@ pub(super) fn reserved(get: Get) -> Claim {
         "every phase end of every experiment, from the caching allocator's own counters.".into(),
     )
 }
+
+/// The summary rows that recorded reserved memory around the final `empty_cache`.
+fn released_rows<'a>(all: &[&'a Experiment]) -> Vec<&'a crate::schema::SummaryRow> {
+    all.iter()
+        .flat_map(|e| e.rows.iter())
+        .filter(|r| r.released_reserved.is_some() && r.emptied_reserved.is_some())
+        .collect()
+}
+
+pub(super) fn empty_cache(get: Get) -> Claim {
+    const C: &str = "`del` and `torch.cuda.empty_cache()` free memory";
+    let all: Vec<&Experiment> = crate::claims::EXPERIMENTS.iter().filter_map(|n| get(n)).collect();
+    let rows = released_rows(&all);
+    let Some(first) = all.first() else { return not_run(C, "all") };
+    if rows.is_empty() {
+        return claim(
+            C,
+            "all",
+            "-".into(),
+            Verdict::NotRun,
+            "these results were made before oomlab recorded reserved memory around each trial's final \
+             `empty_cache` (`released_reserved`, `emptied_reserved` in summary.csv): run the experiments \
+             again."
+                .into(),
+        );
+    }
+    let back = rows.iter().filter(|r| r.after_allocated == r.baseline_allocated).count();
+    let del = format!(
+        "after each trial's tensors are dropped, allocated is back at its baseline in {back} of {} trials",
+        rows.len()
+    );
+    if first.manifest.device.resolved == "cpu" {
+        return claim(
+            C,
+            "all",
+            format!("{del}; reserved = allocated"),
+            Verdict::NotTestable,
+            "dropping the last reference frees a tensor's memory at once (the `del` half, measured); the \
+             CPU has no cache for `empty_cache` to return. Run the experiments on a GPU to test it."
+                .into(),
+        );
+    }
+    let (mut held, mut returned, mut largest) = (0u64, 0u64, 0u64);
+    for r in &rows {
+        let (released, emptied) = (r.released_reserved.unwrap_or(0), r.emptied_reserved.unwrap_or(0));
+        held += released.saturating_sub(r.after_allocated);
+        returned += released.saturating_sub(emptied);
+        largest = largest.max(released.saturating_sub(r.after_allocated));
+    }
+    let share = if held == 0 { 1.0 } else { returned as f64 / held as f64 };
+    let verdict = match (back == rows.len(), share >= 0.9) {
+        (true, true) => Verdict::Confirmed,
+        (false, false) => Verdict::Refuted,
+        _ => Verdict::Partly,
+    };
+    claim(
+        C,
+        "all",
+        format!(
+            "{del}; the cache then still held up to {} (reserved minus allocated), of which \
+             empty_cache returned {} overall",
+            size(largest as f64),
+            super::pct(share)
+        ),
+        verdict,
+        "`del` frees the tensor to the caching allocator, not to the GPU: reserved stays until \
+         `empty_cache` returns the wholly free segments (confirmed when allocated is back at its \
+         baseline after every trial and empty_cache returns 90% or more of what the cache held)."
+            .into(),
+    )
+}

@@ -5,7 +5,7 @@ use crate::claims::band::Band;
 use crate::claims::{Claim, Verdict};
 
 /// "~40-50% memory on activations".
-const ACTIVATION_SAVING: Band = Band::new(0.40, 0.50, 0.05);
+pub(super) const ACTIVATION_SAVING: Band = Band::new(0.40, 0.50, 0.05);
 /// "~20-30%" more training time.
 const SLOWDOWN: Band = Band::new(0.20, 0.30, 0.05);
 

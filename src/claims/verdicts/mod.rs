@@ -6,25 +6,33 @@
 //! and the activations a trial keeps). The claims themselves are in files by subject.
 mod cache;
 mod checkpointing;
+mod devices;
+mod examples;
 mod finder;
 mod inference;
 mod lesson;
+mod models;
 mod optimizers;
 mod precision;
 mod scaling;
+mod troubleshooting;
 
 use super::{Claim, Verdict};
 use crate::results::ExperimentDir as Experiment;
 use crate::schema::Phase;
 use crate::spec::{format_size, Named, OptimizerImpl};
-use cache::reserved;
+use cache::{empty_cache, reserved};
 use checkpointing::{accumulation, checkpoint_memory, checkpoint_time};
+use devices::{cuda_context, multi_gpu};
+use examples::{answer004_accumulation, answer004_oom, checkpoint_example};
 use finder::finder;
 use inference::{leak, no_grad};
 use lesson::{depth, whole_dataset};
+use models::{activations_biggest, breakdown, depthwise, smaller_models, smaller_models_batch};
 use optimizers::{gradients, optimizer_state};
 use precision::{amp_batch, amp_memory};
 use scaling::{batch_linear, memory_equation, width_quadratic};
+use troubleshooting::{backward_oom, quick_reference_memory, quick_reference_time};
 
 type Get<'a> = &'a dyn Fn(&str) -> Option<&'a Experiment>;
 
@@ -41,11 +49,25 @@ pub fn all(get: Get) -> Vec<Claim> {
         amp_batch(get),
         checkpoint_memory(get),
         checkpoint_time(get),
+        checkpoint_example(get),
+        quick_reference_memory(get),
+        quick_reference_time(get),
+        backward_oom(get),
         accumulation(get),
+        answer004_oom(get),
+        answer004_accumulation(get),
+        breakdown(get),
+        activations_biggest(get),
+        smaller_models(get),
+        smaller_models_batch(get),
+        depthwise(get),
         reserved(get),
+        empty_cache(get),
+        cuda_context(get),
         no_grad(get),
         leak(get),
         finder(get),
+        multi_gpu(get),
     ]
 }
 

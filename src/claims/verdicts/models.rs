@@ -1,0 +1,224 @@
+//! Guide 002's model advice: smaller models (ResNet-18 for ResNet-152, a 6 x 512 Transformer for
+//! a 12 x 1024 one) and depthwise separable convolutions, and its memory breakdown by category.
+use super::{claim, not_run, pct, size, Get};
+use crate::chart::CategoryBar;
+use crate::claims::band::Band;
+use crate::claims::{Claim, Verdict};
+use crate::results::ExperimentDir as Experiment;
+use crate::schema::{Status, SummaryRow};
+
+/// The guide's pairs: (smaller, larger) variant names.
+const PAIRS: [(&str, &str); 2] = [("resnet18", "resnet152"), ("transformer_512x6", "transformer_1024x12")];
+
+pub(super) fn smaller_models(get: Get) -> Claim {
+    const C: &str = "Smaller models use less memory: ResNet-18 instead of ResNet-152, a Transformer of \
+                     d_model 512, 8 heads, 6 layers instead of 1024, 16, 12";
+    const E: &str = "smaller_models";
+    let Some(e) = get(E) else { return not_run(C, E) };
+    let ok = |v: &str| e.variant(v).filter(|r| r.status == Status::Ok);
+    let mut parts = Vec::new();
+    let mut ratios = Vec::new();
+    for (small, large) in PAIRS {
+        let (Some(s), Some(l)) = (ok(small), ok(large)) else { return not_run(C, E) };
+        let ratio = s.max_memory_allocated as f64 / l.max_memory_allocated as f64;
+        ratios.push(ratio);
+        parts.push(format!(
+            "{small} {} params, peak {} vs {large} {} params, peak {} ({} of it)",
+            millions(s.param_count),
+            size(s.max_memory_allocated as f64),
+            millions(l.param_count),
+            size(l.max_memory_allocated as f64),
+            pct(ratio)
+        ));
+    }
+    let batch = e.rows.first().map_or(0, |r| r.batch_size);
+    let verdict = if ratios.iter().all(|&r| r < 1.0) { Verdict::Confirmed } else { Verdict::Refuted };
+    let why = format!(
+        "each model trained two steps at batch {batch} with Adam; confirmed when the smaller model's \
+         peak is below the larger's in both pairs. How much smaller depends on what dominates: with \
+         Adam every parameter costs 16 bytes (itself, its gradient, two moments) whatever the batch, \
+         while activations grow with the batch and the input (small images here keep ResNets' \
+         activations small, so their peaks follow the parameters)."
+    );
+    claim(C, E, parts.join("; "), verdict, why)
+}
+
+pub(super) fn smaller_models_batch(get: Get) -> Claim {
+    const C: &str = "A smaller model trains a larger batch in the same memory";
+    const E: &str = "smaller_models_batch";
+    let Some(e) = get(E) else { return not_run(C, E) };
+    let budget = e.manifest.device.budget_bytes.map(|b| size(b as f64)).unwrap_or_else(|| "no budget".into());
+    let largest = |v: &str| e.answer(v).map(|a| a.largest_fit.unwrap_or(0));
+    let mut parts = Vec::new();
+    let mut larger = true;
+    for (small, large) in PAIRS {
+        let (Some(s), Some(l)) = (largest(small), largest(large)) else { return not_run(C, E) };
+        larger &= s > l;
+        let word = |b: u64| if b == 0 { "none".to_string() } else { b.to_string() };
+        parts.push(format!("{small} {} vs {large} {}", word(s), word(l)));
+    }
+    let verdict = if larger { Verdict::Confirmed } else { Verdict::Refuted };
+    let why = "exact largest batches (Adam, two steps) from a search the estimate guides; a model whose \
+               parameters, gradients and Adam's state alone exceed the budget fits no batch at all, \
+               which no batch size can fix. Confirmed when the smaller model fits the larger batch in \
+               both pairs."
+        .to_string();
+    claim(C, E, format!("largest batch in {budget}: {}", parts.join("; ")), verdict, why)
+}
+
+pub(super) fn depthwise(get: Get) -> Claim {
+    const C: &str = "Depthwise separable convolutions have fewer parameters than standard ones";
+    const E: &str = "depthwise_separable";
+    let Some(e) = get(E) else { return not_run(C, E) };
+    let (Some(std), Some(dws)) = (e.variant("standard"), e.variant("depthwise_separable")) else {
+        return not_run(C, E);
+    };
+    let params = dws.param_count as f64 / std.param_count as f64;
+    let peak = dws.max_memory_allocated as f64 / std.max_memory_allocated as f64;
+    let measured = format!(
+        "parameters {} vs {} ({:.1}x fewer); peak {} vs {} ({:+.1}%)",
+        dws.param_count,
+        std.param_count,
+        1.0 / params,
+        size(dws.max_memory_allocated as f64),
+        size(std.max_memory_allocated as f64),
+        100.0 * (peak - 1.0)
+    );
+    let verdict = match (params < 1.0, peak < 1.0) {
+        (true, true) => Verdict::Confirmed,
+        (true, false) => Verdict::Partly,
+        _ => Verdict::Refuted,
+    };
+    let why = "the parameters fall as the arithmetic says (3 x 3 x C + C x C against 3 x 3 x C x C); \
+               confirmed when the peak falls with them, partly when it does not: the depthwise and \
+               pointwise pair makes two outputs per block where a standard convolution makes one, so \
+               its activations are larger, and where activations dominate the peak the saving on \
+               parameters, gradients and Adam's state does not show."
+        .to_string();
+    claim(C, E, measured, verdict, why)
+}
+
+/// The guide's shares, each of the memory a training step uses.
+const PARAMS: Band = Band::new(0.10, 0.40, 0.05);
+const ACTIVATIONS: Band = Band::new(0.20, 0.60, 0.05);
+
+/// A variant's categories as shares of their sum (data excluded: on a GPU it stays on the host),
+/// with the categories as [`CategoryBar`] measures them from the trace.
+struct Shares {
+    label: String,
+    params: f64,
+    grads: f64,
+    state: f64,
+    activations: f64,
+}
+
+fn shares(e: &Experiment) -> Vec<Shares> {
+    let mut out = Vec::new();
+    for r in e.rows.iter().filter(|r| r.status == Status::Ok) {
+        let bar = CategoryBar::from_trace(r.variant.clone(), r, &e.trace);
+        let [_, params, state, grads, batch, activations] = bar.bytes.map(|b| b as f64);
+        let sum = params + state + grads + batch + activations;
+        if sum > 0.0 {
+            out.push(Shares {
+                label: label(r),
+                params: params / sum,
+                grads: grads / sum,
+                state: state / sum,
+                activations: activations / sum,
+            });
+        }
+    }
+    out
+}
+
+fn label(r: &SummaryRow) -> String {
+    if r.variant.is_empty() {
+        r.model.clone()
+    } else {
+        r.variant.clone()
+    }
+}
+
+pub(super) fn breakdown(get: Get) -> Claim {
+    const C: &str = "Parameters take 10-40% of the memory, gradients 10-40%, activations 20-60%";
+    const E: &str = "memory_breakdown";
+    let Some(e) = get(E) else { return not_run(C, E) };
+    let all = shares(e);
+    if all.is_empty() {
+        return not_run(C, E);
+    }
+    let measured = all
+        .iter()
+        .map(|s| {
+            format!(
+                "{}: parameters {}, gradients {}, Adam's state {}, activations {}",
+                s.label,
+                pct(s.params),
+                pct(s.grads),
+                pct(s.state),
+                pct(s.activations)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let judged: Vec<Verdict> = all
+        .iter()
+        .flat_map(|s| [PARAMS.judge(s.params), PARAMS.judge(s.grads), ACTIVATIONS.judge(s.activations)])
+        .collect();
+    let verdict = if judged.iter().all(|v| *v == Verdict::Confirmed) {
+        Verdict::Confirmed
+    } else if judged.iter().any(|v| *v != Verdict::Refuted) {
+        Verdict::Partly
+    } else {
+        Verdict::Refuted
+    };
+    let why = format!(
+        "each category measured at the first training step from the trace (as categories.png draws \
+         them), as a share of their sum (parameters, gradients, Adam's state, batch, activations; \
+         the CUDA context is outside the allocator). Parameters and gradients: {}; activations: {}. \
+         Confirmed when every model's three shares are inside, partly when some are: the shares \
+         follow the batch and the input size, not the kind of model.",
+        PARAMS.rule(),
+        ACTIVATIONS.rule()
+    );
+    claim(C, E, measured, verdict, why)
+}
+
+pub(super) fn activations_biggest(get: Get) -> Claim {
+    const C: &str = "Activations are the biggest memory consumer";
+    const E: &str = "memory_breakdown";
+    let Some(e) = get(E) else { return not_run(C, E) };
+    let all = shares(e);
+    if all.is_empty() {
+        return not_run(C, E);
+    }
+    let biggest = |s: &Shares| {
+        [
+            ("parameters", s.params),
+            ("gradients", s.grads),
+            ("Adam's state", s.state),
+            ("activations", s.activations),
+        ]
+        .into_iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map_or("-", |(n, _)| n)
+    };
+    let measured = all.iter().map(|s| format!("{}: {}", s.label, biggest(s))).collect::<Vec<_>>().join("; ");
+    let yes = all.iter().filter(|s| biggest(s) == "activations").count();
+    let verdict = match yes {
+        n if n == all.len() => Verdict::Confirmed,
+        0 => Verdict::Refuted,
+        _ => Verdict::Partly,
+    };
+    let why = format!(
+        "the largest category of each model at batch 32 ({yes} of {} models: activations). A wide \
+         MLP on a small input holds little but its parameters, and Adam's state is twice them; \
+         convolutions over large images and attention over long sequences keep far more.",
+        all.len()
+    );
+    claim(C, E, measured, verdict, why)
+}
+
+fn millions(n: u64) -> String {
+    format!("{:.1} M", n as f64 / 1e6)
+}

@@ -1,0 +1,115 @@
+//! Guide 002's quick reference on gradient checkpointing ("30-50% memory, 10-20% slower") and its
+//! troubleshooting table ("OOM during backward pass: use gradient checkpointing"), on ResNet-50.
+use super::{claim, not_run, pct, Get};
+use crate::claims::band::Band;
+use crate::claims::{Claim, Verdict};
+use crate::results::ExperimentDir as Experiment;
+use crate::schema::{Phase, Status, SummaryRow};
+
+const E: &str = "resnet_checkpointing";
+/// "30-50% memory".
+const MEMORY: Band = Band::new(0.30, 0.50, 0.05);
+/// "10-20% slower".
+const SLOWER: Band = Band::new(0.10, 0.20, 0.05);
+const CHECKPOINTED: [&str; 2] = ["every1", "sqrt"];
+
+/// A variant's largest batch that fits and its row.
+fn fit<'a>(e: &'a Experiment, variant: &str) -> Option<(u64, &'a SummaryRow)> {
+    let n = e.answer(variant)?.largest_fit?;
+    let row = e
+        .rows
+        .iter()
+        .find(|r| r.variant == variant && r.status == Status::Ok && r.value == Some(n as f64))?;
+    Some((n, row))
+}
+
+pub(super) fn quick_reference_memory(get: Get) -> Claim {
+    const C: &str = "Gradient checkpointing: 30-50% memory (guide 002's quick reference, on ResNet-50)";
+    let Some(e) = get(E) else { return not_run(C, E) };
+    let Some((none, _)) = fit(e, "none") else { return not_run(C, E) };
+    let mut parts = vec![format!("largest batch: none {none}")];
+    let mut sqrt = None;
+    for v in CHECKPOINTED {
+        let Some((n, _)) = fit(e, v) else { return not_run(C, E) };
+        let saved = 1.0 - none as f64 / n as f64;
+        parts.push(format!("{v} {n} ({} less memory a sample)", pct(saved)));
+        if v == "sqrt" {
+            sqrt = Some(saved);
+        }
+    }
+    let verdict = sqrt.map_or(Verdict::NotRun, |s| MEMORY.judge(s));
+    let why = format!(
+        "the budget left after the fixed costs (parameters, gradients, Adam's state) is the same for \
+         every variant, so the memory a sample needs falls as the largest batch grows: 1 - \
+         none's / the variant's. Checkpointing every block keeps only the blocks' inputs; sqrt(n) \
+         segments of four blocks recompute a whole segment at once and keep its insides while they \
+         are differentiated. Verdict on sqrt(n): {}.",
+        MEMORY.rule()
+    );
+    claim(C, E, parts.join(", "), verdict, why)
+}
+
+pub(super) fn quick_reference_time(get: Get) -> Claim {
+    const C: &str = "Gradient checkpointing: 10-20% slower (guide 002's quick reference, on ResNet-50)";
+    let Some(e) = get(E) else { return not_run(C, E) };
+    let per_sample = |v: &str| {
+        let (n, r) = fit(e, v)?;
+        Some(r.step_seconds? / n as f64)
+    };
+    let Some(none) = per_sample("none") else { return not_run(C, E) };
+    let mut parts = vec![format!("step time a sample: none {:.2} ms", 1e3 * none)];
+    let mut sqrt = None;
+    for v in CHECKPOINTED {
+        let Some(t) = per_sample(v) else { return not_run(C, E) };
+        let slower = t / none - 1.0;
+        parts.push(format!("{v} {:.2} ms ({:+.1}%)", 1e3 * t, 100.0 * slower));
+        if v == "sqrt" {
+            sqrt = Some(slower);
+        }
+    }
+    let verdict = sqrt.map_or(Verdict::NotRun, |s| SLOWER.judge(s));
+    let why = format!(
+        "mean step time (the steps after the first) over the batch, each at its variant's largest \
+         batch; recomputing every checkpointed block's forward costs up to one more forward pass, a \
+         third of a step. Timings on a shared 2-core CPU are noisy: a benchmark, not a test. Verdict \
+         on sqrt(n): {}.",
+        SLOWER.rule()
+    );
+    claim(C, E, parts.join(", "), verdict, why)
+}
+
+pub(super) fn backward_oom(get: Get) -> Claim {
+    const C: &str = "OOM during the backward pass: use gradient checkpointing (guide 002's troubleshooting)";
+    let Some(e) = get(E) else { return not_run(C, E) };
+    let Some(a) = e.answer("none") else { return not_run(C, E) };
+    let Some(first) = a.first_oom else { return not_run(C, E) };
+    let Some(oom) = e
+        .rows
+        .iter()
+        .find(|r| r.variant == "none" && r.status == Status::Oom && r.value == Some(first as f64))
+    else {
+        return not_run(C, E);
+    };
+    let fits: Vec<(&str, Option<u64>)> =
+        CHECKPOINTED.iter().map(|v| (*v, e.answer(v).and_then(|a| a.largest_fit))).collect();
+    let measured = format!(
+        "without checkpointing batch {first} ran out in {} (step {}); with it: {}",
+        oom.phase.map_or("-".into(), |p| p.to_string()),
+        oom.step.map_or("-".into(), |s| s.to_string()),
+        fits.iter()
+            .map(|(v, n)| format!("{v} fits {}", n.map_or("none".into(), |n| n.to_string())))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let fixed = fits.iter().any(|(_, n)| n.is_some_and(|n| n >= first));
+    let verdict = match (oom.phase == Some(Phase::Backward), fixed) {
+        (true, true) => Verdict::Confirmed,
+        (false, true) => Verdict::Partly,
+        _ => Verdict::Refuted,
+    };
+    let why = "the batch one above the largest that fits without checkpointing: confirmed when it ran out \
+               in backward (where the saved activations and the gradients being made are all alive) and \
+               checkpointing makes it fit, partly when checkpointing helps an OOM elsewhere."
+        .to_string();
+    claim(C, E, measured, verdict, why)
+}
