@@ -1,6 +1,6 @@
 //! The lesson's two challenges: the whole training set as one batch runs out of memory, and
 //! about 5 hidden layers of 5000 fit at batch 32.
-use super::{claim, default_adam, not_run, size, Get};
+use super::{budget, claim, default_adam, not_run, size, Get};
 use crate::claims::{Claim, Verdict};
 use crate::schema::Status;
 
@@ -57,7 +57,7 @@ pub(super) fn depth(get: Get) -> Claim {
         .rows
         .iter()
         .find(|r| r.variant == variant && r.status == Status::Oom && r.value == first.map(|v| v as f64));
-    let budget = e.manifest.device.budget_bytes.map(|b| size(b as f64)).unwrap_or_else(|| "no budget".into());
+    let budget = budget(e);
     let others = e
         .manifest
         .answers

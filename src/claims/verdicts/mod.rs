@@ -95,6 +95,11 @@ fn size(bytes: f64) -> String {
     format_size(bytes.max(0.0).round() as u64)
 }
 
+/// The budget the experiment ran under, as a size ("no budget" without one).
+fn budget(e: &Experiment) -> String {
+    e.manifest.device.budget_bytes.map_or_else(|| "no budget".into(), |b| size(b as f64))
+}
+
 fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }

@@ -1,6 +1,6 @@
 //! Guide 002's model advice: smaller models (ResNet-18 for ResNet-152, a 6 x 512 Transformer for
 //! a 12 x 1024 one) and depthwise separable convolutions, and its memory breakdown by category.
-use super::{claim, not_run, pct, size, Get};
+use super::{budget, claim, not_run, pct, size, Get};
 use crate::chart::CategoryBar;
 use crate::claims::band::Band;
 use crate::claims::{Claim, Verdict};
@@ -47,7 +47,7 @@ pub(super) fn smaller_models_batch(get: Get) -> Claim {
     const C: &str = "A smaller model trains a larger batch in the same memory";
     const E: &str = "smaller_models_batch";
     let Some(e) = get(E) else { return not_run(C, E) };
-    let budget = e.manifest.device.budget_bytes.map(|b| size(b as f64)).unwrap_or_else(|| "no budget".into());
+    let budget = budget(e);
     let largest = |v: &str| e.answer(v).map(|a| a.largest_fit.unwrap_or(0));
     let mut parts = Vec::new();
     let mut larger = true;

@@ -1,5 +1,5 @@
 //! Mixed precision: how much memory autocast saves, and how much larger a batch it lets fit.
-use super::{claim, not_run, pct, search_kind, size, Get};
+use super::{budget, claim, not_run, pct, search_kind, size, Get};
 use crate::claims::band::Band;
 use crate::claims::{Claim, Verdict};
 
@@ -50,7 +50,7 @@ pub(super) fn amp_batch(get: Get) -> Claim {
         return not_run(C, E);
     };
     let (r16, rbf) = (f16 as f64 / f32_ as f64, bf16 as f64 / f32_ as f64);
-    let budget = e.manifest.device.budget_bytes.map(|b| size(b as f64)).unwrap_or_default();
+    let budget = budget(e);
     let measured =
         format!("largest batch in {budget}: fp32 {f32_}, fp16 {f16} ({r16:.2}x), bf16 {bf16} ({rbf:.2}x)");
     let verdict = match r16.max(rbf) {
