@@ -182,22 +182,32 @@ class Probe:
     """The allocator's counters as oomlab reads them: peaks reset at a phase's start, and a
     synchronize before every read so that queued kernels have allocated what they will."""
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, counter=None):
         self.device = device
         self.cuda = device.type == "cuda"
+        # On the CPU, cpu_memory's counting allocator (--cpu-memory), which counts every CPU
+        # tensor's bytes as oomlab's own counting allocator does: reserved = allocated.
+        self.counter = counter
+        self.counts = self.cuda or counter is not None
         self._nvml = True
 
     def reset_peak(self):
         if self.cuda:
             torch.cuda.reset_peak_memory_stats(self.device)
+        elif self.counter is not None:
+            self.counter.reset_peak()
 
     def sync(self):
         if self.cuda:
             torch.cuda.synchronize(self.device)
 
     def snapshot(self) -> dict:
-        """memory_allocated & co. at this moment; empty strings on the CPU."""
+        """memory_allocated & co. at this moment; empty strings on the CPU without a counter."""
         self.sync()
+        if self.counter is not None:
+            now, peak = self.counter.allocated(), self.counter.peak()
+            return {"memory_allocated": now, "memory_reserved": now, "max_memory_allocated": peak,
+                    "max_memory_reserved": peak, "device_used": ""}
         if not self.cuda:
             return dict.fromkeys(TRACE_COLUMNS[4:9], "")
         d = self.device
@@ -222,6 +232,8 @@ class Probe:
         return total - free
 
     def allocated(self) -> int | None:
+        if self.counter is not None:
+            return self.counter.allocated()
         return torch.cuda.memory_allocated(self.device) if self.cuda else None
 
     def empty_cache(self):
@@ -267,7 +279,7 @@ class Recorder:
             gc.collect()
         mem = self.probe.snapshot()
         secs = time.perf_counter() - t0
-        if self.probe.cuda:
+        if self.probe.counts:
             self.peak[0] = max(self.peak[0], mem["max_memory_allocated"])
             self.peak[1] = max(self.peak[1], mem["max_memory_reserved"])
         if step > 0:
@@ -611,12 +623,15 @@ def run_trial(cfg: dict, device: torch.device, rec: Recorder, args, out: dict):
     skipped = 0
     for step in range(1, steps + 1):
         if tech["mode"] == "train":
-            loss, skip = train_step(cfg, data, model, opt, scaler, seg, step, rec, keep, device)
+            loss, skip, mean = train_step(cfg, data, model, opt, scaler, seg, step, rec, keep, device,
+                                          read_loss=step == steps)
             skipped += int(skip)
         else:
-            loss = forward_step(cfg, data, model, step, rec, keep, device)
+            loss, mean = forward_step(cfg, data, model, step, rec, keep, device), None
         if step == steps:
-            out["final_loss"] = loss.item()
+            # As oomlab's final_loss: under accumulation, the mean of the last step's
+            # micro-batches' losses (the effective batch's loss).
+            out["final_loss"] = mean if mean is not None else loss.item()
         # oomlab drops each step's loss at the end of its iteration. A plain Python loop would
         # hold it (and, in forward mode, its whole graph) until the next step's assignment:
         # memory oomlab does not have, so it is dropped here to measure the same thing.
@@ -627,10 +642,11 @@ def run_trial(cfg: dict, device: torch.device, rec: Recorder, args, out: dict):
         out["params"] = [p.detach() for p in model.parameters()]
 
 
-def train_step(cfg, data, model, opt, scaler, seg, step, rec, keep, device):
+def train_step(cfg, data, model, opt, scaler, seg, step, rec, keep, device, read_loss=False):
     t, tech = cfg["training"], cfg["training"]["techniques"]
     n = int(tech["accumulation"])
     last = None
+    total = 0.0
 
     def forward(x, y):
         with autocast(device, tech["amp"]):
@@ -652,6 +668,8 @@ def train_step(cfg, data, model, opt, scaler, seg, step, rec, keep, device):
         loss = rec.phase(step, "forward", forward, x, y)
         keep(loss)
         rec.phase(step, "backward", backward, loss)
+        if read_loss:
+            total += loss.item()
         # As in step.rs, the micro-batch goes at the end of its iteration (Python would
         # otherwise keep it through the next to_device); only the last loss lives on.
         del x, y
@@ -672,7 +690,7 @@ def train_step(cfg, data, model, opt, scaler, seg, step, rec, keep, device):
     skip = rec.phase(step, "optimizer_step", optimizer_step)
     # set_to_none=True (the default since 2.0) frees the gradients, as libtorch's zero_grad.
     rec.phase(step, "zero_grad", opt.zero_grad)
-    return last, skip
+    return last, skip, (total / n if read_loss else None)
 
 
 def forward_step(cfg, data, model, step, rec, keep, device):
@@ -766,7 +784,12 @@ def warm_up(device: torch.device, configs: list[dict], amp_kinds: set[str], args
         out.float().sum().backward()
         del out
     del lin, x
-    probe = Probe(device)
+    counter = None
+    if args.cpu_memory and device.type == "cpu":
+        import cpu_memory  # beside this script
+        cpu_memory.install()
+        counter = cpu_memory
+    probe = Probe(device, counter)
     steps, args.steps = args.steps, None
     try:
         for i, cfg in enumerate(configs):
@@ -829,6 +852,10 @@ def main():
                         "split sums add up in the same order)")
     p.add_argument("--run-oom-on-cpu", action="store_true",
                    help="also run, on the CPU, trials oomlab ran out of memory in (no budget there)")
+    p.add_argument("--cpu-memory", action="store_true",
+                   help="on the CPU, count every tensor's bytes with cpu_memory.py's counting "
+                        "allocator (built once with g++ from cpu_alloc.cpp beside this script), "
+                        "so that the trace has memory columns as oomlab's CPU runs do")
     p.add_argument("--out", type=Path, required=True, help="trace CSV to write")
     args = p.parse_args()
 
@@ -871,7 +898,12 @@ def main():
         ws = warm_up(device, configs, amp_kinds, args)
         print(f"workspace {ws}" if device.type == "cuda" else "workspace n/a (cpu)", flush=True)
 
-    probe = Probe(device)
+    counter = None
+    if args.cpu_memory and device.type == "cpu":
+        import cpu_memory  # beside this script
+        cpu_memory.install()
+        counter = cpu_memory
+    probe = Probe(device, counter)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     summary_path = Path(str(args.out) + ".summary.csv")
     with open(args.out, "w", newline="") as tf, open(summary_path, "w", newline="") as sf:
@@ -904,8 +936,8 @@ def main():
             probe.empty_cache()
             after = probe.allocated()
             res.update(
-                max_memory_allocated=rec.peak[0] if probe.cuda else "",
-                max_memory_reserved=rec.peak[1] if probe.cuda else "",
+                max_memory_allocated=rec.peak[0] if probe.counts else "",
+                max_memory_reserved=rec.peak[1] if probe.counts else "",
                 baseline_allocated="" if baseline is None else baseline,
                 after_allocated="" if after is None else after,
                 final_loss=repr(extra["final_loss"]) if "final_loss" in extra else "",
@@ -917,7 +949,7 @@ def main():
             tf.flush()
             sf.flush()
             where = f" in {res['phase']} of step {res['step']}" if res["phase"] else ""
-            peak = f"  peak {rec.peak[0]} B" if probe.cuda else ""
+            peak = f"  peak {rec.peak[0]} B" if probe.counts else ""
             loss = f"  final loss {extra['final_loss']:.7f}" if "final_loss" in extra else ""
             leak = ""
             if baseline is not None and after is not None and after > baseline:

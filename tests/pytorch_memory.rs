@@ -1,0 +1,156 @@
+//! PyTorch itself as the oracle for memory: a spec of every model kind under each technique, run
+//! by oomlab on the CPU and then, trial by trial, by plain eager PyTorch
+//! (`scripts/reference/train.py --cpu-memory`: torch.nn, torchvision, torch.optim, autocast, the
+//! grad scaler, with `scripts/reference/cpu_memory.py`'s counting allocator installed as
+//! libtorch's CPU allocator, as oomlab installs its own). Every phase's end and peak must be
+//! the same number of bytes over each trial's baseline, and each trial's final loss (under
+//! accumulation the mean over the last step's micro-batches) the same number.
+//!
+//! Checkpointing is left out: PyTorch's `torch.utils.checkpoint` keeps a copy of the CPU
+//! generator's state (5,056 bytes) per segment whether the model draws random numbers or not,
+//! and oomlab, which has no custom autograd Function through tch, keeps the head's input to
+//! read its gradient (one more activation where the head does not save it, as a Transformer's
+//! mean pooling does not). Parameters under checkpointing are held to PyTorch's in
+//! `tests/pytorch_oracle.rs`.
+//!
+//! Without python3, a torch it can import, or g++ (to build the counting allocator once), this
+//! test fails and says so: it does not skip.
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use oomlab::plan::{Overrides, Plan};
+use oomlab::results::ExperimentDir;
+use oomlab::run::{self, RunOptions};
+use oomlab::schema::PhaseRecord;
+
+mod common;
+use common::{torch_site, Sandbox};
+
+const CNN: &str = r#"model = { kind = "cnn", arch = "plain", channels = 8, depth = 2 }
+data = { kind = "images", samples = 16, channels = 3, size = 8, classes = 4, seed = 0 }"#;
+const CNN_DWS: &str = r#"model = { kind = "cnn", arch = "plain", channels = 8, depth = 2, conv = "depthwise_separable", kernel = 5 }
+data = { kind = "images", samples = 16, channels = 3, size = 8, classes = 4, seed = 0 }"#;
+const RESNET: &str = r#"model = { kind = "cnn", arch = "resnet18" }
+data = { kind = "images", samples = 16, channels = 3, size = 8, classes = 4, seed = 0 }"#;
+const TRANSFORMER: &str = r#"model = { kind = "transformer", d_model = 16, nhead = 2, num_layers = 2, dim_feedforward = 32 }
+data = { kind = "tokens", samples = 32, seq_len = 8, vocab = 20, classes = 4, seed = 0 }"#;
+const PRE_NORM: &str = r#"model = { kind = "transformer", d_model = 16, nhead = 2, num_layers = 2, dim_feedforward = 32, norm_first = true, dropout = 0.0 }
+data = { kind = "tokens", samples = 32, seq_len = 8, vocab = 20, classes = 4, seed = 0 }"#;
+
+/// (variant name, its model and data, its training table's keys).
+const VARIANTS: [(&str, &str, &str); 15] = [
+    ("mlp", "", ""),
+    ("mlp_acc_foreach", "", "accumulation = 2, optimizer_impl = \"foreach\""),
+    ("cnn", CNN, ""),
+    ("cnn_dws_fused", CNN_DWS, "optimizer_impl = \"fused\""),
+    ("cnn_bf16", CNN, "amp = \"bf16\""),
+    ("cnn_fp16", CNN, "amp = \"fp16\""),
+    ("cnn_sgd_momentum_acc", CNN, "optimizer = \"sgd\", momentum = 0.9, accumulation = 2"),
+    ("cnn_forward", CNN, "mode = \"forward\""),
+    ("resnet18", RESNET, ""),
+    ("resnet18_bf16_foreach", RESNET, "amp = \"bf16\", optimizer_impl = \"foreach\""),
+    ("transformer_dropout", TRANSFORMER, ""),
+    ("transformer_fp16", TRANSFORMER, "amp = \"fp16\""),
+    ("transformer_kept_loss", TRANSFORMER, "mode = \"forward\", history = \"loss_tensor\""),
+    ("transformer_pre_norm_acc", PRE_NORM, "accumulation = 2, optimizer_impl = \"fused\""),
+    ("transformer_no_grad", PRE_NORM, "mode = \"forward_no_grad\""),
+];
+
+fn spec() -> String {
+    let mut s = String::from(
+        "[experiment]\nname = \"pytorch_memory\"\n[model]\nwidths = [32, 16]\n[data]\nsamples = 32\n\
+         features = 8\nclasses = 4\n[training]\noptimizer = \"adam\"\nbatch_size = 4\nsteps = 2\n\
+         [run]\ndevice = \"cpu\"\n",
+    );
+    for (name, model, training) in VARIANTS {
+        s += &format!("[[variant]]\nname = \"{name}\"\n");
+        if !model.is_empty() {
+            s += &format!("{model}\n");
+        }
+        if !training.is_empty() {
+            s += &format!("training = {{ {training} }}\n");
+        }
+    }
+    s
+}
+
+/// (trial, step, micro, phase) -> (allocated, peak), over the trial's baseline.
+type Phases = BTreeMap<(usize, usize, usize, String), (i64, i64)>;
+
+fn phases(trace: &[PhaseRecord], baselines: &BTreeMap<usize, u64>) -> Phases {
+    trace
+        .iter()
+        .map(|r| {
+            let base = baselines[&r.trial] as i64;
+            (
+                (r.trial, r.step, r.micro, r.phase.to_string()),
+                (r.memory_allocated as i64 - base, r.max_memory_allocated as i64 - base),
+            )
+        })
+        .collect()
+}
+
+fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
+    csv::Reader::from_path(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .deserialize()
+        .map(|r| r.unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .collect()
+}
+
+#[derive(serde::Deserialize)]
+struct PySummary {
+    trial: usize,
+    status: String,
+    baseline_allocated: u64,
+    final_loss: f64,
+}
+
+#[test]
+fn every_model_kind_allocates_what_pytorch_allocates_phase_by_phase() {
+    let sb = Sandbox::new();
+    let spec = oomlab::spec::load(&sb.spec("pytorch_memory.toml", &spec())).unwrap();
+    let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
+    let report = run::run(&Plan::here(spec, Overrides::default()), &opts).unwrap();
+    let ours = ExperimentDir::read(&report.dir).unwrap();
+    assert_eq!(ours.rows.len(), VARIANTS.len());
+
+    let py_trace = sb.path().join("pytorch.csv");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("python3")
+        .arg(root.join("scripts/reference/train.py"))
+        .args(["--device", "cpu", "--cpu-memory", "--summary"])
+        .arg(report.dir.join("summary.csv"))
+        .arg("--out")
+        .arg(&py_trace)
+        .env("PYTHONPATH", torch_site())
+        .output()
+        .expect("python3 runs (the PyTorch oracle)");
+    assert!(
+        out.status.success(),
+        "train.py failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let py_summary: Vec<PySummary> = read_csv(Path::new(&format!("{}.summary.csv", py_trace.display())));
+    assert!(py_summary.iter().all(|r| r.status == "ok"), "PyTorch trained every trial");
+
+    let ours_base = ours.rows.iter().map(|r| (r.trial, r.baseline_allocated)).collect();
+    let py_base = py_summary.iter().map(|r| (r.trial, r.baseline_allocated)).collect();
+    let (a, b) = (phases(&ours.trace, &ours_base), phases(&read_csv(&py_trace), &py_base));
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "the same phases");
+    let name = |trial: usize| ours.rows.iter().find(|r| r.trial == trial).map_or("", |r| r.variant.as_str());
+    let differ: Vec<String> = a
+        .iter()
+        .filter(|(k, v)| b[*k] != **v)
+        .map(|(k, v)| format!("{} {k:?}: oomlab {v:?}, PyTorch {:?}", name(k.0), b[k]))
+        .collect();
+    assert!(differ.is_empty(), "{} phases differ (allocated, peak):\n{}", differ.len(), differ.join("\n"));
+    for py in &py_summary {
+        let row = ours.rows.iter().find(|r| r.trial == py.trial).unwrap();
+        assert_eq!(row.final_loss, Some(py.final_loss), "{}: final loss", row.variant);
+    }
+    // The comparison compared something: every kind's trials allocate.
+    assert!(a.values().filter(|(_, peak)| *peak > 0).count() > 100, "{a:?}");
+}
