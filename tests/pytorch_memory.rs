@@ -10,8 +10,8 @@
 //! generator's state (5,056 bytes) per segment whether the model draws random numbers or not,
 //! and oomlab, which has no custom autograd Function through tch, keeps the head's input to
 //! read its gradient (one more activation where the head does not save it, as a Transformer's
-//! mean pooling does not). Parameters under checkpointing are held to PyTorch's in
-//! `tests/pytorch_oracle.rs`.
+//! mean pooling and the CNNs' global average pooling, a mean in PyTorch, do not). Parameters
+//! under checkpointing are held to PyTorch's in `tests/pytorch_oracle.rs`.
 //!
 //! Without python3, a torch it can import, or g++ (to build the counting allocator once), this
 //! test fails and says so: it does not skip.
