@@ -38,7 +38,8 @@
 //! fp32 loss and gradients, the fp16 grad scaler; exact on the CPU but for the scratch buffer of
 //! products that run in oneDNN, bf16's and on some CPUs fp16's: [`onednn`]), both together,
 //! modes `forward` and `forward_no_grad`, and
-//! the loss history, in any combination, as `train::step` composes them. Not covered
+//! the loss history, in any combination, as `train::step` composes them; for every model kind
+//! (CNNs and Transformers replayed op by op through `graph`, autocast included). Not covered
 //! ([`predict`] says so): mixed precision over parameters that are not float32.
 //! [`Prediction::notes`] says where a prediction is less than exact.
 pub mod bounds;
@@ -91,14 +92,6 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
     let terms = match config.model.mlp_widths() {
         Some(widths) => terms::Terms::new(shape, &widths, t.batch_size, t.dtype, options.target),
         None => {
-            if tech.amp != Amp::Off {
-                bail!(
-                    "the estimate models mixed precision (training.amp) for MLPs only so far, not for a {} \
-                     ({}); `oomlab run` measures it",
-                    config.model.kind(),
-                    config.model.describe()
-                );
-            }
             let input = crate::nn::Input::of(&config.data, shape.features, shape.classes);
             let params = phases::parameter_numels(config, input, options.target);
             terms::Terms::other(shape, params, t.batch_size, t.dtype, options.target)
@@ -124,12 +117,17 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
     }
     if config.model.mlp_widths().is_none() {
         notes.push(match options.target {
-            Target::Cpu => format!(
+            Target::Cpu if matches!(config.model, crate::spec::ModelSpec::Cnn(_)) => format!(
                 "{}: replayed op by op through the model's own code; oneDNN's convolution buffers and batch norm's \
                  were measured on this CPU at {} thread(s) (batches past {} extrapolated from two)",
                 config.model.describe(),
                 options.threads,
                 graph::kernels::EXACT_UP_TO
+            ),
+            Target::Cpu => format!(
+                "{}: replayed op by op through the model's own code, at {} thread(s)",
+                config.model.describe(),
+                options.threads
             ),
             Target::Cuda => format!(
                 "{}: replayed op by op through the model's own code; cuDNN's convolution workspaces and CUDA \
@@ -137,6 +135,12 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
                 config.model.describe()
             ),
         });
+        if tech.amp != Amp::Off && options.target == Target::Cuda {
+            notes.push(
+                "autocast on CUDA: its own op lists replayed (layer_norm and log_softmax in fp32, no CPU upcasts),                  not yet checked against a GPU"
+                    .into(),
+            );
+        }
     }
     if tech.mode == Mode::Train {
         let cuda = options.target == Target::Cuda;

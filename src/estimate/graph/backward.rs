@@ -119,6 +119,10 @@ pub(crate) enum Rule {
         k: Vec<i64>,
         v: Vec<i64>,
     },
+    /// `x.to(dtype)` (autocast's casts): the gradient cast back to `dt`, the input's.
+    ToCopy {
+        dt: Dt,
+    },
 }
 
 fn new(ctx: &Rc<Ctx>, shape: &[i64], dt: Dt) -> Sym {
@@ -185,6 +189,7 @@ impl Rule {
             Rule::Pass => "CloneBackward0",
             Rule::Select { .. } => "SelectBackward0",
             Rule::Flash { .. } => "ScaledDotProductFlashAttentionForCpuBackward0",
+            Rule::ToCopy { .. } => "ToCopyBackward0",
         }
     }
 }
@@ -212,12 +217,12 @@ pub(crate) fn apply(ctx: &Rc<Ctx>, node: &Node, inputs: &[Option<Sym>]) -> Vec<O
             let g_a = wants(0).then(|| new(ctx, a, dt));
             vec![g_a, g_b]
         }
-        Rule::Relu { shape }
-        | Rule::MulByConstant { shape }
-        | Rule::Softmax { shape }
-        | Rule::LogSoftmax { shape } => {
+        Rule::Relu { shape } | Rule::MulByConstant { shape } | Rule::Softmax { shape } => {
             vec![Some(new(ctx, shape, dt))]
         }
+        // In the input's dtype (CUDA's autocast makes fp32 log-probabilities of low-precision
+        // logits).
+        Rule::LogSoftmax { shape } => vec![Some(new(ctx, shape, node.dts[0]))],
         Rule::MulScalar { shape } | Rule::DivScalar { shape } => {
             vec![Some(with_wrapped_scalar(ctx, dt, || new(ctx, shape, dt)))]
         }
@@ -233,17 +238,19 @@ pub(crate) fn apply(ctx: &Rc<Ctx>, node: &Node, inputs: &[Option<Sym>]) -> Vec<O
             .collect(),
         Rule::NllLoss { input } => vec![Some(new(ctx, input, dt))],
         Rule::LayerNorm { input, d } => {
+            // The weight's and bias's gradients in their own dtype (fp32 under autocast), the
+            // partial sums in the input's.
             let g_in = wants(0).then(|| new(ctx, input, dt));
-            let g_w = wants(1).then(|| new(ctx, &[*d], dt));
-            let g_b = wants(2).then(|| new(ctx, &[*d], dt));
+            let g_w = wants(1).then(|| new(ctx, &[*d], node.dts[1]));
+            let g_b = wants(2).then(|| new(ctx, &[*d], node.dts[2]));
             let copy = (!grad.is_contiguous()).then(|| new(ctx, input, dt));
             let partial = (ctx.target == crate::estimate::Target::Cpu)
-                .then(|| new(ctx, &[2 * ctx.threads as i64 * d], Dt(tch::Kind::Float)));
+                .then(|| new(ctx, &[2 * ctx.threads as i64 * d], dt));
             drop((partial, copy));
             vec![g_in, g_w, g_b]
         }
         Rule::BatchNorm { input } => {
-            kernels::batch_norm_backward(ctx, input, dt, [wants(0), wants(1), wants(2)])
+            kernels::batch_norm_backward(ctx, input, dt, node.dts[1], [wants(0), wants(1), wants(2)])
         }
         Rule::MaxPool { input } => vec![Some(new(ctx, input, dt))],
         Rule::Embedding { weight } => vec![Some(new(ctx, weight, dt))],
@@ -273,13 +280,17 @@ pub(crate) fn apply(ctx: &Rc<Ctx>, node: &Node, inputs: &[Option<Sym>]) -> Vec<O
         }
         Rule::Pass => vec![Some(grad.handle())],
         Rule::Select { input } => vec![Some(new(ctx, input, dt))],
+        Rule::ToCopy { dt } => vec![Some(super::ops::new_like_dt(ctx, grad, *dt))],
         Rule::Flash { q, k, v } => {
             let (gq, gk, gv) = (new(ctx, q, dt), new(ctx, k, dt), new(ctx, v, dt));
             let copy = (!grad.is_contiguous()).then(|| new(ctx, &grad.shape(), dt));
             let (qs, kvs) = (flash_split(q[2]), 512.min(k[2]));
             let buffer = new(ctx, &[ctx.threads as i64 * 2 * qs * kvs], Dt(tch::Kind::Float));
+            // In low precision the gradients of the scores also go through the input's dtype.
+            let low = matches!(dt.0, tch::Kind::Half | tch::Kind::BFloat16);
+            let reduced = low.then(|| new(ctx, &[ctx.threads as i64 * 2 * qs * kvs], dt));
             drop(new(ctx, &[qs], Dt(tch::Kind::Float))); // dsum, one per parallel chunk
-            drop((buffer, copy));
+            drop((reduced, buffer, copy));
             vec![Some(gq), Some(gk), Some(gv)]
         }
     }

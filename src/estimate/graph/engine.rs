@@ -63,7 +63,15 @@ pub(crate) fn backward(ctx: &Rc<Ctx>, root: &Sym) {
         match &tasks[&key] {
             Task::Leaf(leaf) => accumulate_grad(ctx, leaf, inputs),
             Task::Node(node) => {
-                let outputs = apply(ctx, node, &inputs);
+                let mut outputs = apply(ctx, node, &inputs);
+                // `validate_outputs`: a gradient in another dtype than its input's is cast to it
+                // (mixed precision), while the incoming gradients are still held.
+                for (grad, dt) in outputs.iter_mut().zip(&node.dts) {
+                    if let Some(g) = grad.as_ref().filter(|g| g.dt() != *dt) {
+                        let cast = super::ops::new_like_dt(ctx, g, *dt);
+                        *grad = Some(cast);
+                    }
+                }
                 // The incoming gradients, then the saved tensors, go before the outputs move on.
                 drop(inputs);
                 node.saved.borrow_mut().clear();

@@ -145,14 +145,18 @@ enum Key {
         groups: i64,
         kind: i32,
     },
+    /// `param`: the weight's and running statistics' dtype (fp32 under autocast, where the
+    /// input is low precision).
     BnForward {
         input: Vec<i64>,
         kind: i32,
+        param: i32,
     },
     BnBackward {
         input: Vec<i64>,
         mask: [bool; 3],
         kind: i32,
+        param: i32,
     },
 }
 
@@ -356,8 +360,9 @@ impl ConvBackward {
 
 /// `nn.BatchNorm2d` in training after `num_batches_tracked.add_(1)`: `native_batch_norm`'s
 /// output, the saved mean and inverse standard deviation (float `[C]`), and its temporaries.
+/// `param` is the weight's dtype (fp32 under autocast, where the input is low precision).
 /// Returns (output, save_mean, save_invstd).
-pub(crate) fn batch_norm_forward(ctx: &Rc<Ctx>, x: &Sym) -> (Sym, Sym, Sym) {
+pub(crate) fn batch_norm_forward(ctx: &Rc<Ctx>, x: &Sym, param: Dt) -> (Sym, Sym, Sym) {
     let (input, dt) = (x.shape(), x.dt());
     let c = input[1];
     let stats = || {
@@ -369,10 +374,11 @@ pub(crate) fn batch_norm_forward(ctx: &Rc<Ctx>, x: &Sym) -> (Sym, Sym, Sym) {
         let (m, v) = stats();
         return (out, m, v);
     }
-    let key = Key::BnForward { input: input.clone(), kind: kind_code(dt.0) };
+    let key = Key::BnForward { input: input.clone(), kind: kind_code(dt.0), param: kind_code(param.0) };
     let run = |n: i64| {
         let xi = zeros(&with_batch(&input, n), dt.0)?;
-        let (w, b, rm, rv) = (zeros(&[c], dt.0)?, zeros(&[c], dt.0)?, zeros(&[c], dt.0)?, zeros(&[c], dt.0)?);
+        let p = param.0;
+        let (w, b, rm, rv) = (zeros(&[c], p)?, zeros(&[c], p)?, zeros(&[c], p)?, zeros(&[c], p)?);
         let (outs, events) = crate::ffi::cpu_events(|| {
             Tensor::f_native_batch_norm(&xi, Some(&w), Some(&b), Some(&rm), Some(&rv), true, 0.1, 1e-5).ok()
         });
@@ -395,26 +401,34 @@ pub(crate) fn batch_norm_forward(ctx: &Rc<Ctx>, x: &Sym) -> (Sym, Sym, Sym) {
     }
 }
 
-/// `native_batch_norm_backward` for the gradients `wants` asks for (input, weight, bias).
+/// `native_batch_norm_backward` for the gradients `wants` asks for (input, weight, bias); the
+/// weight's and bias's in `param`, the weight's dtype.
 pub(crate) fn batch_norm_backward(
     ctx: &Rc<Ctx>,
     input: &[i64],
     dt: Dt,
+    param: Dt,
     wants: [bool; 3],
 ) -> Vec<Option<Sym>> {
     let c = input[1];
-    let shapes = [(input.to_vec(), dt), (vec![c], dt), (vec![c], dt)];
+    let shapes = [(input.to_vec(), dt), (vec![c], param), (vec![c], param)];
     let plain = || -> Vec<Option<Sym>> {
         shapes.iter().zip(wants).map(|((s, d), m)| m.then(|| Sym::alloc(ctx, s, *d, Transient))).collect()
     };
     if ctx.target == Target::Cuda {
         return plain();
     }
-    let key = Key::BnBackward { input: input.to_vec(), mask: wants, kind: kind_code(dt.0) };
+    let key = Key::BnBackward {
+        input: input.to_vec(),
+        mask: wants,
+        kind: kind_code(dt.0),
+        param: kind_code(param.0),
+    };
     let run = |n: i64| {
         let shape = with_batch(input, n);
         let (g, xi) = (zeros(&shape, dt.0)?, zeros(&shape, dt.0)?);
-        let (w, rm, rv) = (zeros(&[c], dt.0)?, zeros(&[c], dt.0)?, zeros(&[c], dt.0)?);
+        let p = param.0;
+        let (w, rm, rv) = (zeros(&[c], p)?, zeros(&[c], p)?, zeros(&[c], p)?);
         let (sm, si) = (zeros(&[c], Kind::Float)?, zeros(&[c], Kind::Float)?);
         let (grads, events) = crate::ffi::cpu_events(|| {
             crate::ffi::batch_norm_backward(&g, &xi, [&w, &rm, &rv, &sm, &si], wants).ok()

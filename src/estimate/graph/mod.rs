@@ -34,6 +34,11 @@ pub struct Ctx {
     pub(crate) threads: usize,
     grad: Cell<bool>,
     seq: Cell<u64>,
+    /// Autocast's lower-precision dtype while it is on (`torch.autocast`).
+    autocast: Cell<Option<tch::Kind>>,
+    /// Autocast's cast cache: the low-precision copies of fp32 leaves that require grad (the
+    /// parameters), by the leaf, until autocast exits.
+    pub(crate) cast_cache: RefCell<Vec<(Rc<tensor::Inner>, Sym)>>,
     /// Whether OOMLAB_REPLAY_LOG prints its events (not a scratch replay's).
     pub(crate) logged: bool,
 }
@@ -55,6 +60,8 @@ impl Ctx {
             threads: threads.max(1),
             grad: Cell::new(true),
             seq: Cell::new(0),
+            autocast: Cell::new(None),
+            cast_cache: RefCell::new(Vec::new()),
             logged: true,
         })
     }
@@ -62,7 +69,16 @@ impl Ctx {
     /// A replay whose only use is to learn shapes: its events are not logged.
     pub fn scratch(target: Target) -> Rc<Ctx> {
         let ledger = Shared::new(Default::default());
-        Rc::new(Ctx { ledger, target, threads: 1, grad: Cell::new(false), seq: Cell::new(0), logged: false })
+        Rc::new(Ctx {
+            ledger,
+            target,
+            threads: 1,
+            grad: Cell::new(false),
+            seq: Cell::new(0),
+            autocast: Cell::new(None),
+            cast_cache: RefCell::new(Vec::new()),
+            logged: false,
+        })
     }
 
     /// Makes this replay the thread's until the returned guard drops.
@@ -78,6 +94,17 @@ impl Ctx {
     /// Grad mode `on` until the guard drops.
     pub(crate) fn grad_mode(self: &Rc<Self>, on: bool) -> GradMode {
         GradMode { ctx: self.clone(), was: self.grad.replace(on) }
+    }
+
+    /// Autocast's dtype, `None` when it is off.
+    pub(crate) fn autocast(&self) -> Option<tch::Kind> {
+        self.autocast.get()
+    }
+
+    /// Autocast on in `kind` (off for `None`) until the guard drops; the cache goes when it
+    /// drops back to off, as `torch.autocast.__exit__` clears it.
+    pub fn autocast_mode(self: &Rc<Self>, kind: Option<tch::Kind>) -> AutocastMode {
+        AutocastMode { ctx: self.clone(), was: self.autocast.replace(kind) }
     }
 
     /// The next node's sequence number.
@@ -109,5 +136,22 @@ pub struct GradMode {
 impl Drop for GradMode {
     fn drop(&mut self) {
         self.ctx.grad.set(self.was);
+    }
+}
+
+/// Autocast switched until dropped.
+pub struct AutocastMode {
+    ctx: Rc<Ctx>,
+    was: Option<tch::Kind>,
+}
+
+impl Drop for AutocastMode {
+    fn drop(&mut self) {
+        self.ctx.autocast.set(self.was);
+        if self.was.is_none() {
+            // Taken out first: the casts free themselves into the ledger as they drop.
+            let cache = std::mem::take(&mut *self.ctx.cast_cache.borrow_mut());
+            drop(cache);
+        }
     }
 }

@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::backward::Rule;
-use super::tensor::{Inner, Sym};
+use super::tensor::{Dt, Inner, Sym};
 
 /// A backward function, as libtorch's `Node`: its sequence number (the engine runs the highest
 /// ready one first), what it computes, the tensors it saved, and one edge per input.
@@ -16,6 +16,9 @@ pub(crate) struct Node {
     pub(crate) saved: RefCell<Vec<Sym>>,
     /// Per input: where its gradient goes, `None` when it needs none.
     pub(crate) next: Vec<Option<Edge>>,
+    /// Per input: its dtype (libtorch's `InputMetadata`), to which the engine casts a gradient
+    /// that arrives in another (mixed precision: an fp32 + bf16 sum).
+    pub(crate) dts: Vec<Dt>,
 }
 
 /// Where a gradient goes: another node's input (the output of it that the input was), or a

@@ -15,7 +15,7 @@ use super::kernels;
 use super::node::{Edge, Node};
 use super::tensor::{contiguous_strides, numel, view_strides, Dt, Sym};
 use super::{ctx, Ctx, GradMode};
-use crate::estimate::ledger::Category::{Activations, Params, Transient};
+use crate::estimate::ledger::Category::{Activations, AmpCopies, Params, Transient};
 use crate::estimate::Target;
 use crate::nn::{Init, Ops, Place, Result};
 
@@ -31,6 +31,85 @@ fn new_like(ctx: &Rc<Ctx>, like: &Sym) -> Sym {
         *t.0.strides.borrow_mut() = like.strides();
     }
     t
+}
+
+/// A new tensor of `like`'s shape and layout in `dt` (`like.to(dt)`).
+pub(crate) fn new_like_dt(ctx: &Rc<Ctx>, like: &Sym, dt: Dt) -> Sym {
+    let t = new(ctx, &like.shape(), dt);
+    if !like.is_contiguous() && like.is_dense() {
+        *t.0.strides.borrow_mut() = like.strides();
+    }
+    t
+}
+
+fn is_low(kind: Kind) -> bool {
+    matches!(kind, Kind::Half | Kind::BFloat16)
+}
+
+/// `x.to(dt)` with its history: `ToCopyBackward` casts the gradient back. Autocast's copies
+/// are filed as such until something saves them.
+fn cast(ctx: &Rc<Ctx>, x: &Sym, dt: Dt) -> Sym {
+    let out = Sym::alloc(ctx, &x.shape(), dt, AmpCopies);
+    if !x.is_contiguous() && x.is_dense() {
+        *out.0.strides.borrow_mut() = x.strides();
+    }
+    record(ctx, Rule::ToCopy { dt: x.dt() }, &[x], &[], &[&out]);
+    out
+}
+
+/// Autocast's `cached_cast` for an op on its lower-precision list: an fp32 tensor cast down,
+/// other dtypes as they are. The cast of a leaf that requires grad (a parameter) is cached
+/// until autocast exits, and found there by the next op that casts it.
+fn to_low(ctx: &Rc<Ctx>, x: &Sym) -> Sym {
+    let Some(low) = ctx.autocast() else { return x.handle() };
+    if !x.defined() || x.dt().0 != Kind::Float {
+        return x.handle();
+    }
+    let cacheable = x.requires_grad() && x.grad_fn().is_none();
+    if cacheable {
+        if let Some((_, c)) = ctx.cast_cache.borrow().iter().find(|(k, _)| Rc::ptr_eq(k, &x.0)) {
+            return c.handle();
+        }
+    }
+    let out = cast(ctx, x, Dt(low));
+    if cacheable {
+        ctx.cast_cache.borrow_mut().push((x.0.clone(), out.handle()));
+    }
+    out
+}
+
+/// Autocast's cast up for an op on its fp32 list: a low-precision tensor cast to fp32 (never
+/// cached).
+fn to_full(ctx: &Rc<Ctx>, x: &Sym) -> Sym {
+    if ctx.autocast().is_some() && is_low(x.dt().0) {
+        cast(ctx, x, Dt(Kind::Float))
+    } else {
+        x.handle()
+    }
+}
+
+/// `x.to(float)` of a low-precision tensor, whatever autocast's state.
+fn to_full_forced(ctx: &Rc<Ctx>, x: &Sym) -> Sym {
+    if is_low(x.dt().0) {
+        cast(ctx, x, Dt(Kind::Float))
+    } else {
+        x.handle()
+    }
+}
+
+/// A reduction (`mean`) of a low-precision tensor on the CPU accumulates in fp32: an fp32
+/// result, the whole input cast to fp32 (gone once summed), the division with its scalar cast
+/// to fp32, then the result cast into the output. Made after the output, all gone before the
+/// op returns. Elsewhere, the division's wrapped scalar in the input's dtype.
+fn reduce_temporaries(ctx: &Rc<Ctx>, x: &Sym, out_shape: &[i64]) {
+    if ctx.target == Target::Cpu && is_low(x.dt().0) {
+        let result = new(ctx, out_shape, Dt(Kind::Float));
+        drop(new(ctx, &x.shape(), Dt(Kind::Float)));
+        drop(wrapped(ctx, Dt(Kind::Float), false));
+        drop(result);
+    } else {
+        drop(wrapped(ctx, x.dt(), false));
+    }
 }
 
 /// A C++ scalar wrapped for a pointwise op on the CPU: 8 bytes (double or int64) and, inside
@@ -59,6 +138,7 @@ fn record(ctx: &Rc<Ctx>, rule: Rule, inputs: &[&Sym], saved: &[&Sym], outputs: &
         rule,
         saved: RefCell::new(saved.iter().map(|s| s.view_as(s.shape(), s.strides())).collect()),
         next: inputs.iter().map(|t| Edge::of(t)).collect(),
+        dts: inputs.iter().map(|t| t.dt()).collect(),
     });
     for (i, o) in outputs.iter().enumerate() {
         o.set_grad_fn(node.clone(), i);
@@ -93,7 +173,15 @@ fn reshape(ctx: &Rc<Ctx>, x: &Sym, shape: &[i64]) -> Sym {
 fn addmm(ctx: &Rc<Ctx>, x: &Sym, w: &Sym, b: &Sym) -> Sym {
     let (xs, ws) = (x.shape(), w.shape());
     let out = new(ctx, &[xs[0], ws[0]], x.dt());
-    let saved: Vec<&Sym> = if w.requires_grad() { vec![x] } else { vec![] };
+    // mat1 for the weight's gradient, the weight for the input's (a parameter, or under
+    // autocast its cast, which only this keeps past the forward).
+    let mut saved: Vec<&Sym> = Vec::new();
+    if w.requires_grad() {
+        saved.push(x);
+    }
+    if x.requires_grad() {
+        saved.push(w);
+    }
     record(ctx, Rule::Addmm { mat1: xs, weight: ws, bias: b.shape() }, &[b, x, w], &saved, &[&out]);
     out
 }
@@ -254,6 +342,15 @@ impl Ops for Sym {
 
     fn f_linear(&self, weight: &Self, bias: Option<&Self>) -> Result<Self> {
         let ctx = ctx();
+        if ctx.autocast().is_some() {
+            // On the lower-precision list: the arguments cast right to left, as the compiler
+            // evaluates them, then the op itself with autocast off.
+            let b = bias.map(|b| to_low(&ctx, b));
+            let w = to_low(&ctx, weight);
+            let x = to_low(&ctx, self);
+            let _off = ctx.autocast_mode(None);
+            return x.f_linear(&w, b.as_ref());
+        }
         let b = bias.expect("the models' Linears have a bias");
         let shape = self.shape();
         let (inputs, outputs) = (shape[shape.len() - 1], weight.shape()[0]);
@@ -309,10 +406,18 @@ impl Ops for Sym {
         groups: i64,
     ) -> Result<Self> {
         let ctx = ctx();
+        if ctx.autocast().is_some() {
+            let b = bias.map(|b| to_low(&ctx, b));
+            let w = to_low(&ctx, weight);
+            let x = to_low(&ctx, self);
+            let _off = ctx.autocast_mode(None);
+            return x.f_conv2d(&w, b.as_ref(), stride, padding, groups);
+        }
         let (out, rule) = kernels::conv_forward(&ctx, self, weight, bias.is_some(), stride, padding, groups);
         let mut inputs = vec![self, weight];
         inputs.extend(bias);
-        record(&ctx, rule, &inputs, &[self], &[&out]);
+        // The input and the weight (under autocast its cast, which only this keeps).
+        record(&ctx, rule, &inputs, &[self, weight], &[&out]);
         Ok(out)
     }
 
@@ -321,7 +426,7 @@ impl Ops for Sym {
         // num_batches_tracked.add_(1): an int64 scalar wrapped, in place.
         drop(wrapped(&ctx, Dt(Kind::Int64), true));
         let _ = stats;
-        let (out, mean, invstd) = kernels::batch_norm_forward(&ctx, self);
+        let (out, mean, invstd) = kernels::batch_norm_forward(&ctx, self, weight.dt());
         record(
             &ctx,
             Rule::BatchNorm { input: self.shape() },
@@ -347,7 +452,7 @@ impl Ops for Sym {
         let ctx = ctx();
         let s = self.shape();
         let out = new(&ctx, &[s[0], s[1], 1, 1], self.dt());
-        drop(wrapped(&ctx, self.dt(), false));
+        reduce_temporaries(&ctx, self, &[s[0], s[1], 1, 1]);
         record(&ctx, Rule::MeanLike { input: s }, &[self], &[], &[&out]);
         Ok(out)
     }
@@ -360,6 +465,17 @@ impl Ops for Sym {
 
     fn f_add(&self, other: &Self) -> Result<Self> {
         let ctx = ctx();
+        if self.dt() != other.dt() {
+            // Mixed precision (an fp32 residual plus a low-precision branch): the sum in fp32.
+            // On the CPU TensorIterator first casts the low-precision operand (a temporary).
+            let dt = if is_low(self.dt().0) { other.dt() } else { self.dt() };
+            let low = if is_low(self.dt().0) { self } else { other };
+            let copy = (ctx.target == Target::Cpu).then(|| new_like_dt(&ctx, low, dt));
+            let out = new_like_dt(&ctx, self, dt);
+            drop(copy);
+            record(&ctx, Rule::Add { shapes: [self.shape(), other.shape()] }, &[self, other], &[], &[&out]);
+            return Ok(out);
+        }
         let out = new_like(&ctx, self);
         record(&ctx, Rule::Add { shapes: [self.shape(), other.shape()] }, &[self, other], &[], &[&out]);
         Ok(out)
@@ -386,6 +502,12 @@ impl Ops for Sym {
 
     fn f_layer_norm(&self, weight: &Self, bias: &Self) -> Result<Self> {
         let ctx = ctx();
+        if ctx.autocast().is_some() && ctx.target == Target::Cuda {
+            // On CUDA's fp32 list (not on the CPU's: there it runs in the input's dtype).
+            let x = to_full(&ctx, self);
+            let _off = ctx.autocast_mode(None);
+            return x.f_layer_norm(weight, bias);
+        }
         let s = self.shape();
         let d = *s.last().expect("layer_norm over the last dim");
         let rows = (numel(&s) / d.max(1) as u64) as i64;
@@ -426,7 +548,7 @@ impl Ops for Sym {
         let input = shape.clone();
         shape.remove(1);
         let out = new(&ctx, &shape, self.dt());
-        drop(wrapped(&ctx, self.dt(), false));
+        reduce_temporaries(&ctx, self, &shape);
         record(&ctx, Rule::MeanLike { input }, &[self], &[], &[&out]);
         Ok(out)
     }
@@ -502,14 +624,31 @@ impl Ops for Sym {
 
     fn f_sdpa(q: &Self, k: &Self, v: &Self, dropout: f64) -> Result<Self> {
         let ctx = ctx();
+        if ctx.autocast().is_some() {
+            let v = to_low(&ctx, v);
+            let k = to_low(&ctx, k);
+            let q = to_low(&ctx, q);
+            let _off = ctx.autocast_mode(None);
+            return Sym::f_sdpa(&q, &k, &v, dropout);
+        }
         if dropout == 0.0 && ctx.target == Target::Cpu {
             return Ok(flash_cpu(&ctx, q, k, v));
         }
-        // _scaled_dot_product_attention_math: `query = q * sqrt(scale)` (a local, alive until it
-        // returns); `attn = matmul(query, k.transpose(-2, -1) * sqrt(scale))` (the scaled k a
-        // temporary); `attn = _safe_softmax(attn)`; `attn = dropout(attn)`; it returns
-        // `(matmul(attn, v), attn)`, whose `attn` goes when the caller has taken the output.
-        let query = mul_scalar(&ctx, q);
+        // _scaled_dot_product_attention_math. On the CPU it computes a low-precision call in
+        // fp32: q, k and v cast up first, and at the end the attention weights and the result
+        // cast back (the weights first: the compiler evaluates the returned pair right to
+        // left), the fp32 casts of q and k gone as it returns.
+        let low = (ctx.target == Target::Cpu && is_low(q.dt().0)).then(|| q.dt());
+        let up = |t: &Sym| match low {
+            Some(_) => cast(&ctx, t, Dt(Kind::Float)),
+            None => t.handle(),
+        };
+        let (q, k, v) = (up(q), up(k), up(v));
+        // `query = q * sqrt(scale)` (a local, alive until it returns); `attn = matmul(query,
+        // k.transpose(-2, -1) * sqrt(scale))` (the scaled k a temporary); `attn =
+        // _safe_softmax(attn)`; `attn = dropout(attn)`; it returns `(matmul(attn, v), attn)`,
+        // whose `attn` goes when the caller has taken the output.
+        let query = mul_scalar(&ctx, &q);
         let scores = {
             let kt = k.f_transpose(-2, -1)?;
             let ks = mul_scalar(&ctx, &kt);
@@ -519,22 +658,41 @@ impl Ops for Sym {
         drop(scores);
         let attn = probs.f_dropout(dropout)?;
         drop(probs);
-        let out = matmul4(&ctx, &attn, v);
-        drop(query);
-        drop(attn);
+        let Some(low) = low else {
+            let out = matmul4(&ctx, &attn, &v);
+            drop(query);
+            drop(attn);
+            return Ok(out);
+        };
+        let attn_low = cast(&ctx, &attn, low);
+        let out32 = matmul4(&ctx, &attn, &v);
+        let out = cast(&ctx, &out32, low);
+        drop(out32);
+        drop((v, k, q, query, attn));
+        drop(attn_low);
         Ok(out)
     }
 
     fn f_cross_entropy(&self, y: &Self) -> Result<Self> {
         let ctx = ctx();
+        if ctx.autocast().is_some() && is_low(self.dt().0) {
+            let _off = ctx.autocast_mode(None);
+            if ctx.target == Target::Cpu {
+                // On the CPU's fp32 list: the logits cast up (gone as it returns), then as in fp32.
+                let x = to_full_forced(&ctx, self);
+                return x.f_cross_entropy(y);
+            }
+            // CUDA's autocast runs log_softmax with `dtype=float`: fp32 log-probabilities made
+            // from the low-precision logits, no copy.
+            let logp = new(&ctx, &self.shape(), Dt(Kind::Float));
+            record(&ctx, Rule::LogSoftmax { shape: self.shape() }, &[self], &[&logp], &[&logp]);
+            return Ok(nll_loss(&ctx, &logp, y));
+        }
         // log_softmax (saved by its own backward and by nll_loss's), then nll_loss: the loss and
         // its total_weight (saved).
         let logp = new(&ctx, &self.shape(), self.dt());
         record(&ctx, Rule::LogSoftmax { shape: self.shape() }, &[self], &[&logp], &[&logp]);
-        let loss = new(&ctx, &[], self.dt());
-        let total_weight = new(&ctx, &[], self.dt());
-        record(&ctx, Rule::NllLoss { input: self.shape() }, &[&logp], &[&logp, y, &total_weight], &[&loss]);
-        Ok(loss)
+        Ok(nll_loss(&ctx, &logp, y))
     }
 
     fn f_detach(&self) -> Result<Self> {
@@ -596,6 +754,14 @@ impl Ops for Sym {
     }
 }
 
+/// `nll_loss` of log-probabilities: the loss and its total_weight (saved).
+fn nll_loss(ctx: &Rc<Ctx>, logp: &Sym, y: &Sym) -> Sym {
+    let loss = new(ctx, &[], logp.dt());
+    let total_weight = new(ctx, &[], logp.dt());
+    record(ctx, Rule::NllLoss { input: logp.shape() }, &[logp], &[logp, y, &total_weight], &[&loss]);
+    loss
+}
+
 /// `_scaled_dot_product_flash_attention_for_cpu` (no dropout): the output, laid out as the
 /// query (so that multi-head attention's `permute(2, 0, 1, 3).contiguous()` of it is free), the
 /// logsumexp `[B, H, L]` (both saved, with q, k and v), and per-thread buffers that go before it
@@ -607,7 +773,10 @@ fn flash_cpu(ctx: &Rc<Ctx>, q: &Sym, k: &Sym, v: &Sym) -> Sym {
     let lse = new(ctx, &[b, h, l], Dt(Kind::Float));
     let (qs, kvs) = (super::backward::flash_split(l), 512.min(k.shape()[2]));
     let per_thread = qs * kvs + 2 * qs + qs * hd;
-    drop(new(ctx, &[ctx.threads as i64 * per_thread], Dt(Kind::Float)));
+    let buffer = new(ctx, &[ctx.threads as i64 * per_thread], Dt(Kind::Float));
+    // In low precision the scores also go through a buffer of the input's dtype.
+    let reduced = is_low(q.dt().0).then(|| new(ctx, &[ctx.threads as i64 * qs * kvs], q.dt()));
+    drop((reduced, buffer));
     let rule = Rule::Flash { q: s.clone(), k: k.shape(), v: v.shape() };
     record(ctx, rule, &[q, k, v], &[q, k, v, &out, &lse], &[&out]);
     out

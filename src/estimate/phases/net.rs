@@ -2,18 +2,24 @@
 //! tensors ([`crate::estimate::graph`]): the data set, the model, each batch, the forward (plain
 //! or checkpointed) and its backward, as `train::step` makes them; the optimizer's step is the
 //! same replay as the MLP's ([`super::optim`]), over the model's parameters.
+//!
+//! Mixed precision: the forward runs under the replay's autocast (`graph::Ctx::autocast_mode`),
+//! whose ops cast as libtorch's autocast does (`graph::ops`: the lower-precision list's casts,
+//! the parameters' cached until the phase ends, the fp32 list's casts up, mixed-dtype sums in
+//! fp32); a checkpointed backward recomputes under it too; with fp16 the loss is multiplied by
+//! the grad scaler's scale, made at its first use.
 use std::rc::Rc;
 
 use tch::{Device, Kind};
 
 use super::{Replay, Sim};
 use crate::estimate::graph::{Ctx, Installed, Sym};
-use crate::estimate::ledger::Category::{Batch, Data, Transient};
+use crate::estimate::ledger::Category::{Batch, Data, OptimizerState, Transient};
 use crate::estimate::Target;
 use crate::nn::checkpoint::{self, Checkpointed};
 use crate::nn::{Input, Model, Ops, Place};
 use crate::schema::Phase;
-use crate::spec::{DataLocation, DataSpec, History, Mode};
+use crate::spec::{Amp, DataLocation, DataSpec, History, Mode};
 
 /// What the replay holds of a trial of a model of any kind.
 pub(super) struct Net {
@@ -22,6 +28,8 @@ pub(super) struct Net {
     _installed: Installed,
     data: Option<(Sym, Sym)>,
     model: Option<Model<Sym>>,
+    /// The fp16 grad scaler's scale and growth tracker, made at its first `scale()`.
+    scaler: Option<(Sym, Sym)>,
 }
 
 /// What a forward left for its backward.
@@ -43,7 +51,7 @@ impl Net {
     pub(super) fn new(sim: &Sim) -> Net {
         let ctx = Ctx::new(sim.ledger.clone(), sim.t.target, sim.threads);
         let installed = ctx.install();
-        Net { ctx, _installed: installed, data: None, model: None }
+        Net { ctx, _installed: installed, data: None, model: None, scaler: None }
     }
 }
 
@@ -193,6 +201,8 @@ impl Sim<'_> {
     /// The forward and the loss, with grad tracking (or as the caller's grad mode says), plain
     /// or checkpointed.
     fn net_forward(&mut self, x: &Sym, y: &Sym, segment: Option<usize>) -> Graph {
+        // `train::step`: the forward under autocast, whose cache goes when the phase ends.
+        let _autocast = self.net().ctx.autocast_mode(self.autocast_kind());
         let model = self.net().model.as_ref().expect("model first");
         let graph = match segment {
             None => {
@@ -208,14 +218,39 @@ impl Sim<'_> {
 
     /// `train_step`'s backward phase: the loss divided by the micro-batches, then backward.
     fn net_backward(&mut self, graph: Graph, loss: &Sym) {
-        let accumulation = self.config.training.techniques.accumulation;
-        let scaled = if accumulation > 1 { loss.div_scalar() } else { loss.handle() };
+        let tech = self.config.training.techniques;
+        // A checkpointed backward recomputes under autocast, as the forward ran.
+        let checkpointed = matches!(graph, Graph::Checkpointed(_));
+        let kind = if checkpointed { self.autocast_kind() } else { None };
+        let _autocast = self.net().ctx.autocast_mode(kind);
+        let mut scaled = if tech.accumulation > 1 { loss.div_scalar() } else { loss.handle() };
+        if matches!(tech.amp, Amp::Fp16 { .. }) {
+            // GradScaler.scale: its fp32 scale and int32 growth tracker at the first call, then
+            // `loss * scale` (the divided loss gone once the product exists).
+            let net = self.net.as_mut().expect("net");
+            let (scale, _) = net.scaler.get_or_insert_with(|| {
+                (
+                    Sym::made(&[], Kind::Float, OptimizerState, false),
+                    Sym::made(&[], Kind::Int, OptimizerState, false),
+                )
+            });
+            scaled = scaled.f_mul(scale).expect("replay");
+        }
         match graph {
             Graph::Plain(l) => {
                 scaled.backward().expect("replay");
                 drop(l);
             }
             Graph::Checkpointed(c) => c.backward(&scaled).expect("replay"),
+        }
+    }
+
+    /// Autocast's dtype in this trial, `None` without mixed precision.
+    fn autocast_kind(&self) -> Option<Kind> {
+        match self.config.training.techniques.amp {
+            Amp::Off => None,
+            Amp::Fp16 { .. } => Some(Kind::Half),
+            Amp::Bf16 => Some(Kind::BFloat16),
         }
     }
 
