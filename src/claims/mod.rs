@@ -50,13 +50,14 @@ pub struct Claim {
 }
 
 /// Every experiment the claims read, by folder name.
-pub const EXPERIMENTS: [&str; 19] = [
+pub const EXPERIMENTS: [&str; 20] = [
     "whole_dataset_batch",
     "depth_sweep",
     "batch_size_sweep",
     "width_sweep",
     "optimizers",
     "amp",
+    "amp_models",
     "checkpointing",
     "accumulation",
     "inference_vs_training",

@@ -30,7 +30,7 @@ use inference::{leak, no_grad};
 use lesson::{depth, whole_dataset};
 use models::{activations_biggest, breakdown, depthwise, smaller_models, smaller_models_batch};
 use optimizers::{gradients, optimizer_state};
-use precision::{amp_batch, amp_memory};
+use precision::{amp_batch, amp_memory, amp_models_batch};
 use scaling::{batch_linear, memory_equation, width_quadratic};
 use troubleshooting::{backward_oom, quick_reference_memory, quick_reference_time};
 
@@ -47,6 +47,7 @@ pub fn all(get: Get) -> Vec<Claim> {
         gradients(get),
         amp_memory(get),
         amp_batch(get),
+        amp_models_batch(get),
         checkpoint_memory(get),
         checkpoint_time(get),
         checkpoint_example(get),

@@ -8,11 +8,12 @@
 //! allocator. Batch norm's CPU kernels take per-thread buffers at a 1x1 spatial size. Rather than
 //! guess oneDNN's choices, the estimate runs each distinct op once, on this CPU at the replay's
 //! thread count, on zeros of the same shape, and records what it allocated and freed (the
-//! counting allocator's event log, by data pointer): a [`Profile`]. The sizes are linear in the
-//! batch (activations and their reorders) or constant (weights, scratch), so two small batches
-//! give them for any batch; a batch up to [`EXACT_UP_TO`] is measured as it is, since oneDNN picks
-//! other kernels for some small batches (a 1x1 convolution under 16 rows on one thread runs
-//! without oneDNN). The replay then makes those allocations and frees in that order.
+//! counting allocator's event log, by data pointer): a [`Profile`]. The sizes are proportional to
+//! the batch (activations and their reorders) or constant (weights, scratch), so two small
+//! batches give them for any batch; a batch up to [`EXACT_UP_TO`] is measured as it is, since
+//! oneDNN picks other kernels for some small batches (a 1x1 convolution under 16 rows on one
+//! thread runs without oneDNN), and an op whose two measurements fit neither (bf16's
+//! weight-gradient scratch) is measured at the real batch. The replay then makes those allocations and frees in that order.
 //!
 //! On CUDA the kernels' own buffers (cuDNN's workspaces) are not measured here: the estimate
 //! counts the outputs and gradients only, and says so.
@@ -75,8 +76,9 @@ impl Profile {
         Profile { events: out, results }
     }
 
-    /// The profile at `b1`, linear through this one (at batch `n0`) and `other` (at `n0 + 1`);
-    /// `None` when the two did not allocate alike.
+    /// The profile linear through this one (at batch `n0`) and `other` (at `n0 + 1`): each size
+    /// proportional to the batch or constant; `None` when the two did not allocate alike or a
+    /// size is neither (the op is then measured at the real batch).
     fn fit(&self, other: &Profile, n0: i64) -> Option<Profile> {
         if self.events.len() != other.events.len() || self.results != other.results {
             return None;
@@ -88,7 +90,12 @@ impl Profile {
             .map(|(e0, e1)| match (e0, e1) {
                 (Event::Alloc(s0), Event::Alloc(s1)) => {
                     let b = s1.a - s0.a;
-                    Some(Event::Alloc(Affine { a: s0.a - b * n0, b }))
+                    let a = s0.a - b * n0;
+                    // A size proportional to the batch (a reorder of it) or constant (the
+                    // weights', a scratch buffer) extrapolates; one that is neither (oneDNN's
+                    // bf16 weight-gradient scratch doubles from batch 17 to 18 as its work is
+                    // split otherwise, then stays) does not.
+                    (a == 0 || b == 0).then_some(Event::Alloc(Affine { a, b }))
                 }
                 (Event::Free(i), Event::Free(j)) if i == j => Some(Event::Free(*i)),
                 _ => None,
