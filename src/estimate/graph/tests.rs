@@ -101,3 +101,35 @@ fn a_kernels_profile_is_linear_in_the_batch_or_refused() {
     let jump = |n: i64| vec![(10 * n, 1), (if n < 18 { 643_460 } else { 1_261_956 }, 2), (-1, 2)];
     assert!(fit(&jump(17), &jump(18), 17).is_none());
 }
+
+#[test]
+fn autocast_caches_a_parameters_cast_until_it_exits_and_casts_its_gradient_back() {
+    let (ctx, _i) = replay();
+    let w = Sym::param(&[2, 3], CPU, Init::Fill(0.0)).unwrap();
+    let b = Sym::param(&[2], CPU, Init::Fill(0.0)).unwrap();
+    let x = Sym::made(&[5, 3], Kind::Float, Category::Batch, false);
+    let y = Sym::made(&[5], Kind::Int64, Category::Batch, false);
+    let loss = {
+        let _autocast = ctx.autocast_mode(Some(Kind::BFloat16));
+        // Two uses of the weight under one autocast: one cast, found in the cache the second time.
+        let h = x.f_linear(&w, Some(&b)).unwrap();
+        assert_eq!(h.kind(), Kind::BFloat16);
+        let h2 = x.f_linear(&w, Some(&b)).unwrap();
+        assert_eq!(ctx.cast_cache.borrow().len(), 2, "the weight's and the bias's casts, once each");
+        drop(h2);
+        // The loss in fp32 (cross_entropy is on the fp32 list).
+        let loss = h.f_cross_entropy(&y).unwrap();
+        assert_eq!(loss.kind(), Kind::Float);
+        loss
+    };
+    assert!(ctx.cast_cache.borrow().is_empty(), "exiting autocast empties the cache");
+    // What outlives it: the weight's cast (6 x 2 B), which AddmmBackward saved for the batch's
+    // gradient, if the batch needed one; it does not, so only the batch's cast (15 x 2 B) is
+    // saved, for the weight's gradient; the bias's cast (4 B) is gone.
+    assert_eq!(ctx.ledger.live().amp_copies, 30);
+    loss.backward().unwrap();
+    // ToCopyBackward casts the gradients back: fp32 `.grad`s of the parameters' size.
+    assert_eq!(w.f_grad().unwrap().kind(), Kind::Float);
+    assert_eq!(ctx.ledger.live().grads, 24 + 8);
+    assert_eq!(ctx.ledger.live().amp_copies, 0);
+}
