@@ -4,6 +4,11 @@
 //! flatten, `addmm` and a view, or, on a strided input, `matmul`'s copy, `mm`, view and in-place
 //! bias; `scaled_dot_product_attention` into its math or flash kernel), so that their views,
 //! copies and saved tensors are libtorch's.
+//!
+//! Under autocast (`Ctx::autocast_mode`) an op on libtorch's lower-precision list casts its
+//! arguments first (`to_low`: right to left, a parameter's cast cached until autocast exits) and
+//! runs with autocast off, as libtorch's autocast kernels redispatch; an op on the fp32 list casts
+//! up (`to_full`); the others run in the dtypes they are given, mixed ones promoting to fp32.
 use std::cell::RefCell;
 use std::rc::Rc;
 
