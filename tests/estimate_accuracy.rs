@@ -11,7 +11,6 @@ mod common;
 use common::{compare, measure, Sandbox};
 use oomlab::estimate::{self, Options};
 use oomlab::plan::{Overrides, Plan};
-use oomlab::probe::{CpuProbe, MemoryProbe};
 use oomlab::run::{self, RunOptions};
 use oomlab::schema::Status;
 use oomlab::spec::{
@@ -95,47 +94,15 @@ impl Case {
     }
 }
 
-/// The largest scratch buffer oneDNN takes for this case's matrix products in its autocast dtype,
-/// measured on real tensors: the forward's addmm, the input's gradient and the weight's, as
-/// autograd computes them; 0 where they do not run in oneDNN (`estimate::onednn`). The model
-/// leaves that buffer out (it depends on the CPU and oneDNN's blocking), so such a prediction may
-/// fall short of the measurement by at most this.
+/// The largest scratch buffer oneDNN takes for this case's low-precision matrix products
+/// ([`common::onednn_linear_scratch`]): what a prediction may fall short by.
 fn onednn_matmul_workspace(c: &Case) -> u64 {
-    use tch::{Device, Kind, Tensor};
-    let kind = match c.techniques.amp {
-        amp if !estimate::onednn::lowp_matmul(&amp) => return 0,
-        Amp::Fp16 { .. } => Kind::Half,
-        _ => Kind::BFloat16,
-    };
-    let probe = CpuProbe::new(None).expect("CPU probe");
     let mut widths = vec![c.features as i64];
     widths.extend(std::iter::repeat_n(c.hidden as i64, c.depth));
     widths.push(10);
-    let opts = (kind, Device::Cpu);
     let m = c.batch as i64;
-    let mut worst = 0;
-    for w in widths.windows(2) {
-        let (k, n) = (w[0], w[1]);
-        let (x, weight, bias, grad) = (
-            Tensor::ones([m, k], opts),
-            Tensor::ones([n, k], opts),
-            Tensor::ones([n], opts),
-            Tensor::ones([m, n], opts),
-        );
-        let products: [(&dyn Fn() -> Tensor, i64); 3] = [
-            (&|| bias.addmm(&x, &weight.tr()), m * n),
-            (&|| grad.mm(&weight), m * k),
-            (&|| grad.tr().mm(&x), n * k),
-        ];
-        for (product, numel) in products {
-            let before = probe.snapshot().unwrap().memory_allocated;
-            probe.reset_peak().unwrap();
-            drop(product());
-            let peak = probe.snapshot().unwrap().max_memory_allocated;
-            worst = worst.max(peak - before - 2 * numel as u64);
-        }
-    }
-    worst
+    let linears: Vec<_> = widths.windows(2).map(|w| (m, w[0], w[1])).collect();
+    common::onednn_linear_scratch(c.techniques.amp, &linears)
 }
 
 fn amp(amp: Amp, accumulation: usize) -> Techniques {

@@ -113,17 +113,10 @@ fn techniques() -> Vec<(&'static str, OptimizerSpec, Techniques)> {
     ]
 }
 
-/// The largest scratch buffer oneDNN takes for the model's low-precision matrix products
-/// (`Linear`s: the forward's addmm, the input's gradient, the weight's), measured on real
-/// tensors; 0 where they do not run in oneDNN. The estimate leaves that buffer out (it says
-/// so), so a forward's or backward's peak may fall short by at most this.
+/// The largest scratch buffer oneDNN takes for the model's low-precision matrix products (its
+/// `Linear`s, [`common::onednn_linear_scratch`]): what a forward's or backward's peak may fall
+/// short by, as the estimate leaves it out (it says so).
 fn onednn_scratch(model: &ModelSpec, data: &DataSpec, batch: usize, amp: Amp) -> u64 {
-    use tch::{Device, Kind, Tensor};
-    let kind = match amp {
-        amp if !estimate::onednn::lowp_matmul(&amp) => return 0,
-        Amp::Fp16 { .. } => Kind::Half,
-        _ => Kind::BFloat16,
-    };
     let b = batch as i64;
     let classes = 5;
     // (rows, in, out) of each Linear.
@@ -139,28 +132,7 @@ fn onednn_scratch(model: &ModelSpec, data: &DataSpec, batch: usize, amp: Amp) ->
         }
         _ => vec![],
     };
-    use oomlab::probe::MemoryProbe;
-    let probe = oomlab::probe::CpuProbe::new(None).expect("CPU probe");
-    let opts = (kind, Device::Cpu);
-    let mut worst = 0;
-    for (m, k, n) in linears {
-        let (x, w, bias, g) = (
-            Tensor::ones([m, k], opts),
-            Tensor::ones([n, k], opts),
-            Tensor::ones([n], opts),
-            Tensor::ones([m, n], opts),
-        );
-        let products: [(&dyn Fn() -> Tensor, i64); 3] =
-            [(&|| bias.addmm(&x, &w.tr()), m * n), (&|| g.mm(&w), m * k), (&|| g.tr().mm(&x), n * k)];
-        for (product, numel) in products {
-            let before = probe.snapshot().unwrap().memory_allocated;
-            probe.reset_peak().unwrap();
-            drop(product());
-            let peak = probe.snapshot().unwrap().max_memory_allocated;
-            worst = worst.max(peak - before - 2 * numel as u64);
-        }
-    }
-    worst
+    common::onednn_linear_scratch(amp, &linears)
 }
 
 #[test]

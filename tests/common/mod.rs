@@ -217,3 +217,43 @@ pub fn compare(
     check("trial peak".into(), predicted.peak, peak, workspace);
     (failures, worst)
 }
+
+/// The largest scratch buffer oneDNN takes for the low-precision matrix products of `Linear`s of
+/// `(rows, in, out)` under `amp` (the forward's addmm, the input's gradient and the weight's, as
+/// autograd computes them), measured on real tensors; 0 where they do not run in oneDNN
+/// (`estimate::onednn`). The estimate leaves that buffer out (it depends on the CPU and oneDNN's
+/// blocking), so a forward's or backward's peak may fall short of the measurement by at most this.
+pub fn onednn_linear_scratch(amp: oomlab::spec::Amp, linears: &[(i64, i64, i64)]) -> u64 {
+    use oomlab::probe::MemoryProbe;
+    use oomlab::spec::Amp;
+    use tch::{Device, Kind, Tensor};
+    let kind = match amp {
+        amp if !oomlab::estimate::onednn::lowp_matmul(&amp) => return 0,
+        Amp::Fp16 { .. } => Kind::Half,
+        _ => Kind::BFloat16,
+    };
+    let probe = CpuProbe::new(None).expect("CPU probe");
+    let opts = (kind, Device::Cpu);
+    let mut worst = 0;
+    for &(m, k, n) in linears {
+        let (x, weight, bias, grad) = (
+            Tensor::ones([m, k], opts),
+            Tensor::ones([n, k], opts),
+            Tensor::ones([n], opts),
+            Tensor::ones([m, n], opts),
+        );
+        let products: [(&dyn Fn() -> Tensor, i64); 3] = [
+            (&|| bias.addmm(&x, &weight.tr()), m * n),
+            (&|| grad.mm(&weight), m * k),
+            (&|| grad.tr().mm(&x), n * k),
+        ];
+        for (product, numel) in products {
+            let before = probe.snapshot().unwrap().memory_allocated;
+            probe.reset_peak().unwrap();
+            drop(product());
+            let peak = probe.snapshot().unwrap().max_memory_allocated;
+            worst = worst.max(peak - before - 2 * numel as u64);
+        }
+    }
+    worst
+}

@@ -3,10 +3,22 @@
 use super::{budget, claim, not_run, pct, search_kind, size, Get};
 use crate::claims::band::Band;
 use crate::claims::{Claim, Verdict};
+use crate::results::ExperimentDir as Experiment;
 
 /// "~40-50%".
 const AMP_SAVING: Band = Band::new(0.40, 0.50, 0.05);
-use crate::results::ExperimentDir as Experiment;
+/// The ratio of largest batches at which "double the batch" counts as confirmed, and partly.
+const DOUBLED: f64 = 1.8;
+const LARGER: f64 = 1.2;
+
+/// How `variant`'s largest batch was found, for a claim's `why`.
+fn how_searched(e: &Experiment, variant: &str) -> &'static str {
+    match search_kind(e, variant) {
+        "guided search" => "a search guided by the estimate",
+        "bisection" => "a bisecting search",
+        _ => "a grow-then-bisect search",
+    }
+}
 
 /// The peak of each variant at the largest swept value where all of them trained.
 fn common_peaks<'a>(e: &Experiment, variants: &[&'a str]) -> Option<(f64, Vec<(&'a str, f64)>)> {
@@ -55,24 +67,16 @@ pub(super) fn amp_batch(get: Get) -> Claim {
     let measured =
         format!("largest batch in {budget}: fp32 {f32_}, fp16 {f16} ({r16:.2}x), bf16 {bf16} ({rbf:.2}x)");
     let verdict = match r16.max(rbf) {
-        r if r >= 1.8 => Verdict::Confirmed,
-        r if r >= 1.2 => Verdict::Partly,
+        r if r >= DOUBLED => Verdict::Confirmed,
+        r if r >= LARGER => Verdict::Partly,
         _ => Verdict::Refuted,
     };
     let why = format!(
-        "exact largest batches from {} under the same budget; confirmed at 1.8x or more.",
-        match search_kind(e, "fp32") {
-            "guided search" => "a search guided by the estimate",
-            "bisection" => "a bisecting search",
-            _ => "a grow-then-bisect search",
-        }
+        "exact largest batches from {} under the same budget; confirmed at {DOUBLED}x or more.",
+        how_searched(e, "fp32")
     );
     claim(C, E, measured, verdict, why)
 }
-
-/// The ratio of largest batches at which "double the batch" counts as confirmed, and partly.
-const DOUBLED: f64 = 1.8;
-const LARGER: f64 = 1.2;
 
 pub(super) fn amp_models_batch(get: Get) -> Claim {
     const C: &str =
@@ -104,11 +108,7 @@ pub(super) fn amp_models_batch(get: Get) -> Claim {
          plus its bf16 copy of the weights and, on the CPU, oneDNN's fp32 buffers for each bf16 weight \
          gradient), and on the CPU attention with dropout computes in fp32; confirmed at {DOUBLED}x or more \
          for both models, partly where one reaches {LARGER}x.",
-        match search_kind(e, "resnet18_fp32") {
-            "guided search" => "a search guided by the estimate",
-            "bisection" => "a bisecting search",
-            _ => "a grow-then-bisect search",
-        }
+        how_searched(e, "resnet18_fp32")
     );
     claim(C, E, measured, verdict, why)
 }

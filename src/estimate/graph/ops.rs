@@ -8,7 +8,7 @@
 //! Under autocast (`Ctx::autocast_mode`) an op on libtorch's lower-precision list casts its
 //! arguments first (`to_low`: right to left, a parameter's cast cached until autocast exits) and
 //! runs with autocast off, as libtorch's autocast kernels redispatch; an op on the fp32 list casts
-//! up (`to_full`); the others run in the dtypes they are given, mixed ones promoting to fp32.
+//! up (`to_float`); the others run in the dtypes they are given, mixed ones promoting to fp32.
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -31,16 +31,17 @@ fn new(ctx: &Rc<Ctx>, shape: &[i64], dt: Dt) -> Sym {
 /// A new tensor laid out as `like` (TensorIterator keeps a dense input's memory order for its
 /// output), or contiguous.
 fn new_like(ctx: &Rc<Ctx>, like: &Sym) -> Sym {
-    let t = new(ctx, &like.shape(), like.dt());
-    if !like.is_contiguous() && like.is_dense() {
-        *t.0.strides.borrow_mut() = like.strides();
-    }
-    t
+    new_like_dt(ctx, like, like.dt())
 }
 
 /// A new tensor of `like`'s shape and layout in `dt` (`like.to(dt)`).
 pub(crate) fn new_like_dt(ctx: &Rc<Ctx>, like: &Sym, dt: Dt) -> Sym {
-    let t = new(ctx, &like.shape(), dt);
+    alloc_like(ctx, like, dt, Transient)
+}
+
+/// A new tensor of `like`'s shape and layout in `dt`, filed under `category`.
+fn alloc_like(ctx: &Rc<Ctx>, like: &Sym, dt: Dt, category: crate::estimate::Category) -> Sym {
+    let t = Sym::alloc(ctx, &like.shape(), dt, category);
     if !like.is_contiguous() && like.is_dense() {
         *t.0.strides.borrow_mut() = like.strides();
     }
@@ -54,10 +55,7 @@ fn is_low(kind: Kind) -> bool {
 /// `x.to(dt)` with its history: `ToCopyBackward` casts the gradient back. Autocast's copies
 /// are filed as such until something saves them.
 fn cast(ctx: &Rc<Ctx>, x: &Sym, dt: Dt) -> Sym {
-    let out = Sym::alloc(ctx, &x.shape(), dt, AmpCopies);
-    if !x.is_contiguous() && x.is_dense() {
-        *out.0.strides.borrow_mut() = x.strides();
-    }
+    let out = alloc_like(ctx, x, dt, AmpCopies);
     record(ctx, Rule::ToCopy { dt: x.dt() }, &[x], &[], &[&out]);
     out
 }
@@ -83,18 +81,19 @@ fn to_low(ctx: &Rc<Ctx>, x: &Sym) -> Sym {
     out
 }
 
-/// Autocast's cast up for an op on its fp32 list: a low-precision tensor cast to fp32 (never
-/// cached).
-fn to_full(ctx: &Rc<Ctx>, x: &Sym) -> Sym {
-    if ctx.autocast().is_some() && is_low(x.dt().0) {
-        cast(ctx, x, Dt(Kind::Float))
-    } else {
-        x.handle()
+/// An op's tensor arguments cast by [`to_low`] right to left, as the compiler evaluates the
+/// arguments of autocast's call (which decides which cast the allocator sees first).
+fn to_low_args<const N: usize>(ctx: &Rc<Ctx>, args: [&Sym; N]) -> [Sym; N] {
+    let mut out: [Option<Sym>; N] = std::array::from_fn(|_| None);
+    for i in (0..N).rev() {
+        out[i] = Some(to_low(ctx, args[i]));
     }
+    out.map(|t| t.expect("each argument cast"))
 }
 
-/// `x.to(float)` of a low-precision tensor, whatever autocast's state.
-fn to_full_forced(ctx: &Rc<Ctx>, x: &Sym) -> Sym {
+/// A low-precision tensor cast up to fp32 (an op on autocast's fp32 list; never cached), other
+/// dtypes as they are.
+fn to_float(ctx: &Rc<Ctx>, x: &Sym) -> Sym {
     if is_low(x.dt().0) {
         cast(ctx, x, Dt(Kind::Float))
     } else {
@@ -348,11 +347,10 @@ impl Ops for Sym {
     fn f_linear(&self, weight: &Self, bias: Option<&Self>) -> Result<Self> {
         let ctx = ctx();
         if ctx.autocast().is_some() {
-            // On the lower-precision list: the arguments cast right to left, as the compiler
-            // evaluates them, then the op itself with autocast off.
+            // On the lower-precision list: the arguments cast (the bias last of all, as the
+            // compiler evaluates it first), then the op itself with autocast off.
             let b = bias.map(|b| to_low(&ctx, b));
-            let w = to_low(&ctx, weight);
-            let x = to_low(&ctx, self);
+            let [x, w] = to_low_args(&ctx, [self, weight]);
             let _off = ctx.autocast_mode(None);
             return x.f_linear(&w, b.as_ref());
         }
@@ -413,8 +411,7 @@ impl Ops for Sym {
         let ctx = ctx();
         if ctx.autocast().is_some() {
             let b = bias.map(|b| to_low(&ctx, b));
-            let w = to_low(&ctx, weight);
-            let x = to_low(&ctx, self);
+            let [x, w] = to_low_args(&ctx, [self, weight]);
             let _off = ctx.autocast_mode(None);
             return x.f_conv2d(&w, b.as_ref(), stride, padding, groups);
         }
@@ -509,7 +506,7 @@ impl Ops for Sym {
         let ctx = ctx();
         if ctx.autocast().is_some() && ctx.target == Target::Cuda {
             // On CUDA's fp32 list (not on the CPU's: there it runs in the input's dtype).
-            let x = to_full(&ctx, self);
+            let x = to_float(&ctx, self);
             let _off = ctx.autocast_mode(None);
             return x.f_layer_norm(weight, bias);
         }
@@ -630,9 +627,7 @@ impl Ops for Sym {
     fn f_sdpa(q: &Self, k: &Self, v: &Self, dropout: f64) -> Result<Self> {
         let ctx = ctx();
         if ctx.autocast().is_some() {
-            let v = to_low(&ctx, v);
-            let k = to_low(&ctx, k);
-            let q = to_low(&ctx, q);
+            let [q, k, v] = to_low_args(&ctx, [q, k, v]);
             let _off = ctx.autocast_mode(None);
             return Sym::f_sdpa(&q, &k, &v, dropout);
         }
@@ -645,7 +640,7 @@ impl Ops for Sym {
         // left), the fp32 casts of q and k gone as it returns.
         let low = (ctx.target == Target::Cpu && is_low(q.dt().0)).then(|| q.dt());
         let up = |t: &Sym| match low {
-            Some(_) => cast(&ctx, t, Dt(Kind::Float)),
+            Some(_) => to_float(&ctx, t),
             None => t.handle(),
         };
         let (q, k, v) = (up(q), up(k), up(v));
@@ -684,7 +679,7 @@ impl Ops for Sym {
             let _off = ctx.autocast_mode(None);
             if ctx.target == Target::Cpu {
                 // On the CPU's fp32 list: the logits cast up (gone as it returns), then as in fp32.
-                let x = to_full_forced(&ctx, self);
+                let x = to_float(&ctx, self);
                 return x.f_cross_entropy(y);
             }
             // CUDA's autocast runs log_softmax with `dtype=float`: fp32 log-probabilities made
