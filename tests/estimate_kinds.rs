@@ -23,7 +23,7 @@
 //! allocator and move the measurements.
 mod common;
 
-use common::{compare, measure};
+use common::{compare_within, measure};
 use oomlab::estimate;
 use oomlab::spec::{
     Amp, Checkpoint, CnnSpec, Config, ConvKind, DataLocation, DataSpec, Dtype, History, Mode, ModelSpec,
@@ -135,6 +135,19 @@ fn onednn_scratch(model: &ModelSpec, data: &DataSpec, batch: usize, amp: Amp) ->
     common::onednn_linear_scratch(amp, &linears)
 }
 
+/// What a backward's peak may fall short of the estimate by where the CPU flash kernel runs
+/// attention (a Transformer without dropout): its parallel chunks' `dsum` buffers, live at once
+/// as the estimate has them on a quiet machine, may come one after another on a busy one.
+fn flash_racy(c: &Config, batch: usize) -> u64 {
+    match (&c.model, &c.data) {
+        (ModelSpec::Transformer(t), DataSpec::Tokens { seq_len, .. }) if t.dropout == 0.0 => {
+            let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1);
+            estimate::flash_backward_racy(batch as i64, t.nhead as i64, *seq_len as i64, threads)
+        }
+        _ => 0,
+    }
+}
+
 #[test]
 fn every_kind_under_every_technique_is_predicted_to_the_byte() {
     let mut failures = Vec::new();
@@ -151,7 +164,8 @@ fn every_kind_under_every_technique_is_predicted_to_the_byte() {
                 let predicted = estimate::predict(&c).unwrap_or_else(|e| panic!("{name}: {e:#}"));
                 let (records, peak) = measure(&c);
                 let scratch = onednn_scratch(&c.model, &c.data, batch, t.amp);
-                failures.extend(compare(&name, &predicted, &records, peak, scratch).0);
+                let racy = flash_racy(&c, batch);
+                failures.extend(compare_within(&name, &predicted, &records, peak, scratch, racy).0);
                 // The model's own constructor, replayed, has the parameters the real one has.
                 let params: u64 = oomlab::nn::Model::<tch::Tensor>::new(
                     &c.model,

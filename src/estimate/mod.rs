@@ -57,6 +57,7 @@ pub mod workspace;
 
 use anyhow::{bail, Result};
 
+pub use graph::flash_backward_racy;
 pub use ledger::{Categories, Category, Ledger};
 pub use options::{Gather, Options, CURRENT_GATHER};
 pub use prediction::{relative_error, PhasePrediction, PredictedOom, Prediction};
@@ -135,6 +136,19 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
                 config.model.describe()
             ),
         });
+        if let (Target::Cpu, crate::spec::ModelSpec::Transformer(m), DataSpec::Tokens { seq_len, .. }) =
+            (options.target, &config.model, &config.data)
+        {
+            let racy =
+                flash_backward_racy(t.batch_size as i64, m.nhead as i64, *seq_len as i64, options.threads);
+            if m.dropout == 0.0 && tech.mode == Mode::Train && racy > 0 {
+                notes.push(format!(
+                    "attention without dropout runs the CPU flash kernel, whose backward makes a buffer in each \
+                     of its parallel chunks; they are counted live at once, as a quiet machine runs them (on a \
+                     busy one the backward may peak up to {racy} B lower)"
+                ));
+            }
+        }
         if tech.amp != Amp::Off && options.target == Target::Cuda {
             notes.push(
                 "autocast on CUDA: its own op lists replayed (layer_norm and log_softmax in fp32, no CPU upcasts),                  not yet checked against a GPU"

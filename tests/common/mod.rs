@@ -198,11 +198,25 @@ pub fn compare(
     peak: u64,
     workspace: u64,
 ) -> (Vec<String>, f64) {
+    compare_within(name, predicted, records, peak, workspace, 0)
+}
+
+/// [`compare`], where a backward's peak (and so the trial's) may also be up to `racy` bytes
+/// below the prediction: buffers that parallel chunks make at once on a quiet machine and may
+/// make one after another on a busy one (`estimate::flash_backward_racy`).
+pub fn compare_within(
+    name: &str,
+    predicted: &Prediction,
+    records: &[PhaseRecord],
+    peak: u64,
+    workspace: u64,
+    racy: u64,
+) -> (Vec<String>, f64) {
     let mut failures = Vec::new();
     let mut worst = 0f64;
-    let mut check = |what: String, p: u64, m: u64, slack: u64| {
+    let mut check = |what: String, p: u64, m: u64, short: u64, over: u64| {
         worst = worst.max(relative_error(p, m).abs());
-        if p > m || m - p > slack {
+        if p > m.saturating_add(over) || m.saturating_sub(p) > short {
             failures
                 .push(format!("{name}: {what}: predicted {p}, measured {m} ({:+} B)", p as i64 - m as i64));
         }
@@ -210,11 +224,12 @@ pub fn compare(
     assert_eq!(predicted.phases.len(), records.len(), "{name}: phases {:?}", predicted.phases);
     for (p, r) in predicted.phases.iter().zip(records) {
         assert_eq!((p.step, p.micro, p.phase), (r.step, r.micro, r.phase), "{name}: phase order");
-        let slack = if matches!(r.phase, Phase::Forward | Phase::Backward) { workspace } else { 0 };
-        check(format!("step {} {} end", r.step, r.phase), p.allocated_end, r.memory_allocated, 0);
-        check(format!("step {} {} peak", r.step, r.phase), p.peak, r.max_memory_allocated, slack);
+        let short = if matches!(r.phase, Phase::Forward | Phase::Backward) { workspace } else { 0 };
+        let over = if r.phase == Phase::Backward { racy } else { 0 };
+        check(format!("step {} {} end", r.step, r.phase), p.allocated_end, r.memory_allocated, 0, 0);
+        check(format!("step {} {} peak", r.step, r.phase), p.peak, r.max_memory_allocated, short, over);
     }
-    check("trial peak".into(), predicted.peak, peak, workspace);
+    check("trial peak".into(), predicted.peak, peak, workspace, racy);
     (failures, worst)
 }
 

@@ -148,6 +148,23 @@ pub(crate) fn reshape(ctx: &Rc<Ctx>, grad: &Sym, shape: &[i64]) -> Sym {
     }
 }
 
+/// How many chunks `at::parallel_for(0, n, 1, ..)` runs `n` work items in on `threads` threads
+/// (OpenMP's backend, `ParallelOpenMP.h`): as many threads as items at most, each a contiguous
+/// chunk of `ceil(n / threads)` items, those left empty not run.
+pub(crate) fn flash_chunks(n: i64, threads: usize) -> usize {
+    let threads = (threads.max(1) as i64).min(n.max(1));
+    let chunk = (n + threads - 1) / threads;
+    ((n + chunk - 1) / chunk).max(1) as usize
+}
+
+/// The bytes by which a backward peak through the CPU flash kernel may fall short of the
+/// estimate on a busy machine: the chunks' `dsum` buffers are modelled live at once, and all but
+/// one of them may come and go before another is made. For a query of `[batch, heads, len, _]`.
+pub fn flash_backward_racy(batch: i64, heads: i64, len: i64, threads: usize) -> u64 {
+    let chunks = flash_chunks(batch * heads, threads) as u64;
+    (chunks - 1) * 4 * flash_split(len) as u64
+}
+
 /// The CPU flash kernel's query block: 32 rows under 192, 64 under 768, else 256 (at most the
 /// sequence).
 pub(crate) fn flash_split(l: i64) -> i64 {
@@ -289,8 +306,15 @@ pub(crate) fn apply(ctx: &Rc<Ctx>, node: &Node, inputs: &[Option<Sym>]) -> Vec<O
             // In low precision the gradients of the scores also go through the input's dtype.
             let low = matches!(dt.0, tch::Kind::Half | tch::Kind::BFloat16);
             let reduced = low.then(|| new(ctx, &[ctx.threads as i64 * 2 * qs * kvs], dt));
-            drop(new(ctx, &[qs], Dt(tch::Kind::Float))); // dsum, one per parallel chunk
-            drop((reduced, buffer, copy));
+            // `dsum`, made by each of `at::parallel_for`'s chunks over batch x heads
+            // (FlashAttentionKernel.cpp, `cpu_flash_attention_backward`): the chunks run on their
+            // threads at once, so all are live together, as a quiet machine runs them. On a busy
+            // one a chunk may end before another starts and the peak is then lower, by at most
+            // all but one of them ([`flash_backward_racy`]).
+            let dsums: Vec<Sym> = (0..flash_chunks(q[0] * q[1], ctx.threads))
+                .map(|_| new(ctx, &[qs], Dt(tch::Kind::Float)))
+                .collect();
+            drop((dsums, reduced, buffer, copy));
             vec![Some(gq), Some(gk), Some(gv)]
         }
     }
