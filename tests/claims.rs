@@ -166,8 +166,8 @@ fn run_tiny(sb: &Sandbox, name: &str, text: &str) -> std::path::PathBuf {
 /// The guides' worked examples and model advice, judged from tiny real runs of their specs'
 /// shapes: each layer checkpointed alone saves nothing, accumulation reproduces the large
 /// batch's loss in the small batch's memory, a separable convolution has fewer parameters,
-/// every model's memory breaks down into shares of one whole, and bf16 fits a larger batch of
-/// a CNN and a Transformer.
+/// every model's memory breaks down into shares of one whole, and mixed precision's batch claim
+/// judged by its rule from the largest batches a CNN and a Transformer fit.
 #[test]
 fn the_guides_examples_and_model_advice_are_judged_from_real_runs() {
     let sb = Sandbox::new();
@@ -267,14 +267,30 @@ fn the_guides_examples_and_model_advice_are_judged_from_real_runs() {
 
     let c = find("Mixed precision can often double the batch size: on");
     assert_ne!(c.verdict, Verdict::NotRun, "{c:#?}");
-    // "largest batch in 12.00 MiB: resnet18 fp32 115, bf16 216 (1.88x); transformer fp32 ...":
-    // bf16 fits more of both, activations being most of their memory.
+    // "largest batch in 12.00 MiB: resnet18 fp32 115, bf16 216 (1.88x); transformer fp32 ...".
+    // Whether bf16 fits more depends on the CPU (oneDNN's bf16 kernels and their fp32 buffers):
+    // what holds everywhere is that the verdict follows the measured ratios by the claim's rule
+    // (confirmed at 1.8x for both models, partly where one reaches 1.2x).
     let parts: Vec<&str> = c.measured.split(": ").nth(1).unwrap().split("; ").collect();
     assert_eq!(parts.len(), 2, "{}", c.measured);
-    for part in parts {
-        let n: Vec<u64> = part.split([' ', ',']).filter_map(|w| w.parse().ok()).collect();
-        assert!(n.len() == 2 && n[1] > n[0], "{part}");
-    }
+    let ratios: Vec<f64> = parts
+        .iter()
+        .map(|part| {
+            let n: Vec<u64> = part.split([' ', ',']).filter_map(|w| w.parse().ok()).collect();
+            assert!(n.len() == 2 && n[0] > 0 && n[1] > 0, "{part}");
+            let ratio = n[1] as f64 / n[0] as f64;
+            assert!(part.ends_with(&format!("({ratio:.2}x)")), "{part}: the ratio printed is the batches'");
+            ratio
+        })
+        .collect();
+    let rule = if ratios.iter().all(|&r| r >= 1.8) {
+        Verdict::Confirmed
+    } else if ratios.iter().any(|&r| r >= 1.2) {
+        Verdict::Partly
+    } else {
+        Verdict::Refuted
+    };
+    assert_eq!(c.verdict, rule, "{}", c.measured);
 
     let c = find("`del` and");
     assert_eq!(c.verdict, Verdict::NotTestable, "{c:#?}");
