@@ -519,3 +519,104 @@ fn no_spec_crashes_the_binary_or_writes_outside_its_out_folder() {
     assert!(refused > cases.len() / 2, "only {refused} of {} refused", cases.len());
     eprintln!("{} cases, {refused} refused, {ran} runs, {:?}", cases.len(), started.elapsed());
 }
+
+/// Values that parse, are in no sense a training run, and were once accepted: each refused by
+/// both `estimate` and `run`, before anything runs, with the key at fault named.
+#[test]
+fn nonsense_that_once_passed_is_refused_naming_the_key() {
+    let root = tempfile::tempdir().unwrap();
+    let (specs, logs) = (root.path().join("specs"), root.path().join("logs"));
+    std::fs::create_dir(&specs).unwrap();
+    std::fs::create_dir(&logs).unwrap();
+    let transformer = |s: &mut Spec| {
+        s.tables.retain(|(n, _)| n != "model" && n != "data");
+        s.set("model", "kind", "\"transformer\"");
+        for (k, v) in [("d_model", "8"), ("nhead", "2"), ("num_layers", "1"), ("dim_feedforward", "16")] {
+            s.set("model", k, v);
+        }
+        for (k, v) in
+            [("kind", "\"tokens\""), ("samples", "16"), ("seq_len", "4"), ("vocab", "10"), ("classes", "3")]
+        {
+            s.set("data", k, v);
+        }
+    };
+    let sweep = |values: String| format!("[sweep]\nfield = \"model.depth\"\nvalues = [{values}]\n");
+    let many: Vec<String> = (1..=100_000).map(|v| v.to_string()).collect();
+    type Edit = Box<dyn Fn(&mut Spec)>;
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        ("lr = 1e308", Box::new(|s| s.set("training", "lr", "1e308")), "training.lr"),
+        ("lr = i64::MAX", Box::new(|s| s.set("training", "lr", "9223372036854775807")), "training.lr"),
+        (
+            "weight_decay = i64::MAX",
+            Box::new(|s| s.set("training", "weight_decay", "9223372036854775807")),
+            "training.weight_decay",
+        ),
+        (
+            "skip_predicted_oom = 1e308",
+            Box::new(|s| s.set("run", "skip_predicted_oom", "1e308")),
+            "run.skip_predicted_oom",
+        ),
+        (
+            "a swept lr of 1e308",
+            Box::new(|s| s.tail = "[sweep]\nfield = \"training.lr\"\nvalues = [0.01, 1e308]\n".into()),
+            "sweep.values[1]",
+        ),
+        ("values [1, 1, 1]", Box::new(move |s| s.tail = sweep("1, 1, 1".into())), "sweep.values[1]"),
+        ("100,000 values", Box::new(move |s| s.tail = sweep(many.join(", "))), "sweep.values"),
+        ("depth = 0", Box::new(|s| s.set("model", "depth", "0")), "model.depth"),
+        (
+            "checkpoint = 50 on one layer",
+            Box::new(|s| s.set("training", "checkpoint", "50")),
+            "training.checkpoint",
+        ),
+        (
+            "bf16 autocast over float64",
+            Box::new(|s| {
+                s.set("training", "amp", "\"bf16\"");
+                s.set("training", "dtype", "\"float64\"");
+            }),
+            "training.amp",
+        ),
+        (
+            "fp16 autocast over float16",
+            Box::new(|s| {
+                s.set("training", "amp", "\"fp16\"");
+                s.set("training", "dtype", "\"float16\"");
+            }),
+            "training.amp",
+        ),
+        (
+            "num_layers = 0",
+            Box::new(move |s| {
+                transformer(s);
+                s.set("model", "num_layers", "0");
+            }),
+            "model.num_layers",
+        ),
+        (
+            "vocab = 1",
+            Box::new(move |s| {
+                transformer(s);
+                s.set("data", "vocab", "1");
+            }),
+            "data.vocab",
+        ),
+    ];
+    for (i, (what, edit, key)) in cases.iter().enumerate() {
+        let mut s = Spec::base();
+        edit(&mut s);
+        let spec = specs.join(format!("nonsense{i}.toml"));
+        std::fs::write(&spec, s.text()).unwrap();
+        let out = root.path().join(format!("out{i}"));
+        for args in [
+            vec!["estimate".as_ref(), spec.as_os_str()],
+            vec!["run".as_ref(), spec.as_os_str(), "--out".as_ref(), out.as_os_str(), "--quiet".as_ref()],
+        ] {
+            let o = oomlab(root.path(), &logs, &args, what);
+            let command = args[0].to_string_lossy();
+            assert!(o.code == 1 || o.code == 2, "{command} on {what}: exit {}:\n{}", o.code, o.stderr);
+            assert!(o.stderr.contains(key), "{command} on {what}: {key} not named:\n{}", o.stderr);
+        }
+        assert!(files(&out).is_empty(), "run on {what} wrote {:?}", files(&out));
+    }
+}

@@ -1,7 +1,9 @@
 //! The rules a configuration keeps once it is built: reading and setting the field a sweep
 //! varies, and checking every invariant (limits included) with the key at fault kept apart from
 //! the words, as [`Invalid`].
-use super::{limits, Checkpoint, CnnSpec, Config, DataSpec, Field, MlpSpec, Mode, ModelSpec};
+use super::{
+    limits, Amp, Checkpoint, CnnSpec, Config, DataSpec, Dtype, Field, MlpSpec, Mode, ModelSpec, Named,
+};
 
 impl Config {
     /// The value of a swept field; `None` where the model or data has no such field (a CNN's
@@ -96,8 +98,38 @@ impl Config {
             ));
         }
         let lr = self.training.optimizer.lr();
-        if !(lr.is_finite() && lr > 0.0) {
-            return Err(Invalid::new("training.lr", format!("must be a positive number, not {lr}")));
+        if !(lr.is_finite() && lr > 0.0 && lr <= limits::MAX_LR) {
+            return Err(Invalid::new(
+                "training.lr",
+                format!("must be a number in 0 < lr <= {}, not {lr}", limits::MAX_LR),
+            ));
+        }
+        if t.amp != Amp::Off && self.training.dtype != Dtype::Float32 {
+            return Err(Invalid {
+                fix: Some(
+                    "set training.dtype = \"float32\" (autocast keeps float32 parameters), or amp = \"off\"",
+                ),
+                ..Invalid::new(
+                    "training.amp",
+                    format!(
+                        "\"{}\" autocasts float32 parameters, but training.dtype is \"{}\"",
+                        t.amp.as_str(),
+                        self.training.dtype.as_str()
+                    ),
+                )
+            });
+        }
+        if let Checkpoint::Every(k) = t.checkpoint {
+            let units = self.model.units();
+            if k > units {
+                return Err(Invalid {
+                    fix: Some("give a segment of at most the model's units, or checkpoint = \"sqrt\""),
+                    ..Invalid::new(
+                        "training.checkpoint",
+                        format!("{k} units a segment is more than the {units} {} has", self.model.describe()),
+                    )
+                });
+            }
         }
         self.check_data()
     }
@@ -105,21 +137,30 @@ impl Config {
     /// Each model kind's sizes, and that it reads the data's kind.
     fn check_model(&self) -> Result<(), Invalid> {
         let reads = match &self.model {
-            ModelSpec::Mlp(MlpSpec::Uniform { hidden, .. }) => {
+            ModelSpec::Mlp(MlpSpec::Uniform { hidden, depth }) => {
                 if *hidden == 0 {
                     return Err(Invalid::new("model.hidden", "must be at least 1"));
+                }
+                if *depth == 0 {
+                    return Err(Invalid::new("model.depth", "must be at least 1 hidden layer"));
                 }
                 &["synthetic", "csv"][..]
             }
             ModelSpec::Mlp(MlpSpec::Widths { widths }) => {
+                if widths.is_empty() {
+                    return Err(Invalid::new("model.widths", "must list at least 1 hidden layer"));
+                }
                 if widths.contains(&0) {
                     return Err(Invalid::new("model.widths", "must each be at least 1"));
                 }
                 &["synthetic", "csv"][..]
             }
-            ModelSpec::Cnn(CnnSpec::Plain { channels, kernel, .. }) => {
+            ModelSpec::Cnn(CnnSpec::Plain { channels, kernel, depth, .. }) => {
                 if *channels == 0 {
                     return Err(Invalid::new("model.channels", "must be at least 1"));
+                }
+                if *depth == 0 {
+                    return Err(Invalid::new("model.depth", "must be at least 1 block"));
                 }
                 if kernel % 2 == 0 {
                     return Err(Invalid::new(
@@ -147,6 +188,7 @@ impl Config {
                 for (key, v) in [
                     ("model.d_model", t.d_model),
                     ("model.nhead", t.nhead),
+                    ("model.num_layers", t.num_layers),
                     ("model.dim_feedforward", t.dim_feedforward),
                 ] {
                     if v == 0 {
@@ -207,6 +249,19 @@ impl Config {
         }
         if classes < 2 {
             return Err(Invalid::new("data.classes", "must be at least 2"));
+        }
+        if let DataSpec::Tokens { vocab, .. } = self.data {
+            // The label is a function of the tokens: fewer kinds of token than classes leave
+            // classes no sequence can have.
+            if vocab < classes {
+                return Err(Invalid {
+                    fix: Some("raise data.vocab to at least data.classes"),
+                    ..Invalid::new(
+                        "data.vocab",
+                        format!("{vocab} is fewer tokens than the {classes} classes"),
+                    )
+                });
+            }
         }
         if self.training.batch_size > samples {
             let message = format!(

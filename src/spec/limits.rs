@@ -24,6 +24,14 @@
 //! - Transformers: `data.seq_len` <= 10^6 tokens (the attention scores are `seq_len^2` per head),
 //!   `data.vocab` <= 10^7 (real vocabularies are 10^4 to 10^6).
 //!
+//! - `sweep.values`: at most 1,000 values, each once: a list sweep runs every value as a trial,
+//!   and a thousand trials is already hours; a repeated value measures the same thing twice.
+//!
+//! Numbers that are not sizes have ranges that keep them meaningful: `training.lr` in
+//! (0, 10] (a step of more than ten times the gradient sends any model to infinity, and libtorch
+//! takes the rate as a float32: 1e308 fails in every step), `training.weight_decay` in [0, 1],
+//! `training.momentum` in [0, 1), `run.skip_predicted_oom` in [0, 10] (a margin of 1000%).
+//!
 //! With them, the largest tensor a spec can describe is 10^9 x 10^6 elements of 8 bytes,
 //! 8 * 10^15 bytes: far below 2^63. [`largest_tensor_bytes`] checks that product anyway, so that
 //! raising a bound cannot quietly make a size wrap.
@@ -47,6 +55,24 @@ pub const MAX_ACCUMULATION: usize = 10_000;
 pub const MAX_PHASES: usize = 2_000_000;
 /// Characters of `experiment.name` and a variant's `name`.
 pub const MAX_NAME: usize = 64;
+/// Values of a list sweep.
+pub const MAX_SWEEP_VALUES: usize = 1_000;
+/// `training.lr`, `training.weight_decay` and `run.skip_predicted_oom` at most.
+pub const MAX_LR: f64 = 10.0;
+pub const MAX_WEIGHT_DECAY: f64 = 1.0;
+pub const MAX_SKIP_MARGIN: f64 = 10.0;
+
+/// The letters a name may use (lowercase letters, digits, `_` and `-`): folder- and file-safe.
+pub fn name_chars_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+/// A name a spec allows (an experiment's or a variant's): [`name_chars_ok`], at most
+/// [`MAX_NAME`] long.
+pub fn is_name(name: &str) -> bool {
+    name_chars_ok(name) && name.len() <= MAX_NAME
+}
 /// The bytes of one tensor: `nbytes` is an `int64_t` in libtorch.
 pub const MAX_TENSOR_BYTES: u128 = 1 << 63;
 /// A spec file's bytes: a spec is a page of TOML; this is thousands of variants.

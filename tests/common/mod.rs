@@ -70,7 +70,7 @@ device = "cpu"
 /// the experiment's results folder.
 pub fn long_run(sb: &Sandbox) -> (std::process::Child, PathBuf) {
     use std::time::{Duration, Instant};
-    let sweep = "[sweep]\nfield = \"training.steps\"\nvalues = [1, 100000, 100000]\n";
+    let sweep = "[sweep]\nfield = \"training.steps\"\nvalues = [1, 100000, 100001]\n";
     let spec = sb.spec("long.toml", &tiny_spec("long", "hidden = 64\ndepth = 2", None, sweep));
     let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("oomlab"))
         .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"])

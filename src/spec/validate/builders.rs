@@ -14,8 +14,8 @@ use crate::spec::raw::{
     overlay_table, RawData, RawModel, RawRun, RawScaler, RawSpec, RawTraining, RawVariant, Tab, Table, S,
 };
 use crate::spec::{
-    Amp, Checkpoint, Config, Dtype, Field, History, Mode, OnOom, OptimizerSpec, RunSpec, ScalerSpec, Spec,
-    Sweep, Techniques, TrainingSpec, Variant,
+    limits, Amp, Checkpoint, Config, Dtype, Field, History, Mode, OnOom, OptimizerSpec, RunSpec, ScalerSpec,
+    Spec, Sweep, Techniques, TrainingSpec, Variant,
 };
 
 /// The tables a config is built from: the base's, or a variant's laid over them.
@@ -133,7 +133,9 @@ impl Cx<'_> {
             &[("sgd", "sgd"), ("adam", "adam"), ("adamw", "adamw")],
         )?;
         let lr = match &t.lr {
-            Some(v) => self.float(v, "training.lr", "a number > 0", |x| x > 0.0)?,
+            Some(v) => {
+                self.float(v, "training.lr", "a number in 0 < lr <= 10", |x| x > 0.0 && x <= limits::MAX_LR)?
+            }
             None => {
                 if swept == Some(Field::Lr) {
                     self.omitted = Some(Field::Lr);
@@ -160,7 +162,9 @@ impl Cx<'_> {
             None => 0.0,
         };
         let weight_decay = match &t.weight_decay {
-            Some(v) => self.float(v, "training.weight_decay", "a number >= 0", |x| x >= 0.0)?,
+            Some(v) => self.float(v, "training.weight_decay", "a number in 0 <= wd <= 1", |x| {
+                (0.0..=limits::MAX_WEIGHT_DECAY).contains(&x)
+            })?,
             None => 0.0,
         };
         let optimizer = match optimizer {
@@ -298,8 +302,8 @@ impl Cx<'_> {
             Some(v) => Some(self.float(
                 v,
                 "run.skip_predicted_oom",
-                "a margin >= 0 (0.05: 5% over the budget)",
-                |x| x >= 0.0,
+                "a margin in 0 <= m <= 10 (0.05: 5% over the budget)",
+                |x| (0.0..=limits::MAX_SKIP_MARGIN).contains(&x),
             )?),
             None => None,
         };

@@ -8,7 +8,7 @@ use toml::Value;
 use super::messages::Problem;
 use super::{span, Cx, SpecError};
 use crate::spec::raw::{RawHalve, RawSearch, RawSweep, Tab, Table, S};
-use crate::spec::{Config, Field, SweepMode};
+use crate::spec::{limits, Config, Field, SweepMode};
 
 /// A value of a sweep, with where it was written and the key to name it by.
 pub(super) struct Point {
@@ -100,7 +100,21 @@ impl Cx<'_> {
                 ),
             ));
         }
-        let mut points = Vec::new();
+        let n = values.get_ref().len();
+        if n > limits::MAX_SWEEP_VALUES {
+            return Err(self.at(
+                &values.span(),
+                Problem::value(
+                    "sweep.values",
+                    format!(
+                        "{n} values; a list sweep takes at most {} (each is a trial): sweep fewer, or search = \
+                         {{ ... }} for the largest that fits",
+                        limits::MAX_SWEEP_VALUES
+                    ),
+                ),
+            ));
+        }
+        let mut points: Vec<Point> = Vec::new();
         for (i, v) in values.into_inner().into_iter().enumerate() {
             let key = format!("sweep.values[{i}]");
             let span = v.span();
@@ -131,6 +145,18 @@ impl Cx<'_> {
                             field.key(),
                             self.src(&span),
                             list_example(field)
+                        ),
+                    ),
+                ));
+            }
+            if let Some(j) = points.iter().position(|p| p.value == value) {
+                return Err(self.at(
+                    &span,
+                    Problem::value(
+                        key,
+                        format!(
+                            "{} repeats sweep.values[{j}]: each value runs once; remove it",
+                            self.src(&span)
                         ),
                     ),
                 ));

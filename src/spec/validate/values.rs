@@ -130,9 +130,7 @@ impl Cx<'_> {
     /// A folder-safe name: lowercase letters, digits, `_` and `-`.
     pub(super) fn name(&self, v: &S<String>, key: &str) -> Result<String, SpecError> {
         let name = v.get_ref();
-        let ok = !name.is_empty()
-            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
-        if !ok {
+        if !crate::spec::limits::name_chars_ok(name) {
             return Err(self.bad(&v.span(), key, "lowercase letters, digits, _ or -", format!("{name:?}")));
         }
         // A name is a folder name, a file name and a chart label.
