@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use crate::cluster::Shard;
 use crate::device::DeviceChoice;
 use crate::plan::{Overrides, Plan};
+use crate::results::RunStatus;
 use crate::run::{self, RunOptions};
 use crate::schema::TraceLevel;
 use crate::spec;
@@ -145,7 +146,7 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_budget, allow_hyphen_values = true)]
     pub budget: Option<u64>,
     /// Results root; the run writes to OUT/<device>/<experiment>/.
-    #[arg(long, default_value = "results")]
+    #[arg(long, default_value = crate::results::DEFAULT_OUT)]
     pub out: PathBuf,
     /// Replace results already in the experiment's folder.
     #[arg(long, conflicts_with = "resume")]
@@ -191,7 +192,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Devices => devices::print(),
         Command::Claims { dir } => {
             let path = crate::claims::write(&dir)?;
-            say_raw!("{}", std::fs::read_to_string(&path)?);
+            say_raw!("{}", crate::results::fsio::read_text(&path, crate::results::fsio::SMALL_LIMIT)?);
             note!("wrote {}", path.display());
             Ok(())
         }
@@ -222,7 +223,21 @@ fn run_command(args: RunArgs) -> Result<()> {
     let mut report = run::run(&plan, &opts).with_context(|| format!("running {}", args.spec.display()))?;
     let drawing = std::time::Instant::now();
     // A shard's charts would show a slice: the merge draws them.
-    let charts = if args.shard.is_some() { Vec::new() } else { report::charts(&report)? };
+    let charts = if args.shard.is_some() { Ok(Vec::new()) } else { report::charts(&report) };
+    let charts = match charts {
+        Ok(charts) => charts,
+        Err(e) => {
+            // The measurements are whole, the folder is not: `--resume` draws the charts again.
+            report.manifest.status = RunStatus::Failed(format!("drawing the charts: {e:#}"));
+            report.manifest.write(&report.dir)?;
+            return Err(e.context(format!(
+                "the trials are in {}, but not its charts; once that is mended, `oomlab run {} --resume` draws \
+                 them",
+                report.dir.display(),
+                args.spec.display()
+            )));
+        }
+    };
     report.charts_drawn(drawing.elapsed().as_secs_f64())?;
     if !args.quiet {
         report::print(&plan.spec, &report, &charts);

@@ -15,25 +15,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 
 use crate::chart::{self, CategoryBars, SweepPeak, Timeline, Tradeoff};
-use crate::estimate::{self, GpuArch};
-use crate::plan::Plan;
 use crate::results::{perfetto, ExperimentDir, Manifest};
 use crate::schema::{Status, SummaryRow, TraceLevel};
-
-/// The memory model's prediction for a trial, from the plan and thread count its run recorded;
-/// `None` when that cannot be had (a spec that no longer parses, CSV data not where it was).
-fn predict(manifest: &Manifest, row: &SummaryRow) -> Option<estimate::Prediction> {
-    let plan = Plan::of_run(manifest).ok()?;
-    let config = plan.spec.trial_config(&row.variant, row.value)?;
-    let shape = estimate::data_shape(&config.data).ok()?;
-    let threads = usize::try_from(manifest.host.torch_threads).unwrap_or(1);
-    estimate::predict_with(
-        &config,
-        shape,
-        &plan.estimate_options(GpuArch::from_device_name(&manifest.device.name), threads),
-    )
-    .ok()
-}
 
 /// What [`plot`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,19 +61,13 @@ pub fn draw_charts(exp: &ExperimentDir, extra_trials: &[usize]) -> Result<Vec<Pa
                 if !trace.iter().any(|r| r.trial == trial) {
                     continue; // `--trace off`: nothing to draw
                 }
-                let mut chart = Timeline::from_trace(
+                let chart = Timeline::from_trace(
                     trace,
                     row,
                     timeline_title(row, why),
                     subtitle(manifest, &row.variant),
                     budget,
                 );
-                if let Some(p) = predict(manifest, row) {
-                    let base = row.baseline_allocated;
-                    chart.set_predicted(|step, micro, phase| {
-                        p.phase(step, micro, phase).map(|ph| base + ph.peak)
-                    });
-                }
                 chart::render(&chart, dir)?
             }
             // Categories are told apart by what each phase adds: they need a row per phase.
@@ -166,7 +143,7 @@ pub fn select(rows: &[SummaryRow], extra_trials: &[usize]) -> Result<Vec<Pick>> 
     for v in &variants {
         let mine = || rows.iter().filter(|r| r.variant == *v);
         let highest = mine()
-            .filter(|r| r.status == Status::Ok)
+            .filter(|r| r.status.fitted())
             .max_by_key(|r| (r.max_memory_allocated.max(r.max_memory_reserved), std::cmp::Reverse(r.trial)));
         let first_oom = mine()
             .filter(|r| r.status == Status::Oom)
@@ -229,6 +206,8 @@ fn timeline_title(row: &SummaryRow, why: Why) -> String {
         (Status::Oom, _) => "out of memory",
         (Status::Error, _) => "error",
         (Status::PredictedOom, _) => "predicted out of memory, not run",
+        (Status::Diverged, Why::HighestFit) => "the highest peak that fit (its loss diverged)",
+        (Status::Diverged, _) => "fit, loss diverged",
     };
     format!("{title}, {outcome}")
 }

@@ -2,15 +2,12 @@
 //! the spec's own rules, the device asked for, whose allocator the estimate models, and the
 //! budget in force there.
 //!
-//! Every command that trains or predicts (`run`, `estimate`, and `plot` for a recorded run's
-//! predictions) starts from a [`Plan`], so `--device` and `--budget` are merged with the spec in
-//! one place and mean the same to each of them.
-use anyhow::{Context, Result};
-
+//! Every command that trains or predicts (`run`, `estimate`, `advise`) starts from a [`Plan`], so
+//! `--device` and `--budget` are merged with the spec in one place and mean the same to each of
+//! them. (`plot` plans nothing: it draws the predictions a run recorded.)
 use crate::device::DeviceChoice;
 use crate::estimate::{GpuArch, Options, Target};
-use crate::results::Manifest;
-use crate::spec::{self, Spec};
+use crate::spec::Spec;
 
 /// What the command line may override in a spec (already validated as the spec validates the
 /// same keys: a device name, a budget of more than 0 bytes).
@@ -60,19 +57,6 @@ impl Plan {
         Plan::new(spec, overrides, cuda)
     }
 
-    /// The plan a recorded run followed: its spec text, the device it ran on and the budget it
-    /// had, from its manifest.
-    pub fn of_run(m: &Manifest) -> Result<Plan> {
-        let spec = spec::parse(&m.spec_source, std::path::Path::new(&m.spec_path))
-            .with_context(|| format!("the spec recorded for {} no longer parses", m.experiment))?;
-        let device = if m.device.resolved.starts_with("cuda") {
-            m.device.resolved.parse().unwrap_or(DeviceChoice::Cuda(0))
-        } else {
-            DeviceChoice::Cpu
-        };
-        Ok(Plan::new(spec, Overrides { device: Some(device), budget: m.device.budget_bytes }, false))
-    }
-
     /// What the estimate assumes for this plan: libtorch's intra-op `threads` (a CPU reduction
     /// takes a buffer per thread) and, on CUDA, the workspaces a GPU of `arch` keeps for this
     /// spec's configurations and the budget as the allocator's limit.
@@ -113,7 +97,7 @@ budget = { cpu = "128MiB", cuda = "192MiB" }
 "#;
 
     fn spec() -> Spec {
-        spec::parse(SPEC, std::path::Path::new("x.toml")).unwrap()
+        crate::spec::parse(SPEC, std::path::Path::new("x.toml")).unwrap()
     }
 
     #[test]

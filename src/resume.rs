@@ -3,7 +3,7 @@
 //! What a folder holds is checked against what would run now (the same spec text, device and
 //! budget, else refused with the difference named). Its completed trials (a trial is complete
 //! when its summary row is written; trace rows of a later trial and a torn last row go) are
-//! written again through the run's own exporters into fresh files, the old ones set aside
+//! written again through the run's own exporters into fresh files, the old ones (and trace.json) set aside
 //! (`*.csv.resuming`) until that is done, so a crash while resuming loses nothing: the next
 //! `--resume` starts from the set-aside files. The sweep then replays: a trial already done is
 //! taken from the folder (the sweep's order must give the same variant and value), so a search
@@ -25,6 +25,8 @@ pub struct Done {
     pub trace: Vec<PhaseRecord>,
     /// The interrupted run's manifest, whose start time the resumed run keeps.
     pub manifest: Option<Manifest>,
+    /// A written trial whose trace rows were lost: it and the trials after it run again.
+    pub lost: Option<crate::results::experiment::Lost>,
 }
 
 impl Done {
@@ -47,24 +49,22 @@ pub fn load(dir: &Path, spec: &Spec, probe: &dyn MemoryProbe, trace: TraceLevel)
     }
     restore(dir)?;
     // Killed before its first trial ended (while warming up): a manifest and no rows yet.
-    let exp = if dir.join(results::SUMMARY).exists() {
-        if !dir.join(results::TRACE).exists() {
-            fs::write(dir.join(results::TRACE), "")
-                .with_context(|| format!("--resume: in {}", dir.display()))?;
-        }
-        ExperimentDir::read(dir).with_context(|| format!("--resume: reading {}", dir.display()))?
+    let (exp, lost) = if dir.join(results::SUMMARY).symlink_metadata().is_ok() {
+        ExperimentDir::read_checked(dir).with_context(|| format!("--resume: reading {}", dir.display()))?
     } else {
         let manifest = Manifest::read(dir).with_context(|| format!("--resume: reading {}", dir.display()))?;
-        ExperimentDir {
+        let exp = ExperimentDir {
             dir: dir.to_path_buf(),
             manifest,
             rows: Vec::new(),
             trace: Vec::new(),
             cut_row: false,
-        }
+        };
+        (exp, None)
     };
     let m = &exp.manifest;
-    if m.status == "complete" {
+    // A complete run whose trace lost rows is resumed too: those trials are measured again.
+    if m.status.is_complete() && lost.is_none() {
         bail!(
             "--resume: {} holds a complete run ({} trials); nothing to resume (--force runs it again)",
             dir.display(),
@@ -113,15 +113,16 @@ pub fn load(dir: &Path, spec: &Spec, probe: &dyn MemoryProbe, trace: TraceLevel)
             was.as_str()
         );
     }
-    // Whole trials only: rows numbered 1, 2, ... as written, up to the first gap.
-    let rows: Vec<SummaryRow> =
-        exp.rows.into_iter().enumerate().take_while(|(i, r)| r.trial == i + 1).map(|(_, r)| r).collect();
-    let trace = exp.trace.into_iter().filter(|t| t.trial >= 1 && t.trial <= rows.len()).collect();
-    Ok(Done { rows, trace, manifest: Some(exp.manifest) })
+    // Whole trials only: those before the first whose trace rows are not all there; it and the
+    // trials after it are measured again (a later trial of a search depends on the ones before).
+    let keep = lost.map_or(exp.rows.len(), |l| l.trial - 1);
+    let rows: Vec<SummaryRow> = exp.rows.into_iter().take(keep).collect();
+    let trace = exp.trace.into_iter().filter(|t| t.trial <= keep).collect();
+    Ok(Done { rows, trace, manifest: Some(exp.manifest), lost })
 }
 
 /// The files a resume sets aside while it writes them again.
-const SET_ASIDE: [&str; 2] = [results::SUMMARY, results::TRACE];
+const SET_ASIDE: [&str; 3] = [results::SUMMARY, results::TRACE, results::perfetto::TRACE_JSON];
 
 fn set_aside_path(dir: &Path, name: &str) -> std::path::PathBuf {
     dir.join(format!("{name}.resuming"))
@@ -157,7 +158,7 @@ pub fn replay(dir: &Path, done: &Done, exporters: &mut [Box<dyn Exporter>]) -> R
         for rec in done.records(row.trial) {
             exporters.iter_mut().try_for_each(|e| e.phase(rec))?;
         }
-        exporters.iter_mut().try_for_each(|e| e.trial(row))?;
+        results::write_trial(exporters, row)?;
     }
     // On disk before the old copies go, so that not even a power cut loses the trials.
     for name in SET_ASIDE {

@@ -15,7 +15,7 @@ use crate::interrupt::{self, Interrupted};
 use crate::plan::Plan;
 use crate::probe::{CpuProbe, CudaProbe, MemoryProbe};
 use crate::progress::Progress;
-use crate::results::manifest::{self, DeviceInfo, HostInfo, Manifest, Versions, WorkspaceInfo};
+use crate::results::manifest::{self, DeviceInfo, HostInfo, Manifest, RunStatus, Versions, WorkspaceInfo};
 use crate::results::timings::{self, RunTimings};
 use crate::results::{self, experiment, Exporter, PerfettoTrace, SummaryCsv, TraceCsv};
 use crate::resume::{self, Done};
@@ -88,7 +88,11 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
             bail!("--resume: nothing to resume in {} (no such folder); run without --resume", dir.display());
         }
         let lock = results::DirLock::acquire(&dir)?;
-        (lock, resume::load(&dir, spec, probe, opts.trace)?)
+        let done = resume::load(&dir, spec, probe, opts.trace)?;
+        if let (Some(lost), false) = (&done.lost, opts.quiet) {
+            note!("--resume: {lost}: trial {} and those after it are measured again", lost.trial);
+        }
+        (lock, done)
     } else {
         (results::prepare_dir(&dir, opts.force)?, Done::default())
     };
@@ -116,8 +120,8 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
                 note!("{}", workspace_line(*w, probe.device()));
             }
         }
-        Err(e) if e.is::<Interrupted>() => manifest.status = "interrupted".into(),
-        Err(e) => manifest.status = format!("failed: warming up: {e:#}"),
+        Err(e) if e.is::<Interrupted>() => manifest.status = RunStatus::Interrupted,
+        Err(e) => manifest.status = RunStatus::Failed(format!("warming up: {e:#}")),
     }
     let mut timings = RunTimings::new(timings::since_main());
     manifest.timings = Some(timings.clone());
@@ -154,7 +158,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     }
     match &result {
         Ok(rows) => {
-            manifest.status = "complete".into();
+            manifest.status = RunStatus::Complete;
             manifest.trials = rows.len();
             manifest.answers = match &spec.sweep {
                 Some(s) => spec
@@ -177,11 +181,11 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
             };
         }
         Err(e) if e.is::<Interrupted>() => {
-            manifest.status = "interrupted".into();
+            manifest.status = RunStatus::Interrupted;
             manifest.trials = rows_written(&dir);
         }
         Err(e) => {
-            manifest.status = format!("failed: {e:#}");
+            manifest.status = RunStatus::Failed(format!("{e:#}"));
             manifest.trials = rows_written(&dir);
         }
     }
@@ -193,7 +197,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
 /// What a trial's status tells the sweep.
 fn fit(status: Status) -> Fit {
     match status {
-        Status::Ok => Fit::Fits,
+        Status::Ok | Status::Diverged => Fit::Fits,
         Status::Oom | Status::PredictedOom => Fit::Oom,
         Status::Error => Fit::Error,
     }
@@ -323,17 +327,30 @@ fn run_trials(
             progress.start(&label);
             let prediction = predict(&config, &options);
             let started = Instant::now();
+            let mut traced = 0;
             let mut row = match predicted_oom(spec, prediction.as_ref(), probe)? {
                 Some(skipped) => skipped,
-                None => train::run_trial(&config, probe, trial, opts.trace, &mut |rec| {
-                    exporters.iter_mut().try_for_each(|e| e.phase(rec))
-                })?,
+                None => {
+                    // Each row carries the prediction made here, on this machine, so that a chart
+                    // drawn later anywhere draws this run's prediction.
+                    let baseline = probe.snapshot()?.memory_allocated;
+                    train::run_trial(&config, probe, trial, opts.trace, &mut |rec| {
+                        let mut rec = rec.clone();
+                        rec.predicted_peak = prediction
+                            .as_ref()
+                            .and_then(|p| p.row_peak(rec.step, rec.micro, rec.phase))
+                            .map(|peak| baseline + peak);
+                        traced += 1;
+                        exporters.iter_mut().try_for_each(|e| e.phase(&rec))
+                    })?
+                }
             };
             let cuda = matches!(probe.device(), tch::Device::Cuda(_));
             (this.probes, this.seconds) = (this.probes + 1, this.seconds + started.elapsed().as_secs_f64());
             fill_config(&mut row, trial, variant, field.map(|f| (f, value)), &config, cuda);
             add_prediction(&mut row, prediction.as_ref());
-            exporters.iter_mut().try_for_each(|e| e.trial(&row))?;
+            row.trace_rows = Some(traced);
+            results::write_trial(exporters, &row)?;
             progress.done(&format!("trial {trial:>3}  {label:<28} {}", describe(&row)));
             if let Some(bytes) = row.leaked() {
                 bail!(
@@ -407,7 +424,7 @@ fn add_prediction(row: &mut SummaryRow, prediction: Option<&estimate::Prediction
     };
     let predicted = row.baseline_allocated + p.peak;
     row.predicted_peak = Some(predicted);
-    if row.status == Status::Ok {
+    if row.status.fitted() {
         row.predicted_error = Some(estimate::relative_error(predicted, row.max_memory_allocated));
     }
 }
@@ -416,9 +433,10 @@ fn add_prediction(row: &mut SummaryRow, prediction: Option<&estimate::Prediction
 pub fn describe(row: &SummaryRow) -> String {
     let gib = |b: u64| ByteSize::b(b).display().iec().to_string();
     match row.status {
-        Status::Ok => {
+        Status::Ok | Status::Diverged => {
             format!(
-                "ok   peak {} allocated, {} reserved{}",
+                "{}   peak {} allocated, {} reserved{}",
+                if row.status == Status::Ok { "ok" } else { "diverged" },
                 gib(row.max_memory_allocated),
                 gib(row.max_memory_reserved),
                 row.step_seconds.map(|s| format!(", {s:.3} s/step")).unwrap_or_default()
@@ -506,7 +524,7 @@ fn start_manifest(spec: &Spec, requested: DeviceChoice, probe: &dyn MemoryProbe,
         command: std::env::args().collect(),
         started_at: manifest::now(),
         finished_at: None,
-        status: "running".into(),
+        status: RunStatus::Running,
         trials: 0,
         answers: Vec::new(),
         num_ooms: None,

@@ -117,6 +117,13 @@ pub struct PhaseRecord {
     pub phase_seconds: f64,
     /// Wall time since the trial started, in seconds.
     pub elapsed_seconds: f64,
+    /// The estimate's peak for this phase (a step's, under `--trace steps`), baseline included,
+    /// as the run predicted it on its machine before the trial: what the timeline draws beside
+    /// the measurement. Empty where there was no prediction, and in runs made before it was
+    /// recorded (charts of those draw none: a prediction made again on another machine would
+    /// be that machine's).
+    #[serde(default)]
+    pub predicted_peak: Option<u64>,
 }
 
 /// How a trial ended.
@@ -129,6 +136,16 @@ pub enum Status {
     Error,
     /// Not run: the estimate put it over the budget by more than the spec's margin.
     PredictedOom,
+    /// Trained within memory, but its loss ended as infinity or NaN (without a grad scaler to
+    /// explain it): the memory is measured, the training is not to be trusted.
+    Diverged,
+}
+
+impl Status {
+    /// Whether the trial ran within its memory: it fits, whatever became of its loss.
+    pub fn fitted(self) -> bool {
+        matches!(self, Status::Ok | Status::Diverged)
+    }
 }
 
 impl fmt::Display for Status {
@@ -138,6 +155,7 @@ impl fmt::Display for Status {
             Status::Oom => "oom",
             Status::Error => "error",
             Status::PredictedOom => "predicted_oom",
+            Status::Diverged => "diverged",
         })
     }
 }
@@ -237,6 +255,10 @@ pub struct SummaryRow {
     pub oom_reserved: Option<u64>,
     /// The error's first line, empty when the trial ran.
     pub message: String,
+    /// How many rows of `trace.csv` are this trial's: what a reader checks that file against
+    /// (a run cut short on a full disk, or a file edited, loses rows silently otherwise). Empty in
+    /// results from before 2026-11-26.
+    pub trace_rows: Option<usize>,
 }
 
 impl SummaryRow {
@@ -250,6 +272,18 @@ impl SummaryRow {
             steps_total_seconds: None,
             trial_seconds: None,
             ..self.clone()
+        }
+    }
+
+    /// How the trial ended, in a few words: "ok", "OOM in backward", "diverged", ...
+    pub fn outcome(&self) -> String {
+        match (self.status, self.phase) {
+            (Status::Ok, _) => "ok".to_string(),
+            (Status::Oom, Some(p)) => format!("OOM in {p}"),
+            (Status::Oom, None) => "OOM".to_string(),
+            (Status::Error, _) => "error".to_string(),
+            (Status::PredictedOom, _) => "predicted OOM (not run)".to_string(),
+            (Status::Diverged, _) => "diverged".to_string(),
         }
     }
 

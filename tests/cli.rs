@@ -100,7 +100,7 @@ fn a_killed_run_keeps_every_completed_trial() {
     let exp = oomlab::results::ExperimentDir::read(&dir).expect("the folder reads");
     assert_eq!(exp.rows.len(), 1, "trial 1 complete, trial 2 was cut");
     assert_eq!(exp.rows[0].status, oomlab::schema::Status::Ok);
-    assert_eq!(exp.manifest.status, "running", "a killed run is recognisable");
+    assert_eq!(exp.manifest.status, oomlab::results::RunStatus::Running, "a killed run is recognisable");
     assert!(!exp.trace.is_empty() && exp.trace.iter().all(|t| t.trial == 1), "whole trials only");
 }
 
@@ -125,4 +125,28 @@ fn the_allocation_log_is_printed_when_asked() {
     let frees = logged.lines().filter(|l| l.starts_with("oomlab-alloc -")).count();
     assert!(allocs > 10 && frees > 10, "{allocs} allocations, {frees} frees logged");
     assert!(!run(false).contains("oomlab-alloc"), "no log unless asked");
+}
+
+/// A trial whose loss turns to infinity or NaN is not `ok`: float16 parameters over features of
+/// tens of thousands overflow in the first Linear. It fit in memory all the same, and says so.
+#[test]
+fn a_diverged_loss_marks_the_trial_diverged() {
+    let sb = Sandbox::new();
+    let rows: String =
+        (0..32).map(|i| format!("{}.5,{}.25,{}\n", 30_000 + 911 * i, 60_000 - 707 * i, i % 2)).collect();
+    std::fs::write(sb.path().join("big.csv"), format!("a,b,y\n{rows}")).unwrap();
+    let text = "[experiment]\nname = \"diverge\"\n[model]\nhidden = 16\ndepth = 2\n[data]\nkind = \"csv\"\n\
+                path = \"big.csv\"\nlabel = \"y\"\n[training]\noptimizer = \"sgd\"\nlr = 0.1\nbatch_size = 8\n\
+                steps = 2\ndtype = \"float16\"\n[run]\ndevice = \"cpu\"\n";
+    let spec = sb.spec("diverge.toml", text);
+    oomlab()
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap()])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("diverged").and(predicate::str::contains("training diverged")));
+    let dir = sb.out().read_dir().unwrap().next().unwrap().unwrap().path().join("diverge");
+    let exp = oomlab::results::ExperimentDir::read(&dir).unwrap();
+    assert_eq!(exp.rows[0].status, oomlab::schema::Status::Diverged);
+    assert!(exp.rows[0].final_loss.is_some_and(|l| !l.is_finite()));
+    assert!(exp.rows[0].status.fitted() && exp.rows[0].max_memory_allocated > 0);
 }

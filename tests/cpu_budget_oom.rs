@@ -93,7 +93,7 @@ fn depth_search_stops_where_arithmetic_says_and_memory_returns_to_baseline() {
     let trials_in_trace: std::collections::BTreeSet<usize> = trace.iter().map(|t| t.trial).collect();
     assert_eq!(trials_in_trace.len(), summary.len());
     let manifest = &written.manifest;
-    assert_eq!(manifest.status, "complete");
+    assert_eq!(manifest.status, oomlab::results::RunStatus::Complete);
     let ooms = report.rows.iter().filter(|r| r.status == Status::Oom).count() as u64;
     assert_eq!(manifest.num_ooms, Some(ooms), "the allocator refused once per OOM trial");
     assert_eq!(manifest.device.budget_bytes, Some(budget));

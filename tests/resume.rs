@@ -118,7 +118,7 @@ fn a_killed_search_resumed_equals_an_uninterrupted_one() {
         ]);
         assert!(out.status.success(), "resume after {at}: {}", String::from_utf8_lossy(&out.stderr));
         let resumed = ExperimentDir::read(&folder(&cut_out)).unwrap();
-        assert_eq!(resumed.manifest.status, "complete");
+        assert_eq!(resumed.manifest.status, oomlab::results::RunStatus::Complete);
         assert_eq!(answers(&resumed), answers(&whole), "killed after {at}");
         assert_eq!(memory(&resumed.rows), memory(&whole.rows), "killed after {at}: summary");
         assert_eq!(trace_memory(&resumed.trace), trace_memory(&whole.trace), "killed after {at}: trace");
@@ -181,6 +181,6 @@ fn a_run_killed_before_any_trial_resumes_from_the_start() {
         oomlab(&["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet", "--resume"]);
     assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
     let exp = ExperimentDir::read(&dir).unwrap();
-    assert_eq!(exp.manifest.status, "complete");
+    assert_eq!(exp.manifest.status, oomlab::results::RunStatus::Complete);
     assert!(exp.rows.len() > trials && exp.rows.iter().enumerate().all(|(i, r)| r.trial == i + 1));
 }

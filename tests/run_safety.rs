@@ -46,7 +46,7 @@ fn a_signal_ends_the_run_cleanly_with_its_exit_code() {
         signal(&child, name);
         assert_eq!(exit_code(child), Some(code), "SIG{name}");
         let exp = ExperimentDir::read(&dir).unwrap();
-        assert_eq!(exp.manifest.status, "interrupted", "SIG{name}");
+        assert_eq!(exp.manifest.status, oomlab::results::RunStatus::Interrupted, "SIG{name}");
         assert_eq!(exp.manifest.trials, 1);
         assert_eq!(exp.rows.len(), 1, "trial 1 complete, trial 2 dropped");
         assert!(exp.trace.iter().all(|t| t.trial == 1), "no row of the dropped trial");
@@ -105,7 +105,7 @@ fn a_closed_pipe_does_not_stop_the_run() {
         ExperimentDir::read(dir.parent().unwrap())
     });
     let exp = exp.unwrap();
-    assert_eq!((exp.manifest.status.as_str(), exp.rows.len()), ("complete", 3));
+    assert_eq!((exp.manifest.status, exp.rows.len()), (oomlab::results::RunStatus::Complete, 3));
 }
 
 #[test]

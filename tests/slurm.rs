@@ -218,7 +218,7 @@ fn job_arrays_of_shards_merged_equal_one_process() {
     let exp = ExperimentDir::read(&merged).unwrap();
     assert!(exp.rows.iter().any(|r| r.status == oomlab::schema::Status::Oom), "an OOM among the trials");
     let m = exp.manifest;
-    assert_eq!(m.status, "complete");
+    assert_eq!(m.status, oomlab::results::RunStatus::Complete);
     let (array, _) = &jobs[0];
     let shards: Vec<(String, Option<String>)> =
         m.shards.iter().map(|s| (s.shard.clone(), s.slurm_job.clone())).collect();

@@ -59,6 +59,7 @@ fn trial_trace(trial: usize, depth: u64, per_layer: u64, oom: bool) -> Vec<Phase
             device_used: Some(allocated + 300 * MIB),
             phase_seconds: 0.01,
             elapsed_seconds: t,
+            predicted_peak: None,
         });
     };
     push(0, Phase::Data, MIB);
@@ -109,8 +110,9 @@ fn sweep_folder(dir: &Path, device: &str, budget: u64, per_layer: u64, source: &
         summary.trial(&row).unwrap();
     }
     let answers = json!([{"variant": "", "field": "model.depth", "largest_fit": 5, "first_oom": 6}]);
-    let text =
-        serde_json::to_string_pretty(&manifest("depth_sweep", device, budget, source, answers)).unwrap();
+    let mut m = manifest("depth_sweep", device, budget, source, answers);
+    m["trials"] = json!(plan.len());
+    let text = serde_json::to_string_pretty(&m).unwrap();
     std::fs::write(dir.join("manifest.json"), text).unwrap();
     dir.to_path_buf()
 }
@@ -329,4 +331,48 @@ fn a_killed_run_leaves_a_trace_json_that_parses() {
         .assert()
         .success()
         .stderr(predicate::str::contains("the CSVs end in part of a trial"));
+}
+
+/// The timeline draws the prediction its run recorded in trace.csv (made on the machine that ran
+/// it), never one made again where it is plotted: rows without one draw none.
+#[test]
+fn the_timeline_draws_the_prediction_its_run_recorded() {
+    let sb = Sandbox::new();
+    let spec = sb.spec("pred.toml", &tiny_spec("pred", "hidden = 16\ndepth = 2", None, ""));
+    oomlab()
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"])
+        .assert()
+        .success();
+    let dir = common::walk(&sb.out()).into_iter().find(|p| p.ends_with("summary.csv")).unwrap();
+    let dir = dir.parent().unwrap().to_path_buf();
+    let exp = oomlab::results::ExperimentDir::read(&dir).unwrap();
+    let config = oomlab::spec::load(&spec).unwrap().configs()[0].1.clone();
+    let predicted = oomlab::estimate::predict(&config).unwrap();
+    let base = exp.rows[0].baseline_allocated;
+    assert!(!exp.trace.is_empty());
+    for r in &exp.trace {
+        let want = predicted.phase(r.step, r.micro, r.phase).map(|p| base + p.peak);
+        assert_eq!(r.predicted_peak, want, "step {} {}", r.step, r.phase);
+    }
+    let label = oomlab::chart::style::PREDICTED_LABEL;
+    let svg = || std::fs::read_to_string(dir.join("timeline_trial1.svg")).unwrap();
+    assert!(svg().contains(label), "the recorded prediction is drawn");
+
+    // The same folder without the column (as runs before it was recorded): no prediction drawn.
+    let trace = std::fs::read_to_string(dir.join("trace.csv")).unwrap();
+    let column = trace.lines().next().unwrap().split(',').position(|c| c == "predicted_peak").unwrap();
+    let without: Vec<String> = trace
+        .lines()
+        .map(|l| {
+            l.split(',')
+                .enumerate()
+                .filter(|(i, _)| *i != column)
+                .map(|(_, c)| c)
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect();
+    std::fs::write(dir.join("trace.csv"), without.join("\n") + "\n").unwrap();
+    oomlab().args(["plot", dir.to_str().unwrap()]).assert().success();
+    assert!(!svg().contains(label), "a prediction not recorded is not made up");
 }

@@ -19,7 +19,7 @@ use crate::bench::stats::median;
 use crate::estimate::DataShape;
 use crate::probe::MemoryProbe;
 use crate::progress::Progress;
-use crate::schema::{Phase, PhaseRecord, Status, TraceLevel};
+use crate::schema::{Phase, PhaseRecord, TraceLevel};
 use crate::spec::{Amp, Checkpoint, Config, Named};
 use crate::train::PhaseTimes;
 
@@ -202,7 +202,7 @@ impl Calibrator<'_> {
         };
         let row = crate::train::run_trial(config, self.probe, self.runs + 1, TraceLevel::Sync, &mut sink)?;
         self.runs += 1;
-        if row.status != Status::Ok {
+        if !row.status.fitted() {
             self.failed.push(format!("{}: {} ({})", describe_run(config), row.status, row.message));
             progress.done(&format!("{}: {}", describe_run(config), row.status));
             return Ok(None);
@@ -280,7 +280,7 @@ impl Cache {
         let path = dir.map(|d| d.join("calibration.json"));
         let entries = path
             .as_ref()
-            .and_then(|p| std::fs::read_to_string(p).ok())
+            .and_then(|p| crate::results::fsio::read_text(p, crate::results::fsio::SMALL_LIMIT).ok())
             .and_then(|text| serde_json::from_str(&text).ok())
             .unwrap_or_default();
         Cache { path, entries }
@@ -292,10 +292,7 @@ impl Cache {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
-        let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
-        std::fs::write(&tmp, serde_json::to_string(&self.entries)?)
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))
+        crate::results::fsio::write_atomic(path, serde_json::to_string(&self.entries)?.as_bytes())
     }
 }
 
@@ -316,6 +313,7 @@ mod tests {
             device_used: None,
             phase_seconds: seconds,
             elapsed_seconds: 0.0,
+            predicted_peak: None,
         }
     }
 

@@ -242,7 +242,7 @@ fn timing_for(
     match &req.timing {
         TimingChoice::Off => Ok((TimingSource::None { why: "--no-calibrate".into() }, None)),
         TimingChoice::File(path) => {
-            let text = std::fs::read_to_string(path)
+            let text = crate::results::fsio::read_text(path, crate::results::fsio::SMALL_LIMIT)
                 .with_context(|| format!("--calibration {}: cannot read it", path.display()))?;
             let cal: Calibration = serde_json::from_str(&text).with_context(|| {
                 format!(

@@ -321,9 +321,7 @@ pub fn write(dir: &Path, a: &Advice, force: bool) -> Result<Vec<PathBuf>> {
     }
     let put = |name: &str, text: String| -> Result<PathBuf> {
         let path = dir.join(name);
-        let tmp = dir.join(format!(".{name}.tmp"));
-        std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+        crate::results::fsio::write_atomic(&path, text.as_bytes())?;
         Ok(path)
     };
     let mut written = vec![put("advice.json", serde_json::to_string_pretty(a)? + "\n")?];

@@ -77,11 +77,11 @@ pub fn verify(
             Target::Cuda => row.max_memory_reserved,
         };
         let agrees = match predicted {
-            Verdict::Fits => Some(row.status == Status::Ok),
+            Verdict::Fits => Some(row.status.fitted()),
             Verdict::Oom => Some(row.status == Status::Oom),
             _ => None,
         };
-        let measured_seconds = row.step_seconds.filter(|_| row.status == Status::Ok);
+        let measured_seconds = row.step_seconds.filter(|_| row.status.fitted());
         let predicted_seconds = o.step_seconds;
         let v = Verified {
             rank: o.rank,

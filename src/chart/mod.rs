@@ -92,17 +92,24 @@ pub struct Rendered {
     pub svg: PathBuf,
 }
 
-/// Writes `dir/<stem>.png` (1280x800) and `dir/<stem>.svg`, creating `dir` if needed.
+/// Writes `dir/<stem>.png` (1280x800) and `dir/<stem>.svg`, creating `dir` if needed. Each is
+/// drawn into a new temporary file beside it and renamed over it, so a chart is whole or not
+/// there (a full disk leaves the old one), and a link of its name is replaced, not followed.
 pub fn render(chart: &impl Chart, dir: &Path) -> Result<Rendered> {
     register_fonts()?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let stem = chart.file_stem();
+    // The stem is the chart's, from names read back from files: only file-safe characters.
+    let stem = file_safe(&chart.file_stem());
     let png = dir.join(format!("{stem}.png"));
     let svg = dir.join(format!("{stem}.svg"));
-    draw_into(chart, BitMapBackend::new(&png, SIZE).into_drawing_area())
+    let tmp = crate::results::fsio::temp_beside(&png)?;
+    draw_into(chart, BitMapBackend::new(&tmp, SIZE).into_drawing_area())
         .with_context(|| format!("drawing {}", png.display()))?;
-    draw_into(chart, SVGBackend::new(&svg, SIZE).into_drawing_area())
+    crate::results::fsio::persist(tmp, &png)?;
+    let tmp = crate::results::fsio::temp_beside(&svg)?;
+    draw_into(chart, SVGBackend::new(&tmp, SIZE).into_drawing_area())
         .with_context(|| format!("drawing {}", svg.display()))?;
+    crate::results::fsio::persist(tmp, &svg)?;
     Ok(Rendered { png, svg })
 }
 

@@ -2,7 +2,7 @@
 //! time against memory): its first trial that ran; in a sweep, the one at the largest swept
 //! value every variant ran, so that the charts compare like with like.
 use super::scale::swept_key;
-use crate::schema::{Status, SummaryRow};
+use crate::schema::SummaryRow;
 use crate::units::format_tick;
 
 /// The trial that stands for each variant, with the variant's name, in the order the variants
@@ -20,7 +20,7 @@ pub fn comparison(rows: &[SummaryRow]) -> Option<String> {
 }
 
 fn choose(rows: &[SummaryRow]) -> (Vec<(String, &SummaryRow)>, Option<String>) {
-    let ok: Vec<&SummaryRow> = rows.iter().filter(|r| r.status == Status::Ok).collect();
+    let ok: Vec<&SummaryRow> = rows.iter().filter(|r| r.status.fitted()).collect();
     let mut variants: Vec<&str> = Vec::new();
     for r in rows {
         if !variants.contains(&r.variant.as_str()) {
@@ -83,6 +83,7 @@ fn trial_label(r: &SummaryRow) -> String {
 mod tests {
     use super::*;
     use crate::chart::test_support::summary;
+    use crate::schema::Status;
 
     #[test]
     fn a_sweep_is_compared_at_the_largest_value_every_variant_ran() {

@@ -103,11 +103,11 @@ fn judge_found(found: &[(&'static str, ExperimentDir)]) -> Vec<Claim> {
     // A sweep killed or interrupted half-way can look like an answer: say so on every claim
     // judged from one.
     for c in &mut claims {
-        if let Some(e) = get(c.experiment).filter(|e| e.manifest.status != "complete") {
+        if let Some(e) = get(c.experiment).filter(|e| !e.manifest.status.is_complete()) {
             c.why += &format!(
                 " **From an incomplete run** ({}, {} trials written): the verdict may change when it \
                  completes (`oomlab run --resume`).",
-                e.manifest.status.lines().next().unwrap_or_default(),
+                e.manifest.status.to_string().lines().next().unwrap_or_default(),
                 e.rows.len()
             );
         }
@@ -146,6 +146,6 @@ pub fn write(dir: &Path) -> Result<std::path::PathBuf> {
     let refs: Vec<(&str, &ExperimentDir)> = found.iter().map(|(n, e)| (*n, e)).collect();
     let text = markdown(dir, &claims) + &suite::section(&refs);
     let path = dir.join("CLAIMS.md");
-    std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    crate::results::fsio::write_atomic(&path, text.as_bytes())?;
     Ok(path)
 }

@@ -67,7 +67,7 @@ pub struct AdviseArgs {
     #[arg(long)]
     pub json: bool,
     /// Results root; the advice goes to OUT/<device>/<experiment>/advice/.
-    #[arg(long, default_value = "results")]
+    #[arg(long, default_value = crate::results::DEFAULT_OUT)]
     pub out: PathBuf,
     /// Print and write nothing to disk.
     #[arg(long, conflicts_with = "force")]

@@ -16,7 +16,7 @@ pub const BENCH_EXAMPLES: &str = "\
 Examples:
   scripts/bench
       The whole bench on the device oomlab picks (a GPU if there is one), with the PyTorch 2.11 that
-      scripts/setup-libtorch installs on a CPU machine: results/<device>/BENCH.md and bench.png.
+      scripts/setup-libtorch installs on a CPU machine: runs/<device>/BENCH.md and bench.png.
   oomlab bench --device cpu --out /tmp/bench
       The same, by hand, written under /tmp/bench/<device>/ (Python's torch must be importable:
       PYTHONPATH=$(dirname $(scripts/setup-libtorch))).
@@ -40,7 +40,7 @@ pub struct BenchArgs {
     #[arg(long, value_parser = super::parse_device, default_value = "auto")]
     pub device: DeviceChoice,
     /// Results root: the bench writes OUT/<device>/BENCH.md, bench.csv, bench.png and bench.svg.
-    #[arg(long, default_value = "results")]
+    #[arg(long, default_value = crate::results::DEFAULT_OUT)]
     pub out: PathBuf,
     /// Replace BENCH.md, bench.csv and the chart if the device's folder has them.
     #[arg(long)]
@@ -177,12 +177,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
 
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let csv_path = dir.join(BENCH_CSV);
-    std::fs::write(&csv_path, report::csv(&samples))
-        .with_context(|| format!("writing {}", csv_path.display()))?;
+    crate::results::fsio::write_atomic(&csv_path, report::csv(&samples).as_bytes())?;
     let rendered = chart::render(&BenchChart::from_analysis(&analysis, &device_name), &dir)?;
     let md = dir.join(BENCH_MD);
-    std::fs::write(&md, report::markdown(&header, &analysis))
-        .with_context(|| format!("writing {}", md.display()))?;
+    crate::results::fsio::write_atomic(&md, report::markdown(&header, &analysis).as_bytes())?;
 
     for c in &analysis.configs {
         for v in &c.verdicts {

@@ -35,8 +35,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         files.extend([r.png, r.svg]);
     }
     let md = out.join(COMPARE_MD);
-    std::fs::write(&md, comparison::markdown(&c, &names))
-        .with_context(|| format!("writing {}", md.display()))?;
+    crate::results::fsio::write_atomic(&md, comparison::markdown(&c, &names).as_bytes())?;
     for s in &c.folders {
         say!("{}  {}", s.label(), s.dir.display());
     }

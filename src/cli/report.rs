@@ -70,20 +70,20 @@ pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {
 
 /// "largest depth that fits: 41 (...)" and "first OOM: depth 42 (...)", for one variant.
 fn print_answer(name: &str, a: &Answer, report: &RunReport) {
-    let find = |status: Status, v: Option<u64>| {
+    let find = |pick: fn(Status) -> bool, v: Option<u64>| {
         let v = v? as f64;
-        report.rows.iter().find(|r| r.status == status && r.variant == a.variant && r.value == Some(v))
+        report.rows.iter().find(|r| pick(r.status) && r.variant == a.variant && r.value == Some(v))
     };
     if !a.variant.is_empty() {
         say!("  [{}]", a.variant);
     }
-    match (a.largest_fit, find(Status::Ok, a.largest_fit)) {
+    match (a.largest_fit, find(Status::fitted, a.largest_fit)) {
         (Some(v), Some(row)) => {
             say!("  largest {name} that fits: {v}  ({})", describe(row).trim_start_matches("ok").trim())
         }
         _ => say!("  largest {name} that fits: none"),
     }
-    match (a.first_oom, find(Status::Oom, a.first_oom)) {
+    match (a.first_oom, find(|s| s == Status::Oom, a.first_oom)) {
         (Some(v), Some(row)) => {
             say!("  first OOM: {name} {v}  ({})", describe(row).trim_start_matches("OOM").trim())
         }

@@ -21,8 +21,8 @@ Examples:
       One array per spec and GPU kind, each into /shared/results/<kind>/, submitted with a merge
       after each.
   oomlab run experiments/batch_size_sweep.toml --shard 2/4
-      One shard by hand, into results/<device>/batch_size_sweep/shards/2-of-4/.
-  oomlab merge results/cpu-amd-epyc/batch_size_sweep
+      One shard by hand, into runs/<device>/batch_size_sweep/shards/2-of-4/.
+  oomlab merge runs/cpu-amd-epyc/batch_size_sweep
       Its shards merged into summary.csv, trace.csv, trace.json, manifest.json and charts.
   oomlab compare /shared/results/a100/*/batch_size_sweep /shared/results/h100/*/batch_size_sweep
       The GPU kinds side by side.
@@ -42,7 +42,7 @@ pub struct SlurmArgs {
     pub shards: Option<u32>,
     /// Results root, on storage every node sees: the tasks write
     /// OUT/<device>/<experiment>/shards/I-of-N/, the merge OUT/<device>/<experiment>/.
-    #[arg(long, default_value = "results")]
+    #[arg(long, default_value = crate::results::DEFAULT_OUT)]
     pub out: PathBuf,
     /// Where the scripts and the tasks' logs (logs/) go; default OUT/slurm.
     #[arg(long, value_name = "DIR")]

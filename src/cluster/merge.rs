@@ -15,7 +15,7 @@ use anyhow::{bail, Context, Result};
 
 use super::shard::{self, Shard, Unit};
 use super::SHARDS;
-use crate::results::manifest::{Answer, Manifest, ShardRun};
+use crate::results::manifest::{Answer, Manifest, RunStatus, ShardRun};
 use crate::results::timings::RunTimings;
 use crate::results::{
     experiment, DirLock, ExperimentDir, Exporter, PerfettoTrace, SummaryCsv, TraceCsv, LOCK, MANIFEST,
@@ -44,7 +44,7 @@ pub fn merge(dir: &Path, force: bool) -> Result<(Spec, RunReport)> {
         .map(|(i, &(s, r))| SummaryRow { trial: i + 1, ..shards[s].1.rows[r].clone() })
         .collect();
     let mut manifest = merged_manifest(&spec, &shards, &rows);
-    manifest.status = "merging".into();
+    manifest.status = RunStatus::Merging;
     manifest.write(dir)?;
     {
         // The run's own writers, in the run's order: a trial's phases, then its row.
@@ -59,10 +59,10 @@ pub fn merge(dir: &Path, force: bool) -> Result<(Spec, RunReport)> {
                 let rec = PhaseRecord { trial: row.trial, ..rec.clone() };
                 exporters.iter_mut().try_for_each(|e| e.phase(&rec))?;
             }
-            exporters.iter_mut().try_for_each(|e| e.trial(row))?;
+            crate::results::write_trial(&mut exporters, row)?;
         }
     }
-    manifest.status = "complete".into();
+    manifest.status = RunStatus::Complete;
     manifest.write(dir)?;
     Ok((spec, RunReport { dir: dir.to_path_buf(), rows, manifest, lock }))
 }
@@ -163,7 +163,7 @@ fn check(dir: &Path, shards: &[(Shard, ExperimentDir)]) -> Result<()> {
                 recorded.map_or("no shard".to_string(), |(i, n)| format!("shard {i}/{n}"))
             );
         }
-        if m.status != "complete" {
+        if !m.status.is_complete() {
             bail!(
                 "{name} did not finish: {} says `{}`; wait for it to end, or finish it with `oomlab run {} \
                  --shard {shard} --resume`, then merge again",

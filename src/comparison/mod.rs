@@ -16,7 +16,7 @@ use anyhow::{bail, Result};
 use crate::results::experiment::answer;
 use crate::results::manifest::Answer;
 use crate::results::ExperimentDir;
-use crate::schema::{Status, SummaryRow};
+use crate::schema::SummaryRow;
 use crate::units::{format_bytes, format_tick};
 
 pub const COMPARE_MD: &str = "COMPARE.md";
@@ -150,7 +150,7 @@ pub fn compare(folders: &[ExperimentDir]) -> Result<Comparison> {
             device: f.manifest.device.name.clone(),
             budget: f.manifest.device.budget_bytes,
             capacity: f.manifest.device.capacity_bytes,
-            status: f.manifest.status.clone(),
+            status: f.manifest.status.to_string(),
             rows: f.rows.clone(),
         })
         .collect();
@@ -256,9 +256,8 @@ fn table(folders: &[ExperimentDir], sides: &[Side], field: String) -> Table {
 
 /// Largest fit, first OOM, and the peaks of the largest fit.
 fn sweep_figures(side: &Side, answer: &Answer, rows: &[SummaryRow]) -> Vec<Option<Cell>> {
-    let fit = answer
-        .largest_fit
-        .and_then(|v| rows.iter().find(|r| r.status == Status::Ok && r.value == Some(v as f64)));
+    let fit =
+        answer.largest_fit.and_then(|v| rows.iter().find(|r| r.status.fitted() && r.value == Some(v as f64)));
     vec![
         answer.largest_fit.map(|v| number(v as f64)),
         answer.first_oom.map(|v| number(v as f64)),
@@ -278,16 +277,7 @@ fn plain_figures(side: &Side, rows: &[SummaryRow]) -> Vec<Option<Cell>> {
 
 /// "ok", "OOM in backward", "error", or several of those for several rows.
 fn outcome(rows: &[SummaryRow]) -> String {
-    let each: Vec<String> = rows
-        .iter()
-        .map(|r| match (r.status, r.phase) {
-            (Status::Ok, _) => "ok".to_string(),
-            (Status::Oom, Some(p)) => format!("OOM in {p}"),
-            (Status::Oom, None) => "OOM".to_string(),
-            (Status::Error, _) => "error".to_string(),
-            (Status::PredictedOom, _) => "predicted OOM (not run)".to_string(),
-        })
-        .collect();
+    let each: Vec<String> = rows.iter().map(SummaryRow::outcome).collect();
     each.join(", ")
 }
 

@@ -3,7 +3,7 @@
 use super::*;
 use crate::results::manifest::{DeviceInfo, GitInfo, HostInfo, Versions};
 use crate::results::Manifest;
-use crate::schema::Phase;
+use crate::schema::{Phase, Status};
 
 pub(crate) const GIB: u64 = 1 << 30;
 
@@ -35,7 +35,7 @@ pub(crate) fn manifest(experiment: &str, device: &str, budget: Option<u64>, capa
         command: vec!["oomlab".into()],
         started_at: "2025-01-01T00:00:00Z".into(),
         finished_at: None,
-        status: "complete".into(),
+        status: crate::results::RunStatus::Complete,
         trials: 0,
         answers: Vec::new(),
         num_ooms: None,
@@ -91,7 +91,7 @@ pub(crate) fn two_devices() -> Vec<ExperimentDir> {
     }];
     // The CPU run was killed: no answers in its manifest, worked out from its rows.
     let mut cpu = manifest("depth_sweep", "CPU (AMD EPYC)", Some(2 * GIB), 25_276_502_016);
-    cpu.status = "running".into();
+    cpu.status = crate::results::RunStatus::Running;
     vec![
         ExperimentDir {
             dir: "results/tesla-t4/depth_sweep".into(),

@@ -114,6 +114,15 @@ impl Prediction {
     pub fn phase(&self, step: usize, micro: usize, phase: Phase) -> Option<&PhasePrediction> {
         self.phases.iter().find(|p| p.step == step && p.micro == micro && p.phase == phase)
     }
+
+    /// The predicted peak of what one trace row measures, over the baseline: a phase's, or under
+    /// `--trace steps` a whole step's (step 0: the set-up phases).
+    pub fn row_peak(&self, step: usize, micro: usize, phase: Phase) -> Option<u64> {
+        match phase {
+            Phase::Step => self.phases.iter().filter(|p| p.step == step).map(|p| p.peak).max(),
+            _ => self.phase(step, micro, phase).map(|p| p.peak),
+        }
+    }
 }
 
 /// Where a CUDA replay ran out of memory.

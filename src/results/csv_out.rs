@@ -1,33 +1,76 @@
 //! `trace.csv` (one row per trial x step x phase) and `summary.csv` (one row per trial).
+//!
+//! Each file is created new (never through a name that exists) and holds whole trials only: a
+//! trial's rows are serialized apart and written with one `write_all` when the trial ends, and a
+//! write that fails (a full disk) is cut back to where the trial began ([`Exporter::undo`]), so
+//! that no torn row, and no trace row without its summary row, is left behind.
 use std::fs::File;
-use std::io::Write as _;
-use std::path::Path;
+use std::io::{Seek, SeekFrom, Write as _};
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use serde::Serialize;
 
-use super::Exporter;
+use super::{fsio, Exporter};
 use crate::schema::{PhaseRecord, SummaryRow};
 
-fn writer(path: &Path) -> Result<csv::Writer<File>> {
-    csv::Writer::from_path(path).with_context(|| format!("creating {}", path.display()))
+/// A CSV file written a trial at a time.
+struct TrialFile {
+    path: PathBuf,
+    out: File,
+    /// Whether the header is written (with the first rows).
+    header: bool,
+    /// The file's length before the last trial's rows, and after them.
+    before: u64,
+    len: u64,
 }
 
-/// `trace.csv`. A trial's rows are kept until the trial ends and then written with one
-/// `write_all`, so the file holds whole trials only: a trial dropped by a signal leaves none,
-/// and a hard kill during that write leaves a part of one trial, which readers drop (its
-/// summary row comes after).
+impl TrialFile {
+    fn create(path: PathBuf) -> Result<Self> {
+        let out = fsio::create_new(&path)?;
+        Ok(TrialFile { path, out, header: false, before: 0, len: 0 })
+    }
+
+    /// Appends `rows` (with the header, if it is not written yet) in one write.
+    fn append<T: Serialize>(&mut self, rows: impl IntoIterator<Item = T>) -> Result<()> {
+        let name = self.path.display().to_string();
+        let mut w = csv::WriterBuilder::new().has_headers(!self.header).from_writer(Vec::new());
+        let mut any = false;
+        for r in rows {
+            w.serialize(r).with_context(|| format!("writing {name}"))?;
+            any = true;
+        }
+        let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("writing {name}: {e}"))?;
+        self.before = self.len;
+        self.out.write_all(&bytes).with_context(|| format!("writing {name}"))?;
+        self.len += bytes.len() as u64;
+        self.header |= any;
+        Ok(())
+    }
+
+    /// Cuts the file back to where the last trial began.
+    fn undo(&mut self) -> Result<()> {
+        self.out
+            .set_len(self.before)
+            .and_then(|()| self.out.seek(SeekFrom::Start(self.before)).map(drop))
+            .with_context(|| format!("cutting {} back to its last whole trial", self.path.display()))?;
+        self.header &= self.before > 0;
+        self.len = self.before;
+        Ok(())
+    }
+}
+
+/// `trace.csv`. A trial's rows are kept until the trial ends and then written at once, so the
+/// file holds whole trials only: a trial dropped by a signal leaves none, and a hard kill during
+/// that write leaves a part of one trial, which readers drop (its summary row comes after).
 pub struct TraceCsv {
-    out: File,
-    /// Whether the header is written (with the first trial's rows).
-    header: bool,
+    file: TrialFile,
     pending: Vec<PhaseRecord>,
 }
 
 impl TraceCsv {
     pub fn create(dir: &Path) -> Result<Self> {
-        let path = dir.join(super::TRACE);
-        let out = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-        Ok(TraceCsv { out, header: false, pending: Vec::new() })
+        Ok(TraceCsv { file: TrialFile::create(dir.join(super::TRACE))?, pending: Vec::new() })
     }
 }
 
@@ -37,27 +80,28 @@ impl Exporter for TraceCsv {
         Ok(())
     }
     fn trial(&mut self, row: &SummaryRow) -> Result<()> {
-        let mut w = csv::WriterBuilder::new().has_headers(!self.header).from_writer(Vec::new());
-        for r in self.pending.drain(..).filter(|r| r.trial == row.trial) {
-            w.serialize(r).context("writing trace.csv")?;
-            self.header = true;
-        }
-        let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("writing trace.csv: {e}"))?;
-        self.out.write_all(&bytes).context("writing trace.csv")
+        let mine: Vec<PhaseRecord> = self.pending.drain(..).filter(|r| r.trial == row.trial).collect();
+        self.file.append(mine)
+    }
+    fn undo(&mut self) -> Result<()> {
+        self.file.undo()
     }
 }
 
-pub struct SummaryCsv(csv::Writer<File>);
+/// `summary.csv`: a row per trial, on disk when the trial's `trial` returns.
+pub struct SummaryCsv(TrialFile);
 
 impl SummaryCsv {
     pub fn create(dir: &Path) -> Result<Self> {
-        Ok(SummaryCsv(writer(&dir.join(super::SUMMARY))?))
+        Ok(SummaryCsv(TrialFile::create(dir.join(super::SUMMARY))?))
     }
 }
 
 impl Exporter for SummaryCsv {
     fn trial(&mut self, row: &SummaryRow) -> Result<()> {
-        self.0.serialize(row).context("writing summary.csv")?;
-        self.0.flush().context("flushing summary.csv")
+        self.0.append([row])
+    }
+    fn undo(&mut self) -> Result<()> {
+        self.0.undo()
     }
 }

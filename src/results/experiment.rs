@@ -6,9 +6,10 @@
 //! everywhere.
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 
 use super::manifest::{Answer, Manifest};
+use super::{fsio, strict_csv};
 use crate::schema::{Phase, PhaseRecord, Status, SummaryRow};
 
 /// One experiment's results folder, read whole.
@@ -24,32 +25,88 @@ pub struct ExperimentDir {
 }
 
 impl ExperimentDir {
-    /// Reads `manifest.json`, `summary.csv` and `trace.csv` from `dir`.
+    /// Reads `manifest.json`, `summary.csv` and `trace.csv` from `dir`, as untrusted input:
+    /// anything that is not what a run writes is refused with the file, row and reason, and so
+    /// is a folder whose trace rows of a written trial are not all there.
     pub fn read(dir: &Path) -> Result<ExperimentDir> {
+        let (exp, lost) = Self::read_checked(dir)?;
+        if let Some(lost) = lost {
+            bail!(
+                "{}: {lost}; the folder cannot be drawn or judged as it is: `oomlab run <its spec> --resume` \
+                 measures trial {} on again",
+                dir.display(),
+                lost.trial
+            );
+        }
+        Ok(exp)
+    }
+
+    /// [`read`](Self::read), but a written trial whose trace rows are not all in `trace.csv` (the
+    /// file cut, edited or deleted) is reported rather than refused: what `--resume` needs to
+    /// measure it again.
+    pub fn read_checked(dir: &Path) -> Result<(ExperimentDir, Option<Lost>)> {
         if !dir.is_dir() {
             bail!(
                 "{} is not a folder; give an experiment's results folder, e.g. results/<device>/<experiment>",
                 dir.display()
             );
         }
-        let (rows, summary_cut) = read_whole_rows::<SummaryRow>(&dir.join(super::SUMMARY))?;
-        let (mut trace, trace_cut) = read_whole_rows::<PhaseRecord>(&dir.join(super::TRACE))?;
-        // A trial is complete when its summary row is written; trace rows of one that is not
-        // are a part of a trial.
+        let manifest = Manifest::read(dir)?;
+        let summary_path = dir.join(super::SUMMARY);
+        let (rows, summary_cut) =
+            strict_csv::read::<SummaryRow>(&summary_path, fsio::SUMMARY_LIMIT, &SUMMARY_REQUIRED)?;
+        check_rows(&summary_path, &rows)?;
+        let trace_path = dir.join(super::TRACE);
+        let (mut trace, trace_cut) = if trace_path.symlink_metadata().is_ok() {
+            strict_csv::read::<PhaseRecord>(&trace_path, fsio::TRACE_LIMIT, &TRACE_REQUIRED)?
+        } else {
+            (Vec::new(), false)
+        };
+        // A trial is complete when its summary row is written: trace rows of the one after the
+        // last (a hard kill while they were written) are a part of a trial, left out.
+        let last = rows.len();
+        let (n, status) = (manifest.trials, &manifest.status);
+        if (status.is_complete() && last != n) || last < n {
+            bail!(
+                "{}: manifest.json says the run ({status}) wrote {n} trial{}, summary.csv holds {last}; the \
+                 folder is damaged",
+                dir.display(),
+                if n == 1 { "" } else { "s" }
+            );
+        }
+        let mut seen = 0;
+        for (i, t) in trace.iter().enumerate() {
+            if t.trial < seen || t.trial == 0 || t.trial > last + 1 {
+                bail!(
+                    "{}: row {}: trial {} {}; the file is damaged or not this folder's",
+                    trace_path.display(),
+                    i + 2,
+                    t.trial,
+                    if t.trial < seen { "after a later trial's rows" } else { "is not in summary.csv" }
+                );
+            }
+            seen = t.trial;
+        }
         let before = trace.len();
-        trace.retain(|t| rows.iter().any(|r| r.trial == t.trial));
-        Ok(ExperimentDir {
+        trace.retain(|t| t.trial <= last);
+        let lost = rows.iter().find_map(|r| {
+            let want = r.trace_rows?;
+            let have = trace.iter().filter(|t| t.trial == r.trial).count();
+            (have != want).then_some(Lost { trial: r.trial, have, want })
+        });
+        let exp = ExperimentDir {
             dir: dir.to_path_buf(),
-            manifest: Manifest::read(dir)?,
+            manifest,
             rows,
             cut_row: summary_cut || trace_cut || trace.len() < before,
             trace,
-        })
+        };
+        Ok((exp, lost))
     }
 
     /// Reads `dir` when a run wrote results there (it has a `summary.csv`), else `None`.
     pub fn read_if_run(dir: &Path) -> Result<Option<ExperimentDir>> {
-        if !dir.join(super::SUMMARY).exists() {
+        if dir.join(super::SUMMARY).symlink_metadata().is_err() {
             return Ok(None);
         }
         Self::read(dir).map(Some)
@@ -110,7 +167,7 @@ impl ExperimentDir {
         let mut pts: Vec<(f64, f64)> = self
             .rows
             .iter()
-            .filter(|r| r.status == Status::Ok && r.variant == variant)
+            .filter(|r| r.status.fitted() && r.variant == variant)
             .filter_map(|r| Some((r.value?, r.max_memory_allocated as f64)))
             .collect();
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -132,37 +189,70 @@ pub fn title(m: &Manifest) -> String {
 /// for a variant: what a run records as its answer, and what a reader works out where a killed
 /// run recorded none.
 pub fn answer(variant: &str, field: &str, rows: &[SummaryRow]) -> Answer {
-    let values = |status: Status| {
+    let values = |pick: fn(Status) -> bool| {
         rows.iter()
-            .filter(move |r| r.status == status && r.variant == variant && r.field == field)
+            .filter(move |r| pick(r.status) && r.variant == variant && r.field == field)
             .filter_map(|r| r.value)
     };
     Answer {
         variant: variant.to_string(),
         field: field.to_string(),
-        largest_fit: values(Status::Ok).map(|v| v as u64).max(),
-        first_oom: values(Status::Oom).map(|v| v as u64).min(),
+        largest_fit: values(Status::fitted).map(|v| v as u64).max(),
+        first_oom: values(|s| s == Status::Oom).map(|v| v as u64).min(),
         ..Answer::default()
     }
 }
 
-/// A CSV without a last row cut short. The writers flush as their buffers fill, so a run killed
-/// while writing can leave half a row at the end of a file; everything up to the last line
-/// break is read, and that half row dropped; the flag says whether there was one.
-fn read_whole_rows<T: serde::de::DeserializeOwned>(path: &Path) -> Result<(Vec<T>, bool)> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    Ok((deserialize(csv::Reader::from_reader(&bytes[..whole]), path)?, whole < bytes.len()))
+/// Columns every `summary.csv` has had since the first: without them a row means nothing.
+const SUMMARY_REQUIRED: [&str; 6] = ["trial", "variant", "field", "value", "status", "max_memory_allocated"];
+/// Columns every `trace.csv` has had since the first.
+const TRACE_REQUIRED: [&str; 5] = ["trial", "step", "phase", "memory_allocated", "max_memory_allocated"];
+
+/// A written trial whose trace rows are not all in `trace.csv`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lost {
+    pub trial: usize,
+    /// Its rows in `trace.csv`, and how many its summary row says were written.
+    pub have: usize,
+    pub want: usize,
 }
 
-fn deserialize<T: serde::de::DeserializeOwned, R: std::io::Read>(
-    mut rd: csv::Reader<R>,
-    path: &Path,
-) -> Result<Vec<T>> {
-    rd.deserialize()
-        .enumerate()
-        .map(|(i, r)| r.with_context(|| format!("{}: row {}", path.display(), i + 2)))
-        .collect()
+impl std::fmt::Display for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "trace.csv holds {} of the {} rows written for trial {} (the file was cut, edited or removed)",
+            self.have, self.want, self.trial
+        )
+    }
+}
+
+/// What a run writes of its rows, checked: trials numbered 1, 2, 3... as written (no repeat,
+/// no gap, nothing out of range), variant names a spec allows, swept keys oomlab sweeps, finite
+/// swept values. Names and keys go into file names, so nothing else may come through.
+fn check_rows(path: &Path, rows: &[SummaryRow]) -> Result<()> {
+    for (i, r) in rows.iter().enumerate() {
+        let at = || format!("{}: row {}", path.display(), i + 2);
+        if r.trial != i + 1 {
+            bail!(
+                "{}: trial {} where trial {} belongs (trials are numbered 1, 2, 3... as written); the file is \
+                 damaged or not oomlab's",
+                at(),
+                r.trial,
+                i + 1
+            );
+        }
+        if !r.variant.is_empty() && !crate::spec::limits::is_name(&r.variant) {
+            bail!("{}, column `variant`: {:?} is not a variant name a spec allows", at(), r.variant);
+        }
+        if !r.field.is_empty() && crate::spec::Field::from_key(&r.field).is_none() {
+            bail!("{}, column `field`: {:?} is not a key oomlab sweeps", at(), r.field);
+        }
+        if r.value.is_some_and(|v| !v.is_finite()) {
+            bail!("{}, column `value`: not a finite number", at());
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -180,30 +270,16 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_row_cut_short_by_a_kill_is_dropped() {
-        let tmp = tempfile::tempdir().unwrap();
-        let head = "trial,step,micro,phase,memory_allocated,memory_reserved,max_memory_allocated,\
-                    max_memory_reserved,device_used,phase_seconds,elapsed_seconds\n";
-        let row = "1,0,0,data,10,10,12,12,,0.5,0.5\n";
-        std::fs::write(tmp.path().join(super::super::TRACE), format!("{head}{row}1,0,0,mod")).unwrap();
-        let trace_of = |dir: &Path| read_whole_rows::<PhaseRecord>(&dir.join(super::super::TRACE)).unwrap();
-        let (trace, cut) = trace_of(tmp.path());
-        assert_eq!(trace.len(), 1);
-        assert_eq!(trace[0].max_memory_allocated, 12);
-        assert!(cut, "the cut row is noticed");
-        std::fs::write(tmp.path().join(super::super::TRACE), format!("{head}{row}")).unwrap();
-        assert_eq!(trace_of(tmp.path()), (trace, false));
-    }
-
     /// A folder cut by a hard kill: a torn summary row and the trace rows of a trial whose
     /// summary row never came are left out, and said to be.
     #[test]
     fn a_folder_cut_mid_trial_reads_as_its_whole_trials() {
         let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("results/cpu-amd-epyc/depth_sweep");
         let tmp = tempfile::tempdir().unwrap();
-        std::fs::copy(committed.join(super::super::MANIFEST), tmp.path().join(super::super::MANIFEST))
-            .unwrap();
+        // As the killed run left it: still running, no trial counted.
+        let mut manifest = Manifest::read(&committed).unwrap();
+        (manifest.status, manifest.trials) = (super::super::RunStatus::Running, 0);
+        manifest.write(tmp.path()).unwrap();
         let summary = std::fs::read_to_string(committed.join(super::super::SUMMARY)).unwrap();
         let mut lines = summary.lines();
         let (head, first, second) = (lines.next().unwrap(), lines.next().unwrap(), lines.next().unwrap());

@@ -3,7 +3,7 @@
 //! the holder's pid in the file for the message a second run gets. The lock goes with the
 //! process however it ends; the file is removed when the run ends normally.
 use std::fs::{self, File, OpenOptions, TryLockError};
-use std::os::unix::fs::{FileExt as _, MetadataExt as _};
+use std::os::unix::fs::{FileExt as _, MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -26,11 +26,13 @@ impl DirLock {
         // A holder that ends removes the file; one that opened it just before may then lock a
         // file no longer in the folder, so the lock counts only if it is on the file there now.
         for _ in 0..8 {
+            // Never through a link: the pid is written into the file, wherever it would lead.
             let file = OpenOptions::new()
                 .read(true)
                 .write(true)
                 .create(true)
                 .truncate(false)
+                .custom_flags(libc::O_NOFOLLOW)
                 .open(&path)
                 .with_context(|| format!("opening the lock file {}", path.display()))?;
             match file.try_lock() {
@@ -72,6 +74,18 @@ impl Drop for DirLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lock_file_that_is_a_link_is_refused_and_its_target_untouched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("precious");
+        fs::write(&target, "keep me").unwrap();
+        let dir = tmp.path().join("exp");
+        fs::create_dir(&dir).unwrap();
+        std::os::unix::fs::symlink(&target, dir.join(LOCK)).unwrap();
+        assert!(DirLock::acquire(&dir).is_err());
+        assert_eq!(fs::read_to_string(&target).unwrap(), "keep me");
+    }
 
     #[test]
     fn a_second_lock_is_refused_with_the_holders_pid_until_the_first_is_dropped() {

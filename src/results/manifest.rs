@@ -21,8 +21,8 @@ pub struct Manifest {
     pub command: Vec<String>,
     pub started_at: String,
     pub finished_at: Option<String>,
-    /// "running", "complete" or "failed: <why>".
-    pub status: String,
+    /// How the run stands: `running` until it ends (so a killed run is recognisable).
+    pub status: RunStatus,
     pub trials: usize,
     /// The sweep's answer for each variant (one, unnamed, without variants).
     pub answers: Vec<Answer>,
@@ -121,6 +121,76 @@ impl WorkspaceInfo {
     }
 }
 
+/// How a run stands, as `manifest.json` spells it: `"running"`, `"complete"`, `"interrupted"`,
+/// `"merging"` or `"failed: <why>"`. Any other word is refused when a folder is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Written when a run starts; left by a run that was killed.
+    Running,
+    /// Every trial written (and, for a run, its charts drawn).
+    Complete,
+    /// Stopped by Ctrl-C or SIGTERM after the phase under way: `--resume` continues it.
+    Interrupted,
+    /// `oomlab merge` writing the shards' trials as one folder.
+    Merging,
+    /// Stopped by an error, in words.
+    Failed(String),
+}
+
+impl RunStatus {
+    const FAILED: &'static str = "failed: ";
+
+    /// Whether every trial was written.
+    pub fn is_complete(&self) -> bool {
+        *self == RunStatus::Complete
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunStatus::Running => f.write_str("running"),
+            RunStatus::Complete => f.write_str("complete"),
+            RunStatus::Interrupted => f.write_str("interrupted"),
+            RunStatus::Merging => f.write_str("merging"),
+            RunStatus::Failed(why) => write!(f, "{}{why}", RunStatus::FAILED),
+        }
+    }
+}
+
+impl std::str::FromStr for RunStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "running" => RunStatus::Running,
+            "complete" => RunStatus::Complete,
+            "interrupted" => RunStatus::Interrupted,
+            "merging" => RunStatus::Merging,
+            _ => match s.strip_prefix(RunStatus::FAILED) {
+                Some(why) => RunStatus::Failed(why.to_string()),
+                None => {
+                    return Err(format!(
+                        "status {s:?} is not one oomlab writes (running, complete, interrupted, merging, \
+                         failed: <why>)"
+                    ))
+                }
+            },
+        })
+    }
+}
+
+impl Serialize for RunStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for RunStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeviceInfo {
     /// As asked: "auto", "cpu", "cuda:0".
@@ -192,16 +262,13 @@ pub struct Answer {
 impl Manifest {
     /// Writes to a temporary file and renames it over the old one: never half a manifest.
     pub fn write(&self, dir: &Path) -> Result<()> {
-        let path = dir.join(super::MANIFEST);
-        let tmp = dir.join(".manifest.json.tmp");
-        let text = serde_json::to_string_pretty(self)?;
-        std::fs::write(&tmp, text + "\n").with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))
+        let text = serde_json::to_string_pretty(self)? + "\n";
+        super::fsio::write_atomic(&dir.join(super::MANIFEST), text.as_bytes())
     }
 
     pub fn read(dir: &Path) -> Result<Manifest> {
         let path = dir.join(super::MANIFEST);
-        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let text = super::fsio::read_text(&path, super::fsio::MANIFEST_LIMIT)?;
         serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
     }
 }

@@ -18,7 +18,10 @@
 //! trial. A trial's events are kept in memory until the trial ends and then written over the
 //! closing bracket, with a new one after them, in one write: a run killed at any moment leaves
 //! a file that parses, holding every trial that had finished. Dropping the writer (a run that
-//! stopped on an error) writes the trial under way as "incomplete".
+//! stopped on an error) writes the trial under way as "incomplete". A write that fails (a full
+//! disk) is taken back: the closing bracket is put back where the last whole trial ended and the
+//! file cut there, within bytes the file already had, so that it parses still. `oomlab plot`
+//! writes the whole file anew beside the old one and renames it over it.
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -43,6 +46,8 @@ pub struct PerfettoTrace {
     file: File,
     /// Where the closing `\n]\n` starts: the next events are written from here.
     end: u64,
+    /// Where it started before the last trial was written (what [`Exporter::undo`] goes back to).
+    before: u64,
     /// The records of the trial under way.
     pending: Vec<PhaseRecord>,
     /// Where the next trial starts on the shared timeline, in nanoseconds.
@@ -62,15 +67,24 @@ impl PerfettoTrace {
 
     /// Creates `dir/trace.json` with `process_name` as the name of its one process.
     pub fn create_named(dir: &Path, process_name: &str) -> Result<PerfettoTrace> {
-        let path = dir.join(TRACE_JSON);
-        let mut file = File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        PerfettoTrace::create_at(dir.join(TRACE_JSON), process_name, super::fsio::create_new)
+    }
+
+    /// Creates the file at `path` with `open` (a new file, or one made for it beforehand).
+    fn create_at(
+        path: PathBuf,
+        process_name: &str,
+        open: fn(&Path) -> Result<File>,
+    ) -> Result<PerfettoTrace> {
+        let mut file = open(&path)?;
         let meta =
             json!({"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": process_name}});
         let head = format!("[\n{meta}");
         file.write_all(head.as_bytes())
             .and_then(|()| file.write_all(CLOSE))
             .with_context(|| format!("writing {}", path.display()))?;
-        Ok(PerfettoTrace { path, file, end: head.len() as u64, pending: Vec::new(), offset_ns: 0 })
+        let end = head.len() as u64;
+        Ok(PerfettoTrace { path, file, end, before: end, pending: Vec::new(), offset_ns: 0 })
     }
 
     /// Writes the trial under way, if any, as incomplete (a trial that has records but never
@@ -106,12 +120,23 @@ impl PerfettoTrace {
         let mut bytes = chunk.into_bytes();
         let advance = bytes.len() as u64;
         bytes.extend_from_slice(CLOSE);
-        self.file
-            .seek(SeekFrom::Start(self.end))
-            .and_then(|_| self.file.write_all(&bytes))
-            .with_context(|| format!("writing {}", self.path.display()))?;
+        self.before = self.end;
+        let written = self.file.seek(SeekFrom::Start(self.end)).and_then(|_| self.file.write_all(&bytes));
+        if let Err(e) = written {
+            // Leave what parses: whatever part of the events got out is cut away.
+            let _ = self.close_at(self.end);
+            return Err(e).with_context(|| format!("writing {}", self.path.display()));
+        }
         self.end += advance;
         Ok(())
+    }
+
+    /// Puts the closing bracket at `at` and cuts the file after it. The bracket goes over bytes
+    /// the file already had, so this works on a full disk too.
+    fn close_at(&mut self, at: u64) -> std::io::Result<()> {
+        self.file.seek(SeekFrom::Start(at))?;
+        self.file.write_all(CLOSE)?;
+        self.file.set_len(at + CLOSE.len() as u64)
     }
 }
 
@@ -132,6 +157,14 @@ impl Exporter for PerfettoTrace {
         }
         self.flush_pending(Some(row))
     }
+
+    fn undo(&mut self) -> Result<()> {
+        let before = self.before;
+        self.close_at(before)
+            .with_context(|| format!("cutting {} back to its last whole trial", self.path.display()))?;
+        self.end = before;
+        Ok(())
+    }
 }
 
 impl Drop for PerfettoTrace {
@@ -147,7 +180,17 @@ impl Drop for PerfettoTrace {
 /// Rewrites `dir/trace.json` from records and summary rows read back from the CSVs, with the
 /// same writer a run uses; trials with records but no row are written as incomplete.
 pub fn write_trace_json(dir: &Path, trace: &[PhaseRecord], rows: &[SummaryRow]) -> Result<PathBuf> {
-    let mut out = PerfettoTrace::create(dir)?;
+    let name = match Manifest::read(dir) {
+        Ok(m) => format!("oomlab {} on {}", m.experiment, m.device.name),
+        Err(_) => "oomlab".to_string(),
+    };
+    let path = dir.join(TRACE_JSON);
+    // Written whole beside the old file, then renamed over it.
+    let tmp = super::fsio::temp_beside(&path)?;
+    let open = |p: &Path| {
+        File::options().write(true).truncate(true).open(p).with_context(|| format!("writing {}", p.display()))
+    };
+    let mut out = PerfettoTrace::create_at(tmp.to_path_buf(), &name, open)?;
     let mut done = std::collections::HashSet::new();
     let mut i = 0;
     while i < trace.len() {
@@ -165,7 +208,9 @@ pub fn write_trace_json(dir: &Path, trace: &[PhaseRecord], rows: &[SummaryRow]) 
     for row in rows.iter().filter(|r| !done.contains(&r.trial)) {
         out.trial(row)?;
     }
-    out.finish()
+    out.finish()?;
+    super::fsio::persist(tmp, &path)?;
+    Ok(path)
 }
 
 fn nanos(seconds: f64) -> u64 {
@@ -192,13 +237,7 @@ pub fn track_name(trial: usize, records: &[PhaseRecord], row: Option<&SummaryRow
             let key = row.field.rsplit('.').next().filter(|k| !k.is_empty()).unwrap_or("value");
             parts.push(format!("{key} {v}"));
         }
-        parts.push(match (row.status, row.phase) {
-            (Status::Ok, _) => "ok".to_string(),
-            (Status::Oom, Some(p)) => format!("OOM in {p}"),
-            (Status::Oom, None) => "OOM".to_string(),
-            (Status::Error, _) => "error".to_string(),
-            (Status::PredictedOom, _) => "predicted OOM (not run)".to_string(),
-        });
+        parts.push(row.outcome());
     } else if !records.is_empty() {
         parts.push("incomplete".to_string());
     }
@@ -300,6 +339,7 @@ mod tests {
             device_used: (trial == 1).then_some(allocated * 3),
             phase_seconds: secs,
             elapsed_seconds: elapsed,
+            predicted_peak: None,
         }
     }
 

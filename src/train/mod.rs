@@ -147,10 +147,11 @@ fn trial_with(
     };
     match result {
         Ok(Ok(())) => {
-            // Memory was measured, so the trial is ok; but a loss that is not a number is said
-            // (a grad scaler's skipped steps explain theirs, and are recorded apart).
+            // Memory was measured, so the trial fits; a loss that is not a number marks it
+            // diverged (a grad scaler's skipped steps explain theirs, and are recorded apart).
             match out.final_loss {
                 Some(loss) if !loss.is_finite() && out.skipped_steps.is_none() => {
+                    out.status = Status::Diverged;
                     out.message =
                         format!("loss is {loss}: training diverged (check the data and training.lr)");
                 }

@@ -65,6 +65,7 @@ mod tests {
             device_used: None,
             phase_seconds: secs,
             elapsed_seconds: 0.0,
+            predicted_peak: None,
         }
     }
 

@@ -220,6 +220,7 @@ impl<'a> Recorder<'a> {
             device_used: if self.level == TraceLevel::Off { None } else { self.probe.device_used() },
             phase_seconds: 0.0,
             elapsed_seconds: 0.0,
+            predicted_peak: None,
         }
     }
 

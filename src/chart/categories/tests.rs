@@ -18,6 +18,7 @@ fn rec(trial: usize, step: usize, micro: usize, phase: Phase, allocated: u64) ->
         device_used: None,
         phase_seconds: 0.1,
         elapsed_seconds: 0.1,
+        predicted_peak: None,
     }
 }
 

@@ -43,7 +43,7 @@ impl CompareSeries {
     }
 
     pub(super) fn ok(&self) -> impl Iterator<Item = &PeakPoint> {
-        self.points.iter().filter(|p| p.status == Status::Ok)
+        self.points.iter().filter(|p| p.status.fitted())
     }
 
     pub(super) fn ooms(&self) -> impl Iterator<Item = &PeakPoint> {

@@ -84,7 +84,7 @@ impl SweepPeak {
 
     /// The trials that ran, in order.
     pub fn ok_points(&self) -> impl Iterator<Item = &PeakPoint> {
-        self.points.iter().filter(|p| p.status == Status::Ok)
+        self.points.iter().filter(|p| p.status.fitted())
     }
 
     /// The trials that ran out of memory, in order.

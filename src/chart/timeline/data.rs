@@ -66,7 +66,7 @@ impl TimelinePoint {
             device_used: r.device_used,
             start_seconds: (r.elapsed_seconds - r.phase_seconds).max(0.0),
             seconds: r.phase_seconds,
-            predicted_peak: None,
+            predicted_peak: r.predicted_peak,
         }
     }
 

@@ -34,6 +34,7 @@ fn trace(trial: usize, steps: usize, params: u64, act: u64) -> Vec<PhaseRecord> 
             device_used: None,
             phase_seconds: secs,
             elapsed_seconds: t,
+            predicted_peak: None,
         });
     };
     push(0, Phase::Data, MIB, MIB, 0.01);

@@ -3,7 +3,6 @@
 use super::checkpointing::ACTIVATION_SAVING;
 use super::{claim, kept_by_forward, not_run, pct, size, Get};
 use crate::claims::{Claim, Verdict};
-use crate::schema::Status;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -13,7 +12,7 @@ pub(super) fn answer004_oom(get: Get) -> Claim {
     let Some(e) = get(E) else { return not_run(C, E) };
     let Some(r) = e.variant("batch1024") else { return not_run(C, E) };
     let budget = e.manifest.device.budget_bytes.map_or(8.0 * GIB, |b| b as f64);
-    if r.status != Status::Ok {
+    if !r.status.fitted() {
         let m = format!("{} in {}", r.status, r.phase.map(|p| p.to_string()).unwrap_or_default());
         return claim(C, E, m, Verdict::Confirmed, "batch 1024 ran out of the budget.".into());
     }
@@ -37,7 +36,7 @@ pub(super) fn answer004_accumulation(get: Get) -> Claim {
         "Accumulating 16 batches of 64 simulates batch 1024 in the memory of batch 64 (answer 004)";
     const E: &str = "answer004";
     let Some(e) = get(E) else { return not_run(C, E) };
-    let ok = |v: &str| e.variant(v).filter(|r| r.status == Status::Ok);
+    let ok = |v: &str| e.variant(v).filter(|r| r.status.fitted());
     let (Some(full), Some(small), Some(acc)) = (ok("batch1024"), ok("batch64"), ok("64x16")) else {
         return not_run(C, E);
     };

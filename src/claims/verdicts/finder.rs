@@ -2,7 +2,6 @@
 //! the estimate, or bisecting; results from before either grew then bisected).
 use super::{claim, not_run, pct, search_kind, Get};
 use crate::claims::{Claim, Verdict};
-use crate::schema::Status;
 
 pub(super) fn finder(get: Get) -> Claim {
     const C: &str =
@@ -10,7 +9,7 @@ pub(super) fn finder(get: Get) -> Claim {
     const E: &str = "find_batch_halving";
     let (Some(search), Some(halve)) = (get("find_batch"), get(E)) else { return not_run(C, E) };
     let exact = search.answer("").and_then(|a| a.largest_fit);
-    let halved = halve.rows.iter().find(|r| r.status == Status::Ok).and_then(|r| r.value).map(|v| v as u64);
+    let halved = halve.rows.iter().find(|r| r.status.fitted()).and_then(|r| r.value).map(|v| v as u64);
     let leaks =
         search.rows.iter().chain(&halve.rows).filter(|r| r.after_allocated != r.baseline_allocated).count();
     let measured = format!(
@@ -43,7 +42,7 @@ mod tests {
     use crate::comparison::tests::manifest;
     use crate::results::manifest::Answer;
     use crate::results::ExperimentDir;
-    use crate::schema::SummaryRow;
+    use crate::schema::{Status, SummaryRow};
 
     fn dir(experiment: &str, values: &[(u64, Status)], answer: Option<Answer>) -> ExperimentDir {
         let mut m = manifest(experiment, "CPU", Some(256 << 20), 1 << 34);

@@ -74,7 +74,7 @@ pub(super) fn depth(get: Get) -> Claim {
         oom_row.and_then(|r| r.phase).map_or("-".into(), |p| p.to_string())
     );
     let verdict = if (4..=6).contains(&fit) { Verdict::Confirmed } else { Verdict::Refuted };
-    let per_layer = e.rows.iter().find(|r| r.status == Status::Ok && r.depth >= 2).map(|r| {
+    let per_layer = e.rows.iter().find(|r| r.status.fitted() && r.depth >= 2).map(|r| {
         let hidden = r.hidden as f64;
         4.0 * 4.0 * (hidden * hidden + hidden)
     });

@@ -5,7 +5,7 @@ use crate::chart::CategoryBar;
 use crate::claims::band::Band;
 use crate::claims::{Claim, Verdict};
 use crate::results::ExperimentDir as Experiment;
-use crate::schema::{Status, SummaryRow};
+use crate::schema::SummaryRow;
 
 /// The guide's pairs: (smaller, larger) variant names.
 const PAIRS: [(&str, &str); 2] = [("resnet18", "resnet152"), ("transformer_512x6", "transformer_1024x12")];
@@ -15,7 +15,7 @@ pub(super) fn smaller_models(get: Get) -> Claim {
                      d_model 512, 8 heads, 6 layers instead of 1024, 16, 12";
     const E: &str = "smaller_models";
     let Some(e) = get(E) else { return not_run(C, E) };
-    let ok = |v: &str| e.variant(v).filter(|r| r.status == Status::Ok);
+    let ok = |v: &str| e.variant(v).filter(|r| r.status.fitted());
     let mut parts = Vec::new();
     let mut ratios = Vec::new();
     for (small, large) in PAIRS {
@@ -114,7 +114,7 @@ struct Shares {
 
 fn shares(e: &Experiment) -> Vec<Shares> {
     let mut out = Vec::new();
-    for r in e.rows.iter().filter(|r| r.status == Status::Ok) {
+    for r in e.rows.iter().filter(|r| r.status.fitted()) {
         let bar = CategoryBar::from_trace(r.variant.clone(), r, &e.trace);
         let [_, params, state, grads, batch, activations] = bar.bytes.map(|b| b as f64);
         let sum = params + state + grads + batch + activations;

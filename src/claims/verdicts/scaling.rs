@@ -3,7 +3,7 @@
 use super::{claim, default_adam, not_run, pct, size, state_ratio_of, Get};
 use crate::claims::{fit, Claim, Verdict};
 use crate::estimate::terms::{DataShape, Target, Terms};
-use crate::schema::{Phase, Status};
+use crate::schema::Phase;
 use crate::spec::Dtype;
 
 /// The guide's memory equation for one trial, in bytes: parameters `4N`, activations `4BLH`,
@@ -30,7 +30,7 @@ pub(super) fn memory_equation(get: Get) -> Claim {
     let (mut errors, mut model_worst) = (Vec::new(), None::<f64>);
     for name in ["depth_sweep", "batch_size_sweep", "width_sweep"] {
         let Some(e) = get(name) else { continue };
-        for r in e.rows.iter().filter(|r| r.status == Status::Ok) {
+        for r in e.rows.iter().filter(|r| r.status.fitted()) {
             // The data set sits on the device too, and the equation has no term for it: compare
             // what the trial adds over it.
             let Some(data) = e.allocated_after(r.trial, 0, Phase::Data) else { continue };
@@ -50,7 +50,7 @@ pub(super) fn memory_equation(get: Get) -> Claim {
     let hi = errors.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     // What the equation would answer for the lesson's depth challenge.
     let depth_answer = get("depth_sweep").and_then(|e| {
-        let r = e.rows.iter().find(|r| r.status == Status::Ok)?;
+        let r = e.rows.iter().find(|r| r.status.fitted())?;
         let left =
             e.manifest.device.budget_bytes? as f64 - e.allocated_after(r.trial, 0, Phase::Data)? as f64;
         let fits = (0..100_000).take_while(|&d| equation(r, params_at(r, d), d) <= left).last()?;
@@ -98,7 +98,7 @@ pub(super) fn batch_linear(get: Get) -> Claim {
         let model = e.allocated_after(r.trial, 0, Phase::Model)? as f64;
         Some((r.value?, fwd - model))
     };
-    let ok: Vec<_> = e.rows.iter().filter(|r| r.status == Status::Ok).collect();
+    let ok: Vec<_> = e.rows.iter().filter(|r| r.status.fitted()).collect();
     let pts: Vec<(f64, f64)> = ok.iter().filter_map(|r| batch_part(r)).collect();
     let Some(l) = fit::line(&pts) else { return not_run(C, E) };
     // The fixed parts: the optimizer state and parameters must not move with the batch.

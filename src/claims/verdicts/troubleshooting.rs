@@ -16,10 +16,8 @@ const CHECKPOINTED: [&str; 2] = ["every1", "sqrt"];
 /// A variant's largest batch that fits and its row.
 fn fit<'a>(e: &'a Experiment, variant: &str) -> Option<(u64, &'a SummaryRow)> {
     let n = e.answer(variant)?.largest_fit?;
-    let row = e
-        .rows
-        .iter()
-        .find(|r| r.variant == variant && r.status == Status::Ok && r.value == Some(n as f64))?;
+    let row =
+        e.rows.iter().find(|r| r.variant == variant && r.status.fitted() && r.value == Some(n as f64))?;
     Some((n, row))
 }
 

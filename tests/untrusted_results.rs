@@ -1,0 +1,342 @@
+//! A results folder as untrusted input, and a disk that fills: what `plot`, `compare`, `claims`
+//! and `run --resume` do with a real run's folder made hostile or damaged by hand, each through
+//! the real binary. Nothing may hang, read without bound, write outside the folder or through a
+//! link, take a damaged file for a whole one, or call a run complete over lost rows.
+mod common;
+
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use assert_cmd::Command;
+use common::{untimed_csv, Sandbox};
+use oomlab::results::{ExperimentDir, RunStatus};
+use predicates::prelude::*;
+
+fn oomlab() -> Command {
+    let mut c = Command::cargo_bin("oomlab").unwrap();
+    // A reader that blocks would hang the test: a minute is far more than any command here needs.
+    c.timeout(Duration::from_secs(60));
+    c
+}
+
+/// A depth sweep of a tiny MLP under a budget that stops it at depth 3, named as the lesson's
+/// experiment so that `claims` reads it.
+fn spec_text(budget: &str) -> String {
+    format!(
+        "[experiment]\nname = \"depth_sweep\"\n[model]\nhidden = 64\ndepth = 1\n[data]\nsamples = 64\nfeatures = 16\n\
+         classes = 4\n[training]\noptimizer = \"adam\"\nbatch_size = 8\nsteps = 2\n[run]\ndevice = \"cpu\"\n\
+         budget = \"{budget}\"\n[sweep]\nfield = \"model.depth\"\nvalues = [1, 2, 3, 4]\n"
+    )
+}
+
+/// Runs the spec into `out`; returns the experiment's folder.
+fn run_into(sb: &Sandbox, out: &Path, budget: &str) -> PathBuf {
+    let spec = sb.spec("depth_sweep.toml", &spec_text(budget));
+    oomlab()
+        .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"])
+        .assert()
+        .success();
+    let device = std::fs::read_dir(out).unwrap().next().unwrap().unwrap().path();
+    device.join("depth_sweep")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// A copy of `dir` at `<root>/<device>/depth_sweep` (as `claims` wants it), its device folder.
+fn copy_as_device(dir: &Path, root: &Path, name: &str) -> PathBuf {
+    let device = root.join(name);
+    copy_dir(dir, &device.join("depth_sweep"));
+    device
+}
+
+fn mkfifo(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    let ok = std::process::Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(ok.success(), "mkfifo {}", path.display());
+}
+
+/// `plot`, `compare` and `claims` of the copy all fail, naming `file` and saying `why`.
+fn every_reader_refuses(device: &Path, file: &str, why: &str) {
+    let exp = device.join("depth_sweep");
+    let expect = || predicate::str::contains(file).and(predicate::str::contains(why));
+    oomlab().args(["plot", exp.to_str().unwrap()]).assert().failure().stderr(expect());
+    oomlab()
+        .args(["compare", exp.to_str().unwrap(), exp.to_str().unwrap(), "--out"])
+        .arg(device.join("cmp"))
+        .assert()
+        .failure()
+        .stderr(expect());
+    oomlab().args(["claims", device.to_str().unwrap()]).assert().failure().stderr(expect());
+}
+
+#[test]
+fn fifos_devices_and_links_out_of_the_folder_are_refused_without_waiting() {
+    let sb = Sandbox::new();
+    let made = run_into(&sb, &sb.out(), "1MiB");
+    let root = sb.path().join("hostile");
+    for (i, file) in ["summary.csv", "trace.csv", "manifest.json"].into_iter().enumerate() {
+        let device = copy_as_device(&made, &root, &format!("fifo{i}"));
+        mkfifo(&device.join("depth_sweep").join(file));
+        every_reader_refuses(&device, file, "named pipe (fifo)");
+
+        let device = copy_as_device(&made, &root, &format!("zero{i}"));
+        let path = device.join("depth_sweep").join(file);
+        std::fs::remove_file(&path).unwrap();
+        symlink("/dev/zero", &path).unwrap();
+        every_reader_refuses(&device, file, "outside its folder");
+    }
+    // A link to a file of the folder itself is read.
+    let device = copy_as_device(&made, &root, "inner");
+    let exp = device.join("depth_sweep");
+    std::fs::rename(exp.join("summary.csv"), exp.join("summary-real.csv")).unwrap();
+    symlink("summary-real.csv", exp.join("summary.csv")).unwrap();
+    oomlab().args(["plot", exp.to_str().unwrap()]).assert().success();
+}
+
+#[test]
+fn charts_replace_a_link_of_their_name_and_names_never_leave_the_folder() {
+    let sb = Sandbox::new();
+    let made = run_into(&sb, &sb.out(), "1MiB");
+    let precious = sb.path().join("precious.txt");
+    std::fs::write(&precious, "keep me").unwrap();
+
+    let exp = copy_as_device(&made, &sb.path().join("linked"), "dev").join("depth_sweep");
+    let chart = exp.join("peak_vs_depth.png");
+    std::fs::remove_file(&chart).unwrap();
+    symlink(&precious, &chart).unwrap();
+    oomlab().args(["plot", exp.to_str().unwrap()]).assert().success();
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep me", "plot wrote through the link");
+    assert!(
+        std::fs::symlink_metadata(&chart).unwrap().file_type().is_file(),
+        "the chart is a file of its own"
+    );
+
+    // The same through `run --resume`, which draws the charts at its end.
+    let mut m = oomlab::results::Manifest::read(&made).unwrap();
+    m.status = RunStatus::Interrupted;
+    m.write(&made).unwrap();
+    let chart = made.join("peak_vs_depth.svg");
+    let _ = std::fs::remove_file(&chart);
+    symlink(&precious, &chart).unwrap();
+    let spec = sb.path().join("depth_sweep.toml");
+    oomlab()
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet", "--resume"])
+        .assert()
+        .success();
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep me", "--resume wrote through the link");
+
+    // A variant name read back that climbs out of the folder is refused before anything is drawn.
+    let exp = copy_as_device(&made, &sb.path().join("climb"), "dev").join("depth_sweep");
+    let summary = std::fs::read_to_string(exp.join("summary.csv")).unwrap();
+    let mut lines: Vec<String> = summary.lines().map(String::from).collect();
+    let variant = lines[0].split(',').position(|c| c == "variant").unwrap();
+    for line in lines.iter_mut().skip(1) {
+        let mut cells: Vec<&str> = line.split(',').collect();
+        cells[variant] = "../../../escaped";
+        *line = cells.join(",");
+    }
+    std::fs::write(exp.join("summary.csv"), lines.join("\n") + "\n").unwrap();
+    oomlab()
+        .args(["plot", exp.to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("row 2, column `variant`"));
+    let escaped: Vec<PathBuf> =
+        common::walk(sb.path()).into_iter().filter(|p| p.to_string_lossy().contains("escaped")).collect();
+    assert!(escaped.is_empty(), "{escaped:?}");
+}
+
+/// Edits `file` of a copy of `made` with `edit` and expects every reader to refuse it with `why`.
+fn damaged(sb: &Sandbox, made: &Path, name: &str, file: &str, edit: impl Fn(String) -> String, why: &str) {
+    let device = copy_as_device(made, &sb.path().join("damaged"), name);
+    let path = device.join("depth_sweep").join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, edit(text)).unwrap();
+    every_reader_refuses(&device, file, why);
+}
+
+#[test]
+fn damaged_files_are_refused_with_the_row_and_column() {
+    let sb = Sandbox::new();
+    let made = run_into(&sb, &sb.out(), "1MiB");
+    let trials = ExperimentDir::read(&made).unwrap().rows.len();
+    assert!(trials >= 3, "the sweep ran {trials} trials");
+    damaged(
+        &sb,
+        &made,
+        "nul",
+        "summary.csv",
+        |t| t.replacen("status", "sta\0tus", 1),
+        "row 1 (the header), column",
+    );
+    damaged(&sb, &made, "empty", "summary.csv", |_| String::new(), "summary.csv holds 0");
+    let dup = |t: String| {
+        let lines: Vec<&str> = t.lines().collect();
+        let mut out: Vec<&str> = lines.clone();
+        out.insert(2, lines[1]);
+        out.join("\n") + "\n"
+    };
+    damaged(&sb, &made, "dup", "summary.csv", dup, "row 3: trial 1 where trial 2 belongs");
+    let huge = |t: String| {
+        let mut lines: Vec<String> = t.lines().map(String::from).collect();
+        lines[2] = lines[2].replacen("2,", "18446744073709551615,", 1);
+        lines.join("\n") + "\n"
+    };
+    damaged(&sb, &made, "huge", "summary.csv", huge, "trial 18446744073709551615 where trial 2 belongs");
+    let bogus = |t: String| t.replace("\"status\": \"complete\"", "\"status\": \"bogus\"");
+    damaged(&sb, &made, "bogus", "manifest.json", bogus, "status \"bogus\" is not one oomlab writes");
+    let stranger = |t: String| t.replacen("max_memory_reserved", "max_memory_reservd", 1);
+    damaged(
+        &sb,
+        &made,
+        "column",
+        "trace.csv",
+        stranger,
+        "`max_memory_reservd` is not a column oomlab writes",
+    );
+}
+
+/// The run's rows without their times, and its answers: what a resumed run must equal.
+fn untimed(dir: &Path) -> (Vec<String>, Vec<String>, Vec<oomlab::results::manifest::Answer>) {
+    (untimed_csv(dir, "summary.csv"), untimed_csv(dir, "trace.csv"), common::answers(dir))
+}
+
+#[test]
+fn a_resume_measures_again_the_trials_whose_trace_rows_were_lost() {
+    let sb = Sandbox::new();
+    let made = run_into(&sb, &sb.out(), "1MiB");
+    let whole = untimed(&made);
+    let spec = sb.path().join("depth_sweep.toml");
+    let resume = || {
+        oomlab()
+            .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--resume"])
+            .assert()
+            .success()
+            .stderr(predicate::str::contains("measured again"))
+    };
+    // Cut in the middle of trial 2's rows, mid-line: readers refuse, a resume measures again.
+    let trace = std::fs::read_to_string(made.join("trace.csv")).unwrap();
+    let cut = trace.find("\n2,").unwrap() + 20;
+    std::fs::write(made.join("trace.csv"), &trace[..cut]).unwrap();
+    oomlab().args(["plot", made.to_str().unwrap()]).assert().failure().stderr(
+        predicate::str::contains("rows written for trial 2").and(predicate::str::contains("--resume")),
+    );
+    resume();
+    assert_eq!(ExperimentDir::read(&made).unwrap().manifest.status, RunStatus::Complete);
+    assert_eq!(untimed(&made), whole, "the resumed folder is the uninterrupted run's");
+    // trace.csv gone altogether: every trial again.
+    std::fs::remove_file(made.join("trace.csv")).unwrap();
+    resume();
+    assert_eq!(untimed(&made), whole);
+    // A complete, whole folder has nothing to resume.
+    oomlab()
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--resume"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("holds a complete run"));
+}
+
+/// A small tmpfs, unmounted when dropped; `None` where this machine lets no test mount one.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(at).unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(at)
+            .output()
+            .ok()?;
+        out.status.success().then(|| Tmpfs(at.to_path_buf())).or_else(|| {
+            eprintln!("skipped: cannot mount a tmpfs here ({})", String::from_utf8_lossy(&out.stderr).trim());
+            None
+        })
+    }
+
+    fn resize(&self, size: &str) {
+        let ok = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(&self.0)
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A run on a disk that fills mid-sweep stops with an error naming the file, leaves every file
+/// parseable and whole trials only (no trace row without its summary row), is not `complete`, and
+/// once there is room `--resume` ends exactly as an uninterrupted run.
+#[test]
+fn a_full_disk_loses_nothing_already_measured() {
+    let sb = Sandbox::new();
+    let reference = run_into(&sb, &sb.path().join("reference"), "1MiB");
+    let whole = untimed(&reference);
+    // Sizes from small to large: each fills at another point of the run (CSVs, trace.json, charts).
+    let mut filled = 0;
+    for size in ["24k", "32k", "48k", "96k", "160k", "320k"] {
+        let Some(disk) = Tmpfs::mount(&sb.path().join(format!("disk-{size}")), size) else { return };
+        let out = disk.0.join("results");
+        let spec = sb.spec("depth_sweep.toml", &spec_text("1MiB"));
+        let ran = oomlab()
+            .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&ran.stderr).to_string();
+        let Some(dir) = common::walk(&out)
+            .into_iter()
+            .find(|p| p.ends_with("manifest.json"))
+            .map(|p| p.parent().unwrap().to_path_buf())
+        else {
+            assert!(!ran.status.success(), "{size}: no manifest, yet the run succeeded");
+            continue;
+        };
+        if ran.status.success() {
+            continue; // room enough at this size
+        }
+        filled += 1;
+        assert!(stderr.contains("No space left on device"), "{size}: {stderr}");
+        assert!(stderr.contains(&dir.display().to_string()), "{size}: the error names the file: {stderr}");
+        let (exp, lost) = ExperimentDir::read_checked(&dir).unwrap_or_else(|e| panic!("{size}: {e:#}"));
+        assert_eq!(lost, None, "{size}: trace rows of a written trial were lost");
+        assert!(!exp.cut_row, "{size}: a torn row or trace rows without their summary row");
+        assert!(!exp.manifest.status.is_complete(), "{size}: complete over a disk that filled");
+        if let Ok(json) = std::fs::read_to_string(dir.join("trace.json")) {
+            serde_json::from_str::<serde_json::Value>(&json)
+                .unwrap_or_else(|e| panic!("{size}: trace.json: {e}"));
+        }
+        for f in common::walk(&dir) {
+            let name = f.file_name().unwrap().to_string_lossy().to_string();
+            assert!(
+                !name.starts_with('.') || name == ".oomlab.lock",
+                "{size}: a temporary file left: {name}"
+            );
+            if name.ends_with(".png") {
+                let bytes = std::fs::read(&f).unwrap();
+                assert!(bytes.ends_with(b"IEND\xaeB`\x82"), "{size}: {name} is cut short");
+            }
+        }
+        disk.resize("64m");
+        oomlab()
+            .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet", "--resume"])
+            .assert()
+            .success();
+        assert_eq!(ExperimentDir::read(&dir).unwrap().manifest.status, RunStatus::Complete, "{size}");
+        assert_eq!(untimed(&dir), whole, "{size}: resumed after the disk filled");
+    }
+    assert!(filled >= 3, "only {filled} sizes filled the disk during the run");
+}
