@@ -17,6 +17,7 @@ use anyhow::{bail, Result};
 use crate::chart::{self, CategoryBars, SweepPeak, Timeline, Tradeoff};
 use crate::results::{perfetto, ExperimentDir, Manifest};
 use crate::schema::{Status, SummaryRow, TraceLevel};
+use crate::spec::format_size;
 
 /// What [`plot`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,10 +180,21 @@ fn oom_order(r: &SummaryRow) -> (f64, usize) {
     (r.value.filter(|v| v.is_finite()).unwrap_or(f64::INFINITY), r.trial)
 }
 
-/// `"depth_sweep [fp16] on Tesla T4 (cuda:0), libtorch 2.11.0, 1a2b3c4d5e"`.
+/// `"depth_sweep [fp16] on Tesla T4 (cuda:0), budget 15.90 GiB, libtorch 2.11.0, 1a2b3c4d5e"`:
+/// the device and budget the run had, and where the budget was not the spec's own (`--budget`),
+/// the spec's beside it, since the title (the spec's description) may name the spec's.
 pub fn subtitle(m: &Manifest, variant: &str) -> String {
+    let budget = match (m.device.budget_bytes, spec_budget(m)) {
+        (Some(b), Some(s)) if b != s => {
+            format!("budget {} (--budget; the spec's is {})", format_size(b), format_size(s))
+        }
+        (Some(b), None) => format!("budget {} (--budget; the spec has none)", format_size(b)),
+        (Some(b), _) => format!("budget {}", format_size(b)),
+        (None, Some(s)) => format!("no budget (the spec's {} left off)", format_size(s)),
+        (None, None) => "no budget".into(),
+    };
     format!(
-        "{}{} on {} ({}), libtorch {}, {}",
+        "{}{} on {} ({}), {budget}, libtorch {}, {}",
         m.experiment,
         if variant.is_empty() { String::new() } else { format!(" [{variant}]") },
         m.device.name,
@@ -190,6 +202,13 @@ pub fn subtitle(m: &Manifest, variant: &str) -> String {
         m.versions.libtorch,
         m.git.revision.as_deref().map_or("no git revision", |r| &r[..r.len().min(10)])
     )
+}
+
+/// The budget the recorded spec sets for the device the run was on (`None` if none, or if the
+/// spec no longer parses).
+fn spec_budget(m: &Manifest) -> Option<u64> {
+    let spec = crate::spec::parse(&m.spec_source, std::path::Path::new(&m.spec_path)).ok()?;
+    spec.run.budget_on(m.device.resolved.starts_with("cuda"))
 }
 
 /// "Memory per phase, trial 9: depth 40, the highest peak that fit".
@@ -280,6 +299,21 @@ mod tests {
         let sweeps: Vec<Pick> =
             select(&swept, &[]).unwrap().into_iter().filter(|p| matches!(p, Pick::Sweep { .. })).collect();
         assert_eq!(sweeps, [Pick::Sweep { variant: "a".into() }, Pick::Sweep { variant: "b".into() }]);
+    }
+
+    #[test]
+    fn subtitles_say_the_budget_the_run_had_and_the_specs_when_overridden() {
+        let mut m = crate::comparison::tests::manifest("depth_sweep", "AMD EPYC", Some(2 << 30), 64 << 30);
+        m.device.resolved = "cpu".into();
+        m.spec_source =
+            "[experiment]\nname = \"depth_sweep\"\n[model]\nhidden = 8\ndepth = 1\n[data]\nsamples = 8\n\
+                         features = 2\nclasses = 2\n[training]\noptimizer = \"sgd\"\nbatch_size = 4\n[run]\n\
+                         budget = \"15.90GiB\"\n"
+                .into();
+        let s = subtitle(&m, "");
+        assert!(s.contains("on AMD EPYC (cpu), budget 2.00 GiB (--budget; the spec's is 15.90 GiB)"), "{s}");
+        m.device.budget_bytes = Some(crate::spec::parse_size("15.90GiB").unwrap());
+        assert!(subtitle(&m, "").contains("(cpu), budget 15.90 GiB, libtorch"), "{}", subtitle(&m, ""));
     }
 
     #[test]

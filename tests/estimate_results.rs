@@ -103,6 +103,15 @@ fn every_committed_cpu_trial_is_predicted() {
                             p.peak
                         ));
                     }
+                    // Under the budget's cap, the replay names the allocation the run's OOM
+                    // message names, and what was allocated then (both as the message rounds).
+                    let capped = estimate::predict_with(&config, shape, &options.under(Some(left))).unwrap();
+                    let said = |b: Option<u64>| b.map(oomlab::spec::format_size);
+                    let asked = capped.oom.map(|o| (o.requested, o.reserved + row.baseline_allocated));
+                    let told = (said(row.oom_requested), said(row.oom_allocated));
+                    if (said(asked.map(|a| a.0)), said(asked.map(|a| a.1))) != told {
+                        failures.push(format!("{what}: the OOM asked for {told:?}, predicted {asked:?}"));
+                    }
                 }
                 Status::PredictedOom | Status::Error => {}
             }

@@ -2,6 +2,7 @@
 //! the experiment that tests it, the number measured, and a verdict, written to `CLAIMS.md` in a
 //! device's results folder. It reads results only: run the experiments first.
 pub mod band;
+pub mod conditions;
 pub mod fit;
 mod suite;
 mod verdicts;
@@ -12,6 +13,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 
 use crate::results::ExperimentDir;
+use conditions::Conditions;
 
 /// How a measurement stands against a claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,6 +25,9 @@ pub enum Verdict {
     NotTestable,
     /// The experiment has no results in this folder.
     NotRun,
+    /// The run was made under other conditions than the claim states (another budget, another
+    /// size): what it found is said, not judged.
+    NotJudged,
 }
 
 impl Verdict {
@@ -33,6 +38,7 @@ impl Verdict {
             Verdict::Refuted => "refuted",
             Verdict::NotTestable => "not testable here",
             Verdict::NotRun => "not run",
+            Verdict::NotJudged => "not judged here",
         }
     }
 }
@@ -47,6 +53,17 @@ pub struct Claim {
     pub verdict: Verdict,
     /// One sentence: why the verdict.
     pub why: String,
+    /// The budget and sizes the claim is about ([`Conditions::ANY`] for most).
+    pub conditions: Conditions,
+    /// The runs the verdict read, each cited: folder, revision, device, budget.
+    pub runs: Vec<String>,
+}
+
+impl Claim {
+    /// The claim, stating `conditions`.
+    pub fn under(self, conditions: Conditions) -> Claim {
+        Claim { conditions, ..self }
+    }
 }
 
 /// Every experiment the claims read, by folder name.
@@ -99,7 +116,32 @@ fn read_all(dir: &Path) -> Result<Vec<(&'static str, ExperimentDir)>> {
 
 fn judge_found(found: &[(&'static str, ExperimentDir)]) -> Vec<Claim> {
     let get = |name: &str| found.iter().find(|(n, _)| *n == name).map(|(_, e)| e);
-    let mut claims = verdicts::all(&get);
+    let mut claims = Vec::new();
+    for judge in verdicts::ALL {
+        // What the verdict reads is what it cites.
+        let read = std::cell::RefCell::new(Vec::<&ExperimentDir>::new());
+        let recording = |name: &str| {
+            let e = get(name);
+            if let Some(e) = e.filter(|e| !read.borrow().iter().any(|r| std::ptr::eq(*r, *e))) {
+                read.borrow_mut().push(e);
+            }
+            e
+        };
+        let mut c = judge(&recording);
+        c.runs = read.into_inner().into_iter().map(cite).collect();
+        claims.push(c);
+    }
+    for c in &mut claims {
+        let judged = !matches!(c.verdict, Verdict::NotRun | Verdict::NotTestable);
+        if let (true, Some(why)) = (judged, get(c.experiment).and_then(|e| c.conditions.unmet(e))) {
+            c.verdict = Verdict::NotJudged;
+            c.why = format!(
+                "not judged here: {why}. The measured column says what this run found; run the experiment \
+                 as written (`oomlab run experiments/{}.toml`) to judge the claim.",
+                c.experiment
+            );
+        }
+    }
     // A sweep killed or interrupted half-way can look like an answer: say so on every claim
     // judged from one.
     for c in &mut claims {
@@ -113,6 +155,23 @@ fn judge_found(found: &[(&'static str, ExperimentDir)]) -> Vec<Claim> {
         }
     }
     claims
+}
+
+/// A run, cited: "`depth_sweep` (git 05f21b8c5a, AMD EPYC as cpu, budget 15.90 GiB)".
+fn cite(e: &ExperimentDir) -> String {
+    let m = &e.manifest;
+    let revision = m.git.revision.as_deref().map_or("no git revision".to_string(), |r| {
+        format!(
+            "git {}{}",
+            &r[..r.len().min(10)],
+            if m.git.dirty == Some(true) { ", changed tree" } else { "" }
+        )
+    });
+    let budget = m
+        .device
+        .budget_bytes
+        .map_or("no budget".to_string(), |b| format!("budget {}", crate::spec::format_size(b)));
+    format!("`{}` ({revision}, {} as {}, {budget})", m.experiment, m.device.name, m.device.resolved)
 }
 
 /// The Markdown report.
@@ -134,7 +193,9 @@ pub fn markdown(dir: &Path, claims: &[Claim]) -> String {
     }
     let _ = writeln!(s, "\n## Why\n");
     for c in claims {
-        let _ = writeln!(s, "- **{}** ({}): {}", c.claim, c.verdict.word(), c.why);
+        let about = c.conditions.describe().map(|d| format!(" The claim is about {d}.")).unwrap_or_default();
+        let from = if c.runs.is_empty() { String::new() } else { format!(" From {}.", c.runs.join(" and ")) };
+        let _ = writeln!(s, "- **{}** ({}): {}{about}{from}", c.claim, c.verdict.word(), c.why);
     }
     s
 }
@@ -144,7 +205,7 @@ pub fn write(dir: &Path) -> Result<std::path::PathBuf> {
     let found = read_all(dir)?;
     let claims = judge_found(&found);
     let refs: Vec<(&str, &ExperimentDir)> = found.iter().map(|(n, e)| (*n, e)).collect();
-    let text = markdown(dir, &claims) + &suite::section(&refs);
+    let text = markdown(dir, &claims) + &suite::section(&refs, EXPERIMENTS.len());
     let path = dir.join("CLAIMS.md");
     crate::results::fsio::write_atomic(&path, text.as_bytes())?;
     Ok(path)

@@ -29,8 +29,10 @@ fn stages(t: &RunTimings) -> [(&'static str, f64); 7] {
     ]
 }
 
-/// The "How long it took" section; empty when no experiment recorded its timings.
-pub fn section(experiments: &[(&str, &ExperimentDir)]) -> String {
+/// The "How long it took" section; empty when no experiment recorded its timings. The suite's
+/// time is judged against its target only when every one of the suite's `of` experiments ran
+/// to completion here: a part of the suite says nothing of the whole.
+pub fn section(experiments: &[(&str, &ExperimentDir)], of: usize) -> String {
     let timed: Vec<(&str, &ExperimentDir, &RunTimings)> =
         experiments.iter().filter_map(|(n, e)| Some((*n, *e, e.manifest.timings.as_ref()?))).collect();
     let Some(&(_, first, _)) = timed.first() else { return String::new() };
@@ -60,7 +62,14 @@ pub fn section(experiments: &[(&str, &ExperimentDir)]) -> String {
     let _ = writeln!(s, "| **all** | | {} | **{:.1}** |", row.join(" | "), total);
     let (limit, what) = target(first);
     let slowest = names.iter().zip(sums).max_by(|a, b| a.1.total_cmp(&b.1)).map(|(n, _)| *n).unwrap_or("");
-    let verdict = if total <= limit {
+    let whole = experiments.len() == of && experiments.iter().all(|(_, e)| e.manifest.status.is_complete());
+    let verdict = if !whole {
+        let done = experiments.iter().filter(|(_, e)| e.manifest.status.is_complete()).count();
+        format!(
+            "{done} of the suite's {of} experiments ran to completion here, so the suite's time is not judged \
+             against the target of {what}"
+        )
+    } else if total <= limit {
         format!("under the target of {what} ({:.0}% of it)", 100.0 * total / limit)
     } else {
         format!("over the target of {what} by {:.0} s", total - limit)
@@ -113,7 +122,7 @@ mod tests {
     fn sums_the_stages_and_judges_the_target() {
         let (a, b, old) =
             (exp(Some(timed(100.0, 2.0)), "cpu"), exp(Some(timed(50.0, 1.0)), "cpu"), exp(None, "cpu"));
-        let s = section(&[("a", &a), ("b", &b), ("old", &old)]);
+        let s = section(&[("a", &a), ("b", &b), ("old", &old)], 3);
         // 0.5+1+5+100+1+2 = 109.5 and 0.5+1+5+50+1+1 = 58.5: 168 in all, under 480.
         assert!(s.contains("| `a` | 0 | 0.5 | 1.0 | 2.0 | 3.0 | 100.0 | 1.0 | 2.0 | 109.5 |"), "{s}");
         assert!(s.contains("| **all** | | 1.0 | 2.0 | 4.0 | 6.0 | 150.0 | 2.0 | 3.0 | **168.0** |"), "{s}");
@@ -125,8 +134,20 @@ mod tests {
         assert!(!s.contains("`old`"), "{s}");
 
         let slow = exp(Some(timed(400.0, 0.0)), "cuda:0");
-        let s = section(&[("slow", &slow)]);
+        let s = section(&[("slow", &slow)], 1);
         assert!(s.contains("over the target of 5 minutes on an H100 by 108 s"), "{s}");
-        assert_eq!(section(&[("old", &old)]), "");
+        assert_eq!(section(&[("old", &old)], 1), "");
+    }
+
+    #[test]
+    fn a_part_of_the_suite_is_not_judged_against_its_target() {
+        let (a, b) = (exp(Some(timed(10.0, 1.0)), "cpu"), exp(Some(timed(10.0, 1.0)), "cpu"));
+        let s = section(&[("a", &a), ("b", &b)], 20);
+        assert!(s.contains("2 of the suite's 20 experiments ran to completion here"), "{s}");
+        assert!(!s.contains("under the target") && !s.contains("over the target"), "{s}");
+        let mut cut = exp(Some(timed(10.0, 1.0)), "cpu");
+        cut.manifest.status = crate::results::RunStatus::Interrupted;
+        let s = section(&[("a", &a), ("cut", &cut)], 2);
+        assert!(s.contains("1 of the suite's 2 experiments ran to completion"), "{s}");
     }
 }

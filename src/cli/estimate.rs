@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use crate::device::DeviceChoice;
 use crate::estimate::{self, Category, GpuArch, PhasePrediction, SweepPoint, SweepPrediction, Target};
 use crate::plan::{Overrides, Plan};
-use crate::spec::{self, format_size, Spec, SweepMode};
+use crate::spec::{self, format_against, format_size, Spec, SweepMode};
 
 #[derive(Debug, clap::Args)]
 pub struct EstimateArgs {
@@ -132,25 +132,49 @@ fn point_line(
         (Some(f), Some(v)) => format!("{} {v}", f.column()),
         _ => "trial".to_string(),
     };
-    let verdict = match budget {
-        None => String::new(),
-        Some(_) if point.fits => "  fits".to_string(),
-        Some(b) => {
-            let over = p.first_over(b).map(where_).unwrap_or_default();
-            format!("  OOM predicted in {over}")
+    let params = format!("{} params, {}", p.param_count, format_size(p.param_bytes));
+    let mut line = match budget {
+        // Out of memory: where it fails and what it asks for there, not a peak the run never
+        // reaches.
+        Some(b) if !point.fits => {
+            let at = p.first_over(b);
+            let ask = match p.oom.filter(|o| at.is_some_and(|a| std::ptr::eq(a, &p.phases[o.phase_index]))) {
+                Some(o) => {
+                    let held = if p.options.target == Target::Cuda { "reserved" } else { "allocated" };
+                    format!(
+                        ": tries to allocate {} with {} {held}, against {}",
+                        format_size(o.requested),
+                        format_against(o.reserved, b),
+                        format_size(b)
+                    )
+                }
+                None => {
+                    at.map(|a| format!(": needs {} there", format_against(a.peak, b))).unwrap_or_default()
+                }
+            };
+            format!("{name:<14} OOM predicted in {}{ask} ({params})\n", at.map(where_).unwrap_or_default())
         }
+        Some(b) => {
+            format!("{name:<14} peak {:>11} in {} ({params})  fits\n", describe_against(p, b), where_(at))
+        }
+        None => format!("{name:<14} peak {:>11} in {} ({params})\n", p.describe_peak(), where_(at)),
     };
-    let mut line = format!(
-        "{name:<14} peak {:>11} in {} ({} params, {}){verdict}\n",
-        p.describe_peak(),
-        where_(at),
-        p.param_count,
-        format_size(p.param_bytes),
-    );
     for note in p.notes.iter().filter(|n| noted.insert(n.to_string())) {
         line += &format!("  note: {note}\n");
     }
     line
+}
+
+/// The peak against a budget, told apart from it where the two round alike.
+fn describe_against(p: &estimate::Prediction, budget: u64) -> String {
+    match p.options.target {
+        Target::Cpu => format_against(p.peak_allocated(), budget),
+        Target::Cuda => format!(
+            "{} allocated, {} reserved",
+            format_size(p.peak_allocated()),
+            format_against(p.peak_reserved(), budget)
+        ),
+    }
 }
 
 /// "backward, step 1" (with the micro-batch when there are several).
@@ -206,7 +230,11 @@ fn answer(sweep: &SweepPrediction) -> String {
     let col = field.column();
     let mut out = String::new();
     let peak_of = |v: u64| {
-        sweep.points.iter().find(|p| p.value == Some(v as f64)).map(|p| p.prediction.describe_peak())
+        sweep
+            .points
+            .iter()
+            .find(|p| p.value == Some(v as f64))
+            .map(|p| describe_against(&p.prediction, budget))
     };
     match (sweep.exact_largest_fit, sweep.range) {
         (Some(v), Some((_, hi))) => {

@@ -124,6 +124,10 @@ pub struct Ledger {
     at_peak: Categories,
     peak: u64,
     cuda: Option<Blocks>,
+    /// CPU: the budget the counting allocator enforces (it refuses the allocation that would
+    /// take the live bytes past it), and the first allocation it would refuse.
+    cap: Option<u64>,
+    over: Option<OutOfMemory>,
 }
 
 /// The CUDA side: the allocator's replay and, per category, the blocks live in it (the bytes
@@ -152,6 +156,11 @@ impl Ledger {
         Ledger { cuda: Some(cuda), ..Ledger::default() }
     }
 
+    /// A ledger for the CPU under the counting allocator's `cap`, if any.
+    pub fn cpu(cap: Option<u64>) -> Self {
+        Ledger { cap, ..Ledger::default() }
+    }
+
     pub fn alloc(&mut self, c: Category, bytes: u64) {
         let counted = match &mut self.cuda {
             Some(_) if bytes == 0 => 0,
@@ -161,7 +170,14 @@ impl Ledger {
                 b.live.entry(c).or_default().push((bytes, id, counted));
                 counted
             }
-            None => bytes,
+            None => {
+                // `cpu_alloc` in ffi/shim.cpp: live + bytes over the cap is refused.
+                let live = self.live.total();
+                if self.over.is_none() && self.cap.is_some_and(|cap| live.saturating_add(bytes) > cap) {
+                    self.over = Some(OutOfMemory { requested: bytes, reserved: live });
+                }
+                bytes
+            }
         };
         let slot = self.live.get_mut(c);
         *slot = slot.saturating_add(counted);
@@ -257,7 +273,7 @@ impl Ledger {
 
     /// The first allocation the limit refused, if one was.
     pub fn refused(&self) -> Option<OutOfMemory> {
-        self.cuda.as_ref().and_then(|b| b.refused)
+        self.cuda.as_ref().and_then(|b| b.refused).or(self.over)
     }
 }
 

@@ -30,8 +30,9 @@ pub struct Options {
     /// libtorch's intra-op threads: a CPU reduction of a whole tensor to one number (the
     /// checkpointed backward's `sum`) takes a buffer of one result per thread.
     pub threads: usize,
-    /// CUDA: the caching allocator's limit (the budget's memory fraction), if any. A trial
-    /// fits when the replay never needs a segment past it.
+    /// The budget as the allocator enforces it, if any: on CUDA the caching allocator's limit
+    /// (a trial fits when the replay never needs a segment past it); on the CPU the counting
+    /// allocator's cap (the first allocation past it is the one a run's OOM names).
     pub limit: Option<u64>,
     /// CUDA: the workspaces libtorch keeps for the process, there before every trial.
     pub workspaces: Workspaces,
@@ -56,12 +57,11 @@ impl Options {
         Options { target: Target::Cuda, workspaces: Workspaces::for_run(arch, configs), ..Options::default() }
     }
 
-    /// With `budget` as the CUDA allocator's limit (the CPU's cap needs none: a trial fits when
-    /// its peak does).
+    /// With `budget` as the allocator's limit: on CUDA the caching allocator's, which decides
+    /// what fits; on the CPU the counting allocator's cap, which a trial fits when its peak does,
+    /// and which names the allocation it would refuse (what the run's OOM says it "tried to
+    /// allocate").
     pub fn under(self, budget: Option<u64>) -> Self {
-        match self.target {
-            Target::Cuda => Options { limit: budget, ..self },
-            Target::Cpu => self,
-        }
+        Options { limit: budget, ..self }
     }
 }

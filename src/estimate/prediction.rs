@@ -125,14 +125,14 @@ impl Prediction {
     }
 }
 
-/// Where a CUDA replay ran out of memory.
+/// Where a replay under a limit ran out of memory: the allocation refused.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct PredictedOom {
     /// Into [`Prediction::phases`].
     pub phase_index: usize,
-    /// The segment refused ("Tried to allocate").
+    /// What was refused ("Tried to allocate"): on CUDA the segment, on the CPU the tensor.
     pub requested: u64,
-    /// Reserved memory when it was refused, workspaces included.
+    /// Reserved memory when it was refused, workspaces included (the CPU: allocated).
     pub reserved: u64,
 }
 

@@ -299,8 +299,8 @@ mod tests {
         assert_eq!((p.largest_fit, p.first_oom, p.guide), (Some(9), Some(10), Some(Guide::Guess(9))));
         let p = predict_sweep(&base, Some(&search(true)), OnOom::Continue, None, &opts).unwrap();
         assert_eq!(p.guide, Some(Guide::Unguided("no budget to predict against".into())));
-        assert_eq!(largest_fit(&base, Field::Depth, budget, 0, 5, &opts).unwrap(), Some(5));
-        assert_eq!(largest_fit(&base, Field::Depth, peak(0) - 1, 0, 5, &opts).unwrap(), None);
+        assert_eq!(largest_fit(&base, Field::Depth, budget, 1, 5, &opts).unwrap(), Some(5));
+        assert_eq!(largest_fit(&base, Field::Depth, peak(1) - 1, 1, 5, &opts).unwrap(), None);
     }
 
     #[test]

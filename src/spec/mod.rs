@@ -21,7 +21,7 @@ mod validate;
 pub use config::Invalid;
 pub use model::{CnnSpec, ConvKind, MlpSpec, ModelSpec, ResNet, TransformerSpec};
 pub use names::Named;
-pub use size::{format_size, parse_size};
+pub use size::{exact_bytes, format_against, format_size, parse_size};
 pub use validate::{parse, SpecError};
 
 /// Reads and validates the spec at `path`.

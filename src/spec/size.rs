@@ -85,11 +85,48 @@ pub fn format_size(bytes: u64) -> String {
     format!("{:.2}", bytesize::ByteSize(bytes).display().iec())
 }
 
+/// Every byte, with thousands separated: "33,554,944 B".
+pub fn exact_bytes(bytes: u64) -> String {
+    let digits = bytes.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out + " B"
+}
+
+/// `bytes` beside a `budget` it is measured against, so that the two are never mistaken for
+/// each other: the usual size where the two read apart, else every byte and by how much it is
+/// over or under ("33,554,944 B, 512 B over the 32.00 MiB budget").
+pub fn format_against(bytes: u64, budget: u64) -> String {
+    let (text, limit) = (format_size(bytes), format_size(budget));
+    if text != limit || bytes == budget {
+        return text;
+    }
+    let (by, side) = if bytes > budget { (bytes - budget, "over") } else { (budget - bytes, "under") };
+    format!("{}, {} {side} the {limit} budget", exact_bytes(bytes), exact_bytes(by))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const GIB: f64 = (1u64 << 30) as f64;
+
+    #[test]
+    fn sizes_that_round_alike_are_told_apart() {
+        assert_eq!(exact_bytes(33_554_944), "33,554,944 B");
+        assert_eq!(exact_bytes(512), "512 B");
+        assert_eq!(exact_bytes(1_000), "1,000 B");
+        let budget = 32 << 20;
+        assert_eq!(format_against(budget + 512, budget), "33,554,944 B, 512 B over the 32.00 MiB budget");
+        assert_eq!(format_against(budget - 512, budget), "33,553,920 B, 512 B under the 32.00 MiB budget");
+        assert_eq!(format_against(budget, budget), "32.00 MiB");
+        assert_eq!(format_against(16 << 20, budget), "16.00 MiB");
+    }
 
     #[test]
     fn parses_binary_and_decimal_units() {

@@ -2,11 +2,19 @@
 //! its 64 x 16 accumulation; guide 002's 1000-1000-10 checkpointing example.
 use super::checkpointing::ACTIVATION_SAVING;
 use super::{claim, kept_by_forward, not_run, pct, size, Get};
+use crate::claims::conditions::Conditions;
 use crate::claims::{Claim, Verdict};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
+/// Answer 004's GPU: "likely out of 8 GB".
+const ANSWER004: Conditions = Conditions { budget: Some(("8GiB", "answer 004's 8 GB GPU")), sizes: &[] };
+
 pub(super) fn answer004_oom(get: Get) -> Claim {
+    answer004_oom_judged(get).under(ANSWER004)
+}
+
+fn answer004_oom_judged(get: Get) -> Claim {
     const C: &str = "A 1000-2000-1000-10 MLP at batch 1024 is likely to run out of 8 GB (answer 004)";
     const E: &str = "answer004";
     let Some(e) = get(E) else { return not_run(C, E) };

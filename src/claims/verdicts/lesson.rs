@@ -1,12 +1,35 @@
 //! The lesson's two challenges: the whole training set as one batch runs out of memory, and
 //! about 5 hidden layers of 5000 fit at batch 32.
 use super::{budget, claim, default_adam, not_run, size, Get};
+use crate::claims::conditions::Conditions;
 use crate::claims::{Claim, Verdict};
 use crate::schema::Status;
+use crate::spec::Field;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
+/// The lesson's GPU: 16 GB, of which 15.90 GiB are PyTorch's.
+const LESSON_GPU: (&str, &str) = ("15.90GiB", "the lesson's 15.90 GiB GPU");
+
+/// Challenge 1: the whole training set through the 2000-wide network.
+const WHOLE_DATASET: Conditions =
+    Conditions { budget: Some(LESSON_GPU), sizes: &[(Field::Hidden, 2000.0, "its 2000-wide hidden layer")] };
+
+/// Challenge 2: 5000-wide layers at batch 32.
+const DEPTH: Conditions = Conditions {
+    budget: Some(LESSON_GPU),
+    sizes: &[(Field::Hidden, 5000.0, "5000-wide hidden layers"), (Field::BatchSize, 32.0, "batch 32")],
+};
+
 pub(super) fn whole_dataset(get: Get) -> Claim {
+    whole_dataset_judged(get).under(WHOLE_DATASET)
+}
+
+pub(super) fn depth(get: Get) -> Claim {
+    depth_judged(get).under(DEPTH)
+}
+
+fn whole_dataset_judged(get: Get) -> Claim {
     const C: &str = "The whole training set as one batch runs out of memory (lesson, challenge 1)";
     const E: &str = "whole_dataset_batch";
     let Some(r) = get(E).and_then(|e| e.rows.first()) else { return not_run(C, E) };
@@ -37,7 +60,7 @@ pub(super) fn whole_dataset(get: Get) -> Claim {
     claim(C, E, measured, verdict, why)
 }
 
-pub(super) fn depth(get: Get) -> Claim {
+fn depth_judged(get: Get) -> Claim {
     const C: &str =
         "At batch 32, about 5 hidden layers of 5000 fit before out of memory (lesson, challenge 2)";
     const E: &str = "depth_sweep";

@@ -36,41 +36,40 @@ use troubleshooting::{backward_oom, quick_reference_memory, quick_reference_time
 
 type Get<'a> = &'a dyn Fn(&str) -> Option<&'a Experiment>;
 
-pub fn all(get: Get) -> Vec<Claim> {
-    vec![
-        whole_dataset(get),
-        depth(get),
-        memory_equation(get),
-        batch_linear(get),
-        width_quadratic(get),
-        optimizer_state(get),
-        gradients(get),
-        amp_memory(get),
-        amp_batch(get),
-        amp_models_batch(get),
-        checkpoint_memory(get),
-        checkpoint_time(get),
-        checkpoint_example(get),
-        quick_reference_memory(get),
-        quick_reference_time(get),
-        backward_oom(get),
-        accumulation(get),
-        answer004_oom(get),
-        answer004_accumulation(get),
-        breakdown(get),
-        activations_biggest(get),
-        smaller_models(get),
-        smaller_models_batch(get),
-        depthwise(get),
-        reserved(get),
-        empty_cache(get),
-        cuda_context(get),
-        no_grad(get),
-        leak(get),
-        finder(get),
-        multi_gpu(get),
-    ]
-}
+/// Every claim, in the report's order.
+pub const ALL: [fn(Get) -> Claim; 31] = [
+    whole_dataset,
+    depth,
+    memory_equation,
+    batch_linear,
+    width_quadratic,
+    optimizer_state,
+    gradients,
+    amp_memory,
+    amp_batch,
+    amp_models_batch,
+    checkpoint_memory,
+    checkpoint_time,
+    checkpoint_example,
+    quick_reference_memory,
+    quick_reference_time,
+    backward_oom,
+    accumulation,
+    answer004_oom,
+    answer004_accumulation,
+    breakdown,
+    activations_biggest,
+    smaller_models,
+    smaller_models_batch,
+    depthwise,
+    reserved,
+    empty_cache,
+    cuda_context,
+    no_grad,
+    leak,
+    finder,
+    multi_gpu,
+];
 
 fn claim(
     claim: &'static str,
@@ -79,7 +78,7 @@ fn claim(
     verdict: Verdict,
     why: String,
 ) -> Claim {
-    Claim { claim, experiment, measured, verdict, why }
+    Claim { claim, experiment, measured, verdict, why, conditions: super::Conditions::ANY, runs: Vec::new() }
 }
 
 fn not_run(c: &'static str, experiment: &'static str) -> Claim {

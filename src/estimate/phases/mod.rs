@@ -71,7 +71,7 @@ impl<'a> Sim<'a> {
         let autocast = config.training.techniques.amp != Amp::Off;
         let (gather, threads) = (options.gather, options.threads);
         let ledger = Shared::new(match options.target {
-            Target::Cpu => Ledger::default(),
+            Target::Cpu => Ledger::cpu(options.limit),
             Target::Cuda => Ledger::cuda(options.limit, options.workspaces.in_order()),
         });
         let mut sim = Sim {
