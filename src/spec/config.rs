@@ -112,9 +112,9 @@ impl Config {
                 ..Invalid::new(
                     "training.amp",
                     format!(
-                        "\"{}\" autocasts float32 parameters, but training.dtype is \"{}\"",
-                        t.amp.as_str(),
-                        self.training.dtype.as_str()
+                        "must be \"off\" over {} parameters, not \"{}\": autocast casts float32 parameters",
+                        self.training.dtype.as_str(),
+                        t.amp.as_str()
                     ),
                 )
             });
@@ -126,7 +126,10 @@ impl Config {
                     fix: Some("give a segment of at most the model's units, or checkpoint = \"sqrt\""),
                     ..Invalid::new(
                         "training.checkpoint",
-                        format!("{k} units a segment is more than the {units} {} has", self.model.describe()),
+                        format!(
+                            "must be at most the {units} units of {} (a segment every k of them), not {k}",
+                            self.model.describe()
+                        ),
                     )
                 });
             }
@@ -258,7 +261,7 @@ impl Config {
                     fix: Some("raise data.vocab to at least data.classes"),
                     ..Invalid::new(
                         "data.vocab",
-                        format!("{vocab} is fewer tokens than the {classes} classes"),
+                        format!("must be at least data.classes ({classes}), not {vocab}: labels are drawn from the tokens"),
                     )
                 });
             }

@@ -79,7 +79,13 @@ impl Cx<'_> {
         self.spans.insert(key, v.span());
         let x = *v.get_ref();
         if !(x.is_finite() && ok(x)) {
-            return Err(self.bad(&v.span(), key, rule, x));
+            // 1e308 as such, not its 309 digits.
+            let shown = if x.is_finite() && x != 0.0 && !(1e-6..1e15).contains(&x.abs()) {
+                format!("{x:e}")
+            } else {
+                x.to_string()
+            };
+            return Err(self.bad(&v.span(), key, rule, shown));
         }
         Ok(x)
     }

@@ -121,8 +121,14 @@ fn momentum_is_only_for_sgd() {
 #[test]
 fn learning_rate_must_be_positive() {
     let e = err(&format!("{MINIMAL}lr = 0\n"));
-    assert!(e.starts_with("experiments/x.toml:16:6: training.lr: must be a number > 0, got 0;"), "{e}");
-    assert!(err(&format!("{MINIMAL}lr = nan\n")).contains("training.lr: must be a number > 0, got NaN"));
+    assert!(
+        e.starts_with("experiments/x.toml:16:6: training.lr: must be a number in 0 < lr <= 10, got 0;"),
+        "{e}"
+    );
+    assert!(err(&format!("{MINIMAL}lr = nan\n"))
+        .contains("training.lr: must be a number in 0 < lr <= 10, got NaN"));
+    assert!(err(&format!("{MINIMAL}lr = 1e308\n"))
+        .contains("training.lr: must be a number in 0 < lr <= 10, got 1e308"));
 }
 
 #[test]

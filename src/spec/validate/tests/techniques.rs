@@ -39,11 +39,11 @@ history = "loss_tensor"
     let scaler =
         ScalerSpec { init_scale: 256.0, growth_factor: 2.0, backoff_factor: 0.5, growth_interval: 5 };
     assert_eq!(t.amp, Amp::Fp16 { scaler });
-    let t = techniques("amp = \"bf16\"\ncheckpoint = 3\nhistory = \"loss_value\"\n");
+    let t = techniques("amp = \"bf16\"\ncheckpoint = 2\nhistory = \"loss_value\"\n");
     let want = Techniques {
         accumulation: 1,
         amp: Amp::Bf16,
-        checkpoint: Checkpoint::Every(3),
+        checkpoint: Checkpoint::Every(2),
         mode: Mode::Train,
         history: History::LossValue,
         optimizer_impl: None,
