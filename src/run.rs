@@ -80,6 +80,14 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     let slug = device::slug(&probe.name());
     let mut dir = opts.out.join(&slug).join(&spec.name);
     if let Some(s) = opts.shard {
+        if spec.run.rounds > 1 {
+            bail!(
+                "--shard {s}: {} runs its trials in {} rounds so that their step times are taken across the \
+                 same stretch of time on one machine; shards would take them on several: run it whole",
+                spec.name,
+                spec.run.rounds
+            );
+        }
         // A folder of its own: no two shards write one file.
         dir = dir.join(SHARDS).join(s.folder());
     }
@@ -275,13 +283,19 @@ fn run_trials(
     let selection = Selection::new(spec, opts.shard);
     let hint = match opts.shard {
         Some(_) => selection.trials(),
-        None => sweep::strategy(mode, spec.run.on_oom, None).len_hint().map(|n| n * configs.len()),
+        None => sweep::strategy(mode, spec.run.on_oom, None)
+            .len_hint()
+            .map(|n| n * configs.len() * spec.run.rounds),
     };
     let progress = Progress::new(hint, opts.quiet);
     let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1);
     let options = plan.estimate_options(probe.gpu_arch().unwrap_or_default(), threads);
     let mut rows = Vec::new();
-    for (v, (variant, base)) in configs.into_iter().enumerate() {
+    let rounds = spec.run.rounds;
+    // Round after round, every variant and value once a round (`run.rounds`; 1 round otherwise).
+    for (round, (v, (variant, base))) in
+        (1..=rounds).flat_map(|r| configs.iter().copied().enumerate().map(move |c| (r, c)))
+    {
         let Some(take) = selection.variant(v) else { continue };
         let guide = match &spec.sweep {
             Some(s) => guide(base, s, probe, &options)?,
@@ -292,8 +306,11 @@ fn run_trials(
             progress.say(&format!("{name}search {}", g.describe()));
         }
         let guess = guide.as_ref().and_then(estimate::Guide::guess);
-        probed.push(Probed { variant: variant.unwrap_or_default().into(), probes: 0, seconds: 0.0, guide });
-        let this = probed.last_mut().expect("just pushed");
+        let name = variant.unwrap_or_default();
+        if !probed.iter().any(|p| p.variant == name) {
+            probed.push(Probed { variant: name.into(), probes: 0, seconds: 0.0, guide });
+        }
+        let this = probed.iter_mut().find(|p| p.variant == name).expect("just pushed");
         let mut order = take.restrict(sweep::strategy(mode, spec.run.on_oom, guess));
         while let Some(value) = order.next() {
             interrupt::check()?;
@@ -307,6 +324,9 @@ fn run_trials(
                 Some(f) => label += &format!("{} {}", f.column(), value),
                 None if variant.is_none() => label += &spec.name,
                 None => {}
+            }
+            if rounds > 1 {
+                label = format!("{} (round {round} of {rounds})", label.trim_end());
             }
             if let Some(row) = done.trial(trial) {
                 // Already in the folder: taken as it was, if the sweep asks for the same point.
@@ -350,6 +370,7 @@ fn run_trials(
             fill_config(&mut row, trial, variant, field.map(|f| (f, value)), &config, cuda);
             add_prediction(&mut row, prediction.as_ref());
             row.trace_rows = Some(traced);
+            row.round = (rounds > 1).then_some(round);
             results::write_trial(exporters, &row)?;
             progress.done(&format!("trial {trial:>3}  {label:<28} {}", describe(&row)));
             if let Some(bytes) = row.leaked() {

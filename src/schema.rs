@@ -124,6 +124,11 @@ pub struct PhaseRecord {
     /// be that machine's).
     #[serde(default)]
     pub predicted_peak: Option<u64>,
+    /// The process's minor page faults during the phase (every thread's): the first touches of
+    /// fresh host memory, which a CPU's step time includes and a GPU's caching allocator avoids.
+    /// Empty in runs made before it was recorded.
+    #[serde(default)]
+    pub page_faults: Option<u64>,
 }
 
 /// How a trial ended.
@@ -255,6 +260,8 @@ pub struct SummaryRow {
     pub oom_reserved: Option<u64>,
     /// The error's first line, empty when the trial ran.
     pub message: String,
+    /// Which round of the spec's trials this one belongs to (`run.rounds`); empty with one round.
+    pub round: Option<usize>,
     /// How many rows of `trace.csv` are this trial's: what a reader checks that file against
     /// (a run cut short on a full disk, or a file edited, loses rows silently otherwise). Empty in
     /// results from before 2026-11-26.

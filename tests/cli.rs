@@ -150,3 +150,34 @@ fn a_diverged_loss_marks_the_trial_diverged() {
     assert!(exp.rows[0].final_loss.is_some_and(|l| !l.is_finite()));
     assert!(exp.rows[0].status.fitted() && exp.rows[0].max_memory_allocated > 0);
 }
+
+/// `run.rounds` runs every variant once a round, interleaved, each trial marked with its round;
+/// the rounds are one process's, so `--shard` refuses them.
+#[test]
+fn rounds_interleave_the_variants() {
+    let sb = Sandbox::new();
+    let extra = "rounds = 2\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\ntraining.batch_size = 8\n";
+    let spec = sb.spec("rounds.toml", &tiny_spec("rounds", "hidden = 8\ndepth = 1", None, extra));
+    oomlab().args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap()]).assert().success();
+    let dir = sb.out().read_dir().unwrap().next().unwrap().unwrap().path().join("rounds");
+    let exp = oomlab::results::ExperimentDir::read(&dir).unwrap();
+    let order: Vec<(String, Option<usize>)> = exp.rows.iter().map(|r| (r.variant.clone(), r.round)).collect();
+    let want = [("a", 1), ("b", 1), ("a", 2), ("b", 2)].map(|(v, r)| (v.to_string(), Some(r)));
+    assert_eq!(order, want);
+    assert_eq!(
+        exp.rows[0].max_memory_allocated, exp.rows[2].max_memory_allocated,
+        "the same memory each round"
+    );
+    oomlab()
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            sb.path().join("s").to_str().unwrap(),
+            "--shard",
+            "1/2",
+        ])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("2 rounds"));
+}

@@ -60,6 +60,7 @@ fn trial_trace(trial: usize, depth: u64, per_layer: u64, oom: bool) -> Vec<Phase
             phase_seconds: 0.01,
             elapsed_seconds: t,
             predicted_peak: None,
+            page_faults: None,
         });
     };
     push(0, Phase::Data, MIB);

@@ -314,6 +314,7 @@ mod tests {
             phase_seconds: seconds,
             elapsed_seconds: 0.0,
             predicted_peak: None,
+            page_faults: None,
         }
     }
 

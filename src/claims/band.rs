@@ -30,6 +30,37 @@ impl Band {
         }
     }
 
+    /// Where `x` falls: -2 refuted below, -1 partly below, 0 confirmed, 1 partly above, 2
+    /// refuted above (NaN: refuted, as its own zone).
+    fn zone(&self, x: f64) -> i8 {
+        const EPS: f64 = 1e-9;
+        if x.is_nan() {
+            3
+        } else if x < self.lo - self.slack - EPS {
+            -2
+        } else if x < self.lo - EPS {
+            -1
+        } else if x <= self.hi + EPS {
+            0
+        } else if x <= self.hi + self.slack + EPS {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// The verdict on an interval `[lo, hi]` of a measurement: confirmed when it lies within the
+    /// band, partly when within the band and its slack, refuted when wholly beyond the slack on
+    /// one side; `None` when it straddles the slack's edge, which the measurement cannot decide.
+    pub fn judge_interval(&self, lo: f64, hi: f64) -> Option<Verdict> {
+        match (self.zone(lo), self.zone(hi)) {
+            (0, 0) => Some(Verdict::Confirmed),
+            (-1..=1, -1..=1) => Some(Verdict::Partly),
+            (a, b) if a == b && a.abs() == 2 => Some(Verdict::Refuted),
+            _ => None,
+        }
+    }
+
     /// The rule in words, for a claim's "why": "confirmed within 40-50%, partly within 5 points
     /// of that (35-55%), refuted beyond".
     pub fn rule(&self) -> String {
@@ -72,5 +103,20 @@ mod tests {
             b.rule(),
             "confirmed within 40-50%, partly within 5 points of that (35-55%), refuted beyond"
         );
+    }
+
+    #[test]
+    fn an_interval_is_judged_only_when_it_clears_an_edge() {
+        let b = Band::new(0.20, 0.30, 0.05);
+        assert_eq!(b.judge_interval(0.22, 0.28), Some(Verdict::Confirmed));
+        assert_eq!(b.judge_interval(0.16, 0.19), Some(Verdict::Partly));
+        assert_eq!(b.judge_interval(0.31, 0.34), Some(Verdict::Partly));
+        assert_eq!(b.judge_interval(-0.29, -0.17), Some(Verdict::Refuted), "faster, wholly below");
+        assert_eq!(b.judge_interval(0.40, 0.90), Some(Verdict::Refuted));
+        assert_eq!(b.judge_interval(0.18, 0.25), Some(Verdict::Partly), "within the band and its slack");
+        assert_eq!(b.judge_interval(0.233, 0.335), Some(Verdict::Partly));
+        assert_eq!(b.judge_interval(0.10, 0.25), None, "straddles the slack's edge at 15%");
+        assert_eq!(b.judge_interval(0.10, 0.40), None);
+        assert_eq!(b.judge_interval(-0.5, 0.5), None, "below and above the band are not one verdict");
     }
 }

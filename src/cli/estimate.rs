@@ -94,6 +94,12 @@ pub fn render(
         };
         out += &format!("sweep {}: {how}\n", s.field.key());
     }
+    if spec.run.rounds > 1 {
+        out += &format!(
+            "rounds: {} (every trial runs once a round, for step times; its memory is the same each round)\n",
+            spec.run.rounds
+        );
+    }
     let mut noted = std::collections::HashSet::new();
     for sweep in sweeps {
         out += "\n";

@@ -46,10 +46,14 @@ pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {
         }
         None => {
             // Names as wide as the longest, so that the columns line up.
-            let width = report.rows.iter().map(|r| r.variant.len() + 1).max().unwrap_or(0).max(16);
+            let label = |r: &crate::schema::SummaryRow| match r.round {
+                Some(round) => format!("{} (round {round})", r.variant).trim_start().to_string(),
+                None => r.variant.clone(),
+            };
+            let width = report.rows.iter().map(|r| label(r).len() + 1).max().unwrap_or(0).max(16);
             for row in &report.rows {
-                let name =
-                    if row.variant.is_empty() { String::new() } else { format!("{:<width$}", row.variant) };
+                let name = label(row);
+                let name = if name.is_empty() { String::new() } else { format!("{name:<width$}") };
                 say!("  {name}{}", describe(row));
             }
         }

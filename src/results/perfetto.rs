@@ -340,6 +340,7 @@ mod tests {
             phase_seconds: secs,
             elapsed_seconds: elapsed,
             predicted_peak: None,
+            page_faults: None,
         }
     }
 

@@ -57,6 +57,8 @@ pub const MAX_PHASES: usize = 2_000_000;
 pub const MAX_NAME: usize = 64;
 /// Values of a list sweep.
 pub const MAX_SWEEP_VALUES: usize = 1_000;
+/// `run.rounds`: a spec's trials repeated, for step times taken across the same stretch of time.
+pub const MAX_ROUNDS: usize = 20;
 /// `training.lr`, `training.weight_decay` and `run.skip_predicted_oom` at most.
 pub const MAX_LR: f64 = 10.0;
 pub const MAX_WEIGHT_DECAY: f64 = 1.0;

@@ -379,6 +379,18 @@ pub struct RunSpec {
     /// Skip a trial whose predicted peak (`oomlab estimate`) exceeds the budget by more than this
     /// fraction, recording it as `predicted_oom` (`run.skip_predicted_oom`; needs a budget).
     pub skip_predicted_oom: Option<f64>,
+    /// How many times the spec's trials run, round after round (every variant and value once a
+    /// round), so that step times compare across the same stretch of time: a machine that
+    /// speeds up or slows down over a minute (another process, a VM's host) would otherwise
+    /// time the first variant against a different machine than the last. Memory is the same
+    /// every round. 1 unless `run.rounds` says; only without a search or halving, whose
+    /// trials depend on the ones before.
+    #[serde(skip_serializing_if = "is_one")]
+    pub rounds: usize,
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 impl RunSpec {

@@ -146,6 +146,7 @@ pub(super) struct RawRun {
     pub budget: Option<S<toml::Value>>,
     pub on_oom: Option<S<String>>,
     pub skip_predicted_oom: Option<S<f64>>,
+    pub rounds: Option<S<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -53,3 +53,15 @@ impl Mark {
         }
     }
 }
+
+/// The minor page faults this process has taken so far (every thread's): each is a first touch
+/// of a 4 KiB page of memory the kernel had not yet backed. A CPU step pays one for every page
+/// of fresh memory it writes, as large tensors come from fresh mappings (glibc's allocator maps
+/// them anew and unmaps them when freed); a GPU's caching allocator reuses its blocks and pays
+/// none. `None` where the count cannot be read.
+pub(super) fn minor_faults() -> Option<u64> {
+    // SAFETY: getrusage writes a plain struct we own and reads nothing else.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } == 0;
+    ok.then(|| u64::try_from(usage.ru_minflt).unwrap_or(0))
+}

@@ -66,6 +66,7 @@ mod tests {
             phase_seconds: secs,
             elapsed_seconds: 0.0,
             predicted_peak: None,
+            page_faults: None,
         }
     }
 

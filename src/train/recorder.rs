@@ -15,7 +15,7 @@
 use anyhow::Result;
 use tch::TchError;
 
-use super::clock::{Clock, Mark};
+use super::clock::{minor_faults, Clock, Mark};
 use crate::probe::MemoryProbe;
 use crate::schema::{MemSnapshot, Phase, PhaseRecord, TraceLevel};
 
@@ -55,10 +55,16 @@ struct Pending {
     end: Mark,
 }
 
+/// Faults between two counts, when both were read.
+fn faults_between(start: Option<u64>, end: Option<u64>) -> Option<u64> {
+    Some(end?.saturating_sub(start?))
+}
+
 /// Under `steps` and `off`: the step under way, since its first phase began.
 struct OpenStep {
     step: usize,
     start: Mark,
+    faults: Option<u64>,
 }
 
 pub struct Recorder<'a> {
@@ -124,6 +130,7 @@ impl<'a> Recorder<'a> {
         let out = if per_phase {
             self.flush_before(step.saturating_sub(1))?;
             self.probe.reset_peak()?;
+            let faults = minor_faults();
             let start = self.clock.mark()?;
             let out = f();
             if self.level == TraceLevel::Sync {
@@ -131,7 +138,8 @@ impl<'a> Recorder<'a> {
             }
             let mem = self.probe.snapshot()?;
             let end = self.clock.mark()?;
-            let rec = self.record(step, phase, mem);
+            let mut rec = self.record(step, phase, mem);
+            rec.page_faults = faults_between(faults, minor_faults());
             self.pending.push(Pending { rec, start, end });
             if self.level == TraceLevel::Sync {
                 self.flush_before(usize::MAX)?;
@@ -194,7 +202,7 @@ impl<'a> Recorder<'a> {
         if self.level == TraceLevel::Steps {
             self.probe.reset_peak()?;
         }
-        self.open = Some(OpenStep { step, start: self.clock.mark()? });
+        self.open = Some(OpenStep { step, start: self.clock.mark()?, faults: minor_faults() });
         Ok(())
     }
 
@@ -202,7 +210,8 @@ impl<'a> Recorder<'a> {
         // Under `off` nothing is read: the record only carries the step's time.
         let mem =
             if self.level == TraceLevel::Steps { self.probe.snapshot()? } else { MemSnapshot::default() };
-        let rec = self.record(open.step, Phase::Step, mem);
+        let mut rec = self.record(open.step, Phase::Step, mem);
+        rec.page_faults = faults_between(open.faults, minor_faults());
         self.pending.push(Pending { rec, start: open.start, end });
         Ok(())
     }
@@ -221,6 +230,7 @@ impl<'a> Recorder<'a> {
             phase_seconds: 0.0,
             elapsed_seconds: 0.0,
             predicted_peak: None,
+            page_faults: None,
         }
     }
 

@@ -108,7 +108,8 @@ pub fn walk(dir: &Path) -> Vec<PathBuf> {
 /// not parsed numbers), one line per row with the header first: what two runs of the same trials
 /// must agree on, byte for byte.
 pub fn untimed_csv(dir: &Path, file: &str) -> Vec<String> {
-    const TIMES: [&str; 7] = [
+    const TIMES: [&str; 8] = [
+        "page_faults",
         "step_seconds",
         "data_seconds",
         "model_seconds",

@@ -19,6 +19,7 @@ fn rec(trial: usize, step: usize, micro: usize, phase: Phase, allocated: u64) ->
         phase_seconds: 0.1,
         elapsed_seconds: 0.1,
         predicted_peak: None,
+        page_faults: None,
     }
 }
 

@@ -35,6 +35,7 @@ fn trace(trial: usize, steps: usize, params: u64, act: u64) -> Vec<PhaseRecord> 
             phase_seconds: secs,
             elapsed_seconds: t,
             predicted_peak: None,
+            page_faults: None,
         });
     };
     push(0, Phase::Data, MIB, MIB, 0.01);

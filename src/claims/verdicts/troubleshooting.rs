@@ -1,5 +1,6 @@
 //! Guide 002's quick reference on gradient checkpointing ("30-50% memory, 10-20% slower") and its
 //! troubleshooting table ("OOM during backward pass: use gradient checkpointing"), on ResNet-50.
+use super::checkpointing::{Steps, CPU_TIMES};
 use super::{claim, not_run, pct, Get};
 use crate::claims::band::Band;
 use crate::claims::{Claim, Verdict};
@@ -50,27 +51,34 @@ pub(super) fn quick_reference_memory(get: Get) -> Claim {
 pub(super) fn quick_reference_time(get: Get) -> Claim {
     const C: &str = "Gradient checkpointing: 10-20% slower (guide 002's quick reference, on ResNet-50)";
     let Some(e) = get(E) else { return not_run(C, E) };
-    let per_sample = |v: &str| {
+    // Each variant at its largest batch: its steps, and that batch.
+    let steps = |v: &str| {
         let (n, r) = fit(e, v)?;
-        Some(r.step_seconds? / n as f64)
+        Some((Steps::of_trials(e, std::iter::once(r.trial))?, n))
     };
-    let Some(none) = per_sample("none") else { return not_run(C, E) };
-    let mut parts = vec![format!("step time a sample: none {:.2} ms", 1e3 * none)];
+    let Some((none, n_none)) = steps("none") else { return not_run(C, E) };
+    let mut parts = vec![format!(
+        "step time a sample: none {:.2} ms ({} timed steps)",
+        1e3 * none.median() / n_none as f64,
+        none.count()
+    )];
     let mut sqrt = None;
     for v in CHECKPOINTED {
-        let Some(t) = per_sample(v) else { return not_run(C, E) };
-        let slower = t / none - 1.0;
-        parts.push(format!("{v} {:.2} ms ({:+.1}%)", 1e3 * t, 100.0 * slower));
+        let Some((s, n)) = steps(v) else { return not_run(C, E) };
+        let Some(slower) = s.against_scaled(&none, n_none as f64 / n as f64) else { return not_run(C, E) };
+        parts.push(format!("{v} {:.2} ms {}", 1e3 * s.median() / n as f64, slower.describe()));
         if v == "sqrt" {
             sqrt = Some(slower);
         }
     }
-    let verdict = sqrt.map_or(Verdict::NotRun, |s| SLOWER.judge(s));
+    let Some(sqrt) = sqrt else { return not_run(C, E) };
+    let verdict = sqrt.verdict(&SLOWER);
+    let lead = sqrt.unjudged(&SLOWER).map(|u| u + ". ").unwrap_or_default();
     let why = format!(
-        "mean step time (the steps after the first) over the batch, each at its variant's largest \
-         batch; recomputing every checkpointed block's forward costs up to one more forward pass, a \
-         third of a step. Timings on a shared 2-core CPU are noisy: a benchmark, not a test. Verdict \
-         on sqrt(n): {}.",
+        "{lead}the step time a sample (the steps after the first) at each variant's largest batch, \
+         with a 90% interval from resampling the steps; recomputing every checkpointed block's forward \
+         costs up to one more forward pass, a third of a step. Verdict on sqrt(n) only where the \
+         interval clears the band's edges: {}. {CPU_TIMES}",
         SLOWER.rule()
     );
     claim(C, E, parts.join(", "), verdict, why)

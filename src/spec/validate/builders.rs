@@ -15,7 +15,7 @@ use crate::spec::raw::{
 };
 use crate::spec::{
     limits, Amp, Checkpoint, Config, Dtype, Field, History, Mode, OnOom, OptimizerSpec, RunSpec, ScalerSpec,
-    Spec, Sweep, Techniques, TrainingSpec, Variant,
+    Spec, Sweep, SweepMode, Techniques, TrainingSpec, Variant,
 };
 
 /// The tables a config is built from: the base's, or a variant's laid over them.
@@ -44,7 +44,20 @@ impl Cx<'_> {
         let draft = self.sweep(raw.sweep)?;
         let tables = Tables { model: raw.model, data: raw.data, training: raw.training };
         let base = self.config(tables.clone(), draft.as_ref())?;
+        let rounds_span = raw.run.as_ref().and_then(|r| r.get_ref().0.rounds.as_ref().map(|v| v.span()));
         let run = self.run(raw.run)?;
+        if let (Some(span), Some(d)) = (rounds_span, &draft) {
+            if run.rounds > 1 && !matches!(d.mode, SweepMode::List(_)) {
+                return Err(self.at(
+                    &span,
+                    Problem::value(
+                        "run.rounds",
+                        "repeats the trials of a list of values; a search or halving chooses each trial from the \
+                         ones before, so it runs once: remove rounds, or sweep a list of values",
+                    ),
+                ));
+            }
+        }
         let variants = self.variants(raw.variant.unwrap_or_default(), &tables, draft.as_ref())?;
         Ok(Spec {
             path: self.path.to_path_buf(),
@@ -316,7 +329,22 @@ impl Cx<'_> {
                 ),
             ));
         }
-        Ok(RunSpec { device, budget, cuda_budget, on_oom, skip_predicted_oom })
+        let rounds = match &r.rounds {
+            Some(v) => {
+                let n = self.count(v, "run.rounds", 1)?;
+                if n > limits::MAX_ROUNDS {
+                    return Err(self.bad(
+                        &v.span(),
+                        "run.rounds",
+                        &format!("at most {}", limits::MAX_ROUNDS),
+                        n,
+                    ));
+                }
+                n
+            }
+            None => 1,
+        };
+        Ok(RunSpec { device, budget, cuda_budget, on_oom, skip_predicted_oom, rounds })
     }
 
     /// `budget = "16GiB"` (any device), or `budget = { cpu = "128MiB", cuda = "1GiB" }`.

@@ -62,6 +62,7 @@ const KEYS: &[KeyInfo] = &[
     KeyInfo { key: "run.budget", about: "a size or a whole number of bytes", example: r#"budget = "15.90GiB""# },
     KeyInfo { key: "run.on_oom", about: r#""continue" or "stop""#, example: r#"on_oom = "continue""# },
     KeyInfo { key: "run.skip_predicted_oom", about: "a margin >= 0 over the budget", example: "skip_predicted_oom = 0.05" },
+    KeyInfo { key: "run.rounds", about: "how many times the trials run, round after round (1 to 20), so that step times compare across the same stretch of time", example: "rounds = 3" },
     KeyInfo { key: "sweep.field", about: "the field to vary", example: r#"field = "model.depth""# },
     KeyInfo { key: "sweep.values", about: "the values to try, in order", example: "values = [1, 2, 4]" },
     KeyInfo { key: "sweep.search", about: "a search for the largest value that fits", example: "search = { start = 1, factor = 2, max = 4096 }" },

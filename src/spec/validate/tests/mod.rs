@@ -143,6 +143,7 @@ values = [1, 2, 4]
             cuda_budget: Some((15.90 * (1u64 << 30) as f64).round() as u64),
             on_oom: OnOom::Stop,
             skip_predicted_oom: None,
+            rounds: 1,
         }
     );
     assert_eq!(spec.sweep, Some(Sweep { field: Field::Depth, mode: SweepMode::List(vec![1.0, 2.0, 4.0]) }));
@@ -164,7 +165,8 @@ fn optional_keys_take_their_defaults() {
             budget: None,
             cuda_budget: None,
             on_oom: OnOom::Continue,
-            skip_predicted_oom: None
+            skip_predicted_oom: None,
+            rounds: 1,
         }
     );
     assert_eq!(spec.sweep, None);

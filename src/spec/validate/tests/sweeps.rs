@@ -227,3 +227,18 @@ fn accumulation_can_be_swept() {
         r#"experiments/x.toml:19:14: sweep.values[1]: training.mode "forward" has no backward pass: accumulation and checkpoint apply to mode = "train" only; change this value or remove it"#
     );
 }
+
+#[test]
+fn rounds_repeat_a_list_and_are_refused_for_a_search() {
+    let list = "[sweep]\nfield = \"training.batch_size\"\nvalues = [4, 8]\n";
+    let spec = parse_at(&format!("{MINIMAL}[run]\nrounds = 3\n{list}")).unwrap();
+    assert_eq!(spec.run.rounds, 3);
+    assert_eq!(parse_at(MINIMAL).unwrap().run.rounds, 1);
+    let search = "[sweep]\nfield = \"training.batch_size\"\nsearch = { start = 1, max = 8 }\n";
+    let e = err(&format!("{MINIMAL}[run]\nrounds = 2\n{search}"));
+    assert!(e.contains("run.rounds: repeats the trials of a list of values"), "{e}");
+    let e = err(&format!("{MINIMAL}[run]\nrounds = 0\n"));
+    assert!(e.contains("run.rounds: must be a whole number >= 1, got 0"), "{e}");
+    let e = err(&format!("{MINIMAL}[run]\nrounds = 21\n"));
+    assert!(e.contains("run.rounds: must be at most 20, got 21"), "{e}");
+}
