@@ -268,6 +268,14 @@ pub struct SummaryRow {
     pub trace_rows: Option<usize>,
 }
 
+impl PhaseRecord {
+    /// The record without its times and page faults, which differ from run to run: what two
+    /// runs of one configuration must agree on.
+    pub fn untimed(&self) -> PhaseRecord {
+        PhaseRecord { phase_seconds: 0.0, elapsed_seconds: 0.0, page_faults: None, ..self.clone() }
+    }
+}
+
 impl SummaryRow {
     /// The row without its times, which differ from run to run: what two runs of one
     /// configuration must agree on.

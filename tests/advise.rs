@@ -12,7 +12,7 @@ use serde_json::Value;
 
 fn oomlab(sb: &Sandbox) -> Command {
     let mut c = Command::cargo_bin("oomlab").unwrap();
-    c.current_dir(sb.path()).env("OOMLAB_CACHE_DIR", sb.path().join("cache"));
+    c.current_dir(sb.path()).env("OOMLAB_CACHE", sb.path().join("cache"));
     c
 }
 

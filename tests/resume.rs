@@ -46,7 +46,7 @@ fn answers(e: &ExperimentDir) -> Vec<Answer> {
 }
 
 fn trace_memory(trace: &[PhaseRecord]) -> Vec<PhaseRecord> {
-    trace.iter().map(|t| PhaseRecord { phase_seconds: 0.0, elapsed_seconds: 0.0, ..t.clone() }).collect()
+    trace.iter().map(PhaseRecord::untimed).collect()
 }
 
 /// Starts the run, waits until `trials` trials are in summary.csv, and SIGKILLs it.

@@ -1,11 +1,20 @@
 //! Calibration runs: short trainings of a small model shaped like the spec's, one per precision,
 //! checkpointing and data placement the options use (each at two micro-batch sizes) and one per
 //! optimizer and implementation, timed phase by phase with the device synchronised, and cached
-//! per device so that asking again costs nothing.
+//! per machine so that asking again costs nothing.
 //!
-//! The cache (`calibration.json` under `$OOMLAB_CACHE_DIR`, else `$XDG_CACHE_HOME/oomlab`, else
-//! `~/.cache/oomlab`) maps a run's whole configuration, the device's name, libtorch's version
-//! and thread count to its measured seconds; `--recalibrate` measures again.
+//! Timings lie on a busy machine, so every run is measured in two rounds, interleaved (all runs,
+//! then all again), and each keeps its faster round; the load average is recorded before and
+//! after. The result must then pass [`super::sanity`]'s rules (a larger batch is not faster per
+//! step, recomputation is not faster than none, low precision without the CPU's instructions
+//! for it is not faster than fp32); a calibration that fails them is measured once more, and if
+//! it still fails, the options are not ranked by time ("timings not trustworthy on this machine
+//! now") and nothing is cached.
+//!
+//! The cache (`calibration.json` under `$OOMLAB_CACHE`, else `$XDG_CACHE_HOME/oomlab`, else
+//! `~/.cache/oomlab`) maps a run's whole configuration, the machine (host and device), oomlab's
+//! version and git revision, libtorch's version and thread count to its measured seconds; only a
+//! calibration that passed the rules fills it; `--recalibrate` measures again.
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -32,6 +41,8 @@ const TARGET_SECONDS: f64 = 0.5;
 const FIRST_BATCH: usize = 1;
 /// The most a second size grows from the first.
 const MAX_GROWTH: f64 = 65536.0;
+/// Rounds every run is measured in (the faster kept), and rounds more when the rules fail.
+const ROUNDS: usize = 2;
 
 /// What one calibration run measured: medians over its steps after the first.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -42,8 +53,28 @@ pub struct Measured {
     pub update: Option<f64>,
 }
 
-/// A pass's fit, and the update its first run timed on the way (for its optimizer).
-type PassOutcome = (Option<PassCell>, Option<(UpdateKey, f64)>);
+impl Measured {
+    /// The faster of two measurements of one run: noise only ever adds time.
+    fn faster(self, other: Measured) -> Measured {
+        Measured {
+            pass: self.pass.min(other.pass),
+            update: match (self.update, other.update) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            },
+        }
+    }
+}
+
+/// A pass measured at its sizes: the key, its calibration model, and its runs' cache keys.
+struct PassPlan {
+    key: PassKey,
+    model: ModelShape,
+    /// (micro-batch, run key).
+    sizes: Vec<(usize, String)>,
+    /// The update measured on the way, by the first run (for its optimizer).
+    update: Option<(UpdateKey, String)>,
+}
 
 /// Runs (or finds in the cache) what the options need.
 pub struct Calibrator<'a> {
@@ -59,10 +90,14 @@ pub struct Calibrator<'a> {
     pub runs: usize,
     pub cached: usize,
     pub failed: Vec<String>,
+    /// What this calibration measured, by run key, in the order first measured (configs kept
+    /// to measure them again).
+    pub session: Vec<(String, Config, Measured)>,
 }
 
 impl Calibrator<'_> {
-    /// Measures every pass and update the candidates need.
+    /// Measures every pass and update the candidates need, in interleaved rounds, and checks
+    /// the result against the rules.
     pub fn calibrate(&mut self, candidates: &[Candidate]) -> Result<Calibration> {
         let shape = self.shape;
         // Each key once, with the first option that has it and the largest micro-batch any has.
@@ -81,27 +116,18 @@ impl Calibrator<'_> {
                 }
             }
         }
+        let load_before = load_average();
         let progress = Progress::new(Some(passes.len() * 2 + updates.len()), self.quiet);
-        let mut cal = Calibration {
-            device: self.probe.name(),
-            oomlab: env!("CARGO_PKG_VERSION").into(),
-            libtorch: crate::ffi::torch_version(),
-            passes: Vec::new(),
-            updates: Vec::new(),
-            failed: Vec::new(),
-        };
+        // Round 1: each pass's second size is chosen from its first's time.
+        let mut plans = Vec::new();
+        let largest: Vec<(PassKey, usize)> = passes.iter().map(|(k, _, m)| (k.clone(), *m)).collect();
         for (key, config, largest) in passes {
             progress.start(&format!("calibrating {}", describe_pass(&key)));
-            let (cell, update) = self.pass(&key, &config, largest, &progress)?;
-            if let (Some(cell), Some((u, seconds))) = (&cell, update) {
-                if !cal.updates.iter().any(|c| c.key == u) {
-                    cal.updates.push(UpdateCell { key: u, params: cell.shape.params, seconds });
-                }
-            }
-            cal.passes.extend(cell);
+            plans.extend(self.pass(&key, &config, largest, &progress)?);
         }
+        let mut update_runs: Vec<(UpdateKey, String, u64)> = Vec::new();
         for (key, config) in updates {
-            if cal.updates.iter().any(|c| c.key == key) {
+            if plans.iter().any(|p| p.update.as_ref().is_some_and(|u| u.0 == key)) {
                 progress.done(&format!("update {}: measured with a pass", describe_update(&key)));
                 continue;
             }
@@ -114,16 +140,93 @@ impl Calibrator<'_> {
             c.training.techniques.checkpoint = Checkpoint::None;
             let m = c.training.batch_size.min(16);
             let run = calibration_config(&c, shape, m, None);
-            if let Some(measured) = self.measure(&run, &progress)? {
-                if let Some(seconds) = measured.update {
+            if let Some((run_key, measured)) = self.measure(&run, &progress)? {
+                if measured.update.is_some() {
                     let params = ModelShape::of(&run, shape.features, shape.classes).params;
-                    cal.updates.push(UpdateCell { key, params, seconds });
+                    update_runs.push((key, run_key, params));
                 }
             }
         }
         progress.finish();
+        // Round 2 (and a third when the rules fail): every run measured now, again, in order.
+        self.again(ROUNDS - 1)?;
+        let mut cal = self.assemble(&plans, &update_runs);
+        let caps = super::sanity::CpuCaps::here(self.cuda);
+        let mut broken = super::sanity::check(&cal, &largest, caps);
+        if !broken.is_empty() && !self.session.is_empty() {
+            self.again(1)?;
+            cal = self.assemble(&plans, &update_runs);
+            broken = super::sanity::check(&cal, &largest, caps);
+        }
+        cal.load_average = load_before.zip(load_average()).map(|(a, b)| [a, b]);
+        cal.untrusted = broken;
         cal.failed = self.failed.clone();
+        if cal.untrusted.is_empty() {
+            for (key, _, m) in &self.session {
+                self.cache.entries.insert(key.clone(), *m);
+            }
+            self.cache.save()?;
+        }
         Ok(cal)
+    }
+
+    /// Measures every run of this session `rounds` more times, in order, keeping each run's
+    /// faster measurement.
+    fn again(&mut self, rounds: usize) -> Result<()> {
+        for _ in 0..rounds {
+            let progress = Progress::new(Some(self.session.len()), self.quiet);
+            for i in 0..self.session.len() {
+                let config = self.session[i].1.clone();
+                progress.start(&format!("again: {}", describe_run(&config)));
+                if let Some(m) = self.train(&config, &progress)? {
+                    self.session[i].2 = self.session[i].2.faster(m);
+                }
+            }
+            progress.finish();
+        }
+        Ok(())
+    }
+
+    /// The calibration from what was measured (this session's runs, and the cache's).
+    fn assemble(&self, plans: &[PassPlan], update_runs: &[(UpdateKey, String, u64)]) -> Calibration {
+        let got = |key: &str| {
+            self.session
+                .iter()
+                .find(|s| s.0 == key)
+                .map(|s| s.2)
+                .or_else(|| self.cache.entries.get(key).copied())
+        };
+        let mut cal = Calibration {
+            device: self.probe.name(),
+            oomlab: env!("CARGO_PKG_VERSION").into(),
+            libtorch: crate::ffi::torch_version(),
+            passes: Vec::new(),
+            updates: Vec::new(),
+            failed: Vec::new(),
+            load_average: None,
+            untrusted: Vec::new(),
+        };
+        for plan in plans {
+            let points: Vec<(usize, f64)> =
+                plan.sizes.iter().filter_map(|(m, key)| got(key).map(|x| (*m, x.pass))).collect();
+            if points.is_empty() {
+                continue;
+            }
+            if let Some((u, key)) = &plan.update {
+                if let Some(seconds) = got(key).and_then(|x| x.update) {
+                    if !cal.updates.iter().any(|c| c.key == *u) {
+                        cal.updates.push(UpdateCell { key: u.clone(), params: plan.model.params, seconds });
+                    }
+                }
+            }
+            cal.passes.push(PassCell::fit(plan.key.clone(), plan.model, points));
+        }
+        for (key, run, params) in update_runs {
+            if let Some(seconds) = got(run).and_then(|x| x.update) {
+                cal.updates.push(UpdateCell { key: key.clone(), params: *params, seconds });
+            }
+        }
+        cal
     }
 
     /// A pass measured at a micro-batch of 1 and at one sized to take about
@@ -134,7 +237,7 @@ impl Calibrator<'_> {
         config: &Config,
         largest: usize,
         progress: &Progress,
-    ) -> Result<PassOutcome> {
+    ) -> Result<Option<PassPlan>> {
         let shape = self.shape;
         let Some(lo) = self.fitting_batch(config, largest.min(FIRST_BATCH)) else {
             self.failed.push(format!(
@@ -143,27 +246,27 @@ impl Calibrator<'_> {
             ));
             progress.done("skipped");
             progress.done("skipped");
-            return Ok((None, None));
+            return Ok(None);
         };
         let first = calibration_config(config, shape, lo, None);
-        let Some(m_lo) = self.measure(&first, progress)? else {
+        let Some((lo_key, m_lo)) = self.measure(&first, progress)? else {
             progress.done("skipped");
-            return Ok((None, None));
+            return Ok(None);
         };
-        let update = m_lo.update.zip(UpdateKey::of(&first, self.cuda)).map(|(s, k)| (k, s));
-        let mut points = vec![(lo, m_lo.pass)];
+        let update = m_lo.update.and(UpdateKey::of(&first, self.cuda)).map(|k| (k, lo_key.clone()));
+        let mut sizes = vec![(lo, lo_key)];
         let grow = (TARGET_SECONDS / m_lo.pass.max(1e-6)).clamp(1.0, MAX_GROWTH);
         let wanted = ((lo as f64 * grow) as usize).min(largest);
         let hi = self.fitting_batch(config, wanted).unwrap_or(lo);
         if hi as f64 >= lo as f64 * 2.0 {
-            if let Some(m_hi) = self.measure(&calibration_config(config, shape, hi, None), progress)? {
-                points.push((hi, m_hi.pass));
+            if let Some((hi_key, _)) = self.measure(&calibration_config(config, shape, hi, None), progress)? {
+                sizes.push((hi, hi_key));
             }
         } else {
             progress.done(&format!("{}: one size ({lo}) is enough", describe_pass(key)));
         }
         let model = ModelShape::of(&first, shape.features, shape.classes);
-        Ok((Some(PassCell::fit(key.clone(), model, points)), update))
+        Ok(Some(PassPlan { key: key.clone(), model, sizes, update }))
     }
 
     /// The largest micro-batch at most `wanted` whose calibration run is predicted to fit the
@@ -183,16 +286,28 @@ impl Calibrator<'_> {
         }
     }
 
-    /// One calibration run, from the cache unless `recalibrate`. `None`: it did not train.
-    fn measure(&mut self, config: &Config, progress: &Progress) -> Result<Option<Measured>> {
+    /// One calibration run, from the cache unless `recalibrate`, with its cache key. `None`: it
+    /// did not train.
+    fn measure(&mut self, config: &Config, progress: &Progress) -> Result<Option<(String, Measured)>> {
         let key = cache_key(&self.probe.name(), config)?;
+        if let Some(s) = self.session.iter().find(|s| s.0 == key) {
+            progress.done(&format!("{}: measured already", describe_run(config)));
+            return Ok(Some((key, s.2)));
+        }
         if !self.recalibrate {
             if let Some(m) = self.cache.entries.get(&key) {
                 self.cached += 1;
                 progress.done(&format!("{}: cached", describe_run(config)));
-                return Ok(Some(*m));
+                return Ok(Some((key, *m)));
             }
         }
+        let Some(measured) = self.train(config, progress)? else { return Ok(None) };
+        self.session.push((key.clone(), config.clone(), measured));
+        Ok(Some((key, measured)))
+    }
+
+    /// Trains one calibration run and times it. `None`: it did not train.
+    fn train(&mut self, config: &Config, progress: &Progress) -> Result<Option<Measured>> {
         let started = Instant::now();
         // The first step (which makes the optimizer's state) is left out.
         let mut times = PhaseTimes::new(1, config.training.steps.saturating_sub(1));
@@ -215,10 +330,13 @@ impl Calibrator<'_> {
             measured.update.map(|u| format!(", {u:.4} s an update")).unwrap_or_default(),
             started.elapsed().as_secs_f64()
         ));
-        self.cache.entries.insert(key, measured);
-        self.cache.save()?;
         Ok(Some(measured))
     }
+}
+
+/// The 1-minute load average (`/proc/loadavg`): how busy the machine was.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
 
 /// Medians over the timed steps: a pass is the gather, forward and backward; an update the
@@ -251,11 +369,16 @@ fn describe_run(c: &Config) -> String {
     )
 }
 
-/// What identifies a run's timing: the device, the versions, the threads and the configuration.
+/// What identifies a run's timing: the machine (host and device), oomlab's version and git
+/// revision, libtorch's version, the threads and the configuration.
 fn cache_key(device: &str, config: &Config) -> Result<String> {
+    static REVISION: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let revision = REVISION.get_or_init(|| crate::results::manifest::git_info().revision);
     Ok(serde_json::to_string(&(
+        gethostname::gethostname().to_string_lossy(),
         device,
         env!("CARGO_PKG_VERSION"),
+        revision,
         crate::ffi::torch_version(),
         tch::get_num_threads(),
         config,
@@ -273,7 +396,8 @@ pub struct Cache {
 impl Cache {
     /// The cache in the user's cache folder; an unreadable file starts afresh (it is a cache).
     pub fn open() -> Cache {
-        let dir = std::env::var_os("OOMLAB_CACHE_DIR")
+        // The same folder scripts/setup-libtorch installs into.
+        let dir = std::env::var_os("OOMLAB_CACHE")
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("oomlab")))
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("oomlab")));
@@ -287,7 +411,7 @@ impl Cache {
     }
 
     /// Written whole to a temporary file and renamed: never half a cache.
-    fn save(&self) -> Result<()> {
+    pub fn save(&self) -> Result<()> {
         let Some(path) = &self.path else { return Ok(()) };
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -14,6 +14,7 @@ mod evaluate;
 mod point;
 mod rank;
 pub mod report;
+mod sanity;
 pub mod timing;
 pub mod verify;
 
@@ -145,7 +146,7 @@ pub fn advise(req: &Request) -> Result<Advice> {
     let mut evaluated: Vec<Evaluated> = candidates.into_iter().map(|c| eval.evaluate(c)).collect();
     let device_here = device_here(plan)?;
     let (timing, calibration) = timing_for(req, &device_here, &evaluated, shape)?;
-    if let Some(cal) = &calibration {
+    if let Some(cal) = calibration.as_ref().filter(|c| c.untrusted.is_empty()) {
         for e in &mut evaluated {
             e.step_seconds = cal.step_seconds(&e.candidate.config, shape.features, shape.classes, cuda);
         }
@@ -250,6 +251,15 @@ fn timing_for(
                     path.display()
                 )
             })?;
+            if !cal.untrusted.is_empty() {
+                let why = format!(
+                    "the calibration in {} broke the timing rules when it was made ({}): ranked by how little each \
+                     changes",
+                    path.display(),
+                    cal.untrusted.join("; ")
+                );
+                return Ok((TimingSource::None { why }, Some(cal)));
+            }
             let source = TimingSource::File { path: path.display().to_string(), device: cal.device.clone() };
             Ok((source, Some(cal)))
         }
@@ -276,9 +286,22 @@ fn timing_for(
                 runs: 0,
                 cached: 0,
                 failed: Vec::new(),
+                session: Vec::new(),
             };
             let all: Vec<Candidate> = evaluated.iter().map(|e| e.candidate.clone()).collect();
             let cal = calibrator.calibrate(&all)?;
+            if !cal.untrusted.is_empty() {
+                let load = cal
+                    .load_average
+                    .map(|[a, b]| format!("; load average {a:.2} then {b:.2}"))
+                    .unwrap_or_default();
+                let why = format!(
+                    "timings not trustworthy on this machine now ({}{load}), even measured again: the options \
+                     are ranked by how little each changes, and nothing was cached",
+                    cal.untrusted.join("; ")
+                );
+                return Ok((TimingSource::None { why }, Some(cal)));
+            }
             let source = TimingSource::Calibrated {
                 device: cal.device.clone(),
                 runs: calibrator.runs,

@@ -294,6 +294,14 @@ pub fn markdown(a: &Advice, chart: Option<&str>) -> String {
               (optimizer step and zero_grad) was timed per optimizer and implementation and scales with the parameters. \
               These are extrapolations: the Verified table says how far off they were. The measurements are in \
               `calibration.json`.\n";
+        s += "\nEvery run was timed in two interleaved rounds, the faster kept, and the result checked against rules \
+              no quiet machine breaks (a larger batch not faster a pass, recomputation not faster than none, low \
+              precision not faster than fp32 on a CPU without its instructions); times that break them are not \
+              used.";
+        if let Some([before, after]) = a.calibration.as_ref().and_then(|c| c.load_average) {
+            s += &format!(" The load average was {before:.2} before calibrating and {after:.2} after.");
+        }
+        s += "\n";
     }
     if !a.notes.is_empty() {
         s += "\n## Notes\n\n";

@@ -158,6 +158,13 @@ pub struct Calibration {
     pub updates: Vec<UpdateCell>,
     /// Calibration runs that did not train (an OOM, an error), in words.
     pub failed: Vec<String>,
+    /// The 1-minute load average before and after calibrating (absent in files from before).
+    #[serde(default)]
+    pub load_average: Option<[f64; 2]>,
+    /// The rules the measurements broke ([`super::sanity`]), in words: when any, the timings are
+    /// not trusted and the options are not ranked by them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub untrusted: Vec<String>,
 }
 
 impl Calibration {
@@ -284,6 +291,8 @@ mod tests {
             passes: vec![pass],
             updates: vec![update],
             failed: vec![],
+            load_average: None,
+            untrusted: vec![],
         };
         let got = cal.step_seconds(&c, 32, 4, false).unwrap();
         assert!((got - (4.0 * 0.01 + 1.0)).abs() < 1e-9, "{got}");

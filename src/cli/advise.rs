@@ -25,7 +25,7 @@ the grad scaler, bf16), activation checkpointing segments, the optimizer's imple
 loop, foreach, fused), the data set on the host; and, marked as changing the training, the
 largest smaller batch that fits and SGD (with and without momentum) instead of Adam. Memory
 comes from oomlab's estimate (exact on the CPU); step times from short calibration runs on the
-device, cached in ~/.cache/oomlab (or $OOMLAB_CACHE_DIR). Writes advice.md, advice.json,
+device, cached in ~/.cache/oomlab (or $OOMLAB_CACHE). Writes advice.md, advice.json,
 calibration.json and advice.png/svg to <out>/<device>/<experiment>/advice/.";
 
 #[derive(Debug, clap::Args)]
