@@ -120,7 +120,6 @@ impl Calibrator<'_> {
         let progress = Progress::new(Some(passes.len() * 2 + updates.len()), self.quiet);
         // Round 1: each pass's second size is chosen from its first's time.
         let mut plans = Vec::new();
-        let largest: Vec<(PassKey, usize)> = passes.iter().map(|(k, _, m)| (k.clone(), *m)).collect();
         for (key, config, largest) in passes {
             progress.start(&format!("calibrating {}", describe_pass(&key)));
             plans.extend(self.pass(&key, &config, largest, &progress)?);
@@ -152,11 +151,11 @@ impl Calibrator<'_> {
         self.again(ROUNDS - 1)?;
         let mut cal = self.assemble(&plans, &update_runs);
         let caps = super::sanity::CpuCaps::here(self.cuda);
-        let mut broken = super::sanity::check(&cal, &largest, caps);
+        let mut broken = super::sanity::check(&cal, caps);
         if !broken.is_empty() && !self.session.is_empty() {
             self.again(1)?;
             cal = self.assemble(&plans, &update_runs);
-            broken = super::sanity::check(&cal, &largest, caps);
+            broken = super::sanity::check(&cal, caps);
         }
         cal.load_average = load_before.zip(load_average()).map(|(a, b)| [a, b]);
         cal.untrusted = broken;

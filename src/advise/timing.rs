@@ -175,7 +175,18 @@ impl Calibration {
         let key = PassKey::of(c);
         let pass = self.passes.iter().find(|p| p.key == key)?;
         let t = &c.training;
-        let mut seconds = t.techniques.accumulation as f64 * pass.seconds(t.batch_size, shape);
+        let mut per_pass = pass.seconds(t.batch_size, shape);
+        // Recomputation is never free: a checkpointed pass takes at least its plain twin's time.
+        // Two lines fitted at a calibration's small batches can cross far beyond them (the
+        // whole-dataset batch of 1,173,000 is 1,000 times the largest measured), and a crossing
+        // there is the fit's, not the machine's.
+        if key.checkpointed {
+            let plain = PassKey { checkpointed: false, ..key.clone() };
+            if let Some(twin) = self.passes.iter().find(|p| p.key == plain) {
+                per_pass = per_pass.max(twin.seconds(t.batch_size, shape));
+            }
+        }
+        let mut seconds = t.techniques.accumulation as f64 * per_pass;
         if let Some(key) = UpdateKey::of(c, cuda) {
             let update = self.updates.iter().find(|u| u.key == key)?;
             seconds += update.seconds * shape.params as f64 / update.params.max(1) as f64;
@@ -298,6 +309,39 @@ mod tests {
         assert!((got - (4.0 * 0.01 + 1.0)).abs() < 1e-9, "{got}");
         c.training.techniques.amp = Amp::Bf16;
         assert_eq!(cal.step_seconds(&c, 32, 4, false), None, "no bf16 pass was measured");
+    }
+
+    /// A checkpointed pass whose line, fitted at small batches, dips under its plain twin's far
+    /// beyond them is predicted at the twin's time there: recomputation is never free.
+    #[test]
+    fn a_checkpointed_step_is_never_predicted_faster_than_its_plain_twin() {
+        let mut c = config(2, 8, 16, ADAM);
+        let shape = ModelShape::of(&c, 32, 4);
+        let plain = PassCell::fit(PassKey::of(&c), shape, vec![(1, 0.010), (64, 0.50)]);
+        c.training.techniques.checkpoint = Checkpoint::Every(1);
+        let checkpointed = PassCell::fit(PassKey::of(&c), shape, vec![(1, 0.012), (256, 1.90)]);
+        let cal = Calibration {
+            device: "cpu".into(),
+            oomlab: "0".into(),
+            libtorch: "0".into(),
+            passes: vec![plain.clone(), checkpointed.clone()],
+            // An update of no time: the step is its pass.
+            updates: vec![UpdateCell {
+                key: UpdateKey::of(&c, false).unwrap(),
+                params: shape.params,
+                seconds: 0.0,
+            }],
+            failed: vec![],
+            load_average: None,
+            untrusted: vec![],
+        };
+        for batch in [16, 1_000_000] {
+            c.training.batch_size = batch;
+            let got = cal.step_seconds(&c, 32, 4, false).unwrap();
+            let want = checkpointed.seconds(batch, shape).max(plain.seconds(batch, shape));
+            assert!((got - want).abs() < 1e-12, "batch {batch}: {got} vs {want}");
+        }
+        assert!(checkpointed.seconds(1_000_000, shape) < plain.seconds(1_000_000, shape));
     }
 
     #[test]
