@@ -173,12 +173,31 @@ pub struct RunArgs {
     pub shard: Option<Shard>,
 }
 
+/// The command that continues this run where a signal stops it: the same spec, folder and
+/// overrides, with `--resume`.
+fn resume_command(args: &RunArgs) -> String {
+    let mut cmd = format!("oomlab run {} --out {}", args.spec.display(), args.out.display());
+    if let Some(d) = args.device {
+        cmd += &format!(" --device {d}");
+    }
+    if let Some(b) = args.budget {
+        cmd += &format!(" --budget {b}B");
+    }
+    if args.trace != TraceLevel::Phases {
+        cmd += &format!(" --trace {}", args.trace.as_str());
+    }
+    if let Some(s) = args.shard {
+        cmd += &format!(" --shard {s}");
+    }
+    cmd + " --resume"
+}
+
 fn parse_device(s: &str) -> Result<DeviceChoice, String> {
     s.parse()
 }
 
 fn parse_budget(s: &str) -> Result<u64, String> {
-    spec::size::parse_budget(s)
+    spec::size::parse_budget_arg(s)
 }
 
 fn parse_shard(s: &str) -> Result<Shard, String> {
@@ -209,6 +228,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
 
 fn run_command(args: RunArgs) -> Result<()> {
     let plan = Plan::here(spec::load(&args.spec)?, Overrides { device: args.device, budget: args.budget });
+    crate::interrupt::set_resume_command(resume_command(&args));
     run::check_out(&args.out)?;
     spec::csv_data::preflight(&plan.spec)?;
     let opts = RunOptions {

@@ -1,19 +1,32 @@
-//! Ctrl-C and SIGTERM as a request to stop cleanly. The first one lets the phase under way
-//! finish, then the trial in progress is dropped (its tensors freed, none of its rows written),
-//! the manifest says `interrupted`, and the process exits 130 (SIGINT) or 143 (SIGTERM). A
-//! second one exits at once with the same code.
+//! Ctrl-C and SIGTERM as a request to stop cleanly, answered at once.
 //!
-//! Only `oomlab run` installs the handlers; elsewhere (the library's tests) nothing is ever
-//! requested.
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+//! The first signal is answered within the moment by a line that says what will happen: the
+//! phase under way finishes (libtorch cannot be stopped inside a kernel, and a phase can be long),
+//! then the trial in progress is dropped (its tensors freed, none of its rows written), the
+//! manifest says `interrupted`, the `--resume` command is printed and the process exits 130
+//! (SIGINT) or 143 (SIGTERM). A second signal abandons the trial at once, without waiting for
+//! the kernel: the manifest is marked `interrupted` from the signal's thread (the completed
+//! trials' rows are whole on disk already, as they are after a kill -9), the `--resume` command
+//! is printed, and the process exits with the first signal's code.
+//!
+//! Only `oomlab run` and `oomlab bench` install the handlers; elsewhere (the library's tests)
+//! nothing is ever requested.
+use std::io::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use anyhow::{Context, Result};
 use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
 
-/// Set by the first signal; arms the immediate exit of the second.
-static ASKED: AtomicBool = AtomicBool::new(false);
-/// The exit code the signal asks for (128 + its number); 0 before any.
+/// The exit code the first signal asks for (128 + its number); 0 before any.
 static CODE: AtomicUsize = AtomicUsize::new(0);
+/// What a second signal does before the process exits (the run's manifest marked), if set.
+type Hook = Box<dyn Fn() + Send>;
+static ABANDON: Mutex<Option<Hook>> = Mutex::new(None);
+/// The command that resumes the run under way, when there is one.
+static RESUME: OnceLock<String> = OnceLock::new();
+static INSTALLED: OnceLock<()> = OnceLock::new();
 
 /// A run stopped because it was asked to: the error that carries the exit code up the stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -31,17 +44,74 @@ fn signal_name(code: i32) -> &'static str {
     }
 }
 
-/// Installs the handlers for SIGINT and SIGTERM.
+/// Installs the handlers for SIGINT and SIGTERM: a thread that answers them.
 pub fn install() -> Result<()> {
-    for signal in [SIGINT, SIGTERM] {
-        let code = 128 + signal;
-        // The shutdown first: it fires only once ASKED is set, i.e. on the second signal.
-        signal_hook::flag::register_conditional_shutdown(signal, code, &ASKED)
-            .and_then(|_| signal_hook::flag::register_usize(signal, &CODE, code as usize))
-            .and_then(|_| signal_hook::flag::register(signal, &ASKED))
-            .context("installing the SIGINT/SIGTERM handlers")?;
+    if INSTALLED.get().is_some() {
+        return Ok(());
     }
+    let mut signals = Signals::new([SIGINT, SIGTERM]).context("installing the SIGINT/SIGTERM handlers")?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            for signal in signals.forever() {
+                answer(128 + signal);
+            }
+        })
+        .context("starting the thread that answers Ctrl-C")?;
+    let _ = INSTALLED.set(());
     Ok(())
+}
+
+/// The first signal: say what will happen. The second: abandon the trial now.
+fn answer(code: i32) {
+    let first = CODE.compare_exchange(0, code as usize, Ordering::SeqCst, Ordering::SeqCst).is_ok();
+    // Straight to stderr: the progress bar's own thread may be drawing, and a line cut by it
+    // is still read.
+    let mut err = std::io::stderr();
+    if first {
+        let _ = writeln!(
+            err,
+            "\n{}: stopping after the phase under way (the trial in progress is dropped); \
+             Ctrl-C again to abandon the trial now",
+            signal_name(code)
+        );
+        return;
+    }
+    if let Ok(hook) = ABANDON.lock() {
+        if let Some(hook) = hook.as_ref() {
+            hook();
+        }
+    }
+    let _ = writeln!(err, "\nabandoned the trial in progress without waiting for it{}", resume_line());
+    let code = CODE.load(Ordering::SeqCst) as i32;
+    // Not process::exit: that would run libtorch's static destructors under a kernel that is
+    // still running on the main thread. What must be on disk is (the hook wrote the manifest).
+    unsafe { libc::_exit(code) }
+}
+
+/// What a second signal does before the process exits (the run's manifest marked
+/// `interrupted`); replaced by the next call, removed by [`clear_abandon`].
+pub fn on_abandon(hook: impl Fn() + Send + 'static) {
+    if let Ok(mut slot) = ABANDON.lock() {
+        *slot = Some(Box::new(hook));
+    }
+}
+
+/// No hook any more: the run it marked has ended.
+pub fn clear_abandon() {
+    if let Ok(mut slot) = ABANDON.lock() {
+        *slot = None;
+    }
+}
+
+/// The command that resumes the run under way, printed when a signal stops it.
+pub fn set_resume_command(command: String) {
+    let _ = RESUME.set(command);
+}
+
+/// "; resume with: oomlab run ... --resume", or nothing when no run is under way.
+pub fn resume_line() -> String {
+    RESUME.get().map(|c| format!("; resume with:\n  {c}")).unwrap_or_default()
 }
 
 /// Whether a signal asked the run to stop, and with which code.

@@ -15,7 +15,13 @@ fn main() -> ExitCode {
             let _ = writeln!(std::io::stderr(), "error: {e:#}");
             // Stopped by a signal: the shell's convention, 128 + the signal's number.
             match e.downcast_ref::<oomlab::interrupt::Interrupted>() {
-                Some(i) => ExitCode::from(i.code as u8),
+                Some(i) => {
+                    let resume = oomlab::interrupt::resume_line();
+                    if !resume.is_empty() {
+                        let _ = writeln!(std::io::stderr(), "{}", resume.trim_start_matches("; "));
+                    }
+                    ExitCode::from(i.code as u8)
+                }
                 None => ExitCode::FAILURE,
             }
         }

@@ -1,12 +1,91 @@
-//! Progress over trials: a bar (or a spinner when a search's length is unknown) on a terminal,
-//! one plain line per trial otherwise, so logs stay readable.
-use std::time::Duration;
+//! Progress over trials and inside them: a bar (or a spinner when a search's length is unknown)
+//! on a terminal whose line says where the trial under way is (step k of n, the phase, its time
+//! so far and what is left), one plain line per trial otherwise, so logs stay readable.
+//!
+//! The training loop says where it is with [`enter`] at each phase's start; a ticker thread
+//! redraws the line from that every quarter second, so a phase of minutes still shows its clock.
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::schema::Phase;
+
+/// Where the trial under way is.
+#[derive(Debug, Clone, Copy)]
+struct Position {
+    steps: usize,
+    started: Instant,
+    /// The step and phase now under way (step 0: the set-up).
+    step: usize,
+    phase: Option<Phase>,
+    /// When step 1 started: the steps' pace is measured from there.
+    first_step: Option<Instant>,
+}
+
+static POSITION: Mutex<Option<Position>> = Mutex::new(None);
+
+/// A trial of `steps` training steps starts now.
+pub fn begin_trial(steps: usize) {
+    if let Ok(mut p) = POSITION.lock() {
+        *p = Some(Position { steps, started: Instant::now(), step: 0, phase: None, first_step: None });
+    }
+}
+
+/// The trial under way enters `phase` of `step`.
+pub fn enter(step: usize, phase: Phase) {
+    if let Ok(mut guard) = POSITION.lock() {
+        if let Some(p) = guard.as_mut() {
+            if step >= 1 && p.first_step.is_none() {
+                p.first_step = Some(Instant::now());
+            }
+            (p.step, p.phase) = (step, Some(phase));
+        }
+    }
+}
+
+/// No trial under way.
+pub fn end_trial() {
+    if let Ok(mut p) = POSITION.lock() {
+        *p = None;
+    }
+}
+
+/// "step 3 of 10, backward, 1m 04s in, about 2m 10s left": where the trial under way is.
+fn where_now() -> Option<String> {
+    Some(describe((*POSITION.lock().ok()?)?))
+}
+
+fn describe(p: Position) -> String {
+    let short = |d: Duration| {
+        let s = d.as_secs();
+        if s >= 60 {
+            format!("{}m {:02}s", s / 60, s % 60)
+        } else {
+            format!("{:.1}s", d.as_secs_f64())
+        }
+    };
+    let at = match (p.step, p.phase) {
+        (0, Some(phase)) => format!("set-up, {phase}"),
+        (0, None) => "starting".to_string(),
+        (k, Some(phase)) => format!("step {k} of {}, {phase}", p.steps),
+        (k, None) => format!("step {k} of {}", p.steps),
+    };
+    // The pace of the steps done so far, once one is done.
+    let left = p.first_step.filter(|_| p.step >= 2).map(|first| {
+        let per_step = first.elapsed() / (p.step as u32 - 1);
+        let remaining = per_step * (p.steps + 1 - p.step) as u32;
+        format!(", about {} left", short(remaining))
+    });
+    format!("{at}, {} in{}", short(p.started.elapsed()), left.unwrap_or_default())
+}
 
 pub struct Progress {
     bar: ProgressBar,
     quiet: bool,
+    label: Arc<Mutex<String>>,
+    stop: Arc<AtomicBool>,
 }
 
 impl Progress {
@@ -15,25 +94,41 @@ impl Progress {
             (true, _) => ProgressBar::hidden(),
             (false, Some(n)) => ProgressBar::new(n as u64).with_style(
                 ProgressStyle::with_template(
-                    "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} trials  {msg}",
+                    "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} done  {msg}",
                 )
                 .expect("valid template"),
             ),
+            // The message names the trial: one numbering, the result lines'.
             (false, None) => ProgressBar::new_spinner().with_style(
-                ProgressStyle::with_template("{spinner} [{elapsed_precise}] trial {pos}  {msg}")
-                    .expect("valid template"),
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}").expect("valid template"),
             ),
         };
         bar.enable_steady_tick(Duration::from_millis(200));
-        Progress { bar, quiet }
+        let label = Arc::new(Mutex::new(String::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        if !bar.is_hidden() {
+            let (bar, label, stop) = (bar.clone(), label.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if let (Some(at), Ok(label)) = (where_now(), label.lock()) {
+                        bar.set_message(format!("{label}: {at}"));
+                    }
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+            });
+        }
+        Progress { bar, quiet, label, stop }
     }
 
-    /// Says which trial is running.
+    /// Says what is running.
     pub fn start(&self, what: &str) {
+        if let Ok(mut label) = self.label.lock() {
+            *label = what.to_string();
+        }
         self.bar.set_message(what.to_string());
     }
 
-    /// Reports a finished trial above the bar, or as a line when there is no terminal.
+    /// Reports a finished item above the bar, or as a line when there is no terminal.
     pub fn done(&self, line: &str) {
         self.say(line);
         self.bar.inc(1);
@@ -51,6 +146,30 @@ impl Progress {
     }
 
     pub fn finish(&self) {
+        self.stop.store(true, Ordering::Relaxed);
         self.bar.finish_and_clear();
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_position_reads_as_step_of_n_with_what_is_left() {
+        let ago = |s: u64| Instant::now() - Duration::from_secs(s);
+        let at = |step, phase, first_step| Position { steps: 4, started: ago(100), step, phase, first_step };
+        assert_eq!(describe(at(0, None, None)), "starting, 1m 40s in");
+        assert_eq!(describe(at(0, Some(Phase::Model), None)), "set-up, model, 1m 40s in");
+        assert_eq!(describe(at(1, Some(Phase::Forward), Some(ago(10)))), "step 1 of 4, forward, 1m 40s in");
+        // Two steps of 30 s done before step 3: steps 3 and 4 are left, about a minute.
+        let three = describe(at(3, Some(Phase::Backward), Some(ago(60))));
+        assert!(three.starts_with("step 3 of 4, backward, 1m 40s in, about 1m 0"), "{three}");
     }
 }

@@ -66,9 +66,9 @@ pub fn load(dir: &Path, spec: &Spec, probe: &dyn MemoryProbe, trace: TraceLevel)
     // A complete run whose trace lost rows is resumed too: those trials are measured again.
     if m.status.is_complete() && lost.is_none() {
         bail!(
-            "--resume: {} holds a complete run ({} trials); nothing to resume (--force runs it again)",
+            "--resume: {} holds a complete run ({}); nothing to resume (--force runs it again)",
             dir.display(),
-            m.trials
+            crate::units::count(m.trials, "trial")
         );
     }
     if m.spec_source != spec.source {

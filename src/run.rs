@@ -117,6 +117,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
         manifest.started_at = was.started_at.clone();
     }
     manifest.write(&dir)?;
+    mark_on_abandon(&dir);
 
     // Before the first trial, so that every trial's baseline holds what libtorch keeps for the
     // process (cuBLAS workspaces) and none of them counts it as its own or as a leak.
@@ -198,8 +199,25 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
         }
     }
     manifest.write(&dir)?;
+    interrupt::clear_abandon();
     let rows = result?;
     Ok(RunReport { dir, rows, manifest, lock })
+}
+
+/// What a second Ctrl-C does to the folder before the process exits without waiting for the
+/// trial: the manifest marked `interrupted` with the trials whose rows are whole, and the folder
+/// released. (The rows are on disk already: each trial's are written whole or not at all.)
+fn mark_on_abandon(dir: &std::path::Path) {
+    let dir = dir.to_path_buf();
+    interrupt::on_abandon(move || {
+        if let Ok(mut m) = Manifest::read(&dir) {
+            m.status = RunStatus::Interrupted;
+            m.trials = rows_written(&dir);
+            m.finished_at = Some(manifest::now());
+            let _ = m.write(&dir);
+        }
+        let _ = std::fs::remove_file(dir.join(results::LOCK));
+    });
 }
 
 /// What a trial's status tells the sweep.
@@ -344,7 +362,8 @@ fn run_trials(
                 this.probes += 1;
                 continue;
             }
-            progress.start(&label);
+            progress.start(&format!("trial {trial}  {label}"));
+            crate::progress::begin_trial(config.training.steps);
             let prediction = predict(&config, &options);
             let started = Instant::now();
             let mut traced = 0;
@@ -365,6 +384,7 @@ fn run_trials(
                     })?
                 }
             };
+            crate::progress::end_trial();
             let cuda = matches!(probe.device(), tch::Device::Cuda(_));
             (this.probes, this.seconds) = (this.probes + 1, this.seconds + started.elapsed().as_secs_f64());
             fill_config(&mut row, trial, variant, field.map(|f| (f, value)), &config, cuda);

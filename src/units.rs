@@ -32,6 +32,16 @@ pub fn format_tick(v: f64) -> String {
     }
 }
 
+/// `n` and the noun, plural unless one: "1 trial", "3 trials", "0 probes". (The nouns here
+/// all take an s.)
+pub fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -50,5 +60,13 @@ mod tests {
         assert_eq!(format_tick(2.5), "2.5");
         assert_eq!(format_tick(0.25), "0.25");
         assert_eq!(format_tick(-0.0001), "0");
+    }
+
+    #[test]
+    fn one_is_singular() {
+        assert_eq!(
+            (count(1, "trial"), count(0, "probe"), count(3, "chart")),
+            ("1 trial".into(), "0 probes".into(), "3 charts".into())
+        );
     }
 }

@@ -154,7 +154,7 @@ fn every_verified_option_does_as_predicted_for_random_configurations() {
     for i in 0..12 {
         let (text, budget) = random_spec(&mut rng, i);
         let spec = sb.spec(&format!("r{i}.toml"), &text).display().to_string();
-        let budget = budget.to_string();
+        let budget = format!("{budget}B");
         let a =
             advise_json(&sb, &[&spec, "--budget", &budget, "--verify", "4", "--no-calibrate", "--no-write"]);
         for v in a["verified"].as_array().unwrap() {
@@ -212,7 +212,7 @@ fn other_model_kinds_are_advised_and_verified() {
         let peak = oomlab::estimate::predict(&spec.base).unwrap().peak;
         let budget = (peak as f64 * 0.97) as u64;
         let path = sb.spec(&format!("{name}.toml"), &text).display().to_string();
-        let a = advise_json(&sb, &[&path, "--budget", &budget.to_string(), "--verify", "2", "--no-write"]);
+        let a = advise_json(&sb, &[&path, "--budget", &format!("{budget}B"), "--verify", "2", "--no-write"]);
         assert_eq!(a["written"]["verdict"], "oom", "{name}");
         assert_eq!(a["timing"]["source"], "none", "{name}: {}", a["timing"]);
         assert!(a["timing"]["why"].as_str().unwrap().contains("calibrated for MLPs"), "{name}");

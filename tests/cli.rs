@@ -55,7 +55,10 @@ fn bad_budget_flag_is_named() {
         .stderr(predicate::str::contains("--budget"));
     // The spec's rules: more than 0 bytes, never negative; for estimate as for run.
     for (command, budget, why) in [
-        ("run", "0", "more than 0 bytes"),
+        ("run", "0B", "more than 0 bytes"),
+        // A number without a unit is a typo more often than a cap in bytes.
+        ("run", "2", "write \"2GiB\""),
+        ("estimate", "1.5", "has no unit"),
         ("estimate", "0GiB", "more than 0 bytes"),
         ("run", "-1GiB", "cannot be negative"),
         ("estimate", "-5", "cannot be negative"),

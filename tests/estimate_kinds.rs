@@ -142,7 +142,8 @@ fn flash_racy(c: &Config, batch: usize) -> u64 {
     match (&c.model, &c.data) {
         (ModelSpec::Transformer(t), DataSpec::Tokens { seq_len, .. }) if t.dropout == 0.0 => {
             let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1);
-            estimate::flash_backward_racy(batch as i64, t.nhead as i64, *seq_len as i64, threads)
+            let acc_bytes = if c.training.dtype == Dtype::Float64 { 8 } else { 4 };
+            estimate::flash_backward_racy(batch as i64, t.nhead as i64, *seq_len as i64, threads, acc_bytes)
         }
         _ => 0,
     }
@@ -179,6 +180,35 @@ fn every_kind_under_every_technique_is_predicted_to_the_byte() {
             }
         }
     }
-    assert!(cases >= 50, "only {cases} cases");
+    // The model's own dtype (not autocast) under every norm and attention backend: what each
+    // norm saves for its backward (half-size statistics in a half-precision model, double in a
+    // float64 one), and the flash kernel's logsumexp and buffers in its accumulate type.
+    let adam = OptimizerSpec::Adam { lr: 1e-3, weight_decay: 0.0 };
+    let dtyped = [
+        ("transformer post-norm, dropout", encoder(0.1, false), TOKENS),
+        ("transformer post-norm, no dropout", encoder(0.0, false), TOKENS),
+        ("transformer pre-norm, no dropout", encoder(0.0, true), TOKENS),
+        ("resnet18", ModelSpec::Cnn(CnnSpec::Resnet(ResNet::R18)), images(3, 32)),
+    ];
+    for dtype in [Dtype::Float64, Dtype::Float16, Dtype::Bfloat16] {
+        for (kind, model, data) in &dtyped {
+            let mut c = config(model.clone(), data.clone(), 5, adam, Techniques::default());
+            c.training.dtype = dtype;
+            let name = format!("{kind}, {dtype:?} model, batch 5");
+            let predicted = estimate::predict(&c).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            let (records, peak) = measure(&c);
+            // A half-precision model's matrix products go through oneDNN as autocast's do.
+            let like = match dtype {
+                Dtype::Bfloat16 => Amp::Bf16,
+                Dtype::Float16 => Amp::Fp16 { scaler: ScalerSpec::default() },
+                _ => Amp::Off,
+            };
+            let scratch = onednn_scratch(&c.model, &c.data, 5, like);
+            let racy = flash_racy(&c, 5);
+            failures.extend(compare_within(&name, &predicted, &records, peak, scratch, racy).0);
+            cases += 1;
+        }
+    }
+    assert!(cases >= 62, "only {cases} cases");
     assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
 }

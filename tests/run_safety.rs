@@ -61,6 +61,54 @@ fn a_signal_ends_the_run_cleanly_with_its_exit_code() {
     }
 }
 
+/// Ctrl-C in a phase that takes seconds (a 4096-wide MLP at batch 4096) is answered at once with
+/// what will happen; a second abandons the trial without waiting for the phase: exit 130 within
+/// a second or two, the manifest `interrupted`, the folder released, the `--resume` command
+/// printed.
+#[test]
+fn ctrl_c_is_answered_at_once_and_a_second_abandons_the_trial() {
+    let sb = Sandbox::new();
+    let text = tiny_spec("slow", "hidden = 4096\ndepth = 6", None, "")
+        .replace("samples = 32\nfeatures = 32", "samples = 4096\nfeatures = 4096")
+        .replace("batch_size = 4", "batch_size = 4096")
+        .replace("steps = 1", "steps = 50");
+    let spec = sb.spec("slow.toml", &text);
+    let err_path = sb.path().join("stderr.txt");
+    let child = Process::new(assert_cmd::cargo::cargo_bin("oomlab"))
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let stderr = || std::fs::read_to_string(&err_path).unwrap_or_default();
+    let started = Instant::now();
+    // Into the trial: the workspace line comes just before it.
+    while !stderr().contains("workspace") {
+        assert!(started.elapsed() < Duration::from_secs(120), "the run never started: {}", stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    signal(&child, "INT");
+    let asked = Instant::now();
+    while !stderr().contains("Ctrl-C again") {
+        assert!(asked.elapsed() < Duration::from_secs(1), "the first Ctrl-C went unanswered: {}", stderr());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    signal(&child, "INT");
+    let abandoned = Instant::now();
+    assert_eq!(exit_code(child), Some(130));
+    let waited = abandoned.elapsed();
+    assert!(waited < Duration::from_secs(3), "the second Ctrl-C waited {waited:?}");
+    let err = stderr();
+    assert!(err.contains("abandoned the trial") && err.contains("--resume"), "{err}");
+    let dir = common::walk(&sb.out()).into_iter().find(|p| p.ends_with("manifest.json")).unwrap();
+    let dir = dir.parent().unwrap();
+    let manifest = oomlab::results::manifest::Manifest::read(dir).unwrap();
+    assert_eq!(manifest.status, oomlab::results::RunStatus::Interrupted);
+    assert_eq!(manifest.trials, 0);
+    assert!(!dir.join(LOCK).exists(), "the folder is released");
+}
+
 /// While a run writes a folder, a second run into it is refused, with `--force` too, and the
 /// first run's results are untouched.
 #[test]

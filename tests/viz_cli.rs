@@ -147,9 +147,9 @@ fn plot_redraws_the_charts_and_the_trace_from_the_csvs() {
     let sb = Sandbox::new();
     let dir = sweep_folder(&sb.path().join("t4/depth_sweep"), "Tesla T4", 600 * MIB, 40 * MIB, SPEC);
     oomlab().args(["plot", dir.to_str().unwrap()]).assert().success().stdout(
-        predicate::str::contains("peak_vs_depth.png")
-            .and(predicate::str::contains("timeline_trial6.png")) // depth 5: the highest that fit
-            .and(predicate::str::contains("timeline_trial5.png")) // depth 6: the first OOM
+        predicate::str::contains("peak_vs_depth")
+            .and(predicate::str::contains("timeline_trial6")) // depth 5: the highest that fit
+            .and(predicate::str::contains("timeline_trial5")) // depth 6: the first OOM
             .and(predicate::str::contains("trace.json")),
     );
     for stem in ["peak_vs_depth", "timeline_trial6", "timeline_trial5"] {
@@ -181,7 +181,7 @@ fn plot_redraws_the_charts_and_the_trace_from_the_csvs() {
         .args(["plot", dir.to_str().unwrap(), "--trial", "1"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("timeline_trial1.png"));
+        .stdout(predicate::str::contains("timeline_trial1"));
     assert_eq!(png_size(&dir.join("timeline_trial1.png")), (1280, 800));
     oomlab()
         .args(["plot", dir.to_str().unwrap(), "--trial", "99"])
@@ -280,23 +280,33 @@ fn a_run_writes_trace_json_and_plot_redraws_what_run_drew() {
         .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap()])
         .assert()
         .success();
-    let charts = |out: &[u8]| -> Vec<String> {
-        let mut names: Vec<String> = String::from_utf8_lossy(out)
-            .lines()
-            .filter_map(|l| l.split_once("chart:").map(|(_, p)| p.trim().to_string()))
+    // "N charts (.png, .svg) in DIR:" and the names on the lines below, indented deeper.
+    let charts = |out: &[u8]| -> (PathBuf, Vec<String>) {
+        let text = String::from_utf8_lossy(out).into_owned();
+        let lines: Vec<&str> = text.lines().collect();
+        let at = lines.iter().position(|l| l.contains(" charts (.png, .svg) in ")).expect("a chart list");
+        let indent = |l: &str| l.len() - l.trim_start().len();
+        let dir = lines[at].split_once(" in ").unwrap().1.trim_end_matches(':').to_string();
+        let mut names: Vec<String> = lines[at + 1..]
+            .iter()
+            .take_while(|l| indent(l) > indent(lines[at]))
+            .flat_map(|l| l.split(',').map(|n| n.trim().to_string()).filter(|n| !n.is_empty()))
             .collect();
         names.sort();
-        names
+        (PathBuf::from(dir), names)
     };
-    let drawn = charts(&run.get_output().stdout);
-    assert!(drawn.iter().any(|c| c.ends_with("timeline_trial2.png")), "{drawn:?}");
-    let dir = Path::new(&drawn[0]).parent().unwrap().to_path_buf();
+    let (dir, drawn) = charts(&run.get_output().stdout);
+    assert!(drawn.iter().any(|c| c == "timeline_trial2"), "{drawn:?}");
+    assert!(dir.join("timeline_trial2.png").is_file() && dir.join("timeline_trial2.svg").is_file());
     let events = trace_json(&dir);
     assert_eq!(track_names(&events), ["trial 1 · depth 1 · ok", "trial 2 · depth 2 · ok"]);
     let live = std::fs::read_to_string(dir.join("trace.json")).unwrap();
 
     let plot = oomlab().args(["plot", dir.to_str().unwrap()]).assert().success();
-    assert_eq!(charts(&plot.get_output().stdout), drawn, "run and plot draw the same charts");
+    assert_eq!(charts(&plot.get_output().stdout).1, drawn, "run and plot draw the same charts");
+    // A device's folder: each experiment in it.
+    let device = oomlab().args(["plot", dir.parent().unwrap().to_str().unwrap()]).assert().success();
+    assert_eq!(charts(&device.get_output().stdout).1, drawn, "the device folder's one experiment");
     assert_eq!(std::fs::read_to_string(dir.join("trace.json")).unwrap(), live, "the same trace.json");
 }
 
@@ -314,7 +324,7 @@ fn a_killed_run_leaves_a_trace_json_that_parses() {
         .args(["plot", dir.to_str().unwrap()])
         .assert()
         .success()
-        .stdout(predicate::str::contains("timeline_trial1.png"));
+        .stdout(predicate::str::contains("timeline_trial1"));
     oomlab()
         .args(["plot", dir.to_str().unwrap(), "--trial", "2"])
         .assert()

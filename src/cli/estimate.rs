@@ -122,7 +122,12 @@ pub fn render(
 fn probes(sweep: &SweepPrediction) -> String {
     let Some(guide) = &sweep.guide else { return String::new() };
     let tried: Vec<String> = sweep.points.iter().filter_map(|p| p.value).map(|v| v.to_string()).collect();
-    format!("search {}: {} probes ({})\n", guide.describe(), tried.len(), tried.join(", "))
+    format!(
+        "search {}: {} ({})\n",
+        guide.describe(),
+        crate::units::count(tried.len(), "probe"),
+        tried.join(", ")
+    )
 }
 
 /// One trial's line; its notes, each the first time it comes up.

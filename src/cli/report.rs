@@ -10,6 +10,7 @@ use crate::results::{manifest::Answer, ExperimentDir};
 use crate::run::{describe, RunReport};
 use crate::schema::Status;
 use crate::spec::{Amp, Config, Field, Spec, SweepMode};
+use crate::units::count;
 
 /// Draws the run's charts into its results folder, as `oomlab plot` would; returns the files
 /// written.
@@ -24,7 +25,7 @@ pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {
         .budget_bytes
         .map(|b| format!(", budget {}", ByteSize::b(b).display().iec()))
         .unwrap_or_default();
-    say!("{} on {}{budget}: {} trials", spec.name, m.device.name, report.rows.len());
+    say!("{} on {}{budget}: {}", spec.name, m.device.name, count(report.rows.len(), "trial"));
     match &spec.sweep {
         Some(sweep) => {
             let configs = spec.configs();
@@ -61,15 +62,51 @@ pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {
     let errors: Vec<f64> = report.rows.iter().filter_map(|r| r.predicted_error).collect();
     if let Some(worst) = errors.iter().copied().max_by(|a, b| a.abs().total_cmp(&b.abs())) {
         say!(
-            "  estimate: worst error {:+.2}% of the measured peak over {} trials (`oomlab estimate`)",
+            "  estimate: worst error {:+.2}% of the measured peak over {} (`oomlab estimate`)",
             100.0 * worst,
-            errors.len()
+            count(errors.len(), "trial")
         );
     }
     say!("  results: {}", report.dir.display());
-    for c in charts {
-        say!("  chart:   {}", c.display());
+    for line in chart_lines(&report.dir, charts) {
+        say!("  {line}");
     }
+}
+
+/// The charts as a few lines: each drawn once per format, so each name once, with the formats
+/// and the folder said once: "3 charts (.png, .svg) in DIR:" then the names, indented.
+pub fn chart_lines(dir: &std::path::Path, charts: &[PathBuf]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let mut formats: Vec<String> = Vec::new();
+    for c in charts {
+        let rel = c.strip_prefix(dir).unwrap_or(c);
+        let name = rel.with_extension("").display().to_string();
+        if !names.contains(&name) {
+            names.push(name);
+        }
+        let ext = c.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
+        if !formats.contains(&ext) {
+            formats.push(ext);
+        }
+    }
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let mut lines =
+        vec![format!("{} ({}) in {}:", count(names.len(), "chart"), formats.join(", "), dir.display())];
+    let mut line = String::new();
+    for name in names {
+        if !line.is_empty() && line.len() + name.len() > 96 {
+            lines.push(format!("  {line},"));
+            line.clear();
+        }
+        if !line.is_empty() {
+            line += ", ";
+        }
+        line += &name;
+    }
+    lines.push(format!("  {line}"));
+    lines
 }
 
 /// "largest depth that fits: 41 (...)" and "first OOM: depth 42 (...)", for one variant.
@@ -99,13 +136,13 @@ fn print_answer(name: &str, a: &Answer, report: &RunReport) {
 /// sweeps "sweep: 5 trials, 3.2 s". `None` for a manifest that did not count them.
 fn probes_line(a: &Answer) -> Option<String> {
     let (n, seconds) = (a.probes?, a.probe_seconds.unwrap_or_default());
-    let Some(how) = &a.strategy else { return Some(format!("sweep: {n} trials, {seconds:.1} s")) };
+    let Some(how) = &a.strategy else { return Some(format!("sweep: {}, {seconds:.1} s", count(n, "trial"))) };
     let verdict = match (a.guess, a.largest_fit.unwrap_or(0)) {
         (Some(g), b) if g == b => ": right".to_string(),
         (Some(g), b) => format!(": off by {}", g.abs_diff(b)),
         (None, _) => String::new(),
     };
-    Some(format!("search: {n} probes, {seconds:.1} s; {how}{verdict}"))
+    Some(format!("search: {}, {seconds:.1} s; {how}{verdict}", count(n, "probe")))
 }
 
 /// Whether the fp16 grad scaler skipped a step in any probe that completed: a skipped step

@@ -101,7 +101,7 @@ fn parse_device(s: &str) -> Result<DeviceChoice, String> {
 
 /// Checked as `run --budget` checks it, and passed on as written.
 fn parse_budget(s: &str) -> Result<String, String> {
-    spec::size::parse_budget(s).map(|_| s.to_string())
+    spec::size::parse_budget_arg(s).map(|_| s.to_string())
 }
 
 /// `path` made absolute (it must exist): a task runs in another folder, on another node.

@@ -139,8 +139,14 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
         if let (Target::Cpu, crate::spec::ModelSpec::Transformer(m), DataSpec::Tokens { seq_len, .. }) =
             (options.target, &config.model, &config.data)
         {
-            let racy =
-                flash_backward_racy(t.batch_size as i64, m.nhead as i64, *seq_len as i64, options.threads);
+            let acc_bytes = if t.dtype == crate::spec::Dtype::Float64 { 8 } else { 4 };
+            let racy = flash_backward_racy(
+                t.batch_size as i64,
+                m.nhead as i64,
+                *seq_len as i64,
+                options.threads,
+                acc_bytes,
+            );
             if m.dropout == 0.0 && tech.mode == Mode::Train && racy > 0 {
                 notes.push(format!(
                     "attention without dropout runs the CPU flash kernel, whose backward makes a buffer in each \

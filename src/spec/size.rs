@@ -61,6 +61,20 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
+/// A budget typed on the command line (`--budget`): as [`parse_budget`], but a number without a
+/// unit is refused, with the unit it most likely meant: `--budget 2` is a typo for 2 GiB far
+/// more often than a cap of 2 bytes. (A spec's `run.budget` is a string in a file, where bytes
+/// are written on purpose.)
+pub fn parse_budget_arg(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err(format!(
+            "{text:?} has no unit: write \"{t}GiB\" (or \"{t}MiB\"; \"{t}B\" if you mean bytes)"
+        ));
+    }
+    parse_budget(text)
+}
+
 /// A budget as the command line gives it (`--budget`): a size of more than 0 bytes, the rule
 /// a spec's `run.budget` follows.
 pub fn parse_budget(text: &str) -> Result<u64, String> {

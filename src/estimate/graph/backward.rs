@@ -159,10 +159,11 @@ pub(crate) fn flash_chunks(n: i64, threads: usize) -> usize {
 
 /// The bytes by which a backward peak through the CPU flash kernel may fall short of the
 /// estimate on a busy machine: the chunks' `dsum` buffers are modelled live at once, and all but
-/// one of them may come and go before another is made. For a query of `[batch, heads, len, _]`.
-pub fn flash_backward_racy(batch: i64, heads: i64, len: i64, threads: usize) -> u64 {
+/// one of them may come and go before another is made. For a query of `[batch, heads, len, _]`
+/// whose accumulate type takes `acc_bytes` (8 for float64, else 4).
+pub fn flash_backward_racy(batch: i64, heads: i64, len: i64, threads: usize, acc_bytes: u64) -> u64 {
     let chunks = flash_chunks(batch * heads, threads) as u64;
-    (chunks - 1) * 4 * flash_split(len) as u64
+    (chunks - 1) * acc_bytes * flash_split(len) as u64
 }
 
 /// The CPU flash kernel's query block: 32 rows under 192, 64 under 768, else 256 (at most the
@@ -302,7 +303,8 @@ pub(crate) fn apply(ctx: &Rc<Ctx>, node: &Node, inputs: &[Option<Sym>]) -> Vec<O
             let (gq, gk, gv) = (new(ctx, q, dt), new(ctx, k, dt), new(ctx, v, dt));
             let copy = (!grad.is_contiguous()).then(|| new(ctx, &grad.shape(), dt));
             let (qs, kvs) = (flash_split(q[2]), 512.min(k[2]));
-            let buffer = new(ctx, &[ctx.threads as i64 * 2 * qs * kvs], Dt(tch::Kind::Float));
+            let acc = super::ops::flash_acc(dt);
+            let buffer = new(ctx, &[ctx.threads as i64 * 2 * qs * kvs], acc);
             // In low precision the gradients of the scores also go through the input's dtype.
             let low = matches!(dt.0, tch::Kind::Half | tch::Kind::BFloat16);
             let reduced = low.then(|| new(ctx, &[ctx.threads as i64 * 2 * qs * kvs], dt));
@@ -311,9 +313,8 @@ pub(crate) fn apply(ctx: &Rc<Ctx>, node: &Node, inputs: &[Option<Sym>]) -> Vec<O
             // threads at once, so all are live together, as a quiet machine runs them. On a busy
             // one a chunk may end before another starts and the peak is then lower, by at most
             // all but one of them ([`flash_backward_racy`]).
-            let dsums: Vec<Sym> = (0..flash_chunks(q[0] * q[1], ctx.threads))
-                .map(|_| new(ctx, &[qs], Dt(tch::Kind::Float)))
-                .collect();
+            let dsums: Vec<Sym> =
+                (0..flash_chunks(q[0] * q[1], ctx.threads)).map(|_| new(ctx, &[qs], acc)).collect();
             drop((dsums, reduced, buffer, copy));
             vec![Some(gq), Some(gk), Some(gv)]
         }

@@ -365,16 +365,31 @@ impl ConvBackward {
     }
 }
 
+/// The dtype a norm saves its statistics in (mean and rstd, or mean and invstd) for its
+/// backward. On the CPU, `param_scalar_type` (`layer_norm.cpp`, `Normalization.cpp`): float32
+/// when the input is half precision and the parameters float32 (autocast's mixed case), else
+/// the input's own dtype, so a float16 or bfloat16 model keeps half-size statistics and a
+/// float64 one double. On CUDA, the accumulate type: float32 for half precision, else the
+/// input's.
+pub(crate) fn norm_stat_dt(target: Target, input: Dt, param: Dt) -> Dt {
+    let low = matches!(input.0, Kind::Half | Kind::BFloat16);
+    match target {
+        Target::Cpu if low && param.0 != Kind::Float => input,
+        _ if low => Dt(Kind::Float),
+        _ => input,
+    }
+}
+
 /// `nn.BatchNorm2d` in training after `num_batches_tracked.add_(1)`: `native_batch_norm`'s
-/// output, the saved mean and inverse standard deviation (float `[C]`), and its temporaries.
+/// output, the saved mean and inverse standard deviation (`[C]`, in [`norm_stat_dt`]), and its
+/// temporaries.
 /// `param` is the weight's dtype (fp32 under autocast, where the input is low precision).
 /// Returns (output, save_mean, save_invstd).
 pub(crate) fn batch_norm_forward(ctx: &Rc<Ctx>, x: &Sym, param: Dt) -> (Sym, Sym, Sym) {
     let (input, dt) = (x.shape(), x.dt());
     let c = input[1];
-    let stats = || {
-        (Sym::alloc(ctx, &[c], Dt(Kind::Float), Transient), Sym::alloc(ctx, &[c], Dt(Kind::Float), Transient))
-    };
+    let stat = norm_stat_dt(ctx.target, dt, param);
+    let stats = || (Sym::alloc(ctx, &[c], stat, Transient), Sym::alloc(ctx, &[c], stat, Transient));
     if ctx.target == Target::Cuda {
         // cudnn_batch_norm: the output, the saved mean and variance (its reserve is empty).
         let out = Sym::alloc(ctx, &input, dt, Transient);
@@ -392,7 +407,7 @@ pub(crate) fn batch_norm_forward(ctx: &Rc<Ctx>, x: &Sym, param: Dt) -> (Sym, Sym
         let (o, m, v) = outs?;
         Some((events, vec![ptr(&o), ptr(&m), ptr(&v)]))
     };
-    let shapes = [(input.clone(), dt), (vec![c], Dt(Kind::Float)), (vec![c], Dt(Kind::Float))];
+    let shapes = [(input.clone(), dt), (vec![c], stat), (vec![c], stat)];
     let replayed = profile(ctx, key, input[0], run).map(|p| p.replay(ctx, input[0], &shapes));
     match replayed {
         Some(mut r) if r.iter().all(Option::is_some) => {
@@ -436,7 +451,8 @@ pub(crate) fn batch_norm_backward(
         let (g, xi) = (zeros(&shape, dt.0)?, zeros(&shape, dt.0)?);
         let p = param.0;
         let (w, rm, rv) = (zeros(&[c], p)?, zeros(&[c], p)?, zeros(&[c], p)?);
-        let (sm, si) = (zeros(&[c], Kind::Float)?, zeros(&[c], Kind::Float)?);
+        let stat = norm_stat_dt(Target::Cpu, dt, param).0;
+        let (sm, si) = (zeros(&[c], stat)?, zeros(&[c], stat)?);
         let (grads, events) = crate::ffi::cpu_events(|| {
             crate::ffi::batch_norm_backward(&g, &xi, [&w, &rm, &rv, &sm, &si], wants).ok()
         });

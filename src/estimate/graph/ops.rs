@@ -515,7 +515,7 @@ impl Ops for Sym {
         let rows = (numel(&s) / d.max(1) as u64) as i64;
         let mut stat_shape = s.clone();
         *stat_shape.last_mut().expect("checked") = 1;
-        let stat_dt = if self.dt().0 == Kind::Double { self.dt() } else { Dt(Kind::Float) };
+        let stat_dt = super::kernels::norm_stat_dt(ctx.target, self.dt(), weight.dt());
         let out = new(&ctx, &s, self.dt());
         let (mean, rstd) = (new(&ctx, &stat_shape, stat_dt), new(&ctx, &stat_shape, stat_dt));
         let _ = rows;
@@ -762,6 +762,15 @@ fn nll_loss(ctx: &Rc<Ctx>, logp: &Sym, y: &Sym) -> Sym {
     loss
 }
 
+/// The CPU flash kernel's accumulate type for inputs of `dt` (`at::toOpMathType`).
+pub(crate) fn flash_acc(dt: Dt) -> Dt {
+    if dt.0 == Kind::Double {
+        dt
+    } else {
+        Dt(Kind::Float)
+    }
+}
+
 /// `_scaled_dot_product_flash_attention_for_cpu` (no dropout): the output, laid out as the
 /// query (so that multi-head attention's `permute(2, 0, 1, 3).contiguous()` of it is free), the
 /// logsumexp `[B, H, L]` (both saved, with q, k and v), and per-thread buffers that go before it
@@ -770,10 +779,13 @@ fn flash_cpu(ctx: &Rc<Ctx>, q: &Sym, k: &Sym, v: &Sym) -> Sym {
     let s = q.shape();
     let (b, h, l, hd) = (s[0], s[1], s[2], s[3]);
     let out = new_like(ctx, q);
-    let lse = new(ctx, &[b, h, l], Dt(Kind::Float));
+    // The logsumexp and the per-thread buffers in the accumulate type (`toOpMathType`): float64
+    // for float64 inputs, else float32.
+    let acc = flash_acc(q.dt());
+    let lse = new(ctx, &[b, h, l], acc);
     let (qs, kvs) = (super::backward::flash_split(l), 512.min(k.shape()[2]));
     let per_thread = qs * kvs + 2 * qs + qs * hd;
-    let buffer = new(ctx, &[ctx.threads as i64 * per_thread], Dt(Kind::Float));
+    let buffer = new(ctx, &[ctx.threads as i64 * per_thread], acc);
     // In low precision the scores also go through a buffer of the input's dtype.
     let reduced = is_low(q.dt().0).then(|| new(ctx, &[ctx.threads as i64 * qs * kvs], q.dt()));
     drop((reduced, buffer));
