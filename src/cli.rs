@@ -26,8 +26,8 @@ const EXAMPLES: &str = "\
 Examples:
   oomlab run experiments/depth_sweep.toml
       The lesson's challenge: how deep can a 5000-wide MLP get at batch 32 in 15.90 GiB?
-  oomlab run experiments/depth_sweep.toml --device cpu --budget 2GiB --out /tmp/r
-      The same question for a 2 GiB budget, on the CPU, written under /tmp/r.
+  oomlab run experiments/depth_sweep.toml --budget 2GiB
+      The same question for a 2 GiB budget: about 20 seconds on a laptop.
   oomlab run experiments/depth_sweep.toml --resume
       Continue a run stopped by Ctrl-C (which ends it at the next phase) or a crash, from its
       completed trials.
@@ -48,9 +48,53 @@ Examples:
   scripts/bench
       How fast oomlab trains at each --trace level against PyTorch's loop: BENCH.md and a chart.
 
-Results go to <out>/<device>/<experiment>/: manifest.json, trace.csv (memory per trial, step
+Results go to <out>/<device>/<experiment>/ (out: runs unless --out): manifest.json, trace.csv (memory per trial, step
 and phase), summary.csv (one row per trial) and charts. On CPU, oomlab's own allocator counts
 every byte and enforces the budget; on CUDA the numbers are the caching allocator's own.";
+
+const RUN_EXAMPLES: &str = "\
+Examples:
+  oomlab run experiments/depth_sweep.toml
+      The lesson's challenge: how deep can a 5000-wide MLP get at batch 32 in 15.90 GiB? (On a
+      CPU the budget caps host memory: it needs about 16 GiB free.)
+  oomlab run experiments/depth_sweep.toml --budget 2GiB
+      The same question under 2 GiB: about 20 seconds and 2.5 GB of memory on a laptop.
+  oomlab run experiments/depth_sweep.toml --device cpu --out /tmp/r --force
+      On the CPU, into /tmp/r, replacing what an earlier run wrote there (and nothing else).
+  oomlab run experiments/depth_sweep.toml --resume
+      Continue a run stopped by Ctrl-C or a crash from its completed trials.
+  oomlab run experiments/batch_size_sweep.toml --shard 2/4
+      The second of 4 shards of the trials, for `oomlab merge` to put together.
+
+Results go to <out>/<device>/<experiment>/ (out: runs unless --out): manifest.json, trace.csv
+(memory per trial, step and phase), summary.csv (one row per trial) and charts. Ctrl-C stops
+after the phase under way; a second Ctrl-C abandons the trial at once. Either way the
+--resume command is printed.";
+
+const PLOT_EXAMPLES: &str = "\
+Examples:
+  oomlab plot results/cpu-amd-epyc/depth_sweep
+      Redraw the experiment's charts and trace.json from its CSVs.
+  oomlab plot results/cpu-amd-epyc/depth_sweep --trial 3
+      The same, with trial 3's memory timeline too.
+  oomlab plot results/cpu-amd-epyc
+      Every experiment in a device's folder.";
+
+const COMPARE_EXAMPLES: &str = "\
+Examples:
+  oomlab compare results/tesla-t4/depth_sweep results/cpu-amd-epyc/depth_sweep
+      The same experiment from two devices: COMPARE.md and overlaid charts, written to
+      results/compare/depth_sweep.
+  oomlab compare runs/cpu-amd-epyc/amp runs/cpu-intel-r-xeon-r-processor/amp --out /tmp/cmp
+      Two CPUs' mixed-precision runs, into /tmp/cmp.";
+
+const CLAIMS_EXAMPLES: &str = "\
+Examples:
+  oomlab claims results/cpu-amd-epyc
+      Every claim of the lesson and its guides judged from the committed AMD EPYC runs.
+  oomlab claims runs/cpu-amd-epyc
+      The same from your own runs (a claim run under other conditions, such as --budget 2GiB,
+      is 'not judged here', with the reason).";
 
 #[derive(Debug, Parser)]
 #[command(name = "oomlab", version, about = "Reproduce, measure and explain GPU memory in neural-network training", long_about = None, after_help = EXAMPLES)]
@@ -66,7 +110,7 @@ pub enum Command {
     /// Each trial trains a real libtorch model: data, model, then steps of to_device, forward,
     /// backward, optimizer_step and zero_grad. The allocator is read at the end of every phase;
     /// an out-of-memory ends the trial, not the run, and is recorded with what its message says.
-    #[command(after_help = EXAMPLES)]
+    #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
     /// Show what libtorch sees: CUDA devices with their memory, the CPU, and versions.
     Devices,
@@ -74,8 +118,9 @@ pub enum Command {
     ///
     /// Reads results/<device>/<experiment>/ for each experiment in experiments/ and prints, per
     /// claim, the measured number and a verdict (confirmed, partly, refuted).
+    #[command(after_help = CLAIMS_EXAMPLES)]
     Claims {
-        /// A device's results folder, e.g. results/cpu-amd-epyc.
+        /// A device's results folder, e.g. results/cpu-amd-epyc or runs/<device>.
         dir: PathBuf,
     },
     /// Predict each trial's memory per phase and category from a model of libtorch, without
@@ -94,13 +139,13 @@ pub enum Command {
     /// Draws the peak-vs-swept-value chart of each variant, the memory timelines of the trial
     /// with the highest peak that fit and of the first that ran out of memory, and rewrites
     /// trace.json (open it in ui.perfetto.dev) from trace.csv.
-    #[command(after_help = EXAMPLES)]
+    #[command(after_help = PLOT_EXAMPLES)]
     Plot(plot::PlotArgs),
     /// Compare one experiment's results from several devices or budgets.
     ///
     /// Refuses folders of different experiments, warns when their spec files differ, and writes
     /// COMPARE.md (the answers per folder and their ratios) and overlaid sweep charts.
-    #[command(after_help = EXAMPLES)]
+    #[command(after_help = COMPARE_EXAMPLES)]
     Compare(compare::CompareArgs),
     /// Merge the shards of a run (`run --shard I/N`) into their experiment folder: summary.csv,
     /// trace.csv, trace.json, one manifest naming every shard's host, device and times, and the

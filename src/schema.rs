@@ -186,7 +186,8 @@ pub struct SummaryRow {
     pub variant: String,
     /// The swept key (`model.depth`), empty when the spec has no sweep.
     pub field: String,
-    /// The swept value.
+    /// The swept value (written as an integer when it is one: `311`, not `311.0`).
+    #[serde(serialize_with = "whole_as_integer")]
     pub value: Option<f64>,
     pub status: Status,
     /// Where an OOM or error happened.
@@ -305,5 +306,35 @@ impl SummaryRow {
     /// Bytes still allocated after the trial's clean-up that were not there before: a leak.
     pub fn leaked(&self) -> Option<u64> {
         self.after_allocated.checked_sub(self.baseline_allocated).filter(|&b| b > 0)
+    }
+}
+
+/// A swept value as people write it: `311` for a depth or a batch, `0.001` for a learning rate.
+/// (Read back, both are the same f64.)
+fn whole_as_integer<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        // Below 2^53 a whole f64 is exactly an integer.
+        Some(x) if x.fract() == 0.0 && x.abs() < 9.0e15 => s.serialize_some(&(*x as i64)),
+        other => other.serialize(s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_whole_swept_value_is_written_as_an_integer_and_reads_back() {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        for value in [Some(311.0), Some(0.001), None] {
+            w.serialize(SummaryRow { value, ..SummaryRow::default() }).unwrap();
+        }
+        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        let column = text.lines().next().unwrap().split(',').position(|c| c == "value").unwrap();
+        let values: Vec<&str> = text.lines().skip(1).map(|l| l.split(',').nth(column).unwrap()).collect();
+        assert_eq!(values, ["311", "0.001", ""]);
+        let back: Vec<SummaryRow> =
+            csv::Reader::from_reader(text.as_bytes()).deserialize().map(Result::unwrap).collect();
+        assert_eq!(back.iter().map(|r| r.value).collect::<Vec<_>>(), [Some(311.0), Some(0.001), None]);
     }
 }

@@ -184,3 +184,45 @@ fn rounds_interleave_the_variants() {
         .failure()
         .stderr(predicate::str::contains("2 rounds"));
 }
+
+/// `bench` with a Python that cannot import torch stops before any contender runs (it used to
+/// run oomlab's four first, then end in a traceback), and says how to mend it.
+#[test]
+fn bench_checks_its_python_before_it_starts() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new();
+    let python = sb.path().join("python-without-torch");
+    std::fs::write(&python, "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'torch'\" >&2\nexit 1\n")
+        .unwrap();
+    std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let started = std::time::Instant::now();
+    oomlab()
+        .args(["bench", "--device", "cpu", "--quick", "--python", python.to_str().unwrap()])
+        .args(["--out", sb.out().to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("cannot import torch")
+                .and(predicate::str::contains("No module named 'torch'"))
+                .and(predicate::str::contains("scripts/bench")),
+        );
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "{:?}", started.elapsed());
+    assert!(common::walk(&sb.out()).is_empty(), "nothing written");
+}
+
+/// Each subcommand's `--help` shows its own examples, not the top level's.
+#[test]
+fn each_command_teaches_with_its_own_examples() {
+    for (command, own, not) in [
+        ("run", "--resume", "oomlab compare"),
+        ("plot", "oomlab plot results/cpu-amd-epyc\n", "oomlab run"),
+        ("compare", "oomlab compare runs/", "oomlab run"),
+        ("claims", "not judged here", "oomlab run"),
+    ] {
+        oomlab()
+            .args([command, "--help"])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains(own).and(predicate::str::contains(not).not()));
+    }
+}

@@ -17,8 +17,10 @@ Examples:
       Advice at the first depth predicted not to fit (--at 44 to pick another).
   oomlab advise experiments/whole_dataset_batch.toml --verify 3
       Also train the top 3 options that fit and the 3 nearest misses, predicted beside measured.
-  oomlab advise experiments/depth_sweep.toml --device cuda --gpu h100 --calibration results/h100/depth_sweep/advice/calibration.json
-      Advice for a GPU this machine does not have, timed from a calibration made on one.
+  oomlab advise experiments/depth_sweep.toml --device cuda --gpu h100 \\
+      --calibration h100-calibration.json
+      Advice for a GPU this machine does not have, timed from a calibration made on one (the
+      calibration.json an advise on an H100 wrote beside its advice).
 
 Options weighed: gradient accumulation at the same effective batch, mixed precision (fp16 with
 the grad scaler, bf16), activation checkpointing segments, the optimizer's implementation (for

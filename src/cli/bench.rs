@@ -152,6 +152,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
             existing.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
         );
     }
+    if plan.contenders.iter().any(|c| c.level().is_none()) {
+        check_python(&launcher.python)?;
+    }
     crate::interrupt::install()?;
 
     let started = std::time::Instant::now();
@@ -197,6 +200,26 @@ pub fn run(args: BenchArgs) -> Result<()> {
     say!("report: {}", md.display());
     say!("samples: {}", csv_path.display());
     say!("chart: {} and {}", rendered.png.display(), rendered.svg.display());
+    Ok(())
+}
+
+/// Before any contender runs: PyTorch's side needs a Python that imports torch, and finding out
+/// after oomlab's contenders have run costs minutes.
+fn check_python(python: &std::path::Path) -> Result<()> {
+    let out = std::process::Command::new(python)
+        .args(["-c", "import torch; print(torch.__version__)"])
+        .output()
+        .with_context(|| format!("--python {}: cannot start it", python.display()))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no message");
+        bail!(
+            "--python {} cannot import torch ({last}): run scripts/bench, which puts the torch \
+             scripts/setup-libtorch installed on PYTHONPATH; or pass --python PATH to one that has it; or leave \
+             PyTorch's side out with --contender for each of oomlab's",
+            python.display()
+        );
+    }
     Ok(())
 }
 
