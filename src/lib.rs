@@ -23,6 +23,7 @@ macro_rules! note {
 
 pub mod advise;
 pub mod bench;
+pub mod cache;
 pub mod chart;
 pub mod claims;
 pub mod cli;

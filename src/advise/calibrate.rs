@@ -395,12 +395,7 @@ pub struct Cache {
 impl Cache {
     /// The cache in the user's cache folder; an unreadable file starts afresh (it is a cache).
     pub fn open() -> Cache {
-        // The same folder scripts/setup-libtorch installs into.
-        let dir = std::env::var_os("OOMLAB_CACHE")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("oomlab")))
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("oomlab")));
-        let path = dir.map(|d| d.join("calibration.json"));
+        let path = crate::cache::dir().map(|d| d.join("calibration.json"));
         let entries = path
             .as_ref()
             .and_then(|p| crate::results::fsio::read_text(p, crate::results::fsio::SMALL_LIMIT).ok())

@@ -18,8 +18,11 @@
 //! On CUDA the kernels' own buffers (cuDNN's workspaces) are not measured here: the estimate
 //! counts the outputs and gradients only, and says so.
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
 
 use tch::{Device, Kind, Tensor};
 
@@ -34,13 +37,13 @@ use crate::estimate::Target;
 pub(crate) const EXACT_UP_TO: i64 = 17;
 
 /// A size, `a + b * batch`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 struct Affine {
     a: i64,
     b: i64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum Event {
     Alloc(Affine),
     /// Frees the allocation made at this index among the profile's allocations.
@@ -48,7 +51,7 @@ enum Event {
 }
 
 /// What one op allocated and freed, and which of its allocations it returned.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Profile {
     events: Vec<Event>,
     /// Indices among the allocations, in the op's result order (`None`: that result was not made).
@@ -132,7 +135,7 @@ impl Profile {
 }
 
 /// What identifies a measured op.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 enum Key {
     ConvForward {
         input: Vec<i64>,
@@ -167,8 +170,78 @@ enum Key {
     },
 }
 
-/// Measured profiles, per thread count, for the life of the process.
+/// Measured profiles, per thread count, for the life of the process, and on disk for the next
+/// ([`Stored`]).
 static PROFILES: Mutex<Option<HashMap<(Key, usize), Profile>>> = Mutex::new(None);
+
+/// The profiles kept on disk (`kernel-profiles.json` in the cache folder), so that `estimate`
+/// measures each op once per machine rather than once per call (seconds for a ResNet under
+/// mixed precision). They hold for the machine that measured them: `machine` names the CPU (its
+/// model and instruction flags: oneDNN picks its kernels by them), libtorch's version and the
+/// git revision of oomlab (the ops are run by its code); a file whose `machine` differs is
+/// measured afresh. A build from a tree with changes keeps nothing on disk.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Stored {
+    machine: String,
+    entries: Vec<((Key, usize), Profile)>,
+}
+
+/// This machine, libtorch and revision, as [`Stored::machine`]; `None` where no revision can be
+/// named (a tree with changes, or no git).
+fn machine() -> Option<&'static str> {
+    static MACHINE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    MACHINE
+        .get_or_init(|| {
+            let git = crate::results::manifest::git_info();
+            let revision = git.revision.filter(|_| git.dirty == Some(false))?;
+            let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+            let field = |name: &str| {
+                info.lines()
+                    .find(|l| l.starts_with(name))
+                    .and_then(|l| l.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+                    .unwrap_or_default()
+            };
+            Some(format!(
+                "{} | {} | libtorch {} | oomlab {revision}",
+                field("model name"),
+                field("flags"),
+                crate::ffi::torch_version()
+            ))
+        })
+        .as_deref()
+}
+
+fn stored_path() -> Option<PathBuf> {
+    machine()?;
+    crate::cache::dir().map(|d| d.join("kernel-profiles.json"))
+}
+
+/// The profiles on disk for this machine; none when there are none, they are another's, or the
+/// file cannot be read (it is a cache).
+fn load_stored() -> HashMap<(Key, usize), Profile> {
+    let Some(path) = stored_path() else { return HashMap::new() };
+    let text = crate::results::fsio::read_text(&path, crate::results::fsio::SMALL_LIMIT).ok();
+    match text.and_then(|t| serde_json::from_str::<Stored>(&t).ok()) {
+        Some(s) if Some(s.machine.as_str()) == machine() => s.entries.into_iter().collect(),
+        _ => HashMap::new(),
+    }
+}
+
+/// Writes every profile known to the disk cache, whole or not at all; a cache that cannot be
+/// written is only a cache, so errors are dropped.
+fn save_stored(map: &HashMap<(Key, usize), Profile>) {
+    let (Some(path), Some(machine)) = (stored_path(), machine()) else { return };
+    let stored = Stored {
+        machine: machine.to_string(),
+        entries: map.iter().map(|(k, p)| (k.clone(), p.clone())).collect(),
+    };
+    let Ok(text) = serde_json::to_string(&stored) else { return };
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = crate::results::fsio::write_atomic(&path, text.as_bytes());
+}
 
 fn kind_code(k: Kind) -> i32 {
     match k {
@@ -199,7 +272,7 @@ fn profile(
     crate::ffi::cpu_install().ok()?;
     let measure = |n: i64| -> Option<Profile> {
         let mut cache = PROFILES.lock().unwrap_or_else(|e| e.into_inner());
-        let map = cache.get_or_insert_with(HashMap::new);
+        let map = cache.get_or_insert_with(load_stored);
         let exact_key = (key_at(&key, n), ctx.threads);
         if let Some(p) = map.get(&exact_key) {
             return Some(p.clone());
@@ -207,6 +280,7 @@ fn profile(
         let (events, results) = on_threads(ctx.threads, || run(n))?;
         let p = Profile::measured(&events, &results);
         map.insert(exact_key, p.clone());
+        save_stored(map);
         Some(p)
     };
     if batch <= EXACT_UP_TO {
