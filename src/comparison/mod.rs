@@ -3,8 +3,8 @@
 //! The data is prepared here, apart from reading and drawing: [`compare`] takes folders read
 //! back ([`ExperimentDir`]), refuses folders of different experiments, notes where their specs differ,
 //! and works out the figures per variant (largest value that fit and first that ran out of
-//! memory for a sweep, with the peak at the largest fit; the peak of each variant without a
-//! sweep) and their ratio to the first folder's. [`markdown`] writes `COMPARE.md`;
+//! memory for a sweep, with the peak and the step time at the largest fit; the peak and the
+//! step time of each variant without a sweep) and their ratio to the first folder's. [`markdown`] writes `COMPARE.md`;
 //! [`crate::chart::CompareSweep`] overlays the sweeps.
 //!
 //! ExperimentDirs are lettered A, B, C... in the order given; ratios are each folder's figure over A's.
@@ -212,13 +212,14 @@ fn table(folders: &[ExperimentDir], sides: &[Side], field: String) -> Table {
     let has_variants = variants.iter().any(|v| !v.is_empty());
     let key = field.rsplit('.').next().unwrap_or_default();
     let names: Vec<String> = if field.is_empty() {
-        vec!["outcome".into(), "peak allocated".into(), "peak reserved".into()]
+        vec!["outcome".into(), "peak allocated".into(), "peak reserved".into(), "step time".into()]
     } else {
         vec![
             format!("largest {key} that fit"),
             format!("first {key} out of memory"),
             "peak allocated at the largest fit".into(),
             "peak reserved at the largest fit".into(),
+            "step time at the largest fit".into(),
         ]
     };
     let mut rows = Vec::new();
@@ -263,6 +264,7 @@ fn sweep_figures(side: &Side, answer: &Answer, rows: &[SummaryRow]) -> Vec<Optio
         answer.first_oom.map(|v| number(v as f64)),
         fit.map(|r| bytes(side, r.max_memory_allocated)),
         fit.map(|r| bytes(side, r.max_memory_reserved)),
+        fit.and_then(|r| r.step_seconds).map(seconds),
     ]
 }
 
@@ -272,7 +274,26 @@ fn plain_figures(side: &Side, rows: &[SummaryRow]) -> Vec<Option<Cell>> {
         Some(text(outcome(rows))),
         rows.iter().map(|r| r.max_memory_allocated).max().map(|b| bytes(side, b)),
         rows.iter().map(|r| r.max_memory_reserved).max().map(|b| bytes(side, b)),
+        median(rows.iter().filter(|r| r.status.fitted()).filter_map(|r| r.step_seconds).collect())
+            .map(seconds),
     ]
+}
+
+/// The median of `v` (of several rounds' rows, say); `None` when empty.
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// A mean step time (the trial's first step left out), as measured on that folder's machine:
+/// what differs most between two CPUs.
+fn seconds(s: f64) -> Cell {
+    Cell { text: format!("{s:.3} s"), number: Some(s) }
 }
 
 /// "ok", "OOM in backward", "error", or several of those for several rows.
@@ -320,8 +341,9 @@ pub fn markdown(c: &Comparison, charts: &[String]) -> String {
     }
     out.push(String::new());
     out.push(
-        "Shares are of each folder's budget, or of its device's capacity where it had none; ratios are each \
-         folder's figure over A's."
+        "Shares are of each folder's budget, or of its device's capacity where it had none; step times are \
+         means over a trial's steps after the first, on the machine that ran it; ratios are each folder's figure \
+         over A's."
             .into(),
     );
     for t in &c.tables {

@@ -71,6 +71,8 @@ pub(crate) fn sweep(variant: &str, depths: &[u64], fit: u64, base: u64, per_laye
                 max_memory_reserved: if ok { need + need / 64 } else { need },
                 oom_allocated: (!ok).then_some(need - per_layer),
                 oom_requested: (!ok).then_some(per_layer),
+                // A pace per layer of its own for each device (from `base`).
+                step_seconds: ok.then_some(d as f64 * base as f64 / 1e11),
                 ..SummaryRow::default()
             }
         })
@@ -125,8 +127,9 @@ fn two_devices_make_the_expected_table() {
         "| A | Tesla T4 | 15.90 GiB | 16.00 GiB | complete | `results/tesla-t4/depth_sweep` |",
         "| B | CPU (AMD EPYC) | 2.00 GiB | 23.54 GiB | running | `results/cpu-amd-epyc/depth_sweep` |",
         "",
-        "Shares are of each folder's budget, or of its device's capacity where it had none; ratios are each \
-         folder's figure over A's.",
+        "Shares are of each folder's budget, or of its device's capacity where it had none; step times are \
+         means over a trial's steps after the first, on the machine that ran it; ratios are each folder's figure \
+         over A's.",
         "",
         "## model.depth",
         "",
@@ -136,6 +139,7 @@ fn two_devices_make_the_expected_table() {
         "| first depth out of memory | 41 | 5 | 0.12 |",
         "| peak allocated at the largest fit | 15.65 GiB (98%) | 1.77 GiB (88%) | 0.11 |",
         "| peak reserved at the largest fit | 15.89 GiB (100%) | 1.80 GiB (90%) | 0.11 |",
+        "| step time at the largest fit | 0.320 s | 0.012 s | 0.04 |",
         "",
         "## Charts",
         "",
@@ -180,6 +184,8 @@ fn without_a_sweep_the_peaks_of_each_variant_compare() {
         phase: (status == Status::Oom).then_some(Phase::Forward),
         max_memory_allocated: peak,
         max_memory_reserved: peak + GIB / 4,
+        // A second a step per 8 GiB of peak, where the trial trained.
+        step_seconds: (status == Status::Ok).then_some(peak as f64 / (8 * GIB) as f64),
         ..SummaryRow::default()
     };
     let a = ExperimentDir {
@@ -209,9 +215,11 @@ fn without_a_sweep_the_peaks_of_each_variant_compare() {
             "| fp32 | outcome | ok | OOM in forward | — |",
             "| fp32 | peak allocated | 8.00 GiB (10%) | 3.00 GiB (75%) | 0.38 |",
             "| fp32 | peak reserved | 8.25 GiB (10%) | 3.25 GiB (81%) | 0.39 |",
+            "| fp32 | step time | 1.000 s | — | — |",
             "| fp16 | outcome | ok | ok | — |",
             "| fp16 | peak allocated | 6.00 GiB (8%) | 3.00 GiB (75%) | 0.50 |",
             "| fp16 | peak reserved | 6.25 GiB (8%) | 3.25 GiB (81%) | 0.52 |",
+            "| fp16 | step time | 0.750 s | 0.375 s | 0.50 |",
         ],
         "\n{md}"
     );
