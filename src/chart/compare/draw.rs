@@ -110,7 +110,14 @@ impl CompareSweep {
             let points: Vec<(f64, f64)> =
                 s.ok().map(|p| (frame.scale.map(p.x), frame.y(s, p.max_reserved))).collect();
             plot.draw_series(LineSeries::new(points.iter().copied(), series_style(colour)))?;
-            plot.draw_series(points.into_iter().map(|c| Circle::new(c, 5, colour.filled())))?;
+            // A's points are dots; each later folder's are rings a size larger, so that where
+            // two folders measured the same (two CPUs often do, to the byte) the later shows
+            // around A's dot instead of hidden under it.
+            let marks = points.into_iter().map(|c| match i {
+                0 => Circle::new(c, DOT, colour.filled()),
+                _ => Circle::new(c, ring(i), colour.stroke_width(2)),
+            });
+            plot.draw_series(marks)?;
             let crosses = s.ooms().map(|p| {
                 Cross::new((frame.scale.map(p.x), frame.y(s, s.oom_marker(p))), 8, colour.stroke_width(3))
             });
@@ -128,7 +135,7 @@ impl CompareSweep {
     {
         let mut legend = Legend::default();
         for (i, s) in self.series.iter().enumerate() {
-            legend.add(&s.label, Glyph::line(palette::category(i), 5));
+            legend.add(&s.label, Glyph::line(palette::category(i), if i == 0 { DOT } else { ring(i) }));
         }
         if self.series.iter().any(|s| s.ooms().next().is_some()) {
             // One entry stands for every folder's crosses, so it takes none of their colours.
@@ -145,4 +152,12 @@ impl CompareSweep {
         }
         legend.draw_where_free(plot, &drawn)
     }
+}
+
+/// The radius of A's dots, in pixels.
+const DOT: i32 = 5;
+
+/// The radius of folder `i`'s rings (B's 8, C's 11, ...): each larger than the one before.
+fn ring(i: usize) -> i32 {
+    DOT + 3 * i.min(8) as i32
 }

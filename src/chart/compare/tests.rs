@@ -21,7 +21,12 @@ fn overlays_one_line_per_folder_in_bytes_and_shares() {
 
     let out = render(chart, &dir).expect("rendered");
     assert_eq!(png_size(&out.png), (1280, 800));
-    let texts = svg_texts(&std::fs::read_to_string(&out.svg).unwrap());
+    let svg = std::fs::read_to_string(&out.svg).unwrap();
+    // B's points are rings around where A's dots would be, in both panels: visible where the
+    // two coincide.
+    let rings = svg.matches("r=\"8\"").count();
+    assert!(rings >= 2 * chart.series[1].ok().count(), "{rings} rings");
+    let texts = svg_texts(&svg);
     for text in [
         "A: Tesla T4, budget 15.90 GiB",
         "B: CPU (AMD EPYC), budget 2.00 GiB",
