@@ -177,9 +177,9 @@ static PROFILES: Mutex<Option<HashMap<(Key, usize), Profile>>> = Mutex::new(None
 /// The profiles kept on disk (`kernel-profiles.json` in the cache folder), so that `estimate`
 /// measures each op once per machine rather than once per call (seconds for a ResNet under
 /// mixed precision). They hold for the machine that measured them: `machine` names the CPU (its
-/// model and instruction flags: oneDNN picks its kernels by them), libtorch's version and the
-/// git revision of oomlab (the ops are run by its code); a file whose `machine` differs is
-/// measured afresh. A build from a tree with changes keeps nothing on disk.
+/// model and instruction flags: oneDNN picks its kernels by them), libtorch's version, the git
+/// revision of oomlab and the binary's own build (the ops are run by its code); a file whose
+/// `machine` differs is measured afresh. A build from a tree with changes keeps nothing on disk.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Stored {
     machine: String,
@@ -202,8 +202,17 @@ fn machine() -> Option<&'static str> {
                     .map(|(_, v)| v.trim().to_string())
                     .unwrap_or_default()
             };
+            // The revision is read from the source tree at run time, which may have moved on
+            // since this binary was built: the binary's own size and time say which build ran.
+            let build = std::env::current_exe()
+                .and_then(std::fs::metadata)
+                .map(|m| {
+                    let built = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+                    format!("{} B, {}", m.len(), built.map_or(0, |d| d.as_secs()))
+                })
+                .unwrap_or_default();
             Some(format!(
-                "{} | {} | libtorch {} | oomlab {revision}",
+                "{} | {} | libtorch {} | oomlab {revision} ({build})",
                 field("model name"),
                 field("flags"),
                 crate::ffi::torch_version()
