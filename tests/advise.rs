@@ -1,87 +1,14 @@
-//! `oomlab advise` end to end on the CPU: its files and refusals, the calibration cache, and the
-//! claim that matters: every option predicted to fit trains and every one predicted not to runs
+//! `oomlab advise` end to end on the CPU: its refusals, sweeps, other model kinds, and the claim
+//! that matters (its files and calibration cache are in `advise_calibrated.rs`): every option predicted to fit trains and every one predicted not to runs
 //! out of memory, for randomized configurations, trained for real under the budget.
 mod common;
 
 use std::path::Path;
 
-use assert_cmd::Command;
+use common::advise::{advise_json, spec, stderr_of};
 use common::rng::Rng;
 use common::{tiny_spec, Sandbox};
 use serde_json::Value;
-
-fn oomlab(sb: &Sandbox) -> Command {
-    let mut c = Command::cargo_bin("oomlab").unwrap();
-    c.current_dir(sb.path()).env("OOMLAB_CACHE", sb.path().join("cache"));
-    c
-}
-
-/// Runs advise, expecting success, and returns its JSON.
-fn advise_json(sb: &Sandbox, args: &[&str]) -> Value {
-    let out = oomlab(sb).arg("advise").args(args).arg("--json").arg("-q").output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "advise {args:?}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
-}
-
-fn stderr_of(sb: &Sandbox, args: &[&str]) -> String {
-    let out = oomlab(sb).arg("advise").args(args).output().unwrap();
-    assert!(!out.status.success(), "advise {args:?} should fail");
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// Three hidden layers of 64, Adam, batch 32: its peak is about 200 KiB.
-fn spec(sb: &Sandbox, budget: &str) -> String {
-    let text = tiny_spec("adv", "hidden = 64\ndepth = 3", None, &format!("budget = \"{budget}\"\n"))
-        .replace("optimizer = \"sgd\"", "optimizer = \"adam\"")
-        .replace("batch_size = 4", "batch_size = 32")
-        .replace("steps = 1", "steps = 2");
-    sb.spec("adv.toml", &text).display().to_string()
-}
-
-#[test]
-fn advice_names_what_fits_writes_its_files_and_keeps_them() {
-    let sb = Sandbox::new();
-    let spec = spec(&sb, "150KiB");
-    let out = sb.out().display().to_string();
-    let a = advise_json(&sb, &[&spec, "--out", &out]);
-    assert_eq!(a["written"]["verdict"], "oom", "the spec as written must not fit: {}", a["written"]);
-    let options = a["options"].as_array().unwrap();
-    assert!(options.len() > 50, "{}", options.len());
-    let smallest = a["smallest"].as_u64().expect("something fits") as usize;
-    assert_eq!(options[smallest - 1]["verdict"], "fits");
-    // Ranked: what fits first, fastest per sample first.
-    let per_sample = |o: &Value| {
-        o["step_seconds"].as_f64().unwrap()
-            / (o["candidate"]["config"]["training"]["batch_size"].as_f64().unwrap()
-                * o["candidate"]["config"]["training"]["techniques"]["accumulation"].as_f64().unwrap())
-    };
-    let fits: Vec<&Value> = options.iter().take_while(|o| o["verdict"] == "fits").collect();
-    assert!(fits.windows(2).all(|w| per_sample(w[0]) <= per_sample(w[1])), "not ranked by time");
-    assert_eq!(a["timing"]["source"], "calibrated");
-    assert!(a["timing"]["runs"].as_u64().unwrap() > 0);
-
-    let md_path =
-        common::walk(&sb.out()).into_iter().find(|p| p.ends_with("adv/advice/advice.md")).expect("advice.md");
-    let dir = md_path.parent().unwrap().to_path_buf();
-    for f in ["advice.md", "advice.json", "calibration.json", "advice.png", "advice.svg"] {
-        assert!(dir.join(f).is_file(), "{f} missing in {}", dir.display());
-    }
-    let md = std::fs::read_to_string(dir.join("advice.md")).unwrap();
-    assert!(md.contains("Smallest change that fits") && md.contains("![") && md.contains("git"), "{md}");
-
-    // Again: refused without --force; with it, the calibration comes from the cache.
-    let err = stderr_of(&sb, &[&spec, "--out", &out, "-q"]);
-    assert!(err.contains("--force"), "{err}");
-    let again = advise_json(&sb, &[&spec, "--out", &out, "--force"]);
-    assert_eq!(again["timing"]["runs"], 0, "{}", again["timing"]);
-    assert!(again["timing"]["cached"].as_u64().unwrap() > 0);
-    // And from the file the first one wrote.
-    let cal = dir.join("calibration.json").display().to_string();
-    let from_file = advise_json(&sb, &[&spec, "--calibration", &cal, "--no-write"]);
-    assert_eq!(from_file["timing"]["source"], "file");
-    assert_eq!(from_file["options"][0]["step_seconds"], again["options"][0]["step_seconds"]);
-}
 
 #[test]
 fn bad_requests_say_what_to_do() {

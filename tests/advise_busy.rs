@@ -3,24 +3,9 @@
 //! binary's tests at once, and binaries one after another).
 mod common;
 
-use assert_cmd::Command;
+use common::advise::advise_json;
 use common::{tiny_spec, Sandbox};
 use serde_json::Value;
-
-fn advise_json(sb: &Sandbox, args: &[&str]) -> Value {
-    let out = Command::cargo_bin("oomlab")
-        .unwrap()
-        .current_dir(sb.path())
-        .env("OOMLAB_CACHE", sb.path().join("cache"))
-        .arg("advise")
-        .args(args)
-        .args(["--json", "-q"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "advise {args:?}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
-}
 
 /// Whether this CPU has matrix instructions for bf16 (a CPU without them runs bf16 slower).
 fn cpu_has_bf16() -> bool {

@@ -8,6 +8,7 @@ use oomlab::schema::{Phase, PhaseRecord, Status};
 use oomlab::spec::Config;
 use tempfile::TempDir;
 
+pub mod advise;
 pub mod rng;
 
 /// A temp folder that lives as long as the value; results and specs go inside it.
