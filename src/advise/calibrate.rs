@@ -371,8 +371,7 @@ fn describe_run(c: &Config) -> String {
 /// What identifies a run's timing: the machine (host and device), oomlab's version and git
 /// revision, libtorch's version, the threads and the configuration.
 fn cache_key(device: &str, config: &Config) -> Result<String> {
-    static REVISION: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
-    let revision = REVISION.get_or_init(|| crate::results::manifest::git_info().revision);
+    let revision = crate::results::manifest::git_info().revision;
     Ok(serde_json::to_string(&(
         gethostname::gethostname().to_string_lossy(),
         device,

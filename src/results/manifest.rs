@@ -273,8 +273,15 @@ impl Manifest {
     }
 }
 
-/// The revision of the source tree this binary was built from, and whether it had changes.
+/// The revision of the source tree this binary was built from, and whether it had changes: read
+/// once per process (two `git` runs), as the tree was when the process started to use it, and
+/// shared by the manifest, the bench, advise's calibration cache and the estimate's kernel cache.
 pub fn git_info() -> GitInfo {
+    static INFO: std::sync::OnceLock<GitInfo> = std::sync::OnceLock::new();
+    INFO.get_or_init(read_git_info).clone()
+}
+
+fn read_git_info() -> GitInfo {
     let src = env!("CARGO_MANIFEST_DIR");
     let git = |args: &[&str]| -> Option<String> {
         let out = Command::new("git").arg("-C").arg(src).args(args).output().ok()?;
