@@ -7,11 +7,10 @@ use common::advise::advise_json;
 use common::{tiny_spec, Sandbox};
 use serde_json::Value;
 
-/// Whether this CPU has matrix instructions for bf16 (a CPU without them runs bf16 slower).
+/// Whether this CPU has matrix instructions for bf16 (a CPU without them runs bf16 slower), as
+/// advise's rules read it.
 fn cpu_has_bf16() -> bool {
-    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let flags = info.lines().find(|l| l.starts_with("flags")).unwrap_or_default();
-    flags.split_whitespace().any(|f| f == "avx512_bf16" || f == "amx_bf16")
+    oomlab::advise::sanity::CpuCaps::here(false).is_some_and(|c| c.bf16)
 }
 
 /// The option's configuration with one technique put back as written (`None`: it had none).

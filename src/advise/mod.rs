@@ -14,7 +14,7 @@ mod evaluate;
 mod point;
 mod rank;
 pub mod report;
-mod sanity;
+pub mod sanity;
 pub mod timing;
 pub mod verify;
 

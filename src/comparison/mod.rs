@@ -280,14 +280,8 @@ fn plain_figures(side: &Side, rows: &[SummaryRow]) -> Vec<Option<Cell>> {
 }
 
 /// The median of `v` (of several rounds' rows, say); `None` when empty.
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
+fn median(v: Vec<f64>) -> Option<f64> {
+    (!v.is_empty()).then(|| crate::bench::stats::median(&v))
 }
 
 /// A mean step time (the trial's first step left out), as measured on that folder's machine:
