@@ -203,6 +203,13 @@ fn predicted_memory_matches_the_counting_allocator() {
             techniques: Techniques { history: History::LossTensor, ..ckpt(Checkpoint::Sqrt, 2) },
             ..case(SGD, 4, 128, 8, 64, 16)
         },
+        // PyTorch's checkpoint_sequential cut: one segment (the plain step), two (3..7 of 7
+        // plain), three with a shorter cut than the plain rest (2 a segment, 4..7 plain), one a
+        // unit (every layer checkpointed but the last); with accumulation.
+        Case { techniques: ckpt(Checkpoint::Sequential(1), 1), ..case(SGD, 4, 256, 64, 128, 32) },
+        Case { techniques: ckpt(Checkpoint::Sequential(2), 1), ..case(MOMENTUM, 7, 512, 128, 256, 64) },
+        Case { techniques: ckpt(Checkpoint::Sequential(3), 2), ..case(ADAM, 7, 256, 32, 64, 16) },
+        Case { techniques: ckpt(Checkpoint::Sequential(4), 1), ..case(ADAMW, 4, 128, 16, 32, 8) },
         // Mixed precision: bf16 and fp16 with its grad scaler, with accumulation.
         Case { techniques: amp(Amp::Bf16, 1), ..case(SGD, 2, 256, 64, 128, 32) },
         Case { techniques: amp(Amp::Bf16, 1), ..case(ADAM, 4, 512, 512, 1024, 64) },
@@ -226,6 +233,24 @@ fn predicted_memory_matches_the_counting_allocator() {
         Case {
             techniques: Techniques { checkpoint: Checkpoint::Every(1), ..amp(fp16(), 1) },
             ..case(SGD, 0, 64, 8, 32, 16)
+        },
+        // checkpoint_sequential under autocast: the plain tail's casts saved as a plain forward
+        // saves them, the recompute's cached again.
+        Case {
+            techniques: Techniques { checkpoint: Checkpoint::Sequential(1), ..amp(Amp::Bf16, 1) },
+            ..case(SGD, 3, 256, 64, 128, 32)
+        },
+        Case {
+            techniques: Techniques { checkpoint: Checkpoint::Sequential(2), ..amp(Amp::Bf16, 1) },
+            ..case(MOMENTUM, 5, 512, 256, 512, 64)
+        },
+        Case {
+            techniques: Techniques { checkpoint: Checkpoint::Sequential(4), ..amp(Amp::Bf16, 2) },
+            ..case(ADAM, 4, 128, 16, 64, 16)
+        },
+        Case {
+            techniques: Techniques { checkpoint: Checkpoint::Sequential(3), ..amp(fp16(), 2) },
+            ..case(ADAM, 5, 128, 16, 64, 16)
         },
         // Autocast in the forward-only modes: a kept loss keeps the saved casts too.
         Case {

@@ -6,9 +6,10 @@
 //! convolutions, torchvision's ResNet-18 and ResNet-50 (basic and bottleneck blocks, batch norm,
 //! in-place ReLUs and residual adds), and Transformer encoders post- and pre-norm, with dropout
 //! (attention's math kernel, float masks) and without (the CPU flash kernel); under
-//! checkpointing, accumulation, the forward-only modes, a kept loss history, each optimizer
-//! implementation and mixed precision (bf16; fp16 with the grad scaler; with checkpointing,
-//! accumulation and under no_grad): autocast's casts, its cache, the fp32 residual stream of a
+//! checkpointing (PyTorch's checkpoint_sequential cut too, its last segment plain),
+//! accumulation, the forward-only modes, a kept loss history, each optimizer implementation and
+//! mixed precision (bf16; fp16 with the grad scaler; with checkpointing, accumulation and under
+//! no_grad): autocast's casts, its cache, the fp32 residual stream of a
 //! Transformer, batch and layer norm over low-precision inputs. Where oneDNN runs the
 //! low-precision matrix products (bf16; fp16 on CPUs with AVX512-FP16) a forward's or
 //! backward's peak may fall short by its scratch buffer, which the estimate leaves out (it says
@@ -209,6 +210,35 @@ fn every_kind_under_every_technique_is_predicted_to_the_byte() {
             cases += 1;
         }
     }
-    assert!(cases >= 62, "only {cases} cases");
+    // PyTorch's checkpoint_sequential cut (`{ sequential = S }`): S - 1 checkpointed segments of
+    // units / S, the rest plain, its activations kept; 1 is the plain step, and as many as the
+    // units checkpoints every unit but the last. fp32 and bf16 (whose plain tail's backward runs
+    // under autocast as the head's does); a ResNet-18's 9 units in 4 leave 3 plain.
+    let mut sequential = vec![];
+    for (kind, model, data, _) in kinds() {
+        let units = model.units();
+        let cuts: Vec<usize> = match kind {
+            "cnn standard 3x3" | "transformer post-norm, dropout" => vec![1, 2, units],
+            "resnet18" => vec![4],
+            _ => continue,
+        };
+        for s in cuts {
+            for amp in [Amp::Off, Amp::Bf16] {
+                sequential.push((kind, model.clone(), data.clone(), s, amp));
+            }
+        }
+    }
+    for (kind, model, data, s, amp) in sequential {
+        let t = Techniques { checkpoint: Checkpoint::Sequential(s), amp, ..Techniques::default() };
+        let c = config(model, data, 4, OptimizerSpec::Adam { lr: 1e-3, weight_decay: 0.0 }, t);
+        let name = format!("{kind}, batch 4, {}, checkpoint {}", amp.as_str(), t.checkpoint.name());
+        let predicted = estimate::predict(&c).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        let (records, peak) = measure(&c);
+        let scratch = onednn_scratch(&c.model, &c.data, 4, amp);
+        let racy = flash_racy(&c, 4);
+        failures.extend(compare_within(&name, &predicted, &records, peak, scratch, racy).0);
+        cases += 1;
+    }
+    assert!(cases >= 76, "only {cases} cases");
     assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
 }

@@ -570,6 +570,11 @@ fn nonsense_that_once_passed_is_refused_naming_the_key() {
             "training.checkpoint",
         ),
         (
+            "checkpoint = { sequential = 50 } on one layer",
+            Box::new(|s| s.set("training", "checkpoint", "{ sequential = 50 }")),
+            "training.checkpoint",
+        ),
+        (
             "bf16 autocast over float64",
             Box::new(|s| {
                 s.set("training", "amp", "\"bf16\"");

@@ -11,10 +11,10 @@
 //!
 //! Every model kind too (an MLP of given widths, plain CNNs with standard and depthwise-separable
 //! convolutions, torchvision's ResNet-18, post- and pre-norm Transformer encoders with and
-//! without dropout), under checkpointing (dropout drawn again alike in the recompute),
-//! accumulation and mixed precision: `scripts/reference/train.py` builds them as torch.nn and
-//! torchvision do, so equal parameters mean the same initialisation, the same forward and
-//! backward, and the same update.
+//! without dropout), under checkpointing (dropout drawn again alike in the recompute; PyTorch's
+//! own `checkpoint_sequential` for `{ sequential = S }`), accumulation and mixed precision:
+//! `scripts/reference/train.py` builds them as torch.nn and torchvision do, so equal parameters
+//! mean the same initialisation, the same forward and backward, and the same update.
 //!
 //! Without python3, or a torch it can import, these tests fail and say so: they do not skip.
 use std::io::Write;
@@ -198,6 +198,28 @@ fn every_model_kind_trains_as_pytorch_trains_it() {
             c.training.batch_size = 4;
             c.training.steps = 3;
             check(&format!("{kind}, {what}"), &c);
+        }
+    }
+}
+
+/// `{ sequential = S }` against the real `torch.utils.checkpoint.checkpoint_sequential(
+/// nn.Sequential(*units), S, x, use_reentrant=False)` then the head (`train.py`'s
+/// `forward_loss`): the same cut (S - 1 checkpointed segments of units / S, the rest plain, or
+/// nothing checkpointed for S = 1) must train to the same parameters, on every kind, the
+/// Transformer's dropout drawn again alike in the recompute.
+#[test]
+fn checkpoint_sequential_trains_as_pytorchs_own() {
+    let adam = OptimizerSpec::Adam { lr: 1e-2, weight_decay: 1e-2 };
+    for (kind, model, data) in kinds() {
+        let mut cuts = vec![1, 2, model.units()];
+        cuts.dedup();
+        for s in cuts {
+            let t = Techniques { checkpoint: Checkpoint::Sequential(s), ..Techniques::default() };
+            let mut c = config(adam, OptimizerImpl::ForLoop, t);
+            (c.model, c.data) = (model.clone(), data.clone());
+            c.training.batch_size = 4;
+            c.training.steps = 3;
+            check(&format!("{kind}, checkpoint {}", t.checkpoint.name()), &c);
         }
     }
 }

@@ -49,7 +49,7 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from torch.utils.checkpoint import checkpoint  # noqa: E402
+from torch.utils.checkpoint import checkpoint, checkpoint_sequential  # noqa: E402
 
 TRACE_COLUMNS = [
     "trial", "step", "micro", "phase", "memory_allocated", "memory_reserved",
@@ -147,7 +147,12 @@ def trial_config(manifest: dict, row: dict) -> dict:
         tech["amp"].setdefault("scaler", {"init_scale": 65536.0, "growth_factor": 2.0,
                                           "backoff_factor": 0.5, "growth_interval": 2000})
     ck = row["checkpoint"]
-    tech["checkpoint"] = ck if ck in ("none", "sqrt") else {"every": int(ck)}
+    if ck in ("none", "sqrt"):
+        tech["checkpoint"] = ck
+    elif ck.startswith("sequential:"):  # Checkpoint::name of { sequential = S }
+        tech["checkpoint"] = {"sequential": int(ck.split(":", 1)[1])}
+    else:
+        tech["checkpoint"] = {"every": int(ck)}
     tech["mode"], tech["history"] = row["mode"], row["history"]
     return cfg
 
@@ -157,12 +162,16 @@ def model_kind(model: dict) -> str:
     return model.get("kind", "mlp")
 
 
-def segment_len(checkpoint_spec, units: int) -> int | None:
-    """Units per checkpointed segment, as Checkpoint::segment_len computes it. The units are
-    what model.units() lists: an MLP's hidden layers (Linear + ReLU each), a CNN's stem then
-    its blocks, a transformer's embedding then its encoder layers."""
+def segment_len(checkpoint_spec, units: int) -> int | tuple[str, int] | None:
+    """Units per checkpointed segment, as Checkpoint::segment_len computes it; for
+    {"sequential": S}, ("sequential", S): forward_loss then calls checkpoint_sequential, which
+    cuts the units itself. The units are what model.units() lists: an MLP's hidden layers
+    (Linear + ReLU each), a CNN's stem then its blocks, a transformer's embedding then its
+    encoder layers."""
     if checkpoint_spec == "none":
         return None
+    if isinstance(checkpoint_spec, dict) and "sequential" in checkpoint_spec:
+        return ("sequential", int(checkpoint_spec["sequential"]))
     if checkpoint_spec == "sqrt":
         return max(1, math.ceil(math.sqrt(units)))
     return max(1, int(checkpoint_spec["every"]))
@@ -557,13 +566,20 @@ def autocast(device: torch.device, amp: dict):
     return torch.autocast(device_type=device.type, dtype=AMP_DTYPES[amp["dtype"]])
 
 
-def forward_loss(model: Units, x, y, seg: int | None):
+def forward_loss(model: Units, x, y, seg: int | tuple[str, int] | None):
     """Logits and mean cross-entropy (F.cross_entropy's defaults): head(units...(x)), each
-    segment of `seg` units under torch.utils.checkpoint when checkpointing."""
+    segment of `seg` units under torch.utils.checkpoint when checkpointing; with
+    ("sequential", S), the units through torch.utils.checkpoint.checkpoint_sequential in S
+    segments (S - 1 of len(units) // S checkpointed, the rest not), then the head."""
     if seg is None:
         return F.cross_entropy(model(x), y)
     units = model.units()
     h = x
+    if isinstance(seg, tuple):
+        # PyTorch's own cut, as a reader calls it: oomlab's Checkpoint::segments reproduces it
+        # (and its checkpointed segments as above; with S = 1 both run everything plain).
+        h = checkpoint_sequential(nn.Sequential(*units), seg[1], h, use_reentrant=False)
+        return F.cross_entropy(model.head(h), y)
     # Differs from oomlab: oomlab's checkpoint.rs is hand-written (tch has no custom autograd
     # Function): it runs segments under no_grad, recomputes each in backward and pushes the
     # gradient through with (out * g).sum().backward(), freeing the head's input and gradient
@@ -751,7 +767,10 @@ def tiny(cfg: dict) -> dict:
     t["batch_size"], t["steps"] = 4, 2
     tech = t["techniques"]
     tech["accumulation"] = min(int(tech["accumulation"]), 2)
-    if tech["checkpoint"] != "none":
+    ck = tech["checkpoint"]
+    if isinstance(ck, dict) and int(ck.get("sequential", 2)) == 1:
+        tech["checkpoint"] = "none"  # one segment of checkpoint_sequential checkpoints nothing
+    elif ck != "none":
         tech["checkpoint"] = {"every": 1}
     return c
 

@@ -217,6 +217,32 @@ fn checkpointing_keeps_the_boundaries_only() {
     assert_eq!(kept(&predict(&c).unwrap()), kept(&plain));
 }
 
+/// checkpoint_sequential's cut of 9 layers in 3: segments 0..3 and 3..6 checkpointed, 6..9
+/// plain. The forward keeps the 2 boundaries and the 3 plain layers' activations; one segment is
+/// the plain step itself, and one a layer checkpoints all but the last.
+#[test]
+fn checkpoint_sequential_keeps_its_last_segment_plain() {
+    let mut c = config(9, 100, 256, SGD);
+    let a = 256 * 100 * 4;
+    let head = 256 * 4 * 4 + 2 * 4;
+    let plain = predict(&c).unwrap();
+    let kept = |p: &Prediction| p.phase(1, 0, Phase::Forward).unwrap().end_by_category.activations;
+    c.training.techniques.checkpoint = Checkpoint::Sequential(3);
+    let seq = predict(&c).unwrap();
+    assert_eq!(kept(&seq), (2 + 3) * a + head);
+    assert!(seq.peak < plain.peak);
+    // The tail's backward holds its 3 activations over the 2 boundaries; a recompute, the
+    // boundaries not yet used and a segment's 3.
+    let back = seq.phase(1, 0, Phase::Backward).unwrap();
+    assert!(back.by_category.activations <= 5 * a + head, "{:?}", back.by_category);
+    c.training.techniques.checkpoint = Checkpoint::Sequential(9);
+    assert_eq!(kept(&predict(&c).unwrap()), kept(&plain));
+    c.training.techniques.checkpoint = Checkpoint::Sequential(1);
+    let one = predict(&c).unwrap();
+    assert_eq!(one.phases, plain.phases, "one segment is the plain step");
+    assert_eq!(one.peak, plain.peak);
+}
+
 /// Autocast halves what the forward keeps and adds its copies: after the forward, the
 /// casts of every weight but the first (saved for the input gradients) and of the batch
 /// (saved for layer 0's weight gradient); the biases' and the first weight's casts went with
@@ -256,7 +282,14 @@ fn autocast_keeps_half_width_activations_and_the_saved_casts() {
 fn every_combination_balances_its_books() {
     let adam = OptimizerSpec::Adam { lr: 0.01, weight_decay: 0.0 };
     let amps = [Amp::Off, Amp::Bf16, Amp::Fp16 { scaler: Default::default() }];
-    let checkpoints = [Checkpoint::None, Checkpoint::Every(1), Checkpoint::Every(2), Checkpoint::Sqrt];
+    let checkpoints = [
+        Checkpoint::None,
+        Checkpoint::Every(1),
+        Checkpoint::Every(2),
+        Checkpoint::Sqrt,
+        Checkpoint::Sequential(2),
+        Checkpoint::Sequential(3),
+    ];
     let modes = [(Mode::Train, 1), (Mode::Train, 3), (Mode::Forward, 1), (Mode::ForwardNoGrad, 1)];
     let mut n = 0;
     for depth in 0..4 {
@@ -299,7 +332,7 @@ fn every_combination_balances_its_books() {
             }
         }
     }
-    assert_eq!(n, 4 * 3 * 4 * 4 * 3);
+    assert_eq!(n, 4 * 3 * 6 * 4 * 3);
 }
 
 /// The CUDA replay of every combination keeps its blocks straight: each cast autocast cached
@@ -309,7 +342,7 @@ fn every_combination_balances_its_books() {
 fn every_combination_replays_on_cuda() {
     let adam = OptimizerSpec::Adam { lr: 0.01, weight_decay: 0.0 };
     let amps = [Amp::Off, Amp::Bf16, Amp::Fp16 { scaler: Default::default() }];
-    let checkpoints = [Checkpoint::None, Checkpoint::Every(1), Checkpoint::Sqrt];
+    let checkpoints = [Checkpoint::None, Checkpoint::Every(1), Checkpoint::Sqrt, Checkpoint::Sequential(2)];
     let modes = [(Mode::Train, 1), (Mode::Train, 2), (Mode::ForwardNoGrad, 1)];
     for (depth, hidden) in [(1, 2000), (3, 100), (4, 16)] {
         for amp in amps {

@@ -17,7 +17,7 @@
 //! trial, so the estimate starts every trial with them in place.
 use serde::Serialize;
 
-use crate::spec::{Checkpoint, Config, Mode};
+use crate::spec::{Config, Mode};
 
 const MIB: u64 = 1 << 20;
 
@@ -118,7 +118,8 @@ impl Workspaces {
         for c in configs {
             let trains = c.training.techniques.mode == Mode::Train;
             backward |= trains;
-            recompute |= trains && c.training.techniques.checkpoint != Checkpoint::None;
+            // `{ sequential = 1 }` checkpoints nothing: no recompute.
+            recompute |= trains && c.training.techniques.checkpoint.segments(c.model.units()).is_some();
         }
         let (cublas, lt) = (arch.cublas_workspace(), arch.cublaslt_workspace());
         Workspaces {

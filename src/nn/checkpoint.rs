@@ -2,14 +2,21 @@
 //! model's units, written by hand because tch has no custom autograd `Function`.
 //!
 //! The units (an MLP's hidden layers; a CNN's stem and blocks; a Transformer's embedding and
-//! encoder layers) are cut into segments of `segment_len` units (the last one may be shorter).
+//! encoder layers) are cut as [`Segments`] says: checkpointed segments from the first unit, then
+//! possibly some units that run plain. `checkpoint = K` and `"sqrt"` checkpoint every unit, in
+//! segments of `segment_len` units (the last one may be shorter). `{ sequential = S }` cuts as
+//! PyTorch's `checkpoint_sequential(units, S, x)` does: `units / S` units a segment, the first
+//! `S - 1` segments checkpointed and the last one (the rest of the units) not, as its source
+//! says, "the last chunk has to be non-volatile"; with `S = 1` nothing is checkpointed, and the
+//! step takes the plain path instead.
 //!
-//! - **Kept** between forward and backward: each segment's input (the batch `x` for the first,
-//!   then the output of the segment before), and the input of the head. The forward runs every
-//!   segment under no_grad, so none of the activations inside a segment are kept; the next op
-//!   uses one and it is freed.
+//! - **Kept** between forward and backward: each checkpointed segment's input (the batch `x` for
+//!   the first, then the output of the segment before), and the input of the plain tail (the
+//!   plain units, then the head). The forward runs every segment under no_grad, so none of the
+//!   activations inside a segment are kept; the next op uses one and it is freed. The plain
+//!   units keep what a forward without checkpointing keeps.
 //! - **Recomputed** in backward: each segment, last first, from its saved input with grad
-//!   tracking on. The gradient at its output (from the segment after it, or from the head) is
+//!   tracking on. The gradient at its output (from the segment after it, or from the tail) is
 //!   pushed through it with `(out * g).sum().backward()`, because `backward` only starts from a
 //!   scalar and the gradient of `<out, g>` with respect to `out` is `g`. The parameters' grads
 //!   accumulate in their `.grad`, and the gradient at the segment's input becomes the next `g`.
@@ -21,17 +28,18 @@
 //! The trade: with `n` units and `s` segments, a plain forward keeps every unit's activations
 //! for backward and a checkpointed one keeps `s` boundaries, plus one segment's worth while it is
 //! recomputed, so segments of about `sqrt(n)` units keep about `2 sqrt(n)` unit outputs. It costs
-//! a second forward through every unit: about a third more compute per step, since backward
-//! costs about twice a forward.
+//! a second forward through every checkpointed unit: about a third more compute per step, since
+//! backward costs about twice a forward.
 //!
-//! The head (and the loss) is not checkpointed: recomputing it would save only its output (the
-//! logits, `batch x classes`, small next to an activation), and its backward is where the
-//! gradient at the last boundary comes from, so it simply runs with grad tracking from the last
-//! segment's output, detached so that the graph stops there.
+//! The tail (the plain units, if any, then the head and the loss) is not checkpointed: the
+//! head's recompute would save only its output (the logits, `batch x classes`, small next to an
+//! activation), and the tail's backward is where the gradient at the last boundary comes from,
+//! so it simply runs with grad tracking from the last segment's output, detached so that the
+//! graph stops there.
 //!
 //! Everything is freed as soon as backward is done with it: each saved input after its segment,
-//! each gradient once the node that needs it has run, and the head's input and its gradient
-//! right after the head's backward (the caller's graph would otherwise keep them to the end).
+//! each gradient once the node that needs it has run, and the tail's input and its gradient
+//! right after the tail's backward (the caller's graph would otherwise keep them to the end).
 //!
 //! Autocast is left as the caller set it: a caller that keeps an autocast guard alive around
 //! both calls gets the recompute under autocast too, in the same precision as the first pass, as
@@ -42,7 +50,7 @@ use tch::Device;
 
 use super::ops::{Ops, Result};
 use super::Model;
-use crate::spec::segment_ranges;
+use crate::spec::Segments;
 
 /// A segment of units and the input it was first run on.
 struct Segment<T> {
@@ -63,26 +71,40 @@ pub struct Checkpointed<T> {
     /// so their grads land in the model's `.grad`.
     model: Model<T>,
     segments: Vec<Segment<T>>,
-    /// The last unit's output, detached and requiring grad: backward through the head stops here
-    /// and leaves the gradient at the last boundary in its `.grad`. With no unit it is the batch
-    /// itself.
+    /// The last segment's output, detached and requiring grad: backward through the tail (the
+    /// plain units and the head) stops here and leaves the gradient at the last boundary in its
+    /// `.grad`. With no checkpointed segment it is the batch itself.
     head_input: T,
     pub loss: T,
 }
 
-/// Forward with only segment boundaries kept. `segment_len >= 1` units per segment.
-pub fn forward<T: Ops>(model: &Model<T>, x: &T, y: &T, segment_len: usize) -> Result<Checkpointed<T>> {
-    if segment_len == 0 {
-        return Err(tch::TchError::Torch("checkpoint: a segment needs at least one unit".into()));
+/// Forward with only segment boundaries kept, cut as `cut` says: its checkpointed segments
+/// (each of at least one unit, one after another from unit 0), then its plain units to the last.
+pub fn forward<T: Ops>(model: &Model<T>, x: &T, y: &T, cut: &Segments) -> Result<Checkpointed<T>> {
+    let mut next = 0;
+    for r in &cut.checkpointed {
+        if r.is_empty() || r.start != next {
+            return Err(tch::TchError::Torch("checkpoint: a segment needs at least one unit".into()));
+        }
+        next = r.end;
     }
-    let (segments, last) = run_segments(model, x, segment_ranges(model.units(), segment_len))?;
+    if cut.plain.start != next || cut.plain.end != model.units() {
+        return Err(tch::TchError::Torch(format!(
+            "checkpoint: the segments and plain units {:?} do not cover the model's {} units",
+            cut.plain,
+            model.units()
+        )));
+    }
+    let (segments, last) = run_segments(model, x, cut.checkpointed.clone())?;
     let head_input = if segments.is_empty() {
-        // No unit: the head reads the batch, which must stay as the caller made it.
+        // No segment: the tail reads the batch, which must stay as the caller made it.
         last
     } else {
         last.f_detach()?.f_set_requires_grad(true)?
     };
-    let logits = model.head(head_input.shallow_clone())?;
+    // The plain units keep their activations for backward, as a forward without checkpointing.
+    let h = model.forward_units(head_input.shallow_clone(), cut.plain.clone())?;
+    let logits = model.head(h)?;
     let loss = Model::loss(&logits, y)?;
     Ok(Checkpointed { model: model.handles(), segments, head_input, loss })
 }
@@ -92,7 +114,8 @@ impl<T: Ops> Checkpointed<T> {
     /// segment. Accumulates into the parameters' `.grad`, like `backward()`.
     pub fn backward(self, to_backprop: &T) -> Result<()> {
         let Checkpointed { model, segments, head_input, loss } = self;
-        // The head's graph: the head's grads, and the gradient at the last boundary.
+        // The tail's graph (the plain units and the head): their grads, and the gradient at the
+        // last boundary.
         to_backprop.backward()?;
         drop(loss);
         if segments.is_empty() {
@@ -112,9 +135,10 @@ impl<T: Ops> Checkpointed<T> {
         Ok(())
     }
 
-    /// How many activation tensors are held between forward and backward: one input per
-    /// segment (the first is the batch `x` itself) plus the head's input (the last segment's
-    /// output). With no unit, just the head's input, which is `x`.
+    /// How many segment boundaries are held between forward and backward: one input per
+    /// segment (the first is the batch `x` itself) plus the tail's input (the last segment's
+    /// output). With no segment, just the tail's input, which is `x`. The plain units' own
+    /// activations are not counted.
     pub fn saved_tensors(&self) -> usize {
         self.segments.len() + 1
     }
@@ -197,7 +221,7 @@ impl<T: Ops> RngStates<T> {
     }
 }
 
-/// The gradient that backward left at the head's input; frees the input and its `.grad`.
+/// The gradient that backward left at the tail's input; frees the input and its `.grad`.
 ///
 /// Dropping our handle would free neither: the caller still holds `to_backprop`, and its graph
 /// keeps the head's input alive, `.grad` included, through the node that accumulated that
@@ -231,10 +255,20 @@ mod tests {
     use super::*;
     use crate::nn::{mlp::Mlp, CPU_F32};
     use crate::probe::{CpuProbe, MemoryProbe};
-    use crate::spec::Checkpoint;
+    use crate::spec::{segment_ranges, Checkpoint};
     use tch::Tensor;
 
     const CLASSES: usize = 4;
+
+    /// `forward` with every unit checkpointed, in segments of `len`.
+    fn forward_every(
+        model: &Model<Tensor>,
+        x: &Tensor,
+        y: &Tensor,
+        len: usize,
+    ) -> Result<Checkpointed<Tensor>> {
+        forward(model, x, y, &Segments::every(model.units(), len))
+    }
 
     /// Two models with the same weights but their own tensors and grads. The weights are
     /// copied rather than re-drawn from a seed: tests run in parallel and share the generator.
@@ -264,7 +298,7 @@ mod tests {
     }
 
     fn checkpointed_step(model: &Model<Tensor>, x: &Tensor, y: &Tensor, scale: f64, len: usize) -> f64 {
-        let c = forward(model, x, y, len).unwrap();
+        let c = forward_every(model, x, y, len).unwrap();
         let value = c.loss.double_value(&[]);
         let to_backprop = &c.loss * scale;
         c.backward(&to_backprop).unwrap();
@@ -368,7 +402,7 @@ mod tests {
         // Counted the same way, the plain graph keeps x and every hidden layer's output.
         let plain_saved = depth + 1;
         for (len, segments) in [(1, 8), (2, 4), (3, 3), (8, 1)] {
-            let c = forward(&model, &x, &y, len).unwrap();
+            let c = forward_every(&model, &x, &y, len).unwrap();
             assert_eq!(c.saved_tensors(), segments + 1, "segment_len {len}");
             assert_eq!(c.segments.len(), segments);
             // One layer a segment keeps every boundary, which is all the plain path keeps
@@ -378,15 +412,98 @@ mod tests {
             c.backward(&loss).unwrap();
         }
         let sqrt = Checkpoint::Sqrt.segment_len(depth).unwrap();
-        let c = forward(&model, &x, &y, sqrt).unwrap();
+        let c = forward_every(&model, &x, &y, sqrt).unwrap();
         assert!(2 * c.saved_tensors() < plain_saved, "sqrt keeps {} of {plain_saved}", c.saved_tensors());
+    }
+
+    /// `checkpoint_sequential`'s cut: `segments - 1` checkpointed segments of `units /
+    /// segments` units, then the rest plain; one segment is no checkpointing at all.
+    #[test]
+    fn sequential_cuts_as_checkpoint_sequential() {
+        let cut = |s, units| Checkpoint::Sequential(s).segments(units);
+        let seq = |ranges: Vec<Range<usize>>, plain| Some(Segments { checkpointed: ranges, plain });
+        assert_eq!(cut(1, 8), None);
+        assert_eq!(cut(2, 8), seq(segment_ranges(4, 4), 4..8));
+        assert_eq!(cut(3, 8), seq(vec![0..2, 2..4], 4..8));
+        assert_eq!(cut(4, 8), seq(vec![0..2, 2..4, 4..6], 6..8));
+        assert_eq!(cut(8, 8), seq((0..7).map(|i| i..i + 1).collect(), 7..8));
+        assert_eq!(cut(3, 5), seq(vec![0..1, 1..2], 2..5));
+        // More segments than units (refused by the spec) is taken as one a unit.
+        assert_eq!(cut(9, 8), cut(8, 8));
+        assert_eq!(cut(2, 0), None);
+        assert_eq!(Checkpoint::Sequential(3).segment_len(8), Some(2));
+        assert_eq!(Checkpoint::Sequential(1).segment_len(8), None);
+    }
+
+    #[test]
+    fn sequential_gradients_and_loss_equal_the_plain_path() {
+        let (depth, width) = (5, 32);
+        for segments in 2..=depth {
+            let cut = Checkpoint::Sequential(segments).segments(depth).unwrap();
+            let (plain, ckpt) = twins(16, width, depth);
+            let (x, y) = batch(16, 8);
+            let plain_loss = plain_step(&plain, &x, &y, 1.0);
+            let c = forward(&ckpt, &x, &y, &cut).unwrap();
+            let ckpt_loss = c.loss.double_value(&[]);
+            let to_backprop = &c.loss * 1.0;
+            c.backward(&to_backprop).unwrap();
+            assert_eq!(plain_loss, ckpt_loss, "sequential {segments}");
+            let diff = max_grad_diff(&plain, &ckpt);
+            assert!(diff < 1e-6, "sequential {segments}: grads differ by {diff}");
+            assert!(!x.grad().defined(), "the batch got a grad it did not ask for");
+        }
+        // A cut that leaves a unit out, or an empty segment, is refused.
+        let (model, _) = twins(16, width, depth);
+        let (x, y) = batch(16, 8);
+        let short = Segments { checkpointed: segment_ranges(2, 2), plain: 2..4 };
+        assert!(forward(&model, &x, &y, &short).is_err());
+        let gap = Segments { checkpointed: vec![0..2, 3..4], plain: 4..5 };
+        assert!(forward(&model, &x, &y, &gap).is_err());
+    }
+
+    /// The checkpointed segments keep their inputs only; the plain tail keeps every activation,
+    /// as the plain path does: `segments - 1` boundaries plus the tail's units, against `depth`.
+    #[test]
+    fn sequential_keeps_its_boundaries_and_the_plain_tails_activations() {
+        let (depth, width, batch_size) = (8, 256, 64);
+        let probe = CpuProbe::new(None).unwrap();
+        let (plain, ckpt) = twins(width, width, depth);
+        let (x, y) = batch(width, batch_size);
+        let activation = (batch_size * width * 4) as u64;
+        let plain_held = held_by(&probe, || Model::loss(&plain.forward(&x).unwrap(), &y).unwrap());
+        for (segments, tail) in [(2, 4), (3, 4), (4, 2), (8, 1)] {
+            let cut = Checkpoint::Sequential(segments).segments(depth).unwrap();
+            assert_eq!(cut.plain.len(), tail, "sequential {segments}");
+            let c = forward(&ckpt, &x, &y, &cut).unwrap();
+            assert_eq!((c.segments.len(), c.saved_tensors()), (segments - 1, segments));
+            let loss = c.loss.shallow_clone();
+            c.backward(&loss).unwrap();
+            let held = held_by(&probe, || forward(&ckpt, &x, &y, &cut).unwrap());
+            // x is the caller's: the boundaries after it, then the tail's activations.
+            let kept = (segments - 1 + tail) as u64;
+            assert_eq!(plain_held - held, (depth as u64 - kept) * activation, "sequential {segments}");
+        }
+        let rel = {
+            // The checkpointed twin's grads hold the loop's steps; the plain one has none yet.
+            for p in ckpt.parameters() {
+                let _ = p.grad().zero_();
+            }
+            plain_step(&plain, &x, &y, 1.0);
+            let cut = Checkpoint::Sequential(4).segments(depth).unwrap();
+            let c = forward(&ckpt, &x, &y, &cut).unwrap();
+            let loss = c.loss.shallow_clone();
+            c.backward(&loss).unwrap();
+            max_grad_rel_diff(&plain, &ckpt)
+        };
+        assert!(rel < 1e-5, "gradients differ by {rel} of the largest");
+        drop(probe);
     }
 
     #[test]
     fn depth_zero_has_nothing_to_checkpoint() {
         let (plain, ckpt) = twins(16, 32, 0);
         let (x, y) = batch(16, 8);
-        let c = forward(&ckpt, &x, &y, 3).unwrap();
+        let c = forward_every(&ckpt, &x, &y, 3).unwrap();
         assert_eq!(c.saved_tensors(), 1);
         let loss = c.loss.shallow_clone();
         c.backward(&loss).unwrap();
@@ -400,7 +517,7 @@ mod tests {
     fn zero_length_segments_are_refused() {
         let (model, _) = twins(16, 32, 2);
         let (x, y) = batch(16, 8);
-        assert!(forward(&model, &x, &y, 0).is_err());
+        assert!(forward_every(&model, &x, &y, 0).is_err());
     }
 
     #[test]
@@ -408,7 +525,7 @@ mod tests {
         let (plain, ckpt) = twins(16, 32, 4);
         let (x, y) = batch(16, 8);
         plain_step(&plain, &x, &y, 1.0);
-        let c = forward(&ckpt, &x, &y, 2).unwrap();
+        let c = forward_every(&ckpt, &x, &y, 2).unwrap();
         let loss = c.loss.shallow_clone();
         {
             let _no_grad = tch::no_grad_guard();
@@ -445,7 +562,7 @@ mod tests {
         let (x, y) = batch(16, 8);
         let _autocast = CpuAutocast::on();
         let plain_loss = plain_step(&plain, &x, &y, 1024.0);
-        let c = forward(&ckpt, &x, &y, 2).unwrap();
+        let c = forward_every(&ckpt, &x, &y, 2).unwrap();
         // The boundaries are kept in the autocast precision, so autocast really was on.
         assert_eq!(c.head_input.kind(), Kind::Half);
         assert!(c.segments[1..].iter().all(|s| s.input.kind() == Kind::Half));
@@ -523,13 +640,13 @@ mod tests {
         let (x, y) = batch(width, batch_size);
 
         let plain_held = held_by(&probe, || Model::loss(&plain.forward(&x).unwrap(), &y).unwrap());
-        let ckpt_held = held_by(&probe, || forward(&ckpt, &x, &y, len).unwrap());
+        let ckpt_held = held_by(&probe, || forward_every(&ckpt, &x, &y, len).unwrap());
 
         // A hidden activation is batch x width floats. The plain graph keeps all `depth` of
         // them; checkpointing keeps `saved_tensors()` minus x, which is not new. The rest (the
         // logits, the loss's saved log-softmax) is the same on both paths.
         let activation = (batch_size * width * 4) as u64;
-        let saved = forward(&ckpt, &x, &y, len).unwrap().saved_tensors();
+        let saved = forward_every(&ckpt, &x, &y, len).unwrap().saved_tensors();
         let dropped = depth - (saved - 1);
         let expected_saving = dropped as u64 * activation;
         eprintln!(

@@ -134,6 +134,23 @@ impl Config {
                 });
             }
         }
+        if let Checkpoint::Sequential(s) = t.checkpoint {
+            let units = self.model.units();
+            if s == 0 || s > units {
+                return Err(Invalid {
+                    fix: Some(
+                        "give at most the model's units as segments, e.g. checkpoint = { sequential = 2 }, or checkpoint = \"sqrt\"",
+                    ),
+                    ..Invalid::new(
+                        "training.checkpoint",
+                        format!(
+                            "{{ sequential = {s} }} must be 1 to the {units} units of {}: checkpoint_sequential's segments are units / S units long, and PyTorch fails when that is 0",
+                            self.model.describe()
+                        ),
+                    )
+                });
+            }
+        }
         self.check_data()
     }
 
@@ -330,7 +347,7 @@ impl Config {
             }
             DataSpec::Csv { .. } => {}
         }
-        if let Checkpoint::Every(k) = self.training.techniques.checkpoint {
+        if let Checkpoint::Every(k) | Checkpoint::Sequential(k) = self.training.techniques.checkpoint {
             sizes.push(("training.checkpoint", k, limits::MAX_DEPTH));
         }
         for (key, value, max) in sizes {

@@ -273,24 +273,79 @@ impl Default for ScalerSpec {
     }
 }
 
-/// Which activations are kept for backward. TOML: `checkpoint = "none" | "sqrt" | K` where K >= 1
-/// makes a segment of every K hidden layers; "sqrt" makes about sqrt(depth) segments.
+/// Which activations are kept for backward. TOML: `checkpoint = "none" | "sqrt" | K |
+/// { sequential = S }`: K >= 1 makes a segment of every K units; "sqrt" makes about sqrt(units)
+/// segments; `{ sequential = S }` cuts as PyTorch's `checkpoint_sequential(units, S, x)` does
+/// (see [`Checkpoint::segments`]). The head is never checkpointed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Checkpoint {
     None,
     Every(usize),
     Sqrt,
+    /// `torch.utils.checkpoint.checkpoint_sequential`'s `segments` (1 <= S <= units): S - 1
+    /// checkpointed segments of `units / S` units each, then the rest of the units plain.
+    Sequential(usize),
 }
 
 impl Checkpoint {
-    /// Hidden layers per segment for a model of `depth` hidden layers; `None` when off.
+    /// Units per checkpointed segment for a model of `depth` units (the last segment of
+    /// `Every` and `Sqrt` may be shorter); `None` when nothing is checkpointed.
     pub fn segment_len(self, depth: usize) -> Option<usize> {
         match self {
             Checkpoint::None => None,
             Checkpoint::Every(k) => Some(k.max(1)),
             Checkpoint::Sqrt => Some(((depth as f64).sqrt().ceil() as usize).max(1)),
+            Checkpoint::Sequential(_) => {
+                self.segments(depth).and_then(|s| s.checkpointed.first().map(|r| r.len()))
+            }
         }
+    }
+
+    /// How a training step cuts a model of `units` units; `None` when it runs the plain
+    /// forward: no checkpointing, or `Sequential(1)`, whose one segment PyTorch runs plain.
+    ///
+    /// `Every` and `Sqrt` checkpoint every unit ([`segment_ranges`]). `Sequential(s)` follows
+    /// `checkpoint_sequential`: `segment_size = units / s` (integer division); the first
+    /// `s - 1` segments of `segment_size` units are checkpointed, and the rest (`units -
+    /// segment_size * (s - 1)` units, at least one segment's worth) runs plain, keeping its
+    /// activations as a forward without checkpointing does. An `s` above `units` (which the
+    /// spec refuses, and PyTorch fails on) is taken as `units`.
+    pub fn segments(self, units: usize) -> Option<Segments> {
+        let every = |len| Some(Segments { checkpointed: segment_ranges(units, len), plain: units..units });
+        match self {
+            Checkpoint::None => None,
+            Checkpoint::Every(_) | Checkpoint::Sqrt => every(self.segment_len(units)?),
+            Checkpoint::Sequential(s) => {
+                let s = s.min(units);
+                if s <= 1 {
+                    return None;
+                }
+                let size = units / s;
+                let end = size * (s - 1);
+                Some(Segments {
+                    checkpointed: (0..s - 1).map(|i| i * size..(i + 1) * size).collect(),
+                    plain: end..units,
+                })
+            }
+        }
+    }
+}
+
+/// A checkpointed forward's cut of the units `0..units`: the checkpointed segments, in order
+/// from unit 0, then the units that run plain (with grad tracking, keeping their activations,
+/// like the head after them) from the last segment's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segments {
+    pub checkpointed: Vec<std::ops::Range<usize>>,
+    /// Empty but for `Checkpoint::Sequential`; starts where the last segment ends.
+    pub plain: std::ops::Range<usize>,
+}
+
+impl Segments {
+    /// Every unit checkpointed, in segments of `len` ([`segment_ranges`]).
+    pub fn every(units: usize, len: usize) -> Segments {
+        Segments { checkpointed: segment_ranges(units, len), plain: units..units }
     }
 }
 

@@ -45,12 +45,14 @@ impl Amp {
 }
 
 impl Checkpoint {
-    /// "none", "sqrt", or the hidden layers per segment, as `training.checkpoint` says it.
+    /// "none", "sqrt", the units per segment, or "sequential:S" for `{ sequential = S }`
+    /// (summary.csv's `checkpoint` column).
     pub fn name(self) -> String {
         match self {
             Checkpoint::None => "none".into(),
             Checkpoint::Sqrt => "sqrt".into(),
             Checkpoint::Every(k) => k.to_string(),
+            Checkpoint::Sequential(s) => format!("sequential:{s}"),
         }
     }
 }
@@ -75,6 +77,14 @@ mod tests {
         same_as_serde::<OptimizerImpl>();
         same_as_serde::<OnOom>();
         assert_eq!(Checkpoint::Every(4).name(), "4");
+        assert_eq!(Checkpoint::Sequential(4).name(), "sequential:4");
+        // The manifest's JSON keeps the spec's own forms.
+        assert_eq!(serde_json::to_value(Checkpoint::Every(4)).unwrap(), serde_json::json!({ "every": 4 }));
+        assert_eq!(serde_json::to_value(Checkpoint::Sqrt).unwrap(), "sqrt");
+        assert_eq!(
+            serde_json::to_value(Checkpoint::Sequential(4)).unwrap(),
+            serde_json::json!({ "sequential": 4 })
+        );
         assert_eq!(serde_json::to_value(Amp::Bf16).unwrap()["dtype"], Amp::Bf16.as_str());
     }
 }

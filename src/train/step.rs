@@ -110,7 +110,8 @@ fn train_step(
 ) -> Result<(Tensor, Option<f64>, bool), Stop> {
     let t = &config.training.techniques;
     let device = model.device();
-    let segment = t.checkpoint.segment_len(model.units());
+    // None: the plain path (no checkpointing, or `{ sequential = 1 }`, which checkpoints nothing).
+    let segment = t.checkpoint.segments(model.units());
     let mut last = None;
     // Read between phases: reading a value allocates nothing the trace would see.
     let mut sum = read_loss.then_some(0.0);
@@ -121,9 +122,9 @@ fn train_step(
             rec.phase(step, Phase::ToDevice, || gather(data, index, config.training.batch_size, device))?;
         let fwd = rec.phase(step, Phase::Forward, || {
             let _autocast = Autocast::enter(device, &t.amp)?;
-            Ok(match segment {
+            Ok(match &segment {
                 None => Forward::Plain(Model::loss(&model.forward(&x)?, &y)?),
-                Some(k) => Forward::Checkpointed(checkpoint::forward(model, &x, &y, k)?),
+                Some(cut) => Forward::Checkpointed(checkpoint::forward(model, &x, &y, cut)?),
             })
         })?;
         let loss = fwd.loss().shallow_clone();

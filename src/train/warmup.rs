@@ -93,9 +93,12 @@ fn tiny(config: &Config) -> Config {
     t.batch_size = 4;
     t.techniques.accumulation = t.techniques.accumulation.min(2);
     t.steps = 2;
-    if t.techniques.checkpoint != Checkpoint::None {
-        t.techniques.checkpoint = Checkpoint::Every(1);
-    }
+    // A checkpointed step (its recompute) warmed up as one, whatever the cut; `{ sequential =
+    // 1 }` checkpoints nothing, and warms up as the plain step it is.
+    t.techniques.checkpoint = match config.training.techniques.checkpoint.segments(config.model.units()) {
+        Some(_) => Checkpoint::Every(1),
+        None => Checkpoint::None,
+    };
     c
 }
 
@@ -129,5 +132,16 @@ mod tests {
         assert_eq!(t.training.techniques.checkpoint, Checkpoint::Every(1));
         assert_eq!(t.training.techniques.accumulation, 2);
         assert_eq!((t.training.batch_size, t.training.optimizer), (4, c.training.optimizer));
+    }
+
+    /// checkpoint_sequential's cut needs as many units as segments, which the tiny model may
+    /// lack: it warms up a recompute as any checkpointed step, and one segment (no
+    /// checkpointing) as the plain step.
+    #[test]
+    fn tiny_warms_a_sequential_cut_up_as_what_it_runs() {
+        let t = tiny(&config(Amp::Off, Checkpoint::Sequential(5)));
+        assert_eq!(t.training.techniques.checkpoint, Checkpoint::Every(1));
+        let t = tiny(&config(Amp::Off, Checkpoint::Sequential(1)));
+        assert_eq!(t.training.techniques.checkpoint, Checkpoint::None);
     }
 }

@@ -1,13 +1,15 @@
-//! Activation checkpointing, replayed: what `train::checkpoint` allocates and frees. Its
-//! forward keeps only segment boundaries; its backward runs the head's graph, then recomputes
-//! each segment (last first) with grad tracking and pushes the boundary's gradient through it
-//! with `(out * g).sum().backward()`.
+//! Activation checkpointing, replayed: what `nn::checkpoint` allocates and frees. Its forward
+//! keeps only segment boundaries (then, for `{ sequential = S }`, runs the plain units as the
+//! plain forward does); its backward runs the tail's graph (the plain units, if any, and the
+//! head), then recomputes each segment (last first) with grad tracking and pushes the
+//! boundary's gradient through it with `(out * g).sum().backward()`.
 //!
-//! So, against the plain step: the forward keeps one hidden activation per segment instead of
-//! one per layer (and while a segment runs, a layer's input, output and ReLU at most); the
-//! backward's peak is in the recompute of a segment: the boundaries not yet used, the segment's
-//! own activations, its incoming gradient and the product that carries it, then the usual
-//! AddmmBackward peak inside the segment.
+//! So, against the plain step: the forward keeps one hidden activation per checkpointed segment
+//! instead of one per layer (and while a segment runs, a layer's input, output and ReLU at most),
+//! and every activation of the plain units (`checkpoint_sequential`'s last segment, which PyTorch
+//! does not checkpoint); the backward's peak is in the tail's backward or in the recompute of a
+//! segment: the boundaries not yet used, the segment's own activations, its incoming gradient
+//! and the product that carries it, then the usual AddmmBackward peak inside the segment.
 //!
 //! Under autocast the same, in low precision, with autocast's casts (`super::amp`): the forward
 //! caches every weight's cast until its end, and the backward phase, which `train_step` also
@@ -18,17 +20,16 @@ use super::Sim;
 use crate::estimate::ledger::Category::{Activations, AmpCopies, Transient};
 use crate::estimate::Target;
 // The trainer's own cut, so that the replay recomputes the segments the trainer does.
-use crate::spec::segment_ranges;
+use crate::spec::Segments;
 
 impl Sim<'_> {
     /// `checkpoint::forward`: each segment under no_grad, keeping its output (the next
-    /// segment's input; the last one is the head's), then the head and the loss with grad
-    /// tracking. Returns the bytes kept for backward.
-    pub(super) fn checkpointed_forward(&mut self, len: usize) -> u64 {
-        let t = self.t;
+    /// segment's input; the last one is the tail's), then the plain units, the head and the
+    /// loss with grad tracking. Returns the bytes kept for backward.
+    pub(super) fn checkpointed_forward(&mut self, cut: &Segments) -> u64 {
         let mut kept = 0;
         let mut cache_only = Vec::new(); // under autocast: the casts, until autocast exits
-        for segment in segment_ranges(t.depth(), len) {
+        for segment in &cut.checkpointed {
             // Under no_grad nothing is saved: `h = linear(h)` frees the previous `h` (unless it
             // is the segment's input, which is kept), `h = relu(h)` the Linear's output, and
             // the batch's cast goes as soon as the Linear has read it.
@@ -43,9 +44,18 @@ impl Sim<'_> {
                 self.ledger.free(Transient, a); // the linear's output
                 previous = a;
             }
-            // The segment's output is kept, as the next segment's input or the head's.
+            // The segment's output is kept, as the next segment's input or the tail's.
             self.ledger.recategorize(Transient, Activations, previous);
             kept += previous;
+        }
+        // The plain units, as `Sim::forward` runs them: each ReLU output saved.
+        for i in cut.plain.clone() {
+            self.cast_and_save(i, &mut cache_only);
+            let a = self.act(i);
+            self.ledger.alloc(Transient, a); // the Linear's output
+            self.ledger.alloc(Activations, a); // ReLU's output, saved
+            self.ledger.free(Transient, a);
+            kept += a;
         }
         kept += self.head_and_loss(&mut cache_only);
         self.exit_autocast(cache_only); // autocast exits: its cache goes
@@ -53,26 +63,30 @@ impl Sim<'_> {
     }
 
     /// `Checkpointed::backward`.
-    pub(super) fn checkpointed_backward(&mut self, len: usize, first_micro: bool) {
+    pub(super) fn checkpointed_backward(&mut self, cut: &Segments, first_micro: bool) {
         let t = self.t;
         let depth = t.depth();
-        // The head's graph, as in the plain backward; the gradient at the head's input is left
-        // in its `.grad`.
+        // The tail's graph, as in the plain backward: the head, then the plain units last
+        // first; the gradient at the tail's input is left in its `.grad`.
         let logits_grad = self.loss_backward();
         let mut upstream = self.linear_backward(depth, logits_grad, first_micro, false);
-        self.ledger.free(Transient, t.scalar()); // the seed
-        if depth == 0 {
-            return;
+        for i in cut.plain.clone().rev() {
+            upstream = self.relu_backward(i, upstream);
+            upstream = self.linear_backward(i, upstream, first_micro, false);
         }
-        // `take_head_grad` empties the head's input (the last boundary) in place; its
+        self.ledger.free(Transient, t.scalar()); // the seed
+        let Some(last) = cut.checkpointed.last() else {
+            return;
+        };
+        // `take_head_grad` empties the tail's input (the last boundary) in place; its
         // gradient lives on as the upstream gradient of the last segment.
-        self.ledger.free(Activations, self.act(depth - 1));
+        self.ledger.free(Activations, self.act(last.end - 1));
         // Under autocast (which `train_step` keeps on through the backward phase, so that the
         // recompute runs in the same precision) the recompute's casts are cached again, until
         // the phase ends.
         let mut cache = Vec::new();
-        for segment in segment_ranges(depth, len).into_iter().rev() {
-            upstream = self.backprop_segment(segment, upstream, first_micro, &mut cache);
+        for segment in cut.checkpointed.iter().rev() {
+            upstream = self.backprop_segment(segment.clone(), upstream, first_micro, &mut cache);
         }
         self.exit_autocast(cache);
     }

@@ -16,7 +16,7 @@ use super::ledger::{Category, Ledger, Shared};
 use super::terms::{Target, Terms};
 use super::{Gather, Options, PhasePrediction};
 use crate::schema::Phase;
-use crate::spec::{Amp, Config, DataLocation, DataSpec, Dtype, History, Mode, OptimizerImpl};
+use crate::spec::{Amp, Config, DataLocation, DataSpec, Dtype, History, Mode, OptimizerImpl, Segments};
 
 use Category::{Activations, AmpCopies, Batch, Data, Grads, Params, Transient};
 
@@ -50,11 +50,11 @@ pub(super) struct Sim<'a> {
 }
 
 /// How a training step's forward and backward run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Pass {
     Plain,
-    /// Segments of this many hidden layers ([`checkpoint`]).
-    Checkpointed(usize),
+    /// Checkpointed segments of hidden layers, then plain ones ([`checkpoint`]).
+    Checkpointed(Segments),
 }
 
 /// What a forward pass left alive until the end of its (micro-)step.
@@ -102,9 +102,9 @@ impl<'a> Sim<'a> {
         self.phase(0, 0, Phase::Model, Self::model);
         let tech = self.config.training.techniques;
         let accumulation = tech.accumulation.max(1);
-        let pass = match tech.checkpoint.segment_len(self.t.depth()) {
+        let pass = match tech.checkpoint.segments(self.t.depth()) {
             None => Pass::Plain,
-            Some(len) => Pass::Checkpointed(len),
+            Some(cut) => Pass::Checkpointed(cut),
         };
         let mut micro_index = 0usize;
         for step in 1..=self.config.training.steps {
@@ -116,15 +116,15 @@ impl<'a> Sim<'a> {
                         let batch = self.phase(step, micro, Phase::ToDevice, |s| s.gather(micro_index));
                         micro_index += 1;
                         let first = micro == 0;
-                        let graph = self.phase(step, micro, Phase::Forward, |s| match pass {
+                        let graph = self.phase(step, micro, Phase::Forward, |s| match &pass {
                             Pass::Plain => s.forward(),
-                            Pass::Checkpointed(len) => s.checkpointed_forward(len),
+                            Pass::Checkpointed(cut) => s.checkpointed_forward(cut),
                         });
                         self.phase(step, micro, Phase::Backward, |s| {
                             let scaled_loss = s.scale_loss();
-                            match pass {
+                            match &pass {
                                 Pass::Plain => s.backward(first),
-                                Pass::Checkpointed(len) => s.checkpointed_backward(len, first),
+                                Pass::Checkpointed(cut) => s.checkpointed_backward(cut, first),
                             }
                             s.ledger.free(Transient, scaled_loss);
                         });

@@ -1,7 +1,9 @@
 //! A trial of any model kind, replayed through the model's own code (`nn`) over symbolic
 //! tensors ([`crate::estimate::graph`]): the data set, the model, each batch, the forward (plain
-//! or checkpointed) and its backward, as `train::step` makes them; the optimizer's step is the
-//! same replay as the MLP's ([`super::optim`]), over the model's parameters.
+//! or checkpointed, through `nn::checkpoint` itself: its cut of the units, the plain units of
+//! `{ sequential = S }` included) and its backward, as `train::step` makes them; the
+//! optimizer's step is the same replay as the MLP's ([`super::optim`]), over the model's
+//! parameters.
 //!
 //! Mixed precision: the forward runs under the replay's autocast (`graph::Ctx::autocast_mode`),
 //! whose ops cast as libtorch's autocast does (`graph::ops`: the lower-precision list's casts,
@@ -19,7 +21,7 @@ use crate::estimate::Target;
 use crate::nn::checkpoint::{self, Checkpointed};
 use crate::nn::{Input, Model, Ops, Place};
 use crate::schema::Phase;
-use crate::spec::{Amp, DataLocation, DataSpec, History, Mode};
+use crate::spec::{Amp, DataLocation, DataSpec, History, Mode, Segments};
 
 /// What the replay holds of a trial of a model of any kind.
 pub(super) struct Net {
@@ -84,7 +86,8 @@ impl Sim<'_> {
         let tech = self.config.training.techniques;
         let accumulation = tech.accumulation.max(1);
         let units = self.config.model.units();
-        let segment = tech.checkpoint.segment_len(units);
+        // None: the plain path (no checkpointing, or `{ sequential = 1 }`).
+        let segment = tech.checkpoint.segments(units);
         let keep = tech.history == History::LossTensor;
         let mut kept: Vec<Sym> = Vec::new();
         for step in 1..=self.config.training.steps {
@@ -93,8 +96,8 @@ impl Sim<'_> {
                     let mut last = None;
                     for micro in 0..accumulation {
                         let (x, y) = self.phase(step, micro, Phase::ToDevice, |s| s.net_gather());
-                        let graph =
-                            self.phase(step, micro, Phase::Forward, |s| s.net_forward(&x, &y, segment));
+                        let graph = self
+                            .phase(step, micro, Phase::Forward, |s| s.net_forward(&x, &y, segment.as_ref()));
                         let loss = graph.loss();
                         if keep {
                             kept.push(loss.handle());
@@ -200,7 +203,7 @@ impl Sim<'_> {
 
     /// The forward and the loss, with grad tracking (or as the caller's grad mode says), plain
     /// or checkpointed.
-    fn net_forward(&mut self, x: &Sym, y: &Sym, segment: Option<usize>) -> Graph {
+    fn net_forward(&mut self, x: &Sym, y: &Sym, segment: Option<&Segments>) -> Graph {
         // `train::step`: the forward under autocast, whose cache goes when the phase ends.
         let _autocast = self.net().ctx.autocast_mode(self.autocast_kind());
         let model = self.net().model.as_ref().expect("model first");
@@ -209,7 +212,7 @@ impl Sim<'_> {
                 let logits = model.forward(x).expect("replay");
                 Graph::Plain(Model::loss(&logits, y).expect("replay"))
             }
-            Some(len) => Graph::Checkpointed(checkpoint::forward(model, x, y, len).expect("replay")),
+            Some(cut) => Graph::Checkpointed(checkpoint::forward(model, x, y, cut).expect("replay")),
         };
         // The loss is what lives on after backward.
         graph.loss().file_as(crate::estimate::ledger::Category::Activations);

@@ -279,17 +279,28 @@ impl Cx<'_> {
         Ok(ScalerSpec { init_scale, growth_factor, backoff_factor, growth_interval })
     }
 
-    /// `training.checkpoint`: "none", "sqrt" or a whole number of hidden layers per segment.
+    /// `training.checkpoint`: "none", "sqrt", a whole number of units per segment, or
+    /// `{ sequential = S }` (PyTorch's `checkpoint_sequential` segments; that S is at most the
+    /// model's units is `Config::check`'s, which knows the model).
     fn checkpoint(&mut self, v: &S<Value>) -> Result<Checkpoint, SpecError> {
         let key = "training.checkpoint";
         self.spans.insert(key, v.span());
-        let rule = r#""none", "sqrt" or a whole number >= 1"#;
+        let rule = r#""none", "sqrt", a whole number >= 1 or { sequential = S }"#;
         match v.get_ref() {
             Value::String(w) if w == "none" => Ok(Checkpoint::None),
             Value::String(w) if w == "sqrt" => Ok(Checkpoint::Sqrt),
             Value::Integer(k) if *k >= 1 => usize::try_from(*k)
                 .map(Checkpoint::Every)
                 .map_err(|_| self.bad(&v.span(), key, "a smaller whole number", k)),
+            Value::Table(t) if t.len() == 1 && t.contains_key("sequential") => {
+                let key = "training.checkpoint.sequential";
+                match &t["sequential"] {
+                    Value::Integer(s) if *s >= 1 => usize::try_from(*s)
+                        .map(Checkpoint::Sequential)
+                        .map_err(|_| self.bad(&v.span(), key, "a smaller whole number", s)),
+                    other => Err(self.bad(&v.span(), key, "a whole number >= 1", other)),
+                }
+            }
             _ => Err(self.bad(&v.span(), key, rule, self.src(&v.span()))),
         }
     }

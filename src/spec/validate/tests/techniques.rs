@@ -91,12 +91,12 @@ fn technique_values_are_checked() {
     let e = err(&format!("{MINIMAL}checkpoint = 0\n"));
     assert_eq!(
         e,
-        r#"experiments/x.toml:16:14: training.checkpoint: must be "none", "sqrt" or a whole number >= 1, got 0; set it to "none", "sqrt" (about sqrt(n) segments of n units) or the units per segment (an MLP's hidden layers; a CNN's stem and blocks; a Transformer's embedding and layers), e.g. checkpoint = "sqrt""#
+        r#"experiments/x.toml:16:14: training.checkpoint: must be "none", "sqrt", a whole number >= 1 or { sequential = S }, got 0; set it to "none", "sqrt" (about sqrt(n) segments of n units), the units per segment (an MLP's hidden layers; a CNN's stem and blocks; a Transformer's embedding and layers) or { sequential = S } (PyTorch's checkpoint_sequential: S segments, the last one plain), e.g. checkpoint = "sqrt""#
     );
-    for bad in ["\"all\"", "-2", "1.5", "true"] {
+    for bad in ["\"all\"", "-2", "1.5", "true", "{ every = 2 }", "{ sequential = 2, every = 2 }"] {
         let e = err(&format!("{MINIMAL}checkpoint = {bad}\n"));
         let want = format!(
-            r#"experiments/x.toml:16:14: training.checkpoint: must be "none", "sqrt" or a whole number >= 1, got {bad};"#
+            r#"experiments/x.toml:16:14: training.checkpoint: must be "none", "sqrt", a whole number >= 1 or {{ sequential = S }}, got {bad};"#
         );
         assert!(e.starts_with(&want), "{e}");
     }
@@ -180,6 +180,39 @@ fn modes_without_backward_refuse_accumulation_and_checkpoint() {
     assert!(e.starts_with("experiments/x.toml:17:8: training.mode \"forward_no_grad\""), "{e}");
     assert!(
         e.ends_with(r#"has no backward pass: accumulation and checkpoint apply to mode = "train" only"#),
+        "{e}"
+    );
+}
+
+/// PyTorch's `checkpoint_sequential(units, S, x)` as `checkpoint = { sequential = S }`, inline or
+/// as a table; S from 1 to the model's units (MINIMAL's MLP has 2).
+#[test]
+fn checkpoint_sequential_takes_its_segments() {
+    assert_eq!(techniques("checkpoint = { sequential = 2 }\n").checkpoint, Checkpoint::Sequential(2));
+    assert_eq!(techniques("checkpoint = { sequential = 1 }\n").checkpoint, Checkpoint::Sequential(1));
+    let t = techniques("[training.checkpoint]\nsequential = 2\n");
+    assert_eq!(t.checkpoint, Checkpoint::Sequential(2));
+    for bad in ["0", "-1", "1.5", "\"two\""] {
+        let e = err(&format!("{MINIMAL}checkpoint = {{ sequential = {bad} }}\n"));
+        let want = format!(
+            "experiments/x.toml:16:14: training.checkpoint.sequential: must be a whole number >= 1, got {bad}; \
+             set it to checkpoint_sequential's segments, 1 to the model's units (the last segment is not \
+             checkpointed), e.g. checkpoint = {{ sequential = 4 }}"
+        );
+        assert_eq!(e, want);
+    }
+    // More segments than units: segment_size = units / segments would be 0, on which PyTorch fails.
+    let e = err(&format!("{MINIMAL}checkpoint = {{ sequential = 3 }}\n"));
+    assert_eq!(
+        e,
+        r#"experiments/x.toml:16:14: training.checkpoint { sequential = 3 } must be 1 to the 2 units of mlp 2x64: checkpoint_sequential's segments are units / S units long, and PyTorch fails when that is 0; give at most the model's units as segments, e.g. checkpoint = { sequential = 2 }, or checkpoint = "sqrt""#
+    );
+    // And so is a swept depth that leaves fewer units than segments.
+    let e = err(&format!(
+        "{MINIMAL}checkpoint = {{ sequential = 2 }}\n[sweep]\nfield = \"model.depth\"\nvalues = [4, 1]\n"
+    ));
+    assert!(
+        e.contains("sweep.values[1]: training.checkpoint { sequential = 2 } must be 1 to the 1 units"),
         "{e}"
     );
 }
