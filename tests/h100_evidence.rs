@@ -132,3 +132,24 @@ fn depth_eight_phase_by_phase() {
     }
     assert_eq!(compared, 5);
 }
+
+/// The bound (`estimate::evidence`) is never below what the H100 measured, and where every rule
+/// the prediction used is confirmed (this sweep's regime) it is the prediction itself.
+#[test]
+fn the_bound_holds_every_measured_peak() {
+    let spec = depth_sweep();
+    for (depth, status, allocated, reserved) in measured().into_iter().filter(|r| r.1 == "ok") {
+        let p = predict(&config_at(&spec, depth));
+        assert!(
+            p.bound.allocated >= allocated && p.bound.reserved >= reserved,
+            "depth {depth} {status}: bound {} / {} under measured {allocated} / {reserved}",
+            p.bound.allocated,
+            p.bound.reserved
+        );
+        assert_eq!(p.bound.unconfirmed_names(), "", "depth {depth}: the H100 ran this regime");
+        for rule in &p.bound.rules {
+            let c = rule.confirmed.expect("confirmed");
+            assert!(Path::new(c.fixture).is_file(), "{}: {} is in the repository", rule.name, c.fixture);
+        }
+    }
+}

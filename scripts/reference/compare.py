@@ -16,6 +16,13 @@ peak, oomlab's predicted_peak against PyTorch's measured peak, final loss, step 
 
 PyTorch keeps no allocator statistics on the CPU, so a CPU reference compares phases, statuses
 and losses only, and says so.
+
+Block sequences (issue #30's validation): with `--blocks EST_CSV --history REF_CSV` it aligns,
+phase by phase, the estimate's every allocation and free (`oomlab estimate --blocks`) with a
+recorded history in the same columns (trial, step, micro, phase, action, requested; train.py's
+`--history`: PyTorch's allocation history on CUDA, its counting allocator's log on the CPU) and
+writes, per trial, the first event where they part, with the estimate's replay line and the
+reference's frames: one run is enough to name the allocation behind a gap.
 """
 from __future__ import annotations
 
@@ -283,16 +290,96 @@ def section(e: Experiment, max_trials: int) -> str:
     return "\n".join(lines)
 
 
+PHASE_EVENT = ("trial", "step", "micro", "phase")
+
+
+def read_events(path: Path) -> dict[tuple, list[dict]]:
+    """Events by (trial, step, micro, phase), each list in its file's order. Only allocations and
+    frees of a positive size count (a CUDA history's segment events are not blocks)."""
+    out: dict[tuple, list[dict]] = {}
+    for r in read_csv(path):
+        if r["action"] not in ("alloc", "free") or int(r["requested"]) <= 0:
+            continue
+        k = (int(r["trial"]), int(r["step"]), int(r["micro"]), r["phase"])
+        out.setdefault(k, []).append(r)
+    return out
+
+
+def collapse_frees(events: list[dict]) -> list[dict]:
+    """Each run of consecutive frees as one free of their total: the estimate frees a group at
+    once (every gradient at zero_grad) where PyTorch frees tensor by tensor, and the order of
+    frees with nothing allocated between them moves no peak."""
+    out: list[dict] = []
+    for e in events:
+        if e["action"] == "free" and out and out[-1]["action"] == "free":
+            out[-1] = {**out[-1], "requested": str(int(out[-1]["requested"]) + int(e["requested"]))}
+        else:
+            out.append(dict(e))
+    return out
+
+
+def first_divergence(est: list[dict], ref: list[dict]) -> tuple[int, dict | None, dict | None] | None:
+    """The index of the first event where the two sequences differ in action or bytes asked
+    (runs of frees collapsed: `collapse_frees`), with each side's event there (None past its
+    end); None when they are the same."""
+    est, ref = collapse_frees(est), collapse_frees(ref)
+    for i in range(max(len(est), len(ref))):
+        e = est[i] if i < len(est) else None
+        r = ref[i] if i < len(ref) else None
+        same = e is not None and r is not None and (e["action"], int(e["requested"])) == (r["action"], int(r["requested"]))
+        if not same:
+            return i, e, r
+    return None
+
+
+def describe_event(ev: dict | None, where: str) -> str:
+    if ev is None:
+        return "(nothing: the sequence ended)"
+    return f"{ev['action']} {fmt_bytes(int(ev['requested']))} B ({ev.get(where) or '?'})"
+
+
+def block_sections(est_path: Path, ref_path: Path) -> str:
+    """Per trial: every phase compared, and the first event where the estimate and the reference
+    part (or that they never do)."""
+    est, ref = read_events(est_path), read_events(ref_path)
+    lines = [f"## Block sequences: `{est_path.name}` against `{ref_path.name}`", ""]
+    for trial in sorted({k[0] for k in est} | {k[0] for k in ref}):
+        keys = sorted(k for k in set(est) | set(ref) if k[0] == trial)
+        keys.sort(key=lambda k: (k[1], k[2]))
+        parted = None
+        for k in keys:
+            d = first_divergence(est.get(k, []), ref.get(k, []))
+            if d is not None:
+                parted = (k, d)
+                break
+        n = sum(len(est.get(k, [])) for k in keys)
+        if parted is None:
+            lines.append(f"- trial {trial}: the same {n} events in {len(keys)} phases")
+            continue
+        (_, step, micro, phase), (i, e, r) = parted
+        lines.append(
+            f"- trial {trial}: first parts in {phase}, step {step}.{micro}, event {i}: "
+            f"estimate {describe_event(e, 'site')}, reference {describe_event(r, 'frames')}"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("pairs", nargs="+", metavar="RESULTS_DIR REF_CSV")
+    p.add_argument("pairs", nargs="*", metavar="RESULTS_DIR REF_CSV")
+    p.add_argument("--blocks", type=Path, help="the estimate's events (oomlab estimate --blocks)")
+    p.add_argument("--history", type=Path, help="the reference's events (train.py --history)")
     p.add_argument("--out", type=Path, help="append the markdown here (default: stdout)")
     p.add_argument("--max-trials", type=int, default=4, help="trials whose phases are tabled (default 4)")
     args = p.parse_args()
     if len(args.pairs) % 2:
         p.error("give RESULTS_DIR REF_CSV pairs")
-    parts = []
+    if (args.blocks is None) != (args.history is None):
+        p.error("--blocks and --history go together")
+    if not args.pairs and args.blocks is None:
+        p.error("give RESULTS_DIR REF_CSV pairs, or --blocks and --history")
+    parts = [block_sections(args.blocks, args.history)] if args.blocks else []
     for results, ref in zip(args.pairs[::2], args.pairs[1::2]):
         parts.append(section(Experiment(Path(results), Path(ref)), args.max_trials))
     text = "\n".join(parts)

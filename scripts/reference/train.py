@@ -259,12 +259,61 @@ class PhaseOOM(Exception):
         self.phase, self.step, self.message, self.oom = phase, step, message, oom
 
 
+HISTORY_COLUMNS = ["trial", "step", "micro", "phase", "action", "requested", "frames"]
+
+
+class History:
+    """--history: every allocation and free of each phase, in order, in the columns of
+    `oomlab estimate --blocks` (scripts/reference/compare.py aligns the two). On CUDA from
+    PyTorch's own allocation history (torch.cuda.memory._record_memory_history, its snapshot's
+    device trace: `alloc` and `free_completed`, with the Python frames that made them); on the
+    CPU from cpu_memory's counting allocator's event log (--cpu-memory)."""
+
+    def __init__(self, probe: Probe, writer: csv.DictWriter):
+        self.probe, self.writer = probe, writer
+        self.seen = 0
+        if probe.cuda:
+            torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python",
+                                                     max_entries=10_000_000)
+        elif probe.counter is None:
+            sys.exit("train.py: --history on the CPU needs --cpu-memory (PyTorch keeps no CPU history)")
+
+    def begin(self):
+        if self.probe.cuda:
+            self.seen = len(self._trace())
+        else:
+            self.probe.counter.clear_events()
+            self.probe.counter.set_logging(True)
+
+    def _trace(self) -> list[dict]:
+        traces = torch.cuda.memory._snapshot()["device_traces"]
+        index = self.probe.device.index or 0
+        return traces[index] if index < len(traces) else []
+
+    def end(self, trial: int, step: int, micro: int, phase: str):
+        rows = []
+        if self.probe.cuda:
+            for e in self._trace()[self.seen:]:
+                action = {"alloc": "alloc", "free_completed": "free"}.get(e.get("action"))
+                if action is None:
+                    continue
+                frames = [f"{f['filename'].split('/')[-1]}:{f['line']}:{f['name']}" for f in e.get("frames", [])]
+                rows.append((action, int(e["size"]), " < ".join(frames[:4])))
+        else:
+            self.probe.counter.set_logging(False)
+            for e in self.probe.counter.events():
+                rows.append(("alloc" if e.delta > 0 else "free", abs(e.delta), f"serial {e.serial}"))
+        for action, size, frames in rows:
+            self.writer.writerow({"trial": trial, "step": step, "micro": micro, "phase": phase,
+                                  "action": action, "requested": size, "frames": frames})
+
+
 class Recorder:
     """Runs one phase at a time, as oomlab's train::recorder does, and writes its trace row
     whether the phase succeeded or failed."""
 
-    def __init__(self, probe: Probe, trial: int, writer: csv.DictWriter):
-        self.probe, self.trial, self.writer = probe, trial, writer
+    def __init__(self, probe: Probe, trial: int, writer: csv.DictWriter, history: History | None = None):
+        self.probe, self.trial, self.writer, self.history = probe, trial, writer, history
         self.start = time.perf_counter()
         self.micro = 0
         self.peak = [0, 0]
@@ -272,6 +321,8 @@ class Recorder:
 
     def phase(self, step: int, name: str, fn, *args):
         self.probe.reset_peak()
+        if self.history is not None:
+            self.history.begin()
         t0 = time.perf_counter()
         error = None
         try:
@@ -288,6 +339,8 @@ class Recorder:
             gc.collect()
         mem = self.probe.snapshot()
         secs = time.perf_counter() - t0
+        if self.history is not None:
+            self.history.end(self.trial, step, self.micro, name)
         if self.probe.counts:
             self.peak[0] = max(self.peak[0], mem["max_memory_allocated"])
             self.peak[1] = max(self.peak[1], mem["max_memory_reserved"])
@@ -876,6 +929,10 @@ def main():
                         "allocator (built once with g++ from cpu_alloc.cpp beside this script), "
                         "so that the trace has memory columns as oomlab's CPU runs do")
     p.add_argument("--out", type=Path, required=True, help="trace CSV to write")
+    p.add_argument("--history", type=Path, default=None,
+                   help="also write every allocation and free of each phase to this CSV, in the "
+                        "columns of `oomlab estimate --blocks` (for compare.py --blocks --history); "
+                        "on the CPU it needs --cpu-memory")
     args = p.parse_args()
 
     device = torch.device(args.device)
@@ -925,6 +982,12 @@ def main():
     probe = Probe(device, counter)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     summary_path = Path(str(args.out) + ".summary.csv")
+    hf = open(args.history, "w", newline="") if args.history else None
+    history = None
+    if hf is not None:
+        hw = csv.DictWriter(hf, HISTORY_COLUMNS)
+        hw.writeheader()
+        history = History(probe, hw)
     with open(args.out, "w", newline="") as tf, open(summary_path, "w", newline="") as sf:
         trace = csv.DictWriter(tf, TRACE_COLUMNS)
         summary = csv.DictWriter(sf, SUMMARY_COLUMNS)
@@ -942,7 +1005,7 @@ def main():
             cfg = trial_config(manifest, row)
             probe.empty_cache()
             baseline = probe.allocated()
-            rec = Recorder(probe, trial, trace)
+            rec = Recorder(probe, trial, trace, history)
             extra: dict = {}
             try:
                 run_trial(cfg, device, rec, args, extra)

@@ -154,17 +154,21 @@ impl Evaluator {
         }
     }
 
-    /// How far the measurement may be above the prediction.
+    /// How far the measurement may be above the prediction: on CUDA, up to the bound of the
+    /// rules no GPU has confirmed ([`estimate::evidence`]).
     fn slack(&self, config: &Config, p: &Prediction) -> u64 {
         match (self.target, config.training.techniques.amp) {
             (Target::Cpu, amp) if estimate::onednn::lowp_matmul(&amp) => ONEDNN_CPU_SLACK + p.peak / 100,
+            (Target::Cuda, _) => p.bound.reserved.saturating_sub(p.peak_reserved()),
             _ => 0,
         }
     }
 
-    /// The largest value of `field` in `lo..=hi` predicted to fit.
+    /// The largest value of `field` in `lo..=hi` predicted to fit, at the prediction's bound
+    /// (advice promises a fit; on CUDA past what a GPU confirmed the bound is above the
+    /// prediction).
     pub fn largest_fit(&self, base: &Config, field: Field, lo: u64, hi: u64) -> Result<Option<u64>> {
-        estimate::largest_fit(base, field, self.budget, lo, hi, &self.options(base))
+        estimate::largest_sure_fit(base, field, self.budget, lo, hi, &self.options(base))
     }
 
     /// The largest batch below the spec's predicted to fit, everything else as written.

@@ -32,6 +32,68 @@ pub struct EstimateArgs {
     /// Everything as JSON instead: every trial's phases in bytes, per category.
     #[arg(long, conflicts_with = "brief")]
     pub json: bool,
+    /// Also write every allocation and free the estimate replays, in order, to this CSV (one
+    /// row per event: variant, trial, phase, bytes asked, the allocator's block, category, pool,
+    /// and the replay's source line): what scripts/reference/compare.py holds against PyTorch's
+    /// allocation history to find the first allocation where they part. Not overwritten.
+    #[arg(long, value_name = "FILE")]
+    pub blocks: Option<PathBuf>,
+}
+
+/// One row of `--blocks`.
+#[derive(serde::Serialize)]
+struct BlockRow<'a> {
+    variant: &'a str,
+    trial: usize,
+    value: Option<f64>,
+    seq: usize,
+    step: usize,
+    micro: usize,
+    phase: crate::schema::Phase,
+    action: &'a str,
+    requested: u64,
+    block: u64,
+    category: &'a str,
+    pool: &'a str,
+    site: &'a str,
+}
+
+/// Writes `--blocks`: each trial replayed again, recording (a replay takes milliseconds).
+fn write_blocks(path: &std::path::Path, sweeps: &[SweepPrediction]) -> Result<()> {
+    if path.exists() {
+        anyhow::bail!("--blocks {}: the file exists; remove it or name another", path.display());
+    }
+    let mut w = csv::Writer::from_writer(Vec::new());
+    // Numbered as `run` numbers its trials: variant after variant, each one's sweep in order
+    // (the same trials where the sweep is a list and nothing runs out of memory on one side only).
+    let points =
+        sweeps.iter().flat_map(|s| s.points.iter().map(move |p| (s.variant.as_deref().unwrap_or(""), p)));
+    for (i, (variant, point)) in points.enumerate() {
+        {
+            let p = &point.prediction;
+            let (_, events) = estimate::predict_blocks(&point.config, p.shape, &p.options)?;
+            for (seq, event) in events.iter().enumerate() {
+                let e = event;
+                w.serialize(BlockRow {
+                    variant,
+                    trial: i + 1,
+                    value: point.value,
+                    seq,
+                    step: e.step,
+                    micro: e.micro,
+                    phase: e.phase,
+                    action: e.action,
+                    requested: e.requested,
+                    block: e.block,
+                    category: e.category,
+                    pool: e.pool,
+                    site: &e.site,
+                })?;
+            }
+        }
+    }
+    let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("--blocks: {e}"))?;
+    crate::results::fsio::write_atomic(path, &bytes).with_context(|| format!("--blocks {}", path.display()))
 }
 
 pub fn run(args: EstimateArgs) -> Result<()> {
@@ -43,6 +105,9 @@ pub fn run(args: EstimateArgs) -> Result<()> {
     let options = plan.estimate_options(arch, usize::try_from(tch::get_num_threads()).unwrap_or(1));
     let sweeps = estimate::predict_spec(&plan.spec, plan.budget, &options)
         .with_context(|| format!("estimating {}", args.spec.display()))?;
+    if let Some(path) = &args.blocks {
+        write_blocks(path, &sweeps)?;
+    }
     if args.json {
         say!("{}", serde_json::to_string_pretty(&sweeps)?);
     } else {
@@ -170,10 +235,32 @@ fn point_line(
         }
         None => format!("{name:<14} peak {:>11} in {} ({params})\n", p.describe_peak(), where_(at)),
     };
+    if point.fits && p.is_bounded_above() {
+        line += &bound_line(p, budget);
+    }
     for note in p.notes.iter().filter(|n| noted.insert(n.to_string())) {
         line += &format!("  note: {note}\n");
     }
     line
+}
+
+/// Where rules no GPU has confirmed widen the prediction: how high the peak may be, and whether
+/// the budget still holds it there.
+fn bound_line(p: &estimate::Prediction, budget: Option<u64>) -> String {
+    let b = &p.bound;
+    let over = match budget {
+        Some(budget) if !p.fits_surely(budget) => {
+            format!(": over the budget of {} there", format_size(budget))
+        }
+        _ => String::new(),
+    };
+    format!(
+        "  bound: up to {} allocated, {} reserved (+{:.0}% of the trial's bytes: {} not yet confirmed on a GPU){over}\n",
+        format_size(b.allocated),
+        format_size(b.reserved),
+        100.0 * b.margin,
+        b.unconfirmed_names()
+    )
 }
 
 /// The peak against a budget, told apart from it where the two round alike.

@@ -3,11 +3,35 @@
 //! allocates and frees, so the peaks come out as the allocator's own `max_memory_allocated`.
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::panic::Location;
 use std::rc::Rc;
 
 use serde::Serialize;
 
 use super::caching::{BlockId, CachingAllocator, OutOfMemory};
+use crate::schema::Phase;
+
+/// One allocation or free of the replay, in order (`estimate --blocks`): what a GPU's
+/// allocation history (`torch.cuda.memory._snapshot()`) or the CPU's counting allocator log is
+/// held against, so that a difference is pinned to the first allocation where they part.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BlockEvent {
+    pub step: usize,
+    pub micro: usize,
+    pub phase: Phase,
+    /// "alloc" or "free".
+    pub action: &'static str,
+    /// The bytes asked for (a tensor's storage).
+    pub requested: u64,
+    /// The bytes the allocator counts for it: on CUDA the block (512-byte rounding, an unsplit
+    /// remainder), on the CPU the request.
+    pub block: u64,
+    pub category: &'static str,
+    /// CUDA: "small" (blocks up to 1 MiB) or "large"; the CPU: "cpu".
+    pub pool: &'static str,
+    /// The replay's line that made the event: the op, as the estimate models it.
+    pub site: String,
+}
 
 /// What a byte is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -128,6 +152,9 @@ pub struct Ledger {
     /// take the live bytes past it), and the first allocation it would refuse.
     cap: Option<u64>,
     over: Option<OutOfMemory>,
+    /// When recording: every event so far, and the phase they fall in.
+    log: Option<Vec<BlockEvent>>,
+    label: (usize, usize, Option<Phase>),
 }
 
 /// The CUDA side: the allocator's replay and, per category, the blocks live in it (the bytes
@@ -161,7 +188,52 @@ impl Ledger {
         Ledger { cap, ..Ledger::default() }
     }
 
+    /// Records every allocation and free from now on ([`BlockEvent`]).
+    pub fn record(&mut self) {
+        self.log.get_or_insert_with(Vec::new);
+    }
+
+    /// The phase the next events fall in.
+    pub fn label(&mut self, step: usize, micro: usize, phase: Phase) {
+        self.label = (step, micro, Some(phase));
+    }
+
+    /// Between phases: events are not recorded (a probe reads only inside phases; what the
+    /// loop frees between them falls in no phase's trace row).
+    pub fn unlabel(&mut self) {
+        self.label.2 = None;
+    }
+
+    /// The events recorded (empty when not recording).
+    pub fn take_log(&mut self) -> Vec<BlockEvent> {
+        self.log.take().unwrap_or_default()
+    }
+
+    fn note(&mut self, action: &'static str, requested: u64, block: u64, c: Category, site: &Location) {
+        let (step, micro, phase) = self.label;
+        let pool = match (&self.cuda, block) {
+            (None, _) => "cpu",
+            (Some(_), b) if b <= super::caching::SMALL_SIZE => "small",
+            (Some(_), _) => "large",
+        };
+        if let (Some(log), Some(phase)) = (&mut self.log, phase) {
+            log.push(BlockEvent {
+                step,
+                micro,
+                phase,
+                action,
+                requested,
+                block,
+                category: c.as_str(),
+                pool,
+                site: format!("{}:{}", site.file(), site.line()),
+            });
+        }
+    }
+
+    #[track_caller]
     pub fn alloc(&mut self, c: Category, bytes: u64) {
+        let site = Location::caller();
         let counted = match &mut self.cuda {
             Some(_) if bytes == 0 => 0,
             Some(b) => {
@@ -179,6 +251,9 @@ impl Ledger {
                 bytes
             }
         };
+        if bytes > 0 && self.log.is_some() {
+            self.note("alloc", bytes, counted, c, site);
+        }
         let slot = self.live.get_mut(c);
         *slot = slot.saturating_add(counted);
         let total = self.live.total();
@@ -190,11 +265,22 @@ impl Ledger {
 
     /// Frees bytes allocated earlier under the same category: one allocation of that size, or
     /// several that add up to it (a graph's saved tensors), the most recent first.
+    #[track_caller]
     pub fn free(&mut self, c: Category, bytes: u64) {
-        let counted = match &mut self.cuda {
-            Some(b) => b.take(c, bytes).into_iter().map(|(_, id, _)| b.allocator.free(id)).sum(),
-            None => bytes,
+        let site = Location::caller();
+        let freed: Vec<(u64, u64)> = match &mut self.cuda {
+            Some(b) => {
+                b.take(c, bytes).into_iter().map(|(asked, id, _)| (asked, b.allocator.free(id))).collect()
+            }
+            None if bytes > 0 => vec![(bytes, bytes)],
+            None => Vec::new(),
         };
+        if self.log.is_some() {
+            for &(asked, block) in &freed {
+                self.note("free", asked, block, c, site);
+            }
+        }
+        let counted = freed.iter().map(|f| f.1).sum();
         self.uncount(c, counted);
     }
 
@@ -289,6 +375,7 @@ pub struct Held {
 
 impl Ledger {
     /// Allocates like `alloc` and returns the allocation, for [`Ledger::release`].
+    #[track_caller]
     pub fn hold(&mut self, c: Category, bytes: u64) -> Held {
         self.alloc(c, bytes);
         let block = match &self.cuda {
@@ -318,7 +405,9 @@ impl Ledger {
     }
 
     /// Frees exactly the allocation `held`.
+    #[track_caller]
     pub fn release(&mut self, held: Held) {
+        let site = Location::caller();
         let counted = match (&mut self.cuda, held.block) {
             (Some(b), Some(id)) => {
                 let list = b.live.get_mut(&held.c).expect("a held block's category is live");
@@ -329,6 +418,9 @@ impl Ledger {
             (Some(_), None) => 0,
             (None, _) => held.bytes,
         };
+        if held.bytes > 0 && self.log.is_some() {
+            self.note("free", held.bytes, counted, held.c, site);
+        }
         self.uncount(held.c, counted);
     }
 }
@@ -343,18 +435,22 @@ impl Shared {
         Shared(Rc::new(RefCell::new(ledger)))
     }
 
+    #[track_caller]
     pub fn alloc(&self, c: Category, bytes: u64) {
         self.0.borrow_mut().alloc(c, bytes)
     }
 
+    #[track_caller]
     pub fn free(&self, c: Category, bytes: u64) {
         self.0.borrow_mut().free(c, bytes)
     }
 
+    #[track_caller]
     pub fn hold(&self, c: Category, bytes: u64) -> Held {
         self.0.borrow_mut().hold(c, bytes)
     }
 
+    #[track_caller]
     pub fn release(&self, held: Held) {
         self.0.borrow_mut().release(held)
     }
@@ -374,6 +470,22 @@ impl Shared {
 
     pub fn reset_peak(&self) {
         self.0.borrow_mut().reset_peak()
+    }
+
+    pub fn record(&self) {
+        self.0.borrow_mut().record()
+    }
+
+    pub fn label(&self, step: usize, micro: usize, phase: Phase) {
+        self.0.borrow_mut().label(step, micro, phase)
+    }
+
+    pub fn unlabel(&self) {
+        self.0.borrow_mut().unlabel()
+    }
+
+    pub fn take_log(&self) -> Vec<BlockEvent> {
+        self.0.borrow_mut().take_log()
     }
 
     pub fn live(&self) -> Categories {

@@ -28,8 +28,10 @@
 //! at the largest weight late in the list).
 //!
 //! On the CPU, oomlab's counting allocator counts exactly these bytes, so the model is exact
-//! there for fp32 (see `tests/estimate_accuracy.rs`). On CUDA each block is rounded to 512
-//! bytes ([`Target::Cuda`]); cuBLAS workspaces and whole cached blocks are not modelled.
+//! there for fp32 (see `tests/estimate_accuracy.rs`). On CUDA the replay runs through libtorch's
+//! caching allocator ([`caching`]: 512-byte blocks, pools, segments) with the cuBLAS and
+//! cuBLASLt workspaces libtorch keeps ([`workspace`]); [`evidence`] says which of its rules a
+//! GPU has confirmed and bounds the rest.
 //!
 //! Covered: the plain step (SGD, momentum, Adam, AdamW, with or without weight decay), any
 //! dtype (exact for fp32 and fp64 on CPU; fp16/bf16 kernels may add temporaries), gradient
@@ -44,6 +46,8 @@
 //! [`Prediction::notes`] says where a prediction is less than exact.
 pub mod bounds;
 pub mod caching;
+pub mod cuda_reduce;
+pub mod evidence;
 pub mod graph;
 mod ledger;
 pub mod onednn;
@@ -58,12 +62,13 @@ pub mod workspace;
 use anyhow::{bail, Result};
 
 pub use graph::flash_backward_racy;
-pub use ledger::{Categories, Category, Ledger};
+pub use ledger::{BlockEvent, Categories, Category, Ledger};
 pub use options::{Gather, Options, CURRENT_GATHER};
 pub use prediction::{relative_error, PhasePrediction, PredictedOom, Prediction};
 pub use steps::{describe_steps, steps_needed, StepsNeeded};
 pub use sweeps::{
-    largest_fit, predict_spec, predict_sweep, search_guide, Guide, SweepPoint, SweepPrediction,
+    largest_fit, largest_sure_fit, predict_spec, predict_sweep, search_guide, Guide, SweepPoint,
+    SweepPrediction,
 };
 pub use terms::{DataShape, Target};
 pub use workspace::{GpuArch, Workspaces};
@@ -80,6 +85,25 @@ pub fn predict(config: &Config) -> Result<Prediction> {
 /// Predicts a trial of `config` whose data set has `shape` (the synthetic spec's own shape is
 /// ignored in favour of it).
 pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Result<Prediction> {
+    Ok(replay(config, shape, options, false)?.0)
+}
+
+/// [`predict_with`], and every allocation and free of its replay in order (`estimate --blocks`):
+/// the sequence a GPU's allocation history is held against.
+pub fn predict_blocks(
+    config: &Config,
+    shape: DataShape,
+    options: &Options,
+) -> Result<(Prediction, Vec<BlockEvent>)> {
+    replay(config, shape, options, true)
+}
+
+fn replay(
+    config: &Config,
+    shape: DataShape,
+    options: &Options,
+    record: bool,
+) -> Result<(Prediction, Vec<BlockEvent>)> {
     let t = &config.training;
     let tech = t.techniques;
     if tech.amp != Amp::Off && t.dtype != Dtype::Float32 {
@@ -98,7 +122,9 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
             terms::Terms::other(shape, params, t.batch_size, t.dtype, options.target)
         }
     };
-    let replay = phases::Sim::new(config, &terms, options).run();
+    let sim = phases::Sim::new(config, &terms, options);
+    let replay = if record { sim.record().run() } else { sim.run() };
+    let blocks = replay.blocks;
     let phases = replay.phases;
     let peak = phases.iter().map(|p| p.peak).max().unwrap_or(0);
     let reserved_peak = phases.iter().map(|p| p.reserved_peak).max().unwrap_or(0);
@@ -157,7 +183,7 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
         }
         if tech.amp != Amp::Off && options.target == Target::Cuda {
             notes.push(
-                "autocast on CUDA: its own op lists replayed (layer_norm and log_softmax in fp32, no CPU upcasts),                  not yet checked against a GPU"
+                "autocast on CUDA: its own op lists replayed (layer_norm and log_softmax in fp32, no CPU upcasts), not yet checked against a GPU"
                     .into(),
             );
         }
@@ -195,7 +221,10 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
             tech.amp.as_str()
         ));
     }
-    Ok(Prediction {
+    let rules = evidence::rules(config, &phases, options.target);
+    let bound = evidence::bound(rules, &phases, replay.baseline);
+    let prediction = Prediction {
+        bound,
         phases,
         peak,
         reserved_peak,
@@ -208,7 +237,8 @@ pub fn predict_with(config: &Config, shape: DataShape, options: &Options) -> Res
         shape,
         options: *options,
         notes,
-    })
+    };
+    Ok((prediction, blocks))
 }
 
 /// The data set's shape: the synthetic spec's, or a CSV file's (read: features and classes as

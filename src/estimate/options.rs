@@ -36,6 +36,8 @@ pub struct Options {
     pub limit: Option<u64>,
     /// CUDA: the workspaces libtorch keeps for the process, there before every trial.
     pub workspaces: Workspaces,
+    /// CUDA: the GPU's generation (its SM count sizes a reduction's staging buffer).
+    pub gpu: GpuArch,
 }
 
 impl Default for Options {
@@ -47,6 +49,7 @@ impl Default for Options {
             threads: tch::get_num_threads().max(1) as usize,
             limit: None,
             workspaces: Workspaces::default(),
+            gpu: GpuArch::default(),
         }
     }
 }
@@ -54,7 +57,12 @@ impl Default for Options {
 impl Options {
     /// CUDA on a GPU of `arch`, for a run of `configs` (whose warm-up makes the workspaces).
     pub fn cuda<'a>(arch: GpuArch, configs: impl IntoIterator<Item = &'a Config>) -> Self {
-        Options { target: Target::Cuda, workspaces: Workspaces::for_run(arch, configs), ..Options::default() }
+        Options {
+            target: Target::Cuda,
+            workspaces: Workspaces::for_run(arch, configs),
+            gpu: arch,
+            ..Options::default()
+        }
     }
 
     /// With `budget` as the allocator's limit: on CUDA the caching allocator's, which decides

@@ -3,6 +3,7 @@
 //! goes over), and [`relative_error`] to hold it against a measurement.
 use serde::Serialize;
 
+use super::evidence::Bound;
 use super::{Categories, DataShape, Options, Target};
 use crate::schema::Phase;
 
@@ -52,6 +53,9 @@ pub struct Prediction {
     pub options: Options,
     /// Where the prediction is less than exact, in words (empty: exact on the CPU).
     pub notes: Vec<String>,
+    /// The rules a CUDA replay used, which a GPU confirmed, and how high the others allow the
+    /// peaks to be ([`super::evidence`]); on the CPU the prediction itself.
+    pub bound: Bound,
 }
 
 impl Prediction {
@@ -94,6 +98,21 @@ impl Prediction {
             Target::Cuda if self.options.limit == Some(budget) => self.oom.is_none(),
             Target::Cuda => self.baseline_reserved.saturating_add(self.reserved_peak) <= budget,
         }
+    }
+
+    /// Whether the trial fits under `budget` even at its [`Bound`]: what promises a fit asks
+    /// this. The same as [`Self::fits`] where every rule used is confirmed (and on the CPU).
+    pub fn fits_surely(&self, budget: u64) -> bool {
+        self.fits(budget)
+            && match self.options.target {
+                Target::Cpu => true,
+                Target::Cuda => self.bound.reserved <= budget,
+            }
+    }
+
+    /// Whether the bound differs from the prediction (some rule used is unconfirmed and widens it).
+    pub fn is_bounded_above(&self) -> bool {
+        self.bound.allocated > self.peak_allocated()
     }
 
     /// Where the trial is predicted to run out of memory under `budget`: the first phase whose

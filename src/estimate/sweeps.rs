@@ -94,7 +94,9 @@ fn guide_within(
     Some(match budget {
         _ if !guided => Guide::Unguided("guided = false in the spec".into()),
         None => Guide::Unguided("no budget to predict against".into()),
-        Some(b) => match fit_within(base, sweep.field, b, (1, max), options, allowance) {
+        // The guess promises a fit: taken at the bound, so that where rules are unconfirmed
+        // (CUDA past the lesson's sweep) the search starts below the boundary and climbs.
+        Some(b) => match fit_within(base, sweep.field, b, (1, max), options, allowance, JudgedAt::Bound) {
             Ok(v) => Guide::Guess(v.unwrap_or(0)),
             Err(e) => Guide::Unguided(format!("the estimate does not cover it ({e:#})")),
         },
@@ -171,7 +173,9 @@ fn sweep_within(
         }
     });
     let exact_largest_fit = match (sweep, budget, range) {
-        (Some(s), Some(b), Some((lo, hi))) => fit_within(base, s.field, b, (lo, hi), options, allowance)?,
+        (Some(s), Some(b), Some((lo, hi))) => {
+            fit_within(base, s.field, b, (lo, hi), options, allowance, JudgedAt::Prediction)?
+        }
         _ => None,
     };
     Ok(SweepPrediction {
@@ -199,7 +203,28 @@ pub fn largest_fit(
     hi: u64,
     options: &Options,
 ) -> Result<Option<u64>> {
-    fit_within(base, field, budget, (lo, hi), options, &mut Allowance::default())
+    fit_within(base, field, budget, (lo, hi), options, &mut Allowance::default(), JudgedAt::Prediction)
+}
+
+/// [`largest_fit`] judged at the bound ([`Prediction::fits_surely`]): the largest value that
+/// fits even if every rule no GPU has confirmed is off by its margin. The same on the CPU.
+pub fn largest_sure_fit(
+    base: &Config,
+    field: Field,
+    budget: u64,
+    lo: u64,
+    hi: u64,
+    options: &Options,
+) -> Result<Option<u64>> {
+    fit_within(base, field, budget, (lo, hi), options, &mut Allowance::default(), JudgedAt::Bound)
+}
+
+/// Which end of a prediction a fit is judged at: the prediction itself, or its bound
+/// ([`Prediction::fits_surely`]; the same where every rule used is confirmed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JudgedAt {
+    Prediction,
+    Bound,
 }
 
 /// [`largest_fit`] within what is left of an estimate's bounds.
@@ -210,6 +235,7 @@ fn fit_within(
     (lo, hi): (u64, u64),
     options: &Options,
     allowance: &mut Allowance,
+    at: JudgedAt,
 ) -> Result<Option<u64>> {
     if !field.is_integer() {
         return Err(anyhow!("{} is not an integer field", field.key()));
@@ -223,7 +249,11 @@ fn fit_within(
             return Ok(false); // a CSV's rows cannot make that batch
         }
         allowance.spend(bounds::check(&config, shape, options.target)?, false)?;
-        Ok(predict_with(&config, shape, options)?.fits(budget))
+        let p = predict_with(&config, shape, options)?;
+        Ok(match at {
+            JudgedAt::Prediction => p.fits(budget),
+            JudgedAt::Bound => p.fits_surely(budget),
+        })
     };
     if lo > hi || !fits(lo)? {
         return Ok(None);

@@ -228,6 +228,9 @@ pub(crate) fn apply(ctx: &Rc<Ctx>, node: &Node, inputs: &[Option<Sym>]) -> Vec<O
             let g_in = wants(1).then(|| new(ctx, mat1, dt));
             let g_w = wants(2).then(|| new(ctx, weight, dt));
             let g_b = wants(0).then(|| new(ctx, bias, dt));
+            if g_b.is_some() {
+                kernels::bias_sum_staging(ctx, mat1[0], bias, dt);
+            }
             vec![g_b, g_in, g_w]
         }
         Rule::Mm { a, b } => {
@@ -252,7 +255,22 @@ pub(crate) fn apply(ctx: &Rc<Ctx>, node: &Node, inputs: &[Option<Sym>]) -> Vec<O
         Rule::Add { shapes } => shapes
             .iter()
             .enumerate()
-            .map(|(i, s)| wants(i).then(|| if *s == grad.shape() { grad.handle() } else { new(ctx, s, dt) }))
+            .map(|(i, s)| {
+                wants(i).then(|| {
+                    if *s == grad.shape() {
+                        return grad.handle();
+                    }
+                    // `sum_to` a broadcast operand; a bias (the last dimension) over the rows
+                    // before it takes CUDA's reduction buffer.
+                    let g = new(ctx, s, dt);
+                    let shape = grad.shape();
+                    if s.len() == 1 && shape.last() == s.first() {
+                        let rows = shape[..shape.len() - 1].iter().product();
+                        kernels::bias_sum_staging(ctx, rows, s, dt);
+                    }
+                    g
+                })
+            })
             .collect(),
         Rule::NllLoss { input } => vec![Some(new(ctx, input, dt))],
         Rule::LayerNorm { input, d } => {

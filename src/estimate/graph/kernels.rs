@@ -548,6 +548,25 @@ pub(crate) fn batch_norm_backward(
     }
 }
 
+/// CUDA: a bias gradient's `sum_to` over `rows` rows runs the reduction kernel, which holds a
+/// staging buffer and semaphores for its life ([`crate::estimate::cuda_reduce`]). Nothing on
+/// the CPU.
+pub(crate) fn bias_sum_staging(ctx: &Rc<Ctx>, rows: i64, bias: &[i64], dt: Dt) {
+    if ctx.target != Target::Cuda {
+        return;
+    }
+    let cols: i64 = bias.iter().product();
+    let acc = if dt.0 == Kind::Double { 8 } else { 4 };
+    let staging =
+        crate::estimate::cuda_reduce::sum_rows_staging(rows.max(0) as u64, cols.max(0) as u64, acc, ctx.gpu);
+    if let Some((buffer, semaphores)) = staging {
+        let buffer = ctx.ledger.hold(Transient, buffer);
+        let semaphores = ctx.ledger.hold(Transient, semaphores);
+        ctx.ledger.release(semaphores);
+        ctx.ledger.release(buffer);
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests_support {
     use super::*;

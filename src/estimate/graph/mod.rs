@@ -33,6 +33,8 @@ pub struct Ctx {
     pub(crate) target: Target,
     /// libtorch's intra-op threads (CPU kernels take per-thread buffers).
     pub(crate) threads: usize,
+    /// CUDA: the GPU, whose SM count sizes a reduction's staging buffer.
+    pub(crate) gpu: crate::estimate::GpuArch,
     grad: Cell<bool>,
     seq: Cell<u64>,
     /// Autocast's lower-precision dtype while it is on (`torch.autocast`).
@@ -54,11 +56,12 @@ pub(crate) fn ctx() -> Rc<Ctx> {
 }
 
 impl Ctx {
-    pub fn new(ledger: Shared, target: Target, threads: usize) -> Rc<Ctx> {
+    pub fn new(ledger: Shared, target: Target, threads: usize, gpu: crate::estimate::GpuArch) -> Rc<Ctx> {
         Rc::new(Ctx {
             ledger,
             target,
             threads: threads.max(1),
+            gpu,
             grad: Cell::new(true),
             seq: Cell::new(0),
             autocast: Cell::new(None),
@@ -74,6 +77,7 @@ impl Ctx {
             ledger,
             target,
             threads: 1,
+            gpu: Default::default(),
             grad: Cell::new(false),
             seq: Cell::new(0),
             autocast: Cell::new(None),

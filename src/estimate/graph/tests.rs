@@ -12,7 +12,7 @@ use crate::estimate::Category;
 use crate::nn::{Init, Ops, Place};
 
 fn replay() -> (Rc<Ctx>, Installed) {
-    let ctx = Ctx::new(Shared::new(Ledger::default()), Target::Cpu, 1);
+    let ctx = Ctx::new(Shared::new(Ledger::default()), Target::Cpu, 1, Default::default());
     let installed = ctx.install();
     (ctx, installed)
 }

@@ -132,6 +132,7 @@ impl Sim<'_> {
         self.ledger.alloc(Transient, input_grad);
         self.ledger.alloc(Transient, w);
         self.ledger.alloc(Transient, b);
+        self.bias_sum_staging(t.batch, layer.outputs);
         self.ledger.free(Transient, incoming);
         if i == 0 {
             self.ledger.free(AmpCopies, self.low(t.batch * layer.inputs)); // the batch's cast

@@ -12,9 +12,9 @@ pub(crate) use net::parameter_numels;
 mod optim;
 
 use super::caching::OutOfMemory;
-use super::ledger::{Category, Ledger, Shared};
+use super::ledger::{BlockEvent, Category, Ledger, Shared};
 use super::terms::{Target, Terms};
-use super::{Gather, Options, PhasePrediction};
+use super::{cuda_reduce, Gather, GpuArch, Options, PhasePrediction};
 use crate::schema::Phase;
 use crate::spec::{Amp, Config, DataLocation, DataSpec, Dtype, History, Mode, OptimizerImpl, Segments};
 
@@ -24,6 +24,8 @@ use Category::{Activations, AmpCopies, Batch, Data, Grads, Params, Transient};
 /// phase in which the limit refused an allocation.
 pub(super) struct Replay {
     pub phases: Vec<PhasePrediction>,
+    /// Every allocation and free, when recorded ([`Sim::record`]).
+    pub blocks: Vec<BlockEvent>,
     /// Allocated and reserved bytes before the trial (the workspaces).
     pub baseline: (u64, u64),
     /// The index in `phases` of the first refusal, and the refused request.
@@ -37,6 +39,8 @@ pub(super) struct Sim<'a> {
     gather: Gather,
     /// libtorch's intra-op threads (see [`Options::threads`]).
     threads: usize,
+    /// CUDA: the GPU (see [`Options::gpu`]).
+    gpu: GpuArch,
     ledger: Shared,
     out: Vec<PhasePrediction>,
     /// The optimizer has allocated its state (it does at its first step).
@@ -69,7 +73,7 @@ struct Kept {
 impl<'a> Sim<'a> {
     pub fn new(config: &'a Config, t: &'a Terms, options: &Options) -> Self {
         let autocast = config.training.techniques.amp != Amp::Off;
-        let (gather, threads) = (options.gather, options.threads);
+        let (gather, threads, gpu) = (options.gather, options.threads, options.gpu);
         let ledger = Shared::new(match options.target {
             Target::Cpu => Ledger::cpu(options.limit),
             Target::Cuda => Ledger::cuda(options.limit, options.workspaces.in_order()),
@@ -80,6 +84,7 @@ impl<'a> Sim<'a> {
             config,
             gather,
             threads,
+            gpu,
             ledger,
             out: Vec::new(),
             has_state: false,
@@ -94,6 +99,12 @@ impl<'a> Sim<'a> {
     }
 
     /// Replays the whole trial.
+    /// Records every allocation and free of the replay into [`Replay::blocks`].
+    pub fn record(self) -> Self {
+        self.ledger.record();
+        self
+    }
+
     pub fn run(mut self) -> Replay {
         if self.net.is_some() {
             return self.run_net();
@@ -157,14 +168,21 @@ impl<'a> Sim<'a> {
                 }
             }
         }
-        Replay { phases: self.out, baseline: self.ledger.baseline(), oom: self.oom }
+        Replay {
+            phases: self.out,
+            blocks: self.ledger.take_log(),
+            baseline: self.ledger.baseline(),
+            oom: self.oom,
+        }
     }
 
     /// Runs one phase as the recorder does: the peak restarts at its start, and the end is read
     /// when it returns.
     fn phase<T>(&mut self, step: usize, micro: usize, phase: Phase, f: impl FnOnce(&mut Self) -> T) -> T {
         self.ledger.reset_peak();
+        self.ledger.label(step, micro, phase);
         let out = f(self);
+        self.ledger.unlabel();
         if let (None, Some(refused)) = (self.oom, self.ledger.refused()) {
             self.oom = Some((self.out.len(), refused));
         }
@@ -509,12 +527,29 @@ impl<'a> Sim<'a> {
         self.ledger.alloc(Transient, input_grad);
         self.ledger.alloc(grad_cat, w);
         self.ledger.alloc(grad_cat, b);
+        self.bias_sum_staging(t.batch, layer.outputs);
         self.ledger.free(Transient, incoming);
         if !first_micro {
             self.ledger.free(Transient, w);
             self.ledger.free(Transient, b);
         }
         input_grad
+    }
+
+    /// CUDA: the bias gradient's `sum_to` over the batch runs the reduction kernel, which takes
+    /// a staging buffer and semaphores for its life ([`cuda_reduce`]), after the sum's output
+    /// and before the node's incoming gradient goes. Nothing on the CPU.
+    pub(super) fn bias_sum_staging(&mut self, rows: u64, cols: u64) {
+        if self.t.target != Target::Cuda {
+            return;
+        }
+        let acc = if self.t.dtype == Dtype::Float64 { 8 } else { 4 };
+        if let Some((buffer, semaphores)) = cuda_reduce::sum_rows_staging(rows, cols, acc, self.gpu) {
+            let buffer = self.ledger.hold(Transient, buffer);
+            let semaphores = self.ledger.hold(Transient, semaphores);
+            self.ledger.release(semaphores);
+            self.ledger.release(buffer);
+        }
     }
 
     /// ReluBackward of hidden layer `i`: `threshold_backward` makes its gradient and releases

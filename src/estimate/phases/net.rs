@@ -51,7 +51,7 @@ impl Graph {
 
 impl Net {
     pub(super) fn new(sim: &Sim) -> Net {
-        let ctx = Ctx::new(sim.ledger.clone(), sim.t.target, sim.threads);
+        let ctx = Ctx::new(sim.ledger.clone(), sim.t.target, sim.threads, sim.gpu);
         let installed = ctx.install();
         Net { ctx, _installed: installed, data: None, model: None, scaler: None }
     }
@@ -131,7 +131,7 @@ impl Sim<'_> {
         let net = self.net.take().expect("replayed through net");
         let (ledger, oom, phases) = (self.ledger.clone(), self.oom, std::mem::take(&mut self.out));
         drop(net);
-        Replay { phases, baseline: ledger.baseline(), oom }
+        Replay { phases, blocks: ledger.take_log(), baseline: ledger.baseline(), oom }
     }
 
     /// `train::data::make`: the data set where `data.location` puts it.

@@ -1,0 +1,131 @@
+//! The estimate's block sequence (`oomlab estimate --blocks`) against PyTorch's own allocation
+//! history (`scripts/reference/train.py --history`: on the CPU its counting allocator's event
+//! log), aligned by `scripts/reference/compare.py --blocks --history`: the tool that pins a GPU
+//! gap to its first allocation, held here on the CPU, where the estimate replays libtorch's
+//! allocations one for one.
+//!
+//! Without python3, a torch it can import, or g++ (cpu_memory.py builds its allocator once),
+//! this test fails and says so: it does not skip.
+use std::path::Path;
+use std::process::Command;
+
+use oomlab::plan::{Overrides, Plan};
+use oomlab::run::{self, RunOptions};
+
+mod common;
+use common::{torch_site, Sandbox};
+
+const SPEC: &str = r#"
+[experiment]
+name = "blocks"
+[model]
+hidden = 64
+depth = 2
+[data]
+kind = "synthetic"
+samples = 256
+features = 32
+classes = 4
+seed = 0
+[training]
+optimizer = "adam"
+lr = 0.001
+batch_size = 128
+steps = 2
+dtype = "float32"
+"#;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn compare(blocks: &Path, history: &Path) -> String {
+    let out = Command::new("python3")
+        .arg(root().join("scripts/reference/compare.py"))
+        .arg("--blocks")
+        .arg(blocks)
+        .arg("--history")
+        .arg(history)
+        .output()
+        .expect("python3 runs compare.py");
+    assert!(out.status.success(), "compare.py failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_estimates_blocks_align_with_pytorchs_history() {
+    let sb = Sandbox::new();
+    let spec_path = sb.spec("blocks.toml", SPEC);
+    let spec = oomlab::spec::load(&spec_path).unwrap();
+    let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
+    let report = run::run(&Plan::here(spec, Overrides::default()), &opts).unwrap();
+
+    // PyTorch's history of the same trial.
+    let history = sb.path().join("history.csv");
+    let out = Command::new("python3")
+        .arg(root().join("scripts/reference/train.py"))
+        .args(["--device", "cpu", "--cpu-memory", "--summary"])
+        .arg(report.dir.join("summary.csv"))
+        .arg("--out")
+        .arg(sb.path().join("pytorch.csv"))
+        .arg("--history")
+        .arg(&history)
+        .env("PYTHONPATH", torch_site())
+        .output()
+        .expect("python3 runs (the PyTorch oracle)");
+    assert!(out.status.success(), "train.py failed:\n{}", String::from_utf8_lossy(&out.stderr));
+
+    // The estimate's, through the command a user runs.
+    let blocks = sb.path().join("blocks.csv");
+    let est = Command::new(env!("CARGO_BIN_EXE_oomlab"))
+        .arg("estimate")
+        .arg(&spec_path)
+        .args(["--device", "cpu", "--brief", "--blocks"])
+        .arg(&blocks)
+        .output()
+        .unwrap();
+    assert!(est.status.success(), "estimate --blocks failed:\n{}", String::from_utf8_lossy(&est.stderr));
+    let text = std::fs::read_to_string(&blocks).unwrap();
+    assert!(text
+        .starts_with("variant,trial,value,seq,step,micro,phase,action,requested,block,category,pool,site\n"));
+    assert!(text.lines().count() > 50, "every allocation and free of two steps");
+
+    // Named again, the file is not overwritten.
+    let again = Command::new(env!("CARGO_BIN_EXE_oomlab"))
+        .arg("estimate")
+        .arg(&spec_path)
+        .args(["--device", "cpu", "--brief", "--blocks"])
+        .arg(&blocks)
+        .output()
+        .unwrap();
+    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("exists"));
+
+    // On the CPU the replay is libtorch's allocations one for one: through the first step's
+    // forward and backward the two sequences are the same, event for event.
+    let report = compare(&blocks, &history);
+    let line = report.lines().find(|l| l.starts_with("- trial 1:")).unwrap_or_else(|| panic!("{report}"));
+    for phase in ["data", "model", "to_device", "forward", "backward"] {
+        assert!(
+            !line.contains(&format!("parts in {phase}, step 1."))
+                && !line.contains(&format!("parts in {phase}, step 0.")),
+            "{line}"
+        );
+    }
+
+    // And it finds a difference where there is one: the estimate against itself is the same
+    // throughout; with one allocation's size changed, that event is the first to part.
+    assert!(compare(&blocks, &blocks).contains("- trial 1: the same"));
+    let mut rows: Vec<String> = text.lines().map(str::to_string).collect();
+    let i = rows.iter().position(|r| r.contains(",forward,alloc,")).unwrap();
+    let mut cells: Vec<String> = rows[i].split(',').map(str::to_string).collect();
+    cells[8] = "3".into();
+    rows[i] = cells.join(",");
+    let changed = sb.path().join("changed.csv");
+    std::fs::write(&changed, rows.join("\n") + "\n").unwrap();
+    let report = compare(&blocks, &changed);
+    assert!(
+        report.contains("first parts in forward, step 1.0, event 0")
+            && report.contains("reference alloc 3 B"),
+        "{report}"
+    );
+}
