@@ -43,7 +43,8 @@ impl PassKey {
             mode: t.techniques.mode.as_str().into(),
             dtype: t.dtype.as_str().into(),
             amp: t.techniques.amp.as_str().into(),
-            checkpointed: t.techniques.checkpoint != Checkpoint::None,
+            // `{ sequential = 1 }` recomputes nothing: PyTorch runs it plain.
+            checkpointed: t.techniques.checkpoint.segments(c.model.units()).is_some(),
             location: c.location.as_str().into(),
         }
     }
@@ -250,9 +251,10 @@ pub fn calibration_config(
     t.steps = 3;
     t.techniques.accumulation = 1;
     t.techniques.history = History::None;
-    if t.techniques.checkpoint != Checkpoint::None {
-        t.techniques.checkpoint = Checkpoint::Sqrt;
-    }
+    t.techniques.checkpoint = match c.training.techniques.checkpoint.segments(c.model.units()) {
+        Some(_) => Checkpoint::Sqrt,
+        None => Checkpoint::None,
+    };
     if let Some((spec, implementation)) = optimizer {
         t.optimizer = spec;
         t.techniques.optimizer_impl = Some(implementation);
@@ -355,6 +357,11 @@ mod tests {
             (ModelSpec::mlp(2048, 2), 8, 3)
         );
         assert_eq!(cal.training.techniques.checkpoint, Checkpoint::Sqrt);
+        // One segment of checkpoint_sequential's is the plain pass: timed as one.
+        c.training.techniques.checkpoint = Checkpoint::Sequential(1);
+        assert!(!PassKey::of(&c).checkpointed);
+        let cal = calibration_config(&c, DataShape { samples: 32, features: 32, classes: 4 }, 8, None);
+        assert_eq!(cal.training.techniques.checkpoint, Checkpoint::None);
         assert_eq!(PassKey::of(&cal), PassKey::of(&c));
         assert!(cal.check().is_ok());
     }
