@@ -31,6 +31,7 @@ pub mod cluster;
 pub mod comparison;
 pub mod device;
 pub mod estimate;
+pub mod expected;
 pub mod ffi;
 pub mod figures;
 pub mod interrupt;

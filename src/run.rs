@@ -59,6 +59,24 @@ impl RunReport {
     }
 }
 
+/// The run's expected duration, from what this machine measured before; a warning past ten
+/// minutes even when quiet. It asks nothing: Ctrl-C stops after the phase under way.
+fn say_expected(expected: Option<&crate::expected::Expected>, quiet: bool) {
+    match expected {
+        Some(e) if e.is_long() => note!(
+            "warning: this run is expected to take {}: over 10 minutes (Ctrl-C stops it after the phase \
+             under way; --resume goes on from there)",
+            e.describe()
+        ),
+        Some(e) if !quiet => note!("expected: {}", e.describe()),
+        None if !quiet => note!(
+            "expected: not known here (no earlier run of this spec on this device, no calibration in its \
+             advice/: `oomlab advise SPEC` measures step times)"
+        ),
+        _ => {}
+    }
+}
+
 /// Opens the probe for a device, with the budget in force.
 pub fn open_probe(device: tch::Device, budget: Option<u64>) -> Result<Box<dyn MemoryProbe>> {
     Ok(match device {
@@ -90,6 +108,12 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
         }
         // A folder of its own: no two shards write one file.
         dir = dir.join(SHARDS).join(s.folder());
+    }
+    // Before the folder is prepared (`--force` clears it): the last run's times are in it.
+    if opts.shard.is_none() {
+        let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1);
+        let options = plan.estimate_options(probe.gpu_arch().unwrap_or_default(), threads);
+        say_expected(crate::expected::expect(plan, &probe.name(), &dir, &options).as_ref(), opts.quiet);
     }
     let (lock, done) = if opts.resume {
         if !dir.is_dir() {
