@@ -55,7 +55,9 @@ fn quick_bench_runs_both_sides_on_the_same_model_and_writes_its_files() {
         assert!(len > 0, "{f} written in {}", dir.display());
     }
 
-    let plan = Plan::new(false, true).unwrap();
+    // What --quick runs without --config: each role once.
+    let plan = Plan::new(false, true).unwrap().only(&[]).unwrap();
+    assert_eq!(plan.configs.len(), 4);
     let md = std::fs::read_to_string(dir.join("BENCH.md")).unwrap();
     let sections: Vec<&str> = md.split("\n## ").collect();
     for c in &plan.configs {

@@ -124,6 +124,11 @@ impl Plan {
     /// error that lists the known ones.
     pub fn only(mut self, names: &[String]) -> Result<Plan> {
         if names.is_empty() {
+            if self.quick {
+                // A smoke test in about a minute: every role once (the small model in one
+                // implementation); the other two are still there by name (`--config`).
+                self.configs.retain(|c| c.role != Role::Small || c.name.ends_with("for_loop"));
+            }
             return Ok(self);
         }
         let known: Vec<String> = self.configs.iter().map(|c| c.name.clone()).collect();

@@ -45,7 +45,9 @@ pub struct BenchArgs {
     /// Replace BENCH.md, bench.csv and the chart if the device's folder has them.
     #[arg(long)]
     pub force: bool,
-    /// Tiny models, 1 warm-up and 3 timed steps, one round: checks the bench, measures nothing.
+    /// Tiny models, 1 warm-up and 3 timed steps, one round, and the small model in its for-loop
+    /// implementation only (the others by --config): checks the bench in about a minute,
+    /// measures nothing.
     #[arg(long)]
     pub quick: bool,
     /// Only these configurations (repeat the flag); default: all. `--config list` lists them.
