@@ -81,6 +81,10 @@ fn quick_bench_runs_both_sides_on_the_same_model_and_writes_its_files() {
     assert!(md.contains("| tch / libtorch | 0.24.0 / 2.11.0 |"), "{md}");
     assert!(md.contains("| Python / torch | 3.") && md.contains(" / 2.11.0"), "the wheel's torch: {md}");
     assert!(md.contains("## Targets") && md.contains("oomlab-off / pytorch"), "{md}");
+    // The estimate's own speed: the lesson's spec, cold and warm, judged against 2 s.
+    let est = md.split("## estimate\n").nth(1).unwrap_or_else(|| panic!("an estimate section: {md}"));
+    let row = est.lines().find(|l| l.starts_with("| depth_sweep | ")).expect("depth_sweep timed");
+    assert!(row.ends_with("| met |") || row.contains("| missed by "), "{row}");
 
     // bench.csv: every configuration x contender x timed step, and the synchronised phases.
     let csv = std::fs::read_to_string(dir.join("bench.csv")).unwrap();

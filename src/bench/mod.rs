@@ -20,6 +20,7 @@ use crate::schema::TraceLevel;
 
 pub mod analysis;
 pub mod configs;
+pub mod estimate_times;
 pub mod protocol;
 pub mod report;
 pub mod runner;

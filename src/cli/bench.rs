@@ -178,6 +178,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
             c.same_model.loss_difference
         );
     }
+    // The estimate's own speed, every committed spec (the lesson's alone with --quick).
+    let estimate_device = if cuda { "cuda" } else { "cpu" };
+    let specs = bench::estimate_times::committed_specs(plan.quick)?;
+    let times =
+        bench::estimate_times::time_all(&launcher.oomlab, &specs, estimate_device, &mut |l| note!("{l}"))?;
     let header = header(&plan, &launcher, &device_name, &samples, git, load_before, started);
 
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -185,7 +190,9 @@ pub fn run(args: BenchArgs) -> Result<()> {
     crate::results::fsio::write_atomic(&csv_path, report::csv(&samples).as_bytes())?;
     let rendered = chart::render(&BenchChart::from_analysis(&analysis, &device_name), &dir)?;
     let md = dir.join(BENCH_MD);
-    crate::results::fsio::write_atomic(&md, report::markdown(&header, &analysis).as_bytes())?;
+    let text =
+        report::markdown(&header, &analysis) + &bench::estimate_times::markdown(&times, estimate_device);
+    crate::results::fsio::write_atomic(&md, text.as_bytes())?;
 
     for c in &analysis.configs {
         for v in &c.verdicts {
