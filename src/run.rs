@@ -533,9 +533,8 @@ fn fill_config(
     row.variant = variant.unwrap_or_default().to_string();
     row.field = swept.map(|(f, _)| f.key().to_string()).unwrap_or_default();
     row.value = swept.map(|(_, v)| v);
-    row.model = config.model.describe();
-    (row.depth, row.hidden, row.batch_size) =
-        (config.model.depth(), config.model.width(), config.training.batch_size);
+    row.set_model(&config.model, &config.data);
+    row.batch_size = config.training.batch_size;
     row.optimizer = config.training.optimizer.name().to_string();
     row.optimizer_impl = OptimizerImpl::resolve(t.optimizer_impl, cuda).as_str().into();
     row.dtype = config.training.dtype.as_str().into();

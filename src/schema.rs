@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+use crate::spec::{CnnSpec, DataSpec, ModelSpec};
+
 /// A phase of a trial. `Data` and `Model` happen once per trial (step 0); the others once per
 /// training step, in this order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -190,20 +192,49 @@ pub struct SummaryRow {
     #[serde(serialize_with = "whole_as_integer")]
     pub value: Option<f64>,
     pub status: Status,
-    /// Where an OOM or error happened.
+    /// Where an OOM or error struck (a predicted OOM: where the estimate put it): the phase, and
+    /// the step (0 for the set-up phases). Written `oom_phase` and `oom_step`, as the other OOM
+    /// columns are; files from before 2026-11-26 call them `phase` and `step`, which read the
+    /// same (the Rust names stay, so that code reading them needs no change).
+    #[serde(rename = "oom_phase", alias = "phase")]
     pub phase: Option<Phase>,
+    #[serde(rename = "oom_step", alias = "step")]
     pub step: Option<usize>,
     // The configuration, so that a row reads on its own whatever was swept.
     /// The model in short (`ModelSpec::describe`: `mlp 4x5000`, `resnet50`, ...); empty in
     /// results from before model kinds.
     pub model: String,
-    /// The model's depth and width in its own terms (`ModelSpec::depth`, `ModelSpec::width`).
+    /// `mlp`, `cnn` or `transformer` (`model.kind`); empty in older results.
+    pub model_kind: String,
+    /// The model's depth and width in its own terms (`ModelSpec::depth`, `ModelSpec::width`):
+    /// an MLP's hidden layers and their (widest) width; for the other kinds, as they have always
+    /// been written, a plain CNN's blocks and channels, a ResNet's number and 64, a Transformer's
+    /// layers and `d_model`. Kept so for every kind, so that a column means one thing in old
+    /// files and new; the kind's own columns below name its sizes without that reading.
     pub depth: usize,
     pub hidden: usize,
+    /// A CNN's `model.arch`: `resnet18` .. `resnet152` or `plain`; empty for other kinds.
+    pub arch: String,
+    /// A plain CNN's `model.channels` (its blocks' width); empty for other kinds.
+    pub channels: Option<usize>,
+    /// A Transformer's `model.d_model`, `model.nhead`, `model.num_layers` and
+    /// `model.dim_feedforward`; empty for other kinds.
+    pub d_model: Option<usize>,
+    pub nhead: Option<usize>,
+    pub num_layers: Option<usize>,
+    pub dim_feedforward: Option<usize>,
     pub batch_size: usize,
     pub samples: usize,
+    /// The numbers per sample the model takes in: a synthetic or CSV set's features, an image's
+    /// channels x height x width, a token sequence's length.
     pub features: usize,
     pub classes: usize,
+    /// An image data set's `data.channels` and `data.size` (height = width); empty for others.
+    pub image_channels: Option<usize>,
+    pub image_size: Option<usize>,
+    /// A token data set's `data.seq_len` and `data.vocab`; empty for others.
+    pub seq_len: Option<usize>,
+    pub vocab: Option<usize>,
     pub optimizer: String,
     /// How torch.optim ran it: for_loop, foreach or fused (empty in results from before the
     /// choice, made with libtorch's C++ optimizers).
@@ -303,6 +334,33 @@ impl SummaryRow {
         }
     }
 
+    /// Fills the columns that describe the model and the data's shape: `model`, `model_kind`,
+    /// `depth` and `hidden` for every kind, and the kind's own columns (empty for the others).
+    pub fn set_model(&mut self, model: &ModelSpec, data: &DataSpec) {
+        self.model = model.describe();
+        self.model_kind = model.kind().to_string();
+        (self.depth, self.hidden) = (model.depth(), model.width());
+        (self.arch, self.channels) = match *model {
+            ModelSpec::Cnn(CnnSpec::Resnet(r)) => (r.as_str().to_string(), None),
+            ModelSpec::Cnn(CnnSpec::Plain { channels, .. }) => ("plain".to_string(), Some(channels)),
+            _ => (String::new(), None),
+        };
+        (self.d_model, self.nhead, self.num_layers, self.dim_feedforward) = match model {
+            ModelSpec::Transformer(t) => {
+                (Some(t.d_model), Some(t.nhead), Some(t.num_layers), Some(t.dim_feedforward))
+            }
+            _ => (None, None, None, None),
+        };
+        (self.image_channels, self.image_size) = match *data {
+            DataSpec::Images { channels, size, .. } => (Some(channels), Some(size)),
+            _ => (None, None),
+        };
+        (self.seq_len, self.vocab) = match *data {
+            DataSpec::Tokens { seq_len, vocab, .. } => (Some(seq_len), Some(vocab)),
+            _ => (None, None),
+        };
+    }
+
     /// Bytes still allocated after the trial's clean-up that were not there before: a leak.
     pub fn leaked(&self) -> Option<u64> {
         self.after_allocated.checked_sub(self.baseline_allocated).filter(|&b| b > 0)
@@ -322,6 +380,109 @@ fn whole_as_integer<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The header a writer of these rows writes.
+    fn header<T: Serialize>(row: &T) -> Vec<String> {
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.serialize(row).unwrap();
+        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        text.lines().next().unwrap().split(',').map(str::to_string).collect()
+    }
+
+    /// The column names of a markdown table's rows (`| \`name\` | unit | meaning |`).
+    fn table(text: &str) -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .filter_map(|l| l.split_once("` |"))
+            .map(|(name, _)| name.to_string())
+            .collect()
+    }
+
+    /// README's column reference lists every column of both files, in the files' order, and
+    /// nothing else: a column added or renamed without its line there fails here.
+    #[test]
+    fn the_readme_lists_every_column_with_its_unit() {
+        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        let start = readme.find("### Columns of trace.csv and summary.csv").expect("the column reference");
+        let section = &readme[start..];
+        let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+        let (trace, summary) = section.split_once("`summary.csv`, one row per trial:").expect("two tables");
+        let record = PhaseRecord {
+            trial: 1,
+            step: 1,
+            micro: 0,
+            phase: Phase::Forward,
+            memory_allocated: 0,
+            memory_reserved: 0,
+            max_memory_allocated: 0,
+            max_memory_reserved: 0,
+            device_used: None,
+            phase_seconds: 0.0,
+            elapsed_seconds: 0.0,
+            predicted_peak: None,
+            page_faults: None,
+        };
+        assert_eq!(table(trace), header(&record), "trace.csv's columns in README.md");
+        assert_eq!(table(summary), header(&SummaryRow::default()), "summary.csv's columns in README.md");
+        for line in section.lines().filter(|l| l.starts_with("| `")) {
+            let unit = line.split('|').nth(2).unwrap_or_default().trim();
+            assert!(!unit.is_empty(), "no unit: {line}");
+        }
+    }
+
+    #[test]
+    fn every_kind_fills_its_own_columns_and_leaves_the_others_empty() {
+        use crate::spec::{ConvKind, ResNet, TransformerSpec};
+        let synthetic = DataSpec::Synthetic { samples: 8, features: 4, classes: 2, seed: 0 };
+        let images = DataSpec::Images { samples: 8, channels: 3, size: 32, classes: 10, seed: 0 };
+        let tokens = DataSpec::Tokens { samples: 8, seq_len: 128, vocab: 1000, classes: 2, seed: 0 };
+        let of = |model: &ModelSpec, data: &DataSpec| {
+            let mut r = SummaryRow::default();
+            r.set_model(model, data);
+            r
+        };
+
+        let mlp = of(&ModelSpec::mlp(5000, 4), &synthetic);
+        assert_eq!(
+            (mlp.model.as_str(), mlp.model_kind.as_str(), mlp.depth, mlp.hidden),
+            ("mlp 4x5000", "mlp", 4, 5000)
+        );
+        assert_eq!((mlp.arch.as_str(), mlp.channels, mlp.d_model, mlp.num_layers), ("", None, None, None));
+        assert_eq!((mlp.image_size, mlp.seq_len), (None, None));
+
+        let resnet = of(&ModelSpec::Cnn(CnnSpec::Resnet(ResNet::R50)), &images);
+        assert_eq!(
+            (resnet.model_kind.as_str(), resnet.arch.as_str(), resnet.channels),
+            ("cnn", "resnet50", None)
+        );
+        assert_eq!((resnet.depth, resnet.hidden), (50, 64), "as written before the kind's columns");
+        assert_eq!((resnet.image_channels, resnet.image_size, resnet.seq_len), (Some(3), Some(32), None));
+
+        let plain =
+            ModelSpec::Cnn(CnnSpec::Plain { channels: 256, depth: 4, conv: ConvKind::Standard, kernel: 3 });
+        let plain = of(&plain, &images);
+        assert_eq!(
+            (plain.arch.as_str(), plain.channels, plain.depth, plain.d_model),
+            ("plain", Some(256), 4, None)
+        );
+
+        let t = TransformerSpec {
+            d_model: 512,
+            nhead: 8,
+            num_layers: 6,
+            dim_feedforward: 2048,
+            dropout: 0.0,
+            norm_first: false,
+        };
+        let t = of(&ModelSpec::Transformer(t), &tokens);
+        assert_eq!(t.model_kind, "transformer");
+        assert_eq!(
+            (t.d_model, t.nhead, t.num_layers, t.dim_feedforward),
+            (Some(512), Some(8), Some(6), Some(2048))
+        );
+        assert_eq!((t.arch.as_str(), t.channels, t.image_size), ("", None, None));
+        assert_eq!((t.seq_len, t.vocab), (Some(128), Some(1000)));
+    }
 
     #[test]
     fn a_whole_swept_value_is_written_as_an_integer_and_reads_back() {

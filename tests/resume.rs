@@ -184,3 +184,73 @@ fn a_run_killed_before_any_trial_resumes_from_the_start() {
     assert_eq!(exp.manifest.status, oomlab::results::RunStatus::Complete);
     assert!(exp.rows.len() > trials && exp.rows.iter().enumerate().all(|(i, r)| r.trial == i + 1));
 }
+
+/// A folder written before `oom_phase`, `oom_step` and the model kind's columns (its header
+/// says `phase` and `step`, and has none of those) resumes: its rows are read through the old
+/// names and the whole file is written again in the current header, the kept rows as they were
+/// (their new columns empty), the trials run now with theirs filled.
+#[test]
+fn a_folder_with_the_old_summary_header_resumes_in_the_new_one() {
+    let sb = Sandbox::new();
+    let spec = search_spec(&sb);
+    let out = sb.out();
+    kill_after(&spec, &out, 2);
+    let dir = folder(&out);
+    let path = dir.join("summary.csv");
+    // A run writes the new names.
+    // Whole rows only (a kill may land while one is written).
+    let text = std::fs::read_to_string(&path).unwrap();
+    let whole = &text[..text.rfind('\n').map_or(0, |i| i + 1)];
+    let mut rd = csv::Reader::from_reader(whole.as_bytes());
+    let header: Vec<String> = rd.headers().unwrap().iter().map(str::to_string).collect();
+    assert!(header.iter().any(|c| c == "oom_phase") && header.iter().any(|c| c == "oom_step"), "{header:?}");
+    assert!(!header.iter().any(|c| c == "phase" || c == "step"), "{header:?}");
+    // The file as oomlab wrote it before 2026-11-26.
+    let new_only = [
+        "model_kind",
+        "arch",
+        "channels",
+        "d_model",
+        "nhead",
+        "num_layers",
+        "dim_feedforward",
+        "image_channels",
+        "image_size",
+        "seq_len",
+        "vocab",
+    ];
+    let keep: Vec<usize> = (0..header.len()).filter(|&i| !new_only.contains(&header[i].as_str())).collect();
+    let mut w = csv::Writer::from_writer(Vec::new());
+    let old_name = |c: &str| match c {
+        "oom_phase" => "phase".to_string(),
+        "oom_step" => "step".to_string(),
+        c => c.to_string(),
+    };
+    w.write_record(keep.iter().map(|&i| old_name(&header[i]))).unwrap();
+    for record in rd.records() {
+        let record = record.unwrap();
+        w.write_record(keep.iter().map(|&i| &record[i])).unwrap();
+    }
+    std::fs::write(&path, w.into_inner().unwrap()).unwrap();
+
+    let before = ExperimentDir::read(&dir).unwrap();
+    let k = before.rows.len();
+    assert!(k >= 2, "killed after trial 2: {k} trials");
+    let oom = &before.rows[1];
+    assert_eq!(oom.status, oomlab::schema::Status::Oom, "depth 64 is over the budget");
+    assert!(oom.phase.is_some() && oom.step.is_some(), "read through the old names: {oom:?}");
+    assert!(before.rows.iter().all(|r| r.model_kind.is_empty()));
+
+    let done =
+        oomlab(&["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet", "--resume"]);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    assert!(header.contains(&"oom_phase") && header.contains(&"model_kind"), "{header:?}");
+    assert!(!header.contains(&"phase") && !header.contains(&"step"), "{header:?}");
+    let after = ExperimentDir::read(&dir).unwrap();
+    assert_eq!(after.manifest.status, oomlab::results::RunStatus::Complete);
+    assert!(after.rows.len() > k, "the search went on: {} trials", after.rows.len());
+    assert_eq!(after.rows[..k], before.rows[..], "the kept rows as they were");
+    assert!(after.rows[k..].iter().all(|r| r.model_kind == "mlp" && r.depth == r.value.unwrap() as usize));
+}

@@ -67,6 +67,14 @@ def fmt_size(b: float) -> str:
     return f"{b / MIB:.2f} MiB"
 
 
+def oom_at(r: dict) -> tuple[str, str]:
+    """A summary row's (phase, step) where an OOM or error struck, "" when none: `oom_phase` and
+    `oom_step` since 2026-11-26, `phase` and `step` in older files (oomlab's and train.py's)."""
+    phase = r.get("oom_phase", r.get("phase")) or ""
+    step = r.get("oom_step", r.get("step")) or ""
+    return phase, str(step)
+
+
 def key(r: dict) -> tuple:
     return int(r["trial"]), int(r["step"]), int(r["micro"]), r["phase"]
 
@@ -100,12 +108,13 @@ class Experiment:
         """oomlab's and PyTorch's outcome, with the phase and step of an OOM."""
         def where(r):
             s = r["status"]
-            return f"{s} ({r['phase']} {r['step']})" if r.get("phase") else s
+            phase, step = oom_at(r)
+            return f"{s} ({phase} {step})" if phase else s
         return where(self.o_sum[t]), where(self.r_sum[t])
 
     def status_differs(self, t: int) -> bool:
         o, r = self.o_sum[t], self.r_sum[t]
-        return (o["status"], o["phase"], o["step"]) != (r["status"], r["phase"], str(r["step"]))
+        return (o["status"], *oom_at(o)) != (r["status"], *oom_at(r))
 
     def phases_agree(self, t: int) -> bool:
         return [k[1:] for k in self.keys(self.o_trace, t)] == [k[1:] for k in self.keys(self.r_trace, t)]

@@ -56,10 +56,11 @@ TRACE_COLUMNS = [
     "max_memory_allocated", "max_memory_reserved", "device_used", "phase_seconds",
     "elapsed_seconds",
 ]
-# What happened first (status, where an OOM struck, peaks, message); then what compare.py needs
+# What happened first (status, where an OOM struck: oom_phase and oom_step, as oomlab's
+# summary.csv names them since 2026-11-26, peaks, message); then what compare.py needs
 # to check the numbers as well as the bytes: baselines, final loss, the grad scaler, step time.
 SUMMARY_COLUMNS = [
-    "trial", "status", "phase", "step", "max_memory_allocated", "max_memory_reserved",
+    "trial", "status", "oom_phase", "oom_step", "max_memory_allocated", "max_memory_reserved",
     "message", "baseline_allocated", "after_allocated", "final_loss", "skipped_steps",
     "final_scale", "step_seconds",
 ]
@@ -95,10 +96,11 @@ def trial_config(manifest: dict, row: dict) -> dict:
 
     Starts from the variant's (or the base's) config, applies the swept value as
     Spec::trial_config does, then takes the summary row's own columns over it, so that a row
-    always reads as the trial that produced it. The row's `depth` and `hidden` describe only a
-    uniform MLP (for a CNN or a transformer its `model` column does, and they may be 0), and its
-    `features` column is C*H*W for images and seq_len for tokens: neither is read back into
-    those models or data sets, whose shape comes from the spec and the swept field alone.
+    always reads as the trial that produced it. The row's `depth` and `hidden` are read back for a
+    uniform MLP only (for a CNN or a transformer they hold its blocks or layers and its width, and
+    its `model` column and kind columns, `arch`, `d_model`, ..., describe it), and its `features`
+    column is C*H*W for images and seq_len for tokens: none of these is read back into those
+    models or data sets, whose shape comes from the spec and the swept field alone.
     """
     spec = manifest["spec"]
     if spec.get("variants"):
@@ -995,7 +997,7 @@ def main():
         summary.writeheader()
         for row in rows:
             trial = int(row["trial"])
-            res = {"trial": trial, "status": "ok", "phase": "", "step": "", "message": ""}
+            res = {"trial": trial, "status": "ok", "oom_phase": "", "oom_step": "", "message": ""}
             if device.type == "cpu" and row["status"] == "oom" and not args.run_oom_on_cpu:
                 res.update(status="skipped", message="oomlab ran out of its CPU budget here; "
                            "PyTorch has no CPU budget (--run-oom-on-cpu to run it anyway)")
@@ -1010,7 +1012,7 @@ def main():
             try:
                 run_trial(cfg, device, rec, args, extra)
             except PhaseOOM as e:
-                res.update(status="oom" if e.oom else "error", phase=e.phase, step=e.step,
+                res.update(status="oom" if e.oom else "error", oom_phase=e.phase, oom_step=e.step,
                            message=e.message)
             # Everything the trial made was local to run_trial; collect cycles (autograd graphs
             # held by frames of a caught exception) and hand the cache back, as oomlab does.
@@ -1030,7 +1032,7 @@ def main():
             summary.writerow(res)
             tf.flush()
             sf.flush()
-            where = f" in {res['phase']} of step {res['step']}" if res["phase"] else ""
+            where = f" in {res['oom_phase']} of step {res['oom_step']}" if res["oom_phase"] else ""
             peak = f"  peak {rec.peak[0]} B" if probe.counts else ""
             loss = f"  final loss {extra['final_loss']:.7f}" if "final_loss" in extra else ""
             leak = ""

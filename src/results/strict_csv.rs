@@ -167,6 +167,41 @@ mod tests {
         assert!(err.contains("row 2") && err.contains("column `trial`"), "{err}");
     }
 
+    /// `oom_phase` and `oom_step` were written `phase` and `step` before 2026-11-26: a committed
+    /// file of then reads as it did, a file of now in the new names, and one naming both is
+    /// refused (the two are one column).
+    #[test]
+    fn the_oom_columns_read_in_their_old_names_and_their_new() {
+        use crate::results::{Exporter, SummaryCsv};
+        use crate::schema::{Phase, Status};
+        let committed = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("results/cpu-intel-r-xeon-r-processor/resnet_checkpointing/summary.csv");
+        let text = std::fs::read_to_string(&committed).unwrap();
+        let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+        assert!(header.contains(&"phase") && !header.contains(&"oom_phase"), "an old header: {header:?}");
+        let (old, _) = read::<SummaryRow>(&committed, 1 << 20, &["trial", "status"]).unwrap();
+        let oom = old.iter().find(|r| r.status == Status::Oom).expect("the file has an OOM");
+        assert_eq!((oom.phase, oom.step), (Some(Phase::Backward), Some(2)));
+        assert!(old.iter().filter(|r| r.status == Status::Ok).all(|r| r.phase.is_none() && r.step.is_none()));
+
+        let tmp = tempfile::tempdir().unwrap();
+        let mut out = SummaryCsv::create(tmp.path()).unwrap();
+        for r in &old {
+            out.trial(r).unwrap();
+        }
+        drop(out);
+        let path = tmp.path().join(crate::results::SUMMARY);
+        let written = std::fs::read_to_string(&path).unwrap();
+        let header: Vec<&str> = written.lines().next().unwrap().split(',').collect();
+        assert!(header.contains(&"oom_phase") && header.contains(&"oom_step"), "{header:?}");
+        assert!(!header.contains(&"phase") && !header.contains(&"step"), "{header:?}");
+        let (new, _) = read::<SummaryRow>(&path, 1 << 20, &["trial", "status"]).unwrap();
+        assert_eq!(new, old, "the same rows in the new names");
+
+        let err = read_str(b"trial,status,phase,oom_phase\n1,oom,forward,forward\n").unwrap_err().to_string();
+        assert!(err.contains("row 2") && err.contains("duplicate field"), "{err}");
+    }
+
     #[test]
     fn an_empty_file_has_no_rows_and_a_torn_last_row_is_left_out() {
         assert_eq!(read_str(b"").unwrap(), (Vec::new(), false));
