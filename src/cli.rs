@@ -86,7 +86,15 @@ Examples:
       The same experiment from two devices: COMPARE.md and overlaid charts, written to
       results/compare/depth_sweep.
   oomlab compare runs/cpu-amd-epyc/amp runs/cpu-intel-r-xeon-r-processor/amp --out /tmp/cmp
-      Two CPUs' mixed-precision runs, into /tmp/cmp.";
+      Two CPUs' mixed-precision runs, into /tmp/cmp.
+  oomlab compare results/cpu-amd-epyc results/cpu-intel-r-xeon-r-processor
+      Two devices' folders, experiment by experiment: one COMPARE.md (each folder's device, host
+      and revision; a summary row per experiment; each experiment's tables; the experiments in
+      one folder only) and each experiment's charts in a folder of its own, written to
+      results/compare/cpu-amd-epyc_vs_cpu-intel-r-xeon-r-processor. An earlier comparison there
+      is replaced only with --force. An experiment folder that cannot be read is left out with
+      a warning (on stderr and in COMPARE.md) and the others are compared; it fails only when
+      none can be.";
 
 const CLAIMS_EXAMPLES: &str = "\
 Examples:
@@ -141,10 +149,13 @@ pub enum Command {
     /// trace.json (open it in ui.perfetto.dev) from trace.csv.
     #[command(after_help = PLOT_EXAMPLES)]
     Plot(plot::PlotArgs),
-    /// Compare one experiment's results from several devices or budgets.
+    /// Compare one experiment's results from several devices or budgets, or device folders
+    /// experiment by experiment.
     ///
     /// Refuses folders of different experiments, warns when their spec files differ, and writes
-    /// COMPARE.md (the answers per folder and their ratios) and overlaid sweep charts.
+    /// COMPARE.md (the answers per folder and their ratios) and overlaid sweep charts. Given
+    /// device folders (results/<device>), compares each experiment two or more of them hold, into
+    /// one COMPARE.md with a summary; a mix of device and experiment folders is refused.
     #[command(after_help = COMPARE_EXAMPLES)]
     Compare(compare::CompareArgs),
     /// Merge the shards of a run (`run --shard I/N`) into their experiment folder: summary.csv,

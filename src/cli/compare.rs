@@ -1,25 +1,100 @@
 //! `oomlab compare`: one experiment's folders from several devices or budgets side by side,
-//! as `COMPARE.md` and overlaid charts.
+//! as `COMPARE.md` and overlaid charts; or device folders, experiment by experiment, into one
+//! `COMPARE.md`.
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 
 use crate::chart::{self, CompareSweep};
+use crate::comparison::devices::{self, DeviceComparison, DeviceSide};
 use crate::comparison::{self, COMPARE_MD};
-use crate::results::ExperimentDir;
+use crate::results::{ExperimentDir, Manifest};
 
 #[derive(Debug, clap::Args)]
 pub struct CompareArgs {
-    /// Two or more results folders of the same experiment, e.g. from two devices or budgets.
+    /// Two or more results folders of the same experiment, e.g. from two devices or budgets
+    /// (results/tesla-t4/depth_sweep); or two or more device folders (results/tesla-t4), for
+    /// each experiment that two or more of them hold. Not a mix of the two.
     #[arg(required = true, num_args = 2.., value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
     /// Where to write COMPARE.md and the charts; default: compare/<experiment> beside the
-    /// device folders of the first DIR (results/compare/<experiment>).
+    /// device folders of the first DIR (results/compare/<experiment>); for device folders,
+    /// compare/<A>_vs_<B> beside them (results/compare/tesla-t4_vs_cpu-amd-epyc), each
+    /// experiment's charts in a folder of its own there.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// For device folders: replace an earlier comparison in the output folder (its COMPARE.md
+    /// and the experiments' chart folders), which is otherwise refused. A comparison of
+    /// experiment folders replaces its files in any case.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// What a DIR argument is.
+enum Kind {
+    /// It has a manifest.json (or is neither: read as one, for its error).
+    Experiment,
+    /// No manifest.json, but experiment folders in it: (name, path), sorted.
+    Device(Vec<(String, PathBuf)>),
+}
+
+fn kind(dir: &Path) -> Kind {
+    let experiments = experiments_in(dir);
+    if dir.join(crate::results::MANIFEST).exists() || experiments.is_empty() {
+        Kind::Experiment
+    } else {
+        Kind::Device(experiments)
+    }
+}
+
+/// The experiment folders directly in `dir` (those with a manifest), sorted, with their names;
+/// a device's folder is recognised as `plot` recognises one.
+fn experiments_in(dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut found: Vec<(String, PathBuf)> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join(crate::results::MANIFEST).is_file())
+        .filter_map(|p| Some((p.file_name()?.to_string_lossy().into_owned(), p)))
+        .collect();
+    found.sort();
+    found
 }
 
 pub fn run(args: CompareArgs) -> Result<()> {
+    let kinds: Vec<Kind> = args.dirs.iter().map(|d| kind(d)).collect();
+    let device = |k: &Kind| matches!(k, Kind::Device(_));
+    if kinds.iter().any(device) {
+        if let Some(at) = kinds.iter().position(|k| !device(k)) {
+            let d = kinds.iter().position(device).unwrap_or_default();
+            let (dir, other) = (&args.dirs[at], &args.dirs[d]);
+            if dir.join(crate::results::MANIFEST).exists() {
+                bail!(
+                    "{} is an experiment's results folder, but {} is a device's (a folder of experiment \
+                     folders): give experiment folders of one experiment ({}/<experiment> ...), or device \
+                     folders only, to compare each experiment they share",
+                    dir.display(),
+                    other.display(),
+                    other.display()
+                );
+            }
+            bail!(
+                "{} is not a device's results folder (no experiment folder with a manifest.json in it), \
+                 unlike {}: give device folders only (results/<device>), or experiment folders of one \
+                 experiment",
+                dir.display(),
+                other.display()
+            );
+        }
+        let listing = kinds
+            .into_iter()
+            .map(|k| match k {
+                Kind::Device(e) => e,
+                Kind::Experiment => Vec::new(),
+            })
+            .collect();
+        return run_devices(&args, listing);
+    }
     let folders = args.dirs.iter().map(|d| ExperimentDir::read(d)).collect::<Result<Vec<_>>>()?;
     let c = comparison::compare(&folders)?;
     if !c.spec_differs.is_empty() {
@@ -46,6 +121,136 @@ pub fn run(args: CompareArgs) -> Result<()> {
     Ok(())
 }
 
+/// Compares device folders (`listing[i]`: DIR i's experiments) experiment by experiment. A
+/// folder that cannot be read (damaged files) is left out with a warning, on stderr and in
+/// COMPARE.md, and the rest are compared; an error when no experiment could be compared.
+fn run_devices(args: &CompareArgs, listing: Vec<Vec<(String, PathBuf)>>) -> Result<()> {
+    let letters: Vec<String> = (0..args.dirs.len()).map(comparison::letter).collect();
+    let names: Vec<String> = args.dirs.iter().map(|d| folder_name(d)).collect();
+    let grouped = devices::shared(&listing);
+    if grouped.shared.is_empty() {
+        bail!(
+            "no experiment is in two or more of these device folders ({}), so none compares; each holds: {}",
+            names.join(", "),
+            listing
+                .iter()
+                .zip(&names)
+                .map(|(e, n)| format!(
+                    "{n}: {}",
+                    e.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>().join(", ")
+                ))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+    }
+    let out = args.out.clone().unwrap_or_else(|| default_devices_out(&args.dirs[0], &names));
+    // An earlier comparison there is replaced only with --force.
+    let md = out.join(COMPARE_MD);
+    let mut there: Vec<String> = Vec::new();
+    if md.symlink_metadata().is_ok() {
+        there.push(COMPARE_MD.into());
+    }
+    for (name, _) in &grouped.shared {
+        if out.join(name).symlink_metadata().is_ok() {
+            there.push(format!("{name}/"));
+        }
+    }
+    if !there.is_empty() && !args.force {
+        bail!(
+            "{} already holds a comparison ({}); pass --force to replace it, or --out for another folder",
+            out.display(),
+            there.join(", ")
+        );
+    }
+
+    let folders: Vec<DeviceSide> = args
+        .dirs
+        .iter()
+        .zip(&listing)
+        .zip(&letters)
+        .map(|((dir, experiments), letter)| {
+            let manifests: Vec<Manifest> =
+                experiments.iter().filter_map(|(_, p)| Manifest::read(p).ok()).collect();
+            DeviceSide::new(letter.clone(), dir.clone(), &manifests)
+        })
+        .collect();
+    let mut warnings = Vec::new();
+    let mut compared = Vec::new();
+    let mut files = Vec::new();
+    for (name, at) in &grouped.shared {
+        let mut read = Vec::new();
+        let mut lost = Vec::new();
+        for (i, path) in at {
+            match ExperimentDir::read(path) {
+                Ok(f) => read.push((letters[*i].clone(), f)),
+                Err(e) => lost.push(format!("`{}` not read ({:#})", path.display(), e)),
+            }
+        }
+        let fate = if read.len() >= 2 {
+            format!("{name} is compared without it")
+        } else {
+            format!("{name} is not compared")
+        };
+        for l in lost {
+            warnings.push(format!("{l}; {fate}"));
+        }
+        if read.len() < 2 {
+            continue;
+        }
+        let (these, exps): (Vec<String>, Vec<ExperimentDir>) = read.into_iter().unzip();
+        let c = match comparison::compare_as(&exps, &these) {
+            Ok(c) => c,
+            Err(e) => {
+                warnings.push(format!("{name} is not compared: {e:#}"));
+                continue;
+            }
+        };
+        if !c.spec_differs.is_empty() {
+            note!("warning: {name}: {} (noted in {COMPARE_MD})", comparison::spec_warning(&c));
+        }
+        let mut charts = Vec::new();
+        for chart in CompareSweep::from_comparison(&c) {
+            let r = chart::render(&chart, &out.join(name))?;
+            charts.extend(r.png.file_name().map(|n| format!("{name}/{}", n.to_string_lossy())));
+            files.extend([r.png, r.svg]);
+        }
+        compared.push((c, charts));
+    }
+    for w in &warnings {
+        note!("warning: {w}");
+    }
+    if compared.is_empty() {
+        bail!("no experiment could be compared: {}", warnings.join("; "));
+    }
+    let d = DeviceComparison { folders, compared, only_in_one: grouped.only_in_one, warnings };
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    crate::results::fsio::write_atomic(&md, devices::markdown(&d).as_bytes())?;
+    for s in &d.folders {
+        say!("{}: {}  {}", s.letter, s.devices.join(", "), s.dir.display());
+    }
+    say!(
+        "{} compared, {} in one folder only",
+        crate::units::count(d.compared.len(), "experiment"),
+        d.only_in_one.len()
+    );
+    say!("table: {}", md.display());
+    say!("{} in {}", crate::units::count(files.len(), "chart file"), out.display());
+    Ok(())
+}
+
+/// The folder's last part ("cpu-amd-epyc"), of its full path for "." and the like.
+fn folder_name(dir: &Path) -> String {
+    let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    name(dir).or_else(|| dir.canonicalize().ok().as_deref().and_then(name)).unwrap_or_else(|| "device".into())
+}
+
+/// `<root>/compare/<a>_vs_<b>` for device folders `<root>/<a>`, `<root>/<b>`; `./compare/...`
+/// when the first has no parent to speak of.
+fn default_devices_out(first: &Path, names: &[String]) -> PathBuf {
+    let root = first.parent().filter(|p| !p.as_os_str().is_empty());
+    root.unwrap_or(Path::new(".")).join("compare").join(names.join("_vs_"))
+}
+
 /// `<root>/compare/<experiment>` for `<root>/<device>/<experiment>`; `compare/<experiment>`
 /// when the folder has no parent to speak of.
 fn default_out(first: &Path, experiment: &str) -> PathBuf {
@@ -65,5 +270,19 @@ mod tests {
         );
         assert_eq!(default_out(Path::new("depth_sweep"), "depth_sweep"), Path::new("./compare/depth_sweep"));
         assert_eq!(default_out(Path::new("a/depth_sweep"), "x"), Path::new("./compare/x"));
+    }
+
+    #[test]
+    fn device_folders_compare_into_a_vs_b_beside_them() {
+        let names = ["cpu-amd-epyc".to_string(), "tesla-t4".to_string()];
+        assert_eq!(
+            default_devices_out(Path::new("results/cpu-amd-epyc"), &names),
+            Path::new("results/compare/cpu-amd-epyc_vs_tesla-t4")
+        );
+        assert_eq!(
+            default_devices_out(Path::new("cpu-amd-epyc"), &names),
+            Path::new("./compare/cpu-amd-epyc_vs_tesla-t4")
+        );
+        assert_eq!(folder_name(Path::new("results/tesla-t4/")), "tesla-t4");
     }
 }

@@ -7,7 +7,9 @@
 //! step time of each variant without a sweep) and their ratio to the first folder's. [`markdown`] writes `COMPARE.md`;
 //! [`crate::chart::CompareSweep`] overlays the sweeps.
 //!
-//! ExperimentDirs are lettered A, B, C... in the order given; ratios are each folder's figure over A's.
+//! ExperimentDirs are lettered A, B, C... in the order given ([`compare_as`] takes the letters, for
+//! [`devices`]: device folders compared experiment by experiment); ratios are each folder's figure over
+//! the first's.
 //! A share is of the folder's budget, or of the device's capacity where the run had no budget.
 use std::path::PathBuf;
 
@@ -18,6 +20,8 @@ use crate::results::manifest::Answer;
 use crate::results::ExperimentDir;
 use crate::schema::SummaryRow;
 use crate::units::{format_bytes, format_tick};
+
+pub mod devices;
 
 pub const COMPARE_MD: &str = "COMPARE.md";
 
@@ -118,9 +122,46 @@ impl Figure {
     }
 }
 
+/// What a summary of several experiments shows for one: a figure and the step time beside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Headline {
+    /// "largest depth that fit", "peak allocated (fp32)": the figure's name, and its variant's
+    /// where the experiment has variants.
+    pub name: String,
+    pub figure: Figure,
+    /// The step time that goes with it (at the largest fit, for a sweep).
+    pub step: Figure,
+}
+
+impl Comparison {
+    /// The first table's first variant's headline figure: the largest value that fit for a
+    /// sweep, the peak allocated without one; None for a comparison without rows.
+    pub fn headline(&self) -> Option<Headline> {
+        let t = self.tables.first()?;
+        let variant = &t.rows.first()?.variant;
+        let mine = || t.rows.iter().filter(|f| f.variant == *variant);
+        let figure = if t.field.is_empty() {
+            mine().find(|f| f.name == "peak allocated")
+        } else {
+            mine().find(|f| f.name.starts_with("largest "))
+        }?;
+        let step = mine().find(|f| f.name.starts_with("step time"))?;
+        let name = if t.has_variants { format!("{} ({variant})", figure.name) } else { figure.name.clone() };
+        Some(Headline { name, figure: figure.clone(), step: step.clone() })
+    }
+}
+
 /// Compares folders of one experiment; an error when they are of different experiments or
 /// fewer than two.
 pub fn compare(folders: &[ExperimentDir]) -> Result<Comparison> {
+    let letters: Vec<String> = (0..folders.len()).map(letter).collect();
+    compare_as(folders, &letters)
+}
+
+/// [`compare`], with each folder's letter given (one per folder, in order): a device folder's
+/// letter in a comparison of device folders, where an experiment may be in B and C only.
+pub fn compare_as(folders: &[ExperimentDir], letters: &[String]) -> Result<Comparison> {
+    assert_eq!(folders.len(), letters.len(), "one letter per folder");
     let Some(first) = folders.first() else {
         bail!("nothing to compare: give two or more results folders");
     };
@@ -145,7 +186,7 @@ pub fn compare(folders: &[ExperimentDir]) -> Result<Comparison> {
         .iter()
         .enumerate()
         .map(|(i, f)| Side {
-            letter: letter(i),
+            letter: letters[i].clone(),
             dir: f.dir.clone(),
             device: f.manifest.device.name.clone(),
             budget: f.manifest.device.budget_bytes,
@@ -159,7 +200,7 @@ pub fn compare(folders: &[ExperimentDir]) -> Result<Comparison> {
         .enumerate()
         .skip(1)
         .filter(|(_, f)| f.manifest.spec_source != first.manifest.spec_source)
-        .map(|(i, _)| letter(i))
+        .map(|(i, _)| letters[i].clone())
         .collect();
 
     // Fields in the order first seen; the empty field (no sweep) last.
@@ -182,7 +223,8 @@ pub fn compare(folders: &[ExperimentDir]) -> Result<Comparison> {
     })
 }
 
-fn letter(i: usize) -> String {
+/// "A", "B", ... "Z", "AA", ...: the `i`th folder's letter.
+pub fn letter(i: usize) -> String {
     let mut s = String::new();
     let mut n = i;
     loop {
@@ -311,8 +353,17 @@ fn bytes(side: &Side, b: u64) -> Cell {
 /// `COMPARE.md`: the folders, a warning where their specs differ, and a table per field.
 /// `charts` are the file names of the charts written beside it, listed at the end.
 pub fn markdown(c: &Comparison, charts: &[String]) -> String {
+    section(c, charts, 1)
+}
+
+/// [`markdown`] with its headings at `level` (1: `#`, 2: `##` ...), as a section of a longer
+/// file; `charts` are the charts' paths from that file (`depth_sweep/compare_peak_vs_depth.png`).
+pub fn section(c: &Comparison, charts: &[String], level: usize) -> String {
+    let h1 = "#".repeat(level);
+    let h2 = "#".repeat(level + 1);
+    let first = c.folders.first().map_or("A", |s| s.letter.as_str());
     let mut out = Vec::new();
-    out.push(format!("# {}: {} results compared", c.experiment, c.folders.len()));
+    out.push(format!("{h1} {}: {} results compared", c.experiment, c.folders.len()));
     out.push(String::new());
     out.push(c.description.clone());
     out.push(String::new());
@@ -335,14 +386,19 @@ pub fn markdown(c: &Comparison, charts: &[String]) -> String {
     }
     out.push(String::new());
     out.push(
-        "Shares are of each folder's budget, or of its device's capacity where it had none; step times are \
-         means over a trial's steps after the first, on the machine that ran it; ratios are each folder's figure \
-         over A's."
-            .into(),
+        format!(
+            "Shares are of each folder's budget, or of its device's capacity where it had none; step times are \
+             means over a trial's steps after the first, on the machine that ran it; ratios are each folder's \
+             figure over {first}'s."
+        ),
     );
     for t in &c.tables {
         out.push(String::new());
-        out.push(if t.field.is_empty() { "## Without a sweep".into() } else { format!("## {}", t.field) });
+        out.push(if t.field.is_empty() {
+            format!("{h2} Without a sweep")
+        } else {
+            format!("{h2} {}", t.field)
+        });
         out.push(String::new());
         let mut head = Vec::new();
         if t.has_variants {
@@ -350,7 +406,7 @@ pub fn markdown(c: &Comparison, charts: &[String]) -> String {
         }
         head.push("figure".into());
         head.extend(c.folders.iter().map(|s| s.letter.clone()));
-        head.extend(c.folders.iter().skip(1).map(|s| format!("{} / A", s.letter)));
+        head.extend(c.folders.iter().skip(1).map(|s| format!("{} / {first}", s.letter)));
         out.push(format!("| {} |", head.join(" | ")));
         out.push(format!("|{}", "---|".repeat(head.len())));
         for f in &t.rows {
@@ -366,10 +422,11 @@ pub fn markdown(c: &Comparison, charts: &[String]) -> String {
     }
     if !charts.is_empty() {
         out.push(String::new());
-        out.push("## Charts".into());
+        out.push(format!("{h2} Charts"));
         out.push(String::new());
-        for name in charts {
-            out.push(format!("![{name}]({name})"));
+        for path in charts {
+            let name = path.rsplit('/').next().unwrap_or(path);
+            out.push(format!("![{name}]({path})"));
         }
     }
     out.push(String::new());
@@ -379,15 +436,16 @@ pub fn markdown(c: &Comparison, charts: &[String]) -> String {
 /// "the spec file of B differs from A's: ..."; also printed as a warning by the command.
 pub fn spec_warning(c: &Comparison) -> String {
     let which = c.spec_differs.join(", ");
+    let first = c.folders.first().map_or("A", |s| s.letter.as_str());
     let (whose, verb) = if c.spec_differs.len() == 1 { ("file", "differs") } else { ("files", "differ") };
     format!(
-        "the spec {whose} of {which} {verb} from A's: the same experiment name, but what was run may not be \
-         the same, so these figures may not compare"
+        "the spec {whose} of {which} {verb} from {first}'s: the same experiment name, but what was run may \
+         not be the same, so these figures may not compare"
     )
 }
 
 /// Text safe in a Markdown table cell.
-fn cell_text(s: &str) -> String {
+pub(crate) fn cell_text(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 

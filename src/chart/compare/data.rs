@@ -95,6 +95,23 @@ impl CompareSweep {
         out
     }
 
+    /// The limit every folder shares, when they all have the same (the same budget, say): then
+    /// each share is the same fraction of the same bytes, the share panel would repeat the
+    /// bytes panel, and only the bytes panel is drawn. None where the limits differ.
+    pub fn shared_limit(&self) -> Option<u64> {
+        let first = self.series.first()?.limit;
+        self.series.iter().all(|s| s.limit == first).then_some(first)
+    }
+
+    /// What the shared limit is called: "budget" or "capacity" where every folder's is the
+    /// same kind, else "limit".
+    pub(super) fn shared_limit_name(&self) -> &str {
+        match self.series.first() {
+            Some(s) if self.series.iter().all(|o| o.limit_name == s.limit_name) => &s.limit_name,
+            _ => "limit",
+        }
+    }
+
     pub(super) fn xs(&self) -> Vec<f64> {
         self.series.iter().flat_map(|s| s.points.iter().map(|p| p.x)).collect()
     }

@@ -1,5 +1,7 @@
 //! Drawing the comparison chart: two panels on one x axis, bytes on the left and shares of
-//! each folder's limit on the right, the legend on the right one.
+//! each folder's limit on the right, the legend on the right one; where every folder has the
+//! same limit the shares would repeat the bytes, and the bytes panel is drawn alone, full width,
+//! with the legend.
 use super::data::{CompareSeries, CompareSweep};
 use crate::chart::legend::{densify, Glyph, Legend};
 use crate::chart::scale::{ByteAxis, XScale};
@@ -24,6 +26,8 @@ struct Frame {
     x: Range<f64>,
     y_top: f64,
     axis: ByteAxis,
+    /// The limit every folder shares, where the bytes panel is drawn alone.
+    shared: Option<u64>,
 }
 
 impl Frame {
@@ -49,17 +53,23 @@ impl Chart for CompareSweep {
         DB::ErrorType: 'static,
     {
         let area = header(root, &self.title, &self.subtitle)?;
-        let width = area.dim_in_pixel().0;
-        let (left, right) = area.split_horizontally(width / 2);
         let xs = self.xs();
         let scale = XScale::for_values(&xs);
         let top = self.top_bytes();
         let axis = ByteAxis::for_max(top);
         let bytes_top = if top > 0 { axis.value(top) * 1.1 } else { 1.0 };
+        let shared = self.shared_limit();
+        if shared.is_some() {
+            let frame =
+                Frame { panel: Panel::Bytes, scale, x: scale.range(&xs), y_top: bytes_top, axis, shared };
+            return self.draw_panel(&area, &frame);
+        }
+        let width = area.dim_in_pixel().0;
+        let (left, right) = area.split_horizontally(width / 2);
         for (panel, area, y_top) in
             [(Panel::Bytes, &left, bytes_top), (Panel::Share, &right, self.top_share() * 1.1)]
         {
-            let frame = Frame { panel, scale, x: scale.range(&xs), y_top, axis };
+            let frame = Frame { panel, scale, x: scale.range(&xs), y_top, axis, shared };
             self.draw_panel(area, &frame)?;
         }
         Ok(())
@@ -71,9 +81,14 @@ impl CompareSweep {
     where
         DB::ErrorType: 'static,
     {
-        let caption = match frame.panel {
-            Panel::Bytes => "in bytes; dashed: each folder's budget".to_string(),
-            Panel::Share => "as a share of each folder's budget (or capacity)".to_string(),
+        let caption = match (frame.panel, frame.shared) {
+            (Panel::Bytes, Some(limit)) => format!(
+                "in bytes; dashed: the {} every folder has ({}), so shares of it would draw the same lines",
+                self.shared_limit_name(),
+                crate::units::format_bytes(limit)
+            ),
+            (Panel::Bytes, None) => "in bytes; dashed: each folder's budget".to_string(),
+            (Panel::Share, _) => "as a share of each folder's budget (or capacity)".to_string(),
         };
         let mut plot = ChartBuilder::on(area)
             .caption(caption, label_style())
@@ -89,18 +104,22 @@ impl CompareSweep {
             Panel::Bytes => frame.axis.desc("peak reserved"),
             Panel::Share => "peak reserved (% of budget)".to_string(),
         };
-        // At most 8 ticks: a panel has half the width of a chart.
-        frame.scale.draw_mesh(&mut plot, &frame.x, integral, 8, &self.x_label, y_desc)?;
+        // At most 8 ticks where a panel has half the width of a chart.
+        let ticks = if frame.shared.is_some() { 12 } else { 8 };
+        frame.scale.draw_mesh(&mut plot, &frame.x, integral, ticks, &self.x_label, y_desc)?;
 
         // Limits: one dashed line per folder in bytes, in its colour; one at 100% in shares.
         let dashed = |y: f64, colour: RGBColor| across(&frame.x, y, colour.stroke_width(2));
-        match frame.panel {
-            Panel::Bytes => {
+        match (frame.panel, frame.shared) {
+            (Panel::Bytes, Some(limit)) => {
+                plot.draw_series(dashed(frame.axis.value(limit), palette::BUDGET))?;
+            }
+            (Panel::Bytes, None) => {
                 for (i, s) in self.series.iter().enumerate() {
                     plot.draw_series(dashed(frame.axis.value(s.limit), palette::category(i)))?;
                 }
             }
-            Panel::Share => {
+            (Panel::Share, _) => {
                 plot.draw_series(dashed(100.0, palette::BUDGET))?;
             }
         }
@@ -123,7 +142,7 @@ impl CompareSweep {
             });
             plot.draw_series(crosses)?;
         }
-        if frame.panel == Panel::Share {
+        if frame.panel == Panel::Share || frame.shared.is_some() {
             self.draw_legend(&mut plot, frame)?;
         }
         Ok(())
@@ -141,14 +160,28 @@ impl CompareSweep {
             // One entry stands for every folder's crosses, so it takes none of their colours.
             legend.add(OOM_LABEL, Glyph::Cross(palette::AXIS.stroke_width(3)));
         }
-        legend.add("100% of budget", Glyph::Dashed(budget_style()));
+        let limit_y = match (frame.panel, frame.shared) {
+            (Panel::Bytes, Some(limit)) => {
+                legend.add(
+                    format!("{} of every folder", self.shared_limit_name()),
+                    Glyph::Dashed(budget_style()),
+                );
+                frame.axis.value(limit)
+            }
+            _ => {
+                legend.add("100% of budget", Glyph::Dashed(budget_style()));
+                100.0
+            }
+        };
 
-        let mut drawn = densify(&[(0.0, 100.0 / frame.y_top), (1.0, 100.0 / frame.y_top)], 50);
+        let mut drawn = densify(&[(0.0, limit_y / frame.y_top), (1.0, limit_y / frame.y_top)], 50);
         for s in &self.series {
             let line: Vec<(f64, f64)> =
-                s.ok().map(|p| frame.fraction((frame.scale.map(p.x), s.share(p.max_reserved)))).collect();
+                s.ok().map(|p| frame.fraction((frame.scale.map(p.x), frame.y(s, p.max_reserved)))).collect();
             drawn.extend(densify(&line, 20));
-            drawn.extend(s.ooms().map(|p| frame.fraction((frame.scale.map(p.x), s.share(s.oom_marker(p))))));
+            drawn.extend(
+                s.ooms().map(|p| frame.fraction((frame.scale.map(p.x), frame.y(s, s.oom_marker(p))))),
+            );
         }
         legend.draw_where_free(plot, &drawn)
     }

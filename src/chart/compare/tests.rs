@@ -40,3 +40,37 @@ fn overlays_one_line_per_folder_in_bytes_and_shares() {
         assert!(texts.iter().any(|t| t == text), "{text:?} not in {texts:?}");
     }
 }
+
+/// Two folders with the same budget: the share of it would repeat the bytes, so the chart is
+/// the bytes panel alone; different budgets keep both panels.
+#[test]
+fn the_same_budget_everywhere_draws_the_bytes_panel_alone() {
+    let c = compare(&two_devices()).unwrap();
+    assert_eq!(CompareSweep::from_comparison(&c)[0].shared_limit(), None, "15.90 GiB and 2 GiB");
+
+    let mut folders = two_devices();
+    let budget = folders[0].manifest.device.budget_bytes;
+    folders[1].manifest.device.budget_bytes = budget;
+    let c = compare(&folders).unwrap();
+    let chart = &CompareSweep::from_comparison(&c)[0];
+    assert_eq!(chart.shared_limit(), budget);
+    assert_eq!(chart.shared_limit_name(), "budget");
+    // Without budgets, two devices of the same capacity share it too; of different ones, not.
+    for f in &mut folders {
+        f.manifest.device.budget_bytes = None;
+    }
+    folders[1].manifest.device.capacity_bytes = folders[0].manifest.device.capacity_bytes;
+    let same = CompareSweep::from_comparison(&compare(&folders).unwrap())[0].clone();
+    assert_eq!(same.shared_limit(), Some(16 << 30));
+    assert_eq!(same.shared_limit_name(), "capacity");
+    folders[1].manifest.device.capacity_bytes += 1;
+    assert_eq!(CompareSweep::from_comparison(&compare(&folders).unwrap())[0].shared_limit(), None);
+
+    // What is drawn follows: no share axis, the shared budget in the legend.
+    let temp = tempfile::tempdir().expect("temp dir");
+    let out = render(chart, &out_dir(&temp)).expect("rendered");
+    let texts = svg_texts(&std::fs::read_to_string(&out.svg).unwrap());
+    assert!(!texts.iter().any(|t| t.contains("% of budget")), "{texts:?}");
+    assert!(texts.iter().any(|t| t == "budget of every folder"), "{texts:?}");
+    assert!(texts.iter().any(|t| t == "peak reserved (GiB)"), "{texts:?}");
+}
