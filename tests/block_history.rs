@@ -52,6 +52,17 @@ fn compare(blocks: &Path, history: &Path) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `oomlab estimate SPEC --device cpu --brief --blocks FILE`, as a user runs it.
+fn estimate_blocks(spec: &Path, blocks: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_oomlab"))
+        .arg("estimate")
+        .arg(spec)
+        .args(["--device", "cpu", "--brief", "--blocks"])
+        .arg(blocks)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn the_estimates_blocks_align_with_pytorchs_history() {
     let sb = Sandbox::new();
@@ -77,13 +88,7 @@ fn the_estimates_blocks_align_with_pytorchs_history() {
 
     // The estimate's, through the command a user runs.
     let blocks = sb.path().join("blocks.csv");
-    let est = Command::new(env!("CARGO_BIN_EXE_oomlab"))
-        .arg("estimate")
-        .arg(&spec_path)
-        .args(["--device", "cpu", "--brief", "--blocks"])
-        .arg(&blocks)
-        .output()
-        .unwrap();
+    let est = estimate_blocks(&spec_path, &blocks);
     assert!(est.status.success(), "estimate --blocks failed:\n{}", String::from_utf8_lossy(&est.stderr));
     let text = std::fs::read_to_string(&blocks).unwrap();
     assert!(text
@@ -91,13 +96,7 @@ fn the_estimates_blocks_align_with_pytorchs_history() {
     assert!(text.lines().count() > 50, "every allocation and free of two steps");
 
     // Named again, the file is not overwritten.
-    let again = Command::new(env!("CARGO_BIN_EXE_oomlab"))
-        .arg("estimate")
-        .arg(&spec_path)
-        .args(["--device", "cpu", "--brief", "--blocks"])
-        .arg(&blocks)
-        .output()
-        .unwrap();
+    let again = estimate_blocks(&spec_path, &blocks);
     assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("exists"));
 
     // On the CPU the replay is libtorch's allocations one for one: through the first step's

@@ -49,14 +49,7 @@ impl Sim<'_> {
             kept += previous;
         }
         // The plain units, as `Sim::forward` runs them: each ReLU output saved.
-        for i in cut.plain.clone() {
-            self.cast_and_save(i, &mut cache_only);
-            let a = self.act(i);
-            self.ledger.alloc(Transient, a); // the Linear's output
-            self.ledger.alloc(Activations, a); // ReLU's output, saved
-            self.ledger.free(Transient, a);
-            kept += a;
-        }
+        kept += self.plain_units_forward(cut.plain.clone(), &mut cache_only);
         kept += self.head_and_loss(&mut cache_only);
         self.exit_autocast(cache_only); // autocast exits: its cache goes
         kept

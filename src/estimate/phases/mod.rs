@@ -340,16 +340,8 @@ impl<'a> Sim<'a> {
     ///   scalar it saves; the logits are saved by nobody and go when the closure returns.
     /// - Accumulation's division of the loss happens in the backward phase ([`Self::scale_loss`]).
     fn forward(&mut self) -> u64 {
-        let mut kept = 0;
         let mut cache_only = Vec::new(); // under autocast: the casts only the cache holds
-        for i in 0..self.t.depth() {
-            self.cast_and_save(i, &mut cache_only);
-            let a = self.act(i);
-            self.ledger.alloc(Transient, a); // the Linear's output
-            self.ledger.alloc(Activations, a); // ReLU's output, saved
-            self.ledger.free(Transient, a);
-            kept += a;
-        }
+        let mut kept = self.plain_units_forward(0..self.t.depth(), &mut cache_only);
         kept += self.head_and_loss(&mut cache_only);
         self.exit_autocast(cache_only); // autocast exits: its cache goes
         kept
@@ -359,6 +351,25 @@ impl<'a> Sim<'a> {
     /// Under autocast the logits are low precision and `cross_entropy` (on autocast's fp32
     /// list) casts them up first, a temporary. Returns the activations the graph keeps of them:
     /// log-probabilities, loss, `total_weight`.
+    /// Hidden layers `units` with grad tracking: each Linear's input cast and saved (under
+    /// autocast), its output, and ReLU's output saved. Returns the bytes saved.
+    pub(super) fn plain_units_forward(
+        &mut self,
+        units: std::ops::Range<usize>,
+        cache_only: &mut Vec<u64>,
+    ) -> u64 {
+        let mut kept = 0;
+        for i in units {
+            self.cast_and_save(i, cache_only);
+            let a = self.act(i);
+            self.ledger.alloc(Transient, a); // the Linear's output
+            self.ledger.alloc(Activations, a); // ReLU's output, saved
+            self.ledger.free(Transient, a);
+            kept += a;
+        }
+        kept
+    }
+
     fn head_and_loss(&mut self, cache_only: &mut Vec<u64>) -> u64 {
         self.cast_and_save(self.t.depth(), cache_only);
         let (logits, up) = (self.act_logits(), if self.autocast { self.t.logits() } else { 0 });
