@@ -48,6 +48,22 @@ impl Plan {
         Plan { spec, device, target, budget }
     }
 
+    /// The variants this machine does not run, and why: on the CPU, those that ask for matrix
+    /// instructions of a low precision it lacks (`skip_on_cpu_without`); none on CUDA.
+    pub fn not_run(&self, caps: crate::probe::CpuCaps) -> Vec<crate::results::manifest::NotRun> {
+        if self.target != Target::Cpu {
+            return Vec::new();
+        }
+        self.spec
+            .variants
+            .iter()
+            .filter_map(|v| {
+                let why = v.skipped_on(caps)?;
+                Some(crate::results::manifest::NotRun { variant: v.name.clone(), why })
+            })
+            .collect()
+    }
+
     /// The spec as written, on this machine (`auto` asks libtorch whether it sees a GPU).
     pub fn here(spec: Spec, overrides: Overrides) -> Plan {
         let cuda = match overrides.device.unwrap_or(spec.run.device) {
@@ -126,5 +142,24 @@ budget = { cpu = "128MiB", cuda = "192MiB" }
         assert_eq!((cpu.target, cpu.threads, cpu.limit), (Target::Cpu, 3, None));
         let cuda = Plan::new(spec(), Overrides::default(), true).estimate_options(GpuArch::Hopper, 0);
         assert_eq!((cuda.target, cuda.threads, cuda.limit), (Target::Cuda, 1, Some(192 << 20)));
+    }
+
+    #[test]
+    fn only_a_cpu_without_the_instructions_leaves_a_variant_out() {
+        let text = format!("{SPEC}[[variant]]\nname = \"full\"\n[[variant]]\nname = \"half\"\nskip_on_cpu_without = \"fp16\"\n");
+        let spec = crate::spec::parse(&text, std::path::Path::new("x.toml")).unwrap();
+        let (none, fp16) = (
+            crate::probe::CpuCaps { bf16: true, fp16: false },
+            crate::probe::CpuCaps { bf16: false, fp16: true },
+        );
+        let cpu = Plan::new(spec.clone(), Overrides::default(), false);
+        let out = cpu.not_run(none);
+        assert_eq!(out.iter().map(|n| n.variant.as_str()).collect::<Vec<_>>(), ["half"]);
+        assert!(out[0].why.contains("no fp16 matrix instructions"), "{}", out[0].why);
+        assert!(cpu.not_run(fp16).is_empty());
+        assert!(
+            Plan::new(spec, Overrides::default(), true).not_run(none).is_empty(),
+            "CUDA runs every variant"
+        );
     }
 }

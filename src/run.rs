@@ -136,6 +136,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     manifest.trace = Some(opts.trace);
     manifest.shard = opts.shard.map(|s| shard::info(spec, s));
     manifest.trials = done.rows.len();
+    manifest.not_run = plan.not_run(crate::probe::CpuCaps::here());
     if let Some(was) = &done.manifest {
         manifest.resumed_at = was.resumed_at.iter().cloned().chain([manifest.started_at.clone()]).collect();
         manifest.started_at = was.started_at.clone();
@@ -173,7 +174,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     let before = probe.counters()?;
     let trials_started = std::time::Instant::now();
     let mut probed = Vec::new();
-    let result = run_trials(plan, probe, &mut exporters, opts, &done, &mut probed);
+    let result = run_trials(plan, probe, &mut exporters, opts, &done, &mut probed, &manifest.not_run);
     manifest.finished_at = Some(manifest::now());
     if let Ok(rows) = &result {
         // Only this process's trials: a resumed run's earlier ones were timed by theirs.
@@ -197,10 +198,11 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
                 Some(s) => spec
                     .configs()
                     .iter()
-                    // A shard answers for the variants it ran.
+                    // A shard answers for the variants it ran; no machine for those it left out.
                     .filter(|(v, _)| {
                         opts.shard.is_none() || rows.iter().any(|r| r.variant == v.unwrap_or_default())
                     })
+                    .filter(|(v, _)| !manifest.not_run.iter().any(|n| Some(n.variant.as_str()) == *v))
                     .map(|(v, _)| {
                         let v = v.unwrap_or_default();
                         let answer = experiment::answer(v, s.field.key(), rows);
@@ -317,19 +319,24 @@ fn run_trials(
     opts: &RunOptions,
     done: &Done,
     probed: &mut Vec<Probed>,
+    not_run: &[manifest::NotRun],
 ) -> Result<Vec<SummaryRow>> {
     let spec = &plan.spec;
     let field = spec.sweep.as_ref().map(|s| s.field);
     let configs = spec.configs();
     let mode = spec.sweep.as_ref().map(|s| &s.mode);
     let selection = Selection::new(spec, opts.shard);
+    let skipped = |v: Option<&str>| not_run.iter().find(|n| Some(n.variant.as_str()) == v);
     let hint = match opts.shard {
         Some(_) => selection.trials(),
         None => sweep::strategy(mode, spec.run.on_oom, None)
             .len_hint()
-            .map(|n| n * configs.len() * spec.run.rounds),
+            .map(|n| n * (configs.len() - not_run.len()) * spec.run.rounds),
     };
     let progress = Progress::new(hint, opts.quiet);
+    for n in not_run {
+        progress.say(&format!("[{}] not run here: {}", n.variant, n.why));
+    }
     let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1);
     let options = plan.estimate_options(probe.gpu_arch().unwrap_or_default(), threads);
     let mut rows = Vec::new();
@@ -339,6 +346,9 @@ fn run_trials(
         (1..=rounds).flat_map(|r| configs.iter().copied().enumerate().map(move |c| (r, c)))
     {
         let Some(take) = selection.variant(v) else { continue };
+        if skipped(variant).is_some() {
+            continue;
+        }
         let guide = match &spec.sweep {
             Some(s) => guide(base, s, probe, &options)?,
             None => None,
@@ -600,6 +610,7 @@ fn start_manifest(spec: &Spec, requested: DeviceChoice, probe: &dyn MemoryProbe,
         resumed_at: Vec::new(),
         shard: None,
         shards: Vec::new(),
+        not_run: Vec::new(),
     }
 }
 

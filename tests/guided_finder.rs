@@ -122,3 +122,40 @@ fn the_steps_the_summary_needs_are_the_ones_the_answer_depends_on() {
     // Plain SGD needs 1: every step repeats it.
     assert_eq!(answer("sgd3", "sgd", 3), answer("sgd1", "sgd", 1));
 }
+
+/// An anchored search: every variant trains the anchor first (so their memory compares there),
+/// then finds its own boundary; the answers equal the unanchored search's. A variant that asks
+/// for bf16 instructions is left out exactly where this CPU lacks them, and the manifest says
+/// why; elsewhere it runs like any other.
+#[test]
+fn an_anchor_is_every_variants_first_trial_and_a_variant_can_be_left_out() {
+    let sb = Sandbox::new();
+    let plain = run(&sb, "plain", "adam", 2, true);
+    let text = spec_text("anchored", "adam", 2, true)
+        .replace("guided = true }", "guided = true, anchor = 64 }")
+        + "\n[[variant]]\nname = \"a\"\n\n[[variant]]\nname = \"b\"\ntraining.batch_size = 8\n\n\
+           [[variant]]\nname = \"half\"\nskip_on_cpu_without = \"bf16\"\ntraining.amp = \"bf16\"\n";
+    let path = sb.spec("anchored.toml", &text);
+    let spec = oomlab::spec::load(&path).expect("valid spec");
+    let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
+    let report = run::run(&Plan::here(spec, Overrides::default()), &opts).expect("run completes");
+    for v in ["a", "b"] {
+        let rows: Vec<SummaryRow> = report.rows.iter().filter(|r| r.variant == v).cloned().collect();
+        assert_eq!(tried(&rows)[0], 64, "{v}: {:?}", tried(&rows));
+        let answer = report.manifest.answers.iter().find(|a| a.variant == v).expect("answered");
+        assert_eq!(answer.largest_fit, plain.answer.largest_fit, "{v}");
+        assert_eq!(answer.first_oom, plain.answer.first_oom, "{v}");
+    }
+    let half_rows = report.rows.iter().filter(|r| r.variant == "half").count();
+    if oomlab::probe::CpuCaps::here().bf16 {
+        assert!(report.manifest.not_run.is_empty() && half_rows > 0);
+    } else {
+        assert_eq!(half_rows, 0);
+        assert_eq!(report.manifest.not_run.len(), 1);
+        assert_eq!(report.manifest.not_run[0].variant, "half");
+        assert!(report.manifest.not_run[0].why.contains("no bf16 matrix instructions"));
+        assert!(report.manifest.answers.iter().all(|a| a.variant != "half"));
+        let written = oomlab::results::manifest::Manifest::read(&report.dir).unwrap();
+        assert_eq!(written.not_run, report.manifest.not_run);
+    }
+}

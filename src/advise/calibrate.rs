@@ -150,7 +150,7 @@ impl Calibrator<'_> {
         // Round 2 (and a third when the rules fail): every run measured now, again, in order.
         self.again(ROUNDS - 1)?;
         let mut cal = self.assemble(&plans, &update_runs);
-        let caps = super::sanity::CpuCaps::here(self.cuda);
+        let caps = (!self.cuda).then(crate::probe::CpuCaps::here);
         let mut broken = super::sanity::check(&cal, caps);
         if !broken.is_empty() && !self.session.is_empty() {
             self.again(1)?;

@@ -22,32 +22,7 @@ use super::timing::{Calibration, PassCell, PassKey};
 /// is larger still.
 const TOLERANCE: f64 = 0.10;
 
-/// Which low precisions this CPU has matrix instructions for (read from /proc/cpuinfo).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CpuCaps {
-    pub bf16: bool,
-    pub fp16: bool,
-}
-
-impl CpuCaps {
-    /// This machine's CPU; `None` when the calibration is on a GPU (its own rules apply there).
-    pub fn here(cuda: bool) -> Option<CpuCaps> {
-        if cuda {
-            return None;
-        }
-        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let flags: Vec<&str> = info
-            .lines()
-            .find(|l| l.starts_with("flags"))
-            .map(|l| l.split_whitespace().collect())
-            .unwrap_or_default();
-        let has = |f: &str| flags.contains(&f);
-        Some(CpuCaps {
-            bf16: has("avx512_bf16") || has("amx_bf16"),
-            fp16: has("avx512_fp16") || has("amx_fp16"),
-        })
-    }
-}
+use crate::probe::CpuCaps;
 
 /// The rules `cal` breaks, in words (empty: it passes).
 pub fn check(cal: &Calibration, caps: Option<CpuCaps>) -> Vec<String> {

@@ -1,6 +1,7 @@
 //! How long the suite took on this device: each experiment's process, stage by stage, from
-//! the timings its manifest recorded, against the suite's target (issue 14: all figures of the
-//! CPU in under 8 minutes on 2 cores, of a GPU in under 5 on an H100).
+//! the timings its manifest recorded, against the suite's target (issue 14: a GPU's figures in
+//! under 5 minutes on an H100; issue 31: the CPU's in at most 10 minutes on any x86 CPU of 2
+//! cores, a variant that such a CPU cannot afford left out and named).
 use std::fmt::Write as _;
 
 use crate::results::timings::RunTimings;
@@ -11,7 +12,7 @@ fn target(exp: &ExperimentDir) -> (f64, &'static str) {
     if exp.manifest.device.resolved.starts_with("cuda") {
         (300.0, "5 minutes on an H100")
     } else {
-        (480.0, "8 minutes on 2 CPU cores")
+        (600.0, "10 minutes on 2 CPU cores")
     }
 }
 
@@ -77,16 +78,34 @@ pub fn section(experiments: &[(&str, &ExperimentDir)], of: usize) -> String {
     let missing = experiments.len() - timed.len();
     let _ = writeln!(
         s,
-        "\nThe suite: {} ({:.1} min), {verdict}; most of it in {slowest}.{}",
+        "\nThe suite: {} ({:.1} min), {verdict}; most of it in {slowest}.{}{}",
         fmt_secs(total),
         total / 60.0,
         if missing > 0 {
             format!(" {missing} experiment(s) ran before timings were recorded and are not counted.")
         } else {
             String::new()
-        }
+        },
+        left_out(experiments)
     );
     s
+}
+
+/// " Left out here: `amp_models` [resnet18_bf16, transformer_bf16] (why)." for the variants the
+/// machine did not run (`skip_on_cpu_without`); empty when it ran them all.
+fn left_out(experiments: &[(&str, &ExperimentDir)]) -> String {
+    let parts: Vec<String> = experiments
+        .iter()
+        .filter(|(_, e)| !e.manifest.not_run.is_empty())
+        .map(|(n, e)| {
+            let names: Vec<&str> = e.manifest.not_run.iter().map(|v| v.variant.as_str()).collect();
+            format!("`{n}` [{}]: {}", names.join(", "), e.manifest.not_run[0].why)
+        })
+        .collect();
+    match parts.is_empty() {
+        true => String::new(),
+        false => format!(" Left out on this machine, and so not in the time: {}.", parts.join("; ")),
+    }
 }
 
 fn fmt_secs(s: f64) -> String {
@@ -123,15 +142,23 @@ mod tests {
         let (a, b, old) =
             (exp(Some(timed(100.0, 2.0)), "cpu"), exp(Some(timed(50.0, 1.0)), "cpu"), exp(None, "cpu"));
         let s = section(&[("a", &a), ("b", &b), ("old", &old)], 3);
-        // 0.5+1+5+100+1+2 = 109.5 and 0.5+1+5+50+1+1 = 58.5: 168 in all, under 480.
+        // 0.5+1+5+100+1+2 = 109.5 and 0.5+1+5+50+1+1 = 58.5: 168 in all, under 600.
         assert!(s.contains("| `a` | 0 | 0.5 | 1.0 | 2.0 | 3.0 | 100.0 | 1.0 | 2.0 | 109.5 |"), "{s}");
         assert!(s.contains("| **all** | | 1.0 | 2.0 | 4.0 | 6.0 | 150.0 | 2.0 | 3.0 | **168.0** |"), "{s}");
         assert!(
-            s.contains("under the target of 8 minutes on 2 CPU cores (35% of it); most of it in steps"),
+            s.contains("under the target of 10 minutes on 2 CPU cores (28% of it); most of it in steps"),
             "{s}"
         );
         assert!(s.contains("1 experiment(s) ran before timings were recorded"), "{s}");
         assert!(!s.contains("`old`"), "{s}");
+        assert!(!s.contains("Left out"), "{s}");
+        let mut part = exp(Some(timed(10.0, 1.0)), "cpu");
+        let why = "this CPU has no bf16 matrix instructions".to_string();
+        part.manifest.not_run = ["x_bf16", "y_bf16"]
+            .map(|v| crate::results::manifest::NotRun { variant: v.into(), why: why.clone() })
+            .into();
+        let s = section(&[("part", &part)], 1);
+        assert!(s.contains("Left out on this machine, and so not in the time: `part` [x_bf16, y_bf16]: this CPU has no bf16"), "{s}");
 
         let slow = exp(Some(timed(400.0, 0.0)), "cuda:0");
         let s = section(&[("slow", &slow)], 1);

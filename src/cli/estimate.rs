@@ -148,12 +148,14 @@ pub fn render(
     if let Some(s) = &spec.sweep {
         let how = match &s.mode {
             SweepMode::List(v) => format!("values {v:?}"),
-            SweepMode::Search { start, factor, max, guided } => {
+            SweepMode::Search { start, factor, max, guided, anchor } => {
                 let how = match guided {
                     true => format!("guided by the estimate (widening x{factor} from a wrong guess)"),
                     false => "bisecting (guided = false)".into(),
                 };
-                format!("search {start}..{max} for the largest value that fits, {how}")
+                let anchor =
+                    anchor.map(|a| format!(", {a} tried first by every variant")).unwrap_or_default();
+                format!("search {start}..{max} for the largest value that fits, {how}{anchor}")
             }
             SweepMode::Halve { start } => format!("halving from {start}"),
         };

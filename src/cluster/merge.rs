@@ -308,7 +308,16 @@ fn merged_manifest(spec: &Spec, shards: &[(Shard, ExperimentDir)], rows: &[Summa
     m.started_at = ms.iter().map(|m| m.started_at.clone()).min().unwrap_or_default();
     m.finished_at = ms.iter().filter_map(|m| m.finished_at.clone()).max();
     m.trials = rows.len();
+    // Each machine leaves out what it lacks the instructions for: a variant is missing from the
+    // merge where any shard's machine left it out.
+    m.not_run = Vec::new();
+    for n in ms.iter().flat_map(|m| &m.not_run) {
+        if !m.not_run.iter().any(|k| k.variant == n.variant) {
+            m.not_run.push(n.clone());
+        }
+    }
     m.answers = answers(spec, rows, &ms);
+    m.answers.retain(|a| !m.not_run.iter().any(|n| n.variant == a.variant));
     let sum = |f: fn(&Manifest) -> Option<u64>| ms.iter().map(|m| f(m)).sum::<Option<u64>>();
     (m.num_ooms, m.num_alloc_retries) = (sum(|m| m.num_ooms), sum(|m| m.num_alloc_retries));
     m.timings = ms.iter().filter_map(|m| m.timings.as_ref()).cloned().reduce(add_timings);

@@ -47,6 +47,7 @@ pub(crate) fn manifest(experiment: &str, device: &str, budget: Option<u64>, capa
         resumed_at: Vec::new(),
         shard: None,
         shards: Vec::new(),
+        not_run: Vec::new(),
     }
 }
 

@@ -4,10 +4,12 @@ use anyhow::Result;
 
 use crate::schema::MemSnapshot;
 
+mod caps;
 mod cpu;
 mod cuda;
 pub mod fake;
 
+pub use caps::{CpuCaps, HalfPrecision};
 pub use cpu::{cpu_name, CpuProbe};
 pub use cuda::CudaProbe;
 

@@ -54,6 +54,17 @@ pub struct Manifest {
     /// A merged folder (`oomlab merge`): every shard's host, device and times, in shard order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shards: Vec<ShardRun>,
+    /// Variants this machine did not run, and why (`skip_on_cpu_without` on a CPU that lacks
+    /// those instructions). Absent when it ran them all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_run: Vec<NotRun>,
+}
+
+/// A variant left out on this machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotRun {
+    pub variant: String,
+    pub why: String,
 }
 
 /// Which shard of a spec's trials a run was, and what it ran (see `cluster::shard`).

@@ -79,6 +79,24 @@ pub struct Variant {
     /// `[a-z0-9_-]+`, unique in the spec.
     pub name: String,
     pub config: Config,
+    /// Not run on a CPU without this precision's matrix instructions, where its trials would take
+    /// tens of times fp32's (`probe::CpuCaps`); the run records why (`Manifest::not_run`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skip_on_cpu_without: Option<crate::probe::HalfPrecision>,
+}
+
+impl Variant {
+    /// Why this variant is not run on a CPU with `caps` (`None`: it runs).
+    pub fn skipped_on(&self, caps: crate::probe::CpuCaps) -> Option<String> {
+        let p = self.skip_on_cpu_without.filter(|&p| !caps.has(p))?;
+        Some(format!(
+            "this CPU has no {} matrix instructions ({}), without which libtorch takes tens of times \
+             fp32's time (skip_on_cpu_without = \"{}\" in the spec; remove it to run the variant anyway)",
+            p.key(),
+            p.instructions(),
+            p.key()
+        ))
+    }
 }
 
 impl Spec {
@@ -489,8 +507,17 @@ pub enum SweepMode {
     /// The exact largest value that fits (`sweep::Search`): guided by the estimate's predicted
     /// largest value where it covers the configuration and `guided` (the default), else by
     /// bisection from `start` and `max`. `factor` is how fast a guided search widens away from a
-    /// wrong guess. Integer fields only; `1 <= start <= max`, `factor >= 2`.
-    Search { start: u64, factor: u64, max: u64, guided: bool },
+    /// wrong guess. Integer fields only; `1 <= start <= max`, `factor >= 2`. `anchor`, if set
+    /// (`1 <= anchor <= max`), is tried first by every variant, so that their memory compares
+    /// at one value besides each one's own boundary.
+    Search {
+        start: u64,
+        factor: u64,
+        max: u64,
+        guided: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        anchor: Option<u64>,
+    },
     /// The guide's batch-size strategy: try `start`, then halve until a trial fits.
     /// Integer fields only; `start >= 1`.
     Halve { start: u64 },

@@ -166,6 +166,7 @@ pub(super) struct RawSearch {
     pub factor: Option<S<i64>>,
     pub max: Option<S<i64>>,
     pub guided: Option<S<bool>>,
+    pub anchor: Option<S<i64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -180,6 +181,7 @@ pub(super) struct RawHalve {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawVariant {
     pub name: Option<S<String>>,
+    pub skip_on_cpu_without: Option<S<String>>,
     pub model: Tab<RawModel>,
     pub data: Tab<RawData>,
     pub training: Tab<RawTraining>,

@@ -85,10 +85,16 @@ pub fn strategy(mode: Option<&SweepMode>, on_oom: OnOom, guess: Option<u64>) -> 
     match mode {
         None => Box::new(Single(false)),
         Some(SweepMode::List(values)) => Box::new(List::new(values.clone(), on_oom)),
-        Some(&SweepMode::Search { start, factor, max, guided }) => match guess.filter(|_| guided) {
-            Some(g) => Box::new(Search::guided(start, factor, max, g)),
-            None => Box::new(Search::new(start, factor, max)),
-        },
+        Some(&SweepMode::Search { start, factor, max, guided, anchor }) => {
+            let search = match guess.filter(|_| guided) {
+                Some(g) => Search::guided(start, factor, max, g),
+                None => Search::new(start, factor, max),
+            };
+            Box::new(match anchor {
+                Some(a) => search.anchored(a),
+                None => search,
+            })
+        }
         Some(SweepMode::Halve { start }) => Box::new(Halve::new(*start)),
     }
 }

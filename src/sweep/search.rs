@@ -27,11 +27,19 @@
 //! probes (3 for an error of 1, 17 for an error of 192, 1% of 19,215); a guess far off costs
 //! up to about twice the unguided search, which is why it is used only where the estimate
 //! covers the configuration. `tests` check both bounds for every boundary and guess in a range.
+//!
+//! **Anchored** (`anchor`, either way): one value tried before all the others, so that variants
+//! that each search their own boundary also share one trial where their memory compares (the
+//! `amp` experiment's fp32, fp16 and bf16 at batch 4096, each then at its own boundary). Its
+//! outcome narrows the bracket like any probe's; a guess it contradicts is not tried, the
+//! search galloping from the anchor instead.
 use super::{Fit, Strategy};
 
 /// What the next probe is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Plan {
+    /// The anchor, before the plan it holds.
+    Anchor(u64),
     /// Unguided: `start` first.
     Start,
     /// Unguided, `start` fitted: then `max`.
@@ -53,6 +61,8 @@ pub struct Search {
     max: u64,
     /// The estimate's guess, when guided.
     guess: Option<u64>,
+    /// What follows the anchor (the plan the search had before `anchored`).
+    after_anchor: Option<Plan>,
     /// Largest value seen to fit (0: none yet).
     pub largest_fit: u64,
     /// Smallest value seen to run out of memory.
@@ -71,6 +81,7 @@ impl Search {
             factor: factor.max(2),
             max,
             guess: None,
+            after_anchor: None,
             largest_fit: 0,
             first_oom: None,
             plan: Plan::Start,
@@ -88,6 +99,24 @@ impl Search {
         // 0 is never tried: "nothing fits" is checked by trying 1, the first value above it.
         s.plan = if g == 0 { Plan::Up { from: 0, dist: 1 } } else { Plan::Guess(g) };
         s
+    }
+
+    /// `anchor` (clamped into `1..=max`) tried before anything else.
+    pub fn anchored(mut self, anchor: u64) -> Self {
+        self.after_anchor = Some(self.plan);
+        self.plan = Plan::Anchor(anchor.clamp(1, self.max));
+        self
+    }
+
+    /// The plan after the anchor's outcome: a guess the anchor already contradicts becomes a
+    /// gallop from the anchor, the way the guess would have gone had it been tried.
+    fn after(&self, anchor: u64, fits: bool) -> Plan {
+        match self.after_anchor.unwrap_or(Plan::Start) {
+            Plan::Guess(g) if fits && g <= anchor => Plan::Up { from: anchor, dist: 1 },
+            Plan::Guess(g) if !fits && g >= anchor => Plan::Down { from: anchor, dist: 1 },
+            Plan::Up { from: 0, .. } if fits => Plan::Up { from: anchor, dist: 1 },
+            plan => plan,
+        }
     }
 
     /// The answer once done: the largest value that fits, if any did.
@@ -112,6 +141,7 @@ impl Search {
             return None;
         }
         let v = match self.plan {
+            Plan::Anchor(a) => a,
             Plan::Start => self.start,
             Plan::Max => self.max,
             Plan::Guess(g) => g,
@@ -145,6 +175,7 @@ impl Strategy for Search {
         }
         let grow = |d: u64| d.saturating_mul(self.factor);
         self.plan = match (self.plan, fits) {
+            (Plan::Anchor(a), fits) => self.after(a, fits),
             (Plan::Start, true) => Plan::Max,
             (Plan::Guess(g), true) => Plan::Up { from: g, dist: 1 },
             (Plan::Guess(g), false) => Plan::Down { from: g, dist: 1 },
@@ -312,6 +343,34 @@ mod tests {
             let v = s.next().unwrap();
             s.record(v, Fit::Error);
             assert_eq!(s.next(), None);
+        }
+    }
+
+    #[test]
+    fn an_anchor_is_tried_first_and_costs_one_probe_when_the_guess_is_right() {
+        let (tried, s) = run_search(Search::guided(1, 2, 16384, 4154).anchored(4096), 4154);
+        assert_eq!(tried, vec![4096, 4154, 4155]);
+        assert_exact(&s, 16384, 4154, "anchor 4096");
+        let (tried, _) = run_search(Search::new(4096, 2, 16384).anchored(4096), 4154);
+        assert_eq!(tried[0], 4096);
+    }
+
+    #[test]
+    fn anchored_searches_stay_exact_and_within_one_more_probe_of_a_gallop() {
+        for anchor in [1, 37, 300, 600, 900] {
+            for guess in (0..=600).step_by(11) {
+                for limit in (0..=601).step_by(7) {
+                    let (tried, s) = run_search(Search::guided(10, 2, 600, guess).anchored(anchor), limit);
+                    let what = format!("anchor {anchor}, guess {guess}, limit {limit}: {tried:?}");
+                    assert_eq!(tried[0], anchor.min(600), "{what}");
+                    assert_exact(&s, 600, limit, &what);
+                    let e = guess.min(600).abs_diff(limit.min(600));
+                    assert!(tried.len() <= 2 * log2_ceil(e + 1) + 2 + 1, "{what}");
+                    let (tried, s) = run_search(Search::new(10, 2, 600).anchored(anchor), limit);
+                    assert_exact(&s, 600, limit, &format!("unguided, {what}"));
+                    assert!(tried.len() <= log2_ceil(600) + 3, "unguided {what}");
+                }
+            }
         }
     }
 }

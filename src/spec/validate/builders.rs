@@ -10,6 +10,7 @@ use super::messages::{line_col, Problem};
 use super::sweep::Draft;
 use super::{kinds, Cx, Scope, SpecError};
 use crate::device::DeviceChoice;
+use crate::probe::HalfPrecision;
 use crate::spec::raw::{
     overlay_table, RawData, RawModel, RawRun, RawScaler, RawSpec, RawTraining, RawVariant, Tab, Table, S,
 };
@@ -94,7 +95,7 @@ impl Cx<'_> {
         for (i, v) in raw.into_iter().enumerate() {
             let label = format!("variant[{i}]");
             let header = v.span();
-            let RawVariant { name, model, data, training } = v.into_inner().0;
+            let RawVariant { name, skip_on_cpu_without, model, data, training } = v.into_inner().0;
             let key = format!("{label}.name");
             let name_v = self.require(name, &key, &Some(header.clone()))?;
             let name = self.name(&name_v, &key)?;
@@ -109,6 +110,14 @@ impl Cx<'_> {
                     ),
                 ));
             }
+            let skip = match &skip_on_cpu_without {
+                Some(p) => Some(self.word(
+                    p,
+                    "variant.skip_on_cpu_without",
+                    &[("bf16", HalfPrecision::Bf16), ("fp16", HalfPrecision::Fp16)],
+                )?),
+                None => None,
+            };
             let mut taken = Vec::new();
             let mut tables = base.clone();
             // A variant of another kind starts that table afresh: the base's keys belong to the
@@ -131,7 +140,7 @@ impl Cx<'_> {
             self.scope = Some(Scope { label, name: name.clone(), line, taken });
             let config = self.config(tables, draft);
             self.scope = None;
-            variants.push(Variant { name, config: config? });
+            variants.push(Variant { name, config: config?, skip_on_cpu_without: skip });
         }
         Ok(variants)
     }

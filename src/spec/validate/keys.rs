@@ -73,6 +73,8 @@ const KEYS: &[KeyInfo] = &[
     KeyInfo { key: "sweep.search.guided", about: "true (probe the estimate's predicted largest value first, where it covers the configuration) or false (bisect without it)", example: "search = { start = 1, max = 4096, guided = false }" },
     KeyInfo { key: "sweep.halve", about: "a first value, halved until a trial fits", example: "halve = { start = 4096 }" },
     KeyInfo { key: "sweep.halve.start", about: "the first value, at least 1", example: "halve = { start = 4096 }" },
+    KeyInfo { key: "variant.skip_on_cpu_without", about: r#""bf16" or "fp16": on a CPU without that precision's matrix instructions, this variant is not run (and the run says so)"#, example: r#"skip_on_cpu_without = "bf16""# },
+    KeyInfo { key: "sweep.search.anchor", about: "a value every variant tries first, between 1 and max", example: "search = { start = 1, max = 16384, anchor = 4096 }" },
     KeyInfo { key: "variant.name", about: "a name of lowercase letters, digits, _ and -", example: r#"name = "fp16""# },
 ];
 

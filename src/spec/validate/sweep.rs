@@ -192,15 +192,33 @@ impl Cx<'_> {
                 ),
             ));
         }
-        let points = vec![
+        let mut points = vec![
             Point { value: start as f64, span: start_v.span(), key: "sweep.search.start".into() },
             Point { value: max as f64, span: max_v.span(), key: "sweep.search.max".into() },
         ];
+        let anchor = match &s.anchor {
+            Some(v) => {
+                let a = self.int(v, "sweep.search.anchor", 1)?;
+                if a > max {
+                    return Err(self.at(
+                        &v.span(),
+                        Problem::value(
+                            "sweep.search.anchor",
+                            format!("must be <= max ({max}), got {a}; lower the anchor or raise max"),
+                        ),
+                    ));
+                }
+                points.push(Point { value: a as f64, span: v.span(), key: "sweep.search.anchor".into() });
+                Some(a.unsigned_abs())
+            }
+            None => None,
+        };
         let mode = SweepMode::Search {
             start: start.unsigned_abs(),
             factor: factor.unsigned_abs(),
             max: max.unsigned_abs(),
             guided: s.guided.is_none_or(|g| *g.get_ref()),
+            anchor,
         };
         Ok((points, mode))
     }

@@ -47,7 +47,7 @@ fn search_bounds_are_checked() {
         "{e}"
     );
     let spec = parse_at(&sweep("{ start = 16, max = 4096 }")).unwrap();
-    let mode = SweepMode::Search { start: 16, factor: 2, max: 4096, guided: true };
+    let mode = SweepMode::Search { start: 16, factor: 2, max: 4096, guided: true, anchor: None };
     assert_eq!(spec.sweep, Some(Sweep { field: Field::Hidden, mode }));
 }
 
@@ -55,7 +55,7 @@ fn search_bounds_are_checked() {
 fn guidance_is_on_unless_turned_off() {
     let sweep = |s: &str| format!("{MINIMAL}[sweep]\nfield = \"model.hidden\"\nsearch = {s}\n");
     let spec = parse_at(&sweep("{ start = 16, factor = 3, max = 4096, guided = false }")).unwrap();
-    let mode = SweepMode::Search { start: 16, factor: 3, max: 4096, guided: false };
+    let mode = SweepMode::Search { start: 16, factor: 3, max: 4096, guided: false, anchor: None };
     assert_eq!(spec.sweep, Some(Sweep { field: Field::Hidden, mode }));
     let e = err(&sweep("{ start = 16, max = 4096, guided = \"no\" }"));
     assert_eq!(
@@ -67,7 +67,7 @@ fn guidance_is_on_unless_turned_off() {
     let e = err(&sweep("{ start = 16, max = 4096, guide = false }"));
     assert_eq!(
         e,
-        "experiments/x.toml:18:36: unknown key `guide` in sweep.search; expected one of: start, factor, max, guided"
+        "experiments/x.toml:18:36: unknown key `guide` in sweep.search; expected one of: start, factor, max, guided, anchor"
     );
 }
 
@@ -241,4 +241,19 @@ fn rounds_repeat_a_list_and_are_refused_for_a_search() {
     assert!(e.contains("run.rounds: must be a whole number >= 1, got 0"), "{e}");
     let e = err(&format!("{MINIMAL}[run]\nrounds = 21\n"));
     assert!(e.contains("run.rounds: must be at most 20, got 21"), "{e}");
+}
+
+#[test]
+fn an_anchor_lies_within_the_search() {
+    let sweep = |s: &str| format!("{MINIMAL}[sweep]\nfield = \"model.hidden\"\nsearch = {s}\n");
+    let spec = parse_at(&sweep("{ start = 16, max = 4096, anchor = 64 }")).unwrap();
+    let mode = SweepMode::Search { start: 16, factor: 2, max: 4096, guided: true, anchor: Some(64) };
+    assert_eq!(spec.sweep, Some(Sweep { field: Field::Hidden, mode }));
+    let e = err(&sweep("{ start = 16, max = 4096, anchor = 5000 }"));
+    assert!(
+        e.contains("sweep.search.anchor: must be <= max (4096), got 5000; lower the anchor or raise max"),
+        "{e}"
+    );
+    let e = err(&sweep("{ start = 16, max = 4096, anchor = 0 }"));
+    assert!(e.contains("sweep.search.anchor"), "{e}");
 }

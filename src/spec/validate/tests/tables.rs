@@ -24,7 +24,7 @@ fn unknown_key_in_an_inline_table_names_the_inline_table() {
     );
     assert_eq!(
         err(&text),
-        "experiments/x.toml:19:23: unknown key `fctor` in sweep.search; expected one of: start, factor, max, guided"
+        "experiments/x.toml:19:23: unknown key `fctor` in sweep.search; expected one of: start, factor, max, guided, anchor"
     );
 }
 

@@ -49,8 +49,8 @@ data = {{ samples = 256, seed = 3 }}
     assert_eq!(
         spec.variants,
         [
-            Variant { name: "wide_fp16".into(), config: wide.clone() },
-            Variant { name: "sgd".into(), config: sgd.clone() }
+            Variant { name: "wide_fp16".into(), config: wide.clone(), skip_on_cpu_without: None },
+            Variant { name: "sgd".into(), config: sgd.clone(), skip_on_cpu_without: None }
         ]
     );
     assert_eq!(spec.configs(), [(Some("wide_fp16"), &wide), (Some("sgd"), &sgd)]);
@@ -80,8 +80,14 @@ name = "same"
         ScalerSpec { init_scale: 1024.0, growth_factor: 2.0, backoff_factor: 0.25, growth_interval: 500 };
     let mut want = spec.base.clone();
     want.training.techniques.amp = Amp::Fp16 { scaler: slow };
-    assert_eq!(spec.variants[0], Variant { name: "slow_growth".into(), config: want });
-    assert_eq!(spec.variants[1], Variant { name: "same".into(), config: spec.base.clone() });
+    assert_eq!(
+        spec.variants[0],
+        Variant { name: "slow_growth".into(), config: want, skip_on_cpu_without: None }
+    );
+    assert_eq!(
+        spec.variants[1],
+        Variant { name: "same".into(), config: spec.base.clone(), skip_on_cpu_without: None }
+    );
     // A variant cannot remove a key: the base's scaler stays, and bf16 refuses it.
     let text = format!(
         "{MINIMAL}amp = \"fp16\"\nscaler = {{ init_scale = 1024.0 }}\n\n[[variant]]\nname = \"bf16\"\ntraining.amp = \"bf16\"\n"
@@ -97,7 +103,7 @@ fn unknown_keys_in_a_variant_are_named() {
     let e = err(&format!("{MINIMAL}\n[[variant]]\nname = \"a\"\nhiden = 3\n"));
     assert_eq!(
         e,
-        "experiments/x.toml:19:1: unknown key `hiden` in variant[0]; expected one of: name, model, data, training"
+        "experiments/x.toml:19:1: unknown key `hiden` in variant[0]; expected one of: name, skip_on_cpu_without, model, data, training"
     );
     let text = format!(
         "{MINIMAL}\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\n[variant.model]\nwidht = 3\n"
@@ -189,7 +195,7 @@ fn sweep_bounds_are_checked_against_every_variant() {
     let spec = parse_at(&text("values = [16, 64]")).unwrap();
     let mut small = minimal_config();
     small.data = DataSpec::Synthetic { samples: 64, features: 4, classes: 3, seed: 0 };
-    assert_eq!(spec.variants, [Variant { name: "small".into(), config: small }]);
+    assert_eq!(spec.variants, [Variant { name: "small".into(), config: small, skip_on_cpu_without: None }]);
     assert_eq!(
         err(&text("values = [16, 100]")),
         r#"experiments/x.toml:23:15: in variant[0] "small" (line 17): sweep.values[1]: training.batch_size 100 is larger than data.samples 64: a batch is drawn from the data set without repeats; raise data.samples"#
@@ -215,5 +221,26 @@ fn a_swept_field_may_be_left_out_of_variants_too() {
     let mut deep = minimal_config();
     deep.model = ModelSpec::mlp(64, 8);
     deep.training.batch_size = 16;
-    assert_eq!(spec.variants, [Variant { name: "deep".into(), config: deep }]);
+    assert_eq!(spec.variants, [Variant { name: "deep".into(), config: deep, skip_on_cpu_without: None }]);
+}
+
+#[test]
+fn a_variant_can_be_left_out_on_a_cpu_without_its_precision() {
+    let text = format!("{MINIMAL}\n[[variant]]\nname = \"half\"\nskip_on_cpu_without = \"bf16\"\ntraining.amp = \"bf16\"\n\n[[variant]]\nname = \"full\"\n");
+    let spec = parse_at(&text).unwrap();
+    let (half, full) = (&spec.variants[0], &spec.variants[1]);
+    assert_eq!(half.skip_on_cpu_without, Some(crate::probe::HalfPrecision::Bf16));
+    assert_eq!(full.skip_on_cpu_without, None);
+    let (none, bf16) = (
+        crate::probe::CpuCaps { bf16: false, fp16: true },
+        crate::probe::CpuCaps { bf16: true, fp16: false },
+    );
+    let why = half.skipped_on(none).unwrap();
+    assert!(why.contains("no bf16 matrix instructions (AVX512-BF16 or AMX-BF16)"), "{why}");
+    assert!(why.contains("remove it to run the variant anyway"), "{why}");
+    assert_eq!(half.skipped_on(bf16), None);
+    assert_eq!(full.skipped_on(none), None);
+    let bad = text.replace("skip_on_cpu_without = \"bf16\"", "skip_on_cpu_without = \"int8\"");
+    let e = err(&bad);
+    assert!(e.contains("skip_on_cpu_without: must be one of \"bf16\", \"fp16\", got \"int8\""), "{e}");
 }
