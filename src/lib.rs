@@ -34,6 +34,7 @@ pub mod estimate;
 pub mod expected;
 pub mod ffi;
 pub mod figures;
+pub mod hugepages;
 pub mod interrupt;
 pub mod nn;
 pub mod oom;

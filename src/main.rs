@@ -7,6 +7,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     oomlab::results::timings::mark_main();
+    oomlab::hugepages::enable_unless_set();
     let cli = oomlab::cli::Cli::parse();
     match oomlab::cli::dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,

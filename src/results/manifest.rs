@@ -242,6 +242,11 @@ pub struct HostInfo {
     pub os: String,
     pub cpu: String,
     pub torch_threads: i32,
+    /// Whether CPU tensors could be huge pages ([`crate::hugepages::describe`]): it changes a CPU
+    /// step's time (page faults), never its memory. Absent from runs made before it was recorded,
+    /// which ran without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub huge_pages: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
