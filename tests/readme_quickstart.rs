@@ -1,0 +1,75 @@
+//! The README's first screen as a new user meets it: its commands are taken from the README
+//! itself, so that the two cannot drift apart, and the quick start (the first command) is run
+//! as written with the binary this build made, on the default device, into a temporary
+//! folder: it must finish and write the answer, the results and the charts the README promises.
+//! (`scripts/setup-libtorch` and the build, the command's other half, are what `scripts/test`
+//! has done before any test runs, on CI's fresh clone too.)
+mod common;
+
+use common::Sandbox;
+use oomlab::results::manifest::Manifest;
+
+/// The lines of the README's `sh` code blocks before its first `## ` heading, in order.
+fn first_screen_commands() -> Vec<String> {
+    let readme = std::fs::read_to_string("README.md").expect("README.md at the crate's root");
+    let first = readme.split("\n## ").next().unwrap_or_default();
+    let mut commands = Vec::new();
+    let mut inside = false;
+    for line in first.lines() {
+        match line.trim() {
+            "```sh" => inside = true,
+            "```" => inside = false,
+            l if inside && !l.is_empty() && !l.starts_with('#') => commands.push(l.to_string()),
+            _ => {}
+        }
+    }
+    commands
+}
+
+#[test]
+fn the_first_screen_gives_the_quick_start_the_full_sweep_and_the_tests() {
+    let c = first_screen_commands();
+    let sweep = "scripts/setup-libtorch && cargo run --release -- run experiments/depth_sweep.toml";
+    assert_eq!(c.len(), 3, "three commands: {c:?}");
+    assert!(c[0].starts_with(&format!("{sweep} --budget ")), "the quick start first: {c:?}");
+    assert_eq!(c[1], sweep, "the lesson's full sweep second: {c:?}");
+    assert_eq!(c[2], "scripts/test", "the tests last: {c:?}");
+    let ci = std::fs::read_to_string(".ci/run").expect(".ci/run");
+    assert!(ci.lines().any(|l| l.trim() == c[2]), "CI runs the README's test command");
+}
+
+#[test]
+fn the_quick_start_runs_as_written() {
+    let c = first_screen_commands();
+    let args: Vec<&str> = c[0].split(" -- ").nth(1).expect("cargo run -- ARGS").split_whitespace().collect();
+    let sb = Sandbox::new();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"))
+        .args(&args)
+        .args(["--out", sb.out().to_str().unwrap()])
+        .output()
+        .expect("oomlab runs");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{} failed:\n{stdout}\n{stderr}", c[0]);
+    let devices: Vec<_> = std::fs::read_dir(sb.out()).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(devices.len(), 1, "{devices:?}");
+    let dir = devices[0].join("depth_sweep");
+    let m = Manifest::read(&dir).expect("a manifest");
+    assert!(m.status.is_complete(), "{:?}", m.status);
+    let budget = args.iter().skip_while(|a| **a != "--budget").nth(1).expect("--budget SIZE");
+    assert_eq!(m.device.budget_bytes, Some(oomlab::spec::parse_size(budget).unwrap()));
+    assert_eq!(m.answers.len(), 3, "one answer per Adam implementation: {:?}", m.answers);
+    for a in &m.answers {
+        let (fit, oom) = (a.largest_fit.expect("some depth fits"), a.first_oom.expect("and one does not"));
+        assert_eq!(oom, fit + 1, "{a:?}");
+        assert!(stdout.contains(&a.variant), "the answer names {}:\n{stdout}", a.variant);
+    }
+    for file in ["summary.csv", "trace.csv"] {
+        assert!(dir.join(file).is_file(), "{file}");
+    }
+    for a in &m.answers {
+        for ext in ["png", "svg"] {
+            let chart = dir.join(format!("peak_vs_depth-{}.{ext}", a.variant));
+            assert!(chart.is_file(), "{} (README names it)", chart.display());
+        }
+    }
+}
