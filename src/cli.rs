@@ -189,18 +189,34 @@ pub enum Command {
     BenchWorker(bench::WorkerArgs),
 }
 
-#[derive(Debug, clap::Args)]
-pub struct RunArgs {
-    /// The experiment spec (TOML), e.g. experiments/depth_sweep.toml.
-    pub spec: PathBuf,
-    /// Device to run on: auto (a GPU if libtorch sees one, else the CPU), cpu, cuda or cuda:N.
-    /// Overrides the spec's run.device.
+/// `--device` and `--budget`: what `run`, `estimate` and `advise` may override in a spec, declared
+/// once.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct DeviceBudget {
+    /// Device: auto (a GPU if libtorch sees one, else the CPU), cpu, cuda or cuda:N: where `run`
+    /// trains, whose allocator `estimate` models, what `advise` advises for. Overrides the spec's
+    /// run.device.
     #[arg(long, value_parser = parse_device)]
     pub device: Option<DeviceChoice>,
     /// Memory budget, e.g. 15.90GiB or 512MiB: the CUDA allocator's per-process cap, or the CPU
     /// allocator's. Overrides the spec's run.budget.
     #[arg(long, value_parser = parse_budget, allow_hyphen_values = true)]
     pub budget: Option<u64>,
+}
+
+impl DeviceBudget {
+    /// As the plan takes them.
+    pub fn overrides(self) -> Overrides {
+        Overrides { device: self.device, budget: self.budget }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The experiment spec (TOML), e.g. experiments/depth_sweep.toml.
+    pub spec: PathBuf,
+    #[command(flatten)]
+    pub target: DeviceBudget,
     /// Results root; the run writes to OUT/<device>/<experiment>/.
     #[arg(long, default_value = crate::results::DEFAULT_OUT)]
     pub out: PathBuf,
@@ -233,10 +249,10 @@ pub struct RunArgs {
 /// overrides, with `--resume`.
 fn resume_command(args: &RunArgs) -> String {
     let mut cmd = format!("oomlab run {} --out {}", args.spec.display(), args.out.display());
-    if let Some(d) = args.device {
+    if let Some(d) = args.target.device {
         cmd += &format!(" --device {d}");
     }
-    if let Some(b) = args.budget {
+    if let Some(b) = args.target.budget {
         cmd += &format!(" --budget {b}B");
     }
     if args.trace != TraceLevel::Phases {
@@ -283,7 +299,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
 }
 
 fn run_command(args: RunArgs) -> Result<()> {
-    let plan = Plan::here(spec::load(&args.spec)?, Overrides { device: args.device, budget: args.budget });
+    let plan = Plan::here(spec::load(&args.spec)?, args.target.overrides());
     crate::interrupt::set_resume_command(resume_command(&args));
     run::check_out(&args.out)?;
     spec::csv_data::preflight(&plan.spec)?;

@@ -72,9 +72,15 @@ fn device_folders_compare_experiment_by_experiment_into_one_table() {
     let lines: Vec<&str> = md.lines().collect();
 
     // The header: each folder's device, host, CPU and revision, from its manifests.
-    let a_line = format!("| A | CPU (AMD EPYC) | vm | CPU (AMD EPYC) | 2abd7bbfedc6 | `{}` |", a.display());
+    // The revision each folder's manifests name (the results are regenerated now and then).
+    let rev = |dir: &Path| {
+        let m = oomlab::results::Manifest::read(&dir.join("accumulation")).unwrap();
+        m.git.revision.unwrap()[..12].to_string()
+    };
+    let a_line = format!("| A | CPU (AMD EPYC) | vm | CPU (AMD EPYC) | {} | `{}` |", rev(&a), a.display());
     let b_line = format!(
-        "| B | CPU (Intel(R) Xeon(R) Processor) | vm | CPU (Intel(R) Xeon(R) Processor) | c0e8e955d83d | `{}` |",
+        "| B | CPU (Intel(R) Xeon(R) Processor) | vm | CPU (Intel(R) Xeon(R) Processor) | {} | `{}` |",
+        rev(&b),
         b.display()
     );
     let summary_head = "| experiment | figure | A | B | B / A | A step time | B step time | step B / A |";

@@ -10,6 +10,7 @@
 //! against the measurement; [`report`] writes the table, `advice.md` and `advice.json`.
 pub mod calibrate;
 pub mod candidates;
+pub mod chart;
 mod evaluate;
 mod point;
 mod rank;
@@ -100,16 +101,16 @@ pub struct Provenance {
 
 impl Provenance {
     pub fn here() -> Provenance {
-        let git = crate::results::manifest::git_info();
+        let here = crate::results::provenance::Provenance::here();
         Provenance {
-            hostname: gethostname::gethostname().to_string_lossy().into_owned(),
-            cpu: crate::probe::cpu_name(),
-            oomlab: env!("CARGO_PKG_VERSION").into(),
-            libtorch: crate::ffi::torch_version(),
-            git_revision: git.revision,
-            git_dirty: git.dirty,
+            hostname: here.hostname,
+            cpu: here.cpu,
+            oomlab: here.oomlab.into(),
+            libtorch: here.libtorch,
+            git_revision: here.git.revision,
+            git_dirty: here.git.dirty,
             date: crate::results::manifest::now(),
-            command: std::env::args().collect::<Vec<_>>().join(" "),
+            command: here.command.join(" "),
         }
     }
 }

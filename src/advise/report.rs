@@ -336,7 +336,7 @@ pub fn write(dir: &Path, a: &Advice, force: bool) -> Result<Vec<PathBuf>> {
     if let Some(cal) = &a.calibration {
         written.push(put("calibration.json", serde_json::to_string_pretty(cal)? + "\n")?);
     }
-    let chart = crate::chart::AdviceChart::from_advice(a);
+    let chart = super::chart::chart(a);
     let rendered = crate::chart::render(&chart, dir)?;
     let stem = rendered.png.file_name().map(|f| f.to_string_lossy().into_owned());
     written.push(put("advice.md", markdown(a, stem.as_deref()))?);

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::schema::TraceLevel;
 
 pub mod analysis;
+pub mod chart;
 pub mod configs;
 pub mod estimate_times;
 pub mod protocol;

@@ -25,12 +25,12 @@ pub mod scale;
 pub mod style;
 mod sweep_peak;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 mod timeline;
 mod tradeoff;
 
 pub use advice::{AdviceChart, AdvicePoint, Mark};
-pub use bench::{BenchBar, BenchChart, BenchGroup};
+pub use bench::{BenchBar, BenchChart, BenchGroup, BenchSeries};
 pub use categories::{CategoryBar, CategoryBars, CATEGORY_NAMES};
 pub use compare::{CompareSeries, CompareSweep};
 pub use pick::pick_trials;

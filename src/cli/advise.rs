@@ -4,9 +4,9 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 
 use crate::advise::{self, report, Request, TimingChoice};
-use crate::device::{self, DeviceChoice};
+use crate::device;
 use crate::estimate::{GpuArch, Target};
-use crate::plan::{Overrides, Plan};
+use crate::plan::Plan;
 use crate::spec;
 
 pub const ADVISE_EXAMPLES: &str = "\
@@ -34,13 +34,8 @@ calibration.json and advice.png/svg to <out>/<device>/<experiment>/advice/.";
 pub struct AdviseArgs {
     /// The experiment spec (TOML), e.g. experiments/whole_dataset_batch.toml.
     pub spec: PathBuf,
-    /// The budget to fit, e.g. 15.90GiB. Overrides the spec's run.budget.
-    #[arg(long, value_parser = super::parse_budget, allow_hyphen_values = true)]
-    pub budget: Option<u64>,
-    /// The device to advise for: cpu, cuda, cuda:N or auto (a GPU if libtorch sees one).
-    /// Overrides the spec's run.device.
-    #[arg(long, value_parser = super::parse_device)]
-    pub device: Option<DeviceChoice>,
+    #[command(flatten)]
+    pub target: super::DeviceBudget,
     /// With cuda: the GPU, for libtorch's workspace sizes (h100, h200, a100, t4, ...). Default:
     /// the GPU libtorch sees, else h100.
     #[arg(long, value_parser = super::estimate::parse_gpu)]
@@ -88,7 +83,7 @@ pub fn run(args: AdviseArgs) -> Result<()> {
             bail!("--at {at}: give a number, the swept field's value");
         }
     }
-    let plan = Plan::here(spec::load(&args.spec)?, Overrides { device: args.device, budget: args.budget });
+    let plan = Plan::here(spec::load(&args.spec)?, args.target.overrides());
     spec::csv_data::preflight(&plan.spec)?;
     if !args.no_write {
         crate::run::check_out(&args.out)?;

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use crate::bench::{self, report, runner, Contender, Header, Plan, BENCH_CSV, BENCH_MD};
-use crate::chart::{self, BenchChart};
+use crate::chart;
 use crate::device::{self, DeviceChoice};
 use crate::results::manifest;
 use crate::schema::TraceLevel;
@@ -188,7 +188,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let csv_path = dir.join(BENCH_CSV);
     crate::results::fsio::write_atomic(&csv_path, report::csv(&samples).as_bytes())?;
-    let rendered = chart::render(&BenchChart::from_analysis(&analysis, &device_name), &dir)?;
+    let rendered = chart::render(&crate::bench::chart::chart(&analysis, &device_name), &dir)?;
     let md = dir.join(BENCH_MD);
     let text =
         report::markdown(&header, &analysis) + &bench::estimate_times::markdown(&times, estimate_device);
@@ -243,21 +243,22 @@ fn header(
 ) -> Header {
     let python =
         samples.iter().find(|s| s.contender == Contender::Pytorch || s.contender == Contender::PytorchSync);
+    let here = crate::results::provenance::Provenance::here();
     Header {
-        machine: gethostname::gethostname().to_string_lossy().into_owned(),
-        os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
-        cpu: crate::probe::cpu_name(),
+        machine: here.hostname,
+        os: here.os,
+        cpu: here.cpu,
         device: device_name.to_string(),
         threads: launcher.threads,
-        oomlab: env!("CARGO_PKG_VERSION").into(),
-        tch: "0.24.0".into(),
-        libtorch: crate::ffi::torch_version(),
+        oomlab: here.oomlab.into(),
+        tch: here.tch.into(),
+        libtorch: here.libtorch,
         python_torch: python.map_or("not run".into(), |s| s.report.torch.clone()),
         python: python.map_or("not run".into(), |s| s.report.python.clone()),
         revision: git.revision,
         dirty: git.dirty,
         date: manifest::now(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
+        command: here.command.join(" "),
         load_before,
         load_after: load_average(),
         minutes: started.elapsed().as_secs_f64() / 60.0,

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::chart::{self, CompareSweep};
+use crate::chart;
 use crate::comparison::devices::{self, DeviceComparison, DeviceSide};
 use crate::comparison::{self, COMPARE_MD};
 use crate::results::{ExperimentDir, Manifest};
@@ -104,7 +104,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let mut names = Vec::new();
     let mut files = Vec::new();
-    for chart in CompareSweep::from_comparison(&c) {
+    for chart in crate::comparison::chart::sweeps(&c) {
         let r = chart::render(&chart, &out)?;
         names.extend(r.png.file_name().map(|n| n.to_string_lossy().into_owned()));
         files.extend([r.png, r.svg]);
@@ -209,7 +209,7 @@ fn run_devices(args: &CompareArgs, listing: Vec<Vec<(String, PathBuf)>>) -> Resu
             note!("warning: {name}: {} (noted in {COMPARE_MD})", comparison::spec_warning(&c));
         }
         let mut charts = Vec::new();
-        for chart in CompareSweep::from_comparison(&c) {
+        for chart in crate::comparison::chart::sweeps(&c) {
             let r = chart::render(&chart, &out.join(name))?;
             charts.extend(r.png.file_name().map(|n| format!("{name}/{}", n.to_string_lossy())));
             files.extend([r.png, r.svg]);

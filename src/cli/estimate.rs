@@ -4,23 +4,16 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::device::DeviceChoice;
 use crate::estimate::{self, Category, GpuArch, PhasePrediction, SweepPoint, SweepPrediction, Target};
-use crate::plan::{Overrides, Plan};
+use crate::plan::Plan;
 use crate::spec::{self, format_against, format_size, Spec, SweepMode};
 
 #[derive(Debug, clap::Args)]
 pub struct EstimateArgs {
     /// The experiment spec (TOML), e.g. experiments/depth_sweep.toml.
     pub spec: PathBuf,
-    /// Memory budget, e.g. 15.90GiB. Overrides the spec's run.budget.
-    #[arg(long, value_parser = super::parse_budget, allow_hyphen_values = true)]
-    pub budget: Option<u64>,
-    /// Whose allocator to model: cpu (oomlab's counting allocator, exact) or cuda (libtorch's
-    /// caching allocator replayed, with its workspaces). Default: the spec's run.device; auto is
-    /// cuda when libtorch sees a GPU.
-    #[arg(long, value_parser = super::parse_device)]
-    pub device: Option<DeviceChoice>,
+    #[command(flatten)]
+    pub target: super::DeviceBudget,
     /// With cuda: the GPU, for libtorch's workspace sizes: h100 or h200 (32 MiB cuBLAS
     /// workspaces), or a100, v100, t4, l4, l40s, rtx4090, b200, other (8.125 MiB). Default: the
     /// GPU libtorch sees, else h100.
@@ -97,7 +90,7 @@ fn write_blocks(path: &std::path::Path, sweeps: &[SweepPrediction]) -> Result<()
 }
 
 pub fn run(args: EstimateArgs) -> Result<()> {
-    let plan = Plan::here(spec::load(&args.spec)?, Overrides { device: args.device, budget: args.budget });
+    let plan = Plan::here(spec::load(&args.spec)?, args.target.overrides());
     let arch = match plan.target {
         Target::Cuda => args.gpu.or_else(local_gpu).unwrap_or_default(),
         Target::Cpu => GpuArch::default(),

@@ -21,6 +21,7 @@ use crate::results::ExperimentDir;
 use crate::schema::SummaryRow;
 use crate::units::{format_bytes, format_tick};
 
+pub mod chart;
 pub mod devices;
 
 pub const COMPARE_MD: &str = "COMPARE.md";

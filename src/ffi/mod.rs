@@ -344,6 +344,10 @@ pub fn batch_norm_backward(
     Ok(three(out))
 }
 
+/// The tch crate this binary is built with, as Cargo.toml pins it (`=0.24.0`; a test holds the
+/// two together): tch has no version constant of its own.
+pub const TCH_VERSION: &str = "0.24.0";
+
 /// The libtorch version the binary was built against, e.g. "2.11.0".
 pub fn torch_version() -> String {
     // SAFETY: the shim returns a static NUL-terminated string.
@@ -421,5 +425,15 @@ impl Drop for Optim {
     fn drop(&mut self) {
         // SAFETY: made by oomlab_optim_new, freed once.
         unsafe { oomlab_optim_free(self.0.as_ptr()) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_tch_version_is_the_one_cargo_toml_pins() {
+        let manifest = include_str!("../../Cargo.toml");
+        let pin = manifest.lines().find(|l| l.trim_start().starts_with("tch ")).expect("tch in Cargo.toml");
+        assert!(pin.contains(&format!("\"={}\"", super::TCH_VERSION)), "{pin}");
     }
 }

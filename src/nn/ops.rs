@@ -6,11 +6,11 @@
 //!
 //! Each method is the ATen op `torch.nn` calls for the same step (named as tch names its
 //! fallible methods), and reports libtorch's errors, out-of-memory included, as errors: tch's
-//! own scalar-taking methods panic on a libtorch error (see `train::scalar`), so those go
-//! through `train::scalar` here.
+//! own scalar-taking methods panic on a libtorch error (see `libtorch::scalar`), so those go
+//! through `libtorch::scalar` here.
 use tch::{Device, Kind, TchError, Tensor};
 
-use crate::train::{autograd, scalar};
+use crate::libtorch::{autograd, scalar};
 
 pub type Result<T> = std::result::Result<T, TchError>;
 

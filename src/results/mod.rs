@@ -9,6 +9,7 @@ pub mod fsio;
 mod lock;
 pub mod manifest;
 pub mod perfetto;
+pub mod provenance;
 mod strict_csv;
 pub mod timings;
 

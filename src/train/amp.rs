@@ -23,7 +23,7 @@ use std::marker::PhantomData;
 use tch::{Device, Kind, TchError, Tensor};
 
 use super::optim::Optimizer;
-use super::scalar;
+use crate::libtorch::scalar;
 
 use crate::ffi;
 use crate::spec::{Amp, ScalerSpec};

@@ -5,13 +5,11 @@
 //! optimizer_step, zero_grad), then drops everything, empties the cache and checks that the
 //! allocator is back at the baseline it started from.
 pub mod amp;
-pub mod autograd;
 mod clock;
 pub mod data;
 pub mod optim;
 mod phase_times;
 mod recorder;
-pub mod scalar;
 mod step;
 mod warmup;
 

@@ -12,7 +12,7 @@ use super::data::{self, Dataset};
 use super::optim::Optimizer;
 use super::recorder::{Recorder, Stop};
 use super::Learned;
-use super::{autograd, scalar};
+use crate::libtorch::{autograd, scalar};
 use crate::nn::{checkpoint, Input, Model, Place};
 use crate::schema::Phase;
 use crate::spec::{csv_data, Amp, Config, DataLocation, DataSpec, History, Mode, Techniques};

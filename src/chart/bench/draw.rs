@@ -1,8 +1,7 @@
-//! Drawing the bench chart: a group of bars per configuration, whiskers for the spread, the
-//! target across oomlab-off's bar, PyTorch's 1 dashed across the plot, and the legend in a
+//! Drawing the bench chart: a group of bars per configuration, whiskers for the spread, a
+//! target across the bar that carries one, PyTorch's 1 dashed across the plot, and the legend in a
 //! column of its own right of the plot.
 use super::data::BenchChart;
-use crate::bench::Contender;
 use crate::chart::legend::{self, Mark};
 use crate::chart::style::{across, budget_style, house_style, label_style, palette};
 use crate::chart::{footnotes, framed, header, Chart};
@@ -16,17 +15,11 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 const LEGEND_WIDTH: u32 = 230;
 /// The share of a group's slot its bars take; the rest separates the groups.
 const GROUP_WIDTH: f64 = 0.84;
-const TARGET_LABEL: &str = "target, oomlab-off";
 const REFERENCE_LABEL: &str = "PyTorch = 1";
-
-/// A contender's colour: the same on every configuration.
-fn colour(c: Contender) -> RGBColor {
-    palette::category(Contender::ALL.iter().position(|k| *k == c).unwrap_or(0))
-}
 
 impl Chart for BenchChart {
     fn file_stem(&self) -> String {
-        Self::stem().to_string()
+        self.stem.clone()
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
@@ -35,7 +28,7 @@ impl Chart for BenchChart {
     {
         let area = header(root, &self.title, &self.subtitle)?;
         let width = area.dim_in_pixel().0;
-        let area = footnotes(area, &self.notes())?;
+        let area = footnotes(area, &self.notes)?;
         let (area, legend_area) = area.split_horizontally(width.saturating_sub(LEGEND_WIDTH));
         let n = self.groups.len().max(1);
         let cut = self.top();
@@ -83,7 +76,7 @@ impl Chart for BenchChart {
                 let xc = (x0 + x1) / 2.0;
                 plot.draw_series(std::iter::once(Rectangle::new(
                     [(x0, 0.0), (x1, b.median)],
-                    colour(b.contender).filled(),
+                    palette::category(b.colour).filled(),
                 )))?;
                 // The spread: a whisker from p10 to p90, capped; one past the plot's top is cut
                 // there, without its cap, and says where it ends.
@@ -107,7 +100,7 @@ impl Chart for BenchChart {
                         style,
                     )))?;
                 }
-                if let (Contender::OomlabOff, Some(t)) = (b.contender, g.target) {
+                if let Some(t) = b.target {
                     let d = (x1 - x0) * 0.35;
                     plot.draw_series(std::iter::once(PathElement::new(
                         [(x0 - d, t), (x1 + d, t)],
@@ -119,7 +112,7 @@ impl Chart for BenchChart {
             }
             let style = label_style().pos(Pos::new(HPos::Center, VPos::Bottom));
             plot.draw_series(std::iter::once(Text::new(
-                Self::reference_label(g),
+                g.reference_label.clone(),
                 (i as f64, highest + 10.0 * px),
                 style,
             )))?;
@@ -134,10 +127,13 @@ impl BenchChart {
     where
         DB::ErrorType: 'static,
     {
-        let mut rows: Vec<(&str, Mark)> =
-            self.contenders.iter().map(|c| (c.as_str(), Mark::Swatch(colour(*c)))).collect();
-        if self.groups.iter().any(|g| g.target.is_some()) {
-            rows.push((TARGET_LABEL, Mark::Line(BLACK.stroke_width(4))));
+        let mut rows: Vec<(&str, Mark)> = self
+            .series
+            .iter()
+            .map(|s| (s.name.as_str(), Mark::Swatch(palette::category(s.colour))))
+            .collect();
+        if self.groups.iter().any(|g| g.bars.iter().any(|b| b.target.is_some())) {
+            rows.push((self.target_label.as_str(), Mark::Line(BLACK.stroke_width(4))));
         }
         rows.push((REFERENCE_LABEL, Mark::Dashed(budget_style())));
         legend::column(area, &rows)

@@ -9,7 +9,5 @@
 //! [`data`] takes the figures from the bench's analysis; [`draw`] draws the groups of bars.
 mod data;
 mod draw;
-#[cfg(test)]
-mod tests;
 
-pub use data::{BenchBar, BenchChart, BenchGroup};
+pub use data::{BenchBar, BenchChart, BenchGroup, BenchSeries};

@@ -1,8 +1,7 @@
 //! The comparison chart's data: a chart per swept field and variant, a series per folder, and
 //! what the panels ask of them (shares of the limit, where an OOM goes, how high the axes go).
-use crate::chart::scale::swept_key;
-use crate::chart::{PeakPoint, SweepPeak};
-use crate::comparison::{Comparison, Side};
+//! `comparison::chart` fills it from a comparison.
+use crate::chart::PeakPoint;
 use crate::schema::Status;
 
 /// The chart's data: one series per folder, for one variant of one swept field.
@@ -31,18 +30,7 @@ pub struct CompareSeries {
 }
 
 impl CompareSeries {
-    fn from_side(side: &Side, field: &str, variant: &str) -> CompareSeries {
-        let rows: Vec<_> =
-            side.rows.iter().filter(|r| r.field == field && r.variant == variant).cloned().collect();
-        CompareSeries {
-            label: side.label(),
-            limit: side.limit(),
-            limit_name: side.limit_name().to_string(),
-            points: SweepPeak::from_summary(&rows, "", "", None).points,
-        }
-    }
-
-    pub(super) fn ok(&self) -> impl Iterator<Item = &PeakPoint> {
+    pub fn ok(&self) -> impl Iterator<Item = &PeakPoint> {
         self.points.iter().filter(|p| p.status.fitted())
     }
 
@@ -65,36 +53,6 @@ impl CompareSeries {
 }
 
 impl CompareSweep {
-    /// One chart per (field, variant) with a sweep in `c`, in table order.
-    pub fn from_comparison(c: &Comparison) -> Vec<CompareSweep> {
-        let mut out = Vec::new();
-        for t in c.tables.iter().filter(|t| !t.field.is_empty()) {
-            let mut variants: Vec<&str> = Vec::new();
-            for f in &t.rows {
-                if !variants.contains(&f.variant.as_str()) {
-                    variants.push(&f.variant);
-                }
-            }
-            for v in variants {
-                let x_label = swept_key(&t.field).to_string();
-                let folders: Vec<String> = c.folders.iter().map(Side::label).collect();
-                out.push(CompareSweep {
-                    title: format!("{}: peak memory by {x_label}, compared", c.experiment),
-                    subtitle: format!(
-                        "{}{}{}",
-                        folders.join("  vs  "),
-                        if v.is_empty() { String::new() } else { format!(" · variant {v}") },
-                        if c.spec_differs.is_empty() { "" } else { " · WARNING: the spec files differ" }
-                    ),
-                    x_label,
-                    variant: v.to_string(),
-                    series: c.folders.iter().map(|s| CompareSeries::from_side(s, &t.field, v)).collect(),
-                });
-            }
-        }
-        out
-    }
-
     /// The limit every folder shares, when they all have the same (the same budget, say): then
     /// each share is the same fraction of the same bytes, the share panel would repeat the
     /// bytes panel, and only the bytes panel is drawn. None where the limits differ.
@@ -105,7 +63,7 @@ impl CompareSweep {
 
     /// What the shared limit is called: "budget" or "capacity" where every folder's is the
     /// same kind, else "limit".
-    pub(super) fn shared_limit_name(&self) -> &str {
+    pub fn shared_limit_name(&self) -> &str {
         match self.series.first() {
             Some(s) if self.series.iter().all(|o| o.limit_name == s.limit_name) => &s.limit_name,
             _ => "limit",
@@ -130,7 +88,7 @@ impl CompareSweep {
     }
 
     /// The highest share drawn, in percent, at least 100.
-    pub(super) fn top_share(&self) -> f64 {
+    pub fn top_share(&self) -> f64 {
         self.series
             .iter()
             .flat_map(|s| {

@@ -11,7 +11,5 @@
 //! [`data`] takes each folder's sweep from the comparison; [`draw`] draws the two panels.
 mod data;
 mod draw;
-#[cfg(test)]
-mod tests;
 
 pub use data::{CompareSeries, CompareSweep};

@@ -1,5 +1,5 @@
 //! The comparison chart's test, on two devices' sweeps.
-use super::CompareSweep;
+use super::sweeps;
 use crate::chart::style::OOM_LABEL;
 use crate::chart::test_support::{out_dir, png_size, svg_texts};
 use crate::chart::{render, Chart};
@@ -10,7 +10,7 @@ fn overlays_one_line_per_folder_in_bytes_and_shares() {
     let temp = tempfile::tempdir().expect("temp dir");
     let dir = out_dir(&temp);
     let c = compare(&two_devices()).unwrap();
-    let charts = CompareSweep::from_comparison(&c);
+    let charts = sweeps(&c);
     assert_eq!(charts.len(), 1);
     let chart = &charts[0];
     assert_eq!(chart.file_stem(), "compare_peak_vs_depth");
@@ -46,13 +46,13 @@ fn overlays_one_line_per_folder_in_bytes_and_shares() {
 #[test]
 fn the_same_budget_everywhere_draws_the_bytes_panel_alone() {
     let c = compare(&two_devices()).unwrap();
-    assert_eq!(CompareSweep::from_comparison(&c)[0].shared_limit(), None, "15.90 GiB and 2 GiB");
+    assert_eq!(sweeps(&c)[0].shared_limit(), None, "15.90 GiB and 2 GiB");
 
     let mut folders = two_devices();
     let budget = folders[0].manifest.device.budget_bytes;
     folders[1].manifest.device.budget_bytes = budget;
     let c = compare(&folders).unwrap();
-    let chart = &CompareSweep::from_comparison(&c)[0];
+    let chart = &sweeps(&c)[0];
     assert_eq!(chart.shared_limit(), budget);
     assert_eq!(chart.shared_limit_name(), "budget");
     // Without budgets, two devices of the same capacity share it too; of different ones, not.
@@ -60,11 +60,11 @@ fn the_same_budget_everywhere_draws_the_bytes_panel_alone() {
         f.manifest.device.budget_bytes = None;
     }
     folders[1].manifest.device.capacity_bytes = folders[0].manifest.device.capacity_bytes;
-    let same = CompareSweep::from_comparison(&compare(&folders).unwrap())[0].clone();
+    let same = sweeps(&compare(&folders).unwrap())[0].clone();
     assert_eq!(same.shared_limit(), Some(16 << 30));
     assert_eq!(same.shared_limit_name(), "capacity");
     folders[1].manifest.device.capacity_bytes += 1;
-    assert_eq!(CompareSweep::from_comparison(&compare(&folders).unwrap())[0].shared_limit(), None);
+    assert_eq!(sweeps(&compare(&folders).unwrap())[0].shared_limit(), None);
 
     // What is drawn follows: no share axis, the shared budget in the legend.
     let temp = tempfile::tempdir().expect("temp dir");
