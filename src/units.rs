@@ -11,13 +11,11 @@ pub fn unit_for(bytes: f64) -> (&'static str, f64) {
     UNITS.into_iter().find(|(_, d)| bytes >= *d).unwrap_or(("B", 1.0))
 }
 
-/// `bytes` with two decimals in the largest unit in which it is at least 1: "15.90 GiB".
+/// `bytes` with two decimals in the largest IEC unit in which it is at least 1: "15.90 GiB",
+/// "512.00 MiB", "100 B" (bytesize's). The one byte formatter: specs' messages call it
+/// `spec::format_size`.
 pub fn format_bytes(bytes: u64) -> String {
-    let (unit, divisor) = unit_for(bytes as f64);
-    if unit == "B" {
-        return format!("{bytes} B");
-    }
-    format!("{:.2} {unit}", bytes as f64 / divisor)
+    format!("{:.2}", bytesize::ByteSize(bytes).display().iec())
 }
 
 /// A tick label without trailing zeros: 0, 2.5, 10, 0.25. Ticks are round numbers, so three

@@ -94,10 +94,9 @@ fn unit_factor(unit: &str) -> Option<u64> {
     UNITS.iter().find(|(name, _)| *name == lower).map(|&(_, f)| f)
 }
 
-/// A size for messages, in IEC units with two decimals: "15.90 GiB", "512.00 MiB", "100 B".
-pub fn format_size(bytes: u64) -> String {
-    format!("{:.2}", bytesize::ByteSize(bytes).display().iec())
-}
+/// A size for messages, in IEC units with two decimals: "15.90 GiB", "512.00 MiB", "100 B" (the
+/// one formatter, `units::format_bytes`).
+pub use crate::units::format_bytes as format_size;
 
 /// Every byte, with thousands separated: "33,554,944 B".
 pub fn exact_bytes(bytes: u64) -> String {
