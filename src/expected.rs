@@ -51,7 +51,8 @@ impl Expected {
 /// The expected duration of `plan` on the device named `device` (a probe's name), whose results
 /// go to `dir`; `None` when nothing measured here says.
 pub fn expect(plan: &Plan, device: &str, dir: &Path, options: &Options) -> Option<Expected> {
-    last_run(plan, device, dir).or_else(|| calibrated(plan, device, dir, options))
+    last_run(plan, device, dir)
+        .or_else(|| calibrated(plan, device, dir, options, &plan.not_run(crate::probe::CpuCaps::here())))
 }
 
 /// The last complete run of the same spec text on this device, in `dir`.
@@ -71,8 +72,15 @@ fn last_run(plan: &Plan, device: &str, dir: &Path) -> Option<Expected> {
     })
 }
 
-/// The estimate's trials at a calibration's step times.
-fn calibrated(plan: &Plan, device: &str, dir: &Path, options: &Options) -> Option<Expected> {
+/// The estimate's trials at a calibration's step times, but for the variants this machine leaves
+/// out (`left_out`, which `run` will not train).
+fn calibrated(
+    plan: &Plan,
+    device: &str,
+    dir: &Path,
+    options: &Options,
+    left_out: &[crate::results::manifest::NotRun],
+) -> Option<Expected> {
     let path = dir.join("advice").join("calibration.json");
     let text = fsio::read_text(&path, fsio::SMALL_LIMIT).ok()?;
     let cal: Calibration = serde_json::from_str(&text).ok()?;
@@ -83,7 +91,9 @@ fn calibrated(plan: &Plan, device: &str, dir: &Path, options: &Options) -> Optio
     let sweeps = estimate::predict_spec(&plan.spec, plan.budget, options).ok()?;
     let mut seconds = 0.0;
     let mut trials = 0;
-    for point in sweeps.iter().flat_map(|s| &s.points) {
+    let runs =
+        |s: &&estimate::SweepPrediction| !left_out.iter().any(|n| s.variant.as_deref() == Some(&n.variant));
+    for point in sweeps.iter().filter(runs).flat_map(|s| &s.points) {
         let p = &point.prediction;
         let step = cal.step_seconds(&point.config, p.shape.features, p.shape.classes, cuda)?;
         // A trial predicted to run out stops in the step that does.
@@ -173,6 +183,17 @@ mod tests {
         assert_eq!(got.trials, points);
         assert!(got.seconds > 0.0 && got.source.contains("calibration.json"), "{got:?}");
         assert_eq!(expect(&plan, "another CPU", tmp.path(), &options), None);
+
+        // A variant this CPU leaves out is not in the time: `run` will not train it.
+        let mut plan = plan;
+        plan.spec.variants[0].skip_on_cpu_without = Some(crate::probe::HalfPrecision::Bf16);
+        let without = crate::probe::CpuCaps { bf16: false, fp16: false };
+        let left_out = plan.not_run(without);
+        assert_eq!(left_out.len(), 1);
+        let fewer = calibrated(&plan, &cal.device, tmp.path(), &options, &left_out).unwrap();
+        let first: usize = estimate::predict_spec(&plan.spec, plan.budget, &options).unwrap()[0].points.len();
+        assert_eq!(fewer.trials, points - first);
+        assert!(fewer.seconds < got.seconds, "{fewer:?} against {got:?}");
     }
 
     #[test]
