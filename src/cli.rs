@@ -133,6 +133,10 @@ pub enum Command {
     },
     /// Predict each trial's memory per phase and category from a model of libtorch, without
     /// training, and the largest swept value predicted to fit the budget.
+    ///
+    /// `--device` picks whose allocator is modelled: cpu (oomlab's counting allocator, exact) or
+    /// cuda (libtorch's caching allocator replayed, with its workspaces). Default: the spec's
+    /// run.device; auto is cuda when libtorch sees a GPU.
     Estimate(estimate::EstimateArgs),
     /// After an out-of-memory: which change makes the training fit the budget, and what each
     /// costs in step time, ranked; `--verify N` trains the top options to check.

@@ -18,6 +18,12 @@ fn help_teaches_with_examples() {
         .assert()
         .success()
         .stdout(predicate::str::contains("--budget").and(predicate::str::contains("15.90GiB")));
+    // --device is declared once for run, estimate and advise; estimate's help still says what
+    // each device's model is.
+    oomlab().args(["estimate", "--help"]).assert().success().stdout(
+        predicate::str::contains("counting allocator, exact")
+            .and(predicate::str::contains("caching allocator replayed")),
+    );
 }
 
 #[test]
