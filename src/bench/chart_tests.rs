@@ -8,6 +8,11 @@ use crate::chart::test_support::{out_dir, png_size, svg_size, svg_texts};
 use crate::chart::{render, Chart};
 use std::collections::BTreeMap;
 
+/// The texts of a rendered SVG, apostrophes unescaped ("PyTorch's").
+fn texts_of(svg: &std::path::Path) -> Vec<String> {
+    svg_texts(&std::fs::read_to_string(svg).unwrap()).iter().map(|t| t.replace("&apos;", "'")).collect()
+}
+
 /// A configuration where oomlab-off's median is `off` and PyTorch's `torch` seconds.
 fn config(name: &str, role: Role, off: f64, torch: f64) -> ConfigResult {
     let around = |m: f64| (0..30).map(|i| m * (0.95 + 0.004 * i as f64)).collect::<Vec<f64>>();
@@ -77,10 +82,7 @@ fn bars_are_multiples_of_pytorch_with_the_targets() {
     let out = render(&chart, &out_dir(&temp)).expect("rendered");
     assert_eq!(png_size(&out.png), (1280, 800));
     assert_eq!(svg_size(&out.svg), (1280, 800));
-    let texts: Vec<String> = svg_texts(&std::fs::read_to_string(&out.svg).unwrap())
-        .iter()
-        .map(|t| t.replace("&apos;", "'"))
-        .collect();
+    let texts = texts_of(&out.svg);
     for text in [
         "oomlab's step time against PyTorch's loop",
         "3x256-fused",
@@ -105,10 +107,7 @@ fn a_configuration_without_pytorch_has_no_group() {
     assert!(chart.groups.is_empty());
     let temp = tempfile::tempdir().expect("temp dir");
     let out = render(&chart, &out_dir(&temp)).expect("an empty chart still draws");
-    let texts: Vec<String> = svg_texts(&std::fs::read_to_string(&out.svg).unwrap())
-        .iter()
-        .map(|t| t.replace("&apos;", "'"))
-        .collect();
+    let texts = texts_of(&out.svg);
     assert!(texts.iter().any(|t| t == "no configuration ran PyTorch's loop"), "{texts:?}");
 }
 
@@ -122,9 +121,6 @@ fn one_slow_step_does_not_flatten_the_bars() {
     assert!(chart.top() < 3.0 && before <= chart.top());
     let temp = tempfile::tempdir().expect("temp dir");
     let out = render(&chart, &out_dir(&temp)).expect("rendered");
-    let texts: Vec<String> = svg_texts(&std::fs::read_to_string(&out.svg).unwrap())
-        .iter()
-        .map(|t| t.replace("&apos;", "'"))
-        .collect();
+    let texts = texts_of(&out.svg);
     assert!(texts.iter().any(|t| t == "p90 40.0"), "the cut whisker says where it ends: {texts:?}");
 }
