@@ -215,7 +215,7 @@ fn spec_budget(m: &Manifest) -> Option<u64> {
 fn timeline_title(row: &SummaryRow, why: Why) -> String {
     let mut title = format!("Memory per phase, trial {}", row.trial);
     if let Some(v) = row.value {
-        let key = row.field.rsplit('.').next().filter(|k| !k.is_empty()).unwrap_or("value");
+        let key = crate::chart::scale::swept_key(row.field);
         title += &format!(": {key} {}", crate::units::format_tick(v));
     }
     let outcome = match (row.status, why) {
@@ -239,7 +239,7 @@ mod tests {
         SummaryRow {
             trial,
             variant: variant.into(),
-            field: if value.is_some() { "model.depth".into() } else { String::new() },
+            field: value.map(|_| crate::spec::Field::Depth),
             value,
             status,
             max_memory_allocated: peak,

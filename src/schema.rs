@@ -186,8 +186,9 @@ pub struct SummaryRow {
     pub trial: usize,
     /// The `[[variant]]` name, empty when the spec has none.
     pub variant: String,
-    /// The swept key (`model.depth`), empty when the spec has no sweep.
-    pub field: String,
+    /// The swept key (`model.depth`); written empty, and read as `None`, when the spec has no
+    /// sweep. A key oomlab does not sweep is an error when read.
+    pub field: Option<crate::spec::Field>,
     /// The swept value (written as an integer when it is one: `311`, not `311.0`).
     #[serde(serialize_with = "whole_as_integer")]
     pub value: Option<f64>,

@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use oomlab::plan::{Overrides, Plan};
+use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
 
 mod common;

@@ -4,7 +4,7 @@ mod common;
 
 use common::Sandbox;
 use oomlab::claims::{self, Verdict};
-use oomlab::plan::{Overrides, Plan};
+use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
 
 #[test]

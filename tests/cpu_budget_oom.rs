@@ -4,8 +4,8 @@
 mod common;
 
 use common::{tiny_spec, Sandbox};
-use oomlab::plan::{Overrides, Plan};
 use oomlab::results::ExperimentDir;
+use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
 use oomlab::schema::{Phase, Status};
 

@@ -10,7 +10,7 @@ mod common;
 
 use common::{compare, measure, Sandbox};
 use oomlab::estimate::{self, Options};
-use oomlab::plan::{Overrides, Plan};
+use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
 use oomlab::schema::Status;
 use oomlab::spec::{

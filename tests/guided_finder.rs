@@ -7,8 +7,8 @@ mod common;
 
 use common::Sandbox;
 use oomlab::estimate::{self, Options};
-use oomlab::plan::{Overrides, Plan};
 use oomlab::results::manifest::Answer;
+use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
 use oomlab::schema::SummaryRow;
 

@@ -19,8 +19,8 @@ use std::sync::Mutex;
 use common::rng::Rng;
 use common::Sandbox;
 use oomlab::estimate::{self, Options};
-use oomlab::plan::{Overrides, Plan};
 use oomlab::probe::{CpuProbe, MemoryProbe};
+use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
 use oomlab::schema::{Phase, Status, TraceLevel};
 use oomlab::spec::{

@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use oomlab::plan::{Overrides, Plan};
 use oomlab::results::ExperimentDir;
+use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
 use oomlab::schema::PhaseRecord;
 

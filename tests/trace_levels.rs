@@ -136,7 +136,7 @@ fn the_manifest_records_the_level_and_where_the_time_went() {
         "[experiment]\nname = \"t\"\n[model]\nhidden = 32\ndepth = 2\n[data]\nsamples = 64\nfeatures = 8\n\
          classes = 2\n[training]\noptimizer = \"adam\"\nbatch_size = 16\nsteps = 2\n[run]\ndevice = \"cpu\"\n",
     );
-    let plan = oomlab::plan::Plan::here(oomlab::spec::load(&spec).unwrap(), Default::default());
+    let plan = oomlab::run::plan::Plan::here(oomlab::spec::load(&spec).unwrap(), Default::default());
     for level in TraceLevel::ALL {
         let opts =
             RunOptions { out: sb.out(), quiet: true, force: true, trace: level, ..RunOptions::default() };

@@ -94,7 +94,7 @@ fn sweep_folder(dir: &Path, device: &str, budget: u64, per_layer: u64, source: &
         let peak = records.iter().map(|r| r.max_memory_allocated).max().unwrap();
         let row = SummaryRow {
             trial,
-            field: "model.depth".into(),
+            field: Some(oomlab::spec::Field::Depth),
             value: Some(depth as f64),
             status: if oom { Status::Oom } else { Status::Ok },
             phase: oom.then_some(Phase::Backward),

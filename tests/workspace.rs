@@ -5,8 +5,8 @@
 mod common;
 
 use common::{tiny_spec, Sandbox};
-use oomlab::plan::{Overrides, Plan};
 use oomlab::probe::fake::PlayedWorkspace;
+use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{run_on, RunOptions};
 use oomlab::schema::Status;
 

@@ -27,7 +27,7 @@ use super::timing::{calibration_config, Calibration, ModelShape, PassCell, PassK
 use crate::bench::stats::median;
 use crate::estimate::DataShape;
 use crate::probe::MemoryProbe;
-use crate::progress::Progress;
+use crate::run::progress::Progress;
 use crate::schema::{Phase, PhaseRecord, TraceLevel};
 use crate::spec::{Amp, Checkpoint, Config, Named};
 use crate::train::PhaseTimes;

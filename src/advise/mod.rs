@@ -31,7 +31,7 @@ pub use timing::{Calibration, TimingSource};
 pub use verify::Verified;
 
 use crate::estimate::{DataShape, GpuArch, Target};
-use crate::plan::Plan;
+use crate::run::plan::Plan;
 use crate::spec::Config;
 
 /// Where the step times come from (`--calibration`, `--no-calibrate`, `--recalibrate`).

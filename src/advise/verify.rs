@@ -8,8 +8,8 @@ use serde::Serialize;
 use super::evaluate::{Evaluated, Evaluator, Verdict};
 use super::Advice;
 use crate::estimate::Target;
-use crate::plan::Plan;
-use crate::progress::Progress;
+use crate::run::plan::Plan;
+use crate::run::progress::Progress;
 use crate::schema::{Status, TraceLevel};
 
 /// One option trained.

@@ -33,7 +33,7 @@ fn choose(rows: &[SummaryRow]) -> (Vec<(String, &SummaryRow)>, Option<String>) {
         return (mine.into_iter().map(|r| (trial_label(r), r)).collect(), None);
     }
     let key =
-        rows.iter().find(|r| r.value.is_some_and(f64::is_finite)).map(|r| swept_key(&r.field).to_string());
+        rows.iter().find(|r| r.value.is_some_and(f64::is_finite)).map(|r| swept_key(r.field).to_string());
     let common = rows
         .iter()
         .filter_map(|r| r.value.filter(|v| v.is_finite()))
@@ -74,7 +74,7 @@ fn swept(r: &SummaryRow) -> f64 {
 /// "batch_size 512", or "trial 3" without a sweep.
 fn trial_label(r: &SummaryRow) -> String {
     match r.value.filter(|v| v.is_finite()) {
-        Some(v) => format!("{} {}", swept_key(&r.field), format_tick(v)),
+        Some(v) => format!("{} {}", swept_key(r.field), format_tick(v)),
         None => format!("trial {}", r.trial),
     }
 }

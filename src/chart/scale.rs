@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use super::style::house_style;
 use super::Plot;
+use crate::spec::Field;
 use crate::units::{format_tick, unit_for, KIB};
 
 /// A byte unit chosen for an axis so that its ticks read as small numbers: GiB for the GPU
@@ -43,9 +44,9 @@ impl ByteAxis {
 
 /// What a swept field is called on an axis and in labels: its last part, "depth" for
 /// `model.depth`, since the section it is in says nothing a reader of the chart needs; "value"
-/// for an empty field.
-pub fn swept_key(field: &str) -> &str {
-    field.rsplit('.').next().filter(|key| !key.is_empty()).unwrap_or("value")
+/// without a sweep.
+pub fn swept_key(field: Option<Field>) -> &'static str {
+    field.map_or("value", Field::column)
 }
 
 /// How x values map to the axis: as they are, or as their base-2 logarithm when they span
@@ -176,7 +177,7 @@ mod tests {
         assert_eq!(XScale::Log2.tick(10.0), "1024");
         assert_eq!(XScale::Linear.range(&[1.0, 41.0]), 0.0..43.0);
         assert_eq!(XScale::Log2.desc("batch_size"), "batch_size (log scale)");
-        assert_eq!(swept_key("data.batch_size"), "batch_size");
-        assert_eq!(swept_key(""), "value");
+        assert_eq!(swept_key(Some(Field::BatchSize)), "batch_size");
+        assert_eq!(swept_key(None), "value");
     }
 }

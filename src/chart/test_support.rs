@@ -15,7 +15,7 @@ pub fn summary(trial: usize, variant: &str, value: Option<f64>, status: Status) 
     SummaryRow {
         trial,
         variant: variant.to_string(),
-        field: if value.is_some() { "training.batch_size".into() } else { String::new() },
+        field: value.map(|_| crate::spec::Field::BatchSize),
         value,
         status,
         dtype: "float32".into(),

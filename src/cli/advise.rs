@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use crate::advise::{self, report, Request, TimingChoice};
 use crate::device;
 use crate::estimate::{GpuArch, Target};
-use crate::plan::Plan;
+use crate::run::plan::Plan;
 use crate::spec;
 
 pub const ADVISE_EXAMPLES: &str = "\

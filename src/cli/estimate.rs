@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use crate::estimate::{self, Category, GpuArch, PhasePrediction, SweepPoint, SweepPrediction, Target};
-use crate::plan::Plan;
+use crate::run::plan::Plan;
 use crate::spec::{self, format_against, format_size, Spec, SweepMode};
 
 #[derive(Debug, clap::Args)]

@@ -7,7 +7,7 @@ use bytesize::ByteSize;
 use crate::estimate;
 use crate::figures;
 use crate::results::{manifest::Answer, ExperimentDir};
-use crate::run::{describe, RunReport};
+use crate::run::{describe, details, RunReport};
 use crate::schema::Status;
 use crate::spec::{Amp, Config, Field, Spec, SweepMode};
 use crate::units::count;
@@ -120,13 +120,14 @@ fn print_answer(name: &str, a: &Answer, report: &RunReport) {
     }
     match (a.largest_fit, find(Status::fitted, a.largest_fit)) {
         (Some(v), Some(row)) => {
-            say!("  largest {name} that fits: {v}  ({})", describe(row).trim_start_matches("ok").trim())
+            let diverged = if row.status == Status::Diverged { "its loss diverged; " } else { "" };
+            say!("  largest {name} that fits: {v}  ({diverged}{})", details(row))
         }
         _ => say!("  largest {name} that fits: none"),
     }
     match (a.first_oom, find(|s| s == Status::Oom, a.first_oom)) {
         (Some(v), Some(row)) => {
-            say!("  first OOM: {name} {v}  ({})", describe(row).trim_start_matches("OOM").trim())
+            say!("  first OOM: {name} {v}  ({})", details(row))
         }
         _ => say!("  first OOM: none up to the sweep's end"),
     }

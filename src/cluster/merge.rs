@@ -188,7 +188,7 @@ fn check(dir: &Path, shards: &[(Shard, ExperimentDir)]) -> Result<()> {
                  trials; run every shard of the same spec (`--force` replaces a shard)",
                 shard.count,
                 dir.display(),
-                crate::resume::first_difference(&first.spec_source, &m.spec_source)
+                crate::run::resume::first_difference(&first.spec_source, &m.spec_source)
             );
         }
         let one_build = "measurements of two builds do not mix: run every shard with one build";
@@ -381,7 +381,7 @@ fn answers(spec: &Spec, rows: &[SummaryRow], shards: &[&Manifest]) -> Vec<Answer
                 probe_seconds: Some(theirs.iter().filter_map(|a| a.probe_seconds).sum()),
                 guess: theirs.iter().find_map(|a| a.guess),
                 strategy: theirs.iter().find_map(|a| a.strategy.clone()),
-                ..experiment::answer(v, sweep.field.key(), rows)
+                ..experiment::answer(v, sweep.field, rows)
             }
         })
         .collect()

@@ -3,11 +3,12 @@
 use super::{Comparison, Side};
 use crate::chart::scale::swept_key;
 use crate::chart::{CompareSeries, CompareSweep, SweepPeak};
+use crate::spec::Field;
 
 /// One chart per (field, variant) with a sweep in `c`, in table order.
 pub fn sweeps(c: &Comparison) -> Vec<CompareSweep> {
     let mut out = Vec::new();
-    for t in c.tables.iter().filter(|t| !t.field.is_empty()) {
+    for t in c.tables.iter().filter(|t| t.field.is_some()) {
         let mut variants: Vec<&str> = Vec::new();
         for f in &t.rows {
             if !variants.contains(&f.variant.as_str()) {
@@ -15,7 +16,7 @@ pub fn sweeps(c: &Comparison) -> Vec<CompareSweep> {
             }
         }
         for v in variants {
-            let x_label = swept_key(&t.field).to_string();
+            let x_label = swept_key(t.field).to_string();
             let folders: Vec<String> = c.folders.iter().map(Side::label).collect();
             out.push(CompareSweep {
                 title: format!("{}: peak memory by {x_label}, compared", c.experiment),
@@ -27,7 +28,7 @@ pub fn sweeps(c: &Comparison) -> Vec<CompareSweep> {
                 ),
                 x_label,
                 variant: v.to_string(),
-                series: c.folders.iter().map(|s| series(s, &t.field, v)).collect(),
+                series: c.folders.iter().map(|s| series(s, t.field, v)).collect(),
             });
         }
     }
@@ -35,7 +36,7 @@ pub fn sweeps(c: &Comparison) -> Vec<CompareSweep> {
 }
 
 /// One folder's sweep of `field` for `variant`.
-fn series(side: &Side, field: &str, variant: &str) -> CompareSeries {
+fn series(side: &Side, field: Option<Field>, variant: &str) -> CompareSeries {
     let rows: Vec<_> =
         side.rows.iter().filter(|r| r.field == field && r.variant == variant).cloned().collect();
     CompareSeries {

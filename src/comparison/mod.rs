@@ -17,8 +17,9 @@ use anyhow::{bail, Result};
 
 use crate::results::experiment::answer;
 use crate::results::manifest::Answer;
-use crate::results::ExperimentDir;
+use crate::results::{ExperimentDir, RunStatus};
 use crate::schema::SummaryRow;
+use crate::spec::Field;
 use crate::units::{format_bytes, format_tick};
 
 pub mod chart;
@@ -48,8 +49,8 @@ pub struct Side {
     pub device: String,
     pub budget: Option<u64>,
     pub capacity: u64,
-    /// The manifest's status: "complete", "running" (killed), "failed: ...".
-    pub status: String,
+    /// The manifest's status: complete, running (killed), failed...
+    pub status: RunStatus,
     /// The folder's rows, for the charts.
     pub rows: Vec<SummaryRow>,
 }
@@ -83,10 +84,10 @@ impl Side {
     }
 }
 
-/// The figures for one swept field (or for no sweep: `field` empty).
+/// The figures for one swept field (or for no sweep: `field` `None`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Table {
-    pub field: String,
+    pub field: Option<Field>,
     /// Whether any folder has more than the unnamed variant.
     pub has_variants: bool,
     pub rows: Vec<Figure>,
@@ -141,7 +142,7 @@ impl Comparison {
         let t = self.tables.first()?;
         let variant = &t.rows.first()?.variant;
         let mine = || t.rows.iter().filter(|f| f.variant == *variant);
-        let figure = if t.field.is_empty() {
+        let figure = if t.field.is_none() {
             mine().find(|f| f.name == "peak allocated")
         } else {
             mine().find(|f| f.name.starts_with("largest "))
@@ -192,7 +193,7 @@ pub fn compare_as(folders: &[ExperimentDir], letters: &[String]) -> Result<Compa
             device: f.manifest.device.name.clone(),
             budget: f.manifest.device.budget_bytes,
             capacity: f.manifest.device.capacity_bytes,
-            status: f.manifest.status.to_string(),
+            status: f.manifest.status.clone(),
             rows: f.rows.clone(),
         })
         .collect();
@@ -205,15 +206,15 @@ pub fn compare_as(folders: &[ExperimentDir], letters: &[String]) -> Result<Compa
         .collect();
 
     // Fields in the order first seen; the empty field (no sweep) last.
-    let mut fields: Vec<String> = Vec::new();
+    let mut fields: Vec<Option<Field>> = Vec::new();
     for f in folders {
         for r in &f.rows {
             if !fields.contains(&r.field) {
-                fields.push(r.field.clone());
+                fields.push(r.field);
             }
         }
     }
-    fields.sort_by_key(|f| f.is_empty());
+    fields.sort_by_key(Option::is_none);
     let tables = fields.into_iter().map(|field| table(folders, &sides, field)).collect();
     Ok(Comparison {
         experiment: experiment.clone(),
@@ -238,7 +239,7 @@ pub fn letter(i: usize) -> String {
 }
 
 /// The variants with rows of `field`, in the order first seen across folders.
-fn variants(folders: &[ExperimentDir], field: &str) -> Vec<String> {
+fn variants(folders: &[ExperimentDir], field: Option<Field>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for f in folders {
         for r in f.rows.iter().filter(|r| r.field == field) {
@@ -250,20 +251,21 @@ fn variants(folders: &[ExperimentDir], field: &str) -> Vec<String> {
     out
 }
 
-fn table(folders: &[ExperimentDir], sides: &[Side], field: String) -> Table {
-    let variants = variants(folders, &field);
+fn table(folders: &[ExperimentDir], sides: &[Side], field: Option<Field>) -> Table {
+    let variants = variants(folders, field);
     let has_variants = variants.iter().any(|v| !v.is_empty());
-    let key = field.rsplit('.').next().unwrap_or_default();
-    let names: Vec<String> = if field.is_empty() {
-        vec!["outcome".into(), "peak allocated".into(), "peak reserved".into(), "step time".into()]
-    } else {
-        vec![
-            format!("largest {key} that fit"),
-            format!("first {key} out of memory"),
-            "peak allocated at the largest fit".into(),
-            "peak reserved at the largest fit".into(),
-            "step time at the largest fit".into(),
-        ]
+    let names: Vec<String> = match field {
+        None => vec!["outcome".into(), "peak allocated".into(), "peak reserved".into(), "step time".into()],
+        Some(field) => {
+            let key = field.column();
+            vec![
+                format!("largest {key} that fit"),
+                format!("first {key} out of memory"),
+                "peak allocated at the largest fit".into(),
+                "peak reserved at the largest fit".into(),
+                "step time at the largest fit".into(),
+            ]
+        }
     };
     let mut rows = Vec::new();
     for variant in &variants {
@@ -274,16 +276,14 @@ fn table(folders: &[ExperimentDir], sides: &[Side], field: String) -> Table {
             .map(|(f, side)| {
                 let mine: Vec<SummaryRow> =
                     f.rows.iter().filter(|r| r.field == field && r.variant == *variant).cloned().collect();
-                if mine.is_empty() {
-                    vec![None; names.len()]
-                } else if field.is_empty() {
-                    plain_figures(side, &mine)
-                } else {
-                    sweep_figures(
+                match field {
+                    _ if mine.is_empty() => vec![None; names.len()],
+                    None => plain_figures(side, &mine),
+                    Some(field) => sweep_figures(
                         side,
-                        &f.answer(variant).unwrap_or_else(|| answer(variant, &field, &mine)),
+                        &f.answer(variant).unwrap_or_else(|| answer(variant, field, &mine)),
                         &mine,
-                    )
+                    ),
                 }
             })
             .collect();
@@ -381,7 +381,7 @@ pub fn section(c: &Comparison, charts: &[String], level: usize) -> String {
             cell_text(&s.device),
             s.budget.map(format_bytes).unwrap_or_else(|| "none".into()),
             format_bytes(s.capacity),
-            cell_text(&s.status),
+            cell_text(&s.status.to_string()),
             s.dir.display()
         ));
     }
@@ -395,10 +395,9 @@ pub fn section(c: &Comparison, charts: &[String], level: usize) -> String {
     );
     for t in &c.tables {
         out.push(String::new());
-        out.push(if t.field.is_empty() {
-            format!("{h2} Without a sweep")
-        } else {
-            format!("{h2} {}", t.field)
+        out.push(match t.field {
+            None => format!("{h2} Without a sweep"),
+            Some(field) => format!("{h2} {}", field.key()),
         });
         out.push(String::new());
         let mut head = Vec::new();

@@ -68,7 +68,7 @@ pub(crate) fn sweep(variant: &str, depths: &[u64], fit: u64, base: u64, per_laye
             SummaryRow {
                 trial: i + 1,
                 variant: variant.into(),
-                field: "model.depth".into(),
+                field: Some(crate::spec::Field::Depth),
                 value: Some(d as f64),
                 status: if ok { Status::Ok } else { Status::Oom },
                 phase: (!ok).then_some(Phase::Backward),
@@ -92,11 +92,9 @@ pub(crate) fn two_devices() -> Vec<ExperimentDir> {
     let per_layer = 400_000_000;
     let mut t4 = manifest("depth_sweep", "Tesla T4", Some(budget), 16 * GIB);
     t4.answers = vec![Answer {
-        variant: String::new(),
-        field: "model.depth".into(),
         largest_fit: Some(40),
         first_oom: Some(41),
-        ..Answer::default()
+        ..Answer::new("", crate::spec::Field::Depth)
     }];
     // The CPU run was killed: no answers in its manifest, worked out from its rows.
     let mut cpu = manifest("depth_sweep", "CPU (AMD EPYC)", Some(2 * GIB), 25_276_502_016);

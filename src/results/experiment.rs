@@ -11,6 +11,7 @@ use anyhow::{bail, Result};
 use super::manifest::{Answer, Manifest};
 use super::{fsio, strict_csv};
 use crate::schema::{Phase, PhaseRecord, Status, SummaryRow};
+use crate::spec::Field;
 
 /// One experiment's results folder, read whole.
 #[derive(Debug, Clone)]
@@ -119,8 +120,8 @@ impl ExperimentDir {
         if let Some(a) = self.manifest.answers.iter().find(|a| a.variant == variant) {
             return Some(a.clone());
         }
-        let field = self.rows.iter().find(|r| r.variant == variant && !r.field.is_empty())?.field.clone();
-        Some(answer(variant, &field, &self.rows))
+        let field = self.rows.iter().filter(|r| r.variant == variant).find_map(|r| r.field)?;
+        Some(answer(variant, field, &self.rows))
     }
 
     /// The spec's description, or the experiment's name when it has none.
@@ -188,18 +189,16 @@ pub fn title(m: &Manifest) -> String {
 /// The largest swept value of `field` that trained and the smallest that ran out of memory,
 /// for a variant: what a run records as its answer, and what a reader works out where a killed
 /// run recorded none.
-pub fn answer(variant: &str, field: &str, rows: &[SummaryRow]) -> Answer {
+pub fn answer(variant: &str, field: Field, rows: &[SummaryRow]) -> Answer {
     let values = |pick: fn(Status) -> bool| {
         rows.iter()
-            .filter(move |r| pick(r.status) && r.variant == variant && r.field == field)
+            .filter(move |r| pick(r.status) && r.variant == variant && r.field == Some(field))
             .filter_map(|r| r.value)
     };
     Answer {
-        variant: variant.to_string(),
-        field: field.to_string(),
         largest_fit: values(Status::fitted).map(|v| v as u64).max(),
         first_oom: values(|s| s == Status::Oom).map(|v| v as u64).min(),
-        ..Answer::default()
+        ..Answer::new(variant, field)
     }
 }
 
@@ -245,9 +244,6 @@ fn check_rows(path: &Path, rows: &[SummaryRow]) -> Result<()> {
         if !r.variant.is_empty() && !crate::spec::limits::is_name(&r.variant) {
             bail!("{}, column `variant`: {:?} is not a variant name a spec allows", at(), r.variant);
         }
-        if !r.field.is_empty() && crate::spec::Field::from_key(&r.field).is_none() {
-            bail!("{}, column `field`: {:?} is not a key oomlab sweeps", at(), r.field);
-        }
         if r.value.is_some_and(|v| !v.is_finite()) {
             bail!("{}, column `value`: not a finite number", at());
         }
@@ -263,7 +259,7 @@ mod tests {
         SummaryRow {
             trial,
             variant: variant.into(),
-            field: "model.depth".into(),
+            field: Some(crate::spec::Field::Depth),
             value: Some(value),
             status,
             ..SummaryRow::default()
@@ -295,6 +291,26 @@ mod tests {
         assert!(exp.cut_row);
     }
 
+    /// The swept field is a closed set: a key oomlab does not sweep is refused where it stands,
+    /// and the keys it does sweep, or none, read back as written.
+    #[test]
+    fn a_field_oomlab_does_not_sweep_is_refused_with_its_row_and_column() {
+        let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("results/cpu-amd-epyc/depth_sweep");
+        let tmp = tempfile::tempdir().unwrap();
+        Manifest::read(&committed).unwrap().write(tmp.path()).unwrap();
+        std::fs::copy(committed.join(super::super::TRACE), tmp.path().join(super::super::TRACE)).unwrap();
+        let summary = std::fs::read_to_string(committed.join(super::super::SUMMARY)).unwrap();
+        assert!(summary.contains(",model.depth,"), "the committed sweep is over model.depth");
+        std::fs::write(tmp.path().join(super::super::SUMMARY), &summary).unwrap();
+        let exp = ExperimentDir::read(tmp.path()).unwrap();
+        assert!(exp.rows.iter().all(|r| r.field == Some(crate::spec::Field::Depth)));
+
+        let bad = summary.replacen(",model.depth,", ",model.depthh,", 1);
+        std::fs::write(tmp.path().join(super::super::SUMMARY), bad).unwrap();
+        let err = format!("{:#}", ExperimentDir::read(tmp.path()).unwrap_err());
+        assert!(err.contains("row 2") && err.contains("field") && err.contains("model.depthh"), "{err}");
+    }
+
     #[test]
     fn the_answer_is_per_variant_and_field() {
         let rows = [
@@ -305,11 +321,11 @@ mod tests {
             row(5, "b", 40.0, Status::Ok),
             row(6, "b", 2.0, Status::Error),
         ];
-        let a = answer("a", "model.depth", &rows);
+        let a = answer("a", Field::Depth, &rows);
         assert_eq!((a.largest_fit, a.first_oom), (Some(4), Some(6)));
-        let b = answer("b", "model.depth", &rows);
+        let b = answer("b", Field::Depth, &rows);
         assert_eq!((b.largest_fit, b.first_oom), (Some(40), None));
-        assert_eq!(answer("a", "training.batch_size", &rows).largest_fit, None);
+        assert_eq!(answer("a", Field::BatchSize, &rows).largest_fit, None);
     }
 
     #[test]

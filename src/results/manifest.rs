@@ -249,12 +249,12 @@ pub struct HostInfo {
     pub huge_pages: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Answer {
     /// The variant it is for; empty without variants.
     pub variant: String,
     /// The swept key.
-    pub field: String,
+    pub field: crate::spec::Field,
     pub largest_fit: Option<u64>,
     pub first_oom: Option<u64>,
     /// The trials the sweep ran for this variant (a search's probes). Absent from manifests
@@ -273,6 +273,22 @@ pub struct Answer {
     /// "unguided: <why>".
     #[serde(default)]
     pub strategy: Option<String>,
+}
+
+impl Answer {
+    /// An answer with nothing found yet: no fit, no OOM, no probes.
+    pub fn new(variant: &str, field: crate::spec::Field) -> Answer {
+        Answer {
+            variant: variant.to_string(),
+            field,
+            largest_fit: None,
+            first_oom: None,
+            probes: None,
+            probe_seconds: None,
+            guess: None,
+            strategy: None,
+        }
+    }
 }
 
 impl Manifest {

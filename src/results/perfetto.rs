@@ -234,7 +234,7 @@ pub fn track_name(trial: usize, records: &[PhaseRecord], row: Option<&SummaryRow
             parts.push(row.variant.clone());
         }
         if let Some(v) = row.value {
-            let key = row.field.rsplit('.').next().filter(|k| !k.is_empty()).unwrap_or("value");
+            let key = row.field.map_or("value", crate::spec::Field::column);
             parts.push(format!("{key} {v}"));
         }
         parts.push(row.outcome());
@@ -276,7 +276,7 @@ pub fn trial_events(
     };
     let trial_args = match row {
         Some(row) => json!({
-            "variant": row.variant, "field": row.field, "value": row.value, "status": row.status,
+            "variant": row.variant, "field": row.field.map_or("", crate::spec::Field::key), "value": row.value, "status": row.status,
             "max_memory_allocated": row.max_memory_allocated, "max_memory_reserved": row.max_memory_reserved,
             "message": row.message,
         }),
@@ -362,7 +362,7 @@ mod tests {
         SummaryRow {
             trial,
             variant: "fp16".into(),
-            field: "model.depth".into(),
+            field: Some(crate::spec::Field::Depth),
             value: Some(trial as f64 * 2.0),
             status,
             phase: (status == Status::Oom).then_some(Phase::Backward),

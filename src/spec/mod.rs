@@ -525,7 +525,7 @@ pub enum SweepMode {
 
 /// A numeric field a sweep can vary, named by its TOML key. Each applies to the model and data
 /// kinds that have it ([`Config::get`] is `None` elsewhere).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum Field {
     /// An MLP's hidden layers, a plain CNN's blocks.
     #[serde(rename = "model.depth")]

@@ -127,7 +127,7 @@ impl<'a> Recorder<'a> {
     ) -> Result<T, Stop> {
         // Set-up phases are measured one by one at every level: once a trial, they cost nothing.
         let per_phase = step == 0 || matches!(self.level, TraceLevel::Phases | TraceLevel::Sync);
-        crate::progress::enter(step, phase);
+        crate::run::progress::enter(step, phase);
         let out = if per_phase {
             self.flush_before(step.saturating_sub(1))?;
             self.probe.reset_peak()?;

@@ -68,7 +68,7 @@ impl SweepPeak {
     ) -> SweepPeak {
         let swept: Vec<(&SummaryRow, f64)> =
             rows.iter().filter_map(|row| row.value.filter(|v| v.is_finite()).map(|v| (row, v))).collect();
-        let x_label = swept.first().map_or("value", |(row, _)| swept_key(&row.field)).to_string();
+        let x_label = swept.first().map_or("value", |(row, _)| swept_key(row.field)).to_string();
         let mut points: Vec<PeakPoint> =
             swept.into_iter().map(|(row, x)| PeakPoint::from_row(row, x)).collect();
         points.sort_by(|a, b| a.x.total_cmp(&b.x));

@@ -5,13 +5,14 @@ use crate::chart::style::PREDICTED_LABEL;
 use crate::chart::test_support::{out_dir, png_size, svg_size, svg_texts};
 use crate::chart::{render, Chart};
 use crate::schema::{Phase, Status, SummaryRow};
+use crate::spec::Field;
 
 const GIB: u64 = 1 << 30;
 
-fn row(field: &str, value: Option<f64>, status: Status) -> SummaryRow {
+fn row(field: Option<Field>, value: Option<f64>, status: Status) -> SummaryRow {
     SummaryRow {
         trial: 0,
-        field: field.to_string(),
+        field,
         value,
         status,
         phase: (status != Status::Ok).then_some(Phase::Forward),
@@ -54,12 +55,12 @@ fn depth_sweep() -> (Vec<SummaryRow>, u64) {
         .map(|(trial, depth)| {
             let need = base + per_layer * depth;
             let mut r = if depth <= 40 {
-                let mut r = row("model.depth", Some(depth as f64), Status::Ok);
+                let mut r = row(Some(Field::Depth), Some(depth as f64), Status::Ok);
                 r.max_memory_allocated = need;
                 r.max_memory_reserved = need + need / 50;
                 r
             } else {
-                let mut r = row("model.depth", Some(depth as f64), Status::Oom);
+                let mut r = row(Some(Field::Depth), Some(depth as f64), Status::Oom);
                 // Fails asking for its last layer's activations.
                 let allocated = need - per_layer;
                 r.max_memory_allocated = allocated;
@@ -78,12 +79,12 @@ fn depth_sweep() -> (Vec<SummaryRow>, u64) {
 #[test]
 fn from_summary_sorts_and_computes_what_an_oom_needed() {
     let mut rows = vec![
-        row("model.depth", Some(8.0), Status::Ok),
-        row("model.depth", Some(2.0), Status::Ok),
-        row("model.depth", Some(16.0), Status::Oom),
-        row("model.depth", Some(12.0), Status::Oom),
-        row("model.depth", None, Status::Ok),
-        row("model.depth", Some(10.0), Status::Error),
+        row(Some(Field::Depth), Some(8.0), Status::Ok),
+        row(Some(Field::Depth), Some(2.0), Status::Ok),
+        row(Some(Field::Depth), Some(16.0), Status::Oom),
+        row(Some(Field::Depth), Some(12.0), Status::Oom),
+        row(Some(Field::Depth), None, Status::Ok),
+        row(Some(Field::Depth), Some(10.0), Status::Error),
     ];
     rows[2].oom_allocated = Some(10 * GIB);
     rows[2].oom_requested = Some(GIB / 2);
@@ -110,11 +111,11 @@ fn from_summary_sorts_and_computes_what_an_oom_needed() {
 
 #[test]
 fn from_summary_labels_x_with_the_last_part_of_the_field() {
-    let rows = [row("data.batch_size", Some(64.0), Status::Ok)];
+    let rows = [row(Some(Field::BatchSize), Some(64.0), Status::Ok)];
     let chart = SweepPeak::from_summary(&rows, "", "", None);
     assert_eq!(chart.x_label, "batch_size");
     assert_eq!(chart.file_stem(), "peak_vs_batch_size");
-    let rows = [row("", Some(1.0), Status::Ok)];
+    let rows = [row(None, Some(1.0), Status::Ok)];
     assert_eq!(SweepPeak::from_summary(&rows, "", "", None).x_label, "value");
 }
 
@@ -171,14 +172,14 @@ fn predictions_are_kept_and_drawn() {
 fn renders_all_oom_single_point_wide_and_empty_sweeps() {
     let temp = tempfile::tempdir().expect("temp dir");
     let dir = out_dir(&temp);
-    let mut oom = row("model.depth", Some(4.0), Status::Oom);
+    let mut oom = row(Some(Field::Depth), Some(4.0), Status::Oom);
     oom.oom_allocated = Some(GIB);
     oom.oom_requested = Some(GIB);
-    let unknown = row("model.depth", Some(8.0), Status::Oom);
+    let unknown = row(Some(Field::Depth), Some(8.0), Status::Oom);
     let all_oom = SweepPeak::from_summary(&[oom, unknown], "all oom", "", None);
     render(&all_oom, &dir.join("all_oom")).expect("all-OOM sweep renders");
 
-    let mut one = row("model.hidden", Some(512.0), Status::Ok);
+    let mut one = row(Some(Field::Hidden), Some(512.0), Status::Ok);
     one.max_memory_allocated = 3 << 20;
     one.max_memory_reserved = 4 << 20;
     let single = SweepPeak::from_summary(&[one], "one", "", None);
@@ -188,12 +189,12 @@ fn renders_all_oom_single_point_wide_and_empty_sweeps() {
 
     let wide: Vec<SummaryRow> = (0..13)
         .map(|i| {
-            let mut r = row("data.batch_size", Some(f64::from(1 << i)), Status::Ok);
+            let mut r = row(Some(Field::BatchSize), Some(f64::from(1 << i)), Status::Ok);
             r.max_memory_allocated = (1 << i) * (1 << 20);
             r.max_memory_reserved = (1 << i) * (1 << 20) * 2;
             r
         })
-        .chain([row("data.batch_size", Some(8192.0), Status::Error)])
+        .chain([row(Some(Field::BatchSize), Some(8192.0), Status::Error)])
         .collect();
     let wide = SweepPeak::from_summary(&wide, "wide", "", Some(16 * GIB));
     let out = render(&wide, &dir.join("wide")).expect("log axis renders");

@@ -53,7 +53,13 @@ fn trace(trial: usize, steps: usize, params: u64, act: u64) -> Vec<PhaseRecord> 
 }
 
 fn summary(trial: usize, status: Status) -> SummaryRow {
-    SummaryRow { trial, status, field: "model.depth".into(), value: Some(4.0), ..SummaryRow::default() }
+    SummaryRow {
+        trial,
+        status,
+        field: Some(crate::spec::Field::Depth),
+        value: Some(4.0),
+        ..SummaryRow::default()
+    }
 }
 
 #[test]

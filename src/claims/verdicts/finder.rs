@@ -52,7 +52,7 @@ mod tests {
             .enumerate()
             .map(|(i, &(v, status))| SummaryRow {
                 trial: i + 1,
-                field: "training.batch_size".into(),
+                field: Some(crate::spec::Field::BatchSize),
                 value: Some(v as f64),
                 status,
                 ..SummaryRow::default()
@@ -65,11 +65,10 @@ mod tests {
     fn the_search_is_named_as_its_manifest_records_it() {
         let halve = dir("find_batch_halving", &[(200, Status::Oom), (100, Status::Ok)], None);
         let answer = |strategy: Option<&str>| Answer {
-            field: "training.batch_size".into(),
             largest_fit: Some(150),
             first_oom: Some(151),
             strategy: strategy.map(str::to_string),
-            ..Answer::default()
+            ..Answer::new("", crate::spec::Field::BatchSize)
         };
         let found = [(150, Status::Ok), (151, Status::Oom)];
         for (strategy, name) in [

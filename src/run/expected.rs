@@ -16,9 +16,9 @@
 //! Without either it says how to get one.
 use std::path::Path;
 
+use super::plan::Plan;
 use crate::advise::timing::Calibration;
 use crate::estimate::{self, Options, Target};
-use crate::plan::Plan;
 use crate::results::{fsio, ExperimentDir};
 
 /// Past this, `run` warns (issue #31: a bf16 trial that ran over 6 minutes unannounced).
@@ -140,7 +140,7 @@ mod tests {
     #[test]
     fn the_last_run_of_the_same_spec_is_what_it_took() {
         use crate::device::DeviceChoice;
-        use crate::plan::Overrides;
+        use crate::run::plan::Overrides;
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("results/cpu-amd-epyc/depth_sweep");
         let exp = ExperimentDir::read(&dir).unwrap();
         let spec = crate::spec::load(Path::new(&exp.manifest.spec_path)).unwrap();
@@ -164,7 +164,7 @@ mod tests {
     #[test]
     fn a_calibration_here_times_the_estimates_trials() {
         use crate::device::DeviceChoice;
-        use crate::plan::Overrides;
+        use crate::run::plan::Overrides;
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir(tmp.path().join("advice")).unwrap();

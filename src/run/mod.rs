@@ -1,5 +1,10 @@
 //! Running a spec: open the probe for the device, prepare the results folder, run the trials
 //! in the order the sweep asks, export each as it finishes, and work out the answer.
+pub mod expected;
+pub mod plan;
+pub mod progress;
+pub mod resume;
+
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -12,17 +17,17 @@ use crate::device::{self, DeviceChoice};
 use crate::estimate;
 use crate::ffi;
 use crate::interrupt::{self, Interrupted};
-use crate::plan::Plan;
 use crate::probe::{CpuProbe, CudaProbe, MemoryProbe};
-use crate::progress::Progress;
 use crate::results::manifest::{self, DeviceInfo, HostInfo, Manifest, RunStatus, Versions, WorkspaceInfo};
 use crate::results::timings::{self, RunTimings};
 use crate::results::{self, experiment, Exporter, PerfettoTrace, SummaryCsv, TraceCsv};
-use crate::resume::{self, Done};
 use crate::schema::{Status, SummaryRow, TraceLevel};
 use crate::spec::{Config, DataLocation, Field, Named, OptimizerImpl, Spec, Sweep, SweepMode};
 use crate::sweep::{self, Fit};
 use crate::train::{self, Workspace};
+use plan::Plan;
+use progress::Progress;
+use resume::Done;
 
 /// Where and how a run writes; what it runs is the [`Plan`].
 #[derive(Debug, Clone, Default)]
@@ -61,7 +66,7 @@ impl RunReport {
 
 /// The run's expected duration, from what this machine measured before; a warning past ten
 /// minutes even when quiet. It asks nothing: Ctrl-C stops after the phase under way.
-fn say_expected(expected: Option<&crate::expected::Expected>, quiet: bool) {
+fn say_expected(expected: Option<&expected::Expected>, quiet: bool) {
     match expected {
         Some(e) if e.is_long() => note!(
             "warning: this run is expected to take {}: over 10 minutes (Ctrl-C stops it after the phase \
@@ -113,7 +118,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     if opts.shard.is_none() {
         let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1);
         let options = plan.estimate_options(probe.gpu_arch().unwrap_or_default(), threads);
-        say_expected(crate::expected::expect(plan, &probe.name(), &dir, &options).as_ref(), opts.quiet);
+        say_expected(expected::expect(plan, &probe.name(), &dir, &options).as_ref(), opts.quiet);
     }
     let (lock, done) = if opts.resume {
         if !dir.is_dir() {
@@ -205,7 +210,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
                     .filter(|(v, _)| !manifest.not_run.iter().any(|n| Some(n.variant.as_str()) == *v))
                     .map(|(v, _)| {
                         let v = v.unwrap_or_default();
-                        let answer = experiment::answer(v, s.field.key(), rows);
+                        let answer = experiment::answer(v, s.field, rows);
                         match probed.iter().find(|p| p.variant == v) {
                             Some(p) => p.fill(answer),
                             None => answer,
@@ -397,7 +402,7 @@ fn run_trials(
                 continue;
             }
             progress.start(&format!("trial {trial}  {label}"));
-            crate::progress::begin_trial(config.training.steps);
+            progress::begin_trial(config.training.steps);
             let prediction = predict(&config, &options);
             let started = Instant::now();
             let mut traced = 0;
@@ -418,7 +423,7 @@ fn run_trials(
                     })?
                 }
             };
-            crate::progress::end_trial();
+            progress::end_trial();
             let cuda = matches!(probe.device(), tch::Device::Cuda(_));
             (this.probes, this.seconds) = (this.probes + 1, this.seconds + started.elapsed().as_secs_f64());
             fill_config(&mut row, trial, variant, field.map(|f| (f, value)), &config, cuda);
@@ -506,25 +511,36 @@ fn add_prediction(row: &mut SummaryRow, prediction: Option<&estimate::Prediction
 
 /// One line on a finished trial: "ok, peak 1.20 GiB" or "OOM in backward (step 1): tried to allocate ...".
 pub fn describe(row: &SummaryRow) -> String {
+    let (outcome, gap) = match row.status {
+        Status::Ok => ("ok", "   "),
+        Status::Diverged => ("diverged", "   "),
+        Status::Oom => ("OOM", "  "),
+        Status::Error => ("error:", " "),
+        Status::PredictedOom => ("skip", " "),
+    };
+    format!("{outcome}{gap}{}", details(row))
+}
+
+/// What [`describe`] says after the outcome: the peaks and step time of a trial that ran, where
+/// an OOM struck, an error's message, why a trial was skipped.
+pub fn details(row: &SummaryRow) -> String {
     let gib = |b: u64| ByteSize::b(b).display().iec().to_string();
     match row.status {
         Status::Ok | Status::Diverged => {
             format!(
-                "{}   peak {} allocated, {} reserved{}",
-                if row.status == Status::Ok { "ok" } else { "diverged" },
+                "peak {} allocated, {} reserved{}",
                 gib(row.max_memory_allocated),
                 gib(row.max_memory_reserved),
                 row.step_seconds.map(|s| format!(", {s:.3} s/step")).unwrap_or_default()
             ) + &if row.message.is_empty() { String::new() } else { format!("; {}", row.message) }
         }
         Status::Oom => format!(
-            "OOM  in {} (step {}){}",
+            "in {} (step {}){}",
             row.phase.map(|p| p.to_string()).unwrap_or_default(),
             row.step.unwrap_or_default(),
             row.oom_requested.map(|b| format!(": tried to allocate {}", gib(b))).unwrap_or_default()
         ),
-        Status::Error => format!("error: {}", row.message),
-        Status::PredictedOom => format!("skip {}", row.message),
+        Status::Error | Status::PredictedOom => row.message.clone(),
     }
 }
 
@@ -541,7 +557,7 @@ fn fill_config(
     let t = &config.training.techniques;
     row.trial = trial;
     row.variant = variant.unwrap_or_default().to_string();
-    row.field = swept.map(|(f, _)| f.key().to_string()).unwrap_or_default();
+    row.field = swept.map(|(f, _)| f);
     row.value = swept.map(|(_, v)| v);
     row.set_model(&config.model, &config.data);
     row.batch_size = config.training.batch_size;
