@@ -13,14 +13,13 @@
 //! styles, and the legend labels of marks that mean the same on every chart), [`scale`] (byte
 //! units, linear or logarithmic x, tick labels), [`legend`] (entries, and the one placer that
 //! keeps a legend off the data), and here the frame of a figure: [`header`] (title and subtitle)
-//! and [`footnotes`]. [`pick`] chooses the trial that stands for each variant, for the charts
-//! that compare variants.
+//! and [`footnotes`]. The charts choose nothing: `figures` picks which charts a folder gets and
+//! the trial that stands for each variant ([`Compared`]), and hands them in.
 mod advice;
 mod bench;
 mod categories;
 mod compare;
 pub mod legend;
-pub mod pick;
 pub mod scale;
 pub mod style;
 mod sweep_peak;
@@ -33,7 +32,6 @@ pub use advice::{AdviceChart, AdvicePoint, Mark};
 pub use bench::{BenchBar, BenchChart, BenchGroup, BenchSeries};
 pub use categories::{CategoryBar, CategoryBars, CATEGORY_NAMES};
 pub use compare::{CompareSeries, CompareSweep};
-pub use pick::pick_trials;
 pub use style::phase_colour;
 pub use sweep_peak::{PeakPoint, SweepPeak};
 pub use timeline::{OomMark, Timeline, TimelinePoint};
@@ -209,4 +207,18 @@ where
         below.draw_text(note, &style, (30, (ROW * i as u32) as i32))?;
     }
     Ok(plot)
+}
+
+/// The trials that stand for the variants on the charts that compare them (memory by category,
+/// time against memory), as `figures` picks them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compared<'a> {
+    /// The trial that stands for each variant, with its label, in the order the variants first
+    /// appear. Only trials that ran count. In a sweep, at the largest swept value at which every
+    /// variant ran; when there is none, each variant's largest value that ran. Without variants
+    /// (all names empty), every trial that ran, labelled "trial N" or "<key> <value>".
+    pub trials: Vec<(String, &'a crate::schema::SummaryRow)>,
+    /// Which swept value they are compared at, for the reader: "each variant at batch_size 8192,
+    /// the largest every variant ran", or None without a sweep or variants.
+    pub note: Option<String>,
 }

@@ -53,3 +53,11 @@ pub fn svg_size(path: &Path) -> (u32, u32) {
     };
     (attr("width"), attr("height"))
 }
+
+/// Each row standing for itself, labelled by its variant ("trial N" without one), with `note`:
+/// the compared charts' tests hand their picks in as `figures::compared` would.
+pub fn picked<'a>(rows: &'a [SummaryRow], note: Option<&str>) -> super::Compared<'a> {
+    let label =
+        |r: &SummaryRow| if r.variant.is_empty() { format!("trial {}", r.trial) } else { r.variant.clone() };
+    super::Compared { trials: rows.iter().map(|r| (label(r), r)).collect(), note: note.map(str::to_string) }
+}

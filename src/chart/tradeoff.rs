@@ -1,13 +1,11 @@
 //! What memory costs in time: one point per variant, its peak memory across, its mean step time
 //! up, so that a trade (checkpointing: less memory, more time) reads as a move up and to the
 //! left. The trial standing for each variant is the one the category chart picks
-//! ([`pick_trials`]). Step times are wall-clock on the machine that ran the experiment: compare
+//! (`figures::compared`). Step times are wall-clock on the machine that ran the experiment: compare
 //! them within one chart, not across machines.
-use super::pick::{comparison, pick_trials};
 use super::scale::{ByteAxis, XScale};
 use super::style::{house_style, label_style, palette};
-use super::{footnotes, framed, header, Chart, Plot};
-use crate::schema::SummaryRow;
+use super::{footnotes, framed, header, Chart, Compared, Plot};
 use crate::units::{format_bytes, format_tick};
 use anyhow::Result;
 use plotters::coord::Shift;
@@ -20,7 +18,7 @@ pub struct Tradeoff {
     pub title: String,
     pub subtitle: String,
     pub points: Vec<TradeoffPoint>,
-    /// Which swept value the points stand at ([`comparison`]), None without a sweep.
+    /// Which swept value the points stand at (`Compared::note`), None without a sweep.
     pub comparison: Option<String>,
 }
 
@@ -38,19 +36,22 @@ const NOTE: &str =
     "Step time: mean wall-clock time of a training step (the first excluded), on the machine that ran it.";
 
 impl Tradeoff {
-    pub fn from_summary(
-        rows: &[SummaryRow],
-        title: impl Into<String>,
-        subtitle: impl Into<String>,
-    ) -> Tradeoff {
-        let points = pick_trials(rows)
-            .into_iter()
+    /// One point per trial picked (`figures::compared` picks them) that has a step time.
+    pub fn from_picked(picked: &Compared, title: impl Into<String>, subtitle: impl Into<String>) -> Tradeoff {
+        let points = picked
+            .trials
+            .iter()
             .filter_map(|(label, r)| {
                 let s = r.step_seconds.filter(|s| s.is_finite() && *s >= 0.0)?;
-                Some(TradeoffPoint { label, trial: r.trial, peak: r.max_memory_allocated, step_seconds: s })
+                Some(TradeoffPoint {
+                    label: label.clone(),
+                    trial: r.trial,
+                    peak: r.max_memory_allocated,
+                    step_seconds: s,
+                })
             })
             .collect();
-        Tradeoff { title: title.into(), subtitle: subtitle.into(), points, comparison: comparison(rows) }
+        Tradeoff { title: title.into(), subtitle: subtitle.into(), points, comparison: picked.note.clone() }
     }
 }
 
@@ -133,8 +134,8 @@ impl Chart for Tradeoff {
 mod tests {
     use super::*;
     use crate::chart::render;
-    use crate::chart::test_support::{out_dir, png_size, summary, svg_texts};
-    use crate::schema::Status;
+    use crate::chart::test_support::{out_dir, picked, png_size, summary, svg_texts};
+    use crate::schema::{Status, SummaryRow};
 
     fn timed(trial: usize, variant: &str, peak: u64, seconds: Option<f64>) -> SummaryRow {
         let mut r = summary(trial, variant, None, Status::Ok);
@@ -144,14 +145,13 @@ mod tests {
     }
 
     #[test]
-    fn one_point_per_variant_with_a_step_time() {
+    fn one_point_per_trial_picked_with_a_step_time() {
         let rows = [
             timed(1, "none", 200 << 20, Some(1.5)),
             timed(2, "sqrt", 150 << 20, Some(2.0)),
             timed(3, "every1", 140 << 20, None),
-            timed(4, "none", 999 << 20, Some(9.0)),
         ];
-        let chart = Tradeoff::from_summary(&rows, "t", "s");
+        let chart = Tradeoff::from_picked(&picked(&rows, Some("each variant at its first trial")), "t", "s");
         assert_eq!(
             chart.points,
             [
@@ -159,6 +159,7 @@ mod tests {
                 TradeoffPoint { label: "sqrt".into(), trial: 2, peak: 150 << 20, step_seconds: 2.0 },
             ]
         );
+        assert_eq!(chart.comparison.as_deref(), Some("each variant at its first trial"));
         assert_eq!(chart.file_stem(), "time_vs_memory");
     }
 
@@ -171,7 +172,7 @@ mod tests {
             timed(2, "every1", 211 << 20, Some(1.5)),
             timed(3, "sqrt", 163 << 20, Some(1.75)),
         ];
-        let chart = Tradeoff::from_summary(&rows, "Time against memory", "fake device");
+        let chart = Tradeoff::from_picked(&picked(&rows, None), "Time against memory", "fake device");
         let out = render(&chart, &dir.join("tradeoff")).expect("rendered");
         assert_eq!(png_size(&out.png), (1280, 800));
         let texts = svg_texts(&std::fs::read_to_string(&out.svg).expect("svg readable"));
@@ -189,12 +190,14 @@ mod tests {
     #[test]
     fn renders_empty_and_single_inputs() {
         let temp = tempfile::tempdir().expect("temp dir");
-        render(&Tradeoff::from_summary(&[], "empty", ""), &temp.path().join("empty")).expect("empty");
+        render(&Tradeoff::from_picked(&picked(&[], None), "empty", ""), &temp.path().join("empty"))
+            .expect("empty");
         let untimed = [timed(1, "a", 10, None), timed(2, "b", 10, None)];
-        let chart = Tradeoff::from_summary(&untimed, "untimed", "");
+        let chart = Tradeoff::from_picked(&picked(&untimed, None), "untimed", "");
         assert!(chart.points.is_empty());
         render(&chart, &temp.path().join("untimed")).expect("untimed");
-        let one = Tradeoff::from_summary(&[timed(1, "", 3 << 30, Some(0.5))], "one", "");
+        let one = [timed(1, "", 3 << 30, Some(0.5))];
+        let one = Tradeoff::from_picked(&picked(&one, None), "one", "");
         assert_eq!(one.points.len(), 1);
         render(&one, &temp.path().join("one")).expect("one");
     }

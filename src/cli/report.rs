@@ -13,9 +13,10 @@ use crate::spec::{Amp, Config, Field, Spec, SweepMode};
 use crate::units::count;
 
 /// Draws the run's charts into its results folder, as `oomlab plot` would; returns the files
-/// written.
-pub fn charts(report: &RunReport) -> Result<Vec<PathBuf>> {
-    figures::draw_charts(&ExperimentDir::read(&report.dir)?, &[])
+/// written. `spec_budget`: the spec's own budget for the device (the plan's), named on the
+/// charts beside a `--budget` that replaced it.
+pub fn charts(report: &RunReport, spec_budget: Option<u64>) -> Result<Vec<PathBuf>> {
+    figures::draw_charts(&ExperimentDir::read(&report.dir)?, &[], spec_budget)
 }
 
 pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {

@@ -106,7 +106,8 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
     let mut report = runner::run(&plan, &opts).with_context(|| format!("running {}", args.spec.display()))?;
     let drawing = std::time::Instant::now();
     // A shard's charts would show a slice: the merge draws them.
-    let charts = if args.shard.is_some() { Ok(Vec::new()) } else { report::charts(&report) };
+    let charts =
+        if args.shard.is_some() { Ok(Vec::new()) } else { report::charts(&report, plan.spec_budget) };
     let charts = match charts {
         Ok(charts) => charts,
         Err(e) => {

@@ -28,6 +28,9 @@ pub struct Plan {
     pub target: Target,
     /// The budget for that device (`--budget`, else the spec's budget for the device).
     pub budget: Option<u64>,
+    /// The spec's own budget for that device, before `--budget`: the charts name it beside an
+    /// overriding one.
+    pub spec_budget: Option<u64>,
 }
 
 impl Plan {
@@ -41,11 +44,12 @@ impl Plan {
             DeviceChoice::Auto => Target::Cpu,
         };
         spec.run.device = device;
+        let spec_budget = spec.run.budget_on(target == Target::Cuda);
         if let Some(b) = overrides.budget {
             spec.run.set_budget(Some(b));
         }
         let budget = spec.run.budget_on(target == Target::Cuda);
-        Plan { spec, device, target, budget }
+        Plan { spec, device, target, budget, spec_budget }
     }
 
     /// The variants this machine does not run, and why: on the CPU, those that ask for matrix
@@ -132,8 +136,12 @@ budget = { cpu = "128MiB", cuda = "192MiB" }
         assert_eq!((p.device, p.target, p.budget), (DeviceChoice::Cuda(1), Target::Cuda, Some(1 << 30)));
         assert_eq!(p.spec.run.device, DeviceChoice::Cuda(1));
         assert_eq!((p.spec.run.budget, p.spec.run.cuda_budget), (Some(1 << 30), Some(1 << 30)));
+        assert_eq!(p.spec_budget, Some(192 << 20), "the spec's own CUDA budget, kept for the charts");
         let cpu = Plan::new(spec(), Overrides { device: Some(DeviceChoice::Cpu), budget: None }, true);
-        assert_eq!((cpu.target, cpu.budget), (Target::Cpu, Some(128 << 20)));
+        assert_eq!(
+            (cpu.target, cpu.budget, cpu.spec_budget),
+            (Target::Cpu, Some(128 << 20), Some(128 << 20))
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! The category chart's data: a bar per picked trial, its categories measured from the trace,
 //! and the notes a reader needs to read the stacks.
-use crate::chart::pick::{comparison, pick_trials};
+use crate::chart::Compared;
 use crate::schema::{Phase, PhaseRecord, SummaryRow};
 
 /// The categories, bottom to top of a bar.
@@ -13,7 +13,7 @@ pub struct CategoryBars {
     pub title: String,
     pub subtitle: String,
     pub bars: Vec<CategoryBar>,
-    /// Which swept value the bars stand at ([`comparison`]), None without a sweep.
+    /// Which swept value the bars stand at (`Compared::note`), None without a sweep.
     pub comparison: Option<String>,
 }
 
@@ -74,18 +74,20 @@ impl CategoryBar {
 }
 
 impl CategoryBars {
-    /// One bar per trial [`pick_trials`] picks.
-    pub fn from_results(
-        rows: &[SummaryRow],
+    /// One bar per trial picked (`figures::compared` picks them), with its label, and where
+    /// they stand for the reader.
+    pub fn from_picked(
+        picked: &Compared,
         trace: &[PhaseRecord],
         title: impl Into<String>,
         subtitle: impl Into<String>,
     ) -> CategoryBars {
-        let bars = pick_trials(rows)
-            .into_iter()
-            .map(|(label, row)| CategoryBar::from_trace(label, row, trace))
+        let bars = picked
+            .trials
+            .iter()
+            .map(|(label, row)| CategoryBar::from_trace(label.clone(), row, trace))
             .collect();
-        CategoryBars { title: title.into(), subtitle: subtitle.into(), bars, comparison: comparison(rows) }
+        CategoryBars { title: title.into(), subtitle: subtitle.into(), bars, comparison: picked.note.clone() }
     }
 
     fn autocast(&self) -> bool {

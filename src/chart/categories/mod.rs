@@ -18,7 +18,7 @@
 //! peak line says what the trial really needed. Modes without backward have no optimizer step
 //! nor zero_grad: their optimizer state and gradients are 0.
 //!
-//! The trial that stands for each variant is the one [`pick_trials`] picks.
+//! The trial that stands for each variant is the one `figures::compared` picks.
 //!
 //! [`data`] measures the categories from the trace; [`draw`] stacks them.
 mod data;

@@ -2,7 +2,7 @@
 //! and the chart drawn for variants, one trial, none, and a sweep.
 use super::{CategoryBar, CategoryBars, CATEGORY_NAMES};
 use crate::chart::render;
-use crate::chart::test_support::{out_dir, png_size, summary, svg_texts};
+use crate::chart::test_support::{out_dir, picked, png_size, summary, svg_texts};
 use crate::schema::{Phase, PhaseRecord, Status};
 
 fn rec(trial: usize, step: usize, micro: usize, phase: Phase, allocated: u64) -> PhaseRecord {
@@ -93,7 +93,7 @@ fn renders_png_and_svg_with_names_and_categories() {
             r
         }));
     }
-    let chart = CategoryBars::from_results(&rows, &trace, "Memory by category", "fake device");
+    let chart = CategoryBars::from_picked(&picked(&rows, None), &trace, "Memory by category", "fake device");
     let out = render(&chart, &dir.join("categories")).expect("rendered");
     assert_eq!(png_size(&out.png), (1280, 800));
     assert!(out.png.ends_with("categories.png"));
@@ -110,10 +110,11 @@ fn renders_png_and_svg_with_names_and_categories() {
 #[test]
 fn renders_empty_and_single_inputs() {
     let temp = tempfile::tempdir().expect("temp dir");
-    let empty = CategoryBars::from_results(&[], &[], "empty", "");
+    let empty = CategoryBars::from_picked(&picked(&[], None), &[], "empty", "");
     render(&empty, &temp.path().join("empty")).expect("empty renders");
     let row = summary(1, "", None, Status::Ok);
-    let one = CategoryBars::from_results(&[row], &train_trace(1), "one", "");
+    let one = [row];
+    let one = CategoryBars::from_picked(&picked(&one, None), &train_trace(1), "one", "");
     assert_eq!(one.bars.len(), 1);
     let out = render(&one, &temp.path().join("one")).expect("one renders");
     let texts = svg_texts(&std::fs::read_to_string(&out.svg).expect("svg readable"));
@@ -122,7 +123,8 @@ fn renders_empty_and_single_inputs() {
     // A sweep says where the bars stand.
     let rows = [summary(1, "fp32", Some(64.0), Status::Ok), summary(2, "bf16", Some(64.0), Status::Ok)];
     let trace: Vec<PhaseRecord> = train_trace(1).into_iter().chain(train_trace(2)).collect();
-    let out = render(&CategoryBars::from_results(&rows, &trace, "swept", ""), &temp.path().join("swept"))
+    let picks = picked(&rows, Some("each variant at batch_size 64, the largest every variant ran"));
+    let out = render(&CategoryBars::from_picked(&picks, &trace, "swept", ""), &temp.path().join("swept"))
         .expect("sweep renders");
     let texts = svg_texts(&std::fs::read_to_string(&out.svg).expect("svg readable"));
     let desc = "variant: each variant at batch_size 64, the largest every variant ran";

@@ -1,22 +1,99 @@
-//! Which trial stands for each variant on the charts that compare variants (memory by category,
-//! time against memory): its first trial that ran; in a sweep, the one at the largest swept
-//! value every variant ran, so that the charts compare like with like.
-use super::scale::swept_key;
-use crate::schema::SummaryRow;
+//! The one chart picker: which charts an experiment gets ([`select`]), which trials get a
+//! timeline, and which trial stands for each variant on the charts that compare variants
+//! (memory by category, time against memory: [`compared`]), its first trial that ran; in a
+//! sweep, the one at the largest swept value every variant ran, so that the charts compare like
+//! with like. The charts draw what they are handed.
+use anyhow::{bail, Result};
+
+use crate::chart::scale::swept_key;
+use crate::chart::Compared;
+use crate::schema::{Status, SummaryRow};
 use crate::units::format_tick;
 
-/// The trial that stands for each variant, with the variant's name, in the order the variants
-/// first appear. Only trials that ran count. In a sweep, the largest swept value at which
-/// every variant ran; when there is none, each variant's largest value that ran. Without
-/// variants (all names empty), every trial that ran, labelled "trial N" or "<key> <value>".
-pub fn pick_trials(rows: &[SummaryRow]) -> Vec<(String, &SummaryRow)> {
-    choose(rows).0
+/// A chart to draw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pick {
+    /// Peak against the swept value, for one variant ("" without variants).
+    Sweep { variant: String },
+    /// One trial's memory timeline.
+    Timeline { trial: usize, why: Why },
+    /// Memory by category, one bar per variant.
+    Categories,
+    /// Step time against peak memory, one point per variant.
+    Tradeoff,
 }
 
-/// Which swept value the picked trials are compared at, for the reader: "each variant at
-/// batch_size 8192, the largest every variant ran", or None without a sweep or variants.
-pub fn comparison(rows: &[SummaryRow]) -> Option<String> {
-    choose(rows).1
+/// Why a trial's timeline is drawn; it goes into the title.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Why {
+    /// The highest peak among the trials of its variant that ran.
+    HighestFit,
+    /// The first trial of its variant that ran out of memory.
+    FirstOom,
+    /// Asked for with `--trial`.
+    Asked,
+}
+
+/// The charts for an experiment, in the order they are drawn: the sweep chart of each variant
+/// with a swept value, then the timelines, each trial once, then with two variants or more the
+/// category and time-against-memory charts. A trial asked for that is not in the summary is
+/// an error (the reader keeps whole trials only).
+pub fn select(rows: &[SummaryRow], extra_trials: &[usize]) -> Result<Vec<Pick>> {
+    let mut variants: Vec<&str> = Vec::new();
+    for r in rows {
+        if !variants.contains(&r.variant.as_str()) {
+            variants.push(&r.variant);
+        }
+    }
+    let mut picks: Vec<Pick> = variants
+        .iter()
+        .filter(|v| rows.iter().any(|r| r.variant == **v && r.value.is_some_and(f64::is_finite)))
+        .map(|v| Pick::Sweep { variant: v.to_string() })
+        .collect();
+    let mut trials: Vec<(usize, Why)> = Vec::new();
+    for v in &variants {
+        let mine = || rows.iter().filter(|r| r.variant == *v);
+        let highest = mine()
+            .filter(|r| r.status.fitted())
+            .max_by_key(|r| (r.max_memory_allocated.max(r.max_memory_reserved), std::cmp::Reverse(r.trial)));
+        let first_oom = mine()
+            .filter(|r| r.status == Status::Oom)
+            .min_by(|a, b| oom_order(a).partial_cmp(&oom_order(b)).unwrap_or(std::cmp::Ordering::Equal));
+        trials.extend(highest.map(|r| (r.trial, Why::HighestFit)));
+        trials.extend(first_oom.map(|r| (r.trial, Why::FirstOom)));
+    }
+    for &t in extra_trials {
+        if !rows.iter().any(|r| r.trial == t) {
+            let known: Vec<String> = rows.iter().map(|r| r.trial.to_string()).collect();
+            bail!(
+                "--trial {t}: no such trial in summary.csv or trace.csv (trials: {})",
+                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+            );
+        }
+        trials.push((t, Why::Asked));
+    }
+    let mut seen = Vec::new();
+    for (trial, why) in trials {
+        if !seen.contains(&trial) {
+            seen.push(trial);
+            picks.push(Pick::Timeline { trial, why });
+        }
+    }
+    if variants.len() >= 2 {
+        picks.extend([Pick::Categories, Pick::Tradeoff]);
+    }
+    Ok(picks)
+}
+
+/// The order "first OOM" means: the smallest swept value, then the earliest trial.
+fn oom_order(r: &SummaryRow) -> (f64, usize) {
+    (r.value.filter(|v| v.is_finite()).unwrap_or(f64::INFINITY), r.trial)
+}
+
+/// The trials that stand for each variant (see [`Compared`]).
+pub fn compared(rows: &[SummaryRow]) -> Compared<'_> {
+    let (trials, note) = choose(rows);
+    Compared { trials, note }
 }
 
 fn choose(rows: &[SummaryRow]) -> (Vec<(String, &SummaryRow)>, Option<String>) {
@@ -83,7 +160,14 @@ fn trial_label(r: &SummaryRow) -> String {
 mod tests {
     use super::*;
     use crate::chart::test_support::summary;
-    use crate::schema::Status;
+
+    fn pick_trials(rows: &[SummaryRow]) -> Vec<(String, &SummaryRow)> {
+        compared(rows).trials
+    }
+
+    fn comparison(rows: &[SummaryRow]) -> Option<String> {
+        compared(rows).note
+    }
 
     #[test]
     fn a_sweep_is_compared_at_the_largest_value_every_variant_ran() {

@@ -9,15 +9,19 @@
 //!   and what broke the next one;
 //! - the timelines of any trials asked for by number (`--trial N`);
 //! - with at least two variants, memory by category per variant ([`CategoryBars`]) and step time
-//!   against peak memory ([`Tradeoff`]), each variant at the trial [`chart::pick_trials`] picks.
+//!   against peak memory ([`Tradeoff`]), each variant at the trial [`compared`] picks.
+mod pick;
+
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 use crate::chart::{self, CategoryBars, SweepPeak, Timeline, Tradeoff};
 use crate::results::{perfetto, ExperimentDir, Manifest};
 use crate::schema::{Status, SummaryRow, TraceLevel};
 use crate::spec::format_size;
+
+pub use pick::{compared, select, Pick, Why};
 
 /// What [`plot`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,14 +36,21 @@ pub struct Plotted {
 /// `oomlab plot`: redraws every chart of the folder, and `trace.json` from `trace.csv`.
 pub fn plot(dir: &Path, extra_trials: &[usize]) -> Result<Plotted> {
     let exp = ExperimentDir::read(dir)?;
-    let charts = draw_charts(&exp, extra_trials)?;
+    let charts = draw_charts(&exp, extra_trials, recorded_spec_budget(&exp.manifest))?;
     let trace_json = perfetto::write_trace_json(&exp.dir, &exp.trace, &exp.rows)?;
     Ok(Plotted { charts, trace_json, cut_row: exp.cut_row })
 }
 
 /// Draws the charts [`select`] picks into the experiment's folder; returns the files written.
-pub fn draw_charts(exp: &ExperimentDir, extra_trials: &[usize]) -> Result<Vec<PathBuf>> {
+/// `spec_budget` is the spec's own budget for the run's device, named beside a `--budget` that
+/// replaced it: the plan's where a run has one in hand, else the recorded spec's.
+pub fn draw_charts(
+    exp: &ExperimentDir,
+    extra_trials: &[usize],
+    spec_budget: Option<u64>,
+) -> Result<Vec<PathBuf>> {
     let (dir, manifest, rows, trace) = (&exp.dir, &exp.manifest, &exp.rows, &exp.trace);
+    let subtitle = |variant: &str| subtitle(manifest, variant, spec_budget);
     let budget = manifest.device.budget_bytes;
     let title = exp.title();
     // Runs from before `--trace` measured every phase.
@@ -50,8 +61,7 @@ pub fn draw_charts(exp: &ExperimentDir, extra_trials: &[usize]) -> Result<Vec<Pa
         let out = match pick {
             Pick::Sweep { variant } => {
                 let mine: Vec<SummaryRow> = rows.iter().filter(|r| r.variant == variant).cloned().collect();
-                let mut chart =
-                    SweepPeak::from_summary(&mine, title.clone(), subtitle(manifest, &variant), budget);
+                let mut chart = SweepPeak::from_summary(&mine, title.clone(), subtitle(&variant), budget);
                 chart.stem_suffix = (!variant.is_empty()).then(|| format!("-{variant}"));
                 chart::render(&chart, dir)?
             }
@@ -66,7 +76,7 @@ pub fn draw_charts(exp: &ExperimentDir, extra_trials: &[usize]) -> Result<Vec<Pa
                     trace,
                     row,
                     timeline_title(row, why),
-                    subtitle(manifest, &row.variant),
+                    subtitle(&row.variant),
                     budget,
                 );
                 chart::render(&chart, dir)?
@@ -74,23 +84,19 @@ pub fn draw_charts(exp: &ExperimentDir, extra_trials: &[usize]) -> Result<Vec<Pa
             // Categories are told apart by what each phase adds: they need a row per phase.
             Pick::Categories if !per_phase => continue,
             Pick::Categories => {
-                let chart = CategoryBars::from_results(
-                    rows,
+                let chart = CategoryBars::from_picked(
+                    &compared(rows),
                     trace,
                     format!("{title}: memory by category"),
-                    subtitle(manifest, ""),
+                    subtitle(""),
                 );
                 chart::render(&chart, dir)?
             }
             Pick::Tradeoff => {
-                let chart = Tradeoff::from_summary(
-                    rows,
+                let chart = Tradeoff::from_picked(
+                    &compared(rows),
                     format!("{title}: step time against peak memory"),
-                    format!(
-                        "{}; step times from that machine (--trace {})",
-                        subtitle(manifest, ""),
-                        level.as_str()
-                    ),
+                    format!("{}; step times from that machine (--trace {})", subtitle(""), level.as_str()),
                 );
                 chart::render(&chart, dir)?
             }
@@ -100,91 +106,11 @@ pub fn draw_charts(exp: &ExperimentDir, extra_trials: &[usize]) -> Result<Vec<Pa
     Ok(files)
 }
 
-/// A chart to draw.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Pick {
-    /// Peak against the swept value, for one variant ("" without variants).
-    Sweep { variant: String },
-    /// One trial's memory timeline.
-    Timeline { trial: usize, why: Why },
-    /// Memory by category, one bar per variant.
-    Categories,
-    /// Step time against peak memory, one point per variant.
-    Tradeoff,
-}
-
-/// Why a trial's timeline is drawn; it goes into the title.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Why {
-    /// The highest peak among the trials of its variant that ran.
-    HighestFit,
-    /// The first trial of its variant that ran out of memory.
-    FirstOom,
-    /// Asked for with `--trial`.
-    Asked,
-}
-
-/// The charts for an experiment, in the order they are drawn: the sweep chart of each variant
-/// with a swept value, then the timelines, each trial once, then with two variants or more the
-/// category and time-against-memory charts. A trial asked for that is not in the summary is
-/// an error (the reader keeps whole trials only).
-pub fn select(rows: &[SummaryRow], extra_trials: &[usize]) -> Result<Vec<Pick>> {
-    let mut variants: Vec<&str> = Vec::new();
-    for r in rows {
-        if !variants.contains(&r.variant.as_str()) {
-            variants.push(&r.variant);
-        }
-    }
-    let mut picks: Vec<Pick> = variants
-        .iter()
-        .filter(|v| rows.iter().any(|r| r.variant == **v && r.value.is_some_and(f64::is_finite)))
-        .map(|v| Pick::Sweep { variant: v.to_string() })
-        .collect();
-    let mut trials: Vec<(usize, Why)> = Vec::new();
-    for v in &variants {
-        let mine = || rows.iter().filter(|r| r.variant == *v);
-        let highest = mine()
-            .filter(|r| r.status.fitted())
-            .max_by_key(|r| (r.max_memory_allocated.max(r.max_memory_reserved), std::cmp::Reverse(r.trial)));
-        let first_oom = mine()
-            .filter(|r| r.status == Status::Oom)
-            .min_by(|a, b| oom_order(a).partial_cmp(&oom_order(b)).unwrap_or(std::cmp::Ordering::Equal));
-        trials.extend(highest.map(|r| (r.trial, Why::HighestFit)));
-        trials.extend(first_oom.map(|r| (r.trial, Why::FirstOom)));
-    }
-    for &t in extra_trials {
-        if !rows.iter().any(|r| r.trial == t) {
-            let known: Vec<String> = rows.iter().map(|r| r.trial.to_string()).collect();
-            bail!(
-                "--trial {t}: no such trial in summary.csv or trace.csv (trials: {})",
-                if known.is_empty() { "none".to_string() } else { known.join(", ") }
-            );
-        }
-        trials.push((t, Why::Asked));
-    }
-    let mut seen = Vec::new();
-    for (trial, why) in trials {
-        if !seen.contains(&trial) {
-            seen.push(trial);
-            picks.push(Pick::Timeline { trial, why });
-        }
-    }
-    if variants.len() >= 2 {
-        picks.extend([Pick::Categories, Pick::Tradeoff]);
-    }
-    Ok(picks)
-}
-
-/// The order "first OOM" means: the smallest swept value, then the earliest trial.
-fn oom_order(r: &SummaryRow) -> (f64, usize) {
-    (r.value.filter(|v| v.is_finite()).unwrap_or(f64::INFINITY), r.trial)
-}
-
 /// `"depth_sweep [fp16] on Tesla T4 (cuda:0), budget 15.90 GiB, libtorch 2.11.0, 1a2b3c4d5e"`:
 /// the device and budget the run had, and where the budget was not the spec's own (`--budget`),
 /// the spec's beside it, since the title (the spec's description) may name the spec's.
-pub fn subtitle(m: &Manifest, variant: &str) -> String {
-    let budget = match (m.device.budget_bytes, spec_budget(m)) {
+pub fn subtitle(m: &Manifest, variant: &str, spec_budget: Option<u64>) -> String {
+    let budget = match (m.device.budget_bytes, spec_budget) {
         (Some(b), Some(s)) if b != s => {
             format!("budget {} (--budget; the spec's is {})", format_size(b), format_size(s))
         }
@@ -205,8 +131,8 @@ pub fn subtitle(m: &Manifest, variant: &str) -> String {
 }
 
 /// The budget the recorded spec sets for the device the run was on (`None` if none, or if the
-/// spec no longer parses).
-fn spec_budget(m: &Manifest) -> Option<u64> {
+/// spec no longer parses): what `plot` has, with no plan in hand.
+pub fn recorded_spec_budget(m: &Manifest) -> Option<u64> {
     let spec = crate::spec::parse(&m.spec_source, std::path::Path::new(&m.spec_path)).ok()?;
     spec.run.budget_on(m.device.resolved.starts_with("cuda"))
 }
@@ -310,10 +236,15 @@ mod tests {
                          features = 2\nclasses = 2\n[training]\noptimizer = \"sgd\"\nbatch_size = 4\n[run]\n\
                          budget = \"15.90GiB\"\n"
                 .into();
-        let s = subtitle(&m, "");
+        let spec_budget = recorded_spec_budget(&m);
+        assert_eq!(spec_budget, Some(crate::spec::parse_size("15.90GiB").unwrap()));
+        let s = subtitle(&m, "", spec_budget);
         assert!(s.contains("on AMD EPYC (cpu), budget 2.00 GiB (--budget; the spec's is 15.90 GiB)"), "{s}");
-        m.device.budget_bytes = Some(crate::spec::parse_size("15.90GiB").unwrap());
-        assert!(subtitle(&m, "").contains("(cpu), budget 15.90 GiB, libtorch"), "{}", subtitle(&m, ""));
+        m.device.budget_bytes = spec_budget;
+        let s = subtitle(&m, "", spec_budget);
+        assert!(s.contains("(cpu), budget 15.90 GiB, libtorch"), "{s}");
+        let s = subtitle(&m, "", None);
+        assert!(s.contains("(cpu), budget 15.90 GiB (--budget; the spec has none)"), "{s}");
     }
 
     #[test]
