@@ -5,129 +5,12 @@
 //! a select's zeros, a reduction, a product, each a new tensor.
 use std::rc::Rc;
 
-use super::node::Node;
+use super::alloc::{new, new_like_dt};
+use super::flash::{flash_acc, flash_chunks, flash_split};
+use super::node::{Node, Rule};
 use super::tensor::{view_strides, Dt, Sym};
 use super::{kernels, Ctx};
 use crate::estimate::ledger::Category::Transient;
-
-/// A node's backward, with the shapes it needs.
-pub(crate) enum Rule {
-    /// `addmm(bias, mat1, weight.t())`; edges `[bias, mat1, weight]`. The input's gradient
-    /// (`grad.mm(weight)`), then the weight's, then the bias's `sum_to` (in `validate_outputs`).
-    Addmm {
-        mat1: Vec<i64>,
-        weight: Vec<i64>,
-        bias: Vec<i64>,
-    },
-    /// `mm(a, b)` / `bmm(a, b)`; edges `[a, b]`. `b`'s gradient first, then `a`'s.
-    Mm {
-        a: Vec<i64>,
-        b: Vec<i64>,
-    },
-    /// `threshold_backward`: a new tensor of the output's shape.
-    Relu {
-        shape: Vec<i64>,
-    },
-    /// `grad * other` for a factor that needs no grad (a dropout mask, checkpointing's upstream).
-    MulByConstant {
-        shape: Vec<i64>,
-    },
-    /// `grad * s` for a C++ scalar `s`: the scalar wrapped (8 bytes, cast to the dtype on the
-    /// CPU), then the product.
-    MulScalar {
-        shape: Vec<i64>,
-    },
-    /// `grad / s` (a loss divided by the micro-batches): as `MulScalar`.
-    DivScalar {
-        shape: Vec<i64>,
-    },
-    /// `sum()`: `grad.expand(shape)`, a view.
-    Sum {
-        shape: Vec<i64>,
-    },
-    /// `mean(dim)` and `adaptive_avg_pool2d(1)`: the input's gradient, with a wrapped scalar
-    /// for the division.
-    MeanLike {
-        input: Vec<i64>,
-    },
-    /// `a + b` and `a.add_(b)`: the same gradient to both (a broadcast one reduced to its input's
-    /// shape in `validate_outputs`, a new tensor).
-    Add {
-        shapes: [Vec<i64>; 2],
-    },
-    /// `log_softmax`: a new `[N, K]`.
-    LogSoftmax {
-        shape: Vec<i64>,
-    },
-    /// `nll_loss`: a new `[N, K]` (zeros, the targets filled).
-    NllLoss {
-        input: Vec<i64>,
-    },
-    /// `_safe_softmax`: a new tensor of its shape.
-    Softmax {
-        shape: Vec<i64>,
-    },
-    /// `native_layer_norm_backward`: the input's gradient, the weight's and the bias's, a copy
-    /// of the incoming gradient when it is not contiguous, and per-thread partial sums of the
-    /// weight's and bias's gradients (`2 * threads * d` floats, CPU) that go at once.
-    LayerNorm {
-        input: Vec<i64>,
-        d: i64,
-    },
-    /// `native_batch_norm_backward` (CPU): a temporary of the input's size, the weight's and
-    /// bias's gradients, the input's; per-thread buffers at a 1x1 spatial size.
-    BatchNorm {
-        input: Vec<i64>,
-    },
-    /// `max_pool2d_with_indices_backward`: zeros of the input's size.
-    MaxPool {
-        input: Vec<i64>,
-    },
-    /// `embedding_dense_backward`: zeros of the weight's size.
-    Embedding {
-        weight: Vec<i64>,
-    },
-    /// `convolution_backward`; edges `[input, weight, bias]`: what its kernels allocate (on the
-    /// CPU measured once per shape, [`kernels`]), then the gradients.
-    Conv(Rc<kernels::ConvBackward>),
-    /// A view (`view`, `reshape`, `flatten`, `unflatten`, `_unsafe_view`): the gradient
-    /// reshaped to the input's shape, a copy when the incoming one cannot be viewed so.
-    View {
-        input: Vec<i64>,
-    },
-    /// `transpose`, `permute` (`order`: the forward's dimension order), `unsqueeze(d)`,
-    /// `squeeze(d)`, and `clone` or `expand` to the same shape: the gradient viewed back,
-    /// nothing allocated.
-    Permute {
-        order: Vec<usize>,
-    },
-    Unsqueeze {
-        dim: usize,
-    },
-    Squeeze {
-        dim: usize,
-    },
-    Pass,
-    /// `select`: zeros of the input's size, the gradient copied into its slice.
-    Select {
-        input: Vec<i64>,
-    },
-    /// `_scaled_dot_product_flash_attention_for_cpu`'s backward: zeros for the three gradients,
-    /// the incoming gradient made contiguous (it arrives permuted), and per-thread buffers.
-    Flash {
-        q: Vec<i64>,
-        k: Vec<i64>,
-        v: Vec<i64>,
-    },
-    /// `x.to(dtype)` (autocast's casts): the gradient cast back to `dt`, the input's.
-    ToCopy {
-        dt: Dt,
-    },
-}
-
-fn new(ctx: &Rc<Ctx>, shape: &[i64], dt: Dt) -> Sym {
-    Sym::alloc(ctx, shape, dt, Transient)
-}
 
 /// A wrapped C++ scalar for a pointwise op on the CPU (8 bytes, and its cast to the op's dtype
 /// unless that is double), made and gone around the op's output.
@@ -145,70 +28,6 @@ pub(crate) fn reshape(ctx: &Rc<Ctx>, grad: &Sym, shape: &[i64]) -> Sym {
     match view_strides(&grad.shape(), &grad.strides(), shape) {
         Some(strides) => grad.view_as(shape.to_vec(), strides),
         None => new(ctx, shape, grad.dt()),
-    }
-}
-
-/// How many chunks `at::parallel_for(0, n, 1, ..)` runs `n` work items in on `threads` threads
-/// (OpenMP's backend, `ParallelOpenMP.h`): as many threads as items at most, each a contiguous
-/// chunk of `ceil(n / threads)` items, those left empty not run.
-pub(crate) fn flash_chunks(n: i64, threads: usize) -> usize {
-    let threads = (threads.max(1) as i64).min(n.max(1));
-    let chunk = (n + threads - 1) / threads;
-    ((n + chunk - 1) / chunk).max(1) as usize
-}
-
-/// The bytes by which a backward peak through the CPU flash kernel may fall short of the
-/// estimate on a busy machine: the chunks' `dsum` buffers are modelled live at once, and all but
-/// one of them may come and go before another is made. For a query of `[batch, heads, len, _]`
-/// whose accumulate type takes `acc_bytes` (8 for float64, else 4).
-pub fn flash_backward_racy(batch: i64, heads: i64, len: i64, threads: usize, acc_bytes: u64) -> u64 {
-    let chunks = flash_chunks(batch * heads, threads) as u64;
-    (chunks - 1) * acc_bytes * flash_split(len) as u64
-}
-
-/// The CPU flash kernel's query block: 32 rows under 192, 64 under 768, else 256 (at most the
-/// sequence).
-pub(crate) fn flash_split(l: i64) -> i64 {
-    let split = if l < 192 {
-        32
-    } else if l < 768 {
-        64
-    } else {
-        256
-    };
-    split.min(l)
-}
-
-impl Rule {
-    /// The libtorch node it stands for, for logs.
-    pub(crate) fn name(&self) -> &'static str {
-        match self {
-            Rule::Addmm { .. } => "AddmmBackward0",
-            Rule::Mm { .. } => "MmBackward0/BmmBackward0",
-            Rule::Relu { .. } => "ReluBackward0",
-            Rule::MulByConstant { .. } => "MulBackward0",
-            Rule::MulScalar { .. } => "MulBackward1",
-            Rule::DivScalar { .. } => "DivBackward1",
-            Rule::Sum { .. } => "SumBackward0",
-            Rule::MeanLike { .. } => "MeanBackward1",
-            Rule::Add { .. } => "AddBackward0",
-            Rule::LogSoftmax { .. } => "LogSoftmaxBackward0",
-            Rule::NllLoss { .. } => "NllLossBackward0",
-            Rule::Softmax { .. } => "SafeSoftmaxBackward0",
-            Rule::LayerNorm { .. } => "NativeLayerNormBackward0",
-            Rule::BatchNorm { .. } => "NativeBatchNormBackward0",
-            Rule::MaxPool { .. } => "MaxPool2DWithIndicesBackward0",
-            Rule::Embedding { .. } => "EmbeddingBackward0",
-            Rule::Conv(_) => "ConvolutionBackward0",
-            Rule::View { .. } => "ViewBackward0",
-            Rule::Permute { .. } => "PermuteBackward0",
-            Rule::Unsqueeze { .. } => "UnsqueezeBackward0",
-            Rule::Squeeze { .. } => "SqueezeBackward0",
-            Rule::Pass => "CloneBackward0",
-            Rule::Select { .. } => "SelectBackward0",
-            Rule::Flash { .. } => "ScaledDotProductFlashAttentionForCpuBackward0",
-            Rule::ToCopy { .. } => "ToCopyBackward0",
-        }
     }
 }
 
@@ -316,12 +135,12 @@ pub(crate) fn apply(ctx: &Rc<Ctx>, node: &Node, inputs: &[Option<Sym>]) -> Vec<O
         }
         Rule::Pass => vec![Some(grad.handle())],
         Rule::Select { input } => vec![Some(new(ctx, input, dt))],
-        Rule::ToCopy { dt } => vec![Some(super::ops::new_like_dt(ctx, grad, *dt))],
+        Rule::ToCopy { dt } => vec![Some(new_like_dt(ctx, grad, *dt))],
         Rule::Flash { q, k, v } => {
             let (gq, gk, gv) = (new(ctx, q, dt), new(ctx, k, dt), new(ctx, v, dt));
             let copy = (!grad.is_contiguous()).then(|| new(ctx, &grad.shape(), dt));
             let (qs, kvs) = (flash_split(q[2]), 512.min(k[2]));
-            let acc = super::ops::flash_acc(dt);
+            let acc = flash_acc(dt);
             let buffer = new(ctx, &[ctx.threads as i64 * 2 * qs * kvs], acc);
             // In low precision the gradients of the scores also go through the input's dtype.
             let low = matches!(dt.0, tch::Kind::Half | tch::Kind::BFloat16);

@@ -68,7 +68,7 @@ pub(crate) fn backward(ctx: &Rc<Ctx>, root: &Sym) {
                 // (mixed precision), while the incoming gradients are still held.
                 for (grad, dt) in outputs.iter_mut().zip(&node.dts) {
                     if let Some(g) = grad.as_ref().filter(|g| g.dt() != *dt) {
-                        let cast = super::ops::new_like_dt(ctx, g, *dt);
+                        let cast = super::alloc::new_like_dt(ctx, g, *dt);
                         *grad = Some(cast);
                     }
                 }

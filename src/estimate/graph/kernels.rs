@@ -26,7 +26,6 @@ use serde::{Deserialize, Serialize};
 
 use tch::{Device, Kind, Tensor};
 
-use super::backward::Rule;
 use super::tensor::{Dt, Sym};
 use super::Ctx;
 use crate::estimate::ledger::Category::Transient;
@@ -350,7 +349,7 @@ fn conv_output(input: &[i64], weight: &[i64], stride: i64, padding: i64) -> Vec<
     vec![input[0], weight[0], side(input[2], weight[2]), side(input[3], weight[3])]
 }
 
-/// `F.conv2d`: the output, and on the CPU what oneDNN makes on the way.
+/// `F.conv2d`: the output and what its backward needs; on the CPU what oneDNN makes on the way.
 pub(crate) fn conv_forward(
     ctx: &Rc<Ctx>,
     x: &Sym,
@@ -359,10 +358,10 @@ pub(crate) fn conv_forward(
     stride: i64,
     padding: i64,
     groups: i64,
-) -> (Sym, Rule) {
+) -> (Sym, Rc<ConvBackward>) {
     let (input, weight, dt) = (x.shape(), w.shape(), x.dt());
     let out_shape = conv_output(&input, &weight, stride, padding);
-    let rule = Rule::Conv(Rc::new(ConvBackward {
+    let rule = Rc::new(ConvBackward {
         input: input.clone(),
         weight: weight.clone(),
         bias,
@@ -370,7 +369,7 @@ pub(crate) fn conv_forward(
         padding,
         groups,
         dt,
-    }));
+    });
     if ctx.target == Target::Cuda {
         return (Sym::alloc(ctx, &out_shape, dt, Transient), rule);
     }

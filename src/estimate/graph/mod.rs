@@ -9,8 +9,18 @@
 //!
 //! A replay is installed on the thread ([`Ctx::install`]) while the model code runs; its
 //! tensors then count into its ledger, and free themselves when their last holder goes.
+//!
+//! The files depend one way, from the data up: [`tensor`] (a symbolic tensor and the storage
+//! it holds in a ledger) and [`node`] (the autograd graph: a node saves tensors, a tensor names
+//! the node that made it, and each node's [`node::Rule`]) at the bottom; [`kernels`] (what a
+//! CPU kernel was measured to allocate) and [`flash`] (the CPU flash kernel's sizes) beside
+//! them; [`alloc`] (a new tensor in the installed replay); [`backward`] (each rule's
+//! allocations), then [`engine`] (the order backward runs them), then [`ops`] (every op, and
+//! `backward()` through the engine) on top.
+pub(crate) mod alloc;
 pub(crate) mod backward;
 pub(crate) mod engine;
+pub(crate) mod flash;
 pub(crate) mod kernels;
 pub(crate) mod node;
 pub(crate) mod ops;
@@ -21,7 +31,7 @@ mod tests;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-pub use backward::flash_backward_racy;
+pub use flash::flash_backward_racy;
 pub use tensor::Sym;
 
 use super::ledger::Shared;

@@ -14,39 +14,16 @@ use std::rc::Rc;
 
 use tch::{Device, Kind};
 
-use super::backward::Rule;
+use super::alloc::{alloc_like, new, new_like, new_like_dt};
 use super::engine;
+use super::flash::{flash_acc, flash_split};
 use super::kernels;
-use super::node::{Edge, Node};
+use super::node::{Edge, Node, Rule};
 use super::tensor::{contiguous_strides, numel, view_strides, Dt, Sym};
 use super::{ctx, Ctx, GradMode};
 use crate::estimate::ledger::Category::{Activations, AmpCopies, Params, Transient};
 use crate::estimate::Target;
 use crate::nn::{Init, Ops, Place, Result};
-
-fn new(ctx: &Rc<Ctx>, shape: &[i64], dt: Dt) -> Sym {
-    Sym::alloc(ctx, shape, dt, Transient)
-}
-
-/// A new tensor laid out as `like` (TensorIterator keeps a dense input's memory order for its
-/// output), or contiguous.
-fn new_like(ctx: &Rc<Ctx>, like: &Sym) -> Sym {
-    new_like_dt(ctx, like, like.dt())
-}
-
-/// A new tensor of `like`'s shape and layout in `dt` (`like.to(dt)`).
-pub(crate) fn new_like_dt(ctx: &Rc<Ctx>, like: &Sym, dt: Dt) -> Sym {
-    alloc_like(ctx, like, dt, Transient)
-}
-
-/// A new tensor of `like`'s shape and layout in `dt`, filed under `category`.
-fn alloc_like(ctx: &Rc<Ctx>, like: &Sym, dt: Dt, category: crate::estimate::Category) -> Sym {
-    let t = Sym::alloc(ctx, &like.shape(), dt, category);
-    if !like.is_contiguous() && like.is_dense() {
-        *t.0.strides.borrow_mut() = like.strides();
-    }
-    t
-}
 
 fn is_low(kind: Kind) -> bool {
     matches!(kind, Kind::Half | Kind::BFloat16)
@@ -415,7 +392,8 @@ impl Ops for Sym {
             let _off = ctx.autocast_mode(None);
             return x.f_conv2d(&w, b.as_ref(), stride, padding, groups);
         }
-        let (out, rule) = kernels::conv_forward(&ctx, self, weight, bias.is_some(), stride, padding, groups);
+        let (out, conv) = kernels::conv_forward(&ctx, self, weight, bias.is_some(), stride, padding, groups);
+        let rule = Rule::Conv(conv);
         let mut inputs = vec![self, weight];
         inputs.extend(bias);
         // The input and the weight (under autocast its cast, which only this keeps).
@@ -762,15 +740,6 @@ fn nll_loss(ctx: &Rc<Ctx>, logp: &Sym, y: &Sym) -> Sym {
     loss
 }
 
-/// The CPU flash kernel's accumulate type for inputs of `dt` (`at::toOpMathType`).
-pub(crate) fn flash_acc(dt: Dt) -> Dt {
-    if dt.0 == Kind::Double {
-        dt
-    } else {
-        Dt(Kind::Float)
-    }
-}
-
 /// `_scaled_dot_product_flash_attention_for_cpu` (no dropout): the output, laid out as the
 /// query (so that multi-head attention's `permute(2, 0, 1, 3).contiguous()` of it is free), the
 /// logsumexp `[B, H, L]` (both saved, with q, k and v), and per-thread buffers that go before it
@@ -783,7 +752,7 @@ fn flash_cpu(ctx: &Rc<Ctx>, q: &Sym, k: &Sym, v: &Sym) -> Sym {
     // for float64 inputs, else float32.
     let acc = flash_acc(q.dt());
     let lse = new(ctx, &[b, h, l], acc);
-    let (qs, kvs) = (super::backward::flash_split(l), 512.min(k.shape()[2]));
+    let (qs, kvs) = (flash_split(l), 512.min(k.shape()[2]));
     let per_thread = qs * kvs + 2 * qs + qs * hd;
     let buffer = new(ctx, &[ctx.threads as i64 * per_thread], acc);
     // In low precision the scores also go through a buffer of the input's dtype.

@@ -11,27 +11,31 @@ use std::rc::Rc;
 use tch::Kind;
 
 use super::node::Node;
-use super::Ctx;
-use crate::estimate::ledger::{Category, Held};
+use crate::estimate::ledger::{Category, Held, Shared};
 
 /// Bytes the allocator is asked for, once: libtorch's storage.
 pub(crate) struct Storage {
-    ctx: Rc<Ctx>,
+    ledger: Shared,
+    /// Whether OOMLAB_REPLAY_LOG prints its allocation and free (not a scratch replay's).
+    logged: bool,
     held: Cell<Option<Held>>,
     /// What its bytes are for, as the ledger files them now.
     category: Cell<Category>,
 }
 
 impl Storage {
-    /// Asks the ledger for `bytes` (as the allocator counts them: on CUDA the host's tensors cost
-    /// nothing) filed under `category`.
-    pub(crate) fn new(ctx: &Rc<Ctx>, bytes: u64, category: Category, host: bool) -> Rc<Storage> {
-        let counted = if host { ctx.target.host(bytes) } else { bytes };
-        if counted > 0 && ctx.logged && replay_log() {
+    /// Asks `ledger` for `counted` bytes (as the allocator counts them) filed under `category`.
+    pub(crate) fn new(ledger: &Shared, logged: bool, counted: u64, category: Category) -> Rc<Storage> {
+        if counted > 0 && logged && replay_log() {
             eprintln!("replay-alloc +{counted}");
         }
-        let held = (counted > 0).then(|| ctx.ledger.hold(category, counted));
-        Rc::new(Storage { ctx: ctx.clone(), held: Cell::new(held), category: Cell::new(category) })
+        let held = (counted > 0).then(|| ledger.hold(category, counted));
+        Rc::new(Storage {
+            ledger: ledger.clone(),
+            logged,
+            held: Cell::new(held),
+            category: Cell::new(category),
+        })
     }
 
     /// Files the bytes under `to` from now on (an activation a node saved, a gradient stolen as
@@ -40,7 +44,7 @@ impl Storage {
         let from = self.category.replace(to);
         if from != to {
             if let Some(held) = self.held.get() {
-                self.held.set(Some(self.ctx.ledger.refile(held, to)));
+                self.held.set(Some(self.ledger.refile(held, to)));
             }
         }
     }
@@ -60,10 +64,10 @@ pub(crate) fn replay_log() -> bool {
 impl Drop for Storage {
     fn drop(&mut self) {
         if let Some(held) = self.held.take() {
-            if self.ctx.logged && replay_log() {
-                eprintln!("replay-alloc -{}", self.ctx.ledger.bytes_of(held));
+            if self.logged && replay_log() {
+                eprintln!("replay-alloc -{}", self.ledger.bytes_of(held));
             }
-            self.ctx.ledger.release(held);
+            self.ledger.release(held);
         }
     }
 }
@@ -151,15 +155,8 @@ pub(crate) fn numel(shape: &[i64]) -> u64 {
 }
 
 impl Sym {
-    /// A new contiguous tensor with a storage of its own, filed under `category`.
-    pub(crate) fn alloc(ctx: &Rc<Ctx>, shape: &[i64], dt: Dt, category: Category) -> Sym {
-        Sym::alloc_on(ctx, shape, dt, category, false)
-    }
-
-    /// The same on the host (counted on the CPU only).
-    pub(crate) fn alloc_on(ctx: &Rc<Ctx>, shape: &[i64], dt: Dt, category: Category, host: bool) -> Sym {
-        let bytes = numel(shape).saturating_mul(dt.size());
-        let storage = Storage::new(ctx, bytes, category, host);
+    /// A new contiguous tensor of `storage` (`alloc.rs` makes them, in a replay's ledger).
+    pub(crate) fn with_storage(shape: &[i64], dt: Dt, storage: Rc<Storage>, host: bool) -> Sym {
         Sym(Rc::new(Inner {
             shape: RefCell::new(shape.to_vec()),
             strides: RefCell::new(contiguous_strides(shape)),
