@@ -576,6 +576,31 @@ class EncoderClassifier(Units):
         return self.head_fc(h.mean(dim=1))
 
 
+class Script(Units):
+    """A TorchScript module of the user's (model.kind = "torchscript"), loaded as a PyTorch user
+    loads one, torch.jit.load, and trained as it is: one unit, its output the logits. The
+    executor runs it op by op, as eager PyTorch would run the module it came from (no profiling
+    executor, no optimised graph, no fuser), as oomlab sets libtorch's."""
+
+    def __init__(self, path: str, dtype, device):
+        super().__init__()
+        torch._C._jit_set_profiling_executor(False)
+        torch._C._set_graph_executor_optimize(False)
+        torch._C._jit_set_texpr_fuser_enabled(False)
+        self.module = torch.jit.load(path, map_location=device)
+        if dtype != torch.float32:
+            self.module.to(dtype)
+        self.module.train()
+        for p in self.module.parameters():
+            p.requires_grad_(True)
+
+    def units(self):
+        return [self.module]
+
+    def head(self, h):
+        return h
+
+
 def make_model(cfg: dict, features_or_shape, classes: int, dtype, device) -> Units:
     """The config's model, with units() and head(). features_or_shape is a sample's shape
     (data.x.shape[1:]; an int for an MLP's features): (D,), (C, H, W) or (L,). Call it right
@@ -596,6 +621,8 @@ def make_model(cfg: dict, features_or_shape, classes: int, dtype, device) -> Uni
         return EncoderClassifier(int(cfg["data"]["vocab"]), int(m["d_model"]), int(m["nhead"]),
                                  int(m["num_layers"]), int(m["dim_feedforward"]), float(m["dropout"]),
                                  bool(m["norm_first"]), classes, dtype, device)
+    if kind == "torchscript":
+        return Script(m["path"], dtype, device)
     raise ValueError(f"model kind {kind!r}")
 
 

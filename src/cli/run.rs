@@ -94,6 +94,7 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
     crate::interrupt::set_resume_command(resume_command(&args));
     runner::check_out(&args.out)?;
     spec::csv_data::preflight(&plan.spec)?;
+    crate::train::preflight::preflight(&plan.spec)?;
     let opts = RunOptions {
         out: args.out,
         force: args.force,

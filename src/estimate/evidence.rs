@@ -160,6 +160,8 @@ pub fn rules(config: &Config, phases: &[PhasePrediction], target: Target) -> Vec
         ModelSpec::Mlp(_) => {}
         ModelSpec::Cnn(_) => rules.push(CONVOLUTIONS),
         ModelSpec::Transformer(_) => rules.push(ATTENTION),
+        // Not replayed: `estimate::replay` refuses it before any rule is used.
+        ModelSpec::Torchscript(_) => {}
     }
     rules
 }

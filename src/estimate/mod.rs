@@ -73,7 +73,12 @@ pub use sweeps::{
 pub use terms::{DataShape, Target};
 pub use workspace::{GpuArch, Workspaces};
 
-use crate::spec::{Amp, Config, DataSpec, Dtype, Mode, Named, OptimizerImpl};
+use crate::spec::{Amp, Config, DataSpec, Dtype, Mode, ModelSpec, Named, OptimizerImpl};
+
+/// Why a TorchScript module gets no estimate: the replay runs a model's own code over symbolic
+/// tensors, and a module's code is in its file.
+pub const NOT_REPLAYED_SCRIPT: &str = "the estimate does not replay a TorchScript module (model.kind = \
+     \"torchscript\") yet: its ops are in the file, not in oomlab's code; `oomlab run` measures it";
 
 /// Predicts a trial of `config` on the CPU, with the current `gather`. For CSV data the file's
 /// shape is read (header, labels, rows); see [`predict_with`] to give it instead.
@@ -106,6 +111,9 @@ fn replay(
 ) -> Result<(Prediction, Vec<BlockEvent>)> {
     let t = &config.training;
     let tech = t.techniques;
+    if let ModelSpec::Torchscript(s) = &config.model {
+        bail!("{}: {NOT_REPLAYED_SCRIPT}", s.path.display());
+    }
     if tech.amp != Amp::Off && t.dtype != Dtype::Float32 {
         bail!("estimate models mixed precision (training.amp) over float32 parameters only");
     }

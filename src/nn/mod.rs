@@ -12,6 +12,7 @@ pub mod layers;
 pub mod mlp;
 pub mod ops;
 pub mod resnet;
+pub mod script;
 pub mod transformer;
 
 use std::ops::Range;
@@ -28,6 +29,7 @@ pub enum Model<T> {
     Conv(conv_stack::ConvStack<T>),
     ResNet(resnet::ResNet<T>),
     Transformer(transformer::Encoder<T>),
+    Script(script::Script<T>),
 }
 
 /// What a model reads: the data set's features (or pixels, or tokens) per sample, its classes,
@@ -74,6 +76,7 @@ impl<T: Ops> Model<T> {
             ModelSpec::Transformer(t) => {
                 Model::Transformer(transformer::Encoder::new(t, input.vocab, classes, place)?)
             }
+            ModelSpec::Torchscript(s) => Model::Script(script::Script::new(s, classes, place)?),
         })
     }
 
@@ -84,6 +87,7 @@ impl<T: Ops> Model<T> {
             Model::Conv(m) => m.parameters(),
             Model::ResNet(m) => m.parameters(),
             Model::Transformer(m) => m.parameters(),
+            Model::Script(m) => m.parameters(),
         }
     }
 
@@ -102,6 +106,7 @@ impl<T: Ops> Model<T> {
             Model::Conv(m) => m.units(),
             Model::ResNet(m) => m.units(),
             Model::Transformer(m) => m.units(),
+            Model::Script(_) => 1,
         }
     }
 
@@ -115,6 +120,7 @@ impl<T: Ops> Model<T> {
                 Model::Conv(m) => m.unit(i, h)?,
                 Model::ResNet(m) => m.unit(i, h)?,
                 Model::Transformer(m) => m.unit(i, h)?,
+                Model::Script(m) => m.unit(i, h)?,
             };
         }
         Ok(h)
@@ -127,6 +133,7 @@ impl<T: Ops> Model<T> {
             Model::Conv(m) => m.head(h),
             Model::ResNet(m) => m.head(h),
             Model::Transformer(m) => m.head(h),
+            Model::Script(m) => m.head(h),
         }
     }
 
@@ -159,6 +166,7 @@ impl<T: Ops> Model<T> {
             Model::Conv(m) => Model::Conv(m.handles()),
             Model::ResNet(m) => Model::ResNet(m.handles()),
             Model::Transformer(m) => Model::Transformer(m.handles()),
+            Model::Script(m) => Model::Script(m.handles()),
         }
     }
 }

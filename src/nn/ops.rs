@@ -59,6 +59,13 @@ pub trait Ops: Sized {
     /// MultiheadAttention's `_reset_parameters`).
     fn init_(&mut self, init: Init) -> Result<()>;
 
+    /// A TorchScript module loaded for training on `place`, and its parameters in the module's
+    /// order (`nn::script`). The estimate's symbolic tensors cannot look inside one, and refuse.
+    fn load_script(path: &std::path::Path, place: Place)
+        -> Result<(std::sync::Arc<tch::CModule>, Vec<Self>)>;
+    /// The module's forward on `x`.
+    fn script_forward(module: &tch::CModule, x: &Self) -> Result<Self>;
+
     // The forward's ops.
     fn f_linear(&self, weight: &Self, bias: Option<&Self>) -> Result<Self>;
     fn f_relu(&self) -> Result<Self>;
@@ -146,6 +153,17 @@ impl Ops for Tensor {
 
     fn defined(&self) -> bool {
         Tensor::defined(self)
+    }
+
+    fn load_script(
+        path: &std::path::Path,
+        place: Place,
+    ) -> Result<(std::sync::Arc<tch::CModule>, Vec<Self>)> {
+        super::script::load(path, place)
+    }
+
+    fn script_forward(module: &tch::CModule, x: &Self) -> Result<Self> {
+        module.forward_ts(&[x])
     }
 
     fn param(shape: &[i64], place: Place, init: Init) -> Result<Self> {

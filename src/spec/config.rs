@@ -204,6 +204,8 @@ impl Config {
                 }
                 &["images"][..]
             }
+            // Whatever its forward takes: the first batch says whether it fits.
+            ModelSpec::Torchscript(_) => &["synthetic", "csv", "images", "tokens"][..],
             ModelSpec::Transformer(t) => {
                 for (key, v) in [
                     ("model.d_model", t.d_model),
@@ -326,6 +328,8 @@ impl Config {
                 sizes.push(("model.dim_feedforward", t.dim_feedforward, limits::MAX_HIDDEN));
                 sizes.push(("model.nhead", t.nhead, limits::MAX_HIDDEN));
             }
+            // Its sizes are in the file, not the spec.
+            ModelSpec::Torchscript(_) => {}
         }
         match self.data {
             DataSpec::Synthetic { samples, features, classes, .. } => {
@@ -384,6 +388,9 @@ impl Config {
             }
             ModelSpec::Transformer(_) => {
                 ("data.seq_len", "lower data.seq_len, training.batch_size, data.samples or the model's sizes")
+            }
+            ModelSpec::Torchscript(_) => {
+                ("training.batch_size", "lower training.batch_size or the data's sizes")
             }
         };
         match limits::largest_tensor_bytes(self) {

@@ -144,6 +144,8 @@ pub fn largest_tensor_bytes(config: &Config) -> Option<u128> {
             sizes.push(b.checked_mul(h)?.checked_mul(features)?.checked_mul(features)?);
             sizes.push(d.checked_mul(classes)?);
         }
+        // The module's own tensors are in its file; the batch and its logits are the spec's.
+        ModelSpec::Torchscript(_) => sizes.push(b.checked_mul(features.max(classes))?),
     }
     sizes.into_iter().max()?.checked_mul(8)
 }

@@ -19,7 +19,7 @@ pub mod size;
 mod validate;
 
 pub use config::Invalid;
-pub use model::{CnnSpec, ConvKind, MlpSpec, ModelSpec, ResNet, TransformerSpec};
+pub use model::{CnnSpec, ConvKind, MlpSpec, ModelSpec, ResNet, ScriptSpec, TransformerSpec};
 pub use names::Named;
 pub use size::{exact_bytes, format_against, format_size, parse_size};
 pub use validate::{parse, SpecError};

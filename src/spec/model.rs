@@ -1,6 +1,7 @@
 //! The model a trial trains, as a spec describes it (`[model]`): the lesson's MLP, a CNN
 //! (torchvision's ResNets, or a plain stack of convolutions, standard or depthwise separable) or
-//! a Transformer encoder over token embeddings.
+//! a Transformer encoder over token embeddings, or a module of the user's own saved as
+//! TorchScript.
 //!
 //! Every kind is a sequence of **units** then a **head**: the units are what activation
 //! checkpointing cuts into segments (an MLP's hidden layers; a CNN's stem and its blocks; a
@@ -15,6 +16,26 @@ pub enum ModelSpec {
     Mlp(MlpSpec),
     Cnn(CnnSpec),
     Transformer(TransformerSpec),
+    /// A module of the user's own, saved by `torch.jit.script` or `torch.jit.trace`.
+    Torchscript(ScriptSpec),
+}
+
+/// A TorchScript module (`model.kind = "torchscript"`): trained as it is, its parameters those
+/// it was saved with, its input the data set's batch and its output the class logits
+/// `[batch, classes]`. It is one unit: checkpointing recomputes it whole.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScriptSpec {
+    /// The file, resolved against the spec's folder.
+    pub path: std::path::PathBuf,
+}
+
+impl ScriptSpec {
+    /// The file's name, for tables and titles.
+    pub fn name(&self) -> String {
+        self.path
+            .file_name()
+            .map_or_else(|| self.path.display().to_string(), |n| n.to_string_lossy().into_owned())
+    }
 }
 
 /// The lesson's `Classifier_MLP`, generalised: hidden layers (Linear then ReLU each), then a
@@ -143,12 +164,13 @@ impl ModelSpec {
         ModelSpec::Mlp(MlpSpec::Uniform { hidden, depth })
     }
 
-    /// `"mlp"`, `"cnn"` or `"transformer"`, as `model.kind` says it.
+    /// `"mlp"`, `"cnn"`, `"transformer"` or `"torchscript"`, as `model.kind` says it.
     pub fn kind(&self) -> &'static str {
         match self {
             ModelSpec::Mlp(_) => "mlp",
             ModelSpec::Cnn(_) => "cnn",
             ModelSpec::Transformer(_) => "transformer",
+            ModelSpec::Torchscript(_) => "torchscript",
         }
     }
 
@@ -167,6 +189,7 @@ impl ModelSpec {
             ModelSpec::Cnn(CnnSpec::Plain { depth, .. }) => 1 + depth,
             ModelSpec::Cnn(CnnSpec::Resnet(r)) => 1 + r.stages().iter().sum::<usize>(),
             ModelSpec::Transformer(t) => 1 + t.num_layers,
+            ModelSpec::Torchscript(_) => 1,
         }
     }
 
@@ -178,6 +201,7 @@ impl ModelSpec {
             ModelSpec::Cnn(CnnSpec::Plain { depth, .. }) => *depth,
             ModelSpec::Cnn(CnnSpec::Resnet(r)) => r.number(),
             ModelSpec::Transformer(t) => t.num_layers,
+            ModelSpec::Torchscript(_) => 0,
         }
     }
 
@@ -190,6 +214,7 @@ impl ModelSpec {
             ModelSpec::Cnn(CnnSpec::Plain { channels, .. }) => *channels,
             ModelSpec::Cnn(CnnSpec::Resnet(_)) => 64,
             ModelSpec::Transformer(t) => t.d_model,
+            ModelSpec::Torchscript(_) => 0,
         }
     }
 
@@ -220,6 +245,7 @@ impl ModelSpec {
                 t.dim_feedforward,
                 if t.norm_first { " pre-norm" } else { "" }
             ),
+            ModelSpec::Torchscript(s) => format!("torchscript {}", s.name()),
         }
     }
 }

@@ -84,6 +84,8 @@ pub(super) struct RawModel {
     pub dim_feedforward: Option<S<i64>>,
     pub dropout: Option<S<f64>>,
     pub norm_first: Option<S<bool>>,
+    // torchscript
+    pub path: Option<S<String>>,
 }
 
 /// Every kind's keys live in one struct so that a key of another kind gets a message saying so,
@@ -228,7 +230,8 @@ overlay!(RawModel {
     num_layers,
     dim_feedforward,
     dropout,
-    norm_first
+    norm_first,
+    path
 });
 overlay!(RawData {
     kind,

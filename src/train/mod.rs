@@ -9,6 +9,7 @@ mod clock;
 pub mod data;
 pub mod optim;
 mod phase_times;
+pub mod preflight;
 mod recorder;
 mod step;
 mod warmup;

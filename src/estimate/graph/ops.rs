@@ -290,6 +290,17 @@ impl Ops for Sym {
         self.0.defined
     }
 
+    fn load_script(
+        path: &std::path::Path,
+        _place: Place,
+    ) -> Result<(std::sync::Arc<tch::CModule>, Vec<Self>)> {
+        Err(tch::TchError::Torch(format!("{}: {}", path.display(), crate::estimate::NOT_REPLAYED_SCRIPT)))
+    }
+
+    fn script_forward(_module: &tch::CModule, _x: &Self) -> Result<Self> {
+        Err(tch::TchError::Torch(crate::estimate::NOT_REPLAYED_SCRIPT.into()))
+    }
+
     fn param(shape: &[i64], place: Place, _init: Init) -> Result<Self> {
         let t = Sym::alloc_on(&ctx(), shape, Dt(place.kind), Params, place.device == Device::Cpu);
         t.0.autograd.borrow_mut().requires_grad = true;

@@ -13,7 +13,7 @@ pub(super) struct KeyInfo {
 const KEYS: &[KeyInfo] = &[
     KeyInfo { key: "experiment.name", about: "a folder name of lowercase letters, digits, _ and -", example: r#"name = "depth_sweep""# },
     KeyInfo { key: "experiment.description", about: "a sentence about the experiment", example: r#"description = "activation memory against depth""# },
-    KeyInfo { key: "model.kind", about: r#""mlp", "cnn" or "transformer""#, example: r#"kind = "cnn""# },
+    KeyInfo { key: "model.kind", about: r#""mlp", "cnn", "transformer" or "torchscript""#, example: r#"kind = "cnn""# },
     KeyInfo { key: "model.hidden", about: "the width of each hidden layer", example: "hidden = 512" },
     KeyInfo { key: "model.depth", about: "the number of hidden layers (an MLP) or conv blocks (a plain CNN)", example: "depth = 4" },
     KeyInfo { key: "model.widths", about: "the hidden layers' widths, first to last", example: "widths = [2000, 1000]" },
@@ -26,6 +26,7 @@ const KEYS: &[KeyInfo] = &[
     KeyInfo { key: "model.num_layers", about: "the encoder layers", example: "num_layers = 6" },
     KeyInfo { key: "model.dim_feedforward", about: "the feed-forward width (PyTorch's default is 2048)", example: "dim_feedforward = 2048" },
     KeyInfo { key: "model.dropout", about: "the dropout probability (PyTorch's default is 0.1)", example: "dropout = 0.1" },
+    KeyInfo { key: "model.path", about: "a TorchScript module (torch.jit.save), relative to the spec's folder", example: r#"path = "models/mobilenet_v3_small.pt""# },
     KeyInfo { key: "model.norm_first", about: "true for pre-norm layers (LayerNorm before attention and feed-forward)", example: "norm_first = false" },
     KeyInfo { key: "data.kind", about: r#""synthetic" or "csv" (an MLP), "images" (a CNN) or "tokens" (a Transformer)"#, example: r#"kind = "synthetic""# },
     KeyInfo { key: "data.channels", about: "the images' channels", example: "channels = 3" },

@@ -12,13 +12,16 @@ use crate::spec::{
 };
 
 /// The model kinds, as `model.kind` writes them.
-const MODEL_KINDS: [(&str, &str); 3] = [("mlp", "mlp"), ("cnn", "cnn"), ("transformer", "transformer")];
+const MODEL_KINDS: [(&str, &str); 4] =
+    [("mlp", "mlp"), ("cnn", "cnn"), ("transformer", "transformer"), ("torchscript", "torchscript")];
 
 /// The data kind a model reads when `data.kind` is left out, and the kinds it can read.
 pub(super) fn data_kinds(model_kind: &str) -> &'static [&'static str] {
     match model_kind {
         "cnn" => &["images"],
         "transformer" => &["tokens"],
+        // A module of the user's reads whatever its forward takes.
+        "torchscript" => &["synthetic", "csv", "images", "tokens"],
         _ => &["synthetic", "csv"],
     }
 }
@@ -64,6 +67,10 @@ impl Cx<'_> {
         let only = |k: &str| {
             format!(r#"is only read for kind = "{k}"; remove it, or set kind = "{k}" under [model]"#)
         };
+        let script = [("model.path", span(&m.path))];
+        if kind != "torchscript" {
+            self.reject(&script, &only("torchscript"))?;
+        }
         match kind {
             "mlp" => {
                 self.reject(&cnn, &only("cnn"))?;
@@ -74,6 +81,16 @@ impl Cx<'_> {
                 self.reject(&mlp, &only("mlp"))?;
                 self.reject(&transformer, &only("transformer"))?;
                 self.cnn(table, m, swept).map(ModelSpec::Cnn)
+            }
+            "torchscript" => {
+                let theirs = r#"is the module's own (kind = "torchscript" trains the saved module as it is); remove it"#;
+                self.reject(&mlp, theirs)?;
+                self.reject(&cnn, theirs)?;
+                self.reject(&transformer, theirs)?;
+                self.reject(&[("model.depth", span(&m.depth))], theirs)?;
+                let path = self.require(m.path, "model.path", &table)?;
+                let path = self.nonempty(&path, "model.path")?;
+                Ok(ModelSpec::Torchscript(crate::spec::ScriptSpec { path: self.resolve(&path) }))
             }
             _ => {
                 self.reject(&mlp, &only("mlp"))?;

@@ -5,7 +5,7 @@ use super::*;
 fn unknown_key_names_the_key_table_line_and_choices() {
     assert_eq!(
         err(&edit("depth = 2\n", "depth = 2\nwidht = 3\n")),
-        "experiments/x.toml:7:1: unknown key `widht` in [model]; expected one of: kind, hidden, depth, widths, arch, channels, conv, kernel, d_model, nhead, num_layers, dim_feedforward, dropout, norm_first"
+        "experiments/x.toml:7:1: unknown key `widht` in [model]; expected one of: kind, hidden, depth, widths, arch, channels, conv, kernel, d_model, nhead, num_layers, dim_feedforward, dropout, norm_first, path"
     );
 }
 
@@ -255,4 +255,29 @@ fn optimizer_impl_is_pytorchs_pick_unless_named() {
         ),
         "{e}"
     );
+}
+
+#[test]
+fn a_torchscript_model_takes_a_path_and_none_of_the_built_in_kinds_keys() {
+    let script = edit("hidden = 64\ndepth = 2\n", "kind = \"torchscript\"\npath = \"models/mine.pt\"\n");
+    let spec = parse_at(&script).unwrap();
+    let ModelSpec::Torchscript(s) = &spec.base.model else { panic!("{:?}", spec.base.model) };
+    assert_eq!(s.path, Path::new("experiments/models/mine.pt"), "relative to the spec's folder");
+    assert_eq!(spec.base.model.describe(), "torchscript mine.pt");
+    assert_eq!(spec.base.model.units(), 1, "one unit: checkpointing recomputes it whole");
+    let e = err(&edit("hidden = 64\ndepth = 2\n", "kind = \"torchscript\"\n"));
+    assert!(e.starts_with("experiments/x.toml:4:1: model.path is missing"), "{e}");
+    let e = err(&edit("hidden = 64\ndepth = 2\n", "kind = \"torchscript\"\npath = \"m.pt\"\ndepth = 2\n"));
+    assert!(e.starts_with("experiments/x.toml:7:9: model.depth is the module's own"), "{e}");
+    let e = err(&edit("depth = 2\n", "depth = 2\npath = \"m.pt\"\n"));
+    assert!(
+        e.starts_with("experiments/x.toml:7:8: model.path is only read for kind = \"torchscript\""),
+        "{e}"
+    );
+    // It reads any data kind its forward takes.
+    let images = script.replace(
+        "samples = 128\nfeatures = 4\nclasses = 3\n",
+        "kind = \"images\"\nsamples = 64\nchannels = 3\nsize = 8\nclasses = 3\n",
+    );
+    assert!(matches!(parse_at(&images).unwrap().base.data, DataSpec::Images { .. }));
 }

@@ -1,0 +1,257 @@
+//! A model of the user's own, as TorchScript: torchvision's ResNet-18 scripted, and a copy of
+//! oomlab's own MLP scripted and traced, exported by PyTorch (Python) into the sandbox and
+//! trained by oomlab (`model.kind = "torchscript"`) beside the built-in kinds they copy.
+//!
+//! Two oracles hold it:
+//! - oomlab's own built-in kind, phase by phase: the module trains through the same step, so
+//!   every phase from the model on allocates the built-in's bytes plus what libtorch keeps of the
+//!   file (its `.debug_pkl` records, the source ranges it reads into CPU memory and holds), and
+//!   nothing else (the model phase's peak also holds the file's other records while it loads);
+//! - plain PyTorch (`scripts/reference/train.py --cpu-memory`, `torch.jit.load` of the same
+//!   file): the same bytes over each trial's baseline, phase by phase, and the same final loss.
+//!
+//! Then what a bad file gets: a clear error naming it, and no results folder.
+//!
+//! Without python3 and a torch (with torchvision) it can import, this test fails and says so.
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use oomlab::results::ExperimentDir;
+use oomlab::run::plan::{Overrides, Plan};
+use oomlab::run::{self, RunOptions};
+use oomlab::schema::PhaseRecord;
+
+mod common;
+use common::{torch_site, Sandbox};
+
+/// Writes the modules: `mlp_scripted.pt` and `mlp_traced.pt` (oomlab's MLP over 8 features,
+/// widths 32 and 16, 4 classes, as `nn.Sequential`), `resnet18.pt` (torchvision's, 4 classes),
+/// `no_params.pt`, `wrong_output.pt` (5 logits for 4 classes) and `not_torchscript.pt`. Prints
+/// each file's `.debug_pkl` bytes as `name bytes`.
+const EXPORT: &str = r#"
+import sys, zipfile, torch, torch.nn as nn, torchvision
+out = sys.argv[1]
+torch.manual_seed(0)
+mlp = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 4))
+torch.jit.save(torch.jit.script(mlp), f"{out}/mlp_scripted.pt")
+torch.jit.save(torch.jit.trace(mlp, torch.randn(2, 8)), f"{out}/mlp_traced.pt")
+torch.jit.save(torch.jit.script(torchvision.models.resnet18(num_classes=4)), f"{out}/resnet18.pt")
+torch.jit.save(torch.jit.script(nn.ReLU()), f"{out}/no_params.pt")
+torch.jit.save(torch.jit.script(nn.Linear(8, 5)), f"{out}/wrong_output.pt")
+open(f"{out}/not_torchscript.pt", "w").write("not a zip archive")
+for name in ["mlp_scripted", "mlp_traced", "resnet18"]:
+    z = zipfile.ZipFile(f"{out}/{name}.pt")
+    print(name, sum(i.file_size for i in z.infolist() if i.filename.endswith(".debug_pkl")))
+"#;
+
+const MLP: &str = "model = { widths = [32, 16] }";
+const RESNET: &str = r#"model = { kind = "cnn", arch = "resnet18" }
+data = { kind = "images", samples = 16, channels = 3, size = 8, classes = 4, seed = 0 }"#;
+const IMAGES: &str =
+    r#"data = { kind = "images", samples = 16, channels = 3, size = 8, classes = 4, seed = 0 }"#;
+
+/// (variant, its model and data, its training keys, the built-in variant it copies).
+const VARIANTS: [(&str, &str, &str, &str); 7] = [
+    ("mlp", MLP, "", ""),
+    ("mlp_scripted", "model = { kind = \"torchscript\", path = \"mlp_scripted.pt\" }", "", "mlp"),
+    ("mlp_traced", "model = { kind = \"torchscript\", path = \"mlp_traced.pt\" }", "", "mlp"),
+    ("mlp_acc_bf16", MLP, "accumulation = 2, amp = \"bf16\", optimizer_impl = \"foreach\"", ""),
+    (
+        "mlp_scripted_acc_bf16",
+        "model = { kind = \"torchscript\", path = \"mlp_scripted.pt\" }",
+        "accumulation = 2, amp = \"bf16\", optimizer_impl = \"foreach\"",
+        "mlp_acc_bf16",
+    ),
+    ("resnet18", RESNET, "", ""),
+    ("resnet18_scripted", "", "", "resnet18"),
+];
+
+fn spec() -> String {
+    let mut s = String::from(
+        "[experiment]\nname = \"torchscript\"\n[model]\nwidths = [32, 16]\n[data]\nsamples = 32\nfeatures = 8\n\
+         classes = 4\n[training]\noptimizer = \"adam\"\nbatch_size = 4\nsteps = 2\n[run]\ndevice = \"cpu\"\n",
+    );
+    for (name, model, training, _) in VARIANTS {
+        s += &format!("[[variant]]\nname = \"{name}\"\n");
+        let model = if name == "resnet18_scripted" {
+            format!("model = {{ kind = \"torchscript\", path = \"resnet18.pt\" }}\n{IMAGES}")
+        } else {
+            model.to_string()
+        };
+        if !model.is_empty() {
+            s += &format!("{model}\n");
+        }
+        if !training.is_empty() {
+            s += &format!("training = {{ {training} }}\n");
+        }
+    }
+    s
+}
+
+/// Exports the modules into the sandbox; returns each file's `.debug_pkl` bytes.
+fn export(sb: &Sandbox) -> BTreeMap<String, i64> {
+    let out = Command::new("python3")
+        .args(["-c", EXPORT])
+        .arg(sb.path())
+        .env("PYTHONPATH", torch_site())
+        .output()
+        .expect("python3 runs (PyTorch exports the modules)");
+    assert!(out.status.success(), "export failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let (name, bytes) = l.split_once(' ').expect("name bytes");
+            (name.to_string(), bytes.parse().expect("bytes"))
+        })
+        .collect()
+}
+
+/// (step, micro, phase) -> (allocated, peak), over the trial's baseline, for one trial.
+type Phases = BTreeMap<(usize, usize, String), (i64, i64)>;
+
+fn phases(trace: &[PhaseRecord], trial: usize, base: u64) -> Phases {
+    trace
+        .iter()
+        .filter(|r| r.trial == trial)
+        .map(|r| {
+            let b = base as i64;
+            (
+                (r.step, r.micro, r.phase.to_string()),
+                (r.memory_allocated as i64 - b, r.max_memory_allocated as i64 - b),
+            )
+        })
+        .collect()
+}
+
+#[derive(serde::Deserialize)]
+struct PySummary {
+    trial: usize,
+    status: String,
+    baseline_allocated: u64,
+    final_loss: f64,
+}
+
+#[test]
+fn a_scripted_module_allocates_what_the_kind_it_copies_does_and_what_pytorch_does() {
+    let sb = Sandbox::new();
+    let debug = export(&sb);
+    let spec = oomlab::spec::load(&sb.spec("torchscript.toml", &spec())).unwrap();
+    let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
+    let report = run::run(&Plan::here(spec, Overrides::default()), &opts).unwrap();
+    let ours = ExperimentDir::read(&report.dir).unwrap();
+    assert_eq!(ours.rows.len(), VARIANTS.len());
+    assert!(ours.rows.iter().all(|r| r.status.fitted()), "every trial trained");
+    let row = |variant: &str| ours.rows.iter().find(|r| r.variant == variant).unwrap();
+
+    // Against the built-in kind it copies: the same bytes at every phase, plus the file's
+    // debug records from the model on.
+    for (name, _, _, copies) in VARIANTS.iter().filter(|v| !v.3.is_empty()) {
+        let (mine, theirs) = (row(name), row(copies));
+        let file = if name.starts_with("resnet18") {
+            "resnet18"
+        } else if name.contains("traced") {
+            "mlp_traced"
+        } else {
+            "mlp_scripted"
+        };
+        let kept = debug[file];
+        assert!(kept > 0, "{file}.pt has debug records");
+        let a = phases(&ours.trace, mine.trial, mine.baseline_allocated);
+        let b = phases(&ours.trace, theirs.trial, theirs.baseline_allocated);
+        assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "{name}: the same phases");
+        let differ: Vec<String> = a
+            .iter()
+            .filter(|(k, v)| {
+                let (allocated, peak) = (v.0 - b[*k].0, v.1 - b[*k].1);
+                match k.2.as_str() {
+                    "data" => (allocated, peak) != (0, 0),
+                    // Loading reads the file's other records too, and frees them.
+                    "model" => allocated != kept || peak < kept,
+                    _ => (allocated, peak) != (kept, kept),
+                }
+            })
+            .map(|(k, v)| format!("{k:?}: {name} {v:?}, {copies} {:?}", b[k]))
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "{name} against {copies} (+{kept} B of debug records):\n{}",
+            differ.join("\n")
+        );
+        assert_eq!(mine.param_count, theirs.param_count, "{name}: the same parameters");
+    }
+
+    // Against PyTorch, loading the same files.
+    let py_trace = sb.path().join("pytorch.csv");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("python3")
+        .arg(root.join("scripts/reference/train.py"))
+        .args(["--device", "cpu", "--cpu-memory", "--summary"])
+        .arg(report.dir.join("summary.csv"))
+        .arg("--out")
+        .arg(&py_trace)
+        .env("PYTHONPATH", torch_site())
+        .output()
+        .expect("python3 runs (the PyTorch oracle)");
+    assert!(
+        out.status.success(),
+        "train.py failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let py_summary: Vec<PySummary> = csv::Reader::from_path(format!("{}.summary.csv", py_trace.display()))
+        .unwrap()
+        .deserialize()
+        .map(Result::unwrap)
+        .collect();
+    let py_trace: Vec<PhaseRecord> =
+        csv::Reader::from_path(&py_trace).unwrap().deserialize().map(Result::unwrap).collect();
+    for (name, ..) in VARIANTS.iter().filter(|v| v.0.contains("scripted") || v.0.contains("traced")) {
+        let mine = row(name);
+        let py = py_summary.iter().find(|p| p.trial == mine.trial).unwrap();
+        assert_eq!(py.status, "ok", "{name}: PyTorch trained it");
+        let (a, b) = (
+            phases(&ours.trace, mine.trial, mine.baseline_allocated),
+            phases(&py_trace, py.trial, py.baseline_allocated),
+        );
+        assert_eq!(a, b, "{name}: oomlab and PyTorch, phase by phase (allocated, peak) over the baseline");
+        assert_eq!(mine.final_loss, Some(py.final_loss), "{name}: final loss");
+    }
+}
+
+#[test]
+fn a_bad_module_is_refused_before_anything_is_written() {
+    let sb = Sandbox::new();
+    export(&sb);
+    let bin = env!("CARGO_BIN_EXE_oomlab");
+    for (file, says) in [
+        ("not_torchscript.pt", "is not a TorchScript module"),
+        ("missing.pt", "no such file"),
+        ("no_params.pt", "has no parameters"),
+        ("wrong_output.pt", "the module's output is [2, 5]; cross_entropy needs [batch, classes] = [2, 4]"),
+    ] {
+        let text = format!(
+            "[experiment]\nname = \"bad\"\n[model]\nkind = \"torchscript\"\npath = \"{file}\"\n[data]\nsamples = 8\n\
+             features = 8\nclasses = 4\n[training]\noptimizer = \"sgd\"\nbatch_size = 4\nsteps = 1\n[run]\ndevice = \"cpu\"\n"
+        );
+        let spec = sb.spec("bad.toml", &text);
+        let out = Command::new(bin).arg("run").arg(&spec).arg("--out").arg(sb.out()).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{file}: refused");
+        assert!(err.contains(says) && err.contains(file), "{file}: {err}");
+        assert!(!err.contains("frame #"), "{file}: no C++ backtrace: {err}");
+        assert!(common::walk(&sb.out()).is_empty(), "{file}: nothing written: {:?}", common::walk(&sb.out()));
+    }
+    // The estimate says why it has no answer, and names the file.
+    let spec = sb.spec(
+        "estimate.toml",
+        "[experiment]\nname = \"e\"\n[model]\nkind = \"torchscript\"\npath = \"mlp_scripted.pt\"\n[data]\nsamples = 8\n\
+         features = 8\nclasses = 4\n[training]\noptimizer = \"sgd\"\nbatch_size = 4\nsteps = 1\n[run]\ndevice = \"cpu\"\n",
+    );
+    let out = Command::new(bin).arg("estimate").arg(&spec).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("mlp_scripted.pt") && err.contains("does not replay"),
+        "{err}"
+    );
+}
