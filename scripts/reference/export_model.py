@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Export a PyTorch model as TorchScript for oomlab, with a spec beside it that is ready to run.
+
+The model is a torchvision model by name (`torchvision.models.get_model(NAME,
+num_classes=CLASSES)`) or any `module:callable` of your own that returns an `nn.Module` (the
+module is imported with the current folder on the path; the callable gets no arguments). It is
+scripted (`torch.jit.script`), or traced on an example batch with --trace (or when scripting
+fails, which is said). Its forward must take one batch and return class logits
+`[batch, classes]`: the export checks that on two rows before writing anything.
+
+Writes OUT (default models/<name>.pt) and, beside it, <name>.toml: the model as
+`kind = "torchscript"`, data of the shape --input gives, Adam, and a search for the largest
+batch that fits --budget (default 24GB, a 24 GB GPU), for `oomlab run` (on a GPU) or
+`oomlab estimate` (on any machine).
+
+Usage (through scripts/export-model, which finds the torch scripts/setup-libtorch installed):
+    scripts/export-model mobilenet_v3_small --input images:3x224x224 --classes 10
+    scripts/export-model mypkg.models:make_net --input features:64 --classes 3 --trace
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+import sys
+import warnings
+from pathlib import Path
+
+warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+
+def parse_input(text: str) -> dict:
+    """`images:CxHxW` (H = W), `tokens:LEN:VOCAB` or `features:N`, as the spec's data table."""
+    kind, _, rest = text.partition(":")
+    try:
+        if kind == "images":
+            c, h, w = (int(x) for x in rest.split("x"))
+            if h != w:
+                raise ValueError("oomlab's images are square (data.size): give CxSxS")
+            return {"kind": "images", "channels": c, "size": h}
+        if kind == "tokens":
+            length, vocab = (int(x) for x in rest.split(":"))
+            return {"kind": "tokens", "seq_len": length, "vocab": vocab}
+        if kind == "features":
+            return {"kind": "synthetic", "features": int(rest)}
+    except ValueError as e:
+        raise SystemExit(f"export-model: --input {text}: {e}") from e
+    raise SystemExit(f"export-model: --input {text}: write images:3x224x224, tokens:128:30000 or features:64")
+
+
+def example(data: dict, rows: int) -> torch.Tensor:
+    """A batch of `rows` as oomlab makes the data: float32 features or images, int64 tokens."""
+    if data["kind"] == "images":
+        return torch.randn(rows, data["channels"], data["size"], data["size"])
+    if data["kind"] == "tokens":
+        return torch.randint(data["vocab"], (rows, data["seq_len"]))
+    return torch.randn(rows, data["features"])
+
+
+def build(name: str, classes: int) -> nn.Module:
+    if ":" in name:
+        module, _, attr = name.partition(":")
+        sys.path.insert(0, str(Path.cwd()))
+        try:
+            made = getattr(importlib.import_module(module), attr)()
+        except (ImportError, AttributeError) as e:
+            raise SystemExit(f"export-model: {name}: {e}") from e
+        if not isinstance(made, nn.Module):
+            raise SystemExit(f"export-model: {name}() returned a {type(made).__name__}, not an nn.Module")
+        return made
+    import torchvision
+
+    try:
+        return torchvision.models.get_model(name, num_classes=classes)
+    except ValueError as e:
+        known = ", ".join(sorted(torchvision.models.list_models(module=torchvision.models))[:12])
+        raise SystemExit(f"export-model: {name}: {e} (torchvision has {known}, ...)") from e
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model", help="a torchvision model name (resnet50, mobilenet_v3_small, vit_b_16, ...) or module:callable")
+    ap.add_argument("--input", required=True, help="images:CxSxS, tokens:LEN:VOCAB or features:N")
+    ap.add_argument("--classes", type=int, required=True, help="the classes the logits are over")
+    ap.add_argument("--out", type=Path, help="the .pt to write (default models/<name>.pt)")
+    ap.add_argument("--trace", action="store_true", help="trace on an example batch instead of scripting")
+    ap.add_argument("--budget", default="24GB", help="the memory the spec's search fits in (default 24GB)")
+    ap.add_argument("--max-batch", type=int, default=1024, help="the largest batch the search tries (default 1024)")
+    ap.add_argument("--force", action="store_true", help="replace an existing .pt or spec")
+    args = ap.parse_args()
+
+    data = parse_input(args.input)
+    if args.classes < 1 or args.max_batch < 2:
+        raise SystemExit("export-model: --classes must be at least 1 and --max-batch at least 2")
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "_", args.model.split(":")[-1]).strip("_") or "model"
+    out = args.out or Path("models") / f"{stem}.pt"
+    spec = out.with_suffix(".toml")
+    for path in (out, spec):
+        if path.exists() and not args.force:
+            raise SystemExit(f"export-model: {path} exists; pass --force to replace it")
+
+    torch.manual_seed(0)
+    model = build(args.model, args.classes)
+    model.train()
+    x = example(data, 2)
+    how = "traced"
+    if args.trace:
+        scripted = torch.jit.trace(model, x, check_trace=False)
+    else:
+        try:
+            scripted = torch.jit.script(model)
+            how = "scripted"
+        except Exception as e:  # noqa: BLE001 - TorchScript raises many kinds
+            print(f"export-model: scripting failed ({type(e).__name__}: {str(e).splitlines()[0]}); tracing instead",
+                  file=sys.stderr)
+            scripted = torch.jit.trace(model, x, check_trace=False)
+    logits = scripted(x)
+    if not isinstance(logits, torch.Tensor) or tuple(logits.shape) != (2, args.classes):
+        shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise SystemExit(f"export-model: the forward returns {shape} for 2 rows; oomlab needs class logits "
+                         f"(2, {args.classes}): wrap the model so that forward returns one tensor of logits")
+    if not any(True for _ in scripted.parameters()):
+        raise SystemExit("export-model: the module has no parameters: there is nothing to train")
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.jit.save(scripted, str(out))
+    samples = args.max_batch
+    data_keys = ", ".join(f"{k} = {v!r}".replace("'", '"') for k, v in data.items())
+    params = sum(p.numel() for p in scripted.parameters())
+    spec.write_text(f"""# Written by scripts/export-model {" ".join(sys.argv[1:])}
+# {args.model}, {how}: {params:,} parameters. The largest batch that fits {args.budget}:
+#   oomlab run {spec}        (on the GPU; on a CPU the budget caps host memory)
+[experiment]
+name = "{stem}"
+description = "{stem} (TorchScript): the largest batch that fits {args.budget}"
+
+[model]
+kind = "torchscript"
+path = "{out.name}"
+
+[data]
+{data_keys.replace(", ", chr(10))}
+samples = {samples}
+classes = {args.classes}
+
+[training]
+optimizer = "adam"
+lr = 0.001
+batch_size = 1
+steps = 2
+
+[run]
+device = "auto"
+budget = "{args.budget}"
+
+[sweep]
+field = "training.batch_size"
+search = {{ start = 1, factor = 2, max = {args.max_batch} }}
+""")
+    print(f"wrote {out} ({how}, {params:,} parameters) and {spec}")
+
+
+if __name__ == "__main__":
+    main()
