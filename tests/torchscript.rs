@@ -242,16 +242,67 @@ fn a_bad_module_is_refused_before_anything_is_written() {
         assert!(!err.contains("frame #"), "{file}: no C++ backtrace: {err}");
         assert!(common::walk(&sb.out()).is_empty(), "{file}: nothing written: {:?}", common::walk(&sb.out()));
     }
-    // The estimate says why it has no answer, and names the file.
+    // The estimate records the module's step on the CPU; for CUDA it says why it has no answer,
+    // and names the file.
     let spec = sb.spec(
         "estimate.toml",
         "[experiment]\nname = \"e\"\n[model]\nkind = \"torchscript\"\npath = \"mlp_scripted.pt\"\n[data]\nsamples = 8\n\
          features = 8\nclasses = 4\n[training]\noptimizer = \"sgd\"\nbatch_size = 4\nsteps = 1\n[run]\ndevice = \"cpu\"\n",
     );
     let out = Command::new(bin).arg("estimate").arg(&spec).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && said.contains("recorded on this CPU"), "{said}");
+    let out = Command::new(bin).arg("estimate").arg(&spec).args(["--device", "cuda"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("mlp_scripted.pt") && err.contains("does not replay"),
-        "{err}"
-    );
+    assert!(!out.status.success() && err.contains("mlp_scripted.pt") && err.contains("CPU only"), "{err}");
+}
+
+/// The estimate of a module it cannot replay: its step recorded at small batches, fitted and
+/// synthesised at the batch asked for, must give what training at that batch measures, phase
+/// by phase, to the byte: a scripted MLP (Adam), a traced one (momentum, accumulation) and a
+/// scripted ResNet-18, at batches far past the recorded ones.
+#[test]
+fn the_recorded_estimate_of_a_module_is_exact_on_the_cpu_at_any_batch() {
+    let sb = Sandbox::new();
+    export(&sb);
+    let base = |model: &str, data: &str, training: &str| {
+        format!(
+            "[experiment]\nname = \"e\"\n[model]\nkind = \"torchscript\"\npath = \"{model}\"\n[data]\n{data}\n\
+             [training]\n{training}\n[run]\ndevice = \"cpu\"\n"
+        )
+    };
+    let features = "samples = 512\nfeatures = 8\nclasses = 4";
+    let images = "kind = \"images\"\nsamples = 64\nchannels = 3\nsize = 16\nclasses = 4";
+    let cases = [
+        (
+            "mlp_adam",
+            base("mlp_scripted.pt", features, "optimizer = \"adam\"\nbatch_size = 4\nsteps = 2"),
+            [7, 200],
+        ),
+        (
+            "mlp_traced_momentum_acc",
+            base(
+                "mlp_traced.pt",
+                features,
+                "optimizer = \"sgd\"\nmomentum = 0.9\nbatch_size = 4\nsteps = 2\naccumulation = 2",
+            ),
+            [9, 256],
+        ),
+        ("resnet18", base("resnet18.pt", images, "optimizer = \"adam\"\nbatch_size = 4\nsteps = 2"), [6, 33]),
+    ];
+    let mut failures = Vec::new();
+    for (name, text, batches) in cases {
+        let spec = oomlab::spec::load(&sb.spec(&format!("{name}.toml"), &text)).unwrap();
+        for batch in batches {
+            let mut config = spec.base.clone();
+            config.training.batch_size = batch;
+            let predicted = oomlab::estimate::predict(&config).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+            assert!(predicted.notes.iter().any(|n| n.contains("recorded")), "{:?}", predicted.notes);
+            let (records, peak) = common::measure(&config);
+            failures.extend(
+                common::compare(&format!("{name} at batch {batch}"), &predicted, &records, peak, 0).0,
+            );
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -54,6 +54,7 @@ pub mod onednn;
 mod options;
 mod phases;
 mod prediction;
+mod recorded;
 mod steps;
 mod sweeps;
 pub mod terms;
@@ -75,10 +76,10 @@ pub use workspace::{GpuArch, Workspaces};
 
 use crate::spec::{Amp, Config, DataSpec, Dtype, Mode, ModelSpec, Named, OptimizerImpl};
 
-/// Why a TorchScript module gets no estimate: the replay runs a model's own code over symbolic
-/// tensors, and a module's code is in its file.
-pub const NOT_REPLAYED_SCRIPT: &str = "the estimate does not replay a TorchScript module (model.kind = \
-     \"torchscript\") yet: its ops are in the file, not in oomlab's code; `oomlab run` measures it";
+/// Why the symbolic replay has no TorchScript module: its ops are in its file. (The estimate
+/// records its step instead: [`recorded`].)
+pub const NOT_REPLAYED_SCRIPT: &str = "the symbolic replay cannot run a TorchScript module (model.kind = \
+     \"torchscript\"): its ops are in the file, not in oomlab's code";
 
 /// Predicts a trial of `config` on the CPU, with the current `gather`. For CSV data the file's
 /// shape is read (header, labels, rows); see [`predict_with`] to give it instead.
@@ -111,8 +112,11 @@ fn replay(
 ) -> Result<(Prediction, Vec<BlockEvent>)> {
     let t = &config.training;
     let tech = t.techniques;
-    if let ModelSpec::Torchscript(s) = &config.model {
-        bail!("{}: {NOT_REPLAYED_SCRIPT}", s.path.display());
+    if let ModelSpec::Torchscript(_) = &config.model {
+        if shape.samples == 0 || shape.classes == 0 {
+            bail!("estimate needs a data set with samples and classes, not {shape:?}");
+        }
+        return Ok((recorded::predict(config, shape, options)?, Vec::new()));
     }
     if tech.amp != Amp::Off && t.dtype != Dtype::Float32 {
         bail!("estimate models mixed precision (training.amp) over float32 parameters only");

@@ -28,6 +28,7 @@ extern "C" {
     fn oomlab_cpu_allocations() -> i64;
     fn oomlab_cpu_events_start();
     fn oomlab_cpu_events_stop(deltas: *mut i64, ptrs: *mut u64, cap: i64) -> i64;
+    fn oomlab_cpu_events_mark(tag: u64);
     fn oomlab_cuda_stats(device: c_int, out: *mut RawStats, err: *mut c_char, len: usize) -> c_int;
     fn oomlab_cuda_reset_peak(device: c_int, err: *mut c_char, len: usize) -> c_int;
     fn oomlab_cuda_empty_cache(err: *mut c_char, len: usize) -> c_int;
@@ -175,6 +176,13 @@ pub fn cpu_events<T>(f: impl FnOnce() -> T) -> (T, Vec<(i64, u64)>) {
         // The log was stopped by the call above and is kept: read it again, whole.
         cap = n;
     }
+}
+
+/// A mark in the log [`cpu_events`] is keeping: an event of 0 bytes (no counted allocation has
+/// 0 bytes) with `tag` for its pointer. Nothing when no log is on.
+pub fn cpu_events_mark(tag: u64) {
+    // SAFETY: a plain value.
+    unsafe { oomlab_cpu_events_mark(tag) }
 }
 
 pub fn cpu_reset_peak() {

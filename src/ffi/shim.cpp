@@ -227,6 +227,14 @@ void oomlab_cpu_events_start() noexcept {
   g_events_on.store(true);
 }
 
+// A mark in the log (0 bytes, and `tag` for the pointer: no counted allocation has 0 bytes),
+// where the caller says something happened: the recorded estimate marks where each phase's peak
+// starts and where the phase ends.
+void oomlab_cpu_events_mark(uint64_t tag) noexcept {
+  std::lock_guard<std::mutex> lock(g_events_mutex);
+  if (g_events_on.load()) events().emplace_back(0, tag);
+}
+
 // Stops the log and copies up to `cap` events out; returns how many there were.
 int64_t oomlab_cpu_events_stop(int64_t* deltas, uint64_t* ptrs, int64_t cap) noexcept {
   std::lock_guard<std::mutex> lock(g_events_mutex);

@@ -10,6 +10,7 @@ pub mod data;
 pub mod optim;
 mod phase_times;
 pub mod preflight;
+pub mod record;
 mod recorder;
 mod step;
 mod warmup;

@@ -1,0 +1,325 @@
+//! The estimate for a model oomlab cannot replay: a TorchScript module, whose ops are in its
+//! file. Its step is recorded on the CPU instead (`train::record`: every allocation and free
+//! through the counting allocator, a mark at each phase's end) at three small batches; the
+//! three sequences must match event for event (the same allocations, freed in the same order);
+//! each allocation's size is fitted as `a + c * batch` from the smallest and largest batch and
+//! must hold at the middle one; the sequence at the batch asked for is then synthesised and
+//! replayed through the ledger, phase by phase, as the built-in kinds' replays are.
+//!
+//! Where the sequences differ, or a size is not affine in the batch (a kernel whose buffers
+//! depend on it otherwise), the estimate says so and names the first event where they part;
+//! the recording is then not trusted. The CPU only, for now: a recording on the CPU cannot tell
+//! the host's tensors from the device's, which CUDA counts apart.
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use anyhow::{bail, Result};
+
+use super::ledger::{Category, Held, Ledger};
+use super::prediction::{PhasePrediction, Prediction};
+use super::{evidence, terms, DataShape, Options, Target};
+use crate::schema::Phase;
+use crate::spec::Config;
+use crate::train::record::{record, Recording, END, START};
+
+/// The batches a step is recorded at: the fit takes the first and last, the middle checks it.
+const BATCHES: [usize; 3] = [4, 6, 8];
+
+/// One event of a recorded step, its sizes fitted.
+#[derive(Debug, Clone, PartialEq)]
+enum Event {
+    /// An allocation of `a + c * batch` bytes.
+    Alloc { a: i64, c: i64 },
+    /// The free of the `of`-th allocation.
+    Free { of: usize },
+    /// A phase's start: its peak starts afresh.
+    Start,
+    /// A phase's end.
+    End,
+}
+
+/// A step fitted over the batch.
+#[derive(Debug, Clone)]
+pub struct Fit {
+    events: Vec<Event>,
+    phases: Vec<(usize, usize, Phase)>,
+    param_count: u64,
+    param_bytes: u64,
+}
+
+/// What a recording is, apart from its sizes: each event's kind and, for a free, which
+/// allocation it frees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Alloc,
+    Free(usize),
+    Start,
+    End,
+}
+
+/// A recording's shape, and the size of each allocation in order, up to its last phase's end
+/// (what comes after is the trial's teardown, which frees in no fixed order).
+fn shape(events: &[(i64, u64)]) -> Result<(Vec<Shape>, Vec<i64>)> {
+    let (mut shapes, mut sizes, mut live) = (Vec::new(), Vec::new(), HashMap::new());
+    let end = events.iter().rposition(|e| *e == (0, END)).map_or(0, |i| i + 1);
+    for (i, &(delta, ptr)) in events[..end].iter().enumerate() {
+        shapes.push(match delta {
+            0 if ptr == START => Shape::Start,
+            0 => Shape::End,
+            d if d > 0 => {
+                live.insert(ptr, sizes.len());
+                sizes.push(d);
+                Shape::Alloc
+            }
+            d => match live.remove(&ptr) {
+                Some(of) => Shape::Free(of),
+                None => bail!(
+                    "event {i} frees {} B made before the trial began: its step is not self-contained",
+                    -d
+                ),
+            },
+        });
+    }
+    Ok((shapes, sizes))
+}
+
+impl Fit {
+    /// Fits recordings at [`BATCHES`] (in that order).
+    fn new(recordings: &[(usize, Recording)]) -> Result<Fit> {
+        let parsed: Vec<(usize, Vec<Shape>, Vec<i64>)> = recordings
+            .iter()
+            .map(|(b, r)| shape(&r.events).map(|(s, z)| (*b, s, z)))
+            .collect::<Result<_>>()?;
+        let (b0, first, s0) = &parsed[0];
+        let (b2, _, s2) = &parsed[parsed.len() - 1];
+        for (b, other, _) in &parsed[1..] {
+            if let Some(i) = (0..first.len().max(other.len())).find(|&i| first.get(i) != other.get(i)) {
+                bail!(
+                    "its step allocates differently at batch {b0} and batch {b}: the recordings part at event {i} \
+                     ({:?} against {:?})",
+                    first.get(i),
+                    other.get(i)
+                );
+            }
+        }
+        let mut coefficients = Vec::with_capacity(s0.len());
+        for (k, (&lo, &hi)) in s0.iter().zip(s2).enumerate() {
+            let (db, ds) = ((*b2 - *b0) as i64, hi - lo);
+            if ds % db != 0 {
+                bail!("allocation {k} is {lo} B at batch {b0} and {hi} B at batch {b2}: not affine in the batch");
+            }
+            let c = ds / db;
+            let a = lo - c * *b0 as i64;
+            for (b, _, sizes) in &parsed[1..parsed.len() - 1] {
+                if sizes[k] != a + c * *b as i64 {
+                    bail!(
+                        "allocation {k} is {} B at batch {b}, where {lo} B at {b0} and {hi} B at {b2} make it {}: \
+                         not affine in the batch",
+                        sizes[k],
+                        a + c * *b as i64
+                    );
+                }
+            }
+            coefficients.push((a, c));
+        }
+        let events = first
+            .iter()
+            .scan(0usize, |next, s| {
+                Some(match *s {
+                    Shape::Alloc => {
+                        let (a, c) = coefficients[*next];
+                        *next += 1;
+                        Event::Alloc { a, c }
+                    }
+                    Shape::Free(of) => Event::Free { of },
+                    Shape::Start => Event::Start,
+                    Shape::End => Event::End,
+                })
+            })
+            .collect();
+        let r = &recordings[0].1;
+        Ok(Fit {
+            events,
+            phases: r.phases.clone(),
+            param_count: r.row.param_count,
+            param_bytes: r.row.param_bytes,
+        })
+    }
+
+    /// The step at `batch`, replayed phase by phase: each phase's end, peak and what was live,
+    /// the bytes filed under the phase that allocated them (a recording cannot tell a gradient
+    /// from a temporary).
+    fn replay(&self, batch: usize) -> Result<Vec<PhasePrediction>> {
+        let mut ledger = Ledger::cpu(None);
+        let mut held: Vec<Option<Held>> = Vec::new();
+        let mut phases = self.phases.iter();
+        let mut out = Vec::new();
+        let mut current = phases.next().copied();
+        for e in &self.events {
+            match *e {
+                Event::Alloc { a, c } => {
+                    let bytes =
+                        a.checked_add(c.checked_mul(batch as i64).unwrap_or(i64::MAX)).unwrap_or(i64::MAX);
+                    let bytes = u64::try_from(bytes)
+                        .map_err(|_| anyhow::anyhow!("a size fitted below 0 B at batch {batch}"))?;
+                    let category = current.map_or(Category::Transient, |(_, _, p)| category(p));
+                    held.push(Some(ledger.hold(category, bytes)));
+                }
+                Event::Free { of } => {
+                    if let Some(h) = held.get_mut(of).and_then(Option::take) {
+                        ledger.release(h);
+                    }
+                }
+                Event::Start => ledger.reset_peak(),
+                Event::End => {
+                    let Some((step, micro, phase)) = current else { bail!("more phase marks than phases") };
+                    let (reserved_end, reserved_peak) = ledger.reserved();
+                    out.push(PhasePrediction {
+                        step,
+                        micro,
+                        phase,
+                        allocated_end: ledger.live().total(),
+                        peak: ledger.peak(),
+                        reserved_end,
+                        reserved_peak,
+                        by_category: ledger.at_peak(),
+                        end_by_category: ledger.live(),
+                    });
+                    current = phases.next().copied();
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Where a phase's allocations are filed.
+fn category(phase: Phase) -> Category {
+    match phase {
+        Phase::Data => Category::Data,
+        Phase::Model => Category::Params,
+        Phase::ToDevice => Category::Batch,
+        Phase::Forward => Category::Activations,
+        Phase::Backward => Category::Grads,
+        Phase::OptimizerStep => Category::OptimizerState,
+        _ => Category::Transient,
+    }
+}
+
+/// The fit for `config`'s step whatever its batch, recorded once per process.
+fn fit(config: &Config) -> Result<Arc<Fit>> {
+    static FITS: Mutex<Vec<(String, Arc<Fit>)>> = Mutex::new(Vec::new());
+    let mut key = config.clone();
+    key.training.batch_size = 0;
+    let key = serde_json::to_string(&key)?;
+    if let Some((_, f)) = FITS.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(k, _)| *k == key) {
+        return Ok(f.clone());
+    }
+    let at = |batch: usize| {
+        let mut c = config.clone();
+        c.training.batch_size = batch;
+        c
+    };
+    // A first trial makes what libtorch keeps for the process (kernels' caches): not the step's.
+    record(&at(BATCHES[0]))?;
+    let recordings: Vec<(usize, Recording)> =
+        BATCHES.iter().map(|&b| record(&at(b)).map(|r| (b, r))).collect::<Result<_>>()?;
+    let fit = Arc::new(Fit::new(&recordings)?);
+    FITS.lock().unwrap_or_else(|e| e.into_inner()).push((key, fit.clone()));
+    Ok(fit)
+}
+
+/// Predicts a trial of `config` (a TorchScript module) from its recorded step.
+pub(super) fn predict(config: &Config, shape: DataShape, options: &Options) -> Result<Prediction> {
+    let path = match &config.model {
+        crate::spec::ModelSpec::Torchscript(s) => s.path.display().to_string(),
+        other => other.describe(),
+    };
+    if options.target != Target::Cpu {
+        bail!(
+            "{path}: the estimate of a TorchScript module is recorded on the CPU and models the CPU only, for now \
+             (a CPU recording cannot tell the host's tensors from the device's); `oomlab run` measures it on a GPU"
+        );
+    }
+    if shape.samples < BATCHES[2] {
+        bail!(
+            "{path}: the estimate records the step at batches {BATCHES:?}: data.samples must be at least {}",
+            BATCHES[2]
+        );
+    }
+    let fit =
+        fit(config).map_err(|e| anyhow::anyhow!("{path}: {e:#}; `oomlab run` measures it at the batch"))?;
+    let phases = fit.replay(config.training.batch_size)?;
+    let peak = phases.iter().map(|p| p.peak).max().unwrap_or(0);
+    let rules = evidence::rules(config, &phases, options.target);
+    let bound = evidence::bound(rules, &phases, (0, 0));
+    Ok(Prediction {
+        bound,
+        peak,
+        reserved_peak: peak,
+        baseline_allocated: 0,
+        baseline_reserved: 0,
+        oom: None,
+        param_count: fit.param_count,
+        param_bytes: fit.param_bytes,
+        optimizer_state_bytes: terms::state_tensors_per_param(&config.training.optimizer) * fit.param_bytes,
+        shape,
+        options: *options,
+        notes: vec![format!(
+            "{}: its step recorded on this CPU at batches {BATCHES:?} (every allocation and free), each size fitted \
+             as affine in the batch and checked, and replayed at batch {}; bytes are filed by the phase that made them",
+            config.model.describe(),
+            config.training.batch_size
+        )],
+        phases,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::SummaryRow;
+
+    fn recording(events: Vec<(i64, u64)>) -> Recording {
+        Recording {
+            events,
+            phases: vec![(0, 0, Phase::Model), (1, 0, Phase::Forward)],
+            row: SummaryRow { param_count: 3, param_bytes: 12, ..SummaryRow::default() },
+        }
+    }
+
+    /// Parameters of 12 B, then a forward whose activation is 8 B a row and whose temporary is
+    /// 4 B a row and 16 B more, freed before the activation.
+    fn step(b: i64) -> Recording {
+        let (start, end) = ((0, START), (0, END));
+        recording(vec![start, (12, 1), end, start, (8 * b, 2), (4 * b + 16, 3), (-(4 * b + 16), 3), end])
+    }
+
+    #[test]
+    fn a_step_affine_in_the_batch_is_synthesised_at_any_batch() {
+        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (5, step(5))]).unwrap();
+        let phases = fit.replay(1000).unwrap();
+        assert_eq!(phases.len(), 2);
+        assert_eq!((phases[0].allocated_end, phases[0].peak), (12, 12));
+        assert_eq!((phases[1].allocated_end, phases[1].peak), (12 + 8000, 12 + 8000 + 4016));
+        assert_eq!(phases[1].by_category.activations, 8000 + 4016);
+        assert_eq!(fit.param_bytes, 12);
+    }
+
+    #[test]
+    fn a_size_not_affine_or_a_sequence_that_changes_is_refused() {
+        let mut square = step(3);
+        square.events[4].0 = 9 * 8; // b^2 * 8 at b = 3, where 8b would be 24
+        let e = Fit::new(&[(2, step(2)), (3, square), (5, step(5))]).unwrap_err().to_string();
+        assert!(e.contains("allocation 1") && e.contains("not affine"), "{e}");
+        let mut longer = step(5);
+        longer.events.insert(5, (7, 9));
+        let e = Fit::new(&[(2, step(2)), (3, step(3)), (5, longer)]).unwrap_err().to_string();
+        // One more allocation at event 5: the two first differ where the other frees (event 6).
+        assert!(e.contains("part at event 6"), "{e}");
+        let e = Fit::new(&[(2, recording(vec![(-4, 7), (0, END)])), (3, step(3)), (5, step(5))])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("made before the trial"), "{e}");
+    }
+}
