@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import re
 import sys
 import warnings
@@ -89,15 +90,17 @@ def main() -> None:
     ap.add_argument("--trace", action="store_true", help="trace on an example batch instead of scripting")
     ap.add_argument("--budget", default="24GB", help="the memory the spec's search fits in (default 24GB)")
     ap.add_argument("--max-batch", type=int, default=1024, help="the largest batch the search tries (default 1024)")
+    ap.add_argument("--spec", type=Path, help="the spec to write (default: the .pt's path with .toml)")
     ap.add_argument("--force", action="store_true", help="replace an existing .pt or spec")
     args = ap.parse_args()
 
     data = parse_input(args.input)
     if args.classes < 1 or args.max_batch < 2:
         raise SystemExit("export-model: --classes must be at least 1 and --max-batch at least 2")
-    stem = re.sub(r"[^A-Za-z0-9_-]+", "_", args.model.split(":")[-1]).strip("_") or "model"
+    named = args.out.stem if args.out else args.model.split(":")[-1]
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "_", named).strip("_") or "model"
     out = args.out or Path("models") / f"{stem}.pt"
-    spec = out.with_suffix(".toml")
+    spec = args.spec or out.with_suffix(".toml")
     for path in (out, spec):
         if path.exists() and not args.force:
             raise SystemExit(f"export-model: {path} exists; pass --force to replace it")
@@ -139,7 +142,7 @@ description = "{stem} (TorchScript): the largest batch that fits {args.budget}"
 
 [model]
 kind = "torchscript"
-path = "{out.name}"
+path = "{os.path.relpath(out, spec.parent)}"
 
 [data]
 {data_keys.replace(", ", chr(10))}

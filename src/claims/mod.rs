@@ -67,7 +67,7 @@ impl Claim {
 }
 
 /// Every experiment the claims read, by folder name.
-pub const EXPERIMENTS: [&str; 20] = [
+pub const EXPERIMENTS: [&str; 21] = [
     "whole_dataset_batch",
     "depth_sweep",
     "batch_size_sweep",
@@ -88,6 +88,7 @@ pub const EXPERIMENTS: [&str; 20] = [
     "answer004",
     "checkpoint_example",
     "resnet_checkpointing",
+    "own_model",
 ];
 
 /// Reads a device's results folder and judges every claim.

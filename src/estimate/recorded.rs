@@ -22,8 +22,11 @@ use crate::schema::Phase;
 use crate::spec::Config;
 use crate::train::record::{record, Recording, END, START};
 
-/// The batches a step is recorded at: the fit takes the first and last, the middle checks it.
-const BATCHES: [usize; 3] = [4, 6, 8];
+/// The batches a step is recorded at, tried in turn: the fit takes the first and last of a set,
+/// the middle checks it. Some CPU kernels (oneDNN's convolutions) take buffers at small batches
+/// that they do not take at larger ones, so a set whose recordings part is followed by a set of
+/// larger batches.
+const LADDER: [[usize; 3]; 4] = [[4, 6, 8], [16, 24, 32], [32, 48, 64], [64, 96, 128]];
 
 /// One event of a recorded step, its sizes fitted.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,7 +87,7 @@ fn shape(events: &[(i64, u64)]) -> Result<(Vec<Shape>, Vec<i64>)> {
 }
 
 impl Fit {
-    /// Fits recordings at [`BATCHES`] (in that order).
+    /// Fits recordings at three batches, smallest first.
     fn new(recordings: &[(usize, Recording)]) -> Result<Fit> {
         let parsed: Vec<(usize, Vec<Shape>, Vec<i64>)> = recordings
             .iter()
@@ -206,27 +209,43 @@ fn category(phase: Phase) -> Category {
     }
 }
 
-/// The fit for `config`'s step whatever its batch, recorded once per process.
-fn fit(config: &Config) -> Result<Arc<Fit>> {
-    static FITS: Mutex<Vec<(String, Arc<Fit>)>> = Mutex::new(Vec::new());
+/// The fit for `config`'s step whatever its batch, recorded once per process: the first set of
+/// [`LADDER`] within the data set whose recordings agree; the batches it was fitted at.
+fn fit(config: &Config, samples: usize) -> Result<(Arc<Fit>, [usize; 3])> {
+    type Fits = Vec<(String, Arc<Fit>, [usize; 3])>;
+    static FITS: Mutex<Fits> = Mutex::new(Vec::new());
     let mut key = config.clone();
     key.training.batch_size = 0;
     let key = serde_json::to_string(&key)?;
-    if let Some((_, f)) = FITS.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(k, _)| *k == key) {
-        return Ok(f.clone());
+    if let Some((_, f, b)) = FITS.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(k, ..)| *k == key) {
+        return Ok((f.clone(), *b));
     }
     let at = |batch: usize| {
         let mut c = config.clone();
         c.training.batch_size = batch;
         c
     };
-    // A first trial makes what libtorch keeps for the process (kernels' caches): not the step's.
-    record(&at(BATCHES[0]))?;
-    let recordings: Vec<(usize, Recording)> =
-        BATCHES.iter().map(|&b| record(&at(b)).map(|r| (b, r))).collect::<Result<_>>()?;
-    let fit = Arc::new(Fit::new(&recordings)?);
-    FITS.lock().unwrap_or_else(|e| e.into_inner()).push((key, fit.clone()));
-    Ok(fit)
+    let mut why = Vec::new();
+    for batches in LADDER.into_iter().filter(|b| b[2] <= samples) {
+        // A first trial makes what libtorch keeps for the process (kernels' caches): not the step's.
+        record(&at(batches[0]))?;
+        let recordings: Vec<(usize, Recording)> =
+            batches.iter().map(|&b| record(&at(b)).map(|r| (b, r))).collect::<Result<_>>()?;
+        match Fit::new(&recordings) {
+            Ok(fit) => {
+                let fit = Arc::new(fit);
+                FITS.lock().unwrap_or_else(|e| e.into_inner()).push((key, fit.clone(), batches));
+                return Ok((fit, batches));
+            }
+            Err(e) => why.push(format!("at batches {batches:?}, {e:#}")),
+        }
+    }
+    if why.is_empty() {
+        bail!(
+            "the estimate records the step at batches 4, 6 and 8 at least: data.samples must be at least 8"
+        );
+    }
+    bail!("{}", why.join("; "))
 }
 
 /// Predicts a trial of `config` (a TorchScript module) from its recorded step.
@@ -241,14 +260,10 @@ pub(super) fn predict(config: &Config, shape: DataShape, options: &Options) -> R
              (a CPU recording cannot tell the host's tensors from the device's); `oomlab run` measures it on a GPU"
         );
     }
-    if shape.samples < BATCHES[2] {
-        bail!(
-            "{path}: the estimate records the step at batches {BATCHES:?}: data.samples must be at least {}",
-            BATCHES[2]
-        );
-    }
-    let fit =
-        fit(config).map_err(|e| anyhow::anyhow!("{path}: {e:#}; `oomlab run` measures it at the batch"))?;
+    let (fit, batches) = fit(config, shape.samples)
+        .map_err(|e| anyhow::anyhow!("{path}: {e:#}; `oomlab run` measures it at the batch"))?;
+    let batch = config.training.batch_size;
+    let outside = if batch < batches[0] || batch > batches[2] { ", extrapolated" } else { "" };
     let phases = fit.replay(config.training.batch_size)?;
     let peak = phases.iter().map(|p| p.peak).max().unwrap_or(0);
     let rules = evidence::rules(config, &phases, options.target);
@@ -266,10 +281,10 @@ pub(super) fn predict(config: &Config, shape: DataShape, options: &Options) -> R
         shape,
         options: *options,
         notes: vec![format!(
-            "{}: its step recorded on this CPU at batches {BATCHES:?} (every allocation and free), each size fitted \
-             as affine in the batch and checked, and replayed at batch {}; bytes are filed by the phase that made them",
+            "{}: its step recorded on this CPU at batches {batches:?} (every allocation and free), each size fitted \
+             as affine in the batch and checked, and replayed at batch {batch}{outside}; bytes are filed by the phase \
+             that made them",
             config.model.describe(),
-            config.training.batch_size
         )],
         phases,
     })

@@ -13,6 +13,7 @@ mod inference;
 mod lesson;
 mod models;
 mod optimizers;
+mod own_model;
 mod precision;
 mod scaling;
 mod troubleshooting;
@@ -30,6 +31,7 @@ use inference::{leak, no_grad};
 use lesson::{depth, whole_dataset};
 use models::{activations_biggest, breakdown, depthwise, smaller_models, smaller_models_batch};
 use optimizers::{gradients, optimizer_state};
+use own_model::own_model;
 use precision::{amp_batch, amp_memory, amp_models_batch};
 use scaling::{batch_linear, memory_equation, width_quadratic};
 use troubleshooting::{backward_oom, quick_reference_memory, quick_reference_time};
@@ -37,7 +39,7 @@ use troubleshooting::{backward_oom, quick_reference_memory, quick_reference_time
 type Get<'a> = &'a dyn Fn(&str) -> Option<&'a Experiment>;
 
 /// Every claim, in the report's order.
-pub const ALL: [fn(Get) -> Claim; 31] = [
+pub const ALL: [fn(Get) -> Claim; 32] = [
     whole_dataset,
     depth,
     memory_equation,
@@ -68,6 +70,7 @@ pub const ALL: [fn(Get) -> Claim; 31] = [
     no_grad,
     leak,
     finder,
+    own_model,
     multi_gpu,
 ];
 
