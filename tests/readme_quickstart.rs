@@ -73,3 +73,64 @@ fn the_quick_start_runs_as_written() {
         }
     }
 }
+
+/// The commands of the README's "Your own model" worked example, in order.
+fn own_model_commands() -> Vec<String> {
+    let readme = std::fs::read_to_string("README.md").expect("README.md at the crate's root");
+    let section = readme.split("\n## Your own model").nth(1).expect("a section \"Your own model\"");
+    let block = section.split("```sh").nth(1).and_then(|b| b.split("```").next()).expect("its sh block");
+    block
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The worked example as written, in a fresh folder: export a torchvision model the repository
+/// does not have, estimate it without training, then run the search the estimate guides; the run
+/// must end where the estimate said (the estimate is exact on the CPU).
+#[test]
+fn the_own_model_example_runs_as_written() {
+    let c = own_model_commands();
+    assert_eq!(c.len(), 3, "export, estimate, run: {c:?}");
+    assert!(c[0].starts_with("scripts/export-model "), "{c:?}");
+    let sb = Sandbox::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let export: Vec<&str> = c[0].split_whitespace().collect();
+    let out = std::process::Command::new(root.join(export[0]))
+        .args(&export[1..])
+        .current_dir(sb.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}:\n{}", c[0], String::from_utf8_lossy(&out.stderr));
+    let oomlab = |line: &str| {
+        let args: Vec<&str> =
+            line.split(" -- ").nth(1).expect("cargo run -- ARGS").split_whitespace().collect();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"))
+            .args(&args)
+            .current_dir(sb.path())
+            .output()
+            .expect("oomlab runs");
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{line}:\n{said}\n{}", String::from_utf8_lossy(&out.stderr));
+        said
+    };
+    let estimated = oomlab(&c[1]);
+    let predicted = estimated
+        .lines()
+        .find_map(|l| l.strip_prefix("largest batch_size predicted to fit in "))
+        .and_then(|l| l.split(": ").nth(1))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("the estimate names a largest batch:\n{estimated}"));
+    oomlab(&c[2]);
+    let runs: Vec<_> =
+        std::fs::read_dir(sb.path().join("runs")).unwrap().map(|e| e.unwrap().path()).collect();
+    let dirs: Vec<_> =
+        runs.iter().flat_map(|d| std::fs::read_dir(d).unwrap()).map(|e| e.unwrap().path()).collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let m = Manifest::read(&dirs[0]).unwrap();
+    let a = &m.answers[0];
+    assert_eq!((a.largest_fit, a.first_oom), (Some(predicted), Some(predicted + 1)), "{a:?}");
+}
