@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::{bail, Result};
 
 use super::ledger::{Category, Held, Ledger};
-use super::prediction::{PhasePrediction, Prediction};
+use super::prediction::{PhasePrediction, PredictedOom, Prediction};
 use super::{evidence, terms, DataShape, Options, Target};
 use crate::schema::Phase;
 use crate::spec::Config;
@@ -149,11 +149,13 @@ impl Fit {
         })
     }
 
-    /// The step at `batch`, replayed phase by phase: each phase's end, peak and what was live,
-    /// the bytes filed under the phase that allocated them (a recording cannot tell a gradient
-    /// from a temporary).
-    fn replay(&self, batch: usize) -> Result<Vec<PhasePrediction>> {
-        let mut ledger = Ledger::cpu(None);
+    /// The step at `batch`, replayed phase by phase under `cap` (as the counting allocator's
+    /// budget refuses): each phase's end, peak and what was live, the bytes filed under the phase
+    /// that allocated them (a recording cannot tell a gradient from a temporary); and the first
+    /// allocation the cap refused, with the phase it fell in.
+    fn replay(&self, batch: usize, cap: Option<u64>) -> Result<(Vec<PhasePrediction>, Option<PredictedOom>)> {
+        let mut ledger = Ledger::cpu(cap);
+        let mut oom = None;
         let mut held: Vec<Option<Held>> = Vec::new();
         let mut phases = self.phases.iter();
         let mut out = Vec::new();
@@ -176,6 +178,13 @@ impl Fit {
                 Event::Start => ledger.reset_peak(),
                 Event::End => {
                     let Some((step, micro, phase)) = current else { bail!("more phase marks than phases") };
+                    if let (None, Some(refused)) = (&oom, ledger.refused()) {
+                        oom = Some(PredictedOom {
+                            phase_index: out.len(),
+                            requested: refused.requested,
+                            reserved: refused.reserved,
+                        });
+                    }
                     let (reserved_end, reserved_peak) = ledger.reserved();
                     out.push(PhasePrediction {
                         step,
@@ -192,7 +201,7 @@ impl Fit {
                 }
             }
         }
-        Ok(out)
+        Ok((out, oom))
     }
 }
 
@@ -264,7 +273,7 @@ pub(super) fn predict(config: &Config, shape: DataShape, options: &Options) -> R
         .map_err(|e| anyhow::anyhow!("{path}: {e:#}; `oomlab run` measures it at the batch"))?;
     let batch = config.training.batch_size;
     let outside = if batch < batches[0] || batch > batches[2] { ", extrapolated" } else { "" };
-    let phases = fit.replay(config.training.batch_size)?;
+    let (phases, oom) = fit.replay(config.training.batch_size, options.limit)?;
     let peak = phases.iter().map(|p| p.peak).max().unwrap_or(0);
     let rules = evidence::rules(config, &phases, options.target);
     let bound = evidence::bound(rules, &phases, (0, 0));
@@ -274,7 +283,7 @@ pub(super) fn predict(config: &Config, shape: DataShape, options: &Options) -> R
         reserved_peak: peak,
         baseline_allocated: 0,
         baseline_reserved: 0,
-        oom: None,
+        oom,
         param_count: fit.param_count,
         param_bytes: fit.param_bytes,
         optimizer_state_bytes: terms::state_tensors_per_param(&config.training.optimizer) * fit.param_bytes,
@@ -313,12 +322,17 @@ mod tests {
     #[test]
     fn a_step_affine_in_the_batch_is_synthesised_at_any_batch() {
         let fit = Fit::new(&[(2, step(2)), (3, step(3)), (5, step(5))]).unwrap();
-        let phases = fit.replay(1000).unwrap();
+        let (phases, oom) = fit.replay(1000, None).unwrap();
+        assert!(oom.is_none());
         assert_eq!(phases.len(), 2);
         assert_eq!((phases[0].allocated_end, phases[0].peak), (12, 12));
         assert_eq!((phases[1].allocated_end, phases[1].peak), (12 + 8000, 12 + 8000 + 4016));
         assert_eq!(phases[1].by_category.activations, 8000 + 4016);
         assert_eq!(fit.param_bytes, 12);
+        // Under a cap, the first allocation past it is refused, in the phase it falls in.
+        let (_, oom) = fit.replay(1000, Some(12 + 8000 + 100)).unwrap();
+        let oom = oom.expect("the temporary does not fit");
+        assert_eq!((oom.phase_index, oom.requested), (1, 4016));
     }
 
     #[test]

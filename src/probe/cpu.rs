@@ -12,6 +12,22 @@ use crate::schema::MemSnapshot;
 /// The counter and cap are process-wide, so only one CPU probe may live at a time; others wait.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+thread_local! {
+    /// Whether this thread holds the CPU probe now.
+    static HELD_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with the CPU's counters to itself, as a probe has them: under the probe's lock,
+/// unless this thread holds the probe already (the recorded estimate asked for between a run's
+/// trials, by its guided search).
+pub fn exclusive<T>(f: impl FnOnce() -> T) -> T {
+    if HELD_HERE.with(|h| h.get()) {
+        return f();
+    }
+    let _only = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    f()
+}
+
 pub struct CpuProbe {
     budget: Option<u64>,
     capacity: u64,
@@ -39,6 +55,7 @@ impl CpuProbe {
             }
         }
         ffi::cpu_set_cap(budget);
+        HELD_HERE.with(|h| h.set(true));
         Ok(CpuProbe { budget, capacity: total, name: cpu_name(), _only: only })
     }
 }
@@ -46,6 +63,7 @@ impl CpuProbe {
 impl Drop for CpuProbe {
     fn drop(&mut self) {
         ffi::cpu_set_cap(None);
+        HELD_HERE.with(|h| h.set(false));
     }
 }
 

@@ -10,7 +10,7 @@ mod cuda;
 pub mod fake;
 
 pub use caps::{CpuCaps, HalfPrecision};
-pub use cpu::{cpu_name, CpuProbe};
+pub use cpu::{cpu_name, exclusive as cpu_exclusive, CpuProbe};
 pub use cuda::CudaProbe;
 
 /// Counters that only go up over a process's life.

@@ -33,6 +33,10 @@ pub struct Recording {
 /// budget a run has set is lifted while it records, and put back after. An out-of-memory or
 /// another error in the trial is an error here: a recording is of a trial that ran.
 pub fn record(config: &Config) -> Result<Recording> {
+    crate::probe::cpu_exclusive(|| record_here(config))
+}
+
+fn record_here(config: &Config) -> Result<Recording> {
     ffi::cpu_install().map_err(anyhow::Error::msg)?;
     let cap = ffi::cpu_cap();
     ffi::cpu_set_cap(None);
