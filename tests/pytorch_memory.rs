@@ -17,7 +17,6 @@
 //! test fails and says so: it does not skip.
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 use oomlab::results::ExperimentDir;
 use oomlab::run::plan::{Overrides, Plan};
@@ -25,7 +24,7 @@ use oomlab::run::{self, RunOptions};
 use oomlab::schema::PhaseRecord;
 
 mod common;
-use common::{torch_site, Sandbox};
+use common::Sandbox;
 
 const CNN: &str = r#"model = { kind = "cnn", arch = "plain", channels = 8, depth = 2 }
 data = { kind = "images", samples = 16, channels = 3, size = 8, classes = 4, seed = 0 }"#;
@@ -117,22 +116,7 @@ fn every_model_kind_allocates_what_pytorch_allocates_phase_by_phase() {
     assert_eq!(ours.rows.len(), VARIANTS.len());
 
     let py_trace = sb.path().join("pytorch.csv");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new("python3")
-        .arg(root.join("scripts/reference/train.py"))
-        .args(["--device", "cpu", "--cpu-memory", "--summary"])
-        .arg(report.dir.join("summary.csv"))
-        .arg("--out")
-        .arg(&py_trace)
-        .env("PYTHONPATH", torch_site())
-        .output()
-        .expect("python3 runs (the PyTorch oracle)");
-    assert!(
-        out.status.success(),
-        "train.py failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::pytorch_cpu_memory(&report.dir.join("summary.csv"), &py_trace);
     let py_summary: Vec<PySummary> = read_csv(Path::new(&format!("{}.summary.csv", py_trace.display())));
     assert!(py_summary.iter().all(|r| r.status == "ok"), "PyTorch trained every trial");
 

@@ -14,7 +14,6 @@
 //!
 //! Without python3 and a torch (with torchvision) it can import, this test fails and says so.
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::Command;
 
 use oomlab::results::ExperimentDir;
@@ -183,22 +182,7 @@ fn a_scripted_module_allocates_what_the_kind_it_copies_does_and_what_pytorch_doe
 
     // Against PyTorch, loading the same files.
     let py_trace = sb.path().join("pytorch.csv");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = Command::new("python3")
-        .arg(root.join("scripts/reference/train.py"))
-        .args(["--device", "cpu", "--cpu-memory", "--summary"])
-        .arg(report.dir.join("summary.csv"))
-        .arg("--out")
-        .arg(&py_trace)
-        .env("PYTHONPATH", torch_site())
-        .output()
-        .expect("python3 runs (the PyTorch oracle)");
-    assert!(
-        out.status.success(),
-        "train.py failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::pytorch_cpu_memory(&report.dir.join("summary.csv"), &py_trace);
     let py_summary: Vec<PySummary> = csv::Reader::from_path(format!("{}.summary.csv", py_trace.display()))
         .unwrap()
         .deserialize()

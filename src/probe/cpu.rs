@@ -81,13 +81,7 @@ impl MemoryProbe for CpuProbe {
         self.budget
     }
     fn snapshot(&self) -> Result<MemSnapshot> {
-        let s = ffi::cpu_stats();
-        Ok(MemSnapshot {
-            memory_allocated: s.allocated.max(0) as u64,
-            memory_reserved: s.reserved.max(0) as u64,
-            max_memory_allocated: s.allocated_peak.max(0) as u64,
-            max_memory_reserved: s.reserved_peak.max(0) as u64,
-        })
+        Ok(snapshot())
     }
     fn reset_peak(&self) -> Result<()> {
         ffi::cpu_reset_peak();
@@ -97,8 +91,24 @@ impl MemoryProbe for CpuProbe {
         Ok(())
     }
     fn counters(&self) -> Result<Counters> {
-        Ok(Counters { num_ooms: ffi::cpu_stats().num_ooms.max(0) as u64, num_alloc_retries: 0 })
+        Ok(counters())
     }
+}
+
+/// The counting allocator's counters now (reserved is allocated: the CPU has no cache).
+pub fn snapshot() -> MemSnapshot {
+    let s = ffi::cpu_stats();
+    MemSnapshot {
+        memory_allocated: s.allocated.max(0) as u64,
+        memory_reserved: s.reserved.max(0) as u64,
+        max_memory_allocated: s.allocated_peak.max(0) as u64,
+        max_memory_reserved: s.reserved_peak.max(0) as u64,
+    }
+}
+
+/// The out-of-memory errors the counting allocator has raised (it never retries).
+pub fn counters() -> Counters {
+    Counters { num_ooms: ffi::cpu_stats().num_ooms.max(0) as u64, num_alloc_retries: 0 }
 }
 
 /// (MemTotal, MemAvailable) in bytes, from /proc/meminfo.

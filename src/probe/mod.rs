@@ -10,7 +10,9 @@ mod cuda;
 pub mod fake;
 
 pub use caps::{CpuCaps, HalfPrecision};
-pub use cpu::{cpu_name, exclusive as cpu_exclusive, CpuProbe};
+pub use cpu::{
+    counters as cpu_counters, cpu_name, exclusive as cpu_exclusive, snapshot as cpu_snapshot, CpuProbe,
+};
 pub use cuda::CudaProbe;
 
 /// Counters that only go up over a process's life.

@@ -89,13 +89,7 @@ impl MemoryProbe for Unguarded {
     }
     fn snapshot(&self) -> Result<MemSnapshot> {
         ffi::cpu_events_mark(END);
-        let s = ffi::cpu_stats();
-        Ok(MemSnapshot {
-            memory_allocated: s.allocated.max(0) as u64,
-            memory_reserved: s.reserved.max(0) as u64,
-            max_memory_allocated: s.allocated_peak.max(0) as u64,
-            max_memory_reserved: s.reserved_peak.max(0) as u64,
-        })
+        Ok(crate::probe::cpu_snapshot())
     }
     fn reset_peak(&self) -> Result<()> {
         ffi::cpu_events_mark(START);
@@ -106,6 +100,6 @@ impl MemoryProbe for Unguarded {
         Ok(())
     }
     fn counters(&self) -> Result<Counters> {
-        Ok(Counters { num_ooms: ffi::cpu_stats().num_ooms.max(0) as u64, num_alloc_retries: 0 })
+        Ok(crate::probe::cpu_counters())
     }
 }

@@ -278,3 +278,26 @@ pub fn onednn_linear_scratch(amp: oomlab::spec::Amp, linears: &[(i64, i64, i64)]
     }
     worst
 }
+
+/// Runs plain PyTorch on the trials of an oomlab run (`scripts/reference/train.py --cpu-memory`:
+/// the same configurations, its counting allocator installed as libtorch's CPU allocator) and
+/// writes its trace to `out`, its summary beside it (`<out>.summary.csv`). Fails the test, with
+/// what Python said, if it fails.
+pub fn pytorch_cpu_memory(summary: &Path, out: &Path) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let run = std::process::Command::new("python3")
+        .arg(root.join("scripts/reference/train.py"))
+        .args(["--device", "cpu", "--cpu-memory", "--summary"])
+        .arg(summary)
+        .arg("--out")
+        .arg(out)
+        .env("PYTHONPATH", torch_site())
+        .output()
+        .expect("python3 runs (the PyTorch oracle)");
+    assert!(
+        run.status.success(),
+        "train.py failed:\n{}\n{}",
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr)
+    );
+}
