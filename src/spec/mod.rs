@@ -185,6 +185,18 @@ impl DataSpec {
             DataSpec::Csv { .. } => None,
         }
     }
+
+    /// The same data with at most `n` rows where oomlab makes them (a CSV is the file's).
+    pub fn with_samples_at_most(&self, n: usize) -> DataSpec {
+        let mut data = self.clone();
+        if let DataSpec::Synthetic { samples, .. }
+        | DataSpec::Images { samples, .. }
+        | DataSpec::Tokens { samples, .. } = &mut data
+        {
+            *samples = (*samples).min(n);
+        }
+        data
+    }
 }
 
 /// Invariants: `batch_size >= 1`, `steps >= 1`; for synthetic data `batch_size <= samples`.

@@ -89,16 +89,7 @@ fn tiny(config: &Config) -> Config {
             (model, DataSpec::Tokens { samples, seq_len: 4, vocab: 16, classes, seed })
         }
         // A module of the user's reads the shapes it was made for: the spec's data, fewer rows.
-        ModelSpec::Torchscript(_) => {
-            let mut data = config.data.clone();
-            if let DataSpec::Synthetic { samples: s, .. }
-            | DataSpec::Images { samples: s, .. }
-            | DataSpec::Tokens { samples: s, .. } = &mut data
-            {
-                *s = (*s).min(samples);
-            }
-            (config.model.clone(), data)
-        }
+        ModelSpec::Torchscript(_) => (config.model.clone(), config.data.with_samples_at_most(samples)),
     };
     let t = &mut c.training;
     t.batch_size = 4;
