@@ -16,7 +16,6 @@
 //! Without python3, a torch it can import, or g++ (to build the counting allocator once), this
 //! test fails and says so: it does not skip.
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use oomlab::results::ExperimentDir;
 use oomlab::run::plan::{Overrides, Plan};
@@ -90,22 +89,6 @@ fn phases(trace: &[PhaseRecord], baselines: &BTreeMap<usize, u64>) -> Phases {
         .collect()
 }
 
-fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
-    csv::Reader::from_path(path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .deserialize()
-        .map(|r| r.unwrap_or_else(|e| panic!("{}: {e}", path.display())))
-        .collect()
-}
-
-#[derive(serde::Deserialize)]
-struct PySummary {
-    trial: usize,
-    status: String,
-    baseline_allocated: u64,
-    final_loss: f64,
-}
-
 #[test]
 fn every_model_kind_allocates_what_pytorch_allocates_phase_by_phase() {
     let sb = Sandbox::new();
@@ -116,13 +99,12 @@ fn every_model_kind_allocates_what_pytorch_allocates_phase_by_phase() {
     assert_eq!(ours.rows.len(), VARIANTS.len());
 
     let py_trace = sb.path().join("pytorch.csv");
-    common::pytorch_cpu_memory(&report.dir.join("summary.csv"), &py_trace);
-    let py_summary: Vec<PySummary> = read_csv(Path::new(&format!("{}.summary.csv", py_trace.display())));
+    let (py_summary, py_trace) = common::pytorch_cpu_memory(&report.dir.join("summary.csv"), &py_trace);
     assert!(py_summary.iter().all(|r| r.status == "ok"), "PyTorch trained every trial");
 
     let ours_base = ours.rows.iter().map(|r| (r.trial, r.baseline_allocated)).collect();
     let py_base = py_summary.iter().map(|r| (r.trial, r.baseline_allocated)).collect();
-    let (a, b) = (phases(&ours.trace, &ours_base), phases(&read_csv(&py_trace), &py_base));
+    let (a, b) = (phases(&ours.trace, &ours_base), phases(&py_trace, &py_base));
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "the same phases");
     let name = |trial: usize| ours.rows.iter().find(|r| r.trial == trial).map_or("", |r| r.variant.as_str());
     let differ: Vec<String> = a

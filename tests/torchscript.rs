@@ -123,14 +123,6 @@ fn phases(trace: &[PhaseRecord], trial: usize, base: u64) -> Phases {
         .collect()
 }
 
-#[derive(serde::Deserialize)]
-struct PySummary {
-    trial: usize,
-    status: String,
-    baseline_allocated: u64,
-    final_loss: f64,
-}
-
 #[test]
 fn a_scripted_module_allocates_what_the_kind_it_copies_does_and_what_pytorch_does() {
     let sb = Sandbox::new();
@@ -182,14 +174,7 @@ fn a_scripted_module_allocates_what_the_kind_it_copies_does_and_what_pytorch_doe
 
     // Against PyTorch, loading the same files.
     let py_trace = sb.path().join("pytorch.csv");
-    common::pytorch_cpu_memory(&report.dir.join("summary.csv"), &py_trace);
-    let py_summary: Vec<PySummary> = csv::Reader::from_path(format!("{}.summary.csv", py_trace.display()))
-        .unwrap()
-        .deserialize()
-        .map(Result::unwrap)
-        .collect();
-    let py_trace: Vec<PhaseRecord> =
-        csv::Reader::from_path(&py_trace).unwrap().deserialize().map(Result::unwrap).collect();
+    let (py_summary, py_trace) = common::pytorch_cpu_memory(&report.dir.join("summary.csv"), &py_trace);
     for (name, ..) in VARIANTS.iter().filter(|v| v.0.contains("scripted") || v.0.contains("traced")) {
         let mine = row(name);
         let py = py_summary.iter().find(|p| p.trial == mine.trial).unwrap();

@@ -279,11 +279,20 @@ pub fn onednn_linear_scratch(amp: oomlab::spec::Amp, linears: &[(i64, i64, i64)]
     worst
 }
 
+/// One trial of PyTorch's run, from its `.summary.csv`.
+#[derive(serde::Deserialize)]
+pub struct PySummary {
+    pub trial: usize,
+    pub status: String,
+    pub baseline_allocated: u64,
+    pub final_loss: f64,
+}
+
 /// Runs plain PyTorch on the trials of an oomlab run (`scripts/reference/train.py --cpu-memory`:
-/// the same configurations, its counting allocator installed as libtorch's CPU allocator) and
-/// writes its trace to `out`, its summary beside it (`<out>.summary.csv`). Fails the test, with
+/// the same configurations, its counting allocator installed as libtorch's CPU allocator), its
+/// trace written to `out` and its summary beside it; returns both, read. Fails the test, with
 /// what Python said, if it fails.
-pub fn pytorch_cpu_memory(summary: &Path, out: &Path) {
+pub fn pytorch_cpu_memory(summary: &Path, out: &Path) -> (Vec<PySummary>, Vec<PhaseRecord>) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let run = std::process::Command::new("python3")
         .arg(root.join("scripts/reference/train.py"))
@@ -300,4 +309,15 @@ pub fn pytorch_cpu_memory(summary: &Path, out: &Path) {
         String::from_utf8_lossy(&run.stdout),
         String::from_utf8_lossy(&run.stderr)
     );
+    let summaries = read_csv(Path::new(&format!("{}.summary.csv", out.display())));
+    (summaries, read_csv(out))
+}
+
+/// Every row of a CSV file, failing the test with the file's name on any error.
+pub fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
+    csv::Reader::from_path(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .deserialize()
+        .map(|r| r.unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .collect()
 }
