@@ -41,7 +41,9 @@
 //! products that run in oneDNN, bf16's and on some CPUs fp16's: [`onednn`]), both together,
 //! modes `forward` and `forward_no_grad`, and
 //! the loss history, in any combination, as `train::step` composes them; for every model kind
-//! (CNNs and Transformers replayed op by op through `graph`, autocast included). Not covered
+//! (CNNs and Transformers replayed op by op through `graph`, autocast included); a TorchScript module,
+//! whose code oomlab does not have, from its own step recorded on the CPU and fitted over the batch
+//! ([`recorded`]; the CPU only). Not covered
 //! ([`predict`] says so): mixed precision over parameters that are not float32.
 //! [`Prediction::notes`] says where a prediction is less than exact.
 pub mod bounds;
