@@ -11,6 +11,7 @@ fn main() {
     println!("cargo:rerun-if-changed=src/ffi/optim.cpp");
     println!("cargo:rerun-if-changed=src/ffi/events.cpp");
     println!("cargo:rerun-if-changed=src/ffi/guarded.h");
+    embed_git_revision();
     let lib = PathBuf::from(
         std::env::var("DEP_TCH_LIBTORCH_LIB")
             .expect("torch-sys did not report its libtorch folder; run scripts/setup-libtorch"),
@@ -42,4 +43,27 @@ fn main() {
     }
     println!("cargo:rustc-link-arg=-Wl,--as-needed");
     println!("cargo:rustc-link-lib=dylib=stdc++");
+}
+
+/// The revision this binary is built from, for a binary run away from its source tree (a GPU
+/// machine given the binary alone): `results::manifest::git_info` reads the tree at run time
+/// where it can, and these where it cannot. Re-read when HEAD moves or the index changes; an
+/// edit not yet staged does not re-run this script, so `dirty` here is as of the last commit,
+/// stage or build-script change (a clean commit built after it is exact).
+fn embed_git_revision() {
+    for path in [".git/HEAD", ".git/index", ".git/refs/heads", ".git/packed-refs"] {
+        if std::path::Path::new(path).exists() {
+            println!("cargo:rerun-if-changed={path}");
+        }
+    }
+    let git = |args: &[&str]| -> Option<String> {
+        let out = std::process::Command::new("git").args(args).output().ok()?;
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    let revision = git(&["rev-parse", "HEAD"]).unwrap_or_default();
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"])
+        .map(|s| if s.is_empty() { "false" } else { "true" })
+        .unwrap_or_default();
+    println!("cargo:rustc-env=OOMLAB_BUILT_GIT_REVISION={revision}");
+    println!("cargo:rustc-env=OOMLAB_BUILT_GIT_DIRTY={dirty}");
 }

@@ -319,13 +319,47 @@ fn read_git_info() -> GitInfo {
         let out = Command::new("git").arg("-C").arg(src).args(args).output().ok()?;
         out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
     };
+    match git(&["rev-parse", "HEAD"]) {
+        Some(revision) => GitInfo {
+            revision: Some(revision),
+            dirty: git(&["status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"])
+                .map(|s| !s.is_empty()),
+        },
+        // No source tree here (the binary was copied to a GPU machine): what build.rs saw.
+        None => built_git_info(),
+    }
+}
+
+/// The revision and dirty state that build.rs embedded; None where it had no git.
+fn built_git_info() -> GitInfo {
+    let revision = env!("OOMLAB_BUILT_GIT_REVISION");
     GitInfo {
-        revision: git(&["rev-parse", "HEAD"]),
-        dirty: git(&["status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"])
-            .map(|s| !s.is_empty()),
+        revision: (!revision.is_empty()).then(|| revision.to_string()),
+        dirty: match env!("OOMLAB_BUILT_GIT_DIRTY") {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        },
     }
 }
 
 pub fn now() -> String {
     jiff::Timestamp::now().round(jiff::Unit::Second).map(|t| t.to_string()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A binary built in a checkout carries its revision, for the machines it is copied to.
+    #[test]
+    fn a_build_in_a_checkout_embeds_its_revision() {
+        if read_git_info().revision.is_none() {
+            return; // built outside a git checkout: nothing to embed
+        }
+        let built = built_git_info();
+        let revision = built.revision.expect("build.rs embedded no revision");
+        assert!(revision.len() == 40 && revision.chars().all(|c| c.is_ascii_hexdigit()), "{revision}");
+        assert!(built.dirty.is_some());
+    }
 }
