@@ -4,13 +4,15 @@
 //! torch-sys's own link flags stop at its rlib: without the flags below a binary has no RUNPATH
 //! and, since nothing in it names a libtorch_cuda symbol, the linker drops libtorch_cuda and CUDA
 //! is never seen (tch-rs issues 907 and 980).
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// The shim's sources: a change to any of them recompiles it.
+const SHIM: [&str; 4] = ["src/ffi/shim.cpp", "src/ffi/optim.cpp", "src/ffi/events.cpp", "src/ffi/guarded.h"];
 
 fn main() {
-    println!("cargo:rerun-if-changed=src/ffi/shim.cpp");
-    println!("cargo:rerun-if-changed=src/ffi/optim.cpp");
-    println!("cargo:rerun-if-changed=src/ffi/events.cpp");
-    println!("cargo:rerun-if-changed=src/ffi/guarded.h");
+    for path in SHIM {
+        println!("cargo:rerun-if-changed={path}");
+    }
     embed_git_revision();
     let lib = PathBuf::from(
         std::env::var("DEP_TCH_LIBTORCH_LIB")
@@ -18,20 +20,7 @@ fn main() {
     );
     // The real folder, not a symlink inside the clone, so the binary survives the clone moving.
     let lib = lib.canonicalize().unwrap_or(lib);
-    let root = lib.parent().expect("libtorch lib folder has a parent");
-
-    cc::Build::new()
-        .cpp(true)
-        .file("src/ffi/shim.cpp")
-        .file("src/ffi/optim.cpp")
-        .file("src/ffi/events.cpp")
-        .include(root.join("include"))
-        .include(root.join("include/torch/csrc/api/include"))
-        .flag("-std=c++17")
-        .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
-        .flag_if_supported("-Wno-unused-parameter")
-        .warnings(false)
-        .compile("oomlab_shim");
+    compile_shim(&lib);
 
     println!("cargo:rustc-link-search=native={}", lib.display());
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
@@ -45,13 +34,48 @@ fn main() {
     println!("cargo:rustc-link-lib=dylib=stdc++");
 }
 
-/// The revision this binary is built from, for a binary run away from its source tree (a GPU
-/// machine given the binary alone): `results::manifest::git_info` reads the tree at run time
-/// where it can, and these where it cannot. Re-read when HEAD moves or the index changes; an
-/// edit not yet staged does not re-run this script, so `dirty` here is as of the last commit,
-/// stage or build-script change (a clean commit built after it is exact).
+/// The revision this binary is built from and whether the tree had changes, embedded so that
+/// every result names the code that made it wherever the binary runs (a GPU machine given the
+/// binary, with a checkout of another revision or none). Re-read when HEAD moves, the index
+/// changes, or anything the crate is built from changes.
+/// Compiles the shim, or reuses the archive of an earlier run of this script when it is newer
+/// than every source and this script, and was built against the same libtorch: this script re-runs on every edit
+/// (for the revision), and the C++ takes longer to compile than the rest of the crate.
+fn compile_shim(lib: &Path) {
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let archive = out.join("liboomlab_shim.a");
+    let stamp = out.join("oomlab_shim.libtorch");
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let fresh = match modified(&archive) {
+        Some(built) => {
+            SHIM.iter().chain(&["build.rs"]).all(|s| modified(Path::new(s)).is_some_and(|m| m < built))
+                && std::fs::read_to_string(&stamp).ok().as_deref() == lib.to_str()
+        }
+        None => false,
+    };
+    if fresh {
+        println!("cargo:rustc-link-lib=static=oomlab_shim");
+        println!("cargo:rustc-link-search=native={}", out.display());
+        return;
+    }
+    let root = lib.parent().expect("libtorch lib folder has a parent");
+    cc::Build::new()
+        .cpp(true)
+        .files(SHIM.iter().filter(|s| s.ends_with(".cpp")))
+        .include(root.join("include"))
+        .include(root.join("include/torch/csrc/api/include"))
+        .flag("-std=c++17")
+        .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
+        .flag_if_supported("-Wno-unused-parameter")
+        .warnings(false)
+        .compile("oomlab_shim");
+    std::fs::write(&stamp, lib.to_str().unwrap_or_default()).expect("writing the shim's stamp in OUT_DIR");
+}
+
 fn embed_git_revision() {
-    for path in [".git/HEAD", ".git/index", ".git/refs/heads", ".git/packed-refs"] {
+    for path in
+        [".git/HEAD", ".git/index", ".git/refs/heads", ".git/packed-refs", "src", "Cargo.toml", "Cargo.lock"]
+    {
         if std::path::Path::new(path).exists() {
             println!("cargo:rerun-if-changed={path}");
         }
@@ -66,4 +90,10 @@ fn embed_git_revision() {
         .unwrap_or_default();
     println!("cargo:rustc-env=OOMLAB_BUILT_GIT_REVISION={revision}");
     println!("cargo:rustc-env=OOMLAB_BUILT_GIT_DIRTY={dirty}");
+    let tree = match dirty {
+        "false" => "clean",
+        "true" => "with uncommitted changes",
+        _ => "no git",
+    };
+    println!("cargo:rustc-env=OOMLAB_BUILT_GIT_TREE={tree}");
 }

@@ -83,7 +83,7 @@ Examples:
       is 'not judged here', with the reason).";
 
 #[derive(Debug, Parser)]
-#[command(name = "oomlab", version, about = "Reproduce, measure and explain GPU memory in neural-network training", long_about = None, after_help = EXAMPLES)]
+#[command(name = "oomlab", version = crate::results::manifest::VERSION, about = "Reproduce, measure and explain GPU memory in neural-network training", long_about = None, after_help = EXAMPLES)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

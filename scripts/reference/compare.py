@@ -314,6 +314,20 @@ def read_events(path: Path) -> dict[tuple, list[dict]]:
     return out
 
 
+def cuda_block(requested: int) -> int:
+    """The CUDA caching allocator's block for a request: at least 512 B and a multiple of 512
+    (c10/cuda/CUDACachingAllocator.cpp, round_size, without roundup_power2_divisions)."""
+    return max(512, (requested + 511) // 512 * 512)
+
+
+def blocks_of(events: list[dict], cuda: bool) -> list[dict]:
+    """Each event with `bytes`, the size compared: on CUDA the allocator's block for the request
+    (the MLP's replay counts in blocks, so a 40 B bias is 512 B to both sides; the part of a
+    cached block the allocator does not split off is left out, since a history names only the
+    request), on the CPU the bytes asked, which the counting allocator takes as they are."""
+    return [{**e, "bytes": cuda_block(int(e["requested"])) if cuda else int(e["requested"])} for e in events]
+
+
 def collapse_frees(events: list[dict]) -> list[dict]:
     """Each run of consecutive frees as one free of their total: the estimate frees a group at
     once (every gradient at zero_grad) where PyTorch frees tensor by tensor, and the order of
@@ -321,21 +335,21 @@ def collapse_frees(events: list[dict]) -> list[dict]:
     out: list[dict] = []
     for e in events:
         if e["action"] == "free" and out and out[-1]["action"] == "free":
-            out[-1] = {**out[-1], "requested": str(int(out[-1]["requested"]) + int(e["requested"]))}
+            out[-1] = {**out[-1], "bytes": out[-1]["bytes"] + e["bytes"]}
         else:
             out.append(dict(e))
     return out
 
 
 def first_divergence(est: list[dict], ref: list[dict]) -> tuple[int, dict | None, dict | None] | None:
-    """The index of the first event where the two sequences differ in action or bytes asked
-    (runs of frees collapsed: `collapse_frees`), with each side's event there (None past its
-    end); None when they are the same."""
+    """The index of the first event where the two sequences differ in action or bytes (`bytes`:
+    `blocks_of`; runs of frees collapsed: `collapse_frees`), with each side's event there (None
+    past its end); None when they are the same."""
     est, ref = collapse_frees(est), collapse_frees(ref)
     for i in range(max(len(est), len(ref))):
         e = est[i] if i < len(est) else None
         r = ref[i] if i < len(ref) else None
-        same = e is not None and r is not None and (e["action"], int(e["requested"])) == (r["action"], int(r["requested"]))
+        same = e is not None and r is not None and (e["action"], e["bytes"]) == (r["action"], r["bytes"])
         if not same:
             return i, e, r
     return None
@@ -344,17 +358,24 @@ def first_divergence(est: list[dict], ref: list[dict]) -> tuple[int, dict | None
 def describe_event(ev: dict | None, where: str) -> str:
     if ev is None:
         return "(nothing: the sequence ended)"
-    return f"{ev['action']} {fmt_bytes(int(ev['requested']))} B ({ev.get(where) or '?'})"
+    asked = int(ev["requested"])
+    size = f"{fmt_bytes(ev['bytes'])} B" + (f" (asked {fmt_bytes(asked)} B)" if ev["bytes"] != asked and ev["action"] == "alloc" else "")
+    return f"{ev['action']} {size} ({ev.get(where) or '?'})"
 
 
 def block_sections(est_path: Path, ref_path: Path) -> str:
     """Per trial: every phase compared, and the first event where the estimate and the reference
     part (or that they never do)."""
     est, ref = read_events(est_path), read_events(ref_path)
+    cuda = any(e.get("pool", "cpu") != "cpu" for events in est.values() for e in events)
+    est = {k: blocks_of(v, cuda) for k, v in est.items()}
+    ref = {k: blocks_of(v, cuda) for k, v in ref.items()}
     lines = [f"## Block sequences: `{est_path.name}` against `{ref_path.name}`", ""]
     for trial in sorted({k[0] for k in est} | {k[0] for k in ref}):
-        keys = sorted(k for k in set(est) | set(ref) if k[0] == trial)
-        keys.sort(key=lambda k: (k[1], k[2]))
+        # Phases in the order they ran: by step and micro-batch, then as the reference's file
+        # (or the estimate's) first met them, not by name.
+        order = {k: i for i, k in enumerate(list(ref) + [k for k in est if k not in ref])}
+        keys = sorted((k for k in order if k[0] == trial), key=lambda k: (k[1], k[2], order[k]))
         parted = None
         for k in keys:
             d = first_divergence(est.get(k, []), ref.get(k, []))

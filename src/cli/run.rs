@@ -93,6 +93,11 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
     let plan = Plan::here(spec::load(&args.spec)?, args.target.overrides());
     crate::interrupt::set_resume_command(resume_command(&args));
     runner::check_out(&args.out)?;
+    // The probe first: a budget on CUDA is the caching allocator's memory fraction, which holds
+    // only if it is set before anything makes the allocator, and loading a TorchScript module in
+    // the preflight did (an H200 accepted 22.4 GiB under a 22.4 GiB budget).
+    let device = plan.device.resolve().map_err(anyhow::Error::msg)?;
+    let probe = runner::open_probe(device, plan.budget)?;
     spec::csv_data::preflight(&plan.spec)?;
     crate::train::preflight::preflight(&plan.spec)?;
     let opts = RunOptions {
@@ -104,7 +109,8 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
         shard: args.shard,
     };
     crate::interrupt::install()?;
-    let mut report = runner::run(&plan, &opts).with_context(|| format!("running {}", args.spec.display()))?;
+    let mut report =
+        runner::run_on(&plan, &opts, &*probe).with_context(|| format!("running {}", args.spec.display()))?;
     let drawing = std::time::Instant::now();
     // A shard's charts would show a slice: the merge draws them.
     let charts =

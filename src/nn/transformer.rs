@@ -224,12 +224,14 @@ impl<T: Ops> EncoderLayer<T> {
                 .f_contiguous()?
         };
         drop(query);
-        // q, k, v = proj[0], proj[1], proj[2]; then each .view(L, N*H, hd).transpose(0, 1) and
-        // .view(N, H, L, hd): views of the projection, alive until the function returns.
-        let heads = |i: i64| -> Result<T> {
-            proj.f_select(0, i)?.f_view(&[l, n * h, hd])?.f_transpose(0, 1)?.f_view(&[n, h, l, hd])
-        };
-        let (q, k, v) = (heads(0)?, heads(1)?, heads(2)?);
+        // q, k, v = proj[0], proj[1], proj[2]; then each .view(L, N*H, hd).transpose(0, 1), then
+        // each .view(N, H, L, hd): views of the projection, alive until the function returns.
+        // In PyTorch's order, op by op: the backward runs its nodes latest first, so the order
+        // decides when each gradient's copies are made and freed.
+        let (q, k, v) = (proj.f_select(0, 0)?, proj.f_select(0, 1)?, proj.f_select(0, 2)?);
+        let split = |t: T| -> Result<T> { t.f_view(&[l, n * h, hd])?.f_transpose(0, 1) };
+        let (q, k, v) = (split(q)?, split(k)?, split(v)?);
+        let (q, k, v) = (q.f_view(&[n, h, l, hd])?, k.f_view(&[n, h, l, hd])?, v.f_view(&[n, h, l, hd])?);
         drop(proj);
         // attn_output = sdpa(q, k, v, None, dropout_p, False)
         //   .permute(2, 0, 1, 3).contiguous().view(N * L, E): sdpa's output goes after the copy.

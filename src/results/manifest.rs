@@ -1,7 +1,6 @@
 //! `manifest.json`: what ran, where, with which versions and code. Written when a run starts
 //! (status "running") and rewritten when it ends, atomically, so a killed run is recognisable.
 use std::path::Path;
-use std::process::Command;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -305,33 +304,11 @@ impl Manifest {
     }
 }
 
-/// The revision of the source tree this binary was built from, and whether it had changes: read
-/// once per process (two `git` runs), as the tree was when the process started to use it, and
-/// shared by the manifest, the bench, advise's calibration cache and the estimate's kernel cache.
+/// The revision of the source tree this binary was built from, and whether it had changes
+/// (outside results/), as build.rs saw them: the code that runs, wherever the binary was copied
+/// to. Shared by the manifest, the bench, advise's calibration cache and the estimate's kernel
+/// cache.
 pub fn git_info() -> GitInfo {
-    static INFO: std::sync::OnceLock<GitInfo> = std::sync::OnceLock::new();
-    INFO.get_or_init(read_git_info).clone()
-}
-
-fn read_git_info() -> GitInfo {
-    let src = env!("CARGO_MANIFEST_DIR");
-    let git = |args: &[&str]| -> Option<String> {
-        let out = Command::new("git").arg("-C").arg(src).args(args).output().ok()?;
-        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-    };
-    match git(&["rev-parse", "HEAD"]) {
-        Some(revision) => GitInfo {
-            revision: Some(revision),
-            dirty: git(&["status", "--porcelain", "--untracked-files=no", "--", ".", ":!results"])
-                .map(|s| !s.is_empty()),
-        },
-        // No source tree here (the binary was copied to a GPU machine): what build.rs saw.
-        None => built_git_info(),
-    }
-}
-
-/// The revision and dirty state that build.rs embedded; None where it had no git.
-fn built_git_info() -> GitInfo {
     let revision = env!("OOMLAB_BUILT_GIT_REVISION");
     GitInfo {
         revision: (!revision.is_empty()).then(|| revision.to_string()),
@@ -343,6 +320,16 @@ fn built_git_info() -> GitInfo {
     }
 }
 
+/// `oomlab --version`: the package version and the revision it was built from.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("OOMLAB_BUILT_GIT_REVISION"),
+    ", ",
+    env!("OOMLAB_BUILT_GIT_TREE"),
+    ")"
+);
+
 pub fn now() -> String {
     jiff::Timestamp::now().round(jiff::Unit::Second).map(|t| t.to_string()).unwrap_or_default()
 }
@@ -350,16 +337,22 @@ pub fn now() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::Command;
 
     /// A binary built in a checkout carries its revision, for the machines it is copied to.
     #[test]
     fn a_build_in_a_checkout_embeds_its_revision() {
-        if read_git_info().revision.is_none() {
+        let in_checkout = Command::new("git")
+            .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !in_checkout {
             return; // built outside a git checkout: nothing to embed
         }
-        let built = built_git_info();
+        let built = git_info();
         let revision = built.revision.expect("build.rs embedded no revision");
         assert!(revision.len() == 40 && revision.chars().all(|c| c.is_ascii_hexdigit()), "{revision}");
         assert!(built.dirty.is_some());
+        assert!(VERSION.contains(&revision), "{VERSION}");
     }
 }

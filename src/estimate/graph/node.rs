@@ -150,6 +150,13 @@ pub(crate) enum Rule {
         k: Vec<i64>,
         v: Vec<i64>,
     },
+    /// CUDA's `_scaled_dot_product_efficient_attention` backward ([`super::efficient`]).
+    Efficient {
+        q: Vec<i64>,
+        k: Vec<i64>,
+        v: Vec<i64>,
+        kernel: super::efficient::Kernel,
+    },
     /// `x.to(dtype)` (autocast's casts): the gradient cast back to `dt`, the input's.
     ToCopy {
         dt: Dt,
@@ -184,6 +191,7 @@ impl Rule {
             Rule::Pass => "CloneBackward0",
             Rule::Select { .. } => "SelectBackward0",
             Rule::Flash { .. } => "ScaledDotProductFlashAttentionForCpuBackward0",
+            Rule::Efficient { .. } => "ScaledDotProductEfficientAttentionBackward0",
             Rule::ToCopy { .. } => "ToCopyBackward0",
         }
     }

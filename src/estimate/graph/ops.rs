@@ -518,9 +518,10 @@ impl Ops for Sym {
             return Ok(self.handle());
         }
         let (mask, out) = if ctx.target == Target::Cuda {
-            // native_dropout: the output, then a bool mask.
-            let out = new_like(&ctx, self);
+            // native_dropout (Dropout.cu, `dropout_cuda`): the bool mask, then the output (the
+            // order an H200's allocation history shows).
             let mask = new(&ctx, &self.shape(), Dt(Kind::Bool));
+            let out = new_like(&ctx, self);
             (mask, out)
         } else {
             // empty_like().bernoulli_(1 - p), div_(1 - p), then input * mask.
@@ -622,6 +623,14 @@ impl Ops for Sym {
         }
         if dropout == 0.0 && ctx.target == Target::Cpu {
             return Ok(flash_cpu(&ctx, q, k, v));
+        }
+        if ctx.target == Target::Cuda {
+            if let Some(kernel) = super::efficient::kernel(q, v) {
+                let (out, lse) = super::efficient::forward(&ctx, q, v);
+                let rule = Rule::Efficient { q: q.shape(), k: k.shape(), v: v.shape(), kernel };
+                record(&ctx, rule, &[q, k, v], &[q, k, v, &lse, &out], &[&out]);
+                return Ok(out);
+            }
         }
         // _scaled_dot_product_attention_math. On the CPU it computes a low-precision call in
         // fp32: q, k and v cast up first, and at the end the attention weights and the result
