@@ -268,7 +268,8 @@ class History:
     """--history: every allocation and free of each phase, in order, in the columns of
     `oomlab estimate --blocks` (scripts/reference/compare.py aligns the two). On CUDA from
     PyTorch's own allocation history (torch.cuda.memory._record_memory_history, its snapshot's
-    device trace: `alloc` and `free_completed`, with the Python frames that made them); on the
+    device trace: `alloc` and `free_completed`, with the Python frames that made them, and
+    `segment_alloc` and `segment_free`); on the
     CPU from cpu_memory's counting allocator's event log (--cpu-memory)."""
 
     def __init__(self, probe: Probe, writer: csv.DictWriter):
@@ -296,7 +297,10 @@ class History:
         rows = []
         if self.probe.cuda:
             for e in self._trace()[self.seen:]:
-                action = {"alloc": "alloc", "free_completed": "free"}.get(e.get("action"))
+                # Segments too (cudaMalloc and cudaFree as the cache grows and empties), for
+                # reserved memory; compare.py aligns blocks only and skips them.
+                action = {"alloc": "alloc", "free_completed": "free", "segment_alloc": "segment_alloc",
+                          "segment_free": "segment_free"}.get(e.get("action"))
                 if action is None:
                     continue
                 frames = [f"{f['filename'].split('/')[-1]}:{f['line']}:{f['name']}" for f in e.get("frames", [])]

@@ -216,7 +216,9 @@ fn device_here(plan: &Plan) -> Result<Option<String>> {
     match plan.device.resolve() {
         Ok(tch::Device::Cpu) => Ok(Some(crate::probe::cpu_name())),
         Ok(d @ tch::Device::Cuda(_)) => {
-            let probe = crate::run::open_probe(d, None)?;
+            // With the budget: the first CUDA probe of a process sets the allocator's memory
+            // fraction, and no later one can (`CudaProbe::new`).
+            let probe = crate::run::open_probe(d, plan.budget)?;
             Ok(Some(probe.name()))
         }
         _ => Ok(None),
@@ -273,7 +275,10 @@ fn timing_for(
                 return Ok((TimingSource::None { why }, None));
             };
             let device = req.plan.device.resolve().map_err(anyhow::Error::msg)?;
-            let probe = crate::run::open_probe(device, None)?;
+            // On CUDA under the budget, as every CUDA probe of this process must be (see
+            // `device_here`); on the CPU without it, so that calibration measures freely.
+            let budget = if device.is_cuda() { req.plan.budget } else { None };
+            let probe = crate::run::open_probe(device, budget)?;
             let started = std::time::Instant::now();
             let capacity = probe.capacity();
             let mut calibrator = calibrate::Calibrator {

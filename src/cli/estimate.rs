@@ -230,7 +230,7 @@ fn point_line(
         }
         None => format!("{name:<14} peak {:>11} in {} ({params})\n", p.describe_peak(), where_(at)),
     };
-    if point.fits && p.is_bounded_above() {
+    if point.fits && (p.is_bounded_above() || p.bound.reserved > p.peak_reserved()) {
         line += &bound_line(p, budget);
     }
     for note in p.notes.iter().filter(|n| noted.insert(n.to_string())) {
@@ -249,12 +249,19 @@ fn bound_line(p: &estimate::Prediction, budget: Option<u64>) -> String {
         }
         _ => String::new(),
     };
+    let why = if b.margin > 0.0 {
+        format!(
+            "+{:.0}% of the trial's bytes: {} not yet confirmed on a GPU",
+            100.0 * b.margin,
+            b.unconfirmed_names()
+        )
+    } else {
+        "reserved only: allocated confirmed on a GPU, its cache grew more than the replay's".to_string()
+    };
     format!(
-        "  bound: up to {} allocated, {} reserved (+{:.0}% of the trial's bytes: {} not yet confirmed on a GPU){over}\n",
+        "  bound: up to {} allocated, {} reserved ({why}){over}\n",
         format_size(b.allocated),
         format_size(b.reserved),
-        100.0 * b.margin,
-        b.unconfirmed_names()
     )
 }
 

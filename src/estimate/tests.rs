@@ -24,6 +24,21 @@ pub(crate) fn config(depth: usize, hidden: usize, batch: usize, optimizer: Optim
     }
 }
 
+/// A one-layer encoder (d_model 128, 4 heads of 32) over 16 sequences of 64 tokens, Adam.
+pub(crate) fn transformer_config() -> Config {
+    let mut c = config(1, 128, 16, OptimizerSpec::Adam { lr: 1e-3, weight_decay: 0.0 });
+    c.model = ModelSpec::Transformer(crate::spec::TransformerSpec {
+        d_model: 128,
+        nhead: 4,
+        num_layers: 1,
+        dim_feedforward: 256,
+        dropout: 0.0,
+        norm_first: false,
+    });
+    c.data = DataSpec::Tokens { samples: 16, seq_len: 64, vocab: 100, classes: 4, seed: 0 };
+    c
+}
+
 const SGD: OptimizerSpec = OptimizerSpec::Sgd { lr: 0.01, momentum: 0.0, weight_decay: 0.0 };
 
 /// The exact bytes `tests/cpu_budget_oom.rs` measures for plain SGD, depth 6, width 256.

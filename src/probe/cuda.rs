@@ -49,7 +49,9 @@ impl CudaProbe {
         Ok(probe)
     }
 
-    /// Allocates just over the budget: the allocator must refuse it.
+    /// Allocates just over the budget: the allocator must refuse it. It does not where anything
+    /// made the caching allocator before the fraction was set (it reads the setting once, as it
+    /// starts): a process opens its first CUDA probe with the budget, before any CUDA work.
     fn check_budget_bites(&self, budget: u64) -> Result<()> {
         let over = budget + (1 << 20);
         if over > self.total {

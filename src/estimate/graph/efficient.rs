@@ -74,8 +74,8 @@ fn align_up(a: i64, to: i64) -> i64 {
 }
 
 /// The forward: the output `[B, M, H, Kv]` (returned transposed, as `[B, H, M, Kv]`, so a
-/// caller's `permute(2, 0, 1, 3).contiguous()` copies it) and the logsumexp `[B, H, ceil(M / 32)
-/// * 32]` in float32 (`kAlignLSE`). Dropout's seed and offset are CPU tensors: nothing on the
+/// caller's `permute(2, 0, 1, 3).contiguous()` copies it) and the logsumexp `[B, H, M']` in
+/// float32, `M'` the sequence rounded up to 32 (`kAlignLSE`). Dropout's seed and offset are CPU tensors: nothing on the
 /// GPU. Returns the output and the logsumexp (both saved, with q, k and v).
 pub(crate) fn forward(ctx: &Rc<Ctx>, q: &Sym, v: &Sym) -> (Sym, Sym) {
     let (s, kv) = (q.shape(), v.shape()[3]);
