@@ -6,7 +6,9 @@
 //! same allocator) within 0.5% of the prediction, reserved within 2% or under the bound (which
 //! widens reserved memory where a GPU saw the cache grow more than the replay: cuDNN's transient
 //! workspaces in ResNet-50, 5.2%; a 16-layer MLP's starting cache, 4.7%), the same trials out of
-//! memory, and the bound never below what PyTorch measured.
+//! memory, and the bound never below what PyTorch measured. `amp_models` (ResNet-18 and a
+//! Transformer at batch 1024, fp32 and bf16) rides along, held to its bound: its convolutions'
+//! cuDNN workspaces and its bf16 attention (flash) are not modelled.
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -16,6 +18,24 @@ use oomlab::run::plan::{Overrides, Plan};
 use oomlab::spec;
 
 const FIXTURES: &str = "tests/fixtures/h200";
+
+/// The configurations the issue holds to 0.5% allocated (experiments/gpu); any other fixture is
+/// held to the bound alone where a rule it uses is unconfirmed.
+const VALIDATED: [&str; 6] = [
+    "mlp_activations",
+    "mlp_batches",
+    "mlp_checkpointing",
+    "reserved_decides",
+    "resnet50_224",
+    "transformer_seq512",
+];
+
+/// A fixture's spec: experiments/gpu, else the suite's experiments/.
+fn spec_of(name: &str) -> spec::Spec {
+    let gpu = Path::new("experiments/gpu").join(format!("{name}.toml"));
+    let path = if gpu.is_file() { gpu } else { Path::new("experiments").join(format!("{name}.toml")) };
+    spec::load(&path).unwrap()
+}
 
 /// One trial as both sides ran it: oomlab's summary row names its variant and swept value,
 /// PyTorch's its status and peaks.
@@ -73,7 +93,7 @@ fn every_validation_trial_within_half_a_percent_allocated_and_two_percent_reserv
     );
     let mut failures = Vec::new();
     for name in &experiments {
-        let spec = spec::load(&Path::new("experiments/gpu").join(format!("{name}.toml"))).unwrap();
+        let spec = spec_of(name);
         let plan = Plan::new(spec, Overrides { device: Some(DeviceChoice::Cuda(0)), budget: None }, true);
         let options = plan.estimate_options(GpuArch::Hopper, 1);
         for m in measured(name) {
@@ -103,7 +123,8 @@ fn every_validation_trial_within_half_a_percent_allocated_and_two_percent_reserv
                 m.reserved,
                 100.0 * r
             );
-            if a.abs() > 0.005 {
+            let held = VALIDATED.contains(&name.as_str()) || p.bound.margin == 0.0;
+            if held && a.abs() > 0.005 {
                 failures.push(format!(
                     "{what}: allocated {} predicted, {} measured ({:+.3}%)",
                     p.peak_allocated(),

@@ -15,8 +15,8 @@
 //! above (25% under needs 33%), so a third. Kinds whose kernels no GPU has measured take the
 //! activations' margin. Where every rule a prediction used is confirmed (the lesson's batch-32
 //! depth sweep on an H100; on an H200, `experiments/gpu`: activation-heavy MLPs in fp32, fp16
-//! and bf16, plain SGD, ResNet-50 at 224, a float32 Transformer through memory-efficient
-//! attention), the bound on allocated memory is the prediction. Reserved memory keeps its own
+//! and bf16, plain SGD, a float32 Transformer through memory-efficient attention), the bound on
+//! allocated memory is the prediction. Reserved memory keeps its own
 //! margin where the H200 saw the cache grow more than the replay (`reserved_margin`).
 //!
 //! Who uses which end: whatever promises a fit (`advise`'s "fits", the guided search's first
@@ -27,7 +27,7 @@
 use serde::Serialize;
 
 use super::{Categories, PhasePrediction, Target};
-use crate::spec::{Amp, CnnSpec, Config, Dtype, ModelSpec, OptimizerSpec};
+use crate::spec::{Amp, Config, Dtype, ModelSpec, OptimizerSpec};
 
 /// Where a rule was confirmed on a GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -139,22 +139,18 @@ pub const AUTOCAST: Rule = Rule {
     margin: 1.0 / 3.0,
     reserved_margin: 1.0 / 3.0,
 };
-pub const RESNETS: Rule = Rule {
-    name: "cudnn-resnet",
-    covers:
-        "torchvision ResNets' convolutions and batch norm through cuDNN: allocated as modelled (ResNet-50 at \
-             224 x 224, batch 32: +0.08%); cuDNN's transient workspaces, not modelled, grow reserved memory \
-             (5.2% above the replay there)",
-    confirmed: Some(H200),
-    margin: 0.15,
-    reserved_margin: 0.08,
-};
 pub const CONVOLUTIONS: Rule = Rule {
     name: "cudnn",
-    covers: "cuDNN's convolution workspaces and batch norm's saved statistics for plain and depthwise stacks",
+    covers:
+        "cuDNN's convolutions and batch norm: their transient workspaces are not modelled (on an H200: \
+             ResNet-50 at 224, batch 32, allocated +0.08% and reserved 5.2% above the replay; ResNet-18 on \
+             32 x 32 at batch 1024, allocated 1.7% above, a 304 MiB workspace in conv1's forward at the peak)",
     confirmed: None,
     margin: 0.15,
-    reserved_margin: 0.15,
+    // Without a budget the workspaces grow the cache: ResNet-18 at batch 1024 reserved 25% more
+    // than the replay (46% of the trial's bytes). Under a budget cuDNN falls back to algorithms
+    // that need less, so this is how far reserved memory may go, not where a budget fails.
+    reserved_margin: 0.5,
 };
 pub const EFFICIENT_ATTENTION: Rule = Rule {
     name: "attention-efficient",
@@ -220,7 +216,6 @@ pub fn rules(config: &Config, phases: &[PhasePrediction], target: Target) -> Vec
     }
     match &config.model {
         ModelSpec::Mlp(_) => {}
-        ModelSpec::Cnn(CnnSpec::Resnet(_)) => rules.push(RESNETS),
         ModelSpec::Cnn(_) => rules.push(CONVOLUTIONS),
         ModelSpec::Transformer(t) => {
             // The efficient kernel `graph::efficient` models: float32 (no autocast), heads of
@@ -307,7 +302,7 @@ mod tests {
     /// widens reserved memory only.
     #[test]
     fn a_reserved_margin_widens_reserved_memory_alone() {
-        let b = bound(vec![WORKSPACES, RESNETS], &[phase(1000, 1)], (10, 20));
+        let b = bound(vec![WORKSPACES, ACTIVATIONS], &[phase(1000, 1)], (10, 20));
         assert_eq!(b.unconfirmed_names(), "");
         assert_eq!((b.allocated, b.margin), (1010, 0.0));
         assert_eq!(b.reserved, 20 + 1100 + 80);
