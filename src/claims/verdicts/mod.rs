@@ -148,3 +148,54 @@ fn kept_by_forward(e: &Experiment, variant: &str) -> Option<f64> {
             - e.allocated_after(r.trial, 1, Phase::ToDevice)? as f64,
     )
 }
+
+/// Where a search reached its max without running out of memory, its largest fit is a floor,
+/// not the answer (a GPU far larger than the budget's batches were sized for): the reason a
+/// comparison of largest fits over `variants` is not judged, or None when every one is exact.
+pub(super) fn capped(e: &Experiment, variants: &[&str]) -> Option<String> {
+    let capped: Vec<String> = variants
+        .iter()
+        .filter_map(|v| {
+            let a = e.answer(v)?;
+            let fit = a.largest_fit.filter(|_| a.first_oom.is_none())?;
+            Some(if v.is_empty() { format!("{fit}") } else { format!("{v} {fit}") })
+        })
+        .collect();
+    (!capped.is_empty()).then(|| {
+        format!(
+            "the search reached its max without running out of memory ({}), so the largest batch that \
+             fits is not known; a larger `search.max` or a smaller budget judges it.",
+            capped.join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod capped_tests {
+    use super::*;
+    use crate::comparison::tests::manifest;
+    use crate::results::manifest::Answer;
+
+    /// A search that ran out of memory somewhere has an exact answer; one that never did has a
+    /// floor, which is named.
+    #[test]
+    fn a_search_that_never_ran_out_is_named_as_a_floor() {
+        let mut m = manifest("amp", "NVIDIA H200", Some(1 << 30), 1 << 37);
+        let answer = |v: &str, first_oom| Answer {
+            largest_fit: Some(1024),
+            first_oom,
+            ..Answer::new(v, crate::spec::Field::BatchSize)
+        };
+        m.answers = vec![answer("fp32", Some(1025)), answer("bf16", None)];
+        let e = Experiment {
+            dir: "amp".into(),
+            manifest: m,
+            rows: Vec::new(),
+            trace: Vec::new(),
+            cut_row: false,
+        };
+        assert_eq!(capped(&e, &["fp32"]), None);
+        let why = capped(&e, &["fp32", "bf16"]).expect("bf16 reached the max");
+        assert!(why.contains("bf16 1024") && !why.contains("fp32"), "{why}");
+    }
+}

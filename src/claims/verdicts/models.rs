@@ -57,13 +57,20 @@ pub(super) fn smaller_models_batch(get: Get) -> Claim {
         let word = |b: u64| if b == 0 { "none".to_string() } else { b.to_string() };
         parts.push(format!("{small} {} vs {large} {}", word(s), word(l)));
     }
+    let measured = format!("largest batch in {budget}: {}", parts.join("; "));
+    // The larger model's largest batch must be exact; the smaller's may be a floor (a search that
+    // reached its max): above the larger's, it answers the claim all the same.
+    let variants: Vec<&str> = PAIRS.iter().map(|(_, l)| *l).collect();
+    if let Some(why) = super::capped(e, &variants) {
+        return claim(C, E, measured, Verdict::NotJudged, why);
+    }
     let verdict = if larger { Verdict::Confirmed } else { Verdict::Refuted };
     let why = "exact largest batches (Adam, two steps) from a search the estimate guides; a model whose \
                parameters, gradients and Adam's state alone exceed the budget fits no batch at all, \
                which no batch size can fix. Confirmed when the smaller model fits the larger batch in \
                both pairs."
         .to_string();
-    claim(C, E, format!("largest batch in {budget}: {}", parts.join("; ")), verdict, why)
+    claim(C, E, measured, verdict, why)
 }
 
 pub(super) fn depthwise(get: Get) -> Claim {

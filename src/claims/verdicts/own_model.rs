@@ -17,6 +17,11 @@ pub(super) fn own_model(get: Get) -> Claim {
         a.guess.map_or("-".into(), |v| v.to_string()),
         e.rows.len()
     );
+    if a.guess.is_none() && e.manifest.device.resolved.starts_with("cuda") {
+        let why = "the estimate of a TorchScript module is recorded on the CPU and models the CPU only for \
+                   now, so a search on a GPU runs unguided; the claim is judged on a CPU.";
+        return claim(C, E, measured, Verdict::NotJudged, why.to_string());
+    }
     let exact =
         a.largest_fit.is_some() && a.guess == a.largest_fit && a.first_oom == a.largest_fit.map(|v| v + 1);
     let verdict = match (a.guess, a.largest_fit) {
@@ -45,6 +50,7 @@ mod tests {
 
     fn dir(guess: Option<u64>, largest: u64, first_oom: u64) -> ExperimentDir {
         let mut m = manifest("own_model", "CPU", Some(64 << 20), 1 << 34);
+        m.device.resolved = "cpu".into();
         m.answers = vec![Answer {
             largest_fit: Some(largest),
             first_oom: Some(first_oom),
@@ -74,5 +80,14 @@ mod tests {
         }
         let none = |_: &str| None;
         assert_eq!(own_model(&none).verdict, Verdict::NotRun);
+    }
+
+    /// On a GPU the search cannot be guided yet: that is not the claim failing.
+    #[test]
+    fn an_unguided_search_on_a_gpu_is_not_judged() {
+        let mut d = dir(None, 46, 47);
+        d.manifest.device.resolved = "cuda:0".into();
+        let get = |e: &str| (e == "own_model").then_some(&d);
+        assert_eq!(own_model(&get).verdict, Verdict::NotJudged);
     }
 }

@@ -66,6 +66,9 @@ pub(super) fn amp_batch(get: Get) -> Claim {
     let budget = budget(e);
     let measured =
         format!("largest batch in {budget}: fp32 {f32_}, fp16 {f16} ({r16:.2}x), bf16 {bf16} ({rbf:.2}x)");
+    if let Some(why) = super::capped(e, &["fp32", "fp16", "bf16"]) {
+        return claim(C, E, measured, Verdict::NotJudged, why);
+    }
     let verdict = match r16.max(rbf) {
         r if r >= DOUBLED => Verdict::Confirmed,
         r if r >= LARGER => Verdict::Partly,
@@ -103,6 +106,12 @@ pub(super) fn amp_models_batch(get: Get) -> Claim {
         parts.push(format!("{model} fp32 {full}, bf16 {half} ({r:.2}x)"));
     }
     let measured = format!("largest batch in {}: {}", budget(e), parts.join("; "));
+    if skipped.is_empty() {
+        let variants = ["resnet18_fp32", "resnet18_bf16", "transformer_fp32", "transformer_bf16"];
+        if let Some(why) = super::capped(e, &variants) {
+            return claim(C, E, measured, Verdict::NotJudged, why);
+        }
+    }
     if !skipped.is_empty() {
         let why = format!(
             "not judged here: the claim is about both models, and {}. The spec leaves such variants out on \

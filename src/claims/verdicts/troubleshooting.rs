@@ -36,6 +36,9 @@ pub(super) fn quick_reference_memory(get: Get) -> Claim {
             sqrt = Some(saved);
         }
     }
+    if let Some(why) = super::capped(e, &["none", "every1", "sqrt"]) {
+        return claim(C, E, parts.join(", "), Verdict::NotJudged, why);
+    }
     let verdict = sqrt.map_or(Verdict::NotRun, |s| MEMORY.judge(s));
     let why = format!(
         "the budget left after the fixed costs (parameters, gradients, Adam's state) is the same for \
@@ -72,6 +75,10 @@ pub(super) fn quick_reference_time(get: Get) -> Claim {
         }
     }
     let Some(sqrt) = sqrt else { return not_run(C, E) };
+    if let Some(why) = super::capped(e, &["none", "every1", "sqrt"]) {
+        // Each variant's time is taken at its largest batch: a floor is not that batch.
+        return claim(C, E, parts.join(", "), Verdict::NotJudged, why);
+    }
     let verdict = sqrt.verdict(&SLOWER);
     let lead = sqrt.unjudged(&SLOWER).map(|u| u + ". ").unwrap_or_default();
     let why = format!(
