@@ -185,8 +185,9 @@ struct Stored {
     entries: Vec<((Key, usize), Profile)>,
 }
 
-/// This machine, libtorch and revision, as [`Stored::machine`]; `None` where no revision can be
-/// named (a tree with changes, or no git).
+/// This machine, libtorch and the revision this binary was built from (embedded by build.rs), as
+/// [`Stored::machine`]; `None` where no revision can be named (built from a tree with changes,
+/// or without git).
 fn machine() -> Option<&'static str> {
     static MACHINE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     MACHINE
@@ -201,17 +202,8 @@ fn machine() -> Option<&'static str> {
                     .map(|(_, v)| v.trim().to_string())
                     .unwrap_or_default()
             };
-            // The revision is read from the source tree at run time, which may have moved on
-            // since this binary was built: the binary's own size and time say which build ran.
-            let build = std::env::current_exe()
-                .and_then(std::fs::metadata)
-                .map(|m| {
-                    let built = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
-                    format!("{} B, {}", m.len(), built.map_or(0, |d| d.as_secs()))
-                })
-                .unwrap_or_default();
             Some(format!(
-                "{} | {} | libtorch {} | oomlab {revision} ({build})",
+                "{} | {} | libtorch {} | oomlab {revision}",
                 field("model name"),
                 field("flags"),
                 crate::ffi::torch_version()
