@@ -34,13 +34,10 @@ fn main() {
     println!("cargo:rustc-link-lib=dylib=stdc++");
 }
 
-/// The revision this binary is built from and whether the tree had changes, embedded so that
-/// every result names the code that made it wherever the binary runs (a GPU machine given the
-/// binary, with a checkout of another revision or none). Re-read when HEAD moves, the index
-/// changes, or anything the crate is built from changes.
 /// Compiles the shim, or reuses the archive of an earlier run of this script when it is newer
-/// than every source and this script, and was built against the same libtorch: this script re-runs on every edit
-/// (for the revision), and the C++ takes longer to compile than the rest of the crate.
+/// than every source and this script, and was built against the same libtorch: this script
+/// re-runs on every edit (for the revision), and the C++ takes longer to compile than the rest
+/// of the crate.
 fn compile_shim(lib: &Path) {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let archive = out.join("liboomlab_shim.a");
@@ -72,11 +69,15 @@ fn compile_shim(lib: &Path) {
     std::fs::write(&stamp, lib.to_str().unwrap_or_default()).expect("writing the shim's stamp in OUT_DIR");
 }
 
+/// The revision this binary is built from and whether the tree had changes, embedded so that
+/// every result names the code that made it wherever the binary runs (a GPU machine given the
+/// binary, with a checkout of another revision or none). Re-read when HEAD moves, the index
+/// changes, or anything the crate is built from changes.
 fn embed_git_revision() {
     for path in
         [".git/HEAD", ".git/index", ".git/refs/heads", ".git/packed-refs", "src", "Cargo.toml", "Cargo.lock"]
     {
-        if std::path::Path::new(path).exists() {
+        if Path::new(path).exists() {
             println!("cargo:rerun-if-changed={path}");
         }
     }

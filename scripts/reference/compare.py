@@ -371,10 +371,10 @@ def block_sections(est_path: Path, ref_path: Path) -> str:
     est = {k: blocks_of(v, cuda) for k, v in est.items()}
     ref = {k: blocks_of(v, cuda) for k, v in ref.items()}
     lines = [f"## Block sequences: `{est_path.name}` against `{ref_path.name}`", ""]
+    # Phases in the order they ran: by step and micro-batch, then as the reference's file (or the
+    # estimate's) first met them, not by name.
+    order = {k: i for i, k in enumerate(list(ref) + [k for k in est if k not in ref])}
     for trial in sorted({k[0] for k in est} | {k[0] for k in ref}):
-        # Phases in the order they ran: by step and micro-batch, then as the reference's file
-        # (or the estimate's) first met them, not by name.
-        order = {k: i for i, k in enumerate(list(ref) + [k for k in est if k not in ref])}
         keys = sorted((k for k in order if k[0] == trial), key=lambda k: (k[1], k[2], order[k]))
         parted = None
         for k in keys:

@@ -157,7 +157,7 @@ mod tests {
     fn each_linears_backward_takes_it_on_cuda_only() {
         use crate::estimate::tests::config;
         use crate::estimate::Target;
-        use crate::spec::{DataSpec, ModelSpec, OptimizerSpec, TransformerSpec};
+        use crate::spec::{DataSpec, OptimizerSpec};
         let sgd = OptimizerSpec::Sgd { lr: 0.01, momentum: 0.0, weight_decay: 0.0 };
         let mut mlp = config(4, 2048, 4096, sgd);
         mlp.data = DataSpec::Synthetic { samples: 4096, features: 2048, classes: 10, seed: 0 };
@@ -165,17 +165,9 @@ mod tests {
         assert_eq!(buffers.iter().filter(|&&b| b == 64 * MIB).count(), 4, "{buffers:?}");
         assert!(staging(&mlp, Target::Cpu).iter().all(|&b| b != 64 * MIB));
 
-        let mut encoder = mlp.clone();
-        encoder.model = ModelSpec::Transformer(TransformerSpec {
-            d_model: 128,
-            nhead: 4,
-            num_layers: 1,
-            dim_feedforward: 256,
-            dropout: 0.0,
-            norm_first: false,
-        });
+        let mut encoder = crate::estimate::tests::transformer_config();
+        encoder.training.optimizer = mlp.training.optimizer;
         encoder.data = DataSpec::Tokens { samples: 16, seq_len: 256, vocab: 100, classes: 4, seed: 0 };
-        encoder.training.batch_size = 16;
         // 4096 rows: the attention's in-projection (384 wide), out-projection (128) and the
         // feed-forward's two Linears (256, 128), each `sum_rows_staging(4096, width)`.
         let mut want: Vec<u64> = [384, 128, 256, 128]

@@ -218,13 +218,11 @@ pub fn rules(config: &Config, phases: &[PhasePrediction], target: Target) -> Vec
         ModelSpec::Mlp(_) => {}
         ModelSpec::Cnn(_) => rules.push(CONVOLUTIONS),
         ModelSpec::Transformer(t) => {
-            // The efficient kernel `graph::efficient` models: float32 (no autocast), heads of
-            // 33 to 64, a multiple of 4.
-            let head = t.d_model / t.nhead.max(1);
+            // The efficient kernel `graph::efficient` models, in float32 without autocast.
+            let head = (t.d_model / t.nhead.max(1)) as i64;
             let efficient = tech.amp == Amp::Off
                 && config.training.dtype == Dtype::Float32
-                && (33..=64).contains(&head)
-                && head % 4 == 0;
+                && super::graph::efficient::modelled(tch::Kind::Float, head);
             rules.push(if efficient { EFFICIENT_ATTENTION } else { ATTENTION })
         }
         // Not replayed: `estimate::replay` refuses it before any rule is used.

@@ -106,12 +106,6 @@ pub(super) fn amp_models_batch(get: Get) -> Claim {
         parts.push(format!("{model} fp32 {full}, bf16 {half} ({r:.2}x)"));
     }
     let measured = format!("largest batch in {}: {}", budget(e), parts.join("; "));
-    if skipped.is_empty() {
-        let variants = ["resnet18_fp32", "resnet18_bf16", "transformer_fp32", "transformer_bf16"];
-        if let Some(why) = super::capped(e, &variants) {
-            return claim(C, E, measured, Verdict::NotJudged, why);
-        }
-    }
     if !skipped.is_empty() {
         let why = format!(
             "not judged here: the claim is about both models, and {}. The spec leaves such variants out on \
@@ -120,6 +114,10 @@ pub(super) fn amp_models_batch(get: Get) -> Claim {
              those instructions or a GPU.",
             skipped.join("; ")
         );
+        return claim(C, E, measured, Verdict::NotJudged, why);
+    }
+    let variants = ["resnet18_fp32", "resnet18_bf16", "transformer_fp32", "transformer_bf16"];
+    if let Some(why) = super::capped(e, &variants) {
         return claim(C, E, measured, Verdict::NotJudged, why);
     }
     let verdict = if ratios.iter().all(|&r| r >= DOUBLED) {

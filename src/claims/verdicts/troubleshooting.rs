@@ -13,6 +13,8 @@ const MEMORY: Band = Band::new(0.30, 0.50, 0.05);
 /// "10-20% slower".
 const SLOWER: Band = Band::new(0.10, 0.20, 0.05);
 const CHECKPOINTED: [&str; 2] = ["every1", "sqrt"];
+/// Every variant whose largest batch the two claims compare.
+const COMPARED: [&str; 3] = ["none", CHECKPOINTED[0], CHECKPOINTED[1]];
 
 /// A variant's largest batch that fits and its row.
 fn fit<'a>(e: &'a Experiment, variant: &str) -> Option<(u64, &'a SummaryRow)> {
@@ -36,7 +38,7 @@ pub(super) fn quick_reference_memory(get: Get) -> Claim {
             sqrt = Some(saved);
         }
     }
-    if let Some(why) = super::capped(e, &["none", "every1", "sqrt"]) {
+    if let Some(why) = super::capped(e, &COMPARED) {
         return claim(C, E, parts.join(", "), Verdict::NotJudged, why);
     }
     let verdict = sqrt.map_or(Verdict::NotRun, |s| MEMORY.judge(s));
@@ -75,7 +77,7 @@ pub(super) fn quick_reference_time(get: Get) -> Claim {
         }
     }
     let Some(sqrt) = sqrt else { return not_run(C, E) };
-    if let Some(why) = super::capped(e, &["none", "every1", "sqrt"]) {
+    if let Some(why) = super::capped(e, &COMPARED) {
         // Each variant's time is taken at its largest batch: a floor is not that batch.
         return claim(C, E, parts.join(", "), Verdict::NotJudged, why);
     }

@@ -21,27 +21,32 @@ use super::alloc::new;
 use super::tensor::{Dt, Sym};
 use super::Ctx;
 
-/// The backward kernel's blocks: `kBlockSizeI` (queries), `kBlockSizeJ` (keys), and the
-/// columns of the query-gradient matmul's threadblock (`MatmulGradQ::ThreadblockShape::kN`).
+/// The backward kernel's blocks: `kBlockSizeI` (queries) and the columns of the query-gradient
+/// matmul's threadblock (`MatmulGradQ::ThreadblockShape::kN`). Its key block decides only how
+/// many splits the keys get, which for float32 moves no bytes (the workspace is zeroed in place).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Kernel {
     block_i: i64,
-    block_j: i64,
     grad_q_cols: i64,
 }
 
 /// `fmha_cutlassB_f32_aligned_64x64_k64_sm80`.
-const F32_64X64_K64: Kernel = Kernel { block_i: 64, block_j: 64, grad_q_cols: 64 };
+const F32_64X64_K64: Kernel = Kernel { block_i: 64, grad_q_cols: 64 };
+
+/// Whether the efficient path is modelled for inputs of `kind` with heads of `head_dim` (query
+/// and value alike): float32, 33 to 64, a multiple of 4. `evidence` asks it of a spec.
+pub(crate) fn modelled(kind: Kind, head_dim: i64) -> bool {
+    kind == Kind::Float && (33..=64).contains(&head_dim) && head_dim % 4 == 0
+}
 
 /// The kernel for `q`, `k`, `v` laid out `[batch, heads, len, head_dim]`, or None where the
 /// efficient path is not modelled (another dtype or head dimension).
 pub(crate) fn kernel(q: &Sym, v: &Sym) -> Option<Kernel> {
     let (qs, vs) = (q.shape(), v.shape());
-    if q.dt().0 != Kind::Float || qs.len() != 4 || vs.len() != 4 {
+    if qs.len() != 4 || vs.len() != 4 || qs[3] != vs[3] {
         return None;
     }
-    let (hd, hv) = (qs[3], vs[3]);
-    (hd == hv && (33..=64).contains(&hd) && hd % 4 == 0).then_some(F32_64X64_K64)
+    modelled(q.dt().0, qs[3]).then_some(F32_64X64_K64)
 }
 
 impl Kernel {
@@ -56,12 +61,6 @@ impl Kernel {
         let tile = 4 + self.block_i * self.grad_q_cols;
         let per_bh = align_up(blocks * cols * tile, 4);
         (batch * heads * per_bh * 4) as u64
-    }
-
-    /// The key blocks, for the split-key count (which moves no bytes for float32: it only
-    /// decides whether the workspace is zeroed, in place).
-    pub(crate) fn key_blocks(self, keys: i64) -> i64 {
-        ceil_div(keys, self.block_j)
     }
 }
 
@@ -119,7 +118,6 @@ pub(crate) fn backward(
         drop(product);
         delta
     };
-    debug_assert!(kernel.key_blocks(n) >= 1);
     let workspace = new(ctx, &[kernel.workspace_bytes(b, h, m, hd) as i64], Dt(Kind::Uint8));
     drop(delta);
     drop(workspace);
