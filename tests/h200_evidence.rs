@@ -7,8 +7,9 @@
 //! widens reserved memory where a GPU saw the cache grow more than the replay: cuDNN's transient
 //! workspaces in ResNet-50, 5.2%; a 16-layer MLP's starting cache, 4.7%), the same trials out of
 //! memory, and the bound never below what PyTorch measured. `amp_models` (ResNet-18 and a
-//! Transformer at batch 1024, fp32 and bf16) rides along, held to its bound: its convolutions'
-//! cuDNN workspaces and its bf16 attention (flash) are not modelled.
+//! Transformer at batch 1024, fp32 and bf16) rides along: its Transformer held to 0.5% like the
+//! rest (bf16 attention runs through cuDNN on Hopper, modelled from this fixture), its ResNet-18
+//! to its bound (the convolutions' cuDNN workspaces are not modelled).
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -29,6 +30,10 @@ const VALIDATED: [&str; 6] = [
     "resnet50_224",
     "transformer_seq512",
 ];
+
+/// Trials of other fixtures held to 0.5% allocated as well: (experiment, variant).
+const VALIDATED_VARIANTS: [(&str, &str); 2] =
+    [("amp_models", "transformer_fp32"), ("amp_models", "transformer_bf16")];
 
 /// A fixture's spec: experiments/gpu, else the suite's experiments/.
 fn spec_of(name: &str) -> spec::Spec {
@@ -123,7 +128,9 @@ fn every_validation_trial_within_half_a_percent_allocated_and_two_percent_reserv
                 m.reserved,
                 100.0 * r
             );
-            let held = VALIDATED.contains(&name.as_str()) || p.bound.margin == 0.0;
+            let held = VALIDATED.contains(&name.as_str())
+                || VALIDATED_VARIANTS.contains(&(name.as_str(), m.variant.as_str()))
+                || p.bound.margin == 0.0;
             if held && a.abs() > 0.005 {
                 failures.push(format!(
                     "{what}: allocated {} predicted, {} measured ({:+.3}%)",

@@ -26,8 +26,8 @@
 //! is the prediction.
 use serde::Serialize;
 
-use super::{Categories, PhasePrediction, Target};
-use crate::spec::{Amp, Config, Dtype, ModelSpec, OptimizerSpec};
+use super::{Categories, GpuArch, PhasePrediction, Target};
+use crate::spec::{Amp, Config, DataSpec, ModelSpec, OptimizerSpec, TransformerSpec};
 
 /// Where a rule was confirmed on a GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -68,6 +68,11 @@ const H200: Confirmation = Confirmation {
     revision: "a7eb332",
     fixture: "tests/fixtures/h200 (scripts/validate-gpu --specs experiments/gpu)",
 };
+
+/// The same GPU, on `experiments/amp_models` at batch 1024 (`scripts/validate-gpu --only
+/// amp_models`): the bf16 Transformer's allocated and reserved peaks to the byte.
+const H200_AMP: Confirmation =
+    Confirmation { revision: "9867b75", fixture: "tests/fixtures/h200/amp_models", ..H200 };
 
 /// Activations under 1% of the trial's bytes at every peak: the regime the H100 fixtures ran
 /// (the depth sweep at batch 32 keeps 0.2-0.3% of its peak in activations).
@@ -130,11 +135,18 @@ pub const AUTOCAST_MLP: Rule = Rule {
     margin: 1.0 / 3.0,
     reserved_margin: 0.0,
 };
+pub const AUTOCAST_TRANSFORMER: Rule = Rule {
+    name: "autocast-transformer",
+    covers:
+        "autocast's CUDA op lists and cast cache for the Transformer encoder's embedding, Linear, LayerNorm \
+             and dropout, and cross_entropy's log_softmax in the logits' dtype with nll_loss's cast up",
+    confirmed: Some(H200_AMP),
+    margin: 1.0 / 3.0,
+    reserved_margin: 0.0,
+};
 pub const AUTOCAST: Rule = Rule {
     name: "autocast",
-    covers:
-        "autocast's CUDA op lists and cast cache for convolutions, norms and attention (flash attention's \
-             kernels under fp16 and bf16 are not modelled: the math path stands in)",
+    covers: "autocast's CUDA op lists and cast cache for convolutions and batch norm",
     confirmed: None,
     margin: 1.0 / 3.0,
     reserved_margin: 1.0 / 3.0,
@@ -161,10 +173,20 @@ pub const EFFICIENT_ATTENTION: Rule = Rule {
     margin: 0.15,
     reserved_margin: 0.0,
 };
+pub const CUDNN_ATTENTION: Rule = Rule {
+    name: "attention-cudnn",
+    covers: "scaled_dot_product_attention through cuDNN (fp16 and bf16 on Hopper): its dropout seed and \
+             offset, output laid out as the query, fp32 statistics, and its two workspaces, whose sizes were \
+             measured at one shape (4 heads of 64, 64 tokens)",
+    confirmed: Some(H200_AMP),
+    margin: 0.15,
+    reserved_margin: 0.0,
+};
 pub const ATTENTION: Rule = Rule {
     name: "attention",
-    covers: "scaled_dot_product_attention's other CUDA backends (flash under fp16 and bf16, other head \
-             dimensions), for which the math path stands in",
+    covers:
+        "scaled_dot_product_attention's other CUDA backends (flash under fp16 and bf16 off Hopper, other \
+             head dimensions), for which the math path stands in",
     confirmed: None,
     margin: 0.15,
     reserved_margin: 0.15,
@@ -196,7 +218,7 @@ impl Bound {
 }
 
 /// The rules a CUDA replay of `config` relies on, given what was live at each phase's peak.
-pub fn rules(config: &Config, phases: &[PhasePrediction], target: Target) -> Vec<Rule> {
+pub fn rules(config: &Config, phases: &[PhasePrediction], target: Target, gpu: GpuArch) -> Vec<Rule> {
     if target == Target::Cpu {
         return Vec::new();
     }
@@ -210,25 +232,45 @@ pub fn rules(config: &Config, phases: &[PhasePrediction], target: Target) -> Vec
     if phases.iter().any(|p| activation_share(&p.by_category, p.peak) > CONFIRMED_ACTIVATION_SHARE) {
         rules.push(ACTIVATIONS);
     }
-    let mlp = matches!(config.model, ModelSpec::Mlp(_));
     if tech.amp != Amp::Off {
-        rules.push(if mlp { AUTOCAST_MLP } else { AUTOCAST });
+        rules.push(match config.model {
+            ModelSpec::Mlp(_) => AUTOCAST_MLP,
+            ModelSpec::Transformer(_) => AUTOCAST_TRANSFORMER,
+            _ => AUTOCAST,
+        });
     }
     match &config.model {
         ModelSpec::Mlp(_) => {}
         ModelSpec::Cnn(_) => rules.push(CONVOLUTIONS),
-        ModelSpec::Transformer(t) => {
-            // The efficient kernel `graph::efficient` models, in float32 without autocast.
-            let head = (t.d_model / t.nhead.max(1)) as i64;
-            let efficient = tech.amp == Amp::Off
-                && config.training.dtype == Dtype::Float32
-                && super::graph::efficient::modelled(tch::Kind::Float, head);
-            rules.push(if efficient { EFFICIENT_ATTENTION } else { ATTENTION })
-        }
+        ModelSpec::Transformer(t) => rules.push(attention(config, t, gpu)),
         // Not replayed: `estimate::replay` refuses it before any rule is used.
         ModelSpec::Torchscript(_) => {}
     }
     rules
+}
+
+/// The rule of the attention backend the CUDA replay runs a Transformer's attention through on
+/// `gpu`: the one PyTorch 2.11 picks where it is modelled (cuDNN for half types on Hopper,
+/// memory-efficient for float32 heads of 33 to 64), else the math path's.
+pub fn attention(config: &Config, t: &TransformerSpec, gpu: GpuArch) -> Rule {
+    let kind = match config.training.techniques.amp {
+        Amp::Off => config.training.dtype.kind(),
+        Amp::Fp16 { .. } => tch::Kind::Half,
+        Amp::Bf16 => tch::Kind::BFloat16,
+    };
+    let head = (t.d_model / t.nhead.max(1)) as i64;
+    let seq = match config.data {
+        DataSpec::Tokens { seq_len, .. } => seq_len as i64,
+        _ => 0,
+    };
+    let shape = [1, 1, seq, head];
+    if super::graph::cudnn_attention::chosen(gpu, kind, &shape, &shape, &shape, t.dropout) {
+        CUDNN_ATTENTION
+    } else if super::graph::efficient::modelled(kind, head) {
+        EFFICIENT_ATTENTION
+    } else {
+        ATTENTION
+    }
 }
 
 /// Activations (saved and in flight) and autocast's copies, as a share of a phase's peak.
@@ -319,7 +361,7 @@ mod tests {
     /// The lesson's regime (weights dominate at batch 32) is the one the H100 confirmed; the
     /// same MLP at a batch whose activations count, in fp32 or under autocast, is the one an
     /// H200 confirmed (allocated; its reserved memory keeps a margin); a Transformer under
-    /// autocast (flash attention, not modelled) is not.
+    /// autocast on Hopper (cuDNN attention) too, but not on another GPU (flash, not modelled).
     #[test]
     fn the_regime_decides_which_rules_are_unconfirmed() {
         use crate::estimate::tests::config;
@@ -347,11 +389,17 @@ mod tests {
         let mut encoder = crate::estimate::tests::transformer_config();
         let p = cuda(&encoder);
         assert!(p.bound.rules.contains(&ATTENTION) && !p.bound.rules.contains(&EFFICIENT_ATTENTION));
+        // Under bf16 on Hopper the same heads go through cuDNN, as the H200 measured.
         encoder.training.techniques.amp = Amp::Bf16;
         let p = cuda(&encoder);
-        assert!(p.bound.unconfirmed_names().contains("autocast"), "{}", p.bound.unconfirmed_names());
+        assert!(p.bound.rules.contains(&CUDNN_ATTENTION) && p.bound.rules.contains(&AUTOCAST_TRANSFORMER));
+        assert!(!p.bound.unconfirmed_names().contains("attention"), "{}", p.bound.unconfirmed_names());
+        // Elsewhere (flash attention, not modelled) the math path's rule, unconfirmed.
+        let shape = crate::estimate::data_shape(&encoder.data).unwrap();
+        let other = crate::estimate::Options::cuda(crate::estimate::GpuArch::Other, [&encoder]);
+        let p = crate::estimate::predict_with(&encoder, shape, &other).unwrap();
         assert!(p.bound.unconfirmed_names().contains("attention"), "{}", p.bound.unconfirmed_names());
-        assert_eq!(p.bound.margin, AUTOCAST.margin);
+        assert_eq!(p.bound.margin, ATTENTION.margin);
 
         // The CPU's replay is exact: no rule, no margin.
         let cpu = crate::estimate::predict_with(

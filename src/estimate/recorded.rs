@@ -275,7 +275,7 @@ pub(super) fn predict(config: &Config, shape: DataShape, options: &Options) -> R
     let outside = if batch < batches[0] || batch > batches[2] { ", extrapolated" } else { "" };
     let (phases, oom) = fit.replay(config.training.batch_size, options.limit)?;
     let peak = phases.iter().map(|p| p.peak).max().unwrap_or(0);
-    let rules = evidence::rules(config, &phases, options.target);
+    let rules = evidence::rules(config, &phases, options.target, options.gpu);
     let bound = evidence::bound(rules, &phases, (0, 0));
     Ok(Prediction {
         bound,

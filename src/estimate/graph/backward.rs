@@ -155,6 +155,10 @@ pub(crate) fn apply(ctx: &Rc<Ctx>, node: &Node, inputs: &[Option<Sym>]) -> Vec<O
             drop((dsums, reduced, buffer, copy));
             vec![Some(gq), Some(gk), Some(gv)]
         }
+        Rule::Cudnn(layouts) => {
+            let [gq, gk, gv] = super::cudnn_attention::backward(ctx, layouts, grad);
+            vec![Some(gq), Some(gk), Some(gv)]
+        }
         Rule::Efficient { q, k, v, kernel } => {
             let [gq, gk, gv] = super::efficient::backward(ctx, *kernel, q, k, v, grad);
             vec![Some(gq), Some(gk), Some(gv)]

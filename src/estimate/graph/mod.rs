@@ -19,6 +19,7 @@
 //! `backward()` through the engine) on top.
 pub(crate) mod alloc;
 pub(crate) mod backward;
+pub(crate) mod cudnn_attention;
 pub(crate) mod efficient;
 pub(crate) mod engine;
 pub(crate) mod flash;

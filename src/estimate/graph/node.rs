@@ -157,6 +157,8 @@ pub(crate) enum Rule {
         v: Vec<i64>,
         kernel: super::efficient::Kernel,
     },
+    /// CUDA's `_scaled_dot_product_cudnn_attention` backward ([`super::cudnn_attention`]).
+    Cudnn(Rc<super::cudnn_attention::Layouts>),
     /// `x.to(dtype)` (autocast's casts): the gradient cast back to `dt`, the input's.
     ToCopy {
         dt: Dt,
@@ -192,6 +194,7 @@ impl Rule {
             Rule::Select { .. } => "SelectBackward0",
             Rule::Flash { .. } => "ScaledDotProductFlashAttentionForCpuBackward0",
             Rule::Efficient { .. } => "ScaledDotProductEfficientAttentionBackward0",
+            Rule::Cudnn(_) => "ScaledDotProductCudnnAttentionBackward0",
             Rule::ToCopy { .. } => "ToCopyBackward0",
         }
     }

@@ -625,6 +625,14 @@ impl Ops for Sym {
             return Ok(flash_cpu(&ctx, q, k, v));
         }
         if ctx.target == Target::Cuda {
+            let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
+            if super::cudnn_attention::chosen(ctx.gpu, q.dt().0, &qs, &ks, &vs, dropout) {
+                let f = super::cudnn_attention::forward(&ctx, q, v);
+                let rule = Rule::Cudnn(Rc::new(super::cudnn_attention::Layouts::of(q, k, v, &f.out)));
+                let saved = [q, k, v, &f.stats, &f.out, &f.seed, &f.offset];
+                record(&ctx, rule, &[q, k, v], &saved, &[&f.out]);
+                return Ok(f.out);
+            }
             if let Some(kernel) = super::efficient::kernel(q, v) {
                 let (out, lse) = super::efficient::forward(&ctx, q, v);
                 let rule = Rule::Efficient { q: q.shape(), k: k.shape(), v: v.shape(), kernel };
@@ -680,11 +688,16 @@ impl Ops for Sym {
                 let x = to_float(&ctx, self);
                 return x.f_cross_entropy(y);
             }
-            // CUDA's autocast runs log_softmax with `dtype=float`: fp32 log-probabilities made
-            // from the low-precision logits, no copy.
-            let logp = new(&ctx, &self.shape(), Dt(Kind::Float));
+            // CUDA's lists have no cross_entropy_loss: its decomposition (LossNLL.cpp) calls
+            // `log_softmax(self, dim, self.scalar_type())`, whose explicit dtype autocast's
+            // fp32_set_opt_dtype keeps, so the log-probabilities are low precision (saved by
+            // their backward); then nll_loss, on the fp32 list, casts them up (saved by its
+            // backward). Measured on an H200: tests/fixtures/h200/amp_models.
+            let logp = new(&ctx, &self.shape(), self.dt());
             record(&ctx, Rule::LogSoftmax { shape: self.shape() }, &[self], &[&logp], &[&logp]);
-            return Ok(nll_loss(&ctx, &logp, y));
+            let up = to_float(&ctx, &logp);
+            drop(logp);
+            return Ok(nll_loss(&ctx, &up, y));
         }
         // log_softmax (saved by its own backward and by nll_loss's), then nll_loss: the loss and
         // its total_weight (saved).
