@@ -93,6 +93,25 @@ fn the_guides_memory_equation_is_judged_on_the_committed_runs() {
     assert!(by_equation > measured, "{}", c.measured);
 }
 
+/// A run whose variants share no batch that trained cannot judge a saving at one batch: the
+/// H200's `amp` (96 MiB: fp32's largest batch is 2560, its anchor 4096 ran out) is not judged,
+/// with each variant's largest fit, and never called "not run".
+#[test]
+fn a_saving_without_a_batch_all_variants_trained_is_not_judged() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results/nvidia-h200");
+    let judged = claims::judge(&dir).unwrap();
+    let c = judged.iter().find(|c| c.claim.starts_with("Mixed precision reduces memory")).expect("the claim");
+    assert_eq!(c.verdict, Verdict::NotJudged, "{c:#?}");
+    assert!(
+        c.measured.contains("fp32 2560")
+            && c.measured.contains("fp16 4096")
+            && c.measured.contains("bf16 4096"),
+        "{}",
+        c.measured
+    );
+    assert!(c.why.contains("no batch trained in every variant"), "{}", c.why);
+}
+
 /// The depth claim leads with the Adam PyTorch picks on the results' device: the for-loop on
 /// the CPU, foreach on CUDA (judged here from the committed CPU sweep, relabelled as a GPU's).
 #[test]
