@@ -217,7 +217,7 @@ fn device_here(plan: &Plan) -> Result<Option<String>> {
         Ok(tch::Device::Cpu) => Ok(Some(crate::probe::cpu_name())),
         Ok(d @ tch::Device::Cuda(_)) => {
             // With the budget: the first CUDA probe of a process sets the allocator's memory
-            // fraction, and no later one can (`CudaProbe::new`).
+            // fraction, and `CudaProbe::new` refuses a later, different one.
             let probe = crate::run::open_probe(d, plan.budget)?;
             Ok(Some(probe.name()))
         }

@@ -11,6 +11,7 @@ use nvml_wrapper::Nvml;
 use super::{Counters, MemoryProbe};
 use crate::ffi;
 use crate::schema::MemSnapshot;
+use crate::units::format_bytes;
 
 pub struct CudaProbe {
     index: usize,
@@ -22,6 +23,7 @@ pub struct CudaProbe {
 
 impl CudaProbe {
     pub fn new(index: usize, budget: Option<u64>) -> Result<Self> {
+        admit(&mut OPENED.lock().unwrap_or_else(|e| e.into_inner()), budget)?;
         let nvml = Nvml::init().ok();
         let (_, total) = ffi::cuda_mem_info(index as i32)
             .map_err(anyhow::Error::msg)
@@ -77,6 +79,31 @@ impl CudaProbe {
     }
 }
 
+/// The budget the process's first CUDA probe opened with (`None` inside: no budget), once one
+/// has: the caching allocator reads its memory fraction once, as it starts.
+static OPENED: std::sync::Mutex<Option<Option<u64>>> = std::sync::Mutex::new(None);
+
+/// Lets a probe open with `budget` where it is the process's first, or the same budget as the
+/// first; refuses another, which the allocator would not apply (a smaller one would fail the
+/// check below, a larger one would be capped at the first without a word).
+fn admit(opened: &mut Option<Option<u64>>, budget: Option<u64>) -> Result<()> {
+    let size =
+        |b: Option<u64>| b.map_or("no budget".to_string(), |b| format!("a budget of {}", format_bytes(b)));
+    match *opened {
+        None => {
+            *opened = Some(budget);
+            Ok(())
+        }
+        Some(first) if first == budget => Ok(()),
+        Some(first) => bail!(
+            "this process opened the GPU with {} and cannot change it to {}: the CUDA caching allocator \
+             reads its memory fraction once, as it starts; run each budget in its own oomlab command",
+            size(first),
+            size(budget)
+        ),
+    }
+}
+
 impl MemoryProbe for CudaProbe {
     fn device(&self) -> tch::Device {
         tch::Device::Cuda(self.index)
@@ -128,5 +155,30 @@ impl MemoryProbe for CudaProbe {
     fn device_used(&self) -> Option<u64> {
         let info = self.nvml.as_ref()?.device_by_index(self.index as u32).ok()?.memory_info().ok()?;
         Some(info.used)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::admit;
+
+    /// The first probe sets the budget; the same one again is fine; another is refused with
+    /// both named.
+    #[test]
+    fn a_process_keeps_the_budget_its_first_probe_opened_with() {
+        let mut opened = None;
+        admit(&mut opened, Some(1 << 30)).unwrap();
+        admit(&mut opened, Some(1 << 30)).unwrap();
+        let e = admit(&mut opened, Some(2 << 30)).unwrap_err().to_string();
+        assert!(
+            e.contains("1.00 GiB") && e.contains("2.00 GiB") && e.contains("its own oomlab command"),
+            "{e}"
+        );
+        let e = admit(&mut opened, None).unwrap_err().to_string();
+        assert!(e.contains("to no budget"), "{e}");
+
+        let mut unbudgeted = None;
+        admit(&mut unbudgeted, None).unwrap();
+        assert!(admit(&mut unbudgeted, Some(1 << 30)).is_err());
     }
 }
