@@ -120,6 +120,10 @@ impl Evaluator {
             listed: false,
             candidate,
         };
+        if let Some(why) = self.not_recorded_here(&e.candidate.config) {
+            e.error = Some(why);
+            return e;
+        }
         match self.predict(&e.candidate.config) {
             Ok(p) => {
                 e.peak = self.capped_peak(&p);
@@ -134,6 +138,33 @@ impl Evaluator {
             Err(err) => e.error = Some(format!("{err:#}")),
         }
         e
+    }
+
+    /// Why an option is left outside the estimate before it is tried: a TorchScript module's
+    /// estimate records its step on this CPU, and under fp16 or bf16 autocast on a CPU without
+    /// that precision's matrix instructions a recording takes minutes (libtorch converts around
+    /// every kernel: 24 s for fp16 and 48 s for bf16 on experiments/own_model's small ViT on a
+    /// 2-core AMD EPYC, per option, and its recordings there did not agree across batches).
+    fn not_recorded_here(&self, config: &Config) -> Option<String> {
+        use crate::probe::HalfPrecision;
+        if self.target != Target::Cpu || !matches!(config.model, crate::spec::ModelSpec::Torchscript(_)) {
+            return None;
+        }
+        let p = match config.training.techniques.amp {
+            crate::spec::Amp::Off => return None,
+            crate::spec::Amp::Fp16 { .. } => HalfPrecision::Fp16,
+            crate::spec::Amp::Bf16 => HalfPrecision::Bf16,
+        };
+        (!crate::probe::CpuCaps::here().has(p)).then(|| {
+            format!(
+                "not estimated: a TorchScript module's estimate records its step on this CPU, which has no {} \
+                 matrix instructions ({}), so each recording under {} autocast takes minutes; `oomlab run` \
+                 measures it",
+                p.key(),
+                p.instructions(),
+                p.key()
+            )
+        })
     }
 
     /// The peak the budget caps.
@@ -196,5 +227,52 @@ impl Evaluator {
             ));
         }
         notes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{Amp, ModelSpec, OptimizerSpec, ScalerSpec, ScriptSpec};
+
+    fn evaluator(target: Target) -> Evaluator {
+        let shape = DataShape { samples: 64, features: 16, classes: 2 };
+        Evaluator { target, arch: GpuArch::Hopper, budget: 1 << 30, shape, threads: 1 }
+    }
+
+    /// A TorchScript option under autocast is left out, before anything is recorded, exactly
+    /// where this CPU lacks the precision's instructions; fp32, the built-in kinds and CUDA are
+    /// never cut here.
+    #[test]
+    fn autocast_recordings_this_cpu_cannot_run_fast_are_left_out() {
+        let adam = OptimizerSpec::Adam { lr: 1e-3, weight_decay: 0.0 };
+        let mlp = crate::estimate::tests::config(2, 8, 4, adam);
+        let mut script = mlp.clone();
+        script.model = ModelSpec::Torchscript(ScriptSpec { path: "missing.pt".into() });
+        let caps = crate::probe::CpuCaps::here();
+        let cpu = evaluator(Target::Cpu);
+        for (amp, p) in [
+            (Amp::Fp16 { scaler: ScalerSpec::default() }, crate::probe::HalfPrecision::Fp16),
+            (Amp::Bf16, crate::probe::HalfPrecision::Bf16),
+        ] {
+            script.training.techniques.amp = amp;
+            let why = cpu.not_recorded_here(&script);
+            assert_eq!(why.is_some(), !caps.has(p), "{why:?}");
+            if let Some(why) = why {
+                assert!(why.contains(p.key()) && why.contains("oomlab run"), "{why}");
+                // Left out before the (missing) file is read.
+                let e = cpu.evaluate(crate::advise::candidates::Candidate {
+                    config: script.clone(),
+                    changes: vec![],
+                });
+                assert_eq!((e.verdict, e.error.as_deref()), (Verdict::Unknown, Some(why.as_str())));
+            }
+            let mut built_in = mlp.clone();
+            built_in.training.techniques.amp = amp;
+            assert_eq!(cpu.not_recorded_here(&built_in), None);
+            assert_eq!(evaluator(Target::Cuda).not_recorded_here(&script), None);
+        }
+        script.training.techniques.amp = Amp::Off;
+        assert_eq!(cpu.not_recorded_here(&script), None);
     }
 }

@@ -144,7 +144,19 @@ pub fn advise(req: &Request) -> Result<Advice> {
     let cuda = plan.target == Target::Cuda;
     let smaller = eval.smaller_batch(&base);
     let candidates = candidates::enumerate(&base, cuda, smaller);
-    let mut evaluated: Vec<Evaluated> = candidates.into_iter().map(|c| eval.evaluate(c)).collect();
+    // Each option is a prediction: instant for the built-in kinds, a recording of the step at a
+    // few batches for a TorchScript module (seconds each, minutes under autocast on a CPU
+    // without fast fp16 or bf16 kernels), hence the bar.
+    let n = candidates.len();
+    let progress = crate::run::progress::Progress::new(Some(n), req.quiet);
+    let mut evaluated = Vec::with_capacity(n);
+    for (i, c) in candidates.into_iter().enumerate() {
+        let what = if c.changes.is_empty() { "the spec as written".to_string() } else { c.describe() };
+        progress.start(&format!("option {} of {n}: {what}", i + 1));
+        evaluated.push(eval.evaluate(c));
+        progress.advance();
+    }
+    progress.finish();
     let device_here = device_here(plan)?;
     let (timing, calibration) = timing_for(req, &device_here, &evaluated, shape)?;
     if let Some(cal) = calibration.as_ref().filter(|c| c.untrusted.is_empty()) {

@@ -173,8 +173,24 @@ fn counts(a: &Advice) -> String {
     }
     if n(Verdict::Unknown) > 0 {
         s += &format!(", {} outside the estimate", n(Verdict::Unknown));
+        for (why, k) in outside(a) {
+            s += &format!("\n- {}: {why}", crate::units::count(k, "option"));
+        }
     }
     s
+}
+
+/// The reasons options are outside the estimate, each once with how many it keeps out, in the
+/// order first met.
+fn outside(a: &Advice) -> Vec<(&str, usize)> {
+    let mut out: Vec<(&str, usize)> = Vec::new();
+    for why in a.options.iter().filter_map(|o| o.error.as_deref()) {
+        match out.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, k)) => *k += 1,
+            None => out.push((why, 1)),
+        }
+    }
+    out
 }
 
 /// The headline: the spec as written, the smallest change that fits, the fastest.

@@ -219,16 +219,40 @@ fn category(phase: Phase) -> Category {
 }
 
 /// The fit for `config`'s step whatever its batch, recorded once per process: the first set of
-/// [`LADDER`] within the data set whose recordings agree; the batches it was fitted at.
+/// [`LADDER`] within the data set whose recordings agree; the batches it was fitted at. A step
+/// that no set fits is refused once: asking again (a search over the batch, `advise`'s options)
+/// gets the same answer without recording the ladder again.
 fn fit(config: &Config, samples: usize) -> Result<(Arc<Fit>, [usize; 3])> {
-    type Fits = Vec<(String, Arc<Fit>, [usize; 3])>;
+    type Fits = Vec<(String, std::result::Result<(Arc<Fit>, [usize; 3]), String>)>;
     static FITS: Mutex<Fits> = Mutex::new(Vec::new());
     let mut key = config.clone();
     key.training.batch_size = 0;
-    let key = serde_json::to_string(&key)?;
-    if let Some((_, f, b)) = FITS.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(k, ..)| *k == key) {
-        return Ok((f.clone(), *b));
+    let key = format!("{samples} {}", serde_json::to_string(&key)?);
+    if let Some((_, known)) = FITS.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(k, _)| *k == key) {
+        return known.clone().map_err(|e| anyhow::anyhow!(e));
     }
+    let fitted = fit_ladder(config, samples);
+    // Only the step's own verdicts are kept: an error in recording (a file gone) is not.
+    if let Ok(f) = &fitted {
+        FITS.lock().unwrap_or_else(|e| e.into_inner()).push((key, Ok(f.clone())));
+    } else if let Err(Refusal(why)) = &fitted {
+        FITS.lock().unwrap_or_else(|e| e.into_inner()).push((key, Err(why.clone())));
+    }
+    fitted.map_err(|e| match e {
+        Refusal(why) => anyhow::anyhow!(why),
+        Failed(e) => e,
+    })
+}
+
+/// Why a step has no fit: no set of the ladder agreed (a verdict on the step), or recording
+/// failed.
+enum NoFit {
+    Refusal(String),
+    Failed(anyhow::Error),
+}
+use NoFit::{Failed, Refusal};
+
+fn fit_ladder(config: &Config, samples: usize) -> std::result::Result<(Arc<Fit>, [usize; 3]), NoFit> {
     let at = |batch: usize| {
         let mut c = config.clone();
         c.training.batch_size = batch;
@@ -237,24 +261,21 @@ fn fit(config: &Config, samples: usize) -> Result<(Arc<Fit>, [usize; 3])> {
     let mut why = Vec::new();
     for batches in LADDER.into_iter().filter(|b| b[2] <= samples) {
         // A first trial makes what libtorch keeps for the process (kernels' caches): not the step's.
-        record(&at(batches[0]))?;
+        record(&at(batches[0])).map_err(Failed)?;
         let recordings: Vec<(usize, Recording)> =
-            batches.iter().map(|&b| record(&at(b)).map(|r| (b, r))).collect::<Result<_>>()?;
+            batches.iter().map(|&b| record(&at(b)).map(|r| (b, r))).collect::<Result<_>>().map_err(Failed)?;
         match Fit::new(&recordings) {
-            Ok(fit) => {
-                let fit = Arc::new(fit);
-                FITS.lock().unwrap_or_else(|e| e.into_inner()).push((key, fit.clone(), batches));
-                return Ok((fit, batches));
-            }
+            Ok(fit) => return Ok((Arc::new(fit), batches)),
             Err(e) => why.push(format!("at batches {batches:?}, {e:#}")),
         }
     }
     if why.is_empty() {
-        bail!(
+        return Err(Refusal(
             "the estimate records the step at batches 4, 6 and 8 at least: data.samples must be at least 8"
-        );
+                .into(),
+        ));
     }
-    bail!("{}", why.join("; "))
+    Err(Refusal(why.join("; ")))
 }
 
 /// Predicts a trial of `config` (a TorchScript module) from its recorded step.

@@ -134,6 +134,11 @@ impl Progress {
         self.bar.inc(1);
     }
 
+    /// Counts a finished item without a line (work whose results are reported at the end).
+    pub fn advance(&self) {
+        self.bar.inc(1);
+    }
+
     /// A line above the bar (or alone without a terminal); nothing with --quiet.
     pub fn say(&self, line: &str) {
         if self.quiet {
