@@ -160,3 +160,64 @@ fn every_validation_trial_within_half_a_percent_allocated_and_two_percent_reserv
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The bf16 Transformer of `amp_models` (trial 4: 4 layers of 256, 4 heads, batch 1024 over 64
+/// tokens) block by block: the estimate's sequence (`estimate --blocks`, CUDA, an H200) against
+/// PyTorch's own history from the H200 (`pytorch-history.csv`), aligned by compare.py. Every
+/// allocation and free of step 1's forward (cuDNN attention, autocast's casts, the loss) and of
+/// its backward through the encoder is PyTorch's; the first to part is the embedding's backward
+/// (CUDA sorts the token ids with cub's scratch buffers, whose sizes depend on the tokens: not
+/// modelled, and after the peak).
+#[test]
+fn the_bf16_transformers_blocks_are_pytorchs_up_to_the_embeddings_backward() {
+    let dir = std::env::temp_dir().join(format!("oomlab-h200-blocks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec = dir.join("transformer_bf16.toml");
+    std::fs::write(
+        &spec,
+        "[experiment]\nname = \"transformer_bf16\"\n[model]\nkind = \"transformer\"\nd_model = 256\nnhead = 4\n\
+         num_layers = 4\ndim_feedforward = 1024\n[data]\nkind = \"tokens\"\nsamples = 1024\nseq_len = 64\n\
+         vocab = 1000\nclasses = 10\nseed = 0\n[training]\noptimizer = \"adam\"\nlr = 0.001\nsteps = 2\n\
+         batch_size = 1024\namp = \"bf16\"\n",
+    )
+    .unwrap();
+    // Trial 4's events, numbered as the estimate's one trial.
+    let history =
+        std::fs::read_to_string(Path::new(FIXTURES).join("amp_models/pytorch-history.csv")).unwrap();
+    let mut lines = history.lines();
+    let mut trial: Vec<String> = vec![lines.next().unwrap().to_string()];
+    trial.extend(lines.filter_map(|l| l.strip_prefix("4,").map(|rest| format!("1,{rest}"))));
+    assert!(trial.len() > 1000, "trial 4's history is in the fixture");
+    let history = dir.join("history.csv");
+    std::fs::write(&history, trial.join("\n") + "\n").unwrap();
+
+    let blocks = dir.join("blocks.csv");
+    let _ = std::fs::remove_file(&blocks);
+    let est = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"))
+        .arg("estimate")
+        .arg(&spec)
+        .args(["--device", "cuda", "--gpu", "h200", "--brief", "--blocks"])
+        .arg(&blocks)
+        .output()
+        .unwrap();
+    assert!(est.status.success(), "{}", String::from_utf8_lossy(&est.stderr));
+    let out = std::process::Command::new("python3")
+        .arg("scripts/reference/compare.py")
+        .arg("--blocks")
+        .arg(&blocks)
+        .arg("--history")
+        .arg(&history)
+        .output()
+        .expect("python3 runs compare.py");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = String::from_utf8(out.stdout).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let line = report.lines().find(|l| l.starts_with("- trial 1:")).unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        line.contains("first parts in backward, step 1.0")
+            && line.contains("estimate alloc 1,024,000 B")
+            && line.contains("reference alloc 524,288 B"),
+        "the first difference is the embedding's backward (its weight's gradient against the sort's \
+         index buffers): {line}"
+    );
+}
