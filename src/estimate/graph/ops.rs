@@ -19,7 +19,7 @@ use super::engine;
 use super::flash::{flash_acc, flash_split};
 use super::kernels;
 use super::node::{Edge, Node, Rule};
-use super::tensor::{contiguous_strides, numel, view_strides, Dt, Sym};
+use super::tensor::{contiguous_strides, view_strides, Dt, Sym};
 use super::{ctx, Ctx, GradMode};
 use crate::estimate::ledger::Category::{Activations, AmpCopies, Params, Transient};
 use crate::estimate::Target;
@@ -501,13 +501,11 @@ impl Ops for Sym {
         }
         let s = self.shape();
         let d = *s.last().expect("layer_norm over the last dim");
-        let rows = (numel(&s) / d.max(1) as u64) as i64;
         let mut stat_shape = s.clone();
         *stat_shape.last_mut().expect("checked") = 1;
         let stat_dt = super::kernels::norm_stat_dt(ctx.target, self.dt(), weight.dt());
         let out = new(&ctx, &s, self.dt());
         let (mean, rstd) = (new(&ctx, &stat_shape, stat_dt), new(&ctx, &stat_shape, stat_dt));
-        let _ = rows;
         record(&ctx, Rule::LayerNorm { input: s, d }, &[self, weight, bias], &[self, &mean, &rstd], &[&out]);
         Ok(out)
     }
