@@ -158,8 +158,8 @@ impl Evaluator {
         (!crate::probe::CpuCaps::here().has(p)).then(|| {
             format!(
                 "not estimated: a TorchScript module's estimate records its step on this CPU, which has no {} \
-                 matrix instructions ({}), so each recording under {} autocast takes minutes; `oomlab run` \
-                 measures it",
+                 matrix instructions ({}), so each recording under {} autocast takes tens of seconds to minutes; \
+                 `oomlab run` measures it",
                 p.key(),
                 p.instructions(),
                 p.key()

@@ -15,7 +15,8 @@
 //! above (25% under needs 33%), so a third. Kinds whose kernels no GPU has measured take the
 //! activations' margin. Where every rule a prediction used is confirmed (the lesson's batch-32
 //! depth sweep on an H100; on an H200, `experiments/gpu`: activation-heavy MLPs in fp32, fp16
-//! and bf16, plain SGD, a float32 Transformer through memory-efficient attention), the bound on
+//! and bf16, plain SGD, a float32 Transformer through memory-efficient attention, a bf16 one
+//! through cuDNN's), the bound on
 //! allocated memory is the prediction. Reserved memory keeps its own
 //! margin where the H200 saw the cache grow more than the replay (`reserved_margin`).
 //!
@@ -175,9 +176,9 @@ pub const EFFICIENT_ATTENTION: Rule = Rule {
 };
 pub const CUDNN_ATTENTION: Rule = Rule {
     name: "attention-cudnn",
-    covers: "scaled_dot_product_attention through cuDNN (fp16 and bf16 on Hopper): its dropout seed and \
-             offset, output laid out as the query, fp32 statistics, and its two workspaces, whose sizes were \
-             measured at one shape (4 heads of 64, 64 tokens)",
+    covers: "scaled_dot_product_attention through cuDNN (fp16 and bf16 on Hopper), at the shape an H200 \
+             measured (bf16, heads of 64 over 64 tokens, dropout): its dropout seed and offset, output laid out \
+             as the query, fp32 statistics, and its two workspaces",
     confirmed: Some(H200_AMP),
     margin: 0.15,
     reserved_margin: 0.0,
@@ -185,8 +186,8 @@ pub const CUDNN_ATTENTION: Rule = Rule {
 pub const CUDNN_ATTENTION_SHAPES: Rule = Rule {
     name: "attention-cudnn-shape",
     covers:
-        "cuDNN attention's workspaces at a shape no GPU measured (heads other than 64, or a sequence not a \
-             multiple of 64: cuDNN may pad or tile them otherwise), the rest as at the measured shape",
+        "cuDNN attention where no GPU measured it (fp16, heads other than 64, sequences other than 64, no \
+             dropout): its workspaces are cuDNN's choice per plan, modelled as at the measured shape",
     confirmed: None,
     margin: 0.15,
     reserved_margin: 0.15,
@@ -194,8 +195,8 @@ pub const CUDNN_ATTENTION_SHAPES: Rule = Rule {
 pub const ATTENTION: Rule = Rule {
     name: "attention",
     covers:
-        "scaled_dot_product_attention's other CUDA backends (flash under fp16 and bf16 off Hopper, other \
-             head dimensions), for which the math path stands in",
+        "scaled_dot_product_attention's other CUDA backends (flash under fp16 and bf16 on Ampere and Ada, \
+             cuDNN on Blackwell, other head dimensions), for which the math path stands in",
     confirmed: None,
     margin: 0.15,
     reserved_margin: 0.15,
@@ -274,9 +275,9 @@ pub fn attention(config: &Config, t: &TransformerSpec, gpu: GpuArch) -> Rule {
     };
     let shape = [1, 1, seq, head];
     if super::graph::cudnn_attention::chosen(gpu, kind, &shape, &shape, &shape, t.dropout) {
-        // Measured with heads of 64 over 64 tokens: a sequence cuDNN padded to 128 would have
-        // doubled the backward's workspace, so any multiple of 64 keeps the measured rule.
-        if head == 64 && seq % 64 == 0 {
+        // Confirmed where the H200 measured it and nowhere else: bf16, heads of 64 over 64
+        // tokens, with dropout (its seed and offset). The workspaces are cuDNN's choice per plan.
+        if kind == tch::Kind::BFloat16 && head == 64 && seq == 64 && t.dropout > 0.0 {
             CUDNN_ATTENTION
         } else {
             CUDNN_ATTENTION_SHAPES
@@ -412,15 +413,20 @@ mod tests {
             p.bound.rules.contains(&CUDNN_ATTENTION_SHAPES) && p.bound.rules.contains(&AUTOCAST_TRANSFORMER)
         );
         assert_eq!(p.bound.unconfirmed_names(), "attention-cudnn-shape");
-        // Heads of 64 over the 64 tokens of `transformer_config`: the measured shape.
+        // Heads of 64 over the 64 tokens of `transformer_config`, with dropout: the measured
+        // shape.
         let mut heads64 = encoder.clone();
         if let crate::spec::ModelSpec::Transformer(t) = &mut heads64.model {
             t.nhead = t.d_model / 64;
+            t.dropout = 0.1;
         }
         let p = cuda(&heads64);
         assert!(p.bound.rules.contains(&CUDNN_ATTENTION), "{:?}", p.bound.rules);
         assert_eq!(p.bound.unconfirmed_names(), "");
-        // The same heads over 200 tokens: a length cuDNN may pad.
+        // Under fp16, or over 200 tokens, no GPU has measured it.
+        let mut fp16 = heads64.clone();
+        fp16.training.techniques.amp = Amp::Fp16 { scaler: crate::spec::ScalerSpec::default() };
+        assert!(cuda(&fp16).bound.rules.contains(&CUDNN_ATTENTION_SHAPES));
         heads64.data =
             crate::spec::DataSpec::Tokens { samples: 16, seq_len: 200, vocab: 100, classes: 4, seed: 0 };
         assert!(cuda(&heads64).bound.rules.contains(&CUDNN_ATTENTION_SHAPES));

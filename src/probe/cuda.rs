@@ -23,7 +23,9 @@ pub struct CudaProbe {
 
 impl CudaProbe {
     pub fn new(index: usize, budget: Option<u64>) -> Result<Self> {
-        admit(&mut OPENED.lock().unwrap_or_else(|e| e.into_inner()), budget)?;
+        // Held while the probe opens: the budget is the process's only once it took effect.
+        let mut opened = OPENED.lock().unwrap_or_else(|e| e.into_inner());
+        admit(&opened, budget)?;
         let nvml = Nvml::init().ok();
         let (_, total) = ffi::cuda_mem_info(index as i32)
             .map_err(anyhow::Error::msg)
@@ -48,6 +50,7 @@ impl CudaProbe {
         if let Some(b) = budget {
             probe.check_budget_bites(b)?;
         }
+        *opened = Some(budget);
         Ok(probe)
     }
 
@@ -83,17 +86,15 @@ impl CudaProbe {
 /// has: the caching allocator reads its memory fraction once, as it starts.
 static OPENED: std::sync::Mutex<Option<Option<u64>>> = std::sync::Mutex::new(None);
 
-/// Lets a probe open with `budget` where it is the process's first, or the same budget as the
-/// first; refuses another, which the allocator would not apply (a smaller one would fail the
-/// check below, a larger one would be capped at the first without a word).
-fn admit(opened: &mut Option<Option<u64>>, budget: Option<u64>) -> Result<()> {
+/// Lets a probe open with `budget` where none has opened yet, or with the budget the first
+/// opened with; refuses another, which the allocator would not apply (a smaller one would fail
+/// the check below, a larger one would be capped at the first without a word). `opened` is
+/// set by the caller once its probe has opened.
+fn admit(opened: &Option<Option<u64>>, budget: Option<u64>) -> Result<()> {
     let size =
         |b: Option<u64>| b.map_or("no budget".to_string(), |b| format!("a budget of {}", format_bytes(b)));
     match *opened {
-        None => {
-            *opened = Some(budget);
-            Ok(())
-        }
+        None => Ok(()),
         Some(first) if first == budget => Ok(()),
         Some(first) => bail!(
             "this process opened the GPU with {} and cannot change it to {}: the CUDA caching allocator \
@@ -162,23 +163,23 @@ impl MemoryProbe for CudaProbe {
 mod tests {
     use super::admit;
 
-    /// The first probe sets the budget; the same one again is fine; another is refused with
-    /// both named.
+    /// Before any probe opened, any budget; after, the same one again, and another refused
+    /// with both named.
     #[test]
     fn a_process_keeps_the_budget_its_first_probe_opened_with() {
-        let mut opened = None;
-        admit(&mut opened, Some(1 << 30)).unwrap();
-        admit(&mut opened, Some(1 << 30)).unwrap();
-        let e = admit(&mut opened, Some(2 << 30)).unwrap_err().to_string();
+        admit(&None, Some(2 << 30)).unwrap();
+        let opened = Some(Some(1 << 30));
+        admit(&opened, Some(1 << 30)).unwrap();
+        let e = admit(&opened, Some(2 << 30)).unwrap_err().to_string();
         assert!(
             e.contains("1.00 GiB") && e.contains("2.00 GiB") && e.contains("its own oomlab command"),
             "{e}"
         );
-        let e = admit(&mut opened, None).unwrap_err().to_string();
+        let e = admit(&opened, None).unwrap_err().to_string();
         assert!(e.contains("to no budget"), "{e}");
 
-        let mut unbudgeted = None;
-        admit(&mut unbudgeted, None).unwrap();
-        assert!(admit(&mut unbudgeted, Some(1 << 30)).is_err());
+        let unbudgeted = Some(None);
+        admit(&unbudgeted, None).unwrap();
+        assert!(admit(&unbudgeted, Some(1 << 30)).is_err());
     }
 }

@@ -34,6 +34,9 @@ pub(super) fn amp_memory(get: Get) -> Claim {
     const E: &str = "amp";
     let Some(e) = get(E) else { return not_run(C, E) };
     let variants = ["fp32", "fp16", "bf16"];
+    if variants.iter().any(|v| e.answer(v).is_none()) {
+        return not_run(C, E); // a variant that never ran (an interrupted run)
+    }
     let Some((x, peaks)) = common_peaks(e, &variants) else {
         // It ran, but no batch trained in every variant (a budget the anchor does not fit in
         // fp32): a saving needs peaks at one batch, so the run cannot judge it.

@@ -10,11 +10,15 @@
 //! Measured on an H200 (PyTorch 2.11.0+cu130; `tests/fixtures/h200/amp_models`: a Transformer
 //! encoder of 4 layers of d_model 256, 4 heads, under bf16 autocast at batch 1024 over 64 tokens,
 //! dropout 0.1), event for event against PyTorch's allocation history:
-//! - forward: the dropout seed and offset as two 8-byte CUDA tensors (`at::zeros({1})`, saved),
-//!   the output laid out as the query (`alloc_with_matching_layout`), the softmax statistics
-//!   `[B, H, Sq, 1]` in fp32 (saved), and a 256-byte workspace that goes before it returns;
+//! - forward: the dropout seed and offset as two 8-byte CUDA tensors (saved), the output laid
+//!   out as the query (`alloc_with_matching_layout`), the softmax statistics `[B, H, Sq, 1]` in
+//!   fp32 (saved), and a 256-byte workspace that goes before it returns;
 //! - backward: the three gradients laid out as q, k and v, then one workspace of an fp32 query
 //!   gradient accumulator `[B, H, Sq, D]`, an fp32 row sum `[B, H, Sq]` and 256 bytes.
+//!
+//! Not measured: dropout 0 (the seed and offset are assumed made all the same), fp16 (assumed as
+//! bf16), other shapes; Blackwell (compute capability 10.0), which PyTorch also sends to cuDNN,
+//! is not told apart from other GPUs here and keeps the math path's rule.
 //!
 //! The workspaces' sizes are cuDNN's choice for the plan it builds; they are modelled as they
 //! were measured at that one shape (`evidence::CUDNN_ATTENTION` says so).
@@ -49,18 +53,20 @@ pub(crate) fn chosen(gpu: GpuArch, kind: Kind, q: &[i64], k: &[i64], v: &[i64], 
 /// What the forward keeps for its backward, besides q, k and v.
 pub(crate) struct Forward {
     pub out: Sym,
-    pub stats: Sym,
+    pub stats: Option<Sym>,
     pub seed: Sym,
     pub offset: Sym,
 }
 
-/// The forward (`_scaled_dot_product_cudnn_attention_cuda`, then `run_cudnn_SDP_fprop`).
-pub(crate) fn forward(ctx: &Rc<Ctx>, q: &Sym, v: &Sym) -> Forward {
+/// The forward (`_scaled_dot_product_cudnn_attention_cuda`, then `run_cudnn_SDP_fprop`). The
+/// statistics are made only where a backward will need them (`compute_logsumexp`: grad mode on
+/// and an input that requires grad), as with the other fused kernels; `stats` is then `None`.
+pub(crate) fn forward(ctx: &Rc<Ctx>, q: &Sym, v: &Sym, compute_logsumexp: bool) -> Forward {
     let seed = new(ctx, &[1], Dt(Kind::Int64));
     let offset = new(ctx, &[1], Dt(Kind::Int64));
     let (s, dv) = (q.shape(), v.shape()[3]);
     let out = matching(ctx, &[s[0], s[1], s[2], dv], &q.strides(), q.dt());
-    let stats = new(ctx, &[s[0], s[1], s[2], 1], Dt(Kind::Float));
+    let stats = compute_logsumexp.then(|| new(ctx, &[s[0], s[1], s[2], 1], Dt(Kind::Float)));
     drop(new(ctx, &[FORWARD_WORKSPACE], Dt(Kind::Uint8)));
     Forward { out, stats, seed, offset }
 }
@@ -85,17 +91,25 @@ impl Layouts {
     }
 }
 
-/// The backward (`run_cudnn_SDP_bprop`): the incoming gradient copied into the output's layout
-/// unless it has it, the three gradients laid out as q, k and v, then the workspace.
+/// The backward (`_cudnn_attention_backward`, then `run_cudnn_SDP_bprop`): the three gradients
+/// laid out as q, k and v; the incoming gradient copied into the output's layout where its
+/// innermost stride is not 1 (cuDNN 9.5.1 and later take any other strides); then the
+/// workspace.
 pub(crate) fn backward(ctx: &Rc<Ctx>, l: &Layouts, grad: &Sym) -> [Sym; 3] {
     let dt = grad.dt();
-    let copy = (grad.strides() != l.out).then(|| matching(ctx, &grad.shape(), &l.out, dt));
     let grads = [&l.q, &l.k, &l.v].map(|(shape, strides)| matching(ctx, shape, strides, dt));
+    let copy = needs_copy(&grad.strides()).then(|| matching(ctx, &grad.shape(), &l.out, dt));
     let (b, h, s_q, d) = (l.q.0[0], l.q.0[1], l.q.0[2], l.q.0[3]);
     let workspace = (b * h * s_q * d + b * h * s_q) * 4 + BACKWARD_WORKSPACE_EXTRA;
     drop(new(ctx, &[workspace], Dt(Kind::Uint8)));
     drop(copy);
     grads
+}
+
+/// Whether `run_cudnn_SDP_bprop` materialises the incoming gradient (cuDNN 9.5.1 or later: only
+/// for an innermost stride other than 1).
+fn needs_copy(grad_strides: &[i64]) -> bool {
+    grad_strides.last() != Some(&1)
 }
 
 /// A new tensor of `shape` whose dimensions lie in memory in the order of `like`'s strides
@@ -130,6 +144,16 @@ mod tests {
         assert_eq!(matching_strides(&[b, h, l, d], &q_strides), q_strides.to_vec());
         // A contiguous query gives a contiguous output.
         assert_eq!(matching_strides(&[b, h, l, d], &[h * l * d, l * d, d, 1]), vec![h * l * d, l * d, d, 1]);
+    }
+
+    /// Strides that differ anywhere but innermost (a head of one, a batch of one, another
+    /// order) are taken as they come; only a gradient not contiguous in its last dimension is
+    /// copied.
+    #[test]
+    fn the_incoming_gradient_is_copied_only_when_its_last_dimension_is_strided() {
+        assert!(!needs_copy(&[64, 64 * 256, 256, 1]));
+        assert!(!needs_copy(&[1, 4096, 64, 1]));
+        assert!(needs_copy(&[4096, 64, 1, 64]));
     }
 
     #[test]

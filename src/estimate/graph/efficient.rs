@@ -76,12 +76,15 @@ fn align_up(a: i64, to: i64) -> i64 {
 /// caller's `permute(2, 0, 1, 3).contiguous()` copies it) and the logsumexp `[B, H, M']` in
 /// float32, `M'` the sequence rounded up to 32 (`kAlignLSE`). Dropout's seed and offset are CPU tensors: nothing on the
 /// GPU. Returns the output and the logsumexp (both saved, with q, k and v).
-pub(crate) fn forward(ctx: &Rc<Ctx>, q: &Sym, v: &Sym) -> (Sym, Sym) {
+///
+/// Without `compute_logsumexp` (no backward to come: grad mode off, or no input that requires
+/// grad) the logsumexp has no rows (`_efficient_attention_forward`): `None`.
+pub(crate) fn forward(ctx: &Rc<Ctx>, q: &Sym, v: &Sym, compute_logsumexp: bool) -> (Sym, Option<Sym>) {
     let (s, kv) = (q.shape(), v.shape()[3]);
     let (b, h, m) = (s[0], s[1], s[2]);
     let out = new(ctx, &[b, m, h, kv], q.dt());
     let out = out.view_as(vec![b, h, m, kv], vec![m * h * kv, kv, h * kv, 1]);
-    let lse = new(ctx, &[b, h, ceil_div(m, 32) * 32], Dt(Kind::Float));
+    let lse = compute_logsumexp.then(|| new(ctx, &[b, h, ceil_div(m, 32) * 32], Dt(Kind::Float)));
     (out, lse)
 }
 

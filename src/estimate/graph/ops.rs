@@ -126,6 +126,12 @@ fn record(ctx: &Rc<Ctx>, rule: Rule, inputs: &[&Sym], saved: &[&Sym], outputs: &
     }
 }
 
+/// Whether a fused attention kernel computes its logsumexp (`should_compute_logsumexp`):
+/// only for a backward, grad mode on and an input that requires grad.
+fn logsumexp<const N: usize>(ctx: &Rc<Ctx>, inputs: [&Sym; N]) -> bool {
+    ctx.grad_enabled() && inputs.iter().any(|t| t.requires_grad())
+}
+
 /// A view of `x` with `shape` and `strides`, recorded with `rule`.
 fn view(ctx: &Rc<Ctx>, x: &Sym, shape: Vec<i64>, strides: Vec<i64>, rule: Rule) -> Sym {
     let v = x.view_as(shape, strides);
@@ -625,16 +631,19 @@ impl Ops for Sym {
         if ctx.target == Target::Cuda {
             let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
             if super::cudnn_attention::chosen(ctx.gpu, q.dt().0, &qs, &ks, &vs, dropout) {
-                let f = super::cudnn_attention::forward(&ctx, q, v);
+                let f = super::cudnn_attention::forward(&ctx, q, v, logsumexp(&ctx, [q, k, v]));
                 let rule = Rule::Cudnn(Rc::new(super::cudnn_attention::Layouts::of(q, k, v, &f.out)));
-                let saved = [q, k, v, &f.stats, &f.out, &f.seed, &f.offset];
-                record(&ctx, rule, &[q, k, v], &saved, &[&f.out]);
+                if let Some(stats) = &f.stats {
+                    record(&ctx, rule, &[q, k, v], &[q, k, v, stats, &f.out, &f.seed, &f.offset], &[&f.out]);
+                }
                 return Ok(f.out);
             }
             if let Some(kernel) = super::efficient::kernel(q, v) {
-                let (out, lse) = super::efficient::forward(&ctx, q, v);
-                let rule = Rule::Efficient { q: q.shape(), k: k.shape(), v: v.shape(), kernel };
-                record(&ctx, rule, &[q, k, v], &[q, k, v, &lse, &out], &[&out]);
+                let (out, lse) = super::efficient::forward(&ctx, q, v, logsumexp(&ctx, [q, k, v]));
+                if let Some(lse) = &lse {
+                    let rule = Rule::Efficient { q: q.shape(), k: k.shape(), v: v.shape(), kernel };
+                    record(&ctx, rule, &[q, k, v], &[q, k, v, lse, &out], &[&out]);
+                }
                 return Ok(out);
             }
         }
