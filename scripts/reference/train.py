@@ -261,7 +261,7 @@ class PhaseOOM(Exception):
         self.phase, self.step, self.message, self.oom = phase, step, message, oom
 
 
-HISTORY_COLUMNS = ["trial", "step", "micro", "phase", "action", "requested", "frames"]
+HISTORY_COLUMNS = ["trial", "step", "micro", "phase", "action", "requested", "frames", "addr"]
 
 
 class History:
@@ -269,12 +269,16 @@ class History:
     `oomlab estimate --blocks` (scripts/reference/compare.py aligns the two). On CUDA from
     PyTorch's own allocation history (torch.cuda.memory._record_memory_history, its snapshot's
     device trace: `alloc` and `free_completed`, with the Python frames that made them, and
-    `segment_alloc` and `segment_free`); on the
-    CPU from cpu_memory's counting allocator's event log (--cpu-memory)."""
+    `segment_alloc` and `segment_free`, each with its device address, so that a replay of the
+    caching allocator can be checked block by block: which free block served a request, which
+    segment a block came from); on the CPU from cpu_memory's counting allocator's event log
+    (--cpu-memory), without addresses."""
 
     def __init__(self, probe: Probe, writer: csv.DictWriter):
         self.probe, self.writer = probe, writer
         self.seen = 0
+        self.trial = None
+        self.cache: list[tuple] = []
         if probe.cuda:
             torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python",
                                                      max_entries=10_000_000)
@@ -283,18 +287,31 @@ class History:
 
     def begin(self):
         if self.probe.cuda:
-            self.seen = len(self._trace())
+            snapshot = torch.cuda.memory._snapshot()
+            self.seen = len(self._trace(snapshot))
+            # The cache each phase starts from, written before a trial's first phase only: every
+            # segment (`cached_segment`, its size) and its blocks (`cached_block`, with state),
+            # by address. A replay of the allocator from the trial's first event needs them.
+            index = self.probe.device.index or 0
+            self.cache = [(kind, size, state, addr)
+                          for seg in snapshot["segments"] if seg.get("device", 0) == index
+                          for kind, size, state, addr in
+                          [("cached_segment", seg["total_size"], seg.get("segment_type", ""), seg["address"])]
+                          + [("cached_block", b["size"], b["state"], b["address"]) for b in seg["blocks"]]]
         else:
             self.probe.counter.clear_events()
             self.probe.counter.set_logging(True)
 
-    def _trace(self) -> list[dict]:
-        traces = torch.cuda.memory._snapshot()["device_traces"]
+    def _trace(self, snapshot: dict | None = None) -> list[dict]:
+        traces = (snapshot or torch.cuda.memory._snapshot())["device_traces"]
         index = self.probe.device.index or 0
         return traces[index] if index < len(traces) else []
 
     def end(self, trial: int, step: int, micro: int, phase: str):
         rows = []
+        if self.probe.cuda and trial != self.trial:
+            rows += self.cache
+        self.trial = trial
         if self.probe.cuda:
             for e in self._trace()[self.seen:]:
                 # Segments too (cudaMalloc and cudaFree as the cache grows and empties), for
@@ -304,14 +321,14 @@ class History:
                 if action is None:
                     continue
                 frames = [f"{f['filename'].split('/')[-1]}:{f['line']}:{f['name']}" for f in e.get("frames", [])]
-                rows.append((action, int(e["size"]), " < ".join(frames[:4])))
+                rows.append((action, int(e["size"]), " < ".join(frames[:4]), int(e.get("addr", 0))))
         else:
             self.probe.counter.set_logging(False)
             for e in self.probe.counter.events():
-                rows.append(("alloc" if e.delta > 0 else "free", abs(e.delta), f"serial {e.serial}"))
-        for action, size, frames in rows:
+                rows.append(("alloc" if e.delta > 0 else "free", abs(e.delta), f"serial {e.serial}", ""))
+        for action, size, frames, addr in rows:
             self.writer.writerow({"trial": trial, "step": step, "micro": micro, "phase": phase,
-                                  "action": action, "requested": size, "frames": frames})
+                                  "action": action, "requested": size, "frames": frames, "addr": addr})
 
 
 class Recorder:
