@@ -101,7 +101,15 @@ impl CachingAllocator {
     /// limit refuses, the block is made all the same (so a replay can go on) and the refusal is
     /// returned beside it.
     pub fn malloc(&mut self, bytes: u64) -> (BlockId, u64, Option<OutOfMemory>) {
+        let (id, counted, refused, _) = self.malloc_made(bytes);
+        (id, counted, refused)
+    }
+
+    /// [`Self::malloc`], and the segment it made for the request, if it made one (what a GPU's
+    /// allocation history records as `segment_alloc`).
+    pub fn malloc_made(&mut self, bytes: u64) -> (BlockId, u64, Option<OutOfMemory>, Option<u64>) {
         let size = Self::round(bytes);
+        let mut made = None;
         let small = size <= SMALL_SIZE;
         let mut refused = None;
         let (seg, idx) = match self.best_fit(size, small) {
@@ -118,6 +126,7 @@ impl CachingAllocator {
                     .push(Some(Segment { small, blocks: vec![Block { size: seg_size, owner: None }] }));
                 self.reserved = self.reserved.saturating_add(seg_size);
                 self.peak_reserved = self.peak_reserved.max(self.reserved);
+                made = Some(seg_size);
                 (self.segments.len() - 1, 0)
             }
         };
@@ -135,7 +144,7 @@ impl CachingAllocator {
         let counted = block.size;
         self.allocated = self.allocated.saturating_add(counted);
         self.peak_allocated = self.peak_allocated.max(self.allocated);
-        (id, counted, refused)
+        (id, counted, refused, made)
     }
 
     /// Frees a block; it merges with free neighbours. Returns the bytes it counted.

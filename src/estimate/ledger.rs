@@ -19,7 +19,9 @@ pub struct BlockEvent {
     pub step: usize,
     pub micro: usize,
     pub phase: Phase,
-    /// "alloc" or "free".
+    /// "alloc" or "free"; on CUDA also "segment_alloc", just before the allocation that made
+    /// the segment (`requested` and `block` are then the segment's size), as a GPU's history
+    /// records `cudaMalloc`.
     pub action: &'static str,
     /// The bytes asked for (a tensor's storage).
     pub requested: u64,
@@ -210,8 +212,21 @@ impl Ledger {
     }
 
     fn note(&mut self, action: &'static str, requested: u64, block: u64, c: Category, site: &Location) {
+        self.note_in(action, requested, block, c, site, block);
+    }
+
+    /// [`Self::note`] in the pool of a block of `pooled` bytes (a segment is in its request's).
+    fn note_in(
+        &mut self,
+        action: &'static str,
+        requested: u64,
+        block: u64,
+        c: Category,
+        site: &Location,
+        pooled: u64,
+    ) {
         let (step, micro, phase) = self.label;
-        let pool = match (&self.cuda, block) {
+        let pool = match (&self.cuda, pooled) {
             (None, _) => "cpu",
             (Some(_), b) if b <= super::caching::SMALL_SIZE => "small",
             (Some(_), _) => "large",
@@ -234,12 +249,14 @@ impl Ledger {
     #[track_caller]
     pub fn alloc(&mut self, c: Category, bytes: u64) {
         let site = Location::caller();
+        let mut made = None;
         let counted = match &mut self.cuda {
             Some(_) if bytes == 0 => 0,
             Some(b) => {
-                let (id, counted, refused) = b.allocator.malloc(bytes);
+                let (id, counted, refused, segment) = b.allocator.malloc_made(bytes);
                 b.refused = b.refused.or(refused);
                 b.live.entry(c).or_default().push((bytes, id, counted));
+                made = segment;
                 counted
             }
             None => {
@@ -252,6 +269,9 @@ impl Ledger {
             }
         };
         if bytes > 0 && self.log.is_some() {
+            if let Some(segment) = made {
+                self.note_in("segment_alloc", segment, segment, c, site, counted);
+            }
             self.note("alloc", bytes, counted, c, site);
         }
         let slot = self.live.get_mut(c);
