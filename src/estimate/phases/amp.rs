@@ -29,6 +29,7 @@
 //! output at the layer that sets the peak; fp16 on the CPU takes none.
 use super::Sim;
 use crate::estimate::ledger::Category::{AmpCopies, Grads, OptimizerState, Transient};
+use crate::estimate::ledger::Held;
 
 impl Sim<'_> {
     /// Bytes of a low-precision tensor of `numel` elements.
@@ -121,19 +122,19 @@ impl Sim<'_> {
     pub(super) fn autocast_linear_backward(
         &mut self,
         i: usize,
-        incoming: u64,
+        incoming: Held,
         first_micro: bool,
         weight_cached: bool,
-    ) -> u64 {
+    ) -> Held {
         let t = self.t;
         let layer = t.layers[i];
         let input_grad = if i > 0 { self.low(t.batch * layer.inputs) } else { 0 };
         let (w, b) = (self.low(layer.weight_numel()), self.low(layer.bias_numel()));
-        self.ledger.alloc(Transient, input_grad);
+        let input_grad = self.ledger.hold(Transient, input_grad);
         self.ledger.alloc(Transient, w);
         self.ledger.alloc(Transient, b);
         self.bias_sum_staging(t.batch, layer.outputs);
-        self.ledger.free(Transient, incoming);
+        self.ledger.release(incoming);
         if i == 0 {
             self.ledger.free(AmpCopies, self.low(t.batch * layer.inputs)); // the batch's cast
         } else if !weight_cached {

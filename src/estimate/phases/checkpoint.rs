@@ -18,6 +18,7 @@ use std::ops::Range;
 
 use super::Sim;
 use crate::estimate::ledger::Category::{Activations, AmpCopies, Transient};
+use crate::estimate::ledger::Held;
 use crate::estimate::Target;
 // The trainer's own cut, so that the replay recomputes the segments the trainer does.
 use crate::spec::Segments;
@@ -61,13 +62,13 @@ impl Sim<'_> {
         let depth = t.depth();
         // The tail's graph, as in the plain backward: the head, then the plain units last
         // first; the gradient at the tail's input is left in its `.grad`.
-        let logits_grad = self.loss_backward();
+        let (seed, logits_grad) = self.loss_backward();
         let mut upstream = self.linear_backward(depth, logits_grad, first_micro, false);
         for i in cut.plain.clone().rev() {
             upstream = self.relu_backward(i, upstream);
             upstream = self.linear_backward(i, upstream, first_micro, false);
         }
-        self.ledger.free(Transient, t.scalar()); // the seed
+        self.ledger.release(seed);
         let Some(last) = cut.checkpointed.last() else {
             return;
         };
@@ -103,10 +104,10 @@ impl Sim<'_> {
     fn backprop_segment(
         &mut self,
         layers: Range<usize>,
-        upstream: u64,
+        upstream: Held,
         first_micro: bool,
         cache: &mut Vec<u64>,
-    ) -> u64 {
+    ) -> Held {
         let last = layers.end - 1;
         // The recompute saves what a plain forward saves: every ReLU output of the segment
         // (and under autocast the batch's cast at layer 0; the weights' casts are in the cache).
@@ -121,18 +122,17 @@ impl Sim<'_> {
         // `upstream` (the factor that needs no grad), ReluBackward saves `out`. Both, and the
         // sum and its seed, are of the activations' dtype.
         let (out, scalar) = (self.act(last), self.act_scalar());
-        self.ledger.alloc(Transient, out); // the product
-        self.ledger.alloc(Transient, scalar); // inner
+        let product = self.ledger.hold(Transient, out);
+        let inner = self.ledger.hold(Transient, scalar);
         let buffer = self.sum_buffer(self.t.batch * self.t.layers[last].outputs, scalar);
-        self.ledger.alloc(Transient, buffer);
-        self.ledger.free(Transient, buffer);
-        self.ledger.free(Transient, out);
+        let buffer = self.ledger.hold(Transient, buffer);
+        self.ledger.release(buffer);
+        self.ledger.release(product);
         // inner.backward(): the seed; SumBackward expands it (a view); MulBackward makes
         // `grad * upstream` and releases `upstream`.
-        self.ledger.alloc(Transient, scalar); // the seed
-        self.ledger.alloc(Transient, out);
-        self.ledger.free(Transient, upstream);
-        let mut incoming = out;
+        let seed = self.ledger.hold(Transient, scalar);
+        let mut incoming = self.ledger.hold(Transient, out);
+        self.ledger.release(upstream);
         for i in layers.clone().rev() {
             incoming = self.relu_backward(i, incoming);
             // Under autocast the weights' casts stay in the cache until the phase ends.
@@ -141,8 +141,8 @@ impl Sim<'_> {
         // The seed goes when inner.backward() returns; on return from the segment, `inner` goes,
         // and the saved input (a boundary, or the caller's batch); its gradient lives on in the
         // handle returned.
-        self.ledger.free(Transient, scalar);
-        self.ledger.free(Transient, scalar);
+        self.ledger.release(seed);
+        self.ledger.release(inner);
         if layers.start > 0 {
             self.ledger.free(Activations, self.act(layers.start - 1));
         }

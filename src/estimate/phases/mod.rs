@@ -12,7 +12,7 @@ pub(crate) use net::parameter_numels;
 mod optim;
 
 use super::caching::OutOfMemory;
-use super::ledger::{BlockEvent, Category, Ledger, Shared};
+use super::ledger::{BlockEvent, Category, Held, Ledger, Shared};
 use super::terms::{Target, Terms};
 use super::{cuda_reduce, Gather, GpuArch, Options, PhasePrediction};
 use crate::schema::Phase;
@@ -477,55 +477,56 @@ impl<'a> Sim<'a> {
     /// - ReluBackward of layer i-1: `threshold_backward` `[B, H]`; releases the ReLU output,
     ///   now unreferenced since the Linear above it has run.
     fn backward(&mut self, first_micro: bool) {
-        let mut incoming = self.loss_backward();
+        let (seed, mut incoming) = self.loss_backward();
         for i in (0..self.t.layers.len()).rev() {
             incoming = self.linear_backward(i, incoming, first_micro, false);
             if i > 0 {
                 incoming = self.relu_backward(i - 1, incoming);
             }
         }
-        self.ledger.free(Transient, self.t.scalar()); // the seed
+        self.ledger.release(seed);
     }
 
     /// The seed, the backward of the loss's scalings (`DivBackward`: another wrapped scalar and
     /// `grad / n`; `MulBackward`: `grad * scale`), NllLossBackward and LogSoftmaxBackward.
-    /// Returns the gradient at the logits, `[B, K]`; the seed stays until the caller's backward
-    /// ends.
-    fn loss_backward(&mut self) -> u64 {
+    /// Returns the seed, which stays until the caller's backward ends, and the gradient at the
+    /// logits, `[B, K]`. Each by its block: on CUDA which of two equal blocks goes decides what
+    /// the next request finds free.
+    fn loss_backward(&mut self) -> (Held, Held) {
         let t = self.t;
         let (divided, scaled) = self.loss_scalings();
-        self.ledger.alloc(Transient, t.scalar()); // the seed
-        let mut scalars = 0;
+        let seed = self.ledger.hold(Transient, t.scalar());
+        let mut scalars = Vec::new();
         if scaled {
-            self.ledger.alloc(Transient, t.scalar());
-            scalars += t.scalar();
+            scalars.push(self.ledger.hold(Transient, t.scalar()));
         }
         if divided {
-            self.ledger.alloc(Transient, t.wrapped_scalar());
-            self.ledger.alloc(Transient, t.scalar());
-            self.ledger.free(Transient, t.wrapped_scalar());
-            scalars += t.scalar();
+            let wrapped = self.ledger.hold(Transient, t.wrapped_scalar());
+            scalars.push(self.ledger.hold(Transient, t.scalar()));
+            self.ledger.release(wrapped);
         }
-        self.ledger.alloc(Transient, t.logits()); // NllLossBackward
+        let nll = self.ledger.hold(Transient, t.logits()); // NllLossBackward
         self.ledger.free(Activations, t.scalar()); // total_weight
-        self.ledger.free(Transient, scalars);
-        self.ledger.alloc(Transient, t.logits()); // LogSoftmaxBackward
-        self.ledger.free(Activations, t.logits()); // the log-probabilities
-        self.ledger.free(Transient, t.logits()); // NLL's gradient
-                                                 // Under autocast, ToCopyBackward of the logits' cast up: the gradient goes back down.
-        let logits = self.act_logits();
-        if self.autocast {
-            self.ledger.alloc(Transient, logits);
-            self.ledger.free(Transient, t.logits());
+        for scalar in scalars.into_iter().rev() {
+            self.ledger.release(scalar);
         }
-        logits
+        let log_softmax = self.ledger.hold(Transient, t.logits()); // LogSoftmaxBackward
+        self.ledger.free(Activations, t.logits()); // the log-probabilities
+        self.ledger.release(nll);
+        // Under autocast, ToCopyBackward of the logits' cast up: the gradient goes back down.
+        if self.autocast {
+            let low = self.ledger.hold(Transient, self.act_logits());
+            self.ledger.release(log_softmax);
+            return (seed, low);
+        }
+        (seed, log_softmax)
     }
 
     /// AddmmBackward of layer `i`, given the `incoming` gradient at its output: the input's
     /// gradient (none for layer 0, whose input needs none), the weight's and the bias's, all
     /// live with the incoming one. Returns the input's gradient.
     /// Under autocast [`Self::autocast_linear_backward`] does it, in low precision.
-    fn linear_backward(&mut self, i: usize, incoming: u64, first_micro: bool, weight_cached: bool) -> u64 {
+    fn linear_backward(&mut self, i: usize, incoming: Held, first_micro: bool, weight_cached: bool) -> Held {
         if self.autocast {
             return self.autocast_linear_backward(i, incoming, first_micro, weight_cached);
         }
@@ -535,11 +536,11 @@ impl<'a> Sim<'a> {
         let (w, b) = (t.bytes(layer.weight_numel()), t.bytes(layer.bias_numel()));
         // The first micro-batch's are stolen as `.grad`; later ones are added in place and go.
         let grad_cat = if first_micro { Grads } else { Transient };
-        self.ledger.alloc(Transient, input_grad);
+        let input_grad = self.ledger.hold(Transient, input_grad);
         self.ledger.alloc(grad_cat, w);
         self.ledger.alloc(grad_cat, b);
         self.bias_sum_staging(t.batch, layer.outputs);
-        self.ledger.free(Transient, incoming);
+        self.ledger.release(incoming);
         if !first_micro {
             self.ledger.free(Transient, w);
             self.ledger.free(Transient, b);
@@ -565,12 +566,14 @@ impl<'a> Sim<'a> {
 
     /// ReluBackward of hidden layer `i`: `threshold_backward` makes its gradient and releases
     /// the saved output. Returns the gradient.
-    fn relu_backward(&mut self, i: usize, incoming: u64) -> u64 {
+    fn relu_backward(&mut self, i: usize, incoming: Held) -> Held {
         let a = self.act(i);
-        self.ledger.alloc(Transient, a);
+        let grad = self.ledger.hold(Transient, a);
         self.ledger.free(Activations, a);
-        self.ledger.free(Transient, incoming);
-        a
+        // The incoming gradient, not the one just made: both are [B, H], and on CUDA which
+        // block goes decides what the next request finds free.
+        self.ledger.release(incoming);
+        grad
     }
 
     /// `GradScaler.step` (with fp16) and the optimizer's step ([`optim`]).
