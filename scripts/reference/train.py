@@ -279,6 +279,8 @@ class History:
         self.seen = 0
         self.trial = None
         self.cache: list[tuple] = []
+        self.outside: list[dict] = []
+        self.ended: int | None = None
         if probe.cuda:
             torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python",
                                                      max_entries=10_000_000)
@@ -288,7 +290,13 @@ class History:
     def begin(self):
         if self.probe.cuda:
             snapshot = torch.cuda.memory._snapshot()
-            self.seen = len(self._trace(snapshot))
+            trace = self._trace(snapshot)
+            # What the loop did since the last phase ended (frees of what it dropped between
+            # phases), written with the phase that follows as `outside_alloc` / `outside_free`:
+            # compare.py skips them (no phase of the estimate has them), a replay of the
+            # allocator needs them.
+            self.outside = trace[self.ended:] if self.ended is not None else []
+            self.seen = len(trace)
             # The cache each phase starts from, written before a trial's first phase only: every
             # segment (`cached_segment`, its size) and its blocks (`cached_block`, with state),
             # by address. A replay of the allocator from the trial's first event needs them.
@@ -307,25 +315,34 @@ class History:
         index = self.probe.device.index or 0
         return traces[index] if index < len(traces) else []
 
+    @staticmethod
+    def _rows(events: list[dict], prefix: str = "") -> list[tuple]:
+        """A device trace's allocations and frees, and its segments (cudaMalloc and cudaFree as
+        the cache grows and empties, for reserved memory; compare.py aligns blocks only)."""
+        rows = []
+        for e in events:
+            action = {"alloc": "alloc", "free_completed": "free", "segment_alloc": "segment_alloc",
+                      "segment_free": "segment_free"}.get(e.get("action"))
+            if action is None:
+                continue
+            frames = [f"{f['filename'].split('/')[-1]}:{f['line']}:{f['name']}" for f in e.get("frames", [])]
+            rows.append((prefix + action, int(e["size"]), " < ".join(frames[:4]), int(e.get("addr", 0))))
+        return rows
+
     def end(self, trial: int, step: int, micro: int, phase: str):
         rows = []
-        if self.probe.cuda and trial != self.trial:
-            rows += self.cache
-        self.trial = trial
         if self.probe.cuda:
-            for e in self._trace()[self.seen:]:
-                # Segments too (cudaMalloc and cudaFree as the cache grows and empties), for
-                # reserved memory; compare.py aligns blocks only and skips them.
-                action = {"alloc": "alloc", "free_completed": "free", "segment_alloc": "segment_alloc",
-                          "segment_free": "segment_free"}.get(e.get("action"))
-                if action is None:
-                    continue
-                frames = [f"{f['filename'].split('/')[-1]}:{f['line']}:{f['name']}" for f in e.get("frames", [])]
-                rows.append((action, int(e["size"]), " < ".join(frames[:4]), int(e.get("addr", 0))))
+            # A trial's first phase starts from the cache as the snapshot found it; later ones
+            # from the last phase's end, then what happened in between.
+            rows += self.cache if trial != self.trial else self._rows(self.outside, "outside_")
+            trace = self._trace()
+            rows += self._rows(trace[self.seen:])
+            self.ended = len(trace)
         else:
             self.probe.counter.set_logging(False)
             for e in self.probe.counter.events():
                 rows.append(("alloc" if e.delta > 0 else "free", abs(e.delta), f"serial {e.serial}", ""))
+        self.trial = trial
         for action, size, frames, addr in rows:
             self.writer.writerow({"trial": trial, "step": step, "micro": micro, "phase": phase,
                                   "action": action, "requested": size, "frames": frames, "addr": addr})
