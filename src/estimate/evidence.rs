@@ -78,6 +78,12 @@ const H200_AMP: Confirmation = Confirmation { fixture: "tests/fixtures/h200/amp_
 /// of 32, 64 and 128 over 200 to 512 tokens, with dropout and without: reserved memory to the
 /// byte, allocated 0.09-0.50% above PyTorch's (equal-sized free blocks taken in another order:
 /// the allocator breaks ties by device address, which the driver picks).
+/// The same GPU on the suite's `optimizers`, `accumulation`, `inference_vs_training`,
+/// `depthwise_separable` and `resnet_checkpointing` (`scripts/validate-gpu --only ...`): SGD,
+/// SGD with momentum, Adam and AdamW (foreach) and accumulation to the byte.
+const H200_SUITE: Confirmation =
+    Confirmation { revision: "133b964", fixture: "tests/fixtures/h200/optimizers", ..H200 };
+
 const H200_ATTENTION: Confirmation = Confirmation { fixture: "tests/fixtures/h200/attention_half", ..H200 };
 
 /// Activations under 1% of the trial's bytes at every peak: the regime the H100 fixtures ran
@@ -116,7 +122,9 @@ pub const SGD: Rule = Rule {
 pub const OTHER_OPTIMIZERS: Rule = Rule {
     name: "optimizer",
     covers: "SGD with momentum's and AdamW's state and step temporaries on CUDA",
-    confirmed: None,
+    // An H100 had their depth boundaries exact in every implementation; an H200 their peaks
+    // (foreach, the 5000-wide MLP of `optimizers`) to the byte.
+    confirmed: Some(H200_SUITE),
     margin: 0.05,
     reserved_margin: 0.05,
 };
@@ -162,11 +170,16 @@ pub const AUTOCAST: Rule = Rule {
 pub const CONVOLUTIONS: Rule = Rule {
     name: "cudnn",
     covers:
-        "cuDNN's convolutions and batch norm: their transient workspaces are not modelled (on an H200: \
-             ResNet-50 at 224, batch 32, allocated +0.08% and reserved 5.2% above the replay; ResNet-18 on \
-             32 x 32 at batch 1024, allocated 1.7% above, a 304 MiB workspace in conv1's forward at the peak)",
+        "cuDNN's convolutions and batch norm: their transient workspaces, cuDNN's heuristic choice per \
+             shape, are not modelled (on an H200 PyTorch's peak was above the replay by 0.08% for ResNet-50 at \
+             224 and batch 32, 1.7% for ResNet-18 on 32 x 32 at batch 1024, 7.7-8.7% for its checkpointed \
+             variants, and 31% of the trial's own bytes for four standard 3 x 3 convolutions of 256 channels \
+             on 16 x 16 images: a 19 MB workspace at the peak)",
     confirmed: None,
-    margin: 0.15,
+    // Above the widest gap measured (31.5% of the trial's bytes, `depthwise_separable`). Under a
+    // budget cuDNN tries plans that need less before it gives up (Conv_v8.cpp), so this bounds
+    // the peak without a budget, not where a budget fails.
+    margin: 0.35,
     // Without a budget the workspaces grow the cache: ResNet-18 at batch 1024 reserved 25% more
     // than the replay (46% of the trial's bytes). Under a budget cuDNN falls back to algorithms
     // that need less, so this is how far reserved memory may go, not where a budget fails.
@@ -354,12 +367,11 @@ mod tests {
 
     #[test]
     fn the_widest_unconfirmed_margin_widens_each_phase_by_its_own_bytes() {
-        let b =
-            bound(vec![WORKSPACES, OTHER_OPTIMIZERS, AUTOCAST], &[phase(900, 400), phase(600, 0)], (10, 20));
+        let b = bound(vec![WORKSPACES, ATTENTION, AUTOCAST], &[phase(900, 400), phase(600, 0)], (10, 20));
         assert_eq!(b.margin, 1.0 / 3.0);
         assert_eq!(b.allocated, 10 + 900 + 300);
         assert_eq!(b.reserved, 20 + 1000 + 300);
-        assert_eq!(b.unconfirmed_names(), "optimizer, autocast");
+        assert_eq!(b.unconfirmed_names(), "attention, autocast");
     }
 
     /// A rule confirmed for allocated memory whose cache a GPU saw grow more than the replay's
