@@ -35,6 +35,7 @@ pub(crate) fn manifest(experiment: &str, device: &str, budget: Option<u64>, capa
             hostname: "h".into(),
             os: "linux".into(),
             cpu: "cpu".into(),
+            cpu_isa: None,
             torch_threads: 1,
             huge_pages: None,
         },

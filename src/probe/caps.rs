@@ -64,9 +64,51 @@ impl CpuCaps {
     }
 }
 
+/// The vector and matrix extensions oneDNN picks its kernels by, as /proc/cpuinfo names them.
+const ISA_FLAGS: [&str; 9] = [
+    "avx2",
+    "avx512f",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_int8",
+    "amx_bf16",
+    "amx_fp16",
+];
+
+/// "avx2 avx512f avx512_bf16": the extensions of [`ISA_FLAGS`] this CPU has, in that order.
+/// Two CPUs of one model name can differ here (a virtual machine's "AMD EPYC" is Zen 2 or
+/// Zen 4), and oneDNN's convolution and low-precision buffers with them, so a result names it
+/// beside the CPU's name. Empty where /proc/cpuinfo cannot be read.
+pub fn isa_here() -> String {
+    isa_from_cpuinfo(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default())
+}
+
+/// [`isa_here`] from the text of /proc/cpuinfo (its first `flags` line).
+pub fn isa_from_cpuinfo(info: &str) -> String {
+    let flags: Vec<&str> = info
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.split_whitespace().collect())
+        .unwrap_or_default();
+    ISA_FLAGS.iter().filter(|f| flags.contains(f)).copied().collect::<Vec<_>>().join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_isa_lists_the_extensions_onednn_dispatches_on() {
+        let zen2 = "processor\t: 0\nflags\t\t: fpu sse avx f16c avx2 fma\n";
+        let zen4 = "flags\t\t: avx avx2 avx512f avx512dq avx512_bf16 avx512_vnni\n";
+        assert_eq!(isa_from_cpuinfo(zen2), "avx2");
+        assert_eq!(isa_from_cpuinfo(zen4), "avx2 avx512f avx512_vnni avx512_bf16");
+        assert_ne!(isa_from_cpuinfo(zen2), isa_from_cpuinfo(zen4), "one model name, two kernels' worth");
+        assert_eq!(isa_from_cpuinfo(""), "");
+    }
 
     #[test]
     fn flags_decide_each_precision() {

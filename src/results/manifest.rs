@@ -240,6 +240,11 @@ pub struct HostInfo {
     pub hostname: String,
     pub os: String,
     pub cpu: String,
+    /// The CPU's vector and matrix extensions that oneDNN picks kernels by
+    /// ([`crate::probe::cpu_isa`]): one model name can hide two generations. Absent from
+    /// runs made before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_isa: Option<String>,
     pub torch_threads: i32,
     /// Whether CPU tensors could be huge pages ([`crate::hugepages::describe`]): it changes a CPU
     /// step's time (page faults), never its memory. Absent from runs made before it was recorded,

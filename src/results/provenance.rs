@@ -13,6 +13,8 @@ pub struct Provenance {
     pub os: String,
     /// "CPU (AMD EPYC)": the model name from /proc/cpuinfo.
     pub cpu: String,
+    /// "avx2 avx512f avx512_bf16": its extensions that oneDNN picks kernels by.
+    pub cpu_isa: String,
     /// libtorch's intra-op threads.
     pub torch_threads: i32,
     /// Whether CPU tensors could be huge pages (`crate::hugepages::describe`).
@@ -31,6 +33,7 @@ impl Provenance {
             hostname: gethostname::gethostname().to_string_lossy().into_owned(),
             os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
             cpu: crate::probe::cpu_name(),
+            cpu_isa: crate::probe::cpu_isa(),
             torch_threads: tch::get_num_threads(),
             huge_pages: crate::hugepages::describe(),
             oomlab: env!("CARGO_PKG_VERSION"),
