@@ -271,3 +271,56 @@ fn pytorchs_own_events_give_its_peaks_when_ties_follow_device_addresses() {
         assert!(num(made[2]) >= num(address[2]), "trial {}: the order made\n{text}", made[0]);
     }
 }
+
+/// Reserved memory's gaps named by their segment: `amp_models` as a whole (`estimate --blocks`,
+/// an H200) against PyTorch's history of the same four trials, through compare.py. The bf16
+/// Transformer makes PyTorch's segments, every one; ResNet-18's first segment to part is made in
+/// its first convolution's forward: PyTorch's for cuDNN's 319 MB workspace (asked before the
+/// output), which the replay does not model, the replay's for the output.
+#[test]
+fn a_reserved_gap_is_named_by_the_first_segment_where_the_two_part() {
+    let dir = std::env::temp_dir().join(format!("oomlab-h200-segments-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let blocks = dir.join("blocks.csv");
+    let _ = std::fs::remove_file(&blocks);
+    let est = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"))
+        .args([
+            "estimate",
+            "experiments/amp_models.toml",
+            "--device",
+            "cuda",
+            "--gpu",
+            "h200",
+            "--brief",
+            "--blocks",
+        ])
+        .arg(&blocks)
+        .output()
+        .unwrap();
+    assert!(est.status.success(), "{}", String::from_utf8_lossy(&est.stderr));
+    let out = std::process::Command::new("python3")
+        .arg("scripts/reference/compare.py")
+        .arg("--blocks")
+        .arg(&blocks)
+        .arg("--history")
+        .arg(Path::new(FIXTURES).join("amp_models/pytorch-history.csv"))
+        .output()
+        .expect("python3 runs compare.py");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = String::from_utf8(out.stdout).unwrap();
+    // Each trial's line, then its segments' line.
+    let segments = |trial: usize| -> &str {
+        let mut lines = report.lines().skip_while(|l| !l.starts_with(&format!("- trial {trial}:")));
+        lines.next();
+        lines.next().filter(|l| l.starts_with("  - segments")).unwrap_or_else(|| panic!("{report}"))
+    };
+    assert!(segments(4).starts_with("  - segments: the same "), "{}", segments(4));
+    let resnet = segments(1);
+    assert!(
+        resnet.contains("estimate 268,435,456 B in forward, step 1.0")
+            && resnet.contains("reference 320,864,256 B in forward, step 1.0 (conv.py:"),
+        "the first segment to part is made in conv1's forward: the replay's for its output, PyTorch's for \
+         cuDNN's workspace, asked first: {resnet}"
+    );
+}

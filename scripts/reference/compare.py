@@ -22,7 +22,10 @@ phase by phase, the estimate's every allocation and free (`oomlab estimate --blo
 recorded history in the same columns (trial, step, micro, phase, action, requested; train.py's
 `--history`: PyTorch's allocation history on CUDA, its counting allocator's log on the CPU) and
 writes, per trial, the first event where they part, with the estimate's replay line and the
-reference's frames: one run is enough to name the allocation behind a gap.
+reference's frames: one run is enough to name the allocation behind a gap. On CUDA it does the
+same for the segments each side made (cudaMalloc: the estimate's `segment_alloc` rows, the
+history's), so that a reserved-memory gap is named by the first segment made in another size or
+phase.
 """
 from __future__ import annotations
 
@@ -363,10 +366,43 @@ def describe_event(ev: dict | None, where: str) -> str:
     return f"{ev['action']} {size} ({ev.get(where) or '?'})"
 
 
+def read_segments(path: Path) -> dict[int, list[dict]]:
+    """The segments each trial made (cudaMalloc, `segment_alloc`), in order: the estimate's from
+    `estimate --blocks`, PyTorch's from its history (with those it made between phases,
+    `outside_segment_alloc`; the estimate makes none there). Empty on the CPU."""
+    out: dict[int, list[dict]] = {}
+    for r in read_csv(path):
+        if r["action"] in ("segment_alloc", "outside_segment_alloc"):
+            out.setdefault(int(r["trial"]), []).append(r)
+    return out
+
+
+def describe_segment(seg: dict | None, where: str) -> str:
+    if seg is None:
+        return "(none: no more segments)"
+    return f"{fmt_bytes(int(seg['requested']))} B in {seg['phase']}, step {seg['step']}.{seg['micro']} ({seg.get(where) or '?'})"
+
+
+def segment_line(est: list[dict], ref: list[dict]) -> str | None:
+    """Where reserved memory parts: the first segment made in another size or phase, or that
+    only one side made (None when neither made any: the CPU)."""
+    if not est and not ref:
+        return None
+    key = lambda s: (int(s["step"]), int(s["micro"]), s["phase"], int(s["requested"]))
+    for i in range(max(len(est), len(ref))):
+        e = est[i] if i < len(est) else None
+        r = ref[i] if i < len(ref) else None
+        if e is None or r is None or key(e) != key(r):
+            return (f"  - segments part at segment {i + 1}: estimate {describe_segment(e, 'site')}, "
+                    f"reference {describe_segment(r, 'frames')}")
+    return f"  - segments: the same {len(est)} ({fmt_bytes(sum(int(s['requested']) for s in est))} B)"
+
+
 def block_sections(est_path: Path, ref_path: Path) -> str:
     """Per trial: every phase compared, and the first event where the estimate and the reference
     part (or that they never do)."""
     est, ref = read_events(est_path), read_events(ref_path)
+    est_segments, ref_segments = read_segments(est_path), read_segments(ref_path)
     cuda = any(e.get("pool", "cpu") != "cpu" for events in est.values() for e in events)
     est = {k: blocks_of(v, cuda) for k, v in est.items()}
     ref = {k: blocks_of(v, cuda) for k, v in ref.items()}
@@ -385,12 +421,15 @@ def block_sections(est_path: Path, ref_path: Path) -> str:
         n = sum(len(est.get(k, [])) for k in keys)
         if parted is None:
             lines.append(f"- trial {trial}: the same {n} events in {len(keys)} phases")
-            continue
-        (_, step, micro, phase), (i, e, r) = parted
-        lines.append(
-            f"- trial {trial}: first parts in {phase}, step {step}.{micro}, event {i}: "
-            f"estimate {describe_event(e, 'site')}, reference {describe_event(r, 'frames')}"
-        )
+        else:
+            (_, step, micro, phase), (i, e, r) = parted
+            lines.append(
+                f"- trial {trial}: first parts in {phase}, step {step}.{micro}, event {i}: "
+                f"estimate {describe_event(e, 'site')}, reference {describe_event(r, 'frames')}"
+            )
+        segments = segment_line(est_segments.get(trial, []), ref_segments.get(trial, []))
+        if segments:
+            lines.append(segments)
     return "\n".join(lines) + "\n"
 
 
