@@ -174,6 +174,31 @@ fn every_validation_trial_within_half_a_percent_allocated_and_two_percent_reserv
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// compare.py's block report: `spec`'s every predicted allocation, free and segment on an H200
+/// (`estimate --blocks`, written in `dir`) against PyTorch's `history`.
+fn compare_blocks(spec: &Path, history: &Path, dir: &Path) -> String {
+    let blocks = dir.join("blocks.csv");
+    let _ = std::fs::remove_file(&blocks);
+    let est = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"))
+        .arg("estimate")
+        .arg(spec)
+        .args(["--device", "cuda", "--gpu", "h200", "--brief", "--blocks"])
+        .arg(&blocks)
+        .output()
+        .unwrap();
+    assert!(est.status.success(), "{}", String::from_utf8_lossy(&est.stderr));
+    let out = std::process::Command::new("python3")
+        .arg("scripts/reference/compare.py")
+        .arg("--blocks")
+        .arg(&blocks)
+        .arg("--history")
+        .arg(history)
+        .output()
+        .expect("python3 runs compare.py");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// The bf16 Transformer of `amp_models` (trial 4: 4 layers of 256, 4 heads, batch 1024 over 64
 /// tokens) block by block: the estimate's sequence (`estimate --blocks`, CUDA, an H200) against
 /// PyTorch's own history from the H200 (`pytorch-history.csv`), aligned by compare.py. Every
@@ -204,26 +229,7 @@ fn the_bf16_transformers_blocks_are_pytorchs_up_to_the_embeddings_backward() {
     let history = dir.join("history.csv");
     std::fs::write(&history, trial.join("\n") + "\n").unwrap();
 
-    let blocks = dir.join("blocks.csv");
-    let _ = std::fs::remove_file(&blocks);
-    let est = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"))
-        .arg("estimate")
-        .arg(&spec)
-        .args(["--device", "cuda", "--gpu", "h200", "--brief", "--blocks"])
-        .arg(&blocks)
-        .output()
-        .unwrap();
-    assert!(est.status.success(), "{}", String::from_utf8_lossy(&est.stderr));
-    let out = std::process::Command::new("python3")
-        .arg("scripts/reference/compare.py")
-        .arg("--blocks")
-        .arg(&blocks)
-        .arg("--history")
-        .arg(&history)
-        .output()
-        .expect("python3 runs compare.py");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report = String::from_utf8(out.stdout).unwrap();
+    let report = compare_blocks(&spec, &history, &dir);
     let _ = std::fs::remove_dir_all(&dir);
     let line = report.lines().find(|l| l.starts_with("- trial 1:")).unwrap_or_else(|| panic!("{report}"));
     assert!(
@@ -281,34 +287,12 @@ fn pytorchs_own_events_give_its_peaks_when_ties_follow_device_addresses() {
 fn a_reserved_gap_is_named_by_the_first_segment_where_the_two_part() {
     let dir = std::env::temp_dir().join(format!("oomlab-h200-segments-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let blocks = dir.join("blocks.csv");
-    let _ = std::fs::remove_file(&blocks);
-    let est = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"))
-        .args([
-            "estimate",
-            "experiments/amp_models.toml",
-            "--device",
-            "cuda",
-            "--gpu",
-            "h200",
-            "--brief",
-            "--blocks",
-        ])
-        .arg(&blocks)
-        .output()
-        .unwrap();
-    assert!(est.status.success(), "{}", String::from_utf8_lossy(&est.stderr));
-    let out = std::process::Command::new("python3")
-        .arg("scripts/reference/compare.py")
-        .arg("--blocks")
-        .arg(&blocks)
-        .arg("--history")
-        .arg(Path::new(FIXTURES).join("amp_models/pytorch-history.csv"))
-        .output()
-        .expect("python3 runs compare.py");
+    let report = compare_blocks(
+        Path::new("experiments/amp_models.toml"),
+        &Path::new(FIXTURES).join("amp_models/pytorch-history.csv"),
+        &dir,
+    );
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let report = String::from_utf8(out.stdout).unwrap();
     // Each trial's line, then its segments' line.
     let segments = |trial: usize| -> &str {
         let mut lines = report.lines().skip_while(|l| !l.starts_with(&format!("- trial {trial}:")));

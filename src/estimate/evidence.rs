@@ -74,16 +74,16 @@ const H200: Confirmation = Confirmation {
 /// amp_models`): the bf16 Transformer's allocated and reserved peaks to the byte.
 const H200_AMP: Confirmation = Confirmation { fixture: "tests/fixtures/h200/amp_models", ..H200 };
 
-/// The same GPU on `experiments/gpu/attention_half`: cuDNN attention under bf16 and fp16 at heads
-/// of 32, 64 and 128 over 200 to 512 tokens, with dropout and without: reserved memory to the
-/// byte, allocated 0.09-0.50% above PyTorch's (equal-sized free blocks taken in another order:
-/// the allocator breaks ties by device address, which the driver picks).
 /// The same GPU on the suite's `optimizers`, `accumulation`, `inference_vs_training`,
 /// `depthwise_separable` and `resnet_checkpointing` (`scripts/validate-gpu --only ...`): SGD,
 /// SGD with momentum, Adam and AdamW (foreach) and accumulation to the byte.
 const H200_SUITE: Confirmation =
     Confirmation { revision: "133b964", fixture: "tests/fixtures/h200/optimizers", ..H200 };
 
+/// The same GPU on `experiments/gpu/attention_half`: cuDNN attention under bf16 and fp16 at heads
+/// of 32, 64 and 128 over 200 to 512 tokens, with dropout and without: reserved memory to the
+/// byte, allocated 0.09-0.50% above PyTorch's (equal-sized free blocks taken in another order:
+/// the allocator breaks ties by device address, which the driver picks).
 const H200_ATTENTION: Confirmation = Confirmation { fixture: "tests/fixtures/h200/attention_half", ..H200 };
 
 /// Activations under 1% of the trial's bytes at every peak: the regime the H100 fixtures ran
