@@ -149,6 +149,10 @@ pub struct Ledger {
     /// What was live at the highest point since the last `reset_peak`.
     at_peak: Categories,
     peak: u64,
+    /// Allocations so far, and how many there had been at the peak: a block made by then and
+    /// still live was live at the peak, so refiling it refiles it there too.
+    made: u64,
+    made_at_peak: u64,
     cuda: Option<Blocks>,
     /// CPU: the budget the counting allocator enforces (it refuses the allocation that would
     /// take the live bytes past it), and the first allocation it would refuse.
@@ -276,10 +280,12 @@ impl Ledger {
         }
         let slot = self.live.get_mut(c);
         *slot = slot.saturating_add(counted);
+        self.made += 1;
         let total = self.live.total();
         if total > self.peak {
             self.peak = total;
             self.at_peak = self.live;
+            self.made_at_peak = self.made;
         }
     }
 
@@ -311,26 +317,11 @@ impl Ledger {
         *slot = slot.saturating_sub(counted);
     }
 
-    /// The same bytes, now counted under another category (no allocation).
-    pub fn recategorize(&mut self, from: Category, to: Category, bytes: u64) {
-        let counted = match &mut self.cuda {
-            Some(b) => {
-                let moved = b.take(from, bytes);
-                let counted = moved.iter().map(|m| m.2).sum();
-                b.live.entry(to).or_default().extend(moved);
-                counted
-            }
-            None => bytes,
-        };
-        self.uncount(from, counted);
-        let slot = self.live.get_mut(to);
-        *slot = slot.saturating_add(counted);
-    }
-
     /// Starts a phase: the peak restarts from what is live, as the probe's `reset_peak` does.
     pub fn reset_peak(&mut self) {
         self.peak = self.live.total();
         self.at_peak = self.live;
+        self.made_at_peak = self.made;
         if let Some(b) = &mut self.cuda {
             b.allocator.reset_peak();
         }
@@ -363,15 +354,6 @@ impl Ledger {
         }
     }
 
-    /// The bytes asked for by the allocations live in category `c` (what its frees must add up
-    /// to; on CUDA the blocks may count more).
-    pub fn requested(&self, c: Category) -> u64 {
-        match &self.cuda {
-            Some(b) => b.live.get(&c).map_or(0, |l| l.iter().map(|e| e.0).sum()),
-            None => self.live.get(c),
-        }
-    }
-
     /// Allocated and reserved bytes before the trial (the workspaces; zero on the CPU).
     pub fn baseline(&self) -> (u64, u64) {
         self.cuda.as_ref().map_or((0, 0), |b| b.baseline)
@@ -391,6 +373,8 @@ pub struct Held {
     c: Category,
     bytes: u64,
     block: Option<BlockId>,
+    /// Its place among the ledger's allocations (`Ledger::made` once it was made).
+    made: u64,
 }
 
 impl Ledger {
@@ -402,10 +386,13 @@ impl Ledger {
             Some(b) if bytes > 0 => b.live.get(&c).and_then(|l| l.last()).map(|e| e.1),
             _ => None,
         };
-        Held { c, bytes, block }
+        Held { c, bytes, block, made: self.made }
     }
 
-    /// The allocation `held`, filed under `to` from now on (no allocation).
+    /// The allocation `held`, filed under `to` from now on (no allocation). When it was live at
+    /// the phase's peak, the peak's categories say so too: a tensor is often known for what it
+    /// is only just after it is made (an output a node then saves, a gradient that becomes a
+    /// `.grad`), and the peak is often that moment.
     pub fn refile(&mut self, held: Held, to: Category) -> Held {
         let counted = match (&mut self.cuda, held.block) {
             (Some(b), Some(id)) => {
@@ -421,6 +408,12 @@ impl Ledger {
         self.uncount(held.c, counted);
         let slot = self.live.get_mut(to);
         *slot = slot.saturating_add(counted);
+        if held.made <= self.made_at_peak {
+            let from = self.at_peak.get_mut(held.c);
+            *from = from.saturating_sub(counted);
+            let slot = self.at_peak.get_mut(to);
+            *slot = slot.saturating_add(counted);
+        }
         Held { c: to, ..held }
     }
 
@@ -484,10 +477,6 @@ impl Shared {
         held.bytes
     }
 
-    pub fn recategorize(&self, from: Category, to: Category, bytes: u64) {
-        self.0.borrow_mut().recategorize(from, to, bytes)
-    }
-
     pub fn reset_peak(&self) {
         self.0.borrow_mut().reset_peak()
     }
@@ -522,10 +511,6 @@ impl Shared {
 
     pub fn reserved(&self) -> (u64, u64) {
         self.0.borrow().reserved()
-    }
-
-    pub fn requested(&self, c: Category) -> u64 {
-        self.0.borrow().requested(c)
     }
 
     pub fn baseline(&self) -> (u64, u64) {
@@ -576,7 +561,7 @@ mod tests {
         // The newer block is still live: freeing by size now takes it, and nothing is left.
         assert_eq!(l.live().transient, 4 << 20);
         l.free(Category::Transient, 4 << 20);
-        assert_eq!((l.live().transient, l.requested(Category::Transient)), (0, 0));
+        assert_eq!(l.live().transient, 0);
         let mut cpu = Ledger::default();
         let h = cpu.hold(Category::Grads, 12);
         cpu.release(h);
@@ -598,7 +583,22 @@ mod tests {
         assert_eq!(l.live().total(), 210);
         l.reset_peak();
         assert_eq!(l.peak(), 210);
-        l.recategorize(Category::Transient, Category::History, 10);
-        assert_eq!((l.live().transient, l.live().history, l.peak()), (0, 10, 210));
+    }
+
+    #[test]
+    fn a_block_refiled_after_the_peak_is_refiled_at_the_peak_if_it_was_live_then() {
+        for mut l in [Ledger::default(), Ledger::cuda(None, [])] {
+            let before = l.hold(Category::Transient, 512);
+            let at = l.hold(Category::Transient, 1024);
+            let gone = l.hold(Category::Transient, 2048);
+            l.release(gone);
+            let after = l.hold(Category::Transient, 512);
+            l.refile(before, Category::Grads);
+            l.refile(at, Category::Activations);
+            l.refile(after, Category::Grads);
+            let p = l.at_peak();
+            assert_eq!((p.grads, p.activations, p.transient), (512, 1024, 2048));
+            assert_eq!((l.live().grads, l.live().activations, l.live().transient), (1024, 1024, 0));
+        }
     }
 }

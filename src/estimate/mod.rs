@@ -1,51 +1,53 @@
-//! Predict before you run: an analytic model of the memory a trial allocates, phase by phase and
-//! by category, without training and without a GPU (milliseconds for a whole sweep).
+//! Predict before you run: a model of the memory a trial allocates, phase by phase and by
+//! category, without training and without a GPU (milliseconds for a whole sweep).
 //!
-//! The model is a replay. [`phases`] walks the trial the way `train::step` runs it and, for
-//! every tensor libtorch allocates or frees on the way, records the event in a [`Ledger`]
-//! that keeps live bytes per [`Category`] and each phase's peak. The sizes are in [`terms`];
-//! each event is there for a reason that the code's comments name (an ATen kernel's output,
-//! what autograd saves, what the engine releases when, what `torch::optim` allocates). In
-//! short, for an MLP of `depth` hidden layers of width `H`, batch `B`, `K` classes, `P`
-//! parameter bytes and element size `e`:
+//! The model is a replay, one for every kind oomlab builds (MLP, CNN, ResNet, Transformer).
+//! [`phases`] walks the trial the way `train::step` runs it, and runs the model's own code
+//! (`nn`, the same code `run` trains) over symbolic tensors ([`graph`]): shapes, strides and
+//! dtypes over storages the [`Ledger`] counts, with libtorch's ops (what each allocates, saves
+//! and frees; [`graph::kernels`] for what a kernel takes besides its output), its autograd engine
+//! (the order nodes run and when saved tensors and gradients go), autocast (its casts and their
+//! cache) and `torch.utils.checkpoint`'s recompute. The optimizer's and the grad scaler's steps
+//! are replayed from `torch.optim`'s code over the parameters' sizes ([`terms`]). The comments
+//! name the libtorch function each event comes from.
 //!
-//! | category | what | bytes |
-//! |---|---|---|
-//! | data | `x [S,D]`, `y [S]` int64 | `S·D·e + 8S` |
-//! | batch | `index_select` copies of the rows | `B·D·e + 8B` |
-//! | params | weight `[out,in]` + bias `[out]` per layer | `P` |
-//! | grads | `.grad` from backward to `zero_grad` | `P` |
-//! | opt_state | momentum: `momentum_buffer`; Adam/AdamW: `exp_avg`, `exp_avg_sq` | `0, P, 2P` |
-//! | activations | ReLU outputs (saved by ReLU's backward and the next Linear's), log-softmax `[B,K]` (saved by its backward and NLL's), loss, NLL's `total_weight` | `depth·B·H·e + B·K·e + 2e` |
-//! | amp_copies | autocast's casts: every weight and bias while autocast is on, the weights after the first until backward, the batch | `P/2` at most, `B·D·2` |
-//! | transient | a Linear's output before its ReLU; logits; gradients in flight (at a Linear's backward: incoming `[B,out]`, input grad `[B,in]`, weight and bias grads); Adam's `sqrt` and quotient; index tensors; 0-dim wrapped scalars | phase-local |
+//! The ledger files every byte under a [`Category`]:
 //!
-//! The peak of a training step is one of: the forward at a hidden layer (activations so far +
-//! the Linear's output + its ReLU), the backward at a Linear (remaining activations + grads so
-//! far + incoming gradient + input gradient + this layer's weight and bias gradients), or the
-//! optimizer step (params + grads + state, plus for Adam two temporaries of the largest
-//! parameter; at the first step the state is allocated parameter by parameter, so the peak comes
-//! at the largest weight late in the list).
+//! | category | what |
+//! |---|---|
+//! | data | the data set: `x`, `y` (int64 labels) |
+//! | batch | each micro-batch's `index_select` copies (moved to the device when the set is on the host) |
+//! | params | the model's parameters (and buffers) |
+//! | grads | `.grad`, from backward to `zero_grad` |
+//! | optimizer_state | momentum buffers; Adam's `exp_avg`, `exp_avg_sq` and step; the grad scaler's scale |
+//! | activations | what the graph saved for backward (an MLP's ReLU outputs, a norm's statistics, attention's logsumexp), a checkpointed forward's boundaries, the loss |
+//! | amp_copies | autocast's casts: the parameters' (cached until the forward ends) and what the graph saved of them |
+//! | transient | an op's output before a node saves it; gradients in flight; kernel scratch and workspaces per call; optimizer temporaries; wrapped 0-dim scalars |
+//! | history | losses the loop keeps (`history = "loss_tensor"`), with whatever their graphs still hold |
+//!
+//! A tensor is often known for what it is only just after it is made (a node saves its output,
+//! a gradient becomes a leaf's `.grad`); a phase's categories at its peak count it as what it
+//! became. For an MLP of `depth` hidden layers of width `H`, batch `B`, `K` classes and element
+//! size `e`, a training step's forward keeps `depth·B·H·e + B·K·e + 2e` of activations, and its
+//! peak is one of: the forward's last hidden layer (its Linear's output and its ReLU's live
+//! together), a Linear's backward (incoming gradient, input gradient and the weight's and bias's
+//! together), or the optimizer's step (Adam's temporaries of the largest parameter).
 //!
 //! On the CPU, oomlab's counting allocator counts exactly these bytes, so the model is exact
-//! there for fp32 (see `tests/estimate_accuracy.rs`). On CUDA the replay runs through libtorch's
-//! caching allocator ([`caching`]: 512-byte blocks, pools, segments) with the cuBLAS and
-//! cuBLASLt workspaces libtorch keeps ([`workspace`]); [`evidence`] says which of its rules a
-//! GPU has confirmed and bounds the rest.
+//! there (`tests/estimate_accuracy.rs`, `tests/estimate_kinds.rs`; bf16 products through oneDNN
+//! take a scratch buffer the replay knows per CPU: [`onednn`]). On CUDA the replay runs through
+//! libtorch's caching allocator ([`caching`]: 512-byte blocks, pools, segments) with the cuBLAS
+//! and cuBLASLt workspaces libtorch keeps ([`workspace`]) and the kernels' own buffers (the
+//! reduction's staging, [`cuda_reduce`]; cuDNN's attention workspaces); [`evidence`] says which
+//! of its rules a GPU has confirmed and bounds the rest.
 //!
-//! Covered: the plain step (SGD, momentum, Adam, AdamW, with or without weight decay), any
-//! dtype (exact for fp32 and fp64 on CPU; fp16/bf16 kernels may add temporaries), gradient
-//! accumulation, activation checkpointing (`phases::checkpoint`: the boundaries kept, one
-//! segment recomputed at a time), mixed precision (`phases::amp`: autocast's cached casts, the
-//! fp32 loss and gradients, the fp16 grad scaler; exact on the CPU but for the scratch buffer of
-//! products that run in oneDNN, bf16's and on some CPUs fp16's: [`onednn`]), both together,
-//! modes `forward` and `forward_no_grad`, and
-//! the loss history, in any combination, as `train::step` composes them; for every model kind
-//! (CNNs and Transformers replayed op by op through `graph`, autocast included); a TorchScript module,
-//! whose code oomlab does not have, from its own step recorded on the CPU and fitted over the batch
-//! ([`recorded`]; the CPU only). Not covered
-//! ([`predict`] says so): mixed precision over parameters that are not float32.
-//! [`Prediction::notes`] says where a prediction is less than exact.
+//! Covered: every optimizer and implementation, any dtype, gradient accumulation, activation
+//! checkpointing (oomlab's cut and `checkpoint_sequential`'s), mixed precision with the fp16
+//! grad scaler, modes `forward` and `forward_no_grad`, and the loss history, in any combination;
+//! a TorchScript module, whose code oomlab does not have, from its own step recorded on the CPU
+//! and fitted over the batch ([`recorded`]; the CPU only). Not covered ([`predict`] says so):
+//! mixed precision over parameters that are not float32. [`Prediction::notes`] says where a
+//! prediction is less than exact.
 pub mod bounds;
 pub mod caching;
 pub mod cuda_reduce;
@@ -66,7 +68,7 @@ use anyhow::{bail, Result};
 
 pub use graph::flash_backward_racy;
 pub use ledger::{BlockEvent, Categories, Category, Ledger};
-pub use options::{Gather, Options, CURRENT_GATHER};
+pub use options::Options;
 pub use prediction::{relative_error, PhasePrediction, PredictedOom, Prediction};
 pub use steps::{describe_steps, steps_needed, StepsNeeded};
 pub use sweeps::{
@@ -83,7 +85,7 @@ use crate::spec::{Amp, Config, DataSpec, Dtype, Mode, ModelSpec, Named, Optimize
 pub const NOT_REPLAYED_SCRIPT: &str = "the symbolic replay cannot run a TorchScript module (model.kind = \
      \"torchscript\"): its ops are in the file, not in oomlab's code";
 
-/// Predicts a trial of `config` on the CPU, with the current `gather`. For CSV data the file's
+/// Predicts a trial of `config` on the CPU. For CSV data the file's
 /// shape is read (header, labels, rows); see [`predict_with`] to give it instead.
 pub fn predict(config: &Config) -> Result<Prediction> {
     let shape = data_shape(&config.data)?;
@@ -128,14 +130,9 @@ fn replay(
     }
     // From here on no size can overflow the replay's integers, and the replay is bounded.
     bounds::check(config, shape, options.target)?;
-    let terms = match config.model.mlp_widths() {
-        Some(widths) => terms::Terms::new(shape, &widths, t.batch_size, t.dtype, options.target),
-        None => {
-            let input = crate::nn::Input::of(&config.data, shape.features, shape.classes);
-            let params = phases::parameter_numels(config, input, options.target);
-            terms::Terms::other(shape, params, t.batch_size, t.dtype, options.target)
-        }
-    };
+    let input = crate::nn::Input::of(&config.data, shape.features, shape.classes);
+    let params = phases::parameter_numels(config, input, options.target);
+    let terms = terms::Terms::new(shape, params, t.batch_size, t.dtype, options.target);
     let sim = phases::Sim::new(config, &terms, options);
     let replay = if record { sim.record().run() } else { sim.run() };
     let blocks = replay.blocks;

@@ -1,32 +1,14 @@
-//! What the model assumes about the run ([`Options`]): the target's allocator, how a batch is
-//! gathered, libtorch's thread count, the CUDA allocator's limit and the workspaces there before
-//! every trial.
+//! What the model assumes about the run ([`Options`]): the target's allocator, libtorch's thread
+//! count, the CUDA allocator's limit and the workspaces there before every trial.
 use serde::Serialize;
 
 use super::{GpuArch, Target, Workspaces};
 use crate::spec::Config;
 
-/// How a step's batch is taken from the data set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Gather {
-    /// `index_select` with an int64 index, always: a copy of the rows (the plain loop's
-    /// `gather` today).
-    Copy,
-    /// `narrow` views when the window does not wrap around the data set's end (nothing
-    /// allocated), the `index_select` copy when it does.
-    ViewUnlessWrapped,
-}
-
-/// What `train::step::gather` does in this version of the code. `tests/estimate_accuracy.rs`
-/// checks it against the real thing.
-pub const CURRENT_GATHER: Gather = Gather::Copy;
-
 /// What the model assumes about the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Options {
     pub target: Target,
-    pub gather: Gather,
     /// libtorch's intra-op threads: a CPU reduction of a whole tensor to one number (the
     /// checkpointed backward's `sum`) takes a buffer of one result per thread.
     pub threads: usize,
@@ -41,11 +23,10 @@ pub struct Options {
 }
 
 impl Default for Options {
-    /// The CPU, the current gather, and this process's thread count.
+    /// The CPU, and this process's thread count.
     fn default() -> Self {
         Options {
             target: Target::Cpu,
-            gather: CURRENT_GATHER,
             threads: tch::get_num_threads().max(1) as usize,
             limit: None,
             workspaces: Workspaces::default(),

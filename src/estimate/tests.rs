@@ -393,14 +393,3 @@ fn budget_helpers() {
     assert_eq!(p.peak_phase().phase, Phase::Backward);
     assert_eq!(relative_error(102, 100), 0.02);
 }
-
-#[test]
-fn the_view_gather_allocates_only_when_the_window_wraps() {
-    // 32 samples, batch 12: windows 0..12, 12..24, 24..36 (wraps).
-    let mut c = config(1, 16, 12, SGD);
-    c.training.steps = 3;
-    let opts = Options { gather: Gather::ViewUnlessWrapped, ..Options::default() };
-    let p = predict_with(&c, data_shape(&c.data).unwrap(), &opts).unwrap();
-    let batch = |step| p.phase(step, 0, Phase::ToDevice).unwrap().end_by_category.batch;
-    assert_eq!((batch(1), batch(2), batch(3)), (0, 0, 12 * 32 * 4 + 12 * 8));
-}

@@ -135,6 +135,12 @@ impl<T: Ops> Checkpointed<T> {
         Ok(())
     }
 
+    /// The segment boundaries held between forward and backward: each segment's input (the
+    /// first is the batch itself), then the tail's.
+    pub fn boundaries(&self) -> impl Iterator<Item = &T> {
+        self.segments.iter().map(|s| &s.input).chain(std::iter::once(&self.head_input))
+    }
+
     /// How many segment boundaries are held between forward and backward: one input per
     /// segment (the first is the batch `x` itself) plus the tail's input (the last segment's
     /// output). With no segment, just the tail's input, which is `x`. The plain units' own

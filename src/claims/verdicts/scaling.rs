@@ -2,9 +2,7 @@
 //! linear in the batch size, and weights quadratic in the width.
 use super::{claim, default_adam, not_run, pct, size, state_ratio_of, Get};
 use crate::claims::{fit, Claim, Verdict};
-use crate::estimate::terms::{DataShape, Target, Terms};
 use crate::schema::Phase;
-use crate::spec::Dtype;
 
 /// The guide's memory equation for one trial, in bytes: parameters `4N`, activations `4BLH`,
 /// optimizer state (Adam's `2 x 4N`; momentum's `4N` by the same reasoning) and batch `4BD`.
@@ -18,10 +16,13 @@ fn equation(r: &crate::schema::SummaryRow, params: u64, depth: usize) -> f64 {
     4.0 * n + 4.0 * b * depth as f64 * r.hidden as f64 + state * 4.0 * n + 4.0 * b * r.features as f64
 }
 
-/// Parameters of the MLP of `r` at another depth, counted as the memory model counts them.
+/// Parameters of the MLP of `r` at another depth: a weight and a bias per Linear, from the
+/// features through `depth` hidden layers to the classes.
 fn params_at(r: &crate::schema::SummaryRow, depth: usize) -> u64 {
-    let shape = DataShape { samples: r.samples, features: r.features, classes: r.classes };
-    Terms::new(shape, &vec![r.hidden; depth], r.batch_size, Dtype::Float32, Target::Cpu).param_count()
+    let mut widths = vec![r.features as u64];
+    widths.extend(std::iter::repeat_n(r.hidden as u64, depth));
+    widths.push(r.classes as u64);
+    widths.windows(2).map(|w| w[0] * w[1] + w[1]).sum()
 }
 
 pub(super) fn memory_equation(get: Get) -> Claim {

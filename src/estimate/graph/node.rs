@@ -21,6 +21,26 @@ pub(crate) struct Node {
     pub(crate) dts: Vec<Dt>,
 }
 
+/// A long graph (10^4 layers) would drop node by node recursively, one stack frame chain per
+/// node, and overflow the stack. This drops it as the recursion would (a node's saved tensors,
+/// then its edges in order, each node's whole subgraph before the next edge), from a loop.
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.saved.get_mut().clear();
+        let mut pending: Vec<Edge> = std::mem::take(&mut self.next).into_iter().flatten().rev().collect();
+        while let Some(edge) = pending.pop() {
+            let Edge::Node(node, _) = edge else { continue };
+            // The last handle on it: empty it here, so its own drop has nothing to recurse into.
+            if let Ok(mut node) = Rc::try_unwrap(node) {
+                node.saved.get_mut().clear();
+                let next = std::mem::take(&mut node.next);
+                drop(node);
+                pending.extend(next.into_iter().flatten().rev());
+            }
+        }
+    }
+}
+
 /// Where a gradient goes: another node's input (the output of it that the input was), or a
 /// leaf's gradient accumulator (`AccumulateGrad`), which holds the leaf.
 pub(crate) enum Edge {

@@ -276,6 +276,33 @@ impl Sym {
         }
     }
 
+    /// Files the storage under `to`, and every tensor its graph has saved but the parameters
+    /// (a loss kept in a history keeps its whole graph, the batch and the autocast casts it
+    /// saved included).
+    pub(crate) fn file_graph_as(&self, to: Category) {
+        let file = |t: &Sym| {
+            if let Some(s) =
+                t.storage().filter(|s| !matches!(s.category(), Category::Params | Category::Grads))
+            {
+                s.file_as(to);
+            }
+        };
+        file(self);
+        let mut seen = std::collections::HashSet::new();
+        let mut pending: Vec<Rc<Node>> = self.grad_fn().into_iter().map(|(n, _)| n).collect();
+        while let Some(node) = pending.pop() {
+            if !seen.insert(Rc::as_ptr(&node)) {
+                continue;
+            }
+            node.saved.borrow().iter().for_each(file);
+            for edge in node.next.iter().flatten() {
+                if let super::node::Edge::Node(next, _) = edge {
+                    pending.push(next.clone());
+                }
+            }
+        }
+    }
+
     pub(crate) fn set_grad_fn(&self, node: Rc<Node>, output: usize) {
         let mut a = self.0.autograd.borrow_mut();
         a.grad_fn = Some((node, output));

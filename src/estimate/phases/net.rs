@@ -2,8 +2,8 @@
 //! tensors ([`crate::estimate::graph`]): the data set, the model, each batch, the forward (plain
 //! or checkpointed, through `nn::checkpoint` itself: its cut of the units, the plain units of
 //! `{ sequential = S }` included) and its backward, as `train::step` makes them; the
-//! optimizer's step is the same replay as the MLP's ([`super::optim`]), over the model's
-//! parameters.
+//! optimizer's step ([`super::optim`]) over the model's parameters. A kept loss (the history)
+//! is filed, with what its graph saved, as the history's once its iteration ends.
 //!
 //! Mixed precision: the forward runs under the replay's autocast (`graph::Ctx::autocast_mode`),
 //! whose ops cast as libtorch's autocast does (`graph::ops`: the lower-precision list's casts,
@@ -16,7 +16,9 @@ use tch::{Device, Kind};
 
 use super::{Replay, Sim};
 use crate::estimate::graph::{Ctx, Installed, Sym};
-use crate::estimate::ledger::Category::{Batch, Data, OptimizerState, Transient};
+use crate::estimate::ledger::Category::{
+    Activations, Batch, Data, History as Kept, OptimizerState, Transient,
+};
 use crate::estimate::Target;
 use crate::nn::checkpoint::{self, Checkpointed};
 use crate::nn::{Input, Model, Ops, Place};
@@ -80,7 +82,8 @@ impl Sim<'_> {
     }
 
     /// Replays the whole trial (`train::step::train`).
-    pub(super) fn run_net(mut self) -> Replay {
+    /// Replays the whole trial, as `train::run_trial` runs it.
+    pub(in crate::estimate) fn run(mut self) -> Replay {
         self.phase(0, 0, Phase::Data, Self::net_data);
         self.phase(0, 0, Phase::Model, Self::net_model);
         let tech = self.config.training.techniques;
@@ -99,18 +102,21 @@ impl Sim<'_> {
                         let graph = self
                             .phase(step, micro, Phase::Forward, |s| s.net_forward(&x, &y, segment.as_ref()));
                         let loss = graph.loss();
-                        if keep {
-                            kept.push(loss.handle());
-                        }
                         self.phase(step, micro, Phase::Backward, |s| s.net_backward(graph, &loss));
                         drop((y, x));
+                        // A micro-batch's iteration ends here but the last's, whose loss lives
+                        // on through optimizer_step and zero_grad.
                         if micro + 1 == accumulation {
                             last = Some(loss);
+                        } else if keep {
+                            kept.push(into_history(loss));
                         }
                     }
                     self.phase(step, 0, Phase::OptimizerStep, Self::optimizer_step);
                     self.phase(step, 0, Phase::ZeroGrad, Self::net_zero_grad);
-                    drop(last);
+                    if let Some(loss) = last.filter(|_| keep) {
+                        kept.push(into_history(loss));
+                    }
                 }
                 Mode::Forward | Mode::ForwardNoGrad => {
                     let (x, y) = self.phase(step, 0, Phase::ToDevice, |s| s.net_gather());
@@ -119,10 +125,10 @@ impl Sim<'_> {
                         let _grad = s.net().ctx.grad_mode(!no_grad);
                         s.net_forward(&x, &y, None).loss()
                     });
+                    drop((y, x));
                     if keep {
-                        kept.push(loss.handle());
+                        kept.push(into_history(loss));
                     }
-                    drop((loss, y, x));
                 }
             }
         }
@@ -137,7 +143,7 @@ impl Sim<'_> {
     /// `train::data::make`: the data set where `data.location` puts it.
     fn net_data(&mut self) {
         let host = self.config.location == DataLocation::Host && self.t.target == Target::Cuda;
-        let (kind, ctx) = (self.config.training.dtype.kind(), self.net().ctx.clone());
+        let kind = self.config.training.dtype.kind();
         let made = |shape: &[i64], kind: Kind, c| Sym::made(shape, kind, c, host);
         let data = match self.config.data {
             DataSpec::Synthetic { samples, features, classes, .. } => {
@@ -163,10 +169,17 @@ impl Sim<'_> {
                 (x, y)
             }
             DataSpec::Csv { .. } => {
-                unreachable!("a CSV trains an MLP, which the estimate replays on its own")
+                // from_slice(f32 values) on the host, reshape (a view), to_kind, to_device; then
+                // the labels, from_slice(i64) and to_device. On the CPU a float32 set is the
+                // staging tensor itself; a copy (to_kind, to_device) leaves it behind.
+                let (s, f) = (self.t.shape.samples as i64, self.t.shape.features as i64);
+                let copied = kind != Kind::Float || self.t.target == Target::Cuda;
+                let staging = copied.then(|| Sym::made(&[s, f], Kind::Float, Transient, true));
+                let x = made(&[s, f], kind, Data);
+                drop(staging);
+                (x, made(&[s], Kind::Int64, Data))
             }
         };
-        let _ = ctx;
         self.net.as_mut().expect("net").data = Some(data);
     }
 
@@ -214,8 +227,15 @@ impl Sim<'_> {
             }
             Some(cut) => Graph::Checkpointed(checkpoint::forward(model, x, y, cut).expect("replay")),
         };
-        // The loss is what lives on after backward.
-        graph.loss().file_as(crate::estimate::ledger::Category::Activations);
+        // The loss is what lives on after backward; the boundaries a checkpointed forward
+        // keeps are its activations (the first is the batch, which stays the batch).
+        graph.loss().file_as(Activations);
+        if let Graph::Checkpointed(c) = &graph {
+            for boundary in c.boundaries().filter(|b| b.storage().is_some_and(|s| s.category() == Transient))
+            {
+                boundary.file_as(Activations);
+            }
+        }
         graph
     }
 
@@ -264,6 +284,13 @@ impl Sim<'_> {
             p.drop_grad();
         }
     }
+}
+
+/// A loss the loop keeps in its history (`history = "loss_tensor"`), once its iteration has
+/// ended: it and whatever its graph still saved are filed as the history's.
+fn into_history(loss: Sym) -> Sym {
+    loss.file_graph_as(Kept);
+    loss
 }
 
 /// `x`, then a random teacher, their product's argmax as the labels (the logits gone with the

@@ -251,4 +251,20 @@ impl Sim<'_> {
             self.ledger.release(held); // `del optimizer.grad_scale`, step's return, after update()
         }
     }
+
+    /// `GradScaler::step` before the optimizer's: `inv_scale` (the scale to fp64, its
+    /// reciprocal, back to fp32, each intermediate gone once the next exists) and `found_inf`;
+    /// the unscale itself is in place, and `inv_scale` goes when `unscale_grads` returns.
+    /// Returns the bytes held through the optimizer's step: `found_inf`.
+    pub(super) fn unscale(&mut self) -> u64 {
+        let (double, single) = (self.t.target.counted(8), self.t.target.counted(4));
+        let as_double = self.ledger.hold(Transient, double);
+        let reciprocal = self.ledger.hold(Transient, double);
+        self.ledger.release(as_double);
+        let inv_scale = self.ledger.hold(Transient, single);
+        self.ledger.release(reciprocal);
+        self.ledger.alloc(Transient, single); // found_inf
+        self.ledger.release(inv_scale);
+        single
+    }
 }
