@@ -36,6 +36,7 @@ pub mod figures;
 pub mod hugepages;
 pub mod interrupt;
 pub mod libtorch;
+pub mod markdown;
 pub mod nn;
 pub mod oom;
 pub mod probe;

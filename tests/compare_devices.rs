@@ -69,6 +69,7 @@ fn device_folders_compare_experiment_by_experiment_into_one_table() {
     let out = temp.path().join("results/compare/cpu-amd-epyc_vs_cpu-intel-r-xeon-r-processor");
     let md =
         std::fs::read_to_string(out.join("COMPARE.md")).expect("one COMPARE.md beside the device folders");
+    let md = oomlab::markdown::squeezed(&md);
     let lines: Vec<&str> = md.lines().collect();
 
     // The header: each folder's device, host, CPU and revision, from its manifests.

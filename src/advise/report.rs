@@ -250,8 +250,8 @@ pub fn markdown(a: &Advice, chart: Option<&str>) -> String {
           gradient accumulation (same effective batch), mixed precision, activation checkpointing and the optimizer's \
           implementation, held against the budget by oomlab's estimate; a smaller batch and another optimizer offered \
           apart, as they change the training. Written by `oomlab advise`.\n\n";
-    s += "| | |\n| --- | --- |\n";
-    let mut row = |k: &str, v: String| s += &format!("| {k} | {v} |\n");
+    let mut facts: Vec<[String; 2]> = Vec::new();
+    let mut row = |k: &str, v: String| facts.push([k.to_string(), crate::markdown::cell(&v)]);
     row("spec", format!("`{}`", a.spec_path));
     if let Some(v) = &a.variant {
         row("variant", v.clone());
@@ -283,7 +283,8 @@ pub fn markdown(a: &Advice, chart: Option<&str>) -> String {
     );
     row("date", p.date.clone());
     row("command", format!("`{}`", p.command));
-    s += "\n## The answer\n\n";
+    s += &crate::markdown::table(["", ""], facts);
+    s += "\n\n## The answer\n\n";
     for line in headline(a) {
         s += &format!("- {line}\n");
     }

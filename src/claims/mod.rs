@@ -187,11 +187,15 @@ pub fn markdown(dir: &Path, claims: &[Claim]) -> String {
          below comes from those CSVs.\n",
         dir.display()
     );
-    let _ = writeln!(s, "| claim | experiment | measured | verdict |\n| --- | --- | --- | --- |");
-    for c in claims {
-        let _ =
-            writeln!(s, "| {} | `{}` | {} | **{}** |", c.claim, c.experiment, c.measured, c.verdict.word());
-    }
+    let rows = claims.iter().map(|c| {
+        [
+            crate::markdown::cell(c.claim),
+            format!("`{}`", c.experiment),
+            crate::markdown::cell(&c.measured),
+            format!("**{}**", c.verdict.word()),
+        ]
+    });
+    let _ = writeln!(s, "{}", crate::markdown::table(["claim", "experiment", "measured", "verdict"], rows));
     let _ = writeln!(s, "\n## Why\n");
     for c in claims {
         let about = c.conditions.describe().map(|d| format!(" The claim is about {d}.")).unwrap_or_default();

@@ -46,21 +46,26 @@ pub fn section(experiments: &[(&str, &ExperimentDir)], of: usize) -> String {
          clean-up, checks and exports. `scripts/regenerate-figures` runs them one after another.\n"
     );
     let names = stages(&RunTimings::default()).map(|(n, _)| n);
-    let _ = writeln!(s, "| experiment | trials | {} | total |", names.join(" | "));
-    let _ = writeln!(s, "|{}", " --- |".repeat(names.len() + 3));
+    let head = ["experiment", "trials"].into_iter().chain(names).chain(["total"]);
     let mut sums = [0.0; 7];
     let mut total = 0.0;
+    let mut rows = Vec::new();
     for (name, exp, t) in &timed {
         let cells = stages(t);
         for (sum, (_, v)) in sums.iter_mut().zip(cells) {
             *sum += v;
         }
         total += t.total;
-        let row: Vec<String> = cells.iter().map(|(_, v)| format!("{v:.1}")).collect();
-        let _ = writeln!(s, "| `{name}` | {} | {} | {:.1} |", exp.rows.len(), row.join(" | "), t.total);
+        let mut row = vec![format!("`{name}`"), exp.rows.len().to_string()];
+        row.extend(cells.iter().map(|(_, v)| format!("{v:.1}")));
+        row.push(format!("{:.1}", t.total));
+        rows.push(row);
     }
-    let row: Vec<String> = sums.iter().map(|v| format!("{v:.1}")).collect();
-    let _ = writeln!(s, "| **all** | | {} | **{:.1}** |", row.join(" | "), total);
+    let mut all = vec!["**all**".to_string(), String::new()];
+    all.extend(sums.iter().map(|v| format!("{v:.1}")));
+    all.push(format!("**{total:.1}**"));
+    rows.push(all);
+    let _ = writeln!(s, "{}", crate::markdown::table(head, rows));
     let (limit, what) = target(first);
     let slowest = names.iter().zip(sums).max_by(|a, b| a.1.total_cmp(&b.1)).map(|(n, _)| *n).unwrap_or("");
     let whole = experiments.len() == of && experiments.iter().all(|(_, e)| e.manifest.status.is_complete());
@@ -141,7 +146,7 @@ mod tests {
     fn sums_the_stages_and_judges_the_target() {
         let (a, b, old) =
             (exp(Some(timed(100.0, 2.0)), "cpu"), exp(Some(timed(50.0, 1.0)), "cpu"), exp(None, "cpu"));
-        let s = section(&[("a", &a), ("b", &b), ("old", &old)], 3);
+        let s = crate::markdown::squeezed(&section(&[("a", &a), ("b", &b), ("old", &old)], 3));
         // 0.5+1+5+100+1+2 = 109.5 and 0.5+1+5+50+1+1 = 58.5: 168 in all, under 600.
         assert!(s.contains("| `a` | 0 | 0.5 | 1.0 | 2.0 | 3.0 | 100.0 | 1.0 | 2.0 | 109.5 |"), "{s}");
         assert!(s.contains("| **all** | | 1.0 | 2.0 | 4.0 | 6.0 | 150.0 | 2.0 | 3.0 | **168.0** |"), "{s}");

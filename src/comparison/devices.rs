@@ -10,7 +10,8 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::{cell_text, section, Cell, Comparison};
+use super::{section, Cell, Comparison};
+use crate::markdown;
 use crate::results::Manifest;
 
 /// One device folder, for the header: what its experiments' manifests say.
@@ -131,20 +132,19 @@ pub fn markdown(d: &DeviceComparison) -> String {
         crate::units::count(d.compared.len(), "experiment")
     ));
     out.push(String::new());
-    out.push("| | device | host | CPU | revision | folder |".into());
-    out.push("|---|---|---|---|---|---|".into());
-    let list = |v: &[String]| if v.is_empty() { "unknown".to_string() } else { cell_text(&v.join(", ")) };
-    for s in &d.folders {
-        out.push(format!(
-            "| {} | {} | {} | {} | {} | `{}` |",
-            s.letter,
+    let list =
+        |v: &[String]| if v.is_empty() { "unknown".to_string() } else { markdown::cell(&v.join(", ")) };
+    let folders = d.folders.iter().map(|s| {
+        [
+            s.letter.clone(),
             list(&s.devices),
             list(&s.hosts),
             list(&s.cpus),
-            cell_text(&s.revision_text()),
-            s.dir.display()
-        ));
-    }
+            markdown::cell(&s.revision_text()),
+            format!("`{}`", s.dir.display()),
+        ]
+    });
+    out.push(markdown::table(["", "device", "host", "CPU", "revision", "folder"], folders));
     out.push(String::new());
     out.push(
         "Device, host and CPU are as each folder's experiments' manifests name them; a folder whose experiments \
@@ -153,7 +153,7 @@ pub fn markdown(d: &DeviceComparison) -> String {
     );
     for w in &d.warnings {
         out.push(String::new());
-        out.push(format!("> **Warning:** {}", cell_text(w)));
+        out.push(format!("> **Warning:** {}", markdown::cell(w)));
     }
 
     out.push(String::new());
@@ -171,18 +171,17 @@ pub fn markdown(d: &DeviceComparison) -> String {
     head.extend(letters.iter().skip(1).map(|l| format!("{l} / {first}")));
     head.extend(letters.iter().map(|l| format!("{l} step time")));
     head.extend(letters.iter().skip(1).map(|l| format!("step {l} / {first}")));
-    out.push(format!("| {} |", head.join(" | ")));
-    out.push(format!("|{}", "---|".repeat(head.len())));
+    let mut rows = Vec::new();
     for (c, _) in &d.compared {
         let differs = if c.spec_differs.is_empty() { "" } else { " (the spec files differ)" };
-        let mut cells = vec![format!("{}{differs}", cell_text(&c.experiment))];
+        let mut cells = vec![format!("{}{differs}", markdown::cell(&c.experiment))];
         match c.headline() {
             None => {
                 cells.push("no rows".into());
                 cells.extend(std::iter::repeat_n("—".to_string(), head.len() - 2));
             }
             Some(h) => {
-                cells.push(cell_text(&h.name));
+                cells.push(markdown::cell(&h.name));
                 for figure in [&h.figure, &h.step] {
                     // Each device folder's cell, by letter: an experiment may skip a folder.
                     let per_folder: Vec<Option<&Cell>> = letters
@@ -193,7 +192,7 @@ pub fn markdown(d: &DeviceComparison) -> String {
                         })
                         .collect();
                     let dash = || "—".to_string();
-                    cells.extend(per_folder.iter().map(|c| c.map_or_else(dash, |c| cell_text(&c.text))));
+                    cells.extend(per_folder.iter().map(|c| c.map_or_else(dash, |c| markdown::cell(&c.text))));
                     let base = per_folder.first().copied().flatten().and_then(|c| c.number);
                     cells.extend(per_folder.iter().skip(1).map(|c| match (base, c.and_then(|c| c.number)) {
                         (Some(a), Some(b)) if a != 0.0 => format!("{:.2}", b / a),
@@ -202,8 +201,9 @@ pub fn markdown(d: &DeviceComparison) -> String {
                 }
             }
         }
-        out.push(format!("| {} |", cells.join(" | ")));
+        rows.push(cells);
     }
+    out.push(markdown::table(head, rows));
 
     for (c, charts) in &d.compared {
         out.push(String::new());
@@ -296,7 +296,7 @@ mod tests {
             only_in_one: vec![("amp".into(), 1, "results/cpu-amd-epyc/amp".into())],
             warnings: vec!["`results/x/leak` not read: damaged; leak is not compared".into()],
         };
-        let md = markdown(&d);
+        let md = crate::markdown::squeezed(&markdown(&d));
         let lines: Vec<&str> = md.lines().collect();
         for line in [
             "# tesla-t4 vs cpu-amd-epyc vs cpu-other: 2 experiments compared",

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 
+use crate::markdown;
 use crate::results::experiment::answer;
 use crate::results::manifest::Answer;
 use crate::results::{ExperimentDir, RunStatus};
@@ -372,19 +373,17 @@ pub fn section(c: &Comparison, charts: &[String], level: usize) -> String {
         out.push(format!("> **Warning:** {}", spec_warning(c)));
         out.push(String::new());
     }
-    out.push("| | device | budget | capacity | run | folder |".into());
-    out.push("|---|---|---|---|---|---|".into());
-    for s in &c.folders {
-        out.push(format!(
-            "| {} | {} | {} | {} | {} | `{}` |",
-            s.letter,
-            cell_text(&s.device),
+    let folders = c.folders.iter().map(|s| {
+        [
+            s.letter.clone(),
+            markdown::cell(&s.device),
             s.budget.map(format_bytes).unwrap_or_else(|| "none".into()),
             format_bytes(s.capacity),
-            cell_text(&s.status.to_string()),
-            s.dir.display()
-        ));
-    }
+            markdown::cell(&s.status.to_string()),
+            format!("`{}`", s.dir.display()),
+        ]
+    });
+    out.push(markdown::table(["", "device", "budget", "capacity", "run", "folder"], folders));
     out.push(String::new());
     out.push(
         format!(
@@ -407,18 +406,19 @@ pub fn section(c: &Comparison, charts: &[String], level: usize) -> String {
         head.push("figure".into());
         head.extend(c.folders.iter().map(|s| s.letter.clone()));
         head.extend(c.folders.iter().skip(1).map(|s| format!("{} / {first}", s.letter)));
-        out.push(format!("| {} |", head.join(" | ")));
-        out.push(format!("|{}", "---|".repeat(head.len())));
-        for f in &t.rows {
+        let rows = t.rows.iter().map(|f| {
             let mut cells = Vec::new();
             if t.has_variants {
-                cells.push(cell_text(&f.variant));
+                cells.push(markdown::cell(&f.variant));
             }
             cells.push(f.name.clone());
-            cells.extend(f.cells.iter().map(|c| c.as_ref().map_or("—".to_string(), |c| cell_text(&c.text))));
+            cells.extend(
+                f.cells.iter().map(|c| c.as_ref().map_or("—".to_string(), |c| markdown::cell(&c.text))),
+            );
             cells.extend(f.ratios().into_iter().map(|r| r.map_or("—".to_string(), |r| format!("{r:.2}"))));
-            out.push(format!("| {} |", cells.join(" | ")));
-        }
+            cells
+        });
+        out.push(markdown::table(head, rows));
     }
     if !charts.is_empty() {
         out.push(String::new());
@@ -442,11 +442,6 @@ pub fn spec_warning(c: &Comparison) -> String {
         "the spec {whose} of {which} {verb} from {first}'s: the same experiment name, but what was run may \
          not be the same, so these figures may not compare"
     )
-}
-
-/// Text safe in a Markdown table cell.
-pub(crate) fn cell_text(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
 }
 
 #[cfg(test)]

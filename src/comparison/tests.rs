@@ -121,7 +121,7 @@ pub(crate) fn two_devices() -> Vec<ExperimentDir> {
 #[test]
 fn two_devices_make_the_expected_table() {
     let c = compare(&two_devices()).unwrap();
-    let md = markdown(&c, &["compare_peak_vs_depth.png".into()]);
+    let md = crate::markdown::squeezed(&markdown(&c, &["compare_peak_vs_depth.png".into()]));
     let lines: Vec<&str> = md.lines().collect();
     let expected = [
         "# depth_sweep: 2 results compared",
@@ -209,7 +209,7 @@ fn without_a_sweep_the_peaks_of_each_variant_compare() {
         cut_row: false,
     };
     let c = compare(&[a, b]).unwrap();
-    let md = markdown(&c, &[]);
+    let md = crate::markdown::squeezed(&markdown(&c, &[]));
     let table: Vec<&str> = md.lines().skip_while(|l| *l != "## Without a sweep").collect();
     assert_eq!(
         table,
