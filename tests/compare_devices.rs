@@ -69,6 +69,7 @@ fn device_folders_compare_experiment_by_experiment_into_one_table() {
     let out = temp.path().join("results/compare/cpu-amd-epyc_vs_cpu-intel-r-xeon-r-processor");
     let md =
         std::fs::read_to_string(out.join("COMPARE.md")).expect("one COMPARE.md beside the device folders");
+    let written = md.clone();
     let md = oomlab::markdown::squeezed(&md);
     let lines: Vec<&str> = md.lines().collect();
 
@@ -154,7 +155,7 @@ fn device_folders_compare_experiment_by_experiment_into_one_table() {
     assert!(svg.contains("budget of every folder") && !svg.contains("% of budget"));
 
     // An earlier comparison is replaced only with --force.
-    let before = md.clone();
+    let before = written;
     oomlab().args(["compare", s(&a), s(&b)]).assert().failure().stderr(
         predicate::str::contains(out.display().to_string())
             .and(predicate::str::contains("already holds a comparison (COMPARE.md, depth_sweep/"))
