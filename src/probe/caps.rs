@@ -38,20 +38,26 @@ pub struct CpuCaps {
     pub fp16: bool,
 }
 
+/// The text of /proc/cpuinfo, empty where it cannot be read.
+pub fn cpuinfo() -> String {
+    std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default()
+}
+
+/// The value of the first line of `info` (/proc/cpuinfo's text) whose key starts with `name`
+/// ("model name", "flags"), trimmed; empty where there is none.
+pub fn cpuinfo_field<'a>(info: &'a str, name: &str) -> &'a str {
+    info.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_once(':')).map_or("", |(_, v)| v.trim())
+}
+
 impl CpuCaps {
     /// This machine's CPU, from the flags in /proc/cpuinfo (none where it cannot be read).
     pub fn here() -> CpuCaps {
-        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        CpuCaps::from_cpuinfo(&info)
+        CpuCaps::from_cpuinfo(&cpuinfo())
     }
 
     /// From the text of /proc/cpuinfo: its first `flags` line.
     pub fn from_cpuinfo(info: &str) -> CpuCaps {
-        let flags: Vec<&str> = info
-            .lines()
-            .find(|l| l.starts_with("flags"))
-            .map(|l| l.split_whitespace().collect())
-            .unwrap_or_default();
+        let flags: Vec<&str> = cpuinfo_field(info, "flags").split_whitespace().collect();
         let has = |f: &str| flags.contains(&f);
         CpuCaps { bf16: has("avx512_bf16") || has("amx_bf16"), fp16: has("avx512_fp16") || has("amx_fp16") }
     }
@@ -82,23 +88,26 @@ const ISA_FLAGS: [&str; 9] = [
 /// Zen 4), and oneDNN's convolution and low-precision buffers with them, so a result names it
 /// beside the CPU's name. Empty where /proc/cpuinfo cannot be read.
 pub fn isa_here() -> String {
-    isa_from_cpuinfo(&std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default())
+    isa_from_cpuinfo(&cpuinfo())
 }
 
 /// [`isa_here`] from the text of /proc/cpuinfo (its first `flags` line).
 pub fn isa_from_cpuinfo(info: &str) -> String {
-    let flags: Vec<&str> = info
-        .lines()
-        .find(|l| l.starts_with("flags"))
-        .and_then(|l| l.split_once(':'))
-        .map(|(_, v)| v.split_whitespace().collect())
-        .unwrap_or_default();
+    let flags: Vec<&str> = cpuinfo_field(info, "flags").split_whitespace().collect();
     ISA_FLAGS.iter().filter(|f| flags.contains(f)).copied().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_is_the_first_lines_value_trimmed() {
+        let info = "processor\t: 0\nmodel name\t: AMD EPYC \nflags\t\t: fpu avx2\nmodel name\t: other\n";
+        assert_eq!(cpuinfo_field(info, "model name"), "AMD EPYC");
+        assert_eq!(cpuinfo_field(info, "flags"), "fpu avx2");
+        assert_eq!(cpuinfo_field(info, "bogomips"), "");
+    }
 
     #[test]
     fn the_isa_lists_the_extensions_onednn_dispatches_on() {

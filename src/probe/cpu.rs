@@ -127,14 +127,8 @@ fn meminfo() -> Result<(u64, u64)> {
 
 /// "CPU (AMD EPYC)": the model name from /proc/cpuinfo.
 pub fn cpu_name() -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
-        t.lines()
-            .find(|l| l.starts_with("model name"))
-            .and_then(|l| l.split_once(':'))
-            .map(|(_, v)| v.trim().to_string())
-    });
-    match model {
-        Some(m) if !m.is_empty() => format!("CPU ({m})"),
-        _ => "CPU".to_string(),
+    match super::cpuinfo_field(&super::cpuinfo(), "model name") {
+        "" => "CPU".to_string(),
+        m => format!("CPU ({m})"),
     }
 }

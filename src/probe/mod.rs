@@ -9,7 +9,7 @@ mod cpu;
 mod cuda;
 pub mod fake;
 
-pub use caps::{isa_here as cpu_isa, CpuCaps, HalfPrecision};
+pub use caps::{cpuinfo, cpuinfo_field, isa_here as cpu_isa, CpuCaps, HalfPrecision};
 pub use cpu::{
     counters as cpu_counters, cpu_name, exclusive as cpu_exclusive, snapshot as cpu_snapshot, CpuProbe,
 };

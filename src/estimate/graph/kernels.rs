@@ -194,14 +194,8 @@ fn machine() -> Option<&'static str> {
         .get_or_init(|| {
             let git = crate::results::manifest::git_info();
             let revision = git.revision.filter(|_| git.dirty == Some(false))?;
-            let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-            let field = |name: &str| {
-                info.lines()
-                    .find(|l| l.starts_with(name))
-                    .and_then(|l| l.split_once(':'))
-                    .map(|(_, v)| v.trim().to_string())
-                    .unwrap_or_default()
-            };
+            let info = crate::probe::cpuinfo();
+            let field = |name: &str| crate::probe::cpuinfo_field(&info, name);
             Some(format!(
                 "{} | {} | libtorch {} | oomlab {revision}",
                 field("model name"),
