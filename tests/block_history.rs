@@ -13,7 +13,7 @@ use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
 
 mod common;
-use common::{torch_site, Sandbox};
+use common::{compare_blocks_py as compare, torch_site, Sandbox};
 
 const SPEC: &str = r#"
 [experiment]
@@ -37,19 +37,6 @@ dtype = "float32"
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn compare(blocks: &Path, history: &Path) -> String {
-    let out = Command::new("python3")
-        .arg(root().join("scripts/reference/compare.py"))
-        .arg("--blocks")
-        .arg(blocks)
-        .arg("--history")
-        .arg(history)
-        .output()
-        .expect("python3 runs compare.py");
-    assert!(out.status.success(), "compare.py failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
 }
 
 /// `oomlab estimate SPEC --device cpu --brief --blocks FILE`, as a user runs it.

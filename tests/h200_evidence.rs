@@ -11,6 +11,8 @@
 //! (optimizers, accumulation, inference without grad, depthwise separable convolutions, a
 //! checkpointed ResNet-18) ride along: each trial whose rules a GPU confirmed held to 0.5%, the
 //! rest (cuDNN's convolution workspaces are not modelled) to the bound.
+mod common;
+
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -187,16 +189,7 @@ fn compare_blocks(spec: &Path, history: &Path, dir: &Path) -> String {
         .output()
         .unwrap();
     assert!(est.status.success(), "{}", String::from_utf8_lossy(&est.stderr));
-    let out = std::process::Command::new("python3")
-        .arg("scripts/reference/compare.py")
-        .arg("--blocks")
-        .arg(&blocks)
-        .arg("--history")
-        .arg(history)
-        .output()
-        .expect("python3 runs compare.py");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
+    common::compare_blocks_py(&blocks, history)
 }
 
 /// The bf16 Transformer of `amp_models` (trial 4: 4 layers of 256, 4 heads, batch 1024 over 64

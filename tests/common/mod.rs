@@ -323,3 +323,18 @@ pub fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
         .map(|r| r.unwrap_or_else(|e| panic!("{}: {e}", path.display())))
         .collect()
 }
+
+/// `scripts/reference/compare.py --blocks BLOCKS --history HISTORY`: the estimate's predicted
+/// allocations against an allocation history, aligned; its report.
+pub fn compare_blocks_py(blocks: &Path, history: &Path) -> String {
+    let out = std::process::Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/reference/compare.py"))
+        .arg("--blocks")
+        .arg(blocks)
+        .arg("--history")
+        .arg(history)
+        .output()
+        .expect("python3 runs compare.py");
+    assert!(out.status.success(), "compare.py failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
