@@ -30,12 +30,10 @@ import argparse
 import csv
 import sys
 
+from compare import cuda_block  # the block a request takes (round_size)
+
 SMALL_SIZE = 1 << 20
 MIN_BLOCK = 512
-
-
-def round_size(n: int) -> int:
-    return max(MIN_BLOCK, (n + MIN_BLOCK - 1) // MIN_BLOCK * MIN_BLOCK)
 
 
 def segment_size(n: int) -> int:
@@ -67,7 +65,7 @@ class Replay:
         self.peak_reserved = max(self.peak_reserved, self.reserved)
 
     def alloc(self, requested: int, address: int, new_segments: list[int]):
-        size = round_size(requested)
+        size = cuda_block(requested)
         small = size <= SMALL_SIZE
         best = None
         for s in self.segments:
