@@ -19,10 +19,9 @@ use std::process::Command;
 use oomlab::results::ExperimentDir;
 use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
-use oomlab::schema::PhaseRecord;
 
 mod common;
-use common::{torch_site, Sandbox};
+use common::{phases, torch_site, Sandbox};
 
 /// Writes the modules: `mlp_scripted.pt` and `mlp_traced.pt` (oomlab's MLP over 8 features,
 /// widths 32 and 16, 4 classes, as `nn.Sequential`), `resnet18.pt` (torchvision's, 4 classes),
@@ -106,23 +105,6 @@ fn export(sb: &Sandbox) -> BTreeMap<String, i64> {
         .collect()
 }
 
-/// (step, micro, phase) -> (allocated, peak), over the trial's baseline, for one trial.
-type Phases = BTreeMap<(usize, usize, String), (i64, i64)>;
-
-fn phases(trace: &[PhaseRecord], trial: usize, base: u64) -> Phases {
-    trace
-        .iter()
-        .filter(|r| r.trial == trial)
-        .map(|r| {
-            let b = base as i64;
-            (
-                (r.step, r.micro, r.phase.to_string()),
-                (r.memory_allocated as i64 - b, r.max_memory_allocated as i64 - b),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn a_scripted_module_allocates_what_the_kind_it_copies_does_and_what_pytorch_does() {
     let sb = Sandbox::new();
@@ -197,7 +179,10 @@ fn a_bad_module_is_refused_before_anything_is_written() {
         ("not_torchscript.pt", "is not a TorchScript module"),
         ("missing.pt", "no such file"),
         ("no_params.pt", "has no parameters"),
-        ("wrong_output.pt", "the module's output is [2, 5]; cross_entropy needs [batch, classes] = [2, 4]"),
+        (
+            "wrong_output.pt",
+            "the module's output is [2, 5]; cross_entropy against the target [2] needs [2, 4]",
+        ),
     ] {
         let text = format!(
             "[experiment]\nname = \"bad\"\n[model]\nkind = \"torchscript\"\npath = \"{file}\"\n[data]\nsamples = 8\n\

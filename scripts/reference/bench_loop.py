@@ -92,7 +92,7 @@ def run(request: dict, mode: str) -> dict:
             if sync:
                 phase_end("to_device")
             with train.autocast(device, amp):
-                loss = train.forward_loss(model, x, y, seg)
+                loss = train.forward_loss(cfg, model, x, y, seg)
             if sync:
                 phase_end("forward")
             scaled = loss / n if n > 1 else loss

@@ -5,8 +5,11 @@ The model is a torchvision model by name (`torchvision.models.get_model(NAME,
 num_classes=CLASSES)`) or any `module:callable` of your own that returns an `nn.Module` (the
 module is imported with the current folder on the path; the callable gets no arguments). It is
 scripted (`torch.jit.script`), or traced on an example batch with --trace (or when scripting
-fails, which is said). Its forward must take one batch and return class logits
-`[batch, classes]`: the export checks that on two rows before writing anything.
+fails, which is said). Its forward takes one batch of the --input kinds (images, tokens or
+features) and returns class logits `[batch, classes]`; or, with --input repeated in the tensors
+forms (float:6, int64:128:30522, bool:128), it takes each in turn and returns class logits in its
+last dimension (`[batch, ..., classes]`, cross_entropy) or values (--loss mse), whose shape the
+spec's data.target takes. The export checks that on two rows before writing anything.
 
 Writes OUT (default models/<name>.pt) and, beside it, <name>.toml: the model as
 `kind = "torchscript"`, data of the shape --input gives, Adam, and a search for the largest
@@ -16,6 +19,7 @@ batch that fits --budget (default 24GB, a 24 GB GPU), for `oomlab run` (on a GPU
 Usage (through scripts/export-model, which finds the torch scripts/setup-libtorch installed):
     scripts/export-model mobilenet_v3_small --input images:3x224x224 --classes 10
     scripts/export-model mypkg.models:make_net --input features:64 --classes 3 --trace
+    scripts/export-model mypkg.models:regressor --input float:6 --input int64:5:50 --loss mse
 """
 from __future__ import annotations
 
@@ -52,6 +56,44 @@ def parse_input(text: str) -> dict:
     raise SystemExit(f"export-model: --input {text}: write images:3x224x224, tokens:128:30000 or features:64")
 
 
+def parse_tensor(text: str) -> dict:
+    """`float:AxB`, `int64:AxB:HIGH` or `bool:AxB`: one input of data.kind = "tensors"."""
+    dtype, _, rest = text.partition(":")
+    try:
+        if dtype == "int64":
+            dims, _, high = rest.rpartition(":")
+            entry = {"shape": [int(d) for d in dims.split("x")], "dtype": "int64", "high": int(high)}
+        elif dtype in ("float", "bool"):
+            entry = {"shape": [int(d) for d in rest.split("x")]}
+            if dtype == "bool":
+                entry["dtype"] = "bool"
+        else:
+            raise ValueError("not a tensors form")
+        if any(d < 1 for d in entry["shape"]) or entry.get("high", 1) < 1:
+            raise ValueError("every size at least 1")
+        return entry
+    except ValueError as e:
+        raise SystemExit(f"export-model: --input {text}: {e}; write float:3x32x32, int64:128:30522 (ids in "
+                         f"0..30522) or bool:128, once per argument of the forward") from e
+
+
+def tensor_example(entry: dict, rows: int) -> torch.Tensor:
+    shape = (rows, *entry["shape"])
+    if entry.get("dtype") == "int64":
+        return torch.randint(entry["high"], shape)
+    if entry.get("dtype") == "bool":
+        return torch.randint(2, shape, dtype=torch.bool)
+    return torch.randn(shape)
+
+
+def toml_value(v) -> str:
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    return f'"{v}"' if isinstance(v, str) else str(v)
+
+
 def example(data: dict, rows: int) -> torch.Tensor:
     """A batch of `rows` as oomlab makes the data: float32 features or images, int64 tokens."""
     if data["kind"] == "images":
@@ -84,8 +126,14 @@ def build(name: str, classes: int) -> nn.Module:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", help="a torchvision model name (resnet50, mobilenet_v3_small, vit_b_16, ...) or module:callable")
-    ap.add_argument("--input", required=True, help="images:CxSxS, tokens:LEN:VOCAB or features:N")
-    ap.add_argument("--classes", type=int, required=True, help="the classes the logits are over")
+    ap.add_argument("--input", required=True, action="append",
+                    help="images:CxSxS, tokens:LEN:VOCAB or features:N; or, once per argument of the forward, "
+                         "float:AxB, int64:AxB:HIGH or bool:AxB")
+    ap.add_argument("--classes", type=int,
+                    help="the classes the logits are over (the tensors forms read them off the output)")
+    ap.add_argument("--loss", choices=["cross_entropy", "mse"], default="cross_entropy",
+                    help="cross_entropy over the output's last dimension (default), or mse against values "
+                         "shaped as the output (tensors forms only)")
     ap.add_argument("--out", type=Path, help="the .pt to write (default models/<name>.pt)")
     ap.add_argument("--trace", action="store_true", help="trace on an example batch instead of scripting")
     ap.add_argument("--budget", default="24GB", help="the memory the spec's search fits in (default 24GB)")
@@ -94,9 +142,21 @@ def main() -> None:
     ap.add_argument("--force", action="store_true", help="replace an existing .pt or spec")
     args = ap.parse_args()
 
-    data = parse_input(args.input)
-    if args.classes < 1 or args.max_batch < 2:
+    tensors = len(args.input) > 1 or args.input[0].partition(":")[0] in ("float", "int64", "bool")
+    if tensors:
+        entries = [parse_tensor(t) for t in args.input]
+        data = {"kind": "tensors"}
+    else:
+        data = parse_input(args.input[0])
+        if args.loss == "mse":
+            raise SystemExit("export-model: --loss mse needs the tensors forms of --input (float:N, ...): "
+                             "its target is values shaped as the output")
+        if args.classes is None:
+            raise SystemExit("export-model: --classes is needed with --input " + args.input[0])
+    if (args.classes is not None and args.classes < 1) or args.max_batch < 2:
         raise SystemExit("export-model: --classes must be at least 1 and --max-batch at least 2")
+    if args.loss == "mse" and args.classes is not None:
+        raise SystemExit("export-model: --classes is not read with --loss mse (its target is values)")
     named = args.out.stem if args.out else args.model.split(":")[-1]
     stem = re.sub(r"[^A-Za-z0-9_-]+", "_", named).strip("_") or "model"
     out = args.out or Path("models") / f"{stem}.pt"
@@ -106,9 +166,9 @@ def main() -> None:
             raise SystemExit(f"export-model: {path} exists; pass --force to replace it")
 
     torch.manual_seed(0)
-    model = build(args.model, args.classes)
+    model = build(args.model, args.classes or 2)
     model.train()
-    x = example(data, 2)
+    x = tuple(tensor_example(e, 2) for e in entries) if tensors else example(data, 2)
     how = "traced"
     if args.trace:
         scripted = torch.jit.trace(model, x, check_trace=False)
@@ -120,8 +180,24 @@ def main() -> None:
             print(f"export-model: scripting failed ({type(e).__name__}: {str(e).splitlines()[0]}); tracing instead",
                   file=sys.stderr)
             scripted = torch.jit.trace(model, x, check_trace=False)
-    logits = scripted(x)
-    if not isinstance(logits, torch.Tensor) or tuple(logits.shape) != (2, args.classes):
+    logits = scripted(*x) if tensors else scripted(x)
+    if tensors:
+        if not isinstance(logits, torch.Tensor) or logits.dim() < (1 if args.loss == "mse" else 2) \
+                or logits.shape[0] != 2:
+            shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+            raise SystemExit(f"export-model: the forward returns {shape} for 2 rows; oomlab needs one tensor, "
+                             f"the batch first{', classes last' if args.loss == 'cross_entropy' else ''}")
+        if args.loss == "mse":
+            data["target"] = list(logits.shape[1:])
+        else:
+            found = int(logits.shape[-1])
+            if args.classes is not None and found != args.classes:
+                raise SystemExit(f"export-model: the forward's last dimension is {found}, not --classes "
+                                 f"{args.classes}")
+            args.classes = found
+            data["target"] = list(logits.shape[1:-1])
+        data["inputs"] = entries
+    elif not isinstance(logits, torch.Tensor) or tuple(logits.shape) != (2, args.classes):
         shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
         raise SystemExit(f"export-model: the forward returns {shape} for 2 rows; oomlab needs class logits "
                          f"(2, {args.classes}): wrap the model so that forward returns one tensor of logits")
@@ -131,7 +207,9 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.jit.save(scripted, str(out))
     samples = args.max_batch
-    data_keys = ", ".join(f"{k} = {v!r}".replace("'", '"') for k, v in data.items())
+    data_keys = ", ".join(f"{k} = {toml_value(v)}" for k, v in data.items())
+    loss = '\nloss = "mse"' if args.loss == "mse" else ""
+    classes = "" if args.loss == "mse" else f"\nclasses = {args.classes}"
     params = sum(p.numel() for p in scripted.parameters())
     spec.write_text(f"""# Written by scripts/export-model {" ".join(sys.argv[1:])}
 # {args.model}, {how}: {params:,} parameters. The largest batch that fits {args.budget}:
@@ -142,12 +220,11 @@ description = "{stem} (TorchScript): the largest batch that fits {args.budget}"
 
 [model]
 kind = "torchscript"
-path = "{os.path.relpath(out, spec.parent)}"
+path = "{os.path.relpath(out, spec.parent)}"{loss}
 
 [data]
-{data_keys.replace(", ", chr(10))}
-samples = {samples}
-classes = {args.classes}
+{data_keys.replace(", ", chr(10)) if not tensors else chr(10).join(f"{k} = {toml_value(v)}" for k, v in data.items())}
+samples = {samples}{classes}
 
 [training]
 optimizer = "adam"

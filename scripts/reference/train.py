@@ -411,8 +411,11 @@ class Recorder:
 
 
 class Dataset:
-    def __init__(self, x: torch.Tensor, y: torch.Tensor):
-        self.x, self.y = x, y
+    """x: the (first) input; extra: a tensors kind's other inputs, in the forward's order; y: the
+    target."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, extra: list | None = None):
+        self.x, self.y, self.extra = x, y, extra or []
 
 
 def make_data(cfg: dict, dtype: torch.dtype, home: torch.device) -> Dataset:
@@ -446,6 +449,26 @@ def make_data(cfg: dict, dtype: torch.dtype, home: torch.device) -> Dataset:
         counts.scatter_add_(1, residues, torch.ones_like(residues))
         y = counts.argmax(1)
         return Dataset(x, y)
+    if d["kind"] == "tensors":
+        # Each input in turn, then the target (class indices, or values for mse), one seed.
+        torch.manual_seed(int(d["seed"]))
+        s = int(d["samples"])
+        made = []
+        for i in d["inputs"]:
+            shape = (s, *[int(n) for n in i["shape"]])
+            kind = i["dtype"]
+            if kind == "float":
+                made.append(torch.randn(shape, dtype=dtype, device=home))
+            elif kind == "bool":
+                made.append(torch.randint(2, shape, dtype=torch.bool, device=home))
+            else:  # {"int64": {"high": N}}
+                made.append(torch.randint(int(kind["int64"]["high"]), shape, dtype=torch.int64, device=home))
+        shape = (s, *[int(n) for n in d["target"]])
+        if d.get("classes") is not None:
+            y = torch.randint(int(d["classes"]), shape, dtype=torch.int64, device=home)
+        else:
+            y = torch.randn(shape, dtype=dtype, device=home)
+        return Dataset(made[0], y, made[1:])
     if d["kind"] != "csv":
         raise ValueError(f"data kind {d['kind']!r}")
     with open(d["path"], newline="") as f:
@@ -464,6 +487,11 @@ def gather(data: Dataset, index: int, batch: int, device: torch.device):
     n = data.x.shape[0]
     start = (index * batch) % n
     idx = torch.arange(start, start + batch, dtype=torch.int64, device=data.x.device) % n
+    if data.extra:
+        # Several inputs: each gathered and moved before the next, as a collate and
+        # [t.to(device) for t in batch] do; the model reads them as one tuple.
+        take = [t.index_select(0, idx).to(device) for t in [data.x, *data.extra]]
+        return tuple(take), data.y.index_select(0, idx).to(device)
     x, y = data.x.index_select(0, idx), data.y.index_select(0, idx)
     if x.device != device:
         x, y = x.to(device), y.to(device)
@@ -638,6 +666,21 @@ class Script(Units):
     def head(self, h):
         return h
 
+    def forward(self, x):
+        # A tensors kind's several inputs come as one tuple (gather), the forward's arguments.
+        return self.module(*x) if isinstance(x, tuple) else self.module(x)
+
+
+def loss_of(cfg: dict, out, y):
+    """The config's loss, the mean: F.cross_entropy (a TorchScript module's over its output's
+    last dimension, flattened as oomlab's nn::script::loss does) or F.mse_loss (model.loss)."""
+    m = cfg["model"]
+    if model_kind(m) == "torchscript" and m.get("loss") == "mse":
+        return F.mse_loss(out, y)
+    if out.dim() > 2:
+        return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+    return F.cross_entropy(out, y)
+
 
 def make_model(cfg: dict, features_or_shape, classes: int, dtype, device) -> Units:
     """The config's model, with units() and head(). features_or_shape is a sample's shape
@@ -686,20 +729,20 @@ def autocast(device: torch.device, amp: dict):
     return torch.autocast(device_type=device.type, dtype=AMP_DTYPES[amp["dtype"]])
 
 
-def forward_loss(model: Units, x, y, seg: int | tuple[str, int] | None):
+def forward_loss(cfg: dict, model: Units, x, y, seg: int | tuple[str, int] | None):
     """Logits and mean cross-entropy (F.cross_entropy's defaults): head(units...(x)), each
     segment of `seg` units under torch.utils.checkpoint when checkpointing; with
     ("sequential", S), the units through torch.utils.checkpoint.checkpoint_sequential in S
     segments (S - 1 of len(units) // S checkpointed, the rest not), then the head."""
     if seg is None:
-        return F.cross_entropy(model(x), y)
+        return loss_of(cfg, model(x), y)
     units = model.units()
     h = x
     if isinstance(seg, tuple):
         # PyTorch's own cut, as a reader calls it: oomlab's Checkpoint::segments reproduces it
         # (and its checkpointed segments as above; with S = 1 both run everything plain).
         h = checkpoint_sequential(nn.Sequential(*units), seg[1], h, use_reentrant=False)
-        return F.cross_entropy(model.head(h), y)
+        return loss_of(cfg, model.head(h), y)
     # Differs from oomlab: oomlab's checkpoint.rs is hand-written (tch has no custom autograd
     # Function): it runs segments under no_grad, recomputes each in backward and pushes the
     # gradient through with (out * g).sum().backward(), freeing the head's input and gradient
@@ -709,7 +752,7 @@ def forward_loss(model: Units, x, y, seg: int | tuple[str, int] | None):
     # the recompute draws the same dropout masks. The head is not checkpointed in either.
     for r in segment_ranges(len(units), seg):
         h = checkpoint(nn.Sequential(*units[r.start:r.stop]), h, use_reentrant=False)
-    return F.cross_entropy(model.head(h), y)
+    return loss_of(cfg, model.head(h), y)
 
 
 def data_home(cfg: dict, device: torch.device, override: str | None) -> torch.device:
@@ -786,7 +829,7 @@ def train_step(cfg, data, model, opt, scaler, seg, step, rec, keep, device, read
 
     def forward(x, y):
         with autocast(device, tech["amp"]):
-            return forward_loss(model, x, y, seg)
+            return forward_loss(cfg, model, x, y, seg)
 
     def backward(loss):
         # Differs from oomlab: oomlab re-enters autocast around a checkpointed backward (for
@@ -838,7 +881,7 @@ def forward_step(cfg, data, model, step, rec, keep, device):
     def forward():
         grad = torch.no_grad() if tech["mode"] == "forward_no_grad" else contextlib.nullcontext()
         with grad, autocast(device, tech["amp"]):
-            return forward_loss(model, x, y, None)
+            return forward_loss(cfg, model, x, y, None)
 
     loss = rec.phase(step, "forward", forward)
     keep(loss)
@@ -865,7 +908,10 @@ def tiny(cfg: dict) -> dict:
     c = copy.deepcopy(cfg)
     m, d = cfg["model"], cfg["data"]
     kind = model_kind(m)
-    classes = min(int(d["classes"]), 4) if d["kind"] != "csv" else 2
+    classes = min(int(d["classes"]), 4) if d.get("classes") is not None else 2
+    if kind == "torchscript" and "samples" in d:
+        # A module of the user's reads the shapes it was made for: the spec's data, fewer rows.
+        c["data"]["samples"] = min(int(d["samples"]), 8)
     if kind == "mlp":
         depth = len(m["widths"]) if "widths" in m else int(m["depth"])
         c["model"] = {"kind": "mlp", "hidden": 8, "depth": min(depth, 2)}

@@ -117,8 +117,9 @@ fn replay(
     let t = &config.training;
     let tech = t.techniques;
     if let ModelSpec::Torchscript(_) = &config.model {
-        if shape.samples == 0 || shape.classes == 0 {
-            bail!("estimate needs a data set with samples and classes, not {shape:?}");
+        // An mse target has no classes: only the rows matter to a recording.
+        if shape.samples == 0 {
+            bail!("estimate needs a data set with samples, not {shape:?}");
         }
         return Ok((recorded::predict(config, shape, options)?, Vec::new()));
     }
@@ -279,6 +280,10 @@ pub fn data_shape(data: &DataSpec) -> Result<DataShape> {
             // Read and checked whole, as the trainer reads it.
             let t = crate::spec::csv_data::read(path, label)?;
             Ok(DataShape { samples: t.rows(), features: t.features, classes: t.classes })
+        }
+        DataSpec::Tensors { samples, .. } => {
+            let (features, classes) = crate::spec::csv_data::shape(data)?;
+            Ok(DataShape { samples: *samples, features, classes })
         }
     }
 }

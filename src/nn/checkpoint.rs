@@ -105,7 +105,7 @@ pub fn forward<T: Ops>(model: &Model<T>, x: &T, y: &T, cut: &Segments) -> Result
     // The plain units keep their activations for backward, as a forward without checkpointing.
     let h = model.forward_units(head_input.shallow_clone(), cut.plain.clone())?;
     let logits = model.head(h)?;
-    let loss = Model::loss(&logits, y)?;
+    let loss = model.loss(&logits, y)?;
     Ok(Checkpointed { model: model.handles(), segments, head_input, loss })
 }
 
@@ -298,7 +298,7 @@ mod tests {
 
     /// The plain path: loss with the whole graph kept, then `to_backprop(loss).backward()`.
     fn plain_step(model: &Model<Tensor>, x: &Tensor, y: &Tensor, scale: f64) -> f64 {
-        let loss = Model::loss(&model.forward(x).unwrap(), y).unwrap();
+        let loss = model.loss(&model.forward(x).unwrap(), y).unwrap();
         (&loss * scale).backward();
         loss.double_value(&[])
     }
@@ -476,7 +476,7 @@ mod tests {
         let (plain, ckpt) = twins(width, width, depth);
         let (x, y) = batch(width, batch_size);
         let activation = (batch_size * width * 4) as u64;
-        let plain_held = held_by(&probe, || Model::loss(&plain.forward(&x).unwrap(), &y).unwrap());
+        let plain_held = held_by(&probe, || plain.loss(&plain.forward(&x).unwrap(), &y).unwrap());
         for (segments, tail) in [(2, 4), (3, 4), (4, 2), (8, 1)] {
             let cut = Checkpoint::Sequential(segments).segments(depth).unwrap();
             assert_eq!(cut.plain.len(), tail, "sequential {segments}");
@@ -645,7 +645,7 @@ mod tests {
         let (plain, ckpt) = twins(width, width, depth);
         let (x, y) = batch(width, batch_size);
 
-        let plain_held = held_by(&probe, || Model::loss(&plain.forward(&x).unwrap(), &y).unwrap());
+        let plain_held = held_by(&probe, || plain.loss(&plain.forward(&x).unwrap(), &y).unwrap());
         let ckpt_held = held_by(&probe, || forward_every(&ckpt, &x, &y, len).unwrap());
 
         // A hidden activation is batch x width floats. The plain graph keeps all `depth` of

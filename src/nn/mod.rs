@@ -143,9 +143,22 @@ impl<T: Ops> Model<T> {
         self.head(h)
     }
 
-    /// The lesson's loss: cross-entropy over the logits, mean over the batch.
-    pub fn loss(logits: &T, y: &T) -> Result<T> {
-        logits.f_cross_entropy(y)
+    /// The output for a batch of `x` and, for a TorchScript module of several inputs (a tensors
+    /// kind's), the others in its forward's order; `extra` is empty for every other model.
+    pub fn forward_inputs(&self, x: &T, extra: &[T]) -> Result<T> {
+        match self {
+            Model::Script(m) if !extra.is_empty() => m.forward_inputs(x, extra),
+            _ => self.forward(x),
+        }
+    }
+
+    /// The loss: the lesson's cross-entropy over the logits, mean over the batch; a
+    /// TorchScript module's, as its spec says (`model.loss`).
+    pub fn loss(&self, out: &T, y: &T) -> Result<T> {
+        match self {
+            Model::Script(m) => m.loss(out, y),
+            _ => out.f_cross_entropy(y),
+        }
     }
 
     /// Whether the forward draws random numbers (dropout), which a recompute must draw again.

@@ -63,8 +63,11 @@ pub trait Ops: Sized {
     /// order (`nn::script`). The estimate's symbolic tensors cannot look inside one, and refuse.
     fn load_script(path: &std::path::Path, place: Place)
         -> Result<(std::sync::Arc<tch::CModule>, Vec<Self>)>;
-    /// The module's forward on `x`.
-    fn script_forward(module: &tch::CModule, x: &Self) -> Result<Self>;
+    /// The module's forward on `inputs`, its arguments in order.
+    fn script_forward(module: &tch::CModule, inputs: &[&Self]) -> Result<Self>;
+    /// A module's loss (`nn::script::Script::loss`): `F.cross_entropy` over the output's last
+    /// dimension or `F.mse_loss`, the mean, with the output's shape checked against the target's.
+    fn script_loss(out: &Self, y: &Self, loss: crate::spec::Loss, classes: usize) -> Result<Self>;
 
     // The forward's ops.
     fn f_linear(&self, weight: &Self, bias: Option<&Self>) -> Result<Self>;
@@ -162,8 +165,12 @@ impl Ops for Tensor {
         super::script::load(path, place)
     }
 
-    fn script_forward(module: &tch::CModule, x: &Self) -> Result<Self> {
-        module.forward_ts(&[x])
+    fn script_forward(module: &tch::CModule, inputs: &[&Self]) -> Result<Self> {
+        module.forward_ts(inputs)
+    }
+
+    fn script_loss(out: &Self, y: &Self, loss: crate::spec::Loss, classes: usize) -> Result<Self> {
+        super::script::loss(out, y, loss, classes)
     }
 
     fn param(shape: &[i64], place: Place, init: Init) -> Result<Self> {

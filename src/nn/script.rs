@@ -1,6 +1,8 @@
 //! A model of the user's own: a TorchScript module (`torch.jit.script` or `torch.jit.trace`,
 //! then `torch.jit.save`), loaded by libtorch and trained as it is. Its parameters are the ones
-//! it was saved with; its forward takes the batch and gives the class logits.
+//! it was saved with; its forward takes the batch (one tensor, or a tensors kind's inputs in
+//! order) and gives what the spec's loss reads: class logits in the last dimension
+//! (cross_entropy) or values shaped as the target (mse).
 //!
 //! The module runs op by op as eager PyTorch does: libtorch's graph executor is told not to
 //! optimise (no profiling runs, no fusion), so each op allocates what the same op does eagerly.
@@ -9,15 +11,17 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use tch::{CModule, Kind, TchError};
+use tch::{CModule, Kind, Reduction, TchError, Tensor};
 
 use super::ops::{Ops, Place, Result};
-use crate::spec::ScriptSpec;
+use crate::spec::{Loss, ScriptSpec};
 
 /// A loaded module and a handle on each of its parameters.
 pub struct Script<T> {
     module: Arc<CModule>,
     params: Vec<T>,
+    loss: Loss,
+    /// The data's classes (cross_entropy), which the output's last dimension must be.
     classes: usize,
 }
 
@@ -25,7 +29,7 @@ impl<T: Ops> Script<T> {
     /// Loads `spec`'s module onto `place` (its floating tensors in `place.kind`), in training mode.
     pub fn new(spec: &ScriptSpec, classes: usize, place: Place) -> Result<Self> {
         let (module, params) = T::load_script(&spec.path, place)?;
-        Ok(Script { module, params, classes })
+        Ok(Script { module, params, loss: spec.loss, classes })
     }
 
     /// `module.parameters()`, in the module's order.
@@ -33,19 +37,23 @@ impl<T: Ops> Script<T> {
         self.params.iter().collect()
     }
 
-    /// The module's forward on the batch: the logits, `[batch, classes]`.
+    /// The module's forward on the batch, its one input.
     pub fn unit(&self, _i: usize, x: T) -> Result<T> {
-        let out = T::script_forward(&self.module, &x)?;
+        let out = T::script_forward(&self.module, &[&x])?;
         drop(x);
-        let (size, batch) = (out.size(), x_rows(&out));
-        if size.len() != 2 || size[1] != self.classes as i64 {
-            return Err(TchError::Shape(format!(
-                "the module's output is {size:?}; cross_entropy needs [batch, classes] = [{batch}, {}] (the data's \
-                 classes): make the module's forward return class logits",
-                self.classes
-            )));
-        }
         Ok(out)
+    }
+
+    /// The module's forward on a batch of several inputs, in its arguments' order.
+    pub fn forward_inputs(&self, x: &T, extra: &[T]) -> Result<T> {
+        let inputs: Vec<&T> = std::iter::once(x).chain(extra).collect();
+        T::script_forward(&self.module, &inputs)
+    }
+
+    /// The spec's loss over the module's output; an output the loss cannot read is an error
+    /// that says what it should be.
+    pub fn loss(&self, out: &T, y: &T) -> Result<T> {
+        T::script_loss(out, y, self.loss, self.classes)
     }
 
     /// The module's output is the logits already.
@@ -58,13 +66,45 @@ impl<T: Ops> Script<T> {
         Script {
             module: self.module.clone(),
             params: self.params.iter().map(T::shallow_clone).collect(),
+            loss: self.loss,
             classes: self.classes,
         }
     }
 }
 
-fn x_rows<T: Ops>(t: &T) -> i64 {
-    t.size().first().copied().unwrap_or(0)
+/// `loss` of a module's output against the target `y`, as `F.cross_entropy` (over the last
+/// dimension: an output `[batch, ..., classes]` and its target `[batch, ...]` are flattened to
+/// `[n, classes]` and `[n]`, views of contiguous tensors) or `F.mse_loss` reads them; the mean.
+pub fn loss(out: &Tensor, y: &Tensor, loss: Loss, classes: usize) -> Result<Tensor> {
+    let (got, want) = (out.size(), y.size());
+    match loss {
+        Loss::CrossEntropy => {
+            let mut expected = want.clone();
+            expected.push(classes as i64);
+            if got != expected {
+                return Err(TchError::Shape(format!(
+                    "the module's output is {got:?}; cross_entropy against the target {want:?} needs {expected:?} \
+                     (the target's shape, then the data's {classes} classes): make the forward return class logits \
+                     in its last dimension"
+                )));
+            }
+            if got.len() == 2 {
+                return out.f_cross_entropy_loss::<Tensor>(y, None, Reduction::Mean, -100, 0.0);
+            }
+            let flat = out.f_reshape([-1, classes as i64])?;
+            flat.f_cross_entropy_loss::<Tensor>(&y.f_reshape([-1])?, None, Reduction::Mean, -100, 0.0)
+        }
+        Loss::Mse => {
+            if got != want {
+                return Err(TchError::Shape(format!(
+                    "the module's output is {got:?}; mse needs the target's shape {want:?} (data.target after the \
+                     batch): set data.target = {:?}, or make the forward return that shape",
+                    got.get(1..).unwrap_or_default()
+                )));
+            }
+            out.f_mse_loss(y, Reduction::Mean)
+        }
+    }
 }
 
 /// Loads a TorchScript module for training with libtorch's tensors: on `place.device`, its

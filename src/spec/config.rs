@@ -57,7 +57,8 @@ impl Config {
                 _,
                 DataSpec::Synthetic { samples, .. }
                 | DataSpec::Images { samples, .. }
-                | DataSpec::Tokens { samples, .. },
+                | DataSpec::Tokens { samples, .. }
+                | DataSpec::Tensors { samples, .. },
             ) => samples,
             (Field::Features, _, DataSpec::Synthetic { features, .. }) => features,
             (Field::ImageSize, _, DataSpec::Images { size, .. }) => size,
@@ -205,7 +206,44 @@ impl Config {
                 &["images"][..]
             }
             // Whatever its forward takes: the first batch says whether it fits.
-            ModelSpec::Torchscript(_) => &["synthetic", "csv", "images", "tokens"][..],
+            ModelSpec::Torchscript(s) => {
+                let float_target = matches!(self.data, DataSpec::Tensors { classes: None, .. });
+                match (s.loss, float_target) {
+                    (crate::spec::Loss::Mse, false) => {
+                        return Err(Invalid {
+                            fix: Some(
+                                r#"set data.kind = "tensors" with data.target, one sample's output shape"#,
+                            ),
+                            ..Invalid::new(
+                                "data.kind",
+                                r#"must be "tensors" without data.classes for model.loss = "mse": its target is float values"#,
+                            )
+                        })
+                    }
+                    (crate::spec::Loss::CrossEntropy, true) => {
+                        return Err(Invalid {
+                            fix: Some("set data.classes, or model.loss = \"mse\""),
+                            ..Invalid::new(
+                                "data.classes",
+                                "is needed for cross_entropy: its target is class indices",
+                            )
+                        })
+                    }
+                    _ => {}
+                }
+                let several = matches!(&self.data, DataSpec::Tensors { inputs, .. } if inputs.len() > 1);
+                if several && self.training.techniques.checkpoint.segments(1).is_some() {
+                    return Err(Invalid {
+                        fix: Some("remove training.checkpoint"),
+                        ..Invalid::new(
+                            "training.checkpoint",
+                            "does not apply to a module of several inputs (data.inputs): the module is one unit, and a \
+                             checkpointed unit takes one input",
+                        )
+                    });
+                }
+                &["synthetic", "csv", "images", "tokens", "tensors"][..]
+            }
             ModelSpec::Transformer(t) => {
                 for (key, v) in [
                     ("model.d_model", t.d_model),
@@ -265,6 +303,18 @@ impl Config {
                 (samples, classes, vec![("data.seq_len", seq_len), ("data.vocab", vocab)])
             }
             DataSpec::Csv { .. } => return Ok(()),
+            DataSpec::Tensors { samples, ref inputs, ref target, classes, .. } => {
+                let mut sizes = vec![("data.inputs", inputs.len())];
+                for i in inputs {
+                    sizes.extend(i.shape.iter().map(|&d| ("data.inputs", d)));
+                    if let crate::spec::InputDtype::Int64 { high } = i.dtype {
+                        sizes.push(("data.inputs.high", high));
+                    }
+                }
+                sizes.extend(target.iter().map(|&d| ("data.target", d)));
+                // mse's target has no classes: 2 stands in for the check below.
+                (samples, classes.unwrap_or(2), sizes)
+            }
         };
         if let Some((key, _)) = sizes.iter().find(|(_, v)| *v == 0) {
             return Err(Invalid::new(key, "must be at least 1"));
@@ -350,6 +400,14 @@ impl Config {
                 sizes.push(("data.classes", classes, limits::MAX_CLASSES));
             }
             DataSpec::Csv { .. } => {}
+            DataSpec::Tensors { samples, ref inputs, ref target, classes, .. } => {
+                sizes.push(("data.samples", samples, limits::MAX_SAMPLES));
+                sizes.push(("data.inputs", inputs.len(), limits::MAX_INPUTS));
+                let dims = inputs.iter().flat_map(|i| i.shape.iter().copied());
+                sizes.push(("data.inputs", dims.max().unwrap_or(0), limits::MAX_DIM));
+                sizes.push(("data.target", target.iter().copied().max().unwrap_or(0), limits::MAX_DIM));
+                sizes.push(("data.classes", classes.unwrap_or(0), limits::MAX_CLASSES));
+            }
         }
         if let Checkpoint::Every(k) | Checkpoint::Sequential(k) = self.training.techniques.checkpoint {
             sizes.push(("training.checkpoint", k, limits::MAX_DEPTH));

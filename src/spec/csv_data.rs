@@ -17,7 +17,8 @@ use super::limits::{MAX_CLASSES, MAX_CSV_BYTES, MAX_FEATURES};
 use super::{DataSpec, Field, Spec, SweepMode};
 
 /// The shape of the data a spec describes, without making it: (features, classes).
-/// Reads a CSV's header and labels for that.
+/// Reads a CSV's header and labels for that. For tensors: the first input's elements a sample,
+/// and 0 classes under mse.
 pub fn shape(spec: &DataSpec) -> Result<(usize, usize)> {
     match spec {
         DataSpec::Synthetic { features, classes, .. } => Ok((*features, *classes)),
@@ -26,6 +27,9 @@ pub fn shape(spec: &DataSpec) -> Result<(usize, usize)> {
         DataSpec::Csv { path, label } => {
             let t = read(path, label)?;
             Ok((t.features, t.classes))
+        }
+        DataSpec::Tensors { inputs, classes, .. } => {
+            Ok((inputs.first().map_or(0, |i| i.shape.iter().product()), classes.unwrap_or(0)))
         }
     }
 }

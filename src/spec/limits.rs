@@ -47,6 +47,11 @@ pub const MAX_HIDDEN: usize = 1_000_000;
 pub const MAX_FEATURES: usize = 1_000_000;
 pub const MAX_CLASSES: usize = 1_000_000;
 pub const MAX_SAMPLES: usize = 1_000_000_000;
+/// `data.inputs` of `kind = "tensors"`: the arguments of a module's forward.
+pub const MAX_INPUTS: usize = 16;
+/// Dimensions of one sample of an input or a target, and each dimension's size.
+pub const MAX_RANK: usize = 8;
+pub const MAX_DIM: usize = 1_000_000_000;
 pub const MAX_BATCH_SIZE: usize = 100_000_000;
 pub const MAX_STEPS: usize = 1_000_000;
 pub const MAX_ACCUMULATION: usize = 10_000;
@@ -103,6 +108,13 @@ pub fn largest_tensor_bytes(config: &Config) -> Option<u128> {
         }
         DataSpec::Tokens { samples, seq_len, classes, .. } => Some((n(samples), n(seq_len), n(classes))),
         DataSpec::Csv { .. } => None,
+        DataSpec::Tensors { samples, ref inputs, ref target, classes, .. } => {
+            let mut largest = n(1);
+            for shape in inputs.iter().map(|i| &i.shape).chain([target]) {
+                largest = largest.max(shape.iter().try_fold(n(1), |acc, &d| acc.checked_mul(n(d)))?);
+            }
+            Some((n(samples), largest, n(classes.unwrap_or(1))))
+        }
     };
     let (features, classes) = match data {
         Some((s, f, k)) => {

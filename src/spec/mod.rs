@@ -19,7 +19,7 @@ pub mod size;
 mod validate;
 
 pub use config::Invalid;
-pub use model::{CnnSpec, ConvKind, MlpSpec, ModelSpec, ResNet, ScriptSpec, TransformerSpec};
+pub use model::{CnnSpec, ConvKind, Loss, MlpSpec, ModelSpec, ResNet, ScriptSpec, TransformerSpec};
 pub use names::Named;
 pub use size::{exact_bytes, format_against, format_size, parse_size};
 pub use validate::{parse, SpecError};
@@ -163,16 +163,51 @@ pub enum DataSpec {
         path: PathBuf,
         label: String,
     },
+    /// Seeded tensors for a TorchScript module's forward, one per input in order, each
+    /// `[samples, *shape]`; and a target `[samples, *target]`: class indices in `0..classes`
+    /// (cross_entropy) or, without classes, standard-normal values in the training dtype (mse).
+    /// Invariants: `samples >= 1`, at least one input, every dimension >= 1, `classes >= 2`,
+    /// an int64 input's `high >= 1`.
+    Tensors {
+        samples: usize,
+        inputs: Vec<TensorInput>,
+        target: Vec<usize>,
+        classes: Option<usize>,
+        seed: u64,
+    },
+}
+
+/// One input of `data.kind = "tensors"`: `data.inputs[i]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TensorInput {
+    /// For messages (`input0`, `input1`, ... when the spec gives none).
+    pub name: String,
+    /// One sample's shape, without the batch dimension.
+    pub shape: Vec<usize>,
+    pub dtype: InputDtype,
+}
+
+/// What an input of `data.kind = "tensors"` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputDtype {
+    /// Standard normal, in the training dtype (`training.dtype`).
+    Float,
+    /// Uniform ids in `0..high` (token ids, indices).
+    Int64 { high: usize },
+    /// Uniform true or false (masks).
+    Bool,
 }
 
 impl DataSpec {
-    /// `"synthetic"`, `"images"`, `"tokens"` or `"csv"`, as `data.kind` says it.
+    /// `"synthetic"`, `"images"`, `"tokens"`, `"csv"` or `"tensors"`, as `data.kind` says it.
     pub fn kind(&self) -> &'static str {
         match self {
             DataSpec::Synthetic { .. } => "synthetic",
             DataSpec::Images { .. } => "images",
             DataSpec::Tokens { .. } => "tokens",
             DataSpec::Csv { .. } => "csv",
+            DataSpec::Tensors { .. } => "tensors",
         }
     }
 
@@ -181,7 +216,8 @@ impl DataSpec {
         match *self {
             DataSpec::Synthetic { samples, .. }
             | DataSpec::Images { samples, .. }
-            | DataSpec::Tokens { samples, .. } => Some(samples),
+            | DataSpec::Tokens { samples, .. }
+            | DataSpec::Tensors { samples, .. } => Some(samples),
             DataSpec::Csv { .. } => None,
         }
     }
@@ -191,7 +227,8 @@ impl DataSpec {
         let mut data = self.clone();
         if let DataSpec::Synthetic { samples, .. }
         | DataSpec::Images { samples, .. }
-        | DataSpec::Tokens { samples, .. } = &mut data
+        | DataSpec::Tokens { samples, .. }
+        | DataSpec::Tensors { samples, .. } = &mut data
         {
             *samples = (*samples).min(n);
         }

@@ -21,12 +21,26 @@ pub enum ModelSpec {
 }
 
 /// A TorchScript module (`model.kind = "torchscript"`): trained as it is, its parameters those
-/// it was saved with, its input the data set's batch and its output the class logits
-/// `[batch, classes]`. It is one unit: checkpointing recomputes it whole.
+/// it was saved with, its inputs the data set's batch and its output what `loss` reads. It is
+/// one unit: checkpointing recomputes it whole.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ScriptSpec {
     /// The file, resolved against the spec's folder.
     pub path: std::path::PathBuf,
+    pub loss: Loss,
+}
+
+/// The loss over a module's output (`model.loss`). The built-in kinds are classifiers and
+/// always use cross_entropy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Loss {
+    /// `F.cross_entropy` over the output's last dimension (the classes), against class indices
+    /// shaped as the output without it; the mean.
+    #[default]
+    CrossEntropy,
+    /// `F.mse_loss` against a float target shaped as the output; the mean.
+    Mse,
 }
 
 impl ScriptSpec {

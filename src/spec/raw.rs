@@ -86,6 +86,7 @@ pub(super) struct RawModel {
     pub norm_first: Option<S<bool>>,
     // torchscript
     pub path: Option<S<String>>,
+    pub loss: Option<S<String>>,
 }
 
 /// Every kind's keys live in one struct so that a key of another kind gets a message saying so,
@@ -107,6 +108,19 @@ pub(super) struct RawData {
     // tokens
     pub seq_len: Option<S<i64>>,
     pub vocab: Option<S<i64>>,
+    // tensors
+    pub inputs: Option<S<Vec<S<Table<RawInput>>>>>,
+    pub target: Option<S<Vec<S<i64>>>>,
+}
+
+/// One of `data.inputs` (`data.kind = "tensors"`).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawInput {
+    pub name: Option<S<String>>,
+    pub shape: Option<S<Vec<S<i64>>>>,
+    pub dtype: Option<S<String>>,
+    pub high: Option<S<i64>>,
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -231,7 +245,8 @@ overlay!(RawModel {
     dim_feedforward,
     dropout,
     norm_first,
-    path
+    path,
+    loss
 });
 overlay!(RawData {
     kind,
@@ -245,7 +260,9 @@ overlay!(RawData {
     channels,
     size,
     seq_len,
-    vocab
+    vocab,
+    inputs,
+    target
 });
 overlay!(RawTraining {
     optimizer, lr, momentum, weight_decay, batch_size, steps, dtype, seed, accumulation, amp,

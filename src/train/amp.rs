@@ -453,7 +453,7 @@ mod tests {
                 let _autocast = Autocast::enter(CPU, &amp).unwrap();
                 let logits = model.forward(&x).unwrap();
                 assert_eq!(logits.kind(), Kind::Half);
-                Model::loss(&logits, &y).unwrap()
+                model.loss(&logits, &y).unwrap()
             };
             scaler.scale(&loss).unwrap().backward();
             scaler.step(&opt, model.parameters()).unwrap();

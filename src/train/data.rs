@@ -2,14 +2,17 @@
 //! with a learnable target, or a CSV file with a header and an integer label column.
 use tch::{Device, Kind, Tensor};
 
-use crate::spec::{csv_data, DataSpec};
+use crate::spec::{csv_data, DataSpec, InputDtype};
 
 #[derive(Debug)]
 pub struct Dataset {
     /// `[samples, features]` or images `[samples, channels, size, size]` in the training dtype;
-    /// tokens `[samples, seq_len]` int64.
+    /// tokens `[samples, seq_len]` int64; a tensors kind's first input.
     pub x: Tensor,
-    /// `[samples]`, int64 class indices.
+    /// A tensors kind's other inputs, in the forward's order; empty for every other kind.
+    pub extra: Vec<Tensor>,
+    /// `[samples]`, int64 class indices; a tensors kind's `[samples, *target]` class indices, or
+    /// values in the training dtype (mse).
     pub y: Tensor,
     /// Elements of one sample: features, pixels (`channels * size^2`) or tokens.
     pub features: usize,
@@ -23,7 +26,8 @@ impl Dataset {
 
     /// Bytes the data set holds on the device.
     pub fn bytes(&self) -> u64 {
-        [&self.x, &self.y].iter().map(|t| (t.numel() * t.kind().elt_size_in_bytes()) as u64).sum()
+        let tensors = [&self.x, &self.y].into_iter().chain(&self.extra);
+        tensors.map(|t| (t.numel() * t.kind().elt_size_in_bytes()) as u64).sum()
     }
 }
 
@@ -37,7 +41,7 @@ pub fn make(spec: &DataSpec, kind: Kind, device: Device) -> Result<Dataset, tch:
             let x = Tensor::f_randn([*samples as i64, *features as i64], (kind, device))?;
             let teacher = Tensor::f_randn([*features as i64, *classes as i64], (kind, device))?;
             let y = x.f_matmul(&teacher)?.f_argmax(1, false)?;
-            Ok(Dataset { x, y, features: *features, classes: *classes })
+            Ok(Dataset { x, extra: Vec::new(), y, features: *features, classes: *classes })
         }
         DataSpec::Images { samples, channels, size, classes, seed } => {
             // As above, the teacher reading the flattened pixels.
@@ -46,7 +50,7 @@ pub fn make(spec: &DataSpec, kind: Kind, device: Device) -> Result<Dataset, tch:
             let x = Tensor::f_randn([s, c, h, h], (kind, device))?;
             let teacher = Tensor::f_randn([c * h * h, *classes as i64], (kind, device))?;
             let y = x.f_reshape([s, -1])?.f_matmul(&teacher)?.f_argmax(1, false)?;
-            Ok(Dataset { x, y, features: (c * h * h) as usize, classes: *classes })
+            Ok(Dataset { x, extra: Vec::new(), y, features: (c * h * h) as usize, classes: *classes })
         }
         DataSpec::Tokens { samples, seq_len, vocab, classes, seed } => {
             // Token ids in 0..vocab. A sample's class is the residue (id modulo classes) its
@@ -61,7 +65,7 @@ pub fn make(spec: &DataSpec, kind: Kind, device: Device) -> Result<Dataset, tch:
             let mut counts = Tensor::f_zeros([*samples as i64, k], (Kind::Int64, device))?;
             let _ = counts.f_scatter_add_(1, &residues, &residues.f_ones_like()?)?;
             let y = counts.f_argmax(1, false)?;
-            Ok(Dataset { x, y, features: *seq_len, classes: *classes })
+            Ok(Dataset { x, extra: Vec::new(), y, features: *seq_len, classes: *classes })
         }
         DataSpec::Csv { path, label } => {
             let t = csv_data::read(path, label).map_err(|e| tch::TchError::FileFormat(format!("{e:#}")))?;
@@ -71,7 +75,34 @@ pub fn make(spec: &DataSpec, kind: Kind, device: Device) -> Result<Dataset, tch:
                 .f_to_kind(kind)?
                 .f_to_device(device)?;
             let y = Tensor::f_from_slice(&t.labels)?.f_to_device(device)?;
-            Ok(Dataset { x, y, features: t.features, classes: t.classes })
+            Ok(Dataset { x, extra: Vec::new(), y, features: t.features, classes: t.classes })
+        }
+        DataSpec::Tensors { samples, inputs, target, classes, seed } => {
+            // Each input in turn, then the target, from one seed: what a module's forward reads
+            // and its loss compares with. Nothing here is learnable; the memory is the point.
+            tch::manual_seed(*seed as i64);
+            let rows = |shape: &[usize]| {
+                std::iter::once(*samples as i64).chain(shape.iter().map(|&d| d as i64)).collect::<Vec<i64>>()
+            };
+            let mut made = Vec::with_capacity(inputs.len());
+            for input in inputs {
+                let shape = rows(&input.shape);
+                made.push(match input.dtype {
+                    InputDtype::Float => Tensor::f_randn(&shape, (kind, device))?,
+                    InputDtype::Int64 { high } => {
+                        Tensor::f_randint(high as i64, &shape, (Kind::Int64, device))?
+                    }
+                    InputDtype::Bool => Tensor::f_randint(2, &shape, (Kind::Bool, device))?,
+                });
+            }
+            let shape = rows(target);
+            let y = match classes {
+                Some(k) => Tensor::f_randint(*k as i64, &shape, (Kind::Int64, device))?,
+                None => Tensor::f_randn(&shape, (kind, device))?,
+            };
+            let x = made.remove(0);
+            let features = inputs[0].shape.iter().product();
+            Ok(Dataset { x, extra: made, y, features, classes: classes.unwrap_or(0) })
         }
     }
 }
@@ -110,6 +141,40 @@ mod tests {
             let best = (0..3).max_by_key(|&r| (count(r), std::cmp::Reverse(r))).unwrap();
             assert_eq!(*label, best, "row {row}: {ids:?}");
         }
+    }
+
+    #[test]
+    fn tensors_are_made_input_by_input_with_their_target() {
+        use crate::spec::TensorInput;
+        let input = |shape: &[usize], dtype| TensorInput { name: "i".into(), shape: shape.to_vec(), dtype };
+        let inputs = vec![
+            input(&[3, 2], InputDtype::Float),
+            input(&[5], InputDtype::Int64 { high: 7 }),
+            input(&[5], InputDtype::Bool),
+        ];
+        let spec = DataSpec::Tensors { samples: 9, inputs, target: vec![5], classes: Some(4), seed: 1 };
+        let d = make(&spec, Kind::Double, Device::Cpu).unwrap();
+        assert_eq!(
+            (d.x.size(), d.x.kind()),
+            (vec![9, 3, 2], Kind::Double),
+            "float inputs take the training dtype"
+        );
+        let (ids, mask) = (&d.extra[0], &d.extra[1]);
+        assert_eq!(
+            (ids.size(), ids.kind(), mask.size(), mask.kind()),
+            (vec![9, 5], Kind::Int64, vec![9, 5], Kind::Bool)
+        );
+        assert!(ids.max().int64_value(&[]) < 7 && ids.min().int64_value(&[]) >= 0);
+        assert_eq!((d.y.size(), d.y.kind()), (vec![9, 5], Kind::Int64));
+        assert!(d.y.max().int64_value(&[]) < 4);
+        assert_eq!((d.samples(), d.features, d.classes), (9, 6, 4));
+        assert_eq!(d.bytes(), 9 * 6 * 8 + 9 * 5 * 8 + 9 * 5 + 9 * 5 * 8, "every input and the target");
+        assert!(d.extra[0].equal(&make(&spec, Kind::Double, Device::Cpu).unwrap().extra[0]), "seeded");
+        // Without classes (mse) the target is values in the training dtype.
+        let DataSpec::Tensors { samples, inputs, seed, .. } = spec else { unreachable!() };
+        let mse = DataSpec::Tensors { samples, inputs, target: vec![], classes: None, seed };
+        let d = make(&mse, Kind::Float, Device::Cpu).unwrap();
+        assert_eq!((d.y.size(), d.y.kind(), d.classes), (vec![9], Kind::Float, 0));
     }
 
     #[test]

@@ -118,12 +118,12 @@ fn train_step(
     for micro in 0..t.accumulation {
         rec.micro = micro;
         let index = (step - 1) * t.accumulation + micro;
-        let (x, y) =
+        let (x, extra, y) =
             rec.phase(step, Phase::ToDevice, || gather(data, index, config.training.batch_size, device))?;
         let fwd = rec.phase(step, Phase::Forward, || {
             let _autocast = Autocast::enter(device, &t.amp)?;
             Ok(match &segment {
-                None => Forward::Plain(Model::loss(&model.forward(&x)?, &y)?),
+                None => Forward::Plain(model.loss(&model.forward_inputs(&x, &extra)?, &y)?),
                 Some(cut) => Forward::Checkpointed(checkpoint::forward(model, &x, &y, cut)?),
             })
         })?;
@@ -178,12 +178,12 @@ fn forward_step(
 ) -> Result<Tensor, Stop> {
     let t = &config.training.techniques;
     let device = model.device();
-    let (x, y) =
+    let (x, extra, y) =
         rec.phase(step, Phase::ToDevice, || gather(data, step - 1, config.training.batch_size, device))?;
     let loss = rec.phase(step, Phase::Forward, || {
         let _no_grad = (t.mode == Mode::ForwardNoGrad).then(tch::no_grad_guard);
         let _autocast = Autocast::enter(device, &t.amp)?;
-        Model::loss(&model.forward(&x)?, &y)
+        model.loss(&model.forward_inputs(&x, &extra)?, &y)
     })?;
     keep(t, &loss, kept).map_err(|e| stop(e, step, Phase::Forward))?;
     Ok(loss)
@@ -226,17 +226,28 @@ fn stop(error: TchError, step: usize, phase: Phase) -> Stop {
     Stop::Torch(super::PhaseError { phase, step, error })
 }
 
+/// A micro-batch: its first input, a tensors kind's other inputs, and its target.
+type Batch = (Tensor, Vec<Tensor>, Tensor);
+
 /// The micro-batch `index` as tensors of its own on `device` (a DataLoader's batch is too):
 /// rows `index * batch ..`, wrapping around the end of the data set, gathered where the data
-/// set lives and then moved (a no-op when it lives on `device`).
-fn gather(data: &Dataset, index: usize, batch: usize, device: Device) -> Result<(Tensor, Tensor), TchError> {
+/// set lives and then moved (a no-op when it lives on `device`): the inputs in order, then the
+/// target, each gathered and moved before the next, as a DataLoader's collate and
+/// `[t.to(device) for t in batch]` do.
+fn gather(data: &Dataset, index: usize, batch: usize, device: Device) -> Result<Batch, TchError> {
     let n = data.samples() as i64;
     let start = (index * batch) as i64 % n;
     let range = Tensor::f_arange_start(start, start + batch as i64, (tch::Kind::Int64, data.x.device()))?;
     let idx = scalar::remainder(&range, n)?;
     drop(range);
-    let (x, y) = (data.x.f_index_select(0, &idx)?, data.y.f_index_select(0, &idx)?);
-    Ok((x.f_to_device(device)?, y.f_to_device(device)?))
+    if data.extra.is_empty() {
+        // As before the tensors kind: both gathered, then both moved.
+        let (x, y) = (data.x.f_index_select(0, &idx)?, data.y.f_index_select(0, &idx)?);
+        return Ok((x.f_to_device(device)?, Vec::new(), y.f_to_device(device)?));
+    }
+    let take = |t: &Tensor| t.f_index_select(0, &idx)?.f_to_device(device);
+    let extra = data.extra.iter().map(take).collect::<Result<_, _>>()?;
+    Ok((take(&data.x)?, extra, take(&data.y)?))
 }
 
 #[cfg(test)]
@@ -295,9 +306,9 @@ mod tests {
     fn gather_takes_consecutive_rows_and_wraps() {
         let spec = DataSpec::Synthetic { samples: 10, features: 2, classes: 2, seed: 0 };
         let d = data::make(&spec, Kind::Float, Device::Cpu).unwrap();
-        let (x, y) = gather(&d, 1, 4, Device::Cpu).unwrap();
+        let (x, _, y) = gather(&d, 1, 4, Device::Cpu).unwrap();
         assert!(x.equal(&d.x.narrow(0, 4, 4)) && y.equal(&d.y.narrow(0, 4, 4)));
-        let (x, _) = gather(&d, 2, 4, Device::Cpu).unwrap(); // rows 8, 9, 0, 1
+        let (x, _, _) = gather(&d, 2, 4, Device::Cpu).unwrap(); // rows 8, 9, 0, 1
         assert!(x.narrow(0, 2, 2).equal(&d.x.narrow(0, 0, 2)));
     }
 }

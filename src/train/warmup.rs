@@ -58,7 +58,7 @@ fn tiny(config: &Config) -> Config {
         DataSpec::Synthetic { classes, .. }
         | DataSpec::Images { classes, .. }
         | DataSpec::Tokens { classes, .. } => (*classes).min(4),
-        DataSpec::Csv { .. } => 2,
+        DataSpec::Csv { .. } | DataSpec::Tensors { .. } => 2,
     };
     let (samples, seed) = (8, 0);
     (c.model, c.data) = match &config.model {

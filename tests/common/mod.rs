@@ -316,6 +316,22 @@ pub fn pytorch_cpu_memory(summary: &Path, out: &Path) -> (Vec<PySummary>, Vec<Ph
 }
 
 /// Every row of a CSV file, failing the test with the file's name on any error.
+/// A trial's phases, (step, micro, phase) -> (allocated, peak), over its baseline `base`: how
+/// two runs of one config (oomlab's and PyTorch's, or two kinds) are held phase by phase.
+pub type Phases = std::collections::BTreeMap<(usize, usize, String), (i64, i64)>;
+
+pub fn phases(trace: &[PhaseRecord], trial: usize, base: u64) -> Phases {
+    let b = base as i64;
+    trace
+        .iter()
+        .filter(|r| r.trial == trial)
+        .map(|r| {
+            let at = (r.step, r.micro, r.phase.to_string());
+            (at, (r.memory_allocated as i64 - b, r.max_memory_allocated as i64 - b))
+        })
+        .collect()
+}
+
 pub fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
     csv::Reader::from_path(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))

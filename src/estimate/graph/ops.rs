@@ -303,7 +303,11 @@ impl Ops for Sym {
         Err(tch::TchError::Torch(format!("{}: {}", path.display(), crate::estimate::NOT_REPLAYED_SCRIPT)))
     }
 
-    fn script_forward(_module: &tch::CModule, _x: &Self) -> Result<Self> {
+    fn script_forward(_module: &tch::CModule, _inputs: &[&Self]) -> Result<Self> {
+        Err(tch::TchError::Torch(crate::estimate::NOT_REPLAYED_SCRIPT.into()))
+    }
+
+    fn script_loss(_out: &Self, _y: &Self, _loss: crate::spec::Loss, _classes: usize) -> Result<Self> {
         Err(tch::TchError::Torch(crate::estimate::NOT_REPLAYED_SCRIPT.into()))
     }
 

@@ -179,6 +179,11 @@ impl Sim<'_> {
                 drop(staging);
                 (x, made(&[s], Kind::Int64, Data))
             }
+            // Only a TorchScript module reads them (`Config::check`), and its estimate is
+            // recorded (`estimate::recorded`), not replayed.
+            DataSpec::Tensors { .. } => {
+                unreachable!("tensors data is a TorchScript module's, never replayed")
+            }
         };
         self.net.as_mut().expect("net").data = Some(data);
     }
@@ -223,7 +228,7 @@ impl Sim<'_> {
         let graph = match segment {
             None => {
                 let logits = model.forward(x).expect("replay");
-                Graph::Plain(Model::loss(&logits, y).expect("replay"))
+                Graph::Plain(model.loss(&logits, y).expect("replay"))
             }
             Some(cut) => Graph::Checkpointed(checkpoint::forward(model, x, y, cut).expect("replay")),
         };

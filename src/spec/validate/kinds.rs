@@ -6,9 +6,10 @@ use std::ops::Range;
 
 use super::messages::Problem;
 use super::{span, Cx, SpecError};
-use crate::spec::raw::{RawData, RawModel, Tab};
+use crate::spec::raw::{RawData, RawInput, RawModel, Tab, S};
 use crate::spec::{
-    CnnSpec, ConvKind, DataLocation, DataSpec, Field, MlpSpec, ModelSpec, ResNet, TransformerSpec,
+    CnnSpec, ConvKind, DataLocation, DataSpec, Field, InputDtype, Loss, MlpSpec, ModelSpec, ResNet,
+    TensorInput, TransformerSpec,
 };
 
 /// The model kinds, as `model.kind` writes them.
@@ -21,7 +22,7 @@ pub(super) fn data_kinds(model_kind: &str) -> &'static [&'static str] {
         "cnn" => &["images"],
         "transformer" => &["tokens"],
         // A module of the user's reads whatever its forward takes.
-        "torchscript" => &["synthetic", "csv", "images", "tokens"],
+        "torchscript" => &["synthetic", "csv", "images", "tokens", "tensors"],
         _ => &["synthetic", "csv"],
     }
 }
@@ -67,7 +68,7 @@ impl Cx<'_> {
         let only = |k: &str| {
             format!(r#"is only read for kind = "{k}"; remove it, or set kind = "{k}" under [model]"#)
         };
-        let script = [("model.path", span(&m.path))];
+        let script = [("model.path", span(&m.path)), ("model.loss", span(&m.loss))];
         if kind != "torchscript" {
             self.reject(&script, &only("torchscript"))?;
         }
@@ -90,7 +91,11 @@ impl Cx<'_> {
                 self.reject(&[("model.depth", span(&m.depth))], theirs)?;
                 let path = self.require(m.path, "model.path", &table)?;
                 let path = self.nonempty(&path, "model.path")?;
-                Ok(ModelSpec::Torchscript(crate::spec::ScriptSpec { path: self.resolve(&path) }))
+                let loss = match &m.loss {
+                    Some(l) => self.named(l, "model.loss")?,
+                    None => Loss::CrossEntropy,
+                };
+                Ok(ModelSpec::Torchscript(crate::spec::ScriptSpec { path: self.resolve(&path), loss }))
             }
             _ => {
                 self.reject(&mlp, &only("mlp"))?;
@@ -222,7 +227,13 @@ impl Cx<'_> {
             None => DataLocation::Host,
         };
         let kinds = data_kinds(model.kind());
-        let all = [("synthetic", "synthetic"), ("images", "images"), ("tokens", "tokens"), ("csv", "csv")];
+        let all = [
+            ("synthetic", "synthetic"),
+            ("images", "images"),
+            ("tokens", "tokens"),
+            ("csv", "csv"),
+            ("tensors", "tensors"),
+        ];
         let kind = match &d.kind {
             Some(k) => {
                 let kind = self.word(k, "data.kind", &all)?;
@@ -248,6 +259,44 @@ impl Cx<'_> {
         let keys = |names: &[&'static str]| -> Vec<(&'static str, Option<Range<usize>>)> {
             names.iter().map(|&k| (k, key_span(&d, k))).collect()
         };
+        let tensors_only = [("data.inputs", span(&d.inputs)), ("data.target", span(&d.target))];
+        if kind != "tensors" {
+            self.reject(
+                &tensors_only,
+                r#"is only read for kind = "tensors"; remove it, or set kind = "tensors" under [data]"#,
+            )?;
+        }
+        let loss = match model {
+            ModelSpec::Torchscript(s) => s.loss,
+            _ => Loss::CrossEntropy,
+        };
+        if loss == Loss::Mse && kind != "tensors" {
+            let at = d.kind.as_ref().map(|k| k.span()).or(table.clone()).unwrap_or(0..0);
+            return Err(self.at(
+                &at,
+                Problem::sentence(
+                    "data.kind",
+                    r#"must be "tensors" for model.loss = "mse": its target is a float tensor of data.target's shape, which the other kinds do not make; e.g. kind = "tensors", inputs = [{ shape = [20] }], target = [1]"#,
+                ),
+            ));
+        }
+        if kind == "tensors" {
+            let others = keys(&[
+                "data.features",
+                "data.channels",
+                "data.size",
+                "data.seq_len",
+                "data.vocab",
+                "data.path",
+                "data.label",
+            ]);
+            self.reject(
+                &others,
+                r#"is not read for kind = "tensors" data (data.inputs gives each input's shape); remove it"#,
+            )?;
+            let data = self.tensors(&table, d, loss, swept)?;
+            return Ok((data, location));
+        }
         if kind == "csv" {
             let made_only = keys(&[
                 "data.samples",
@@ -320,6 +369,114 @@ impl Cx<'_> {
             },
         };
         Ok((data, location))
+    }
+}
+
+impl Cx<'_> {
+    /// `data.kind = "tensors"`: its inputs, and its target as the loss reads it.
+    fn tensors(
+        &mut self,
+        table: &Option<Range<usize>>,
+        d: RawData,
+        loss: Loss,
+        swept: Option<Field>,
+    ) -> Result<DataSpec, SpecError> {
+        let samples = self.count_or_swept(d.samples, Field::Samples, 1, table, swept, None)?;
+        let seed = self.seed(d.seed, "data.seed")?;
+        let raw = self.require(d.inputs, "data.inputs", table)?;
+        if raw.get_ref().is_empty() || raw.get_ref().len() > crate::spec::limits::MAX_INPUTS {
+            let n = raw.get_ref().len();
+            let rule = format!(
+                "1 to {} inputs, one per argument of the module's forward",
+                crate::spec::limits::MAX_INPUTS
+            );
+            return Err(self.bad(&raw.span(), "data.inputs", &rule, format!("{n} of them")));
+        }
+        let mut inputs = Vec::new();
+        for (i, input) in raw.into_inner().into_iter().enumerate() {
+            let span = input.span();
+            inputs.push(self.tensor_input(i, span, input.into_inner().0)?);
+        }
+        let classes = match (loss, d.classes) {
+            (Loss::Mse, Some(c)) => {
+                return Err(self.at(
+                    &c.span(),
+                    Problem::sentence(
+                        "data.classes",
+                        r#"is not read with model.loss = "mse" (its target is float values of data.target's shape); remove it, or set model.loss = "cross_entropy""#,
+                    ),
+                ))
+            }
+            (Loss::Mse, None) => None,
+            (Loss::CrossEntropy, c) => {
+                let c = self.require(c, "data.classes", table)?;
+                Some(self.count(&c, "data.classes", 2)?)
+            }
+        };
+        let target = match d.target {
+            Some(t) => self.shape(&t, "data.target")?,
+            // One class per sample; mse has no such default: its target is the output's shape.
+            None if loss == Loss::CrossEntropy => Vec::new(),
+            None => return Err(self.missing("data.target", table)),
+        };
+        Ok(DataSpec::Tensors { samples, inputs, target, classes, seed })
+    }
+
+    fn tensor_input(
+        &mut self,
+        i: usize,
+        span: Range<usize>,
+        input: RawInput,
+    ) -> Result<TensorInput, SpecError> {
+        let name = match &input.name {
+            Some(n) => self.nonempty(n, "data.inputs")?,
+            None => format!("input{i}"),
+        };
+        let Some(shape) = &input.shape else {
+            return Err(self.at(
+                &span,
+                Problem::sentence(
+                    format!("data.inputs[{i}]"),
+                    "has no shape: give one sample's shape, without the batch dimension; e.g. { shape = [3, 32, 32] }",
+                ),
+            ));
+        };
+        let shape = self.shape(shape, "data.inputs")?;
+        let words = [("float", 0u8), ("int64", 1), ("bool", 2)];
+        let dtype = match &input.dtype {
+            Some(w) => self.word(w, "data.inputs.dtype", &words)?,
+            None => 0,
+        };
+        let dtype = match (dtype, &input.high) {
+            (1, Some(h)) => InputDtype::Int64 { high: self.count(h, "data.inputs.high", 1)? },
+            (1, None) => {
+                return Err(self.at(
+                    &span,
+                    Problem::sentence(
+                        format!("data.inputs[{i}]"),
+                        r#"is int64 without high: its ids are drawn from 0..high; e.g. { shape = [128], dtype = "int64", high = 30522 }"#,
+                    ),
+                ))
+            }
+            (_, Some(h)) => {
+                return Err(self.at(
+                    &h.span(),
+                    Problem::sentence("data.inputs.high", r#"is only read for dtype = "int64"; remove it"#),
+                ))
+            }
+            (0, None) => InputDtype::Float,
+            _ => InputDtype::Bool,
+        };
+        Ok(TensorInput { name, shape, dtype })
+    }
+
+    /// One sample's shape: at most `MAX_RANK` dimensions, each >= 1.
+    fn shape(&mut self, v: &S<Vec<S<i64>>>, key: &'static str) -> Result<Vec<usize>, SpecError> {
+        let max = crate::spec::limits::MAX_RANK;
+        if v.get_ref().len() > max {
+            return Err(self.bad(&v.span(), key, &format!("at most {max} dimensions"), v.get_ref().len()));
+        }
+        v.get_ref().iter().map(|d| self.count(d, key, 1)).collect()
     }
 }
 

@@ -5,7 +5,7 @@ use super::*;
 fn unknown_key_names_the_key_table_line_and_choices() {
     assert_eq!(
         err(&edit("depth = 2\n", "depth = 2\nwidht = 3\n")),
-        "experiments/x.toml:7:1: unknown key `widht` in [model]; expected one of: kind, hidden, depth, widths, arch, channels, conv, kernel, d_model, nhead, num_layers, dim_feedforward, dropout, norm_first, path"
+        "experiments/x.toml:7:1: unknown key `widht` in [model]; expected one of: kind, hidden, depth, widths, arch, channels, conv, kernel, d_model, nhead, num_layers, dim_feedforward, dropout, norm_first, path, loss"
     );
 }
 
@@ -280,4 +280,111 @@ fn a_torchscript_model_takes_a_path_and_none_of_the_built_in_kinds_keys() {
         "kind = \"images\"\nsamples = 64\nchannels = 3\nsize = 8\nclasses = 3\n",
     );
     assert!(matches!(parse_at(&images).unwrap().base.data, DataSpec::Images { .. }));
+}
+
+/// MINIMAL with a TorchScript model (its loss `loss`, if any) and `data` for its [data] table.
+fn script_with(loss: &str, data: &str) -> String {
+    let model = format!("kind = \"torchscript\"\npath = \"m.pt\"\n{loss}");
+    edit("hidden = 64\ndepth = 2\n", &model).replace("samples = 128\nfeatures = 4\nclasses = 3\n", data)
+}
+
+#[test]
+fn tensors_data_gives_each_input_and_the_target_as_the_loss_reads_it() {
+    use crate::spec::{InputDtype, Loss, TensorInput};
+    let data = "kind = \"tensors\"\nsamples = 64\ninputs = [{ shape = [3, 8, 8] }, { name = \"ids\", shape = [16], \
+                dtype = \"int64\", high = 100 }, { shape = [16], dtype = \"bool\" }]\nclasses = 5\ntarget = [16]\n";
+    let spec = parse_at(&script_with("", data)).unwrap();
+    let DataSpec::Tensors { samples, inputs, target, classes, seed } = &spec.base.data else { panic!() };
+    assert_eq!((*samples, target.as_slice(), *classes, *seed), (64, &[16][..], Some(5), 0));
+    let input =
+        |name: &str, shape: &[usize], dtype| TensorInput { name: name.into(), shape: shape.to_vec(), dtype };
+    assert_eq!(
+        inputs,
+        &[
+            input("input0", &[3, 8, 8], InputDtype::Float),
+            input("ids", &[16], InputDtype::Int64 { high: 100 }),
+            input("input2", &[16], InputDtype::Bool)
+        ]
+    );
+    // mse: a float target of data.target's shape, no classes.
+    let mse = "kind = \"tensors\"\nsamples = 64\ninputs = [{ shape = [20] }]\ntarget = [1]\n";
+    let spec = parse_at(&script_with("loss = \"mse\"\n", mse)).unwrap();
+    let ModelSpec::Torchscript(s) = &spec.base.model else { panic!() };
+    assert_eq!(s.loss, Loss::Mse);
+    assert!(matches!(&spec.base.data, DataSpec::Tensors { classes: None, target, .. } if target == &[1]));
+
+    // Each way to get it wrong names the key and what to write.
+    let cases = [
+        (
+            "loss = \"mse\"\n",
+            "samples = 64\nfeatures = 4\nclasses = 3\n",
+            "data.kind must be \"tensors\" for model.loss = \"mse\"",
+        ),
+        (
+            "loss = \"mse\"\n",
+            &mse.replace("target = [1]\n", "target = [1]\nclasses = 3\n"),
+            "data.classes is not read with model.loss = \"mse\"",
+        ),
+        ("loss = \"mse\"\n", &mse.replace("target = [1]\n", ""), "data.target is missing"),
+        ("", &mse.replace("target = [1]\n", ""), "data.classes is missing"),
+        ("loss = \"l1\"\n", mse, "model.loss: must be one of \"cross_entropy\", \"mse\""),
+        (
+            "",
+            "kind = \"tensors\"\nsamples = 64\ninputs = []\nclasses = 3\n",
+            "data.inputs: must be 1 to 16 inputs",
+        ),
+        (
+            "",
+            "kind = \"tensors\"\nsamples = 64\ninputs = [{ name = \"x\" }]\nclasses = 3\n",
+            "data.inputs[0] has no shape",
+        ),
+        (
+            "",
+            "kind = \"tensors\"\nsamples = 64\ninputs = [{ shape = [0] }]\nclasses = 3\n",
+            "data.inputs: must be a whole number >= 1",
+        ),
+        (
+            "",
+            "kind = \"tensors\"\nsamples = 64\ninputs = [{ shape = [4], dtype = \"int64\" }]\nclasses = 3\n",
+            "data.inputs[0] is int64 without high",
+        ),
+        (
+            "",
+            "kind = \"tensors\"\nsamples = 64\ninputs = [{ shape = [4], high = 3 }]\nclasses = 3\n",
+            "data.inputs.high is only read for dtype = \"int64\"",
+        ),
+        (
+            "",
+            "kind = \"tensors\"\nsamples = 64\ninputs = [{ shape = [4], dtype = \"half\" }]\nclasses = 3\n",
+            "data.inputs.dtype: must be one of \"float\", \"int64\", \"bool\"",
+        ),
+        (
+            "",
+            "kind = \"tensors\"\nsamples = 64\ninputs = [{ shape = [4], size = 3 }]\nclasses = 3\n",
+            "unknown key `size`",
+        ),
+        (
+            "",
+            "kind = \"tensors\"\nsamples = 64\ninputs = [{ shape = [4] }]\nfeatures = 4\nclasses = 3\n",
+            "data.features is not read for kind = \"tensors\"",
+        ),
+        (
+            "",
+            "samples = 64\nfeatures = 4\nclasses = 3\ntarget = [2]\n",
+            "data.target is only read for kind = \"tensors\"",
+        ),
+    ];
+    for (loss, data, expected) in cases {
+        let e = err(&script_with(loss, data));
+        assert!(e.contains(expected), "{data}: {e}");
+    }
+    // The built-in kinds neither read tensors data nor take a loss.
+    let e = err(&MINIMAL.replace("samples = 128\nfeatures = 4\nclasses = 3\n", mse));
+    assert!(e.contains("data.kind") && e.contains("\"tensors\""), "{e}");
+    let e = err(&edit("depth = 2\n", "depth = 2\nloss = \"mse\"\n"));
+    assert!(e.contains("model.loss is only read for kind = \"torchscript\""), "{e}");
+    // A module of several inputs is one unit of several: not checkpointed.
+    let two = "kind = \"tensors\"\nsamples = 64\ninputs = [{ shape = [4] }, { shape = [4] }]\nclasses = 3\n";
+    let e = err(&format!("{}checkpoint = 1\n", script_with("", two)));
+    assert!(e.contains("training.checkpoint does not apply to a module of several inputs"), "{e}");
 }
