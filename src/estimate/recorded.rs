@@ -83,11 +83,24 @@ fn shape(events: &[(i64, u64)]) -> Result<(Vec<Shape>, Vec<i64>)> {
             },
         });
     }
+    // A run of frees with no allocation between them leaves the same bytes live, and the same
+    // peak, in any order; some runs come in an order that is not the program's (the autocast
+    // cast cache, a hash map, is cleared in the order of its keys, which are addresses). Each
+    // run is put in the order of the allocations it frees.
+    let mut i = 0;
+    while i < shapes.len() {
+        let run = shapes[i..].iter().take_while(|s| matches!(s, Shape::Free(_))).count();
+        shapes[i..i + run].sort_unstable_by_key(|s| match s {
+            Shape::Free(of) => *of,
+            _ => unreachable!("a run of frees"),
+        });
+        i += run.max(1);
+    }
     Ok((shapes, sizes))
 }
 
 impl Fit {
-    /// Fits recordings at three batches, smallest first.
+    /// Fits recordings at three batches, smallest first; or takes one recording as it is.
     fn new(recordings: &[(usize, Recording)]) -> Result<Fit> {
         let parsed: Vec<(usize, Vec<Shape>, Vec<i64>)> = recordings
             .iter()
@@ -108,6 +121,11 @@ impl Fit {
         let mut coefficients = Vec::with_capacity(s0.len());
         for (k, (&lo, &hi)) in s0.iter().zip(s2).enumerate() {
             let (db, ds) = ((*b2 - *b0) as i64, hi - lo);
+            if db == 0 {
+                // One batch: the recording as it is.
+                coefficients.push((lo, 0));
+                continue;
+            }
             if ds % db != 0 {
                 bail!("allocation {k} is {lo} B at batch {b0} and {hi} B at batch {b2}: not affine in the batch");
             }
@@ -278,6 +296,70 @@ fn fit_ladder(config: &Config, samples: usize) -> std::result::Result<(Arc<Fit>,
     Err(Refusal(why.join("; ")))
 }
 
+/// Above this peak, a batch past the recorded ones is not checked by a recording of its own:
+/// a recording runs the step on this host without a cap.
+const CHECK_LIMIT: u64 = 512 << 20;
+
+/// How the step at the batch asked for was found.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Found {
+    /// Within the recorded batches, where the fit was checked.
+    Fitted,
+    /// Past them, and a recording at the batch gave the fit's bytes.
+    Checked,
+    /// Past them, where a recording at the batch parted from the fit by `off` of its peak (the
+    /// fit's peak less the recording's, over the recording's): the recording's bytes are used.
+    Corrected { off: f64 },
+    /// Past them, and not checked: the fit's peak there is over [`CHECK_LIMIT`].
+    Unchecked { peak: u64 },
+}
+
+/// The step at `batch` under `cap`: the fit's replay within the recorded `batches`; past them
+/// (where a kernel may change its buffers with the batch, as oneDNN's bf16 matmuls do), checked
+/// against a recording at the batch (`record_at`, when the fit's peak there is at most
+/// [`CHECK_LIMIT`]), whose bytes win where the two part.
+fn at_batch(
+    fit: &Fit,
+    batches: [usize; 3],
+    batch: usize,
+    cap: Option<u64>,
+    record_at: impl FnOnce(usize) -> Result<Arc<Fit>>,
+) -> Result<(Vec<PhasePrediction>, Option<PredictedOom>, Found)> {
+    let (phases, oom) = fit.replay(batch, cap)?;
+    if (batches[0]..=batches[2]).contains(&batch) {
+        return Ok((phases, oom, Found::Fitted));
+    }
+    let bytes = |p: &[PhasePrediction]| p.iter().map(|p| (p.allocated_end, p.peak)).collect::<Vec<_>>();
+    let (fitted, _) = fit.replay(batch, None)?;
+    let fitted_peak = fitted.iter().map(|p| p.peak).max().unwrap_or(0);
+    if fitted_peak > CHECK_LIMIT {
+        return Ok((phases, oom, Found::Unchecked { peak: fitted_peak }));
+    }
+    let measured = record_at(batch)?;
+    let (exact, _) = measured.replay(batch, None)?;
+    if bytes(&exact) == bytes(&fitted) {
+        return Ok((phases, oom, Found::Checked));
+    }
+    let exact_peak = exact.iter().map(|p| p.peak).max().unwrap_or(0).max(1);
+    let off = (fitted_peak as f64 - exact_peak as f64) / exact_peak as f64;
+    let (phases, oom) = measured.replay(batch, cap)?;
+    Ok((phases, oom, Found::Corrected { off }))
+}
+
+/// The step of `config` at `batch` recorded as it is, once per process.
+fn checked(config: &Config, batch: usize) -> Result<Arc<Fit>> {
+    static RECORDED: Mutex<Vec<(String, Arc<Fit>)>> = Mutex::new(Vec::new());
+    let mut at = config.clone();
+    at.training.batch_size = batch;
+    let key = serde_json::to_string(&at)?;
+    if let Some((_, f)) = RECORDED.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(k, _)| *k == key) {
+        return Ok(f.clone());
+    }
+    let fit = Arc::new(Fit::new(&[(batch, record(&at)?)])?);
+    RECORDED.lock().unwrap_or_else(|e| e.into_inner()).push((key, fit.clone()));
+    Ok(fit)
+}
+
 /// Predicts a trial of `config` (a TorchScript module) from its recorded step.
 pub(super) fn predict(config: &Config, shape: DataShape, options: &Options) -> Result<Prediction> {
     let path = match &config.model {
@@ -293,8 +375,25 @@ pub(super) fn predict(config: &Config, shape: DataShape, options: &Options) -> R
     let (fit, batches) = fit(config, shape.samples)
         .map_err(|e| anyhow::anyhow!("{path}: {e:#}; `oomlab run` measures it at the batch"))?;
     let batch = config.training.batch_size;
-    let outside = if batch < batches[0] || batch > batches[2] { ", extrapolated" } else { "" };
-    let (phases, oom) = fit.replay(config.training.batch_size, options.limit)?;
+    let (phases, oom, found) = at_batch(&fit, batches, batch, options.limit, |b| checked(config, b))?;
+    let how = match found {
+        Found::Fitted => format!("replayed at batch {batch}"),
+        Found::Checked => format!(
+            "replayed at batch {batch}, past them, and checked there by a recording of its own (the same bytes)"
+        ),
+        Found::Corrected { off } => format!(
+            "but at batch {batch}, past them, the fit was {:+.2}% off the peak of a recording there (a kernel \
+             whose buffers change with the batch): these are that recording's bytes",
+            off * 100.0
+        ),
+        Found::Unchecked { peak } => format!(
+            "replayed at batch {batch}, extrapolated and not checked (a check would record a step of {} on this \
+             host, over oomlab's {} limit for one): a kernel whose buffers change past the recorded batches would \
+             not be seen",
+            crate::spec::format_size(peak),
+            crate::spec::format_size(CHECK_LIMIT)
+        ),
+    };
     let peak = phases.iter().map(|p| p.peak).max().unwrap_or(0);
     let rules = evidence::rules(config, &phases, options.target, options.gpu);
     let bound = evidence::bound(rules, &phases, (0, 0));
@@ -312,8 +411,7 @@ pub(super) fn predict(config: &Config, shape: DataShape, options: &Options) -> R
         options: *options,
         notes: vec![format!(
             "{}: its step recorded on this CPU at batches {batches:?} (every allocation and free), each size fitted \
-             as affine in the batch and checked, and replayed at batch {batch}{outside}; bytes are filed by the phase \
-             that made them",
+             as affine in the batch and checked, {how}; bytes are filed by the phase that made them",
             config.model.describe(),
         )],
         phases,
@@ -354,6 +452,51 @@ mod tests {
         let (_, oom) = fit.replay(1000, Some(12 + 8000 + 100)).unwrap();
         let oom = oom.expect("the temporary does not fit");
         assert_eq!((oom.phase_index, oom.requested), (1, 4016));
+    }
+
+    #[test]
+    fn past_the_recorded_batches_a_recording_at_the_batch_checks_the_fit_and_wins_where_they_part() {
+        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (5, step(5))]).unwrap();
+        let exact = |b: usize| Ok(Arc::new(Fit::new(&[(b, step(b as i64))]).unwrap()));
+        // Within the recorded batches: no recording asked for.
+        let (_, _, found) = at_batch(&fit, [2, 3, 5], 4, None, |_| panic!("not recorded")).unwrap();
+        assert_eq!(found, Found::Fitted);
+        // Past them, the same bytes: checked.
+        let (phases, _, found) = at_batch(&fit, [2, 3, 5], 100, None, exact).unwrap();
+        assert_eq!((found, phases[1].peak), (Found::Checked, 12 + 800 + 416));
+        // A kernel that takes 100 B more a row past batch 50: the recording's bytes, and by how
+        // much the fit was off.
+        let bigger = |b: usize| {
+            let mut r = step(b as i64);
+            r.events[5].0 += 100 * b as i64;
+            r.events[6].0 -= 100 * b as i64;
+            Ok(Arc::new(Fit::new(&[(b, r)]).unwrap()))
+        };
+        let (phases, _, found) = at_batch(&fit, [2, 3, 5], 100, None, bigger).unwrap();
+        assert_eq!(phases[1].peak, 12 + 800 + 416 + 10_000);
+        let Found::Corrected { off } = found else { panic!("{found:?}") };
+        assert!((off - (-10_000.0 / 11_228.0)).abs() < 1e-9, "{off}");
+        // Over the limit for a check: the fit, said to be unchecked.
+        let (_, _, found) = at_batch(&fit, [2, 3, 5], 100_000_000, None, |_| panic!("not recorded")).unwrap();
+        assert!(matches!(found, Found::Unchecked { .. }), "{found:?}");
+    }
+
+    #[test]
+    fn frees_between_the_same_allocations_may_come_in_any_order() {
+        // The forward's activation and temporary, both freed at its end: in one order at
+        // batch 3, the other at batches 2 and 5 (as a hash map's clear may free them).
+        let step = |b: i64, swapped: bool| {
+            let (act, tmp) = ((-(8 * b), 2), (-(4 * b + 16), 3));
+            let frees = if swapped { [tmp, act] } else { [act, tmp] };
+            let (start, end) = ((0, START), (0, END));
+            let mut events = vec![start, (12, 1), end, start, (8 * b, 2), (4 * b + 16, 3)];
+            events.extend(frees);
+            events.push(end);
+            recording(events)
+        };
+        let fit = Fit::new(&[(2, step(2, false)), (3, step(3, true)), (5, step(5, false))]).unwrap();
+        let (phases, _) = fit.replay(100, None).unwrap();
+        assert_eq!((phases[1].allocated_end, phases[1].peak), (12, 12 + 800 + 416));
     }
 
     #[test]
