@@ -260,3 +260,23 @@ fn the_recorded_estimate_of_a_module_is_exact_on_the_cpu_at_any_batch() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// A recording names the op of each event, which the estimate's messages quote where two
+/// recordings part or a size is not affine in the batch: a scripted MLP's Linears, its loss and
+/// its backward's nodes, each by name.
+#[test]
+fn a_recording_names_the_op_of_each_event() {
+    let sb = Sandbox::new();
+    export(&sb);
+    let text = "[experiment]\nname = \"r\"\n[model]\nkind = \"torchscript\"\npath = \"mlp_scripted.pt\"\n[data]\n\
+                samples = 8\nfeatures = 8\nclasses = 4\n[training]\noptimizer = \"sgd\"\nbatch_size = 4\nsteps = 1\n";
+    let spec = oomlab::spec::load(&sb.spec("r.toml", text)).unwrap();
+    let r = oomlab::train::record::record(&spec.base).unwrap();
+    assert_eq!(r.ops.len(), r.events.len());
+    let allocations_in =
+        |name: &str| r.events.iter().zip(&r.ops).filter(|(e, op)| e.0 > 0 && op.contains(name)).count();
+    assert!(allocations_in("aten::linear") >= 3, "the three Linears' outputs: {:?}", r.ops);
+    assert!(allocations_in("aten::cross_entropy_loss") >= 1, "the loss: {:?}", r.ops);
+    assert!(allocations_in("Backward") >= 3, "backward's nodes: {:?}", r.ops);
+    assert!(r.events.iter().zip(&r.ops).all(|(e, op)| e.0 != 0 || op.is_empty()), "a mark has no op");
+}

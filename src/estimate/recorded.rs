@@ -60,89 +60,141 @@ enum Shape {
     End,
 }
 
-/// A recording's shape, and the size of each allocation in order, up to its last phase's end
-/// (what comes after is the trial's teardown, which frees in no fixed order).
-fn shape(events: &[(i64, u64)]) -> Result<(Vec<Shape>, Vec<i64>)> {
-    let (mut shapes, mut sizes, mut live) = (Vec::new(), Vec::new(), HashMap::new());
-    let end = events.iter().rposition(|e| *e == (0, END)).map_or(0, |i| i + 1);
-    for (i, &(delta, ptr)) in events[..end].iter().enumerate() {
-        shapes.push(match delta {
-            0 if ptr == START => Shape::Start,
-            0 => Shape::End,
-            d if d > 0 => {
-                live.insert(ptr, sizes.len());
-                sizes.push(d);
-                Shape::Alloc
+/// A recording read as a step: each event's shape, each allocation's size in order, and the op
+/// of each event and each allocation (`""` where the recording names none), for messages.
+struct Parsed {
+    shapes: Vec<Shape>,
+    sizes: Vec<i64>,
+    ops: Vec<String>,
+    made_by: Vec<String>,
+}
+
+impl Parsed {
+    /// Up to the recording's last phase's end (what comes after is the trial's teardown, which
+    /// frees in no fixed order).
+    fn new(r: &Recording) -> Result<Parsed> {
+        let events = &r.events;
+        let op = |i: usize| r.ops.get(i).cloned().unwrap_or_default();
+        let (mut shapes, mut sizes, mut live) = (Vec::new(), Vec::new(), HashMap::new());
+        let (mut ops, mut made_by) = (Vec::new(), Vec::new());
+        let end = events.iter().rposition(|e| *e == (0, END)).map_or(0, |i| i + 1);
+        for (i, &(delta, ptr)) in events[..end].iter().enumerate() {
+            shapes.push(match delta {
+                0 if ptr == START => Shape::Start,
+                0 => Shape::End,
+                d if d > 0 => {
+                    live.insert(ptr, sizes.len());
+                    sizes.push(d);
+                    made_by.push(op(i));
+                    Shape::Alloc
+                }
+                d => match live.remove(&ptr) {
+                    Some(of) => Shape::Free(of),
+                    None => bail!(
+                        "event {i}{} frees {} B made before the trial began: its step is not self-contained",
+                        in_op(&op(i)),
+                        -d
+                    ),
+                },
+            });
+            ops.push(op(i));
+        }
+        // A run of frees with no allocation between them leaves the same bytes live, and the
+        // same peak, in any order; some runs come in an order that is not the program's (the
+        // autocast cast cache, a hash map, is cleared in the order of its keys, which are
+        // addresses). Each run is put in the order of the allocations it frees.
+        let mut i = 0;
+        while i < shapes.len() {
+            let run = shapes[i..].iter().take_while(|s| matches!(s, Shape::Free(_))).count();
+            let mut frees: Vec<(Shape, String)> =
+                shapes[i..i + run].iter().copied().zip(ops[i..i + run].iter().cloned()).collect();
+            frees.sort_unstable_by_key(|(s, _)| match s {
+                Shape::Free(of) => *of,
+                _ => unreachable!("a run of frees"),
+            });
+            for (k, (shape, op)) in frees.into_iter().enumerate() {
+                (shapes[i + k], ops[i + k]) = (shape, op);
             }
-            d => match live.remove(&ptr) {
-                Some(of) => Shape::Free(of),
-                None => bail!(
-                    "event {i} frees {} B made before the trial began: its step is not self-contained",
-                    -d
-                ),
-            },
-        });
+            i += run.max(1);
+        }
+        Ok(Parsed { shapes, sizes, ops, made_by })
     }
-    // A run of frees with no allocation between them leaves the same bytes live, and the same
-    // peak, in any order; some runs come in an order that is not the program's (the autocast
-    // cast cache, a hash map, is cleared in the order of its keys, which are addresses). Each
-    // run is put in the order of the allocations it frees.
-    let mut i = 0;
-    while i < shapes.len() {
-        let run = shapes[i..].iter().take_while(|s| matches!(s, Shape::Free(_))).count();
-        shapes[i..i + run].sort_unstable_by_key(|s| match s {
-            Shape::Free(of) => *of,
-            _ => unreachable!("a run of frees"),
-        });
-        i += run.max(1);
+
+    /// Event `i` in words, with its op and, for a free, the op that made what it frees.
+    fn describe(&self, i: usize) -> String {
+        match self.shapes.get(i) {
+            None => "the end of the recording".into(),
+            Some(Shape::Alloc) => format!("an allocation{}", in_op(&self.ops[i])),
+            Some(Shape::Free(of)) => {
+                format!("the free{} of allocation {of}{}", in_op(&self.ops[i]), by_op(&self.made_by[*of]))
+            }
+            Some(Shape::Start) => "a phase's start".into(),
+            Some(Shape::End) => "a phase's end".into(),
+        }
     }
-    Ok((shapes, sizes))
+}
+
+fn in_op(op: &str) -> String {
+    if op.is_empty() {
+        String::new()
+    } else {
+        format!(" in {op}")
+    }
+}
+
+fn by_op(op: &str) -> String {
+    if op.is_empty() {
+        String::new()
+    } else {
+        format!(" (made in {op})")
+    }
 }
 
 impl Fit {
     /// Fits recordings at three batches, smallest first; or takes one recording as it is.
     fn new(recordings: &[(usize, Recording)]) -> Result<Fit> {
-        let parsed: Vec<(usize, Vec<Shape>, Vec<i64>)> = recordings
-            .iter()
-            .map(|(b, r)| shape(&r.events).map(|(s, z)| (*b, s, z)))
-            .collect::<Result<_>>()?;
-        let (b0, first, s0) = &parsed[0];
-        let (b2, _, s2) = &parsed[parsed.len() - 1];
-        for (b, other, _) in &parsed[1..] {
-            if let Some(i) = (0..first.len().max(other.len())).find(|&i| first.get(i) != other.get(i)) {
+        let parsed: Vec<(usize, Parsed)> =
+            recordings.iter().map(|(b, r)| Parsed::new(r).map(|p| (*b, p))).collect::<Result<_>>()?;
+        let (b0, first) = &parsed[0];
+        let (b2, last) = &parsed[parsed.len() - 1];
+        for (b, other) in &parsed[1..] {
+            let n = first.shapes.len().max(other.shapes.len());
+            if let Some(i) = (0..n).find(|&i| first.shapes.get(i) != other.shapes.get(i)) {
                 bail!(
-                    "its step allocates differently at batch {b0} and batch {b}: the recordings part at event {i} \
-                     ({:?} against {:?})",
-                    first.get(i),
-                    other.get(i)
+                    "its step allocates differently at batch {b0} and batch {b}: the recordings part at event {i}, \
+                     {} at batch {b0} against {} at batch {b}",
+                    first.describe(i),
+                    other.describe(i)
                 );
             }
         }
-        let mut coefficients = Vec::with_capacity(s0.len());
-        for (k, (&lo, &hi)) in s0.iter().zip(s2).enumerate() {
+        let mut coefficients = Vec::with_capacity(first.sizes.len());
+        for (k, (&lo, &hi)) in first.sizes.iter().zip(&last.sizes).enumerate() {
             let (db, ds) = ((*b2 - *b0) as i64, hi - lo);
             if db == 0 {
                 // One batch: the recording as it is.
                 coefficients.push((lo, 0));
                 continue;
             }
+            let what = format!("allocation {k}{}", in_op(&first.made_by[k]));
             if ds % db != 0 {
-                bail!("allocation {k} is {lo} B at batch {b0} and {hi} B at batch {b2}: not affine in the batch");
+                bail!("{what} is {lo} B at batch {b0} and {hi} B at batch {b2}: not affine in the batch");
             }
             let c = ds / db;
             let a = lo - c * *b0 as i64;
-            for (b, _, sizes) in &parsed[1..parsed.len() - 1] {
-                if sizes[k] != a + c * *b as i64 {
+            for (b, p) in &parsed[1..parsed.len() - 1] {
+                if p.sizes[k] != a + c * *b as i64 {
                     bail!(
-                        "allocation {k} is {} B at batch {b}, where {lo} B at {b0} and {hi} B at {b2} make it {}: \
-                         not affine in the batch",
-                        sizes[k],
+                        "{what} is {} B at batch {b}, where {lo} B at {b0} and {hi} B at {b2} make it {}: not affine \
+                         in the batch",
+                        p.sizes[k],
                         a + c * *b as i64
                     );
                 }
             }
             coefficients.push((a, c));
         }
+        let first = &first.shapes;
         let events = first
             .iter()
             .scan(0usize, |next, s| {
@@ -425,6 +477,7 @@ mod tests {
 
     fn recording(events: Vec<(i64, u64)>) -> Recording {
         Recording {
+            ops: Vec::new(),
             events,
             phases: vec![(0, 0, Phase::Model), (1, 0, Phase::Forward)],
             row: SummaryRow { param_count: 3, param_bytes: 12, ..SummaryRow::default() },

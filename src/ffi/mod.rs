@@ -2,6 +2,7 @@
 //! autocast switches and version facts; and to `optim.cpp`: PyTorch's optimizers as
 //! `torch.optim` runs them; and to `events.cpp`: CUDA events for phase durations. Safe wrappers
 //! live here and in `probe` and `train`.
+use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_long, c_void, CStr};
 
 mod events;
@@ -26,7 +27,9 @@ extern "C" {
     fn oomlab_cpu_stats(out: *mut RawStats);
     fn oomlab_cpu_reset_peak();
     fn oomlab_cpu_allocations() -> i64;
-    fn oomlab_cpu_events_start();
+    fn oomlab_cpu_events_start(with_ops: c_int);
+    fn oomlab_cpu_events_ops(ids: *mut i32, cap: i64);
+    fn oomlab_cpu_events_op_name(id: i32, buf: *mut c_char, len: usize) -> i64;
     fn oomlab_cpu_events_stop(deltas: *mut i64, ptrs: *mut u64, cap: i64) -> i64;
     fn oomlab_cpu_events_mark(tag: u64);
     fn oomlab_cuda_stats(device: c_int, out: *mut RawStats, err: *mut c_char, len: usize) -> c_int;
@@ -159,23 +162,61 @@ pub fn cpu_allocations() -> u64 {
 /// counted allocation (`+bytes`) and free (`-bytes`) it made, with the data pointer, in order.
 /// The counting allocator must be installed. One log at a time, whatever the thread.
 pub fn cpu_events<T>(f: impl FnOnce() -> T) -> (T, Vec<(i64, u64)>) {
+    let (out, events, _) = logged(f, false);
+    (out, events)
+}
+
+/// [`cpu_events`], each event with the op it came from (`""` for none: a mark, or outside any
+/// op): the op the code called and the innermost that allocated, as `"aten::linear >
+/// aten::addmm"`. Ops are followed through a libtorch callback while the log is on.
+pub fn cpu_events_with_ops<T>(f: impl FnOnce() -> T) -> (T, Vec<(i64, u64)>, Vec<String>) {
+    logged(f, true)
+}
+
+fn logged<T>(f: impl FnOnce() -> T, with_ops: bool) -> (T, Vec<(i64, u64)>, Vec<String>) {
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    // SAFETY: no arguments.
-    unsafe { oomlab_cpu_events_start() };
+    // SAFETY: a plain value.
+    unsafe { oomlab_cpu_events_start(c_int::from(with_ops)) };
     let out = f();
     let mut cap = 4096usize;
-    loop {
+    let events: Vec<(i64, u64)> = loop {
         let (mut deltas, mut ptrs) = (vec![0i64; cap], vec![0u64; cap]);
         // SAFETY: both buffers hold `cap` elements.
         let n =
             unsafe { oomlab_cpu_events_stop(deltas.as_mut_ptr(), ptrs.as_mut_ptr(), cap as i64) } as usize;
         if n <= cap {
-            return (out, deltas.into_iter().zip(ptrs).take(n).collect());
+            break deltas.into_iter().zip(ptrs).take(n).collect();
         }
         // The log was stopped by the call above and is kept: read it again, whole.
         cap = n;
+    };
+    if !with_ops {
+        return (out, events, Vec::new());
     }
+    let mut ids = vec![-1i32; events.len()];
+    // SAFETY: `ids` holds one slot per event read.
+    unsafe { oomlab_cpu_events_ops(ids.as_mut_ptr(), ids.len() as i64) };
+    let mut names: HashMap<i32, String> = HashMap::new();
+    let ops = ids
+        .into_iter()
+        .map(|id| {
+            names
+                .entry(id)
+                .or_insert_with(|| {
+                    let mut buf = vec![0 as c_char; 512];
+                    // SAFETY: `buf` holds 512 bytes; the name comes back NUL-terminated.
+                    let n = unsafe { oomlab_cpu_events_op_name(id, buf.as_mut_ptr(), buf.len()) };
+                    if n < 0 {
+                        return String::new();
+                    }
+                    // SAFETY: NUL-terminated by oomlab_cpu_events_op_name.
+                    unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned()
+                })
+                .clone()
+        })
+        .collect();
+    (out, events, ops)
 }
 
 /// A mark in the log [`cpu_events`] is keeping: an event of 0 bytes (no counted allocation has

@@ -14,6 +14,7 @@
 #include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <ATen/record_function.h>
 #include <c10/core/AllocatorConfig.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
@@ -97,10 +98,46 @@ std::vector<std::pair<int64_t, uintptr_t>>& events() {
   return *v;
 }
 
+// With ops on (a recording's log), which op each event came from: the op the model's code
+// called (the outermost running on this thread, an autograd node's in backward) and, inside it,
+// the innermost that is not an `aten::empty*`, as "aten::linear > aten::addmm"; "" outside any
+// op (another thread's, or the trial's own code). Names are interned: one id per event.
+thread_local std::vector<std::string> t_ops;
+std::atomic<bool> g_ops_on{false};
+at::CallbackHandle g_op_handle = 0;
+std::vector<int32_t>& event_ops() {
+  static auto* v = new std::vector<int32_t>();  // never destroyed
+  return *v;
+}
+std::vector<std::string>& op_names() {
+  static auto* v = new std::vector<std::string>();  // never destroyed
+  return *v;
+}
+std::unordered_map<std::string, int32_t>& op_ids() {
+  static auto* m = new std::unordered_map<std::string, int32_t>();  // never destroyed
+  return *m;
+}
+
+// Under g_events_mutex.
+int32_t current_op() {
+  if (!g_ops_on.load(std::memory_order_relaxed) || t_ops.empty()) return -1;
+  std::string label = t_ops.front();
+  for (auto it = t_ops.rbegin(); it + 1 != t_ops.rend(); ++it) {
+    if (it->rfind("aten::empty", 0) != 0) {
+      label += " > " + *it;
+      break;
+    }
+  }
+  auto [at, added] = op_ids().emplace(label, static_cast<int32_t>(op_names().size()));
+  if (added) op_names().push_back(label);
+  return at->second;
+}
+
 void log_event(int64_t delta, void* data) {
   if (!g_events_on.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(g_events_mutex);
   events().emplace_back(delta, reinterpret_cast<uintptr_t>(data));
+  event_ops().push_back(current_op());
 }
 
 // Live allocations: data pointer -> the inner allocation and its size. The DataPtr we hand out
@@ -220,11 +257,47 @@ void oomlab_cpu_set_cap(int64_t bytes) noexcept { g_cpu.cap.store(bytes); }
 
 int64_t oomlab_cpu_cap() noexcept { return g_cpu.cap.load(); }
 
-// Starts the event log afresh.
-void oomlab_cpu_events_start() noexcept {
+// Starts the event log afresh; with `with_ops`, each event also names its op (a RecordFunction
+// callback for every op and autograd node, for as long as the log is on).
+void oomlab_cpu_events_start(int with_ops) noexcept {
+  t_ops.clear();
+  if (with_ops && !g_ops_on.load()) {
+    try {
+      auto start = [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        t_ops.emplace_back(fn.name());
+        return nullptr;
+      };
+      auto end = [](const at::RecordFunction&, at::ObserverContext*) {
+        if (!t_ops.empty()) t_ops.pop_back();
+      };
+      g_op_handle = at::addGlobalCallback(at::RecordFunctionCallback(start, end)
+                                              .needsInputs(false)
+                                              .scopes({at::RecordScope::FUNCTION,
+                                                       at::RecordScope::BACKWARD_FUNCTION}));
+      g_ops_on.store(true);
+    } catch (...) {
+      // The log goes on without op names.
+    }
+  }
   std::lock_guard<std::mutex> lock(g_events_mutex);
   events().clear();
+  event_ops().clear();
   g_events_on.store(true);
+}
+
+// The op of each event of the last log (up to `cap`; -1 for none), and the name of op `id`
+// into `buf` (NUL-terminated; returns its length, or -1 for no such id).
+void oomlab_cpu_events_ops(int32_t* ids, int64_t cap) noexcept {
+  std::lock_guard<std::mutex> lock(g_events_mutex);
+  const auto& v = event_ops();
+  for (int64_t i = 0; i < static_cast<int64_t>(v.size()) && i < cap; ++i) ids[i] = v[i];
+}
+
+int64_t oomlab_cpu_events_op_name(int32_t id, char* buf, size_t len) noexcept {
+  std::lock_guard<std::mutex> lock(g_events_mutex);
+  if (id < 0 || static_cast<size_t>(id) >= op_names().size()) return -1;
+  oomlab::set_err(buf, len, op_names()[id].c_str());
+  return static_cast<int64_t>(op_names()[id].size());
 }
 
 // A mark in the log (0 bytes, and `tag` for the pointer: no counted allocation has 0 bytes),
@@ -232,11 +305,18 @@ void oomlab_cpu_events_start() noexcept {
 // starts and where the phase ends.
 void oomlab_cpu_events_mark(uint64_t tag) noexcept {
   std::lock_guard<std::mutex> lock(g_events_mutex);
-  if (g_events_on.load()) events().emplace_back(0, tag);
+  if (g_events_on.load()) {
+    events().emplace_back(0, tag);
+    event_ops().push_back(-1);
+  }
 }
 
 // Stops the log and copies up to `cap` events out; returns how many there were.
 int64_t oomlab_cpu_events_stop(int64_t* deltas, uint64_t* ptrs, int64_t cap) noexcept {
+  if (g_ops_on.exchange(false)) {
+    at::removeCallback(g_op_handle);
+    t_ops.clear();
+  }
   std::lock_guard<std::mutex> lock(g_events_mutex);
   g_events_on.store(false);
   const auto& v = events();

@@ -23,6 +23,9 @@ pub struct Recording {
     /// from the baseline's read to the last phase's end; `(0, START)` marks a phase's start,
     /// `(0, END)` its end.
     pub events: Vec<(i64, u64)>,
+    /// The op each event came from (`ffi::cpu_events_with_ops`): `""` for a mark, or outside
+    /// any op; for messages that say where two recordings part.
+    pub ops: Vec<String>,
     /// The phases, in the order of the marks.
     pub phases: Vec<(usize, usize, Phase)>,
     /// The trial's summary: parameters, peaks, status.
@@ -42,7 +45,7 @@ fn record_here(config: &Config) -> Result<Recording> {
     ffi::cpu_set_cap(None);
     let probe = Unguarded;
     let mut phases = Vec::new();
-    let (row, events) = ffi::cpu_events(|| {
+    let (row, events, ops) = ffi::cpu_events_with_ops(|| {
         super::run_trial(config, &probe, 0, TraceLevel::Phases, &mut |r: &PhaseRecord| {
             phases.push((r.step, r.micro, r.phase));
             Ok(())
@@ -66,8 +69,9 @@ fn record_here(config: &Config) -> Result<Recording> {
     if marks.len() < phases.len() + 1 {
         bail!("recording: {} marks in the log for {} phases", marks.len(), phases.len());
     }
-    let events = events[marks[0] + 1..=marks[phases.len()]].to_vec();
-    Ok(Recording { events, phases, row })
+    let kept = marks[0] + 1..=marks[phases.len()];
+    let (events, ops) = (events[kept.clone()].to_vec(), ops[kept].to_vec());
+    Ok(Recording { events, ops, phases, row })
 }
 
 /// The CPU's counters without `CpuProbe`'s one-at-a-time lock: a recording may be made while a
