@@ -204,6 +204,26 @@ def main() -> None:
     if not any(True for _ in scripted.parameters()):
         raise SystemExit("export-model: the module has no parameters: there is nothing to train")
 
+    # A forward that is its children run in turn (an nn.Sequential) can be checkpointed between
+    # them: oomlab's model.units = "children", which the run checks again on the spec's data.
+    children = list(scripted.children())
+    chain = False
+    one = x[0] if tensors and len(x) == 1 else None if tensors else x
+    if len(children) > 1 and one is not None:
+        scripted.eval()
+        with torch.no_grad():
+            try:
+                h = one
+                for child in children:
+                    h = child(h)
+                whole = scripted(one)
+                chain = h.shape == whole.shape and torch.allclose(h, whole, rtol=1e-5, atol=1e-6)
+            except Exception:  # noqa: BLE001 - a child that does not take its predecessor's output
+                chain = False
+        scripted.train()
+    units = (f'\nunits = "children"  # its forward runs its {len(children)} children in turn: '
+             f'checkpointing can cut between them') if chain else ""
+
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.jit.save(scripted, str(out))
     samples = args.max_batch
@@ -220,7 +240,7 @@ description = "{stem} (TorchScript): the largest batch that fits {args.budget}"
 
 [model]
 kind = "torchscript"
-path = "{os.path.relpath(out, spec.parent)}"{loss}
+path = "{os.path.relpath(out, spec.parent)}"{loss}{units}
 
 [data]
 {data_keys.replace(", ", chr(10)) if not tensors else chr(10).join(f"{k} = {toml_value(v)}" for k, v in data.items())}

@@ -648,8 +648,10 @@ class Script(Units):
     executor runs it op by op, as eager PyTorch would run the module it came from (no profiling
     executor, no optimised graph, no fuser), as oomlab sets libtorch's."""
 
-    def __init__(self, path: str, dtype, device):
+    def __init__(self, path: str, dtype, device, children: bool = False):
         super().__init__()
+        # model.units = "children": its top-level children are the units checkpointing cuts.
+        self.children_are_units = children
         torch._C._jit_set_profiling_executor(False)
         torch._C._set_graph_executor_optimize(False)
         torch._C._jit_set_texpr_fuser_enabled(False)
@@ -661,7 +663,7 @@ class Script(Units):
             p.requires_grad_(True)
 
     def units(self):
-        return [self.module]
+        return list(self.module.children()) if self.children_are_units else [self.module]
 
     def head(self, h):
         return h
@@ -703,7 +705,7 @@ def make_model(cfg: dict, features_or_shape, classes: int, dtype, device) -> Uni
                                  int(m["num_layers"]), int(m["dim_feedforward"]), float(m["dropout"]),
                                  bool(m["norm_first"]), classes, dtype, device)
     if kind == "torchscript":
-        return Script(m["path"], dtype, device)
+        return Script(m["path"], dtype, device, m.get("units") == "children")
     raise ValueError(f"model kind {kind!r}")
 
 
@@ -738,10 +740,16 @@ def forward_loss(cfg: dict, model: Units, x, y, seg: int | tuple[str, int] | Non
         return loss_of(cfg, model(x), y)
     units = model.units()
     h = x
+    # Over a TorchScript module's children, non-reentrant checkpoint must recompute whole: its
+    # early stop raises out of the saved-tensor hook to end a recompute, and the TorchScript
+    # interpreter turns that into a RuntimeError (PyTorch 2.11).
+    whole = torch.utils.checkpoint.set_checkpoint_early_stop(False) if isinstance(model, Script) \
+        else contextlib.nullcontext()
     if isinstance(seg, tuple):
         # PyTorch's own cut, as a reader calls it: oomlab's Checkpoint::segments reproduces it
         # (and its checkpointed segments as above; with S = 1 both run everything plain).
-        h = checkpoint_sequential(nn.Sequential(*units), seg[1], h, use_reentrant=False)
+        with whole:
+            h = checkpoint_sequential(nn.Sequential(*units), seg[1], h, use_reentrant=False)
         return loss_of(cfg, model.head(h), y)
     # Differs from oomlab: oomlab's checkpoint.rs is hand-written (tch has no custom autograd
     # Function): it runs segments under no_grad, recomputes each in backward and pushes the
@@ -750,8 +758,9 @@ def forward_loss(cfg: dict, model: Units, x, y, seg: int | tuple[str, int] | Non
     # through saved-tensor hooks, so its transient peaks can differ; it also stashes the RNG
     # state per segment (host memory only; on CUDA the device generator's state too), so that
     # the recompute draws the same dropout masks. The head is not checkpointed in either.
-    for r in segment_ranges(len(units), seg):
-        h = checkpoint(nn.Sequential(*units[r.start:r.stop]), h, use_reentrant=False)
+    with whole:
+        for r in segment_ranges(len(units), seg):
+            h = checkpoint(nn.Sequential(*units[r.start:r.stop]), h, use_reentrant=False)
     return loss_of(cfg, model.head(h), y)
 
 

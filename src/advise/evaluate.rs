@@ -248,8 +248,11 @@ mod tests {
         let adam = OptimizerSpec::Adam { lr: 1e-3, weight_decay: 0.0 };
         let mlp = crate::estimate::tests::config(2, 8, 4, adam);
         let mut script = mlp.clone();
-        script.model =
-            ModelSpec::Torchscript(ScriptSpec { path: "missing.pt".into(), loss: Default::default() });
+        script.model = ModelSpec::Torchscript(ScriptSpec {
+            path: "missing.pt".into(),
+            loss: Default::default(),
+            units: Default::default(),
+        });
         let caps = crate::probe::CpuCaps::here();
         let cpu = evaluator(Target::Cpu);
         for (amp, p) in [

@@ -89,6 +89,22 @@ extern "C" {
         err: *mut c_char,
         len: usize,
     ) -> c_int;
+    fn oomlab_script_children(
+        module: *mut c_void,
+        count: *mut i64,
+        names: *mut c_char,
+        names_len: usize,
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
+    fn oomlab_script_child_forward(
+        module: *mut c_void,
+        i: i64,
+        x: *mut c_void,
+        out: *mut *mut c_void,
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
     fn oomlab_torch_version() -> *const c_char;
     fn oomlab_cuda_runtime_version() -> c_long;
     fn oomlab_libtorch_path(out: *mut c_char, len: usize) -> c_int;
@@ -307,6 +323,44 @@ pub fn set_rng_state(device: tch::Device, state: &tch::Tensor) -> Result<(), Str
     let (kind, index) = device_numbers(device);
     // SAFETY: `state` is a live at::Tensor for the call; buffer from `call`.
     call(|e, l| unsafe { oomlab_set_rng_state(kind, index, state.as_ptr() as *mut c_void, e, l) })
+}
+
+// tch's CModule is its `torch::jit::Module*` and nothing else; `module_ptr` reads it.
+const _: () = assert!(std::mem::size_of::<tch::CModule>() == std::mem::size_of::<*mut c_void>());
+
+fn module_ptr(module: &tch::CModule) -> *mut c_void {
+    // SAFETY: a CModule is one field, the module's pointer (the size is asserted above); it is
+    // read, not taken: the CModule still owns and frees it.
+    unsafe { std::mem::transmute_copy::<tch::CModule, *mut c_void>(module) }
+}
+
+/// The names of a TorchScript module's top-level children, in order (`named_children()`).
+pub fn script_children(module: &tch::CModule) -> Result<Vec<String>, String> {
+    let mut count = 0i64;
+    let mut names = vec![0 as c_char; 1 << 16];
+    // SAFETY: the module is live; `count` and `names` are writable for the call; buffer from `call`.
+    call(|e, l| unsafe {
+        oomlab_script_children(module_ptr(module), &mut count, names.as_mut_ptr(), names.len(), e, l)
+    })?;
+    // SAFETY: NUL-terminated by the shim.
+    let joined = unsafe { CStr::from_ptr(names.as_ptr()) }.to_string_lossy().into_owned();
+    let names: Vec<String> =
+        if count == 0 { Vec::new() } else { joined.split('\n').map(String::from).collect() };
+    if names.len() != count as usize {
+        return Err(format!("{count} children, {} names read", names.len()));
+    }
+    Ok(names)
+}
+
+/// Child `i`'s forward on `x` (the i-th of [`script_children`]).
+pub fn script_child_forward(module: &tch::CModule, i: usize, x: &tch::Tensor) -> Result<tch::Tensor, String> {
+    let mut out = std::ptr::null_mut();
+    // SAFETY: the module and `x` are live for the call; `out` receives one handle.
+    call(|e, l| unsafe {
+        oomlab_script_child_forward(module_ptr(module), i as i64, ptr(x), &mut out, e, l)
+    })?;
+    // SAFETY: a heap at::Tensor the shim made for us, now owned here.
+    Ok(unsafe { tch::Tensor::from_ptr(out as *mut torch_sys::C_tensor) })
 }
 
 /// Three results of the shim, as tensors (undefined where it wrote null).

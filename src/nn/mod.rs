@@ -106,7 +106,7 @@ impl<T: Ops> Model<T> {
             Model::Conv(m) => m.units(),
             Model::ResNet(m) => m.units(),
             Model::Transformer(m) => m.units(),
-            Model::Script(_) => 1,
+            Model::Script(m) => m.units(),
         }
     }
 
@@ -148,6 +148,8 @@ impl<T: Ops> Model<T> {
     pub fn forward_inputs(&self, x: &T, extra: &[T]) -> Result<T> {
         match self {
             Model::Script(m) if !extra.is_empty() => m.forward_inputs(x, extra),
+            // Its own forward, not its children's: a chain of them is the same (preflight).
+            Model::Script(m) => m.forward_inputs(x, &[]),
             _ => self.forward(x),
         }
     }

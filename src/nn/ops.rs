@@ -65,6 +65,10 @@ pub trait Ops: Sized {
         -> Result<(std::sync::Arc<tch::CModule>, Vec<Self>)>;
     /// The module's forward on `inputs`, its arguments in order.
     fn script_forward(module: &tch::CModule, inputs: &[&Self]) -> Result<Self>;
+    /// The names of a module's top-level children, in order.
+    fn script_children(module: &tch::CModule) -> Result<Vec<String>>;
+    /// Child `i`'s forward on `x`.
+    fn script_child_forward(module: &tch::CModule, i: usize, x: &Self) -> Result<Self>;
     /// A module's loss (`nn::script::Script::loss`): `F.cross_entropy` over the output's last
     /// dimension or `F.mse_loss`, the mean, with the output's shape checked against the target's.
     fn script_loss(out: &Self, y: &Self, loss: crate::spec::Loss, classes: usize) -> Result<Self>;
@@ -171,6 +175,14 @@ impl Ops for Tensor {
 
     fn script_loss(out: &Self, y: &Self, loss: crate::spec::Loss, classes: usize) -> Result<Self> {
         super::script::loss(out, y, loss, classes)
+    }
+
+    fn script_children(module: &tch::CModule) -> Result<Vec<String>> {
+        crate::ffi::script_children(module).map_err(TchError::Torch)
+    }
+
+    fn script_child_forward(module: &tch::CModule, i: usize, x: &Self) -> Result<Self> {
+        crate::ffi::script_child_forward(module, i, x).map_err(TchError::Torch)
     }
 
     fn param(shape: &[i64], place: Place, init: Init) -> Result<Self> {

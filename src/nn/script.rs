@@ -6,15 +6,16 @@
 //!
 //! The module runs op by op as eager PyTorch does: libtorch's graph executor is told not to
 //! optimise (no profiling runs, no fusion), so each op allocates what the same op does eagerly.
-//! It is one unit: checkpointing recomputes it whole. The estimate's symbolic tensors cannot
-//! look inside it, and say so.
+//! It is one unit, which checkpointing recomputes whole; or, with `model.units = "children"`, its
+//! top-level children are the units, run in turn (the run checks first that its forward is that
+//! chain: `train::preflight`). The estimate's symbolic tensors cannot look inside it, and say so.
 use std::path::Path;
 use std::sync::Arc;
 
 use tch::{CModule, Kind, Reduction, TchError, Tensor};
 
 use super::ops::{Ops, Place, Result};
-use crate::spec::{Loss, ScriptSpec};
+use crate::spec::{Loss, ScriptSpec, ScriptUnits};
 
 /// A loaded module and a handle on each of its parameters.
 pub struct Script<T> {
@@ -23,13 +24,25 @@ pub struct Script<T> {
     loss: Loss,
     /// The data's classes (cross_entropy), which the output's last dimension must be.
     classes: usize,
+    /// The children that are its units (`model.units = "children"`); empty: it is one unit.
+    children: Vec<String>,
 }
 
 impl<T: Ops> Script<T> {
     /// Loads `spec`'s module onto `place` (its floating tensors in `place.kind`), in training mode.
     pub fn new(spec: &ScriptSpec, classes: usize, place: Place) -> Result<Self> {
         let (module, params) = T::load_script(&spec.path, place)?;
-        Ok(Script { module, params, loss: spec.loss, classes })
+        let children = match spec.units {
+            ScriptUnits::Whole => Vec::new(),
+            ScriptUnits::Children => T::script_children(&module)?,
+        };
+        if spec.units == ScriptUnits::Children && children.is_empty() {
+            return Err(TchError::FileFormat(format!(
+                "{} has no children to be its units (model.units = \"children\"): remove model.units",
+                spec.path.display()
+            )));
+        }
+        Ok(Script { module, params, loss: spec.loss, classes, children })
     }
 
     /// `module.parameters()`, in the module's order.
@@ -37,9 +50,23 @@ impl<T: Ops> Script<T> {
         self.params.iter().collect()
     }
 
-    /// The module's forward on the batch, its one input.
-    pub fn unit(&self, _i: usize, x: T) -> Result<T> {
-        let out = T::script_forward(&self.module, &[&x])?;
+    /// Its units: its children, or itself.
+    pub fn units(&self) -> usize {
+        self.children.len().max(1)
+    }
+
+    /// The names of the children that are its units (empty when it is one unit).
+    pub fn children(&self) -> &[String] {
+        &self.children
+    }
+
+    /// Unit `i` on `x`: child `i`'s forward, or the module's on the batch, its one input.
+    pub fn unit(&self, i: usize, x: T) -> Result<T> {
+        let out = if self.children.is_empty() {
+            T::script_forward(&self.module, &[&x])?
+        } else {
+            T::script_child_forward(&self.module, i, &x)?
+        };
         drop(x);
         Ok(out)
     }
@@ -61,6 +88,14 @@ impl<T: Ops> Script<T> {
         Ok(h)
     }
 
+    /// The module in eval mode (dropout off, batch norm on its running statistics), while no
+    /// other handle shares it: what a check of its outputs compares in.
+    pub fn set_eval(&mut self) -> Result<()> {
+        Arc::get_mut(&mut self.module)
+            .ok_or_else(|| TchError::Torch("the module is shared: it cannot be set to eval".into()))?
+            .f_set_eval()
+    }
+
     /// The same module and parameters, through second handles.
     pub fn handles(&self) -> Self {
         Script {
@@ -68,6 +103,7 @@ impl<T: Ops> Script<T> {
             params: self.params.iter().map(T::shallow_clone).collect(),
             loss: self.loss,
             classes: self.classes,
+            children: self.children.clone(),
         }
     }
 }

@@ -120,7 +120,11 @@ impl Config {
                 )
             });
         }
-        if let Checkpoint::Every(k) = t.checkpoint {
+        // A module cut into its children has as many units as its file says: the run checks a
+        // segment against them (`train::preflight`).
+        let children =
+            matches!(&self.model, ModelSpec::Torchscript(s) if s.units == crate::spec::ScriptUnits::Children);
+        if let (Checkpoint::Every(k), false) = (t.checkpoint, children) {
             let units = self.model.units();
             if k > units {
                 return Err(Invalid {
@@ -135,7 +139,7 @@ impl Config {
                 });
             }
         }
-        if let Checkpoint::Sequential(s) = t.checkpoint {
+        if let (Checkpoint::Sequential(s), false) = (t.checkpoint, children) {
             let units = self.model.units();
             if s == 0 || s > units {
                 return Err(Invalid {
@@ -232,6 +236,16 @@ impl Config {
                     _ => {}
                 }
                 let several = matches!(&self.data, DataSpec::Tensors { inputs, .. } if inputs.len() > 1);
+                if several && s.units == crate::spec::ScriptUnits::Children {
+                    return Err(Invalid {
+                        fix: Some("remove model.units"),
+                        ..Invalid::new(
+                            "model.units",
+                            "= \"children\" runs the batch through the first child, which takes one input; the data \
+                             has several (data.inputs)",
+                        )
+                    });
+                }
                 if several && self.training.techniques.checkpoint.segments(1).is_some() {
                     return Err(Invalid {
                         fix: Some("remove training.checkpoint"),

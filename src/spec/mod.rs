@@ -19,7 +19,9 @@ pub mod size;
 mod validate;
 
 pub use config::Invalid;
-pub use model::{CnnSpec, ConvKind, Loss, MlpSpec, ModelSpec, ResNet, ScriptSpec, TransformerSpec};
+pub use model::{
+    CnnSpec, ConvKind, Loss, MlpSpec, ModelSpec, ResNet, ScriptSpec, ScriptUnits, TransformerSpec,
+};
 pub use names::Named;
 pub use size::{exact_bytes, format_against, format_size, parse_size};
 pub use validate::{parse, SpecError};

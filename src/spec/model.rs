@@ -28,6 +28,19 @@ pub struct ScriptSpec {
     /// The file, resolved against the spec's folder.
     pub path: std::path::PathBuf,
     pub loss: Loss,
+    pub units: ScriptUnits,
+}
+
+/// What activation checkpointing cuts a module into (`model.units`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScriptUnits {
+    /// One unit: checkpointing recomputes the whole forward.
+    #[default]
+    Whole,
+    /// Its top-level children (`named_children()`), run in turn as its forward does: the run
+    /// checks on two rows of the data that the forward is that chain, and refuses it if not.
+    Children,
 }
 
 /// The loss over a module's output (`model.loss`). The built-in kinds are classifiers and

@@ -2,7 +2,7 @@
 //! `summary.csv` and in messages; [`Named::ALL`] is what the validator accepts and lists in
 //! "must be one of". The manifest's JSON (serde's `snake_case`) spells them the same, which a
 //! test holds.
-use super::{Amp, Checkpoint, DataLocation, Dtype, History, Loss, Mode, OnOom, OptimizerImpl};
+use super::{Amp, Checkpoint, DataLocation, Dtype, History, Loss, Mode, OnOom, OptimizerImpl, ScriptUnits};
 
 /// A choice among fixed words.
 pub trait Named: Copy + 'static {
@@ -33,6 +33,7 @@ named!(History { None => "none", LossTensor => "loss_tensor", LossValue => "loss
 named!(OptimizerImpl { ForLoop => "for_loop", Foreach => "foreach", Fused => "fused" });
 named!(OnOom { Continue => "continue", Stop => "stop" });
 named!(Loss { CrossEntropy => "cross_entropy", Mse => "mse" });
+named!(ScriptUnits { Whole => "whole", Children => "children" });
 
 impl Amp {
     /// "off", "fp16" or "bf16", as `training.amp` says it.

@@ -87,6 +87,7 @@ pub(super) struct RawModel {
     // torchscript
     pub path: Option<S<String>>,
     pub loss: Option<S<String>>,
+    pub units: Option<S<String>>,
 }
 
 /// Every kind's keys live in one struct so that a key of another kind gets a message saying so,
@@ -246,7 +247,8 @@ overlay!(RawModel {
     dropout,
     norm_first,
     path,
-    loss
+    loss,
+    units
 });
 overlay!(RawData {
     kind,

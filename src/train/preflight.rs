@@ -1,6 +1,8 @@
 //! What a run checks before it writes anything: each TorchScript module a spec names loads, has
 //! parameters to train, and turns two rows of the spec's data into an output its loss reads
-//! (class logits `[2, ..., classes]` for cross_entropy, the target's shape for mse).
+//! (class logits `[2, ..., classes]` for cross_entropy, the target's shape for mse); and, cut
+//! into its children (`model.units = "children"`), that its forward is those children run in
+//! turn and that the checkpointed segments fit in them.
 //! A module that fails any of these would fail every trial; it is refused at once instead, with
 //! the file and what is wrong.
 use anyhow::{Context, Result};
@@ -8,14 +10,15 @@ use tch::{Device, Kind};
 
 use crate::nn::script::Script;
 use crate::nn::CPU_F32;
-use crate::spec::{ModelSpec, Spec};
+use crate::spec::{Checkpoint, ModelSpec, Spec};
 
 /// Checks every TorchScript module of `spec`'s configurations, on the CPU in float32.
 pub fn preflight(spec: &Spec) -> Result<()> {
     let mut checked = Vec::new();
     for (variant, config) in spec.configs() {
         let ModelSpec::Torchscript(script) = &config.model else { continue };
-        if checked.contains(&(&script.path, &config.data)) {
+        let key = (&script.path, &config.data, script.units, config.training.techniques.checkpoint);
+        if checked.contains(&key) {
             continue;
         }
         let at = || match variant {
@@ -26,7 +29,7 @@ pub fn preflight(spec: &Spec) -> Result<()> {
         // Two rows are all the check reads: a data set oomlab makes is made with no more.
         let data = super::data::make(&config.data.with_samples_at_most(2), Kind::Float, Device::Cpu)
             .with_context(at)?;
-        let module: Script<tch::Tensor> = Script::new(script, data.classes, CPU_F32).with_context(at)?;
+        let mut module: Script<tch::Tensor> = Script::new(script, data.classes, CPU_F32).with_context(at)?;
         let rows = |t: &tch::Tensor| t.f_narrow(0, 0, data.samples().min(2) as i64);
         let extra = data.extra.iter().map(rows).collect::<Result<Vec<_>, _>>().with_context(at)?;
         let (x, y) = (rows(&data.x).with_context(at)?, rows(&data.y).with_context(at)?);
@@ -46,7 +49,55 @@ pub fn preflight(spec: &Spec) -> Result<()> {
             )
         })?;
         let _loss = module.loss(&out, &y).map_err(said).with_context(at)?;
-        checked.push((&script.path, &config.data));
+        if !module.children().is_empty() {
+            chain(&mut module, &x).map_err(|e| anyhow::anyhow!("{} {e}", at()))?;
+            segments_fit(module.units(), config.training.techniques.checkpoint)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
+        }
+        checked.push(key);
     }
     Ok(())
+}
+
+/// Whether the module's forward is its children run in turn: their chain and its forward, in
+/// eval mode on `x`, give the same output.
+fn chain(module: &mut Script<tch::Tensor>, x: &tch::Tensor) -> Result<(), String> {
+    let not = "its forward is not its children run in turn (model.units = \"children\")";
+    let fix = "remove model.units, and the module is one unit that checkpointing recomputes whole";
+    module.set_eval().map_err(|e| e.to_string())?;
+    let whole = module.forward_inputs(x, &[]).map_err(|e| e.to_string())?;
+    let mut h = x.shallow_clone();
+    for (i, name) in module.children().to_vec().iter().enumerate() {
+        let shape = h.size();
+        h = module.unit(i, h).map_err(|e| {
+            let text = e.to_string();
+            let why = crate::oom::clean(&text).lines().next().unwrap_or_default().to_string();
+            format!("{not}: child {i} ({name}) fails on {shape:?}, what the children before it give: {why}; {fix}")
+        })?;
+    }
+    let same = h.size() == whole.size() && h.allclose(&whole, 1e-5, 1e-6, false);
+    if !same {
+        return Err(format!(
+            "{not}: on two rows of the data they give {:?} where the forward gives {:?}{} (torchvision's ResNets, \
+             for one, flatten between their avgpool and fc children); {fix}",
+            h.size(),
+            whole.size(),
+            if h.size() == whole.size() { ", other values" } else { "" }
+        ));
+    }
+    Ok(())
+}
+
+/// A checkpointed segment of at most the module's `units` children.
+fn segments_fit(units: usize, checkpoint: Checkpoint) -> Result<(), String> {
+    match checkpoint {
+        Checkpoint::Every(k) if k > units => Err(format!(
+            "training.checkpoint = {k} must be at most its {units} children (a segment every k of them); give a \
+             smaller one, or checkpoint = \"sqrt\""
+        )),
+        Checkpoint::Sequential(s) if s > units => Err(format!(
+            "training.checkpoint = {{ sequential = {s} }} must be 1 to its {units} children; give fewer segments"
+        )),
+        _ => Ok(()),
+    }
 }

@@ -311,6 +311,14 @@ impl Ops for Sym {
         Err(tch::TchError::Torch(crate::estimate::NOT_REPLAYED_SCRIPT.into()))
     }
 
+    fn script_children(_module: &tch::CModule) -> Result<Vec<String>> {
+        Err(tch::TchError::Torch(crate::estimate::NOT_REPLAYED_SCRIPT.into()))
+    }
+
+    fn script_child_forward(_module: &tch::CModule, _i: usize, _x: &Self) -> Result<Self> {
+        Err(tch::TchError::Torch(crate::estimate::NOT_REPLAYED_SCRIPT.into()))
+    }
+
     fn param(shape: &[i64], place: Place, _init: Init) -> Result<Self> {
         let t = Sym::alloc_on(&ctx(), shape, Dt(place.kind), Params, place.device == Device::Cpu);
         t.0.autograd.borrow_mut().requires_grad = true;

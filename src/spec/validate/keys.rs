@@ -28,6 +28,7 @@ const KEYS: &[KeyInfo] = &[
     KeyInfo { key: "model.dropout", about: "the dropout probability (PyTorch's default is 0.1)", example: "dropout = 0.1" },
     KeyInfo { key: "model.path", about: "a TorchScript module (torch.jit.save), relative to the spec's folder", example: r#"path = "models/mobilenet_v3_small.pt""# },
     KeyInfo { key: "model.loss", about: r#""cross_entropy" (class logits in the output's last dimension; the default) or "mse" (values shaped as data.target; with data.kind = "tensors")"#, example: r#"loss = "mse""# },
+    KeyInfo { key: "model.units", about: r#""whole" (one unit: checkpointing recomputes the whole forward; the default) or "children" (its top-level children, when its forward runs them in turn: checkpointing cuts between them)"#, example: r#"units = "children""# },
     KeyInfo { key: "model.norm_first", about: "true for pre-norm layers (LayerNorm before attention and feed-forward)", example: "norm_first = false" },
     KeyInfo { key: "data.kind", about: r#""synthetic" or "csv" (an MLP), "images" (a CNN), "tokens" (a Transformer), or "tensors" (a TorchScript module's inputs, shape by shape)"#, example: r#"kind = "synthetic""# },
     KeyInfo { key: "data.inputs", about: "the module's inputs in its forward's order, each one sample's shape without the batch dimension (float in the training dtype unless dtype says int64 or bool)", example: r#"inputs = [{ name = "ids", shape = [128], dtype = "int64", high = 30522 }, { name = "mask", shape = [128], dtype = "bool" }]"# },

@@ -9,7 +9,7 @@ use super::{span, Cx, SpecError};
 use crate::spec::raw::{RawData, RawInput, RawModel, Tab, S};
 use crate::spec::{
     CnnSpec, ConvKind, DataLocation, DataSpec, Field, InputDtype, Loss, MlpSpec, ModelSpec, ResNet,
-    TensorInput, TransformerSpec,
+    ScriptUnits, TensorInput, TransformerSpec,
 };
 
 /// The model kinds, as `model.kind` writes them.
@@ -68,7 +68,8 @@ impl Cx<'_> {
         let only = |k: &str| {
             format!(r#"is only read for kind = "{k}"; remove it, or set kind = "{k}" under [model]"#)
         };
-        let script = [("model.path", span(&m.path)), ("model.loss", span(&m.loss))];
+        let script =
+            [("model.path", span(&m.path)), ("model.loss", span(&m.loss)), ("model.units", span(&m.units))];
         if kind != "torchscript" {
             self.reject(&script, &only("torchscript"))?;
         }
@@ -95,7 +96,11 @@ impl Cx<'_> {
                     Some(l) => self.named(l, "model.loss")?,
                     None => Loss::CrossEntropy,
                 };
-                Ok(ModelSpec::Torchscript(crate::spec::ScriptSpec { path: self.resolve(&path), loss }))
+                let units = match &m.units {
+                    Some(u) => self.named(u, "model.units")?,
+                    None => ScriptUnits::Whole,
+                };
+                Ok(ModelSpec::Torchscript(crate::spec::ScriptSpec { path: self.resolve(&path), loss, units }))
             }
             _ => {
                 self.reject(&mlp, &only("mlp"))?;

@@ -5,7 +5,7 @@ use super::*;
 fn unknown_key_names_the_key_table_line_and_choices() {
     assert_eq!(
         err(&edit("depth = 2\n", "depth = 2\nwidht = 3\n")),
-        "experiments/x.toml:7:1: unknown key `widht` in [model]; expected one of: kind, hidden, depth, widths, arch, channels, conv, kernel, d_model, nhead, num_layers, dim_feedforward, dropout, norm_first, path, loss"
+        "experiments/x.toml:7:1: unknown key `widht` in [model]; expected one of: kind, hidden, depth, widths, arch, channels, conv, kernel, d_model, nhead, num_layers, dim_feedforward, dropout, norm_first, path, loss, units"
     );
 }
 
@@ -387,4 +387,24 @@ fn tensors_data_gives_each_input_and_the_target_as_the_loss_reads_it() {
     let two = "kind = \"tensors\"\nsamples = 64\ninputs = [{ shape = [4] }, { shape = [4] }]\nclasses = 3\n";
     let e = err(&format!("{}checkpoint = 1\n", script_with("", two)));
     assert!(e.contains("training.checkpoint does not apply to a module of several inputs"), "{e}");
+}
+
+#[test]
+fn a_module_may_be_cut_into_its_children_with_one_input() {
+    use crate::spec::ScriptUnits;
+    let data = "samples = 128\nfeatures = 4\nclasses = 3\n";
+    let spec = parse_at(&script_with("units = \"children\"\n", data)).unwrap();
+    let ModelSpec::Torchscript(s) = &spec.base.model else { panic!() };
+    assert_eq!(s.units, ScriptUnits::Children);
+    // Its children are counted in the file: a segment past them is the run's to refuse.
+    assert!(parse_at(&format!("{}checkpoint = 40\n", script_with("units = \"children\"\n", data))).is_ok());
+    let e = err(&format!("{}checkpoint = 40\n", script_with("", data)));
+    assert!(e.contains("training.checkpoint") && e.contains("must be at most the 1 units"), "{e}");
+    let e = err(&script_with("units = \"layers\"\n", data));
+    assert!(e.contains("model.units: must be one of \"whole\", \"children\""), "{e}");
+    let e = err(&edit("depth = 2\n", "depth = 2\nunits = \"children\"\n"));
+    assert!(e.contains("model.units is only read for kind = \"torchscript\""), "{e}");
+    let two = "kind = \"tensors\"\nsamples = 64\ninputs = [{ shape = [4] }, { shape = [4] }]\nclasses = 3\n";
+    let e = err(&script_with("units = \"children\"\n", two));
+    assert!(e.contains("model.units = \"children\" runs the batch through the first child"), "{e}");
 }
