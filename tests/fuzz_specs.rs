@@ -260,6 +260,35 @@ fn cases(rng: &mut Rng, data_dir: &Path) -> Vec<Case> {
             run: false,
         });
     }
+    // A module of the user's, with tensors data: each hostile input list, target and loss.
+    for (key, value, want) in [
+        ("inputs", "[]", "data.inputs"),
+        ("inputs", "\"x\"", "inputs"),
+        ("inputs", "[{ shape = [-1] }]", "data.inputs"),
+        ("inputs", "[{ shape = [99999999999] }]", "data.inputs"),
+        ("inputs", "[{ shape = [1, 1, 1, 1, 1, 1, 1, 1, 1] }]", "data.inputs"),
+        ("inputs", "[{ shape = [1000000000, 1000000000] }]", "training.batch_size"),
+        ("inputs", "[{ shape = [4], dtype = \"int64\", high = -1 }]", "data.inputs.high"),
+        ("inputs", "[{ shape = [4], dtype = \"complex\" }]", "data.inputs.dtype"),
+        ("inputs", "[{ shape = [4], name = 7 }]", "name"),
+        ("inputs", "[{ shape = [4] }, { shape = [4] }, { shape = [4] }, { shape = [4] }, { shape = [4] }, { shape = [4] }, { shape = [4] }, { shape = [4] }, { shape = [4] }, { shape = [4] }, { shape = [4] }, { shape = [4] }, { shape = [4] }, { shape = [4] }, { shape = [4] }, { shape = [4] }, { shape = [4] }]", "data.inputs"),
+        ("target", "[0]", "data.target"),
+        ("target", "[-3]", "data.target"),
+        ("target", "\"x\"", "target"),
+        ("classes", "1", "data.classes"),
+    ] {
+        let mut s = Spec::base();
+        for k in ["hidden", "depth"] {
+            s.remove("model", k);
+        }
+        s.set("model", "kind", "\"torchscript\"");
+        s.set("model", "path", "\"missing.pt\"");
+        s.remove("data", "features");
+        s.set("data", "kind", "\"tensors\"");
+        s.set("data", "inputs", "[{ shape = [4] }]");
+        s.set("data", key, value);
+        out.push(Case { what: format!("tensors data.{key} = {value}"), text: s.text(), keys: keys(&[want]), run: true });
+    }
     for _ in 0..GENERATED {
         let mut s = Spec::base();
         let (what, want, run) = match rng.below(11) {

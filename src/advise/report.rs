@@ -24,8 +24,15 @@ pub fn describe_config(a: &Advice) -> String {
     let t = &c.training;
     let cuda = a.target == crate::estimate::Target::Cuda;
     let implementation = crate::spec::OptimizerImpl::resolve(t.techniques.optimizer_impl, cuda);
+    // An mse target has values, not classes.
+    let target = match &c.model {
+        crate::spec::ModelSpec::Torchscript(s) if s.loss == crate::spec::Loss::Mse => {
+            "an mse target".to_string()
+        }
+        _ => format!("{} classes", a.data.classes),
+    };
     format!(
-        "{}, batch {} x {} micro-batch(es), {} ({}), {}, amp {}, checkpoint {}, data {} x {} ({} classes)",
+        "{}, batch {} x {} micro-batch(es), {} ({}), {}, amp {}, checkpoint {}, data {} x {} ({target})",
         c.model.describe(),
         t.batch_size,
         t.techniques.accumulation,
@@ -36,7 +43,6 @@ pub fn describe_config(a: &Advice) -> String {
         t.techniques.checkpoint.name(),
         a.data.samples,
         a.data.features,
-        a.data.classes
     )
 }
 

@@ -59,7 +59,9 @@ pub(super) fn header_keys(line: &str) -> Vec<String> {
 /// and not closed, then the key being assigned or the dotted prefix of a key being written.
 fn keys_on_line(line: &str) -> Vec<String> {
     let chars: Vec<char> = line.chars().collect();
-    let mut open: Vec<Vec<String>> = Vec::new();
+    // Each inline table still open: the keys that lead to it, and how many arrays were open
+    // around it (a comma separates its keys only at that depth, not inside an array value).
+    let mut open: Vec<(Vec<String>, usize)> = Vec::new();
     let mut key: Vec<String> = Vec::new();
     let mut in_key = true;
     let mut arrays = 0usize;
@@ -84,16 +86,16 @@ fn keys_on_line(line: &str) -> Vec<String> {
             }
             '=' if in_key => in_key = false,
             '{' if !in_key => {
-                open.push(std::mem::take(&mut key));
+                open.push((std::mem::take(&mut key), arrays));
                 in_key = true;
             }
             '}' => {
-                key = open.pop().unwrap_or_default();
+                (key, arrays) = open.pop().unwrap_or_default();
                 in_key = false;
             }
             '[' if !in_key => arrays += 1,
             ']' if !in_key => arrays = arrays.saturating_sub(1),
-            ',' if arrays == 0 && !open.is_empty() => {
+            ',' if open.last().is_some_and(|(_, depth)| *depth == arrays) => {
                 key.clear();
                 in_key = true;
             }
@@ -109,7 +111,7 @@ fn keys_on_line(line: &str) -> Vec<String> {
         }
     }
     // An unclosed quote leaves an empty key, which names nothing.
-    open.into_iter().flatten().chain(key).filter(|k| !k.is_empty()).collect()
+    open.into_iter().flat_map(|(keys, _)| keys).chain(key).filter(|k| !k.is_empty()).collect()
 }
 
 #[cfg(test)]
@@ -126,5 +128,11 @@ mod tests {
         assert_eq!(at("deep").0, ["sweep", "model"]);
         assert_eq!(at("sweep]"), (vec![], true));
         assert_eq!(header_keys("[ \"sweep\" . search ]"), ["sweep", "search"]);
+        // Inline tables in an array: a comma after an array value starts the next key.
+        let text = "[data]\ninputs = [{ shape = [4, 2], name = 7 }, { shape = [1], high = \"x\" }]\n";
+        let at = |needle: &str| key_path_at(text, text.find(needle).unwrap());
+        assert_eq!(at("7").0, ["data", "inputs", "name"]);
+        assert_eq!(at("2]").0, ["data", "inputs", "shape"]);
+        assert_eq!(at("\"x\"").0, ["data", "inputs", "high"]);
     }
 }
