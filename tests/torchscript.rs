@@ -188,13 +188,7 @@ fn a_bad_module_is_refused_before_anything_is_written() {
             "[experiment]\nname = \"bad\"\n[model]\nkind = \"torchscript\"\npath = \"{file}\"\n[data]\nsamples = 8\n\
              features = 8\nclasses = 4\n[training]\noptimizer = \"sgd\"\nbatch_size = 4\nsteps = 1\n[run]\ndevice = \"cpu\"\n"
         );
-        let spec = sb.spec("bad.toml", &text);
-        let out = Command::new(bin).arg("run").arg(&spec).arg("--out").arg(sb.out()).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{file}: refused");
-        assert!(err.contains(says) && err.contains(file), "{file}: {err}");
-        assert!(!err.contains("frame #"), "{file}: no C++ backtrace: {err}");
-        assert!(common::walk(&sb.out()).is_empty(), "{file}: nothing written: {:?}", common::walk(&sb.out()));
+        common::refused_naming(&sb.spec("bad.toml", &text), &sb.out(), says, file);
     }
     // The estimate records the module's step on the CPU; for CUDA it says why it has no answer,
     // and names the file.

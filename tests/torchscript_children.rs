@@ -10,15 +10,13 @@
 //! - and what a module that is not such a chain gets: the run refuses it, naming the file.
 //!
 //! Without python3 and a torch it can import, this test fails and says so.
-use std::process::Command;
-
 use oomlab::results::ExperimentDir;
 use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
 use oomlab::schema::Phase;
 
 mod common;
-use common::{torch_site, Sandbox};
+use common::Sandbox;
 
 /// `deep.pt`: nn.Sequential of 25 children (13 Linears of width 64, a ReLU after each but the
 /// last) over 8 features, 4 classes.
@@ -45,19 +43,6 @@ torch.jit.save(torch.jit.script(deep), f"{out}/deep.pt")
 torch.jit.save(torch.jit.script(Flat()), f"{out}/flat.pt")
 "#;
 
-fn export(sb: &Sandbox) {
-    // From a file: torch.jit.script reads a class's source, which `python3 -c` has none of.
-    let script = sb.path().join("export_modules.py");
-    std::fs::write(&script, EXPORT).unwrap();
-    let out = Command::new("python3")
-        .arg(&script)
-        .arg(sb.path())
-        .env("PYTHONPATH", torch_site())
-        .output()
-        .expect("python3 runs (PyTorch exports the modules)");
-    assert!(out.status.success(), "export failed:\n{}", String::from_utf8_lossy(&out.stderr));
-}
-
 fn spec() -> String {
     let mut s = String::from(
         "[experiment]\nname = \"children\"\n[model]\nkind = \"torchscript\"\npath = \"deep.pt\"\n[data]\nsamples = 64\n\
@@ -78,7 +63,7 @@ fn spec() -> String {
 #[test]
 fn a_chain_of_children_is_checkpointed_between_them_to_the_same_loss_and_estimated_to_the_byte() {
     let sb = Sandbox::new();
-    export(&sb);
+    common::export_modules(&sb, EXPORT);
     let spec = oomlab::spec::load(&sb.spec("children.toml", &spec())).unwrap();
     let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
     let report = run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).unwrap();
@@ -140,26 +125,15 @@ fn a_chain_of_children_is_checkpointed_between_them_to_the_same_loss_and_estimat
     }
 
     // The recorded estimate of the checkpointed step, inside and past the recorded batches.
-    let mut failures = Vec::new();
-    for variant in spec.variants.iter().filter(|v| v.name != "whole") {
-        for batch in [5, 40] {
-            let mut config = variant.config.clone();
-            config.training.batch_size = batch;
-            let predicted =
-                oomlab::estimate::predict(&config).unwrap_or_else(|e| panic!("{}: {e:#}", variant.name));
-            let (records, peak) = common::measure(&config);
-            let name = format!("{} at batch {batch}", variant.name);
-            failures.extend(common::compare(&name, &predicted, &records, peak, 0).0);
-        }
-    }
+    let variants: Vec<_> = spec.variants.iter().filter(|v| v.name != "whole").cloned().collect();
+    let failures = common::estimate_failures(&variants, &[5, 40]);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
 fn a_module_that_is_not_a_chain_of_its_children_or_a_segment_past_them_is_refused() {
     let sb = Sandbox::new();
-    export(&sb);
-    let bin = env!("CARGO_BIN_EXE_oomlab");
+    common::export_modules(&sb, EXPORT);
     for (model, data, training, says) in [
         (
             "flat.pt",
@@ -179,11 +153,6 @@ fn a_module_that_is_not_a_chain_of_its_children_or_a_segment_past_them_is_refuse
              [data]\n{data}\n[training]\noptimizer = \"sgd\"\nbatch_size = 4\nsteps = 1\n{training}\n[run]\n\
              device = \"cpu\"\n"
         );
-        let spec = sb.spec("bad.toml", &text);
-        let out = Command::new(bin).arg("run").arg(&spec).arg("--out").arg(sb.out()).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{model}: refused");
-        assert!(err.contains(says) && err.contains(model), "{model}: {err}");
-        assert!(common::walk(&sb.out()).is_empty(), "nothing written: {:?}", common::walk(&sb.out()));
+        common::refused_naming(&sb.spec("bad.toml", &text), &sb.out(), says, model);
     }
 }

@@ -9,14 +9,12 @@
 //! - and what a module whose output does not fit the loss gets: the file, the shapes, the fix.
 //!
 //! Without python3 and a torch it can import, this test fails and says so.
-use std::process::Command;
-
 use oomlab::results::ExperimentDir;
 use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
 
 mod common;
-use common::{phases, torch_site, Sandbox};
+use common::{phases, Sandbox};
 
 /// `mixed.pt`: forward(x [B, 6] float, ids [B, 5] int64, mask [B, 5] bool) -> [B, 3], values
 /// (a regression head over features and a masked mean of token embeddings). `per_token.pt`:
@@ -79,23 +77,10 @@ fn spec() -> String {
     s
 }
 
-fn export(sb: &Sandbox) {
-    // From a file: torch.jit.script reads a class's source, which `python3 -c` has none of.
-    let script = sb.path().join("export_modules.py");
-    std::fs::write(&script, EXPORT).unwrap();
-    let out = Command::new("python3")
-        .arg(&script)
-        .arg(sb.path())
-        .env("PYTHONPATH", torch_site())
-        .output()
-        .expect("python3 runs (PyTorch exports the modules)");
-    assert!(out.status.success(), "export failed:\n{}", String::from_utf8_lossy(&out.stderr));
-}
-
 #[test]
 fn a_module_of_several_inputs_or_a_per_token_loss_trains_as_pytorch_does_and_is_estimated_to_the_byte() {
     let sb = Sandbox::new();
-    export(&sb);
+    common::export_modules(&sb, EXPORT);
     let spec = oomlab::spec::load(&sb.spec("tensors.toml", &spec())).unwrap();
     let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
     let report = run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).unwrap();
@@ -122,26 +107,15 @@ fn a_module_of_several_inputs_or_a_per_token_loss_trains_as_pytorch_does_and_is_
     }
 
     // The recorded estimate, at batches inside and past the recorded ones.
-    let mut failures = Vec::new();
-    for variant in &spec.variants {
-        for batch in [5, 48] {
-            let mut config = variant.config.clone();
-            config.training.batch_size = batch;
-            let predicted =
-                oomlab::estimate::predict(&config).unwrap_or_else(|e| panic!("{}: {e:#}", variant.name));
-            let (records, peak) = common::measure(&config);
-            let name = format!("{} at batch {batch}", variant.name);
-            failures.extend(common::compare(&name, &predicted, &records, peak, 0).0);
-        }
-    }
+    let variants = spec.variants.clone();
+    let failures = common::estimate_failures(&variants, &[5, 48]);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
 fn an_output_the_loss_cannot_read_or_a_wrong_input_count_is_refused_naming_the_file() {
     let sb = Sandbox::new();
-    export(&sb);
-    let bin = env!("CARGO_BIN_EXE_oomlab");
+    common::export_modules(&sb, EXPORT);
     let mixed_data = MIXED.lines().nth(1).unwrap();
     for (model, data, says) in [
         // Two outputs where the target has three.
@@ -167,12 +141,7 @@ fn an_output_the_loss_cannot_read_or_a_wrong_input_count_is_refused_naming_the_f
             "{model}\n{data}\n[experiment]\nname = \"bad\"\n[training]\noptimizer = \"sgd\"\nbatch_size = 4\nsteps = 1\n\
              [run]\ndevice = \"cpu\"\n"
         );
-        let spec = sb.spec("bad.toml", &text);
-        let out = Command::new(bin).arg("run").arg(&spec).arg("--out").arg(sb.out()).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{says}: refused");
-        assert!(err.contains(says) && err.contains("bad.toml") && err.contains(".pt"), "{says}: {err}");
-        assert!(!err.contains("frame #"), "no C++ backtrace: {err}");
-        assert!(common::walk(&sb.out()).is_empty(), "nothing written: {:?}", common::walk(&sb.out()));
+        let file = model.split("path = \"").nth(1).and_then(|p| p.split('"').next()).unwrap();
+        common::refused_naming(&sb.spec("bad.toml", &text), &sb.out(), says, file);
     }
 }

@@ -332,6 +332,50 @@ pub fn phases(trace: &[PhaseRecord], trial: usize, base: u64) -> Phases {
         .collect()
 }
 
+/// Runs `python`, a PyTorch script that writes modules into the folder it is given (the
+/// sandbox), from a file: `torch.jit.script` reads a class's source, which `python3 -c` has none
+/// of.
+pub fn export_modules(sb: &Sandbox, python: &str) {
+    let script = sb.path().join("export_modules.py");
+    std::fs::write(&script, python).unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(sb.path())
+        .env("PYTHONPATH", torch_site())
+        .output()
+        .expect("python3 runs (PyTorch exports the modules)");
+    assert!(out.status.success(), "export failed:\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Where the estimate of each variant's config parts from training it, at each of `batches`.
+pub fn estimate_failures(variants: &[oomlab::spec::Variant], batches: &[usize]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for variant in variants {
+        for &batch in batches {
+            let mut config = variant.config.clone();
+            config.training.batch_size = batch;
+            let predicted =
+                oomlab::estimate::predict(&config).unwrap_or_else(|e| panic!("{}: {e:#}", variant.name));
+            let (records, peak) = measure(&config);
+            failures.extend(
+                compare(&format!("{} at batch {batch}", variant.name), &predicted, &records, peak, 0).0,
+            );
+        }
+    }
+    failures
+}
+
+/// `oomlab run spec --out out` must fail, saying `says` and naming `file`, and write nothing.
+pub fn refused_naming(spec: &Path, out: &Path, says: &str, file: &str) {
+    let bin = env!("CARGO_BIN_EXE_oomlab");
+    let run = std::process::Command::new(bin).arg("run").arg(spec).arg("--out").arg(out).output().unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "{says}: refused");
+    assert!(err.contains(says) && err.contains(file), "{says}: {err}");
+    assert!(!err.contains("frame #"), "no C++ backtrace: {err}");
+    assert!(walk(out).is_empty(), "nothing written: {:?}", walk(out));
+}
+
 pub fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
     csv::Reader::from_path(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
