@@ -28,6 +28,11 @@ use crate::train::record::{record, Recording, END, START};
 /// larger batches.
 const LADDER: [[usize; 3]; 4] = [[4, 6, 8], [16, 24, 32], [32, 48, 64], [64, 96, 128]];
 
+/// How long recording a step's ladder may take before the larger sets are left untried: a
+/// step under autocast with much accumulation, on a CPU whose kernels change with the batch
+/// (oneDNN's bf16 matmuls), can otherwise take minutes to be refused.
+const LADDER_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// One event of a recorded step, its sizes fitted.
 #[derive(Debug, Clone, PartialEq)]
 enum Event {
@@ -329,7 +334,17 @@ fn fit_ladder(config: &Config, samples: usize) -> std::result::Result<(Arc<Fit>,
         c
     };
     let mut why = Vec::new();
+    let started = std::time::Instant::now();
     for batches in LADDER.into_iter().filter(|b| b[2] <= samples) {
+        // Each set costs more than the one before (larger batches): past the budget, a step
+        // that no set has fitted yet is left to `oomlab run`.
+        if !why.is_empty() && started.elapsed() > LADDER_BUDGET {
+            why.push(format!(
+                "the larger batches not tried: recording took {:.0} s already",
+                started.elapsed().as_secs_f64()
+            ));
+            break;
+        }
         // A first trial makes what libtorch keeps for the process (kernels' caches): not the step's.
         record(&at(batches[0])).map_err(Failed)?;
         let recordings: Vec<(usize, Recording)> =
