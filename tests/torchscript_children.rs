@@ -153,6 +153,15 @@ fn a_module_that_is_not_a_chain_of_its_children_or_a_segment_past_them_is_refuse
              [data]\n{data}\n[training]\noptimizer = \"sgd\"\nbatch_size = 4\nsteps = 1\n{training}\n[run]\n\
              device = \"cpu\"\n"
         );
-        common::refused_naming(&sb.spec("bad.toml", &text), &sb.out(), says, model);
+        let spec = sb.spec("bad.toml", &text);
+        common::refused_naming(&spec, &sb.out(), says, model);
+        // The estimate checks it too before recording a step of it.
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"))
+            .args(["estimate", "--device", "cpu"])
+            .arg(&spec)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "estimate of {model}: {err}");
     }
 }

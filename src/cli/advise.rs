@@ -85,6 +85,7 @@ pub fn run(args: AdviseArgs) -> Result<()> {
     }
     let plan = Plan::here(spec::load(&args.spec)?, args.target.overrides());
     spec::csv_data::preflight(&plan.spec)?;
+    crate::train::preflight::preflight(&plan.spec)?;
     if !args.no_write {
         crate::run::check_out(&args.out)?;
     }

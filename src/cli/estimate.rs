@@ -91,6 +91,9 @@ fn write_blocks(path: &std::path::Path, sweeps: &[SweepPrediction]) -> Result<()
 
 pub fn run(args: EstimateArgs) -> Result<()> {
     let plan = Plan::here(spec::load(&args.spec)?, args.target.overrides());
+    // A module of the user's is checked before it is recorded, as before a run: a bad file, an
+    // output its loss cannot read, children that are not its forward.
+    crate::train::preflight::preflight(&plan.spec)?;
     let arch = match plan.target {
         Target::Cuda => args.gpu.or_else(local_gpu).unwrap_or_default(),
         Target::Cpu => GpuArch::default(),
