@@ -95,7 +95,12 @@ impl Evaluator {
             Target::Cpu => Options::default(),
             Target::Cuda => Options::cuda(self.arch, [config]).under(Some(self.budget)),
         };
-        Options { threads: self.threads, ..options }
+        // Dozens of options, each a recording: none may hold the advice for minutes.
+        Options {
+            threads: self.threads,
+            ladder_budget: Some(crate::estimate::ADVISE_LADDER_BUDGET),
+            ..options
+        }
     }
 
     pub fn predict(&self, config: &Config) -> Result<Prediction> {

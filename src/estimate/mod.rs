@@ -70,6 +70,7 @@ pub use graph::flash_backward_racy;
 pub use ledger::{BlockEvent, Categories, Category, Ledger};
 pub use options::Options;
 pub use prediction::{relative_error, PhasePrediction, PredictedOom, Prediction};
+pub use recorded::ADVISE_LADDER_BUDGET;
 pub use steps::{describe_steps, steps_needed, StepsNeeded};
 pub use sweeps::{
     largest_fit, largest_sure_fit, predict_spec, predict_sweep, search_guide, Guide, SweepPoint,

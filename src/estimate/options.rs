@@ -20,6 +20,11 @@ pub struct Options {
     pub workspaces: Workspaces,
     /// CUDA: the GPU's generation (its SM count sizes a reduction's staging buffer).
     pub gpu: GpuArch,
+    /// A TorchScript module's recorded estimate: how long its batch ladder may record before the
+    /// larger sets are left untried (`None`: every set). `advise`, which records a step for each
+    /// of dozens of options, sets one; a single estimate waits for every set.
+    #[serde(skip)]
+    pub ladder_budget: Option<std::time::Duration>,
 }
 
 impl Default for Options {
@@ -31,6 +36,7 @@ impl Default for Options {
             limit: None,
             workspaces: Workspaces::default(),
             gpu: GpuArch::default(),
+            ladder_budget: None,
         }
     }
 }

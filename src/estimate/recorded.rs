@@ -28,10 +28,11 @@ use crate::train::record::{record, Recording, END, START};
 /// larger batches.
 const LADDER: [[usize; 3]; 4] = [[4, 6, 8], [16, 24, 32], [32, 48, 64], [64, 96, 128]];
 
-/// How long recording a step's ladder may take before the larger sets are left untried: a
-/// step under autocast with much accumulation, on a CPU whose kernels change with the batch
-/// (oneDNN's bf16 matmuls), can otherwise take minutes to be refused.
-const LADDER_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
+/// How long `advise` lets one option's batch ladder record before the larger sets are left
+/// untried: a step under autocast with much accumulation, on a CPU whose kernels change with
+/// the batch (oneDNN's bf16 matmuls), can otherwise take minutes to be refused, and an advice
+/// weighs dozens of options. A single estimate has no such limit (`Options::ladder_budget`).
+pub const ADVISE_LADDER_BUDGET: std::time::Duration = std::time::Duration::from_secs(20);
 
 /// One event of a recorded step, its sizes fitted.
 #[derive(Debug, Clone, PartialEq)]
@@ -297,7 +298,11 @@ fn category(phase: Phase) -> Category {
 /// [`LADDER`] within the data set whose recordings agree; the batches it was fitted at. A step
 /// that no set fits is refused once: asking again (a search over the batch, `advise`'s options)
 /// gets the same answer without recording the ladder again.
-fn fit(config: &Config, samples: usize) -> Result<(Arc<Fit>, [usize; 3])> {
+fn fit(
+    config: &Config,
+    samples: usize,
+    budget: Option<std::time::Duration>,
+) -> Result<(Arc<Fit>, [usize; 3])> {
     type Fits = Vec<(String, std::result::Result<(Arc<Fit>, [usize; 3]), String>)>;
     static FITS: Mutex<Fits> = Mutex::new(Vec::new());
     let mut key = config.clone();
@@ -306,7 +311,7 @@ fn fit(config: &Config, samples: usize) -> Result<(Arc<Fit>, [usize; 3])> {
     if let Some((_, known)) = FITS.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(k, _)| *k == key) {
         return known.clone().map_err(|e| anyhow::anyhow!(e));
     }
-    let fitted = fit_ladder(config, samples);
+    let fitted = fit_ladder(config, samples, budget);
     // Only the step's own verdicts are kept: an error in recording (a file gone) is not.
     if let Ok(f) = &fitted {
         FITS.lock().unwrap_or_else(|e| e.into_inner()).push((key, Ok(f.clone())));
@@ -327,7 +332,11 @@ enum NoFit {
 }
 use NoFit::{Failed, Refusal};
 
-fn fit_ladder(config: &Config, samples: usize) -> std::result::Result<(Arc<Fit>, [usize; 3]), NoFit> {
+fn fit_ladder(
+    config: &Config,
+    samples: usize,
+    budget: Option<std::time::Duration>,
+) -> std::result::Result<(Arc<Fit>, [usize; 3]), NoFit> {
     let at = |batch: usize| {
         let mut c = config.clone();
         c.training.batch_size = batch;
@@ -338,7 +347,7 @@ fn fit_ladder(config: &Config, samples: usize) -> std::result::Result<(Arc<Fit>,
     for batches in LADDER.into_iter().filter(|b| b[2] <= samples) {
         // Each set costs more than the one before (larger batches): past the budget, a step
         // that no set has fitted yet is left to `oomlab run`.
-        if !why.is_empty() && started.elapsed() > LADDER_BUDGET {
+        if !why.is_empty() && budget.is_some_and(|b| started.elapsed() > b) {
             why.push(format!(
                 "the larger batches not tried: recording took {:.0} s already",
                 started.elapsed().as_secs_f64()
@@ -439,7 +448,7 @@ pub(super) fn predict(config: &Config, shape: DataShape, options: &Options) -> R
              (a CPU recording cannot tell the host's tensors from the device's); `oomlab run` measures it on a GPU"
         );
     }
-    let (fit, batches) = fit(config, shape.samples)
+    let (fit, batches) = fit(config, shape.samples, options.ladder_budget)
         .map_err(|e| anyhow::anyhow!("{path}: {e:#}; `oomlab run` measures it at the batch"))?;
     let batch = config.training.batch_size;
     let (phases, oom, found) = at_batch(&fit, batches, batch, options.limit, |b| checked(config, b))?;
