@@ -17,7 +17,8 @@
 use serde::Serialize;
 
 use crate::spec::{
-    Amp, Checkpoint, Config, DataLocation, Mode, Named, OptimizerImpl, OptimizerSpec, ScalerSpec,
+    Amp, Checkpoint, Config, DataLocation, Mode, ModelSpec, Named, OptimizerImpl, OptimizerSpec, ScalerSpec,
+    ScriptUnits,
 };
 
 /// The most micro-batches per step `advise` proposes: past this, a step is mostly overhead.
@@ -142,8 +143,20 @@ pub fn enumerate(base: &Config, cuda: bool, smaller_batch: Option<usize>) -> Vec
     let effective = t.batch_size * tech.accumulation;
     let accumulations = if train { accumulation_ladder(effective, t.steps) } else { vec![1] };
     let amps = amps(base);
-    let checkpoints =
-        if train { checkpoints(base.model.units(), tech.checkpoint) } else { vec![tech.checkpoint] };
+    let checkpoints = match &base.model {
+        _ if !train => vec![tech.checkpoint],
+        // Cut into its children, a module has as many units as its file says, which the spec
+        // does not: "sqrt" is about sqrt(n) of them whatever n is, where a segment of one child
+        // (a ReLU's input kept too) can keep more than no checkpointing.
+        ModelSpec::Torchscript(s) if s.units == ScriptUnits::Children => {
+            let mut c = vec![Checkpoint::None, Checkpoint::Sqrt];
+            if !c.contains(&tech.checkpoint) {
+                c.push(tech.checkpoint);
+            }
+            c
+        }
+        _ => checkpoints(base.model.units(), tech.checkpoint),
+    };
     let impls: Vec<OptimizerImpl> =
         if train { OptimizerImpl::ALL.to_vec() } else { vec![written.optimizer_impl] };
     let locations = match (cuda, base.location) {
@@ -349,6 +362,19 @@ mod tests {
         assert_eq!(options.len(), 6 * 3 * 3 * 3 - 1 + 1 + 1 + 2);
         assert!(options.iter().any(|o| o.describe() == "batch 20 (was 32)"));
         assert!(options.iter().any(|o| o.describe() == "accumulation 4 x 8 + amp bf16 + checkpoint 1"));
+    }
+
+    #[test]
+    fn a_module_cut_into_its_children_is_offered_sqrt_not_a_segment_a_child() {
+        use crate::spec::{Loss, ScriptSpec};
+        let mut base = config(2, 16, 8, ADAM);
+        let units = ScriptUnits::Children;
+        base.model =
+            ModelSpec::Torchscript(ScriptSpec { path: "m.pt".into(), loss: Loss::CrossEntropy, units });
+        let options = enumerate(&base, false, None);
+        let checkpoints: std::collections::BTreeSet<String> =
+            options.iter().map(|o| o.config.training.techniques.checkpoint.name()).collect();
+        assert_eq!(checkpoints.into_iter().collect::<Vec<_>>(), ["none", "sqrt"]);
     }
 
     #[test]
