@@ -155,12 +155,12 @@ pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>
     }
     let mut module = CModule::load_on_device(path, place.device).map_err(|e| {
         let why = e.to_string();
-        let why = crate::oom::clean(&why);
+        let why = libtorch_words(&why);
         TchError::FileFormat(format!(
             "{} is not a TorchScript module this libtorch can load (save one with \
              torch.jit.save(torch.jit.script(model), path), or with scripts/export-model): {}",
             path.display(),
-            why.strip_prefix("Internal torch error: ").unwrap_or(why)
+            why
         ))
     })?;
     if place.kind != Kind::Float {
@@ -184,6 +184,13 @@ pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>
         )));
     }
     Ok((Arc::new(module), params))
+}
+
+/// libtorch's own words in an error's text: without its C++ backtrace and tch's
+/// "Internal torch error: " prefix.
+pub fn libtorch_words(text: &str) -> &str {
+    let clean = crate::oom::clean(text);
+    clean.strip_prefix("Internal torch error: ").unwrap_or(clean).trim_end()
 }
 
 /// libtorch's TorchScript executor as eager PyTorch runs: no profiling executor, no optimised

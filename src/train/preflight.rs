@@ -36,8 +36,7 @@ pub fn preflight(spec: &Spec) -> Result<()> {
         // libtorch's own words, without its C++ backtrace.
         let said = |e: tch::TchError| {
             let text = e.to_string();
-            let clean = crate::oom::clean(&text);
-            anyhow::anyhow!("{}", clean.strip_prefix("Internal torch error: ").unwrap_or(clean).trim_end())
+            anyhow::anyhow!("{}", crate::nn::script::libtorch_words(&text))
         };
         let out = module.forward_inputs(&x, &extra).map_err(said).with_context(|| {
             let inputs = 1 + extra.len();
