@@ -69,6 +69,9 @@ fn compile_shim(lib: &Path) {
         .include(root.join("include/torch/csrc/api/include"))
         .flag("-std=c++17")
         .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
+        // libtorch is built with NDEBUG, and some of its headers' classes have debug-only members
+        // (RecordFunction's `inputs_valid_`): the shim must see the same layouts.
+        .define("NDEBUG", None)
         .flag_if_supported("-Wno-unused-parameter")
         .warnings(false)
         .compile("oomlab_shim");

@@ -18,6 +18,7 @@ use anyhow::{bail, Result};
 use super::ledger::{Category, Held, Ledger};
 use super::prediction::{PhasePrediction, PredictedOom, Prediction};
 use super::{evidence, terms, DataShape, Options, Target};
+use crate::ffi::{Where, REDUCE_MARK};
 use crate::schema::Phase;
 use crate::spec::Config;
 use crate::train::record::{record, Recording, END, START};
@@ -37,14 +38,17 @@ pub const ADVISE_LADDER_BUDGET: std::time::Duration = std::time::Duration::from_
 /// One event of a recorded step, its sizes fitted.
 #[derive(Debug, Clone, PartialEq)]
 enum Event {
-    /// An allocation of `a + c * batch` bytes.
-    Alloc { a: i64, c: i64 },
+    /// An allocation of `a + c * batch` bytes; on the host in a CUDA run when `host`.
+    Alloc { a: i64, c: i64, host: bool },
     /// The free of the `of`-th allocation.
     Free { of: usize },
     /// A phase's start: its peak starts afresh.
     Start,
     /// A phase's end.
     End,
+    /// A sum of `rows` rows into each of `cols` outputs (each `a + c * batch`), accumulated in
+    /// `acc` bytes, ends: CUDA's reduction kernel may have held a staging buffer for it.
+    Reduce { rows: (i64, i64), cols: (i64, i64), acc: i64 },
 }
 
 /// A step fitted over the batch.
@@ -60,10 +64,18 @@ pub struct Fit {
 /// allocation it frees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Shape {
-    Alloc,
+    /// An allocation, on the host in a CUDA run when `host`.
+    Alloc {
+        host: bool,
+    },
     Free(usize),
     Start,
     End,
+    /// The `k`-th reduction of the recording ends.
+    Reduce {
+        k: usize,
+        acc: i64,
+    },
 }
 
 /// A recording read as a step: each event's shape, each allocation's size in order, and the op
@@ -71,28 +83,45 @@ enum Shape {
 struct Parsed {
     shapes: Vec<Shape>,
     sizes: Vec<i64>,
+    /// Each reduction's rows and columns, in turn.
+    dims: Vec<i64>,
     ops: Vec<String>,
     made_by: Vec<String>,
 }
 
 impl Parsed {
     /// Up to the recording's last phase's end (what comes after is the trial's teardown, which
-    /// frees in no fixed order).
-    fn new(r: &Recording) -> Result<Parsed> {
+    /// frees in no fixed order). `data_on_host`: the data set and each batch's gathering are the
+    /// host's in a CUDA run (`data.location = "host"`).
+    fn new(r: &Recording, data_on_host: bool) -> Result<Parsed> {
         let events = &r.events;
         let op = |i: usize| r.ops.get(i).cloned().unwrap_or_default();
         let (mut shapes, mut sizes, mut live) = (Vec::new(), Vec::new(), HashMap::new());
+        let mut dims = Vec::new();
         let (mut ops, mut made_by) = (Vec::new(), Vec::new());
         let end = events.iter().rposition(|e| *e == (0, END)).map_or(0, |i| i + 1);
+        let mut phase = r.phases.iter().map(|p| p.2);
+        let mut current = phase.next();
         for (i, &(delta, ptr)) in events[..end].iter().enumerate() {
             shapes.push(match delta {
                 0 if ptr == START => Shape::Start,
-                0 => Shape::End,
+                0 if ptr >= REDUCE_MARK => {
+                    let Some(r) = r.reduces.get((ptr - REDUCE_MARK) as usize) else {
+                        bail!("event {i} marks a reduction the recording does not have");
+                    };
+                    dims.extend([r.rows, r.cols]);
+                    Shape::Reduce { k: dims.len() / 2 - 1, acc: r.acc }
+                }
+                0 => {
+                    current = phase.next();
+                    Shape::End
+                }
                 d if d > 0 => {
                     live.insert(ptr, sizes.len());
                     sizes.push(d);
                     made_by.push(op(i));
-                    Shape::Alloc
+                    let tag = r.tags.get(i).copied().unwrap_or_default();
+                    Shape::Alloc { host: on_host(tag, current, data_on_host) }
                 }
                 d => match live.remove(&ptr) {
                     Some(of) => Shape::Free(of),
@@ -123,20 +152,37 @@ impl Parsed {
             }
             i += run.max(1);
         }
-        Ok(Parsed { shapes, sizes, ops, made_by })
+        Ok(Parsed { shapes, sizes, dims, ops, made_by })
     }
 
     /// Event `i` in words, with its op and, for a free, the op that made what it frees.
     fn describe(&self, i: usize) -> String {
         match self.shapes.get(i) {
             None => "the end of the recording".into(),
-            Some(Shape::Alloc) => format!("an allocation{}", in_op(&self.ops[i])),
+            Some(Shape::Alloc { host }) => {
+                format!("an allocation{}{}", in_op(&self.ops[i]), if *host { " (the host's)" } else { "" })
+            }
             Some(Shape::Free(of)) => {
                 format!("the free{} of allocation {of}{}", in_op(&self.ops[i]), by_op(&self.made_by[*of]))
             }
             Some(Shape::Start) => "a phase's start".into(),
             Some(Shape::End) => "a phase's end".into(),
+            Some(Shape::Reduce { .. }) => format!("the end of a reduction{}", in_op(&self.ops[i])),
         }
+    }
+}
+
+/// Whether an allocation tagged `tag` in `phase` is the host's in a CUDA run: what the code
+/// tagged; else the data set and each batch's gathering where the data lives on the host, and
+/// the model phase's reading of the file (its parameters are tagged the device's); the rest
+/// (the step's tensors) the device's.
+fn on_host(tag: Where, phase: Option<Phase>, data_on_host: bool) -> bool {
+    match (tag, phase) {
+        (Where::Host, _) => true,
+        (Where::Device, _) => false,
+        (Where::Phase, Some(Phase::Data | Phase::ToDevice)) => data_on_host,
+        (Where::Phase, Some(Phase::Model)) => true,
+        (Where::Phase, _) => false,
     }
 }
 
@@ -158,11 +204,13 @@ fn by_op(op: &str) -> String {
 
 impl Fit {
     /// Fits recordings at three batches, smallest first; or takes one recording as it is.
-    fn new(recordings: &[(usize, Recording)]) -> Result<Fit> {
-        let parsed: Vec<(usize, Parsed)> =
-            recordings.iter().map(|(b, r)| Parsed::new(r).map(|p| (*b, p))).collect::<Result<_>>()?;
+    /// `data_on_host` as [`Parsed::new`] takes it.
+    fn new(recordings: &[(usize, Recording)], data_on_host: bool) -> Result<Fit> {
+        let parsed: Vec<(usize, Parsed)> = recordings
+            .iter()
+            .map(|(b, r)| Parsed::new(r, data_on_host).map(|p| (*b, p)))
+            .collect::<Result<_>>()?;
         let (b0, first) = &parsed[0];
-        let (b2, last) = &parsed[parsed.len() - 1];
         for (b, other) in &parsed[1..] {
             let n = first.shapes.len().max(other.shapes.len());
             if let Some(i) = (0..n).find(|&i| first.shapes.get(i) != other.shapes.get(i)) {
@@ -174,45 +222,31 @@ impl Fit {
                 );
             }
         }
-        let mut coefficients = Vec::with_capacity(first.sizes.len());
-        for (k, (&lo, &hi)) in first.sizes.iter().zip(&last.sizes).enumerate() {
-            let (db, ds) = ((*b2 - *b0) as i64, hi - lo);
-            if db == 0 {
-                // One batch: the recording as it is.
-                coefficients.push((lo, 0));
-                continue;
-            }
-            let what = format!("allocation {k}{}", in_op(&first.made_by[k]));
-            if ds % db != 0 {
-                bail!("{what} is {lo} B at batch {b0} and {hi} B at batch {b2}: not affine in the batch");
-            }
-            let c = ds / db;
-            let a = lo - c * *b0 as i64;
-            for (b, p) in &parsed[1..parsed.len() - 1] {
-                if p.sizes[k] != a + c * *b as i64 {
-                    bail!(
-                        "{what} is {} B at batch {b}, where {lo} B at {b0} and {hi} B at {b2} make it {}: not affine \
-                         in the batch",
-                        p.sizes[k],
-                        a + c * *b as i64
-                    );
-                }
-            }
-            coefficients.push((a, c));
-        }
-        let first = &first.shapes;
+        let what = |k: usize| format!("allocation {k}{}", in_op(&first.made_by[k]));
+        let coefficients = affine(&parsed, |p| &p.sizes, what, "B")?;
+        // A reduction's rows and columns, each fitted as the sizes are.
+        let dims = affine(
+            &parsed,
+            |p| &p.dims,
+            |k| format!("reduction {}'s {}", k / 2, if k % 2 == 0 { "rows" } else { "columns" }),
+            "",
+        )?;
         let events = first
+            .shapes
             .iter()
             .scan(0usize, |next, s| {
                 Some(match *s {
-                    Shape::Alloc => {
+                    Shape::Alloc { host } => {
                         let (a, c) = coefficients[*next];
                         *next += 1;
-                        Event::Alloc { a, c }
+                        Event::Alloc { a, c, host }
                     }
                     Shape::Free(of) => Event::Free { of },
                     Shape::Start => Event::Start,
                     Shape::End => Event::End,
+                    Shape::Reduce { k, acc } => {
+                        Event::Reduce { rows: dims[2 * k], cols: dims[2 * k + 1], acc }
+                    }
                 })
             })
             .collect();
@@ -225,12 +259,16 @@ impl Fit {
         })
     }
 
-    /// The step at `batch`, replayed phase by phase under `cap` (as the counting allocator's
-    /// budget refuses): each phase's end, peak and what was live, the bytes filed under the phase
-    /// that allocated them (a recording cannot tell a gradient from a temporary); and the first
-    /// allocation the cap refused, with the phase it fell in.
-    fn replay(&self, batch: usize, cap: Option<u64>) -> Result<(Vec<PhasePrediction>, Option<PredictedOom>)> {
-        let mut ledger = Ledger::cpu(cap);
+    /// The step at `batch`, replayed phase by phase under `cap` through `on`'s allocator (the
+    /// counting allocator's budget; CUDA's caching allocator, the device's allocations alone,
+    /// after its workspaces): each phase's end, peak and what was live, the bytes filed under
+    /// the phase that allocated them (a recording cannot tell a gradient from a temporary); and
+    /// the first allocation the cap refused, with the phase it fell in.
+    fn replay(&self, batch: usize, cap: Option<u64>, on: &On) -> Result<Replayed> {
+        let mut ledger = match on.cuda {
+            None => Ledger::cpu(cap),
+            Some(workspaces) => Ledger::cuda(cap, workspaces.in_order()),
+        };
         let mut oom = None;
         let mut held: Vec<Option<Held>> = Vec::new();
         let mut phases = self.phases.iter();
@@ -238,7 +276,8 @@ impl Fit {
         let mut current = phases.next().copied();
         for e in &self.events {
             match *e {
-                Event::Alloc { a, c } => {
+                Event::Alloc { host: true, .. } if on.cuda.is_some() => held.push(None),
+                Event::Alloc { a, c, .. } => {
                     let bytes =
                         a.checked_add(c.checked_mul(batch as i64).unwrap_or(i64::MAX)).unwrap_or(i64::MAX);
                     let bytes = u64::try_from(bytes)
@@ -252,6 +291,19 @@ impl Fit {
                     }
                 }
                 Event::Start => ledger.reset_peak(),
+                Event::Reduce { rows, cols, acc } => {
+                    let Some(gpu) = on.gpu else { continue };
+                    let at = |(a, c): (i64, i64)| (a + c * batch as i64).max(0) as u64;
+                    // As `kernels::bias_sum_staging`: the buffer, then the semaphores, for the
+                    // kernel's life.
+                    let staging = super::cuda_reduce::sum_rows_staging(at(rows), at(cols), acc as u64, gpu);
+                    if let Some((buffer, semaphores)) = staging {
+                        let buffer = ledger.hold(Category::Transient, buffer);
+                        let semaphores = ledger.hold(Category::Transient, semaphores);
+                        ledger.release(semaphores);
+                        ledger.release(buffer);
+                    }
+                }
                 Event::End => {
                     let Some((step, micro, phase)) = current else { bail!("more phase marks than phases") };
                     if let (None, Some(refused)) = (&oom, ledger.refused()) {
@@ -277,7 +329,51 @@ impl Fit {
                 }
             }
         }
-        Ok((out, oom))
+        let baseline = ledger.baseline();
+        Ok(Replayed { phases: out, oom, baseline })
+    }
+}
+
+impl Fit {
+    /// Whether every op of the step allocates on CUDA what it allocates on the CPU.
+    fn cuda_ops(&self) -> std::result::Result<(), String> {
+        Ok(())
+    }
+}
+
+/// The allocator a fit is replayed through: the CPU's, or CUDA's caching allocator holding
+/// these workspaces for the process.
+#[derive(Debug, Clone, Copy, Default)]
+struct On {
+    cuda: Option<super::Workspaces>,
+    /// CUDA's GPU, whose SM count sizes a reduction's staging buffer.
+    gpu: Option<super::GpuArch>,
+}
+
+impl On {
+    fn of(options: &Options) -> On {
+        let cuda = options.target == Target::Cuda;
+        On { cuda: cuda.then_some(options.workspaces), gpu: cuda.then_some(options.gpu) }
+    }
+}
+
+/// A fit's replay at one batch.
+#[derive(Debug, Clone)]
+struct Replayed {
+    phases: Vec<PhasePrediction>,
+    oom: Option<PredictedOom>,
+    /// Allocated and reserved before the trial (CUDA's workspaces).
+    baseline: (u64, u64),
+}
+
+impl Replayed {
+    /// Each phase's end and peak: what a check compares.
+    fn bytes(&self) -> Vec<(u64, u64)> {
+        self.phases.iter().map(|p| (p.allocated_end, p.peak)).collect()
+    }
+
+    fn peak(&self) -> u64 {
+        self.phases.iter().map(|p| p.peak).max().unwrap_or(0)
     }
 }
 
@@ -292,6 +388,48 @@ fn category(phase: Phase) -> Category {
         Phase::OptimizerStep => Category::OptimizerState,
         _ => Category::Transient,
     }
+}
+
+/// Each of the values `of` picks from every recording, fitted as `a + c * batch` from the
+/// smallest and largest batch and checked at the others; `what` names the `k`-th, `unit` its
+/// unit, where one is not affine.
+fn affine(
+    parsed: &[(usize, Parsed)],
+    of: impl Fn(&Parsed) -> &Vec<i64>,
+    what: impl Fn(usize) -> String,
+    unit: &str,
+) -> Result<Vec<(i64, i64)>> {
+    let ((b0, first), (b2, last)) = (&parsed[0], &parsed[parsed.len() - 1]);
+    let mut coefficients = Vec::with_capacity(of(first).len());
+    for (k, (&lo, &hi)) in of(first).iter().zip(of(last)).enumerate() {
+        let (db, ds) = ((*b2 - *b0) as i64, hi - lo);
+        if db == 0 {
+            // One batch: the recording as it is.
+            coefficients.push((lo, 0));
+            continue;
+        }
+        if ds % db != 0 {
+            bail!(
+                "{} is {lo}{unit} at batch {b0} and {hi}{unit} at batch {b2}: not affine in the batch",
+                what(k)
+            );
+        }
+        let c = ds / db;
+        let a = lo - c * *b0 as i64;
+        for (b, p) in &parsed[1..parsed.len() - 1] {
+            if of(p)[k] != a + c * *b as i64 {
+                bail!(
+                    "{} is {}{unit} at batch {b}, where {lo}{unit} at {b0} and {hi}{unit} at {b2} make it {}: not \
+                     affine in the batch",
+                    what(k),
+                    of(p)[k],
+                    a + c * *b as i64
+                );
+            }
+        }
+        coefficients.push((a, c));
+    }
+    Ok(coefficients)
 }
 
 /// The fit for `config`'s step whatever its batch, recorded once per process: the first set of
@@ -358,7 +496,7 @@ fn fit_ladder(
         record(&at(batches[0])).map_err(Failed)?;
         let recordings: Vec<(usize, Recording)> =
             batches.iter().map(|&b| record(&at(b)).map(|r| (b, r))).collect::<Result<_>>().map_err(Failed)?;
-        match Fit::new(&recordings) {
+        match Fit::new(&recordings, data_on_host(config)) {
             Ok(fit) => return Ok((Arc::new(fit), batches)),
             Err(e) => why.push(format!("at batches {batches:?}, {e:#}")),
         }
@@ -399,27 +537,32 @@ fn at_batch(
     batches: [usize; 3],
     batch: usize,
     cap: Option<u64>,
+    on: On,
     record_at: impl FnOnce(usize) -> Result<Arc<Fit>>,
-) -> Result<(Vec<PhasePrediction>, Option<PredictedOom>, Found)> {
-    let (phases, oom) = fit.replay(batch, cap)?;
+) -> Result<(Replayed, Found)> {
+    let replayed = fit.replay(batch, cap, &on)?;
     if (batches[0]..=batches[2]).contains(&batch) {
-        return Ok((phases, oom, Found::Fitted));
+        return Ok((replayed, Found::Fitted));
     }
-    let bytes = |p: &[PhasePrediction]| p.iter().map(|p| (p.allocated_end, p.peak)).collect::<Vec<_>>();
-    let (fitted, _) = fit.replay(batch, None)?;
-    let fitted_peak = fitted.iter().map(|p| p.peak).max().unwrap_or(0);
-    if fitted_peak > CHECK_LIMIT {
-        return Ok((phases, oom, Found::Unchecked { peak: fitted_peak }));
+    // The check is of the recording (the CPU's bytes), whatever the target.
+    let cpu = On::default();
+    let fitted = fit.replay(batch, None, &cpu)?;
+    if fitted.peak() > CHECK_LIMIT {
+        return Ok((replayed, Found::Unchecked { peak: fitted.peak() }));
     }
     let measured = record_at(batch)?;
-    let (exact, _) = measured.replay(batch, None)?;
-    if bytes(&exact) == bytes(&fitted) {
-        return Ok((phases, oom, Found::Checked));
+    let exact = measured.replay(batch, None, &cpu)?;
+    if exact.bytes() == fitted.bytes() {
+        return Ok((replayed, Found::Checked));
     }
-    let exact_peak = exact.iter().map(|p| p.peak).max().unwrap_or(0).max(1);
-    let off = (fitted_peak as f64 - exact_peak as f64) / exact_peak as f64;
-    let (phases, oom) = measured.replay(batch, cap)?;
-    Ok((phases, oom, Found::Corrected { off }))
+    let exact_peak = exact.peak().max(1);
+    let off = (fitted.peak() as f64 - exact_peak as f64) / exact_peak as f64;
+    Ok((measured.replay(batch, cap, &on)?, Found::Corrected { off }))
+}
+
+/// Whether a CUDA run keeps the data set, and gathers each batch, on the host.
+fn data_on_host(config: &Config) -> bool {
+    config.location == crate::spec::DataLocation::Host
 }
 
 /// The step of `config` at `batch` recorded as it is, once per process.
@@ -431,7 +574,7 @@ fn checked(config: &Config, batch: usize) -> Result<Arc<Fit>> {
     if let Some((_, f)) = RECORDED.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(k, _)| *k == key) {
         return Ok(f.clone());
     }
-    let fit = Arc::new(Fit::new(&[(batch, record(&at)?)])?);
+    let fit = Arc::new(Fit::new(&[(batch, record(&at)?)], data_on_host(config))?);
     RECORDED.lock().unwrap_or_else(|e| e.into_inner()).push((key, fit.clone()));
     Ok(fit)
 }
@@ -442,16 +585,27 @@ pub(super) fn predict(config: &Config, shape: DataShape, options: &Options) -> R
         crate::spec::ModelSpec::Torchscript(s) => s.path.display().to_string(),
         other => other.describe(),
     };
-    if options.target != Target::Cpu {
-        bail!(
-            "{path}: the estimate of a TorchScript module is recorded on the CPU and models the CPU only, for now \
-             (a CPU recording cannot tell the host's tensors from the device's); `oomlab run` measures it on a GPU"
-        );
+    let cuda = options.target == Target::Cuda;
+    if cuda {
+        cuda_scope(config).map_err(|why| {
+            anyhow::anyhow!(
+                "{path}: the CUDA estimate of a TorchScript module replays its step recorded on the CPU, which {why}; \
+                 `oomlab run` measures it on a GPU, and `--device cpu` estimates it on the CPU"
+            )
+        })?;
     }
-    let (fit, batches) = fit(config, shape.samples, options.ladder_budget)
+    // The step CUDA runs: its default optimizer implementation (foreach), recorded on the CPU.
+    let recorded = as_run_on(config, options.target);
+    let (fit, batches) = fit(&recorded, shape.samples, options.ladder_budget)
         .map_err(|e| anyhow::anyhow!("{path}: {e:#}; `oomlab run` measures it at the batch"))?;
+    if cuda {
+        fit.cuda_ops().map_err(|why| {
+            anyhow::anyhow!("{path}: {why}; `oomlab run` measures it on a GPU, and `--device cpu` estimates it on the CPU")
+        })?;
+    }
     let batch = config.training.batch_size;
-    let (phases, oom, found) = at_batch(&fit, batches, batch, options.limit, |b| checked(config, b))?;
+    let (replayed, found) =
+        at_batch(&fit, batches, batch, options.limit, On::of(options), |b| checked(&recorded, b))?;
     let how = match found {
         Found::Fitted => format!("replayed at batch {batch}"),
         Found::Checked => format!(
@@ -470,28 +624,72 @@ pub(super) fn predict(config: &Config, shape: DataShape, options: &Options) -> R
             crate::spec::format_size(CHECK_LIMIT)
         ),
     };
+    let Replayed { phases, oom, baseline } = replayed;
     let peak = phases.iter().map(|p| p.peak).max().unwrap_or(0);
+    let reserved_peak = phases.iter().map(|p| p.reserved_peak).max().unwrap_or(0);
     let rules = evidence::rules(config, &phases, options.target, options.gpu);
-    let bound = evidence::bound(rules, &phases, (0, 0));
+    let bound = evidence::bound(rules, &phases, baseline);
+    let mut notes = vec![format!(
+        "{}: its step recorded on this CPU at batches {batches:?} (every allocation and free), each size fitted \
+         as affine in the batch and checked, {how}; bytes are filed by the phase that made them",
+        config.model.describe(),
+    )];
+    if cuda {
+        notes.push(format!(
+            "cuda: the recording's device allocations (the host's left out: the data set and each batch's \
+             gathering, the file's records, step counters, scalars wrapped as tensors) replayed through libtorch \
+             2.11's caching allocator, after {} of cuBLAS/cuBLASLt workspaces; the optimizer as PyTorch runs it \
+             on CUDA ({})",
+            crate::spec::format_size(options.workspaces.total()),
+            crate::spec::Named::as_str(crate::spec::OptimizerImpl::resolve(
+                config.training.techniques.optimizer_impl,
+                true
+            ))
+        ));
+    }
     Ok(Prediction {
         bound,
         peak,
-        reserved_peak: peak,
-        baseline_allocated: 0,
-        baseline_reserved: 0,
+        reserved_peak,
+        baseline_allocated: baseline.0,
+        baseline_reserved: baseline.1,
         oom,
         param_count: fit.param_count,
         param_bytes: fit.param_bytes,
         optimizer_state_bytes: terms::state_tensors_per_param(&config.training.optimizer) * fit.param_bytes,
         shape,
         options: *options,
-        notes: vec![format!(
-            "{}: its step recorded on this CPU at batches {batches:?} (every allocation and free), each size fitted \
-             as affine in the batch and checked, {how}; bytes are filed by the phase that made them",
-            config.model.describe(),
-        )],
+        notes,
         phases,
     })
+}
+
+/// `config` as it runs on `target`: on CUDA, with PyTorch's default optimizer implementation
+/// there (foreach) unless the spec names one, which the CPU recording then runs.
+fn as_run_on(config: &Config, target: Target) -> Config {
+    let mut c = config.clone();
+    let t = &mut c.training.techniques;
+    t.optimizer_impl = Some(crate::spec::OptimizerImpl::resolve(t.optimizer_impl, target == Target::Cuda));
+    c
+}
+
+/// Why a CPU recording of `config`'s step does not say what CUDA allocates, if it does not.
+fn cuda_scope(config: &Config) -> std::result::Result<(), String> {
+    use crate::spec::{Amp, Dtype, Named};
+    if config.training.techniques.amp != Amp::Off {
+        return Err(format!(
+            "cannot do under training.amp = \"{}\": CPU autocast casts other ops, to other dtypes, than CUDA's",
+            config.training.techniques.amp.as_str()
+        ));
+    }
+    if matches!(config.training.dtype, Dtype::Float16 | Dtype::Bfloat16) {
+        return Err(format!(
+            "cannot do in training.dtype = \"{}\": CPU kernels upcast half-precision tensors to float32 where \
+             CUDA's do not",
+            config.training.dtype.as_str()
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -502,6 +700,8 @@ mod tests {
     fn recording(events: Vec<(i64, u64)>) -> Recording {
         Recording {
             ops: Vec::new(),
+            tags: Vec::new(),
+            reduces: Vec::new(),
             events,
             phases: vec![(0, 0, Phase::Model), (1, 0, Phase::Forward)],
             row: SummaryRow { param_count: 3, param_bytes: 12, ..SummaryRow::default() },
@@ -517,8 +717,8 @@ mod tests {
 
     #[test]
     fn a_step_affine_in_the_batch_is_synthesised_at_any_batch() {
-        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (5, step(5))]).unwrap();
-        let (phases, oom) = fit.replay(1000, None).unwrap();
+        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (5, step(5))], true).unwrap();
+        let Replayed { phases, oom, .. } = fit.replay(1000, None, &On::default()).unwrap();
         assert!(oom.is_none());
         assert_eq!(phases.len(), 2);
         assert_eq!((phases[0].allocated_end, phases[0].peak), (12, 12));
@@ -526,35 +726,37 @@ mod tests {
         assert_eq!(phases[1].by_category.activations, 8000 + 4016);
         assert_eq!(fit.param_bytes, 12);
         // Under a cap, the first allocation past it is refused, in the phase it falls in.
-        let (_, oom) = fit.replay(1000, Some(12 + 8000 + 100)).unwrap();
+        let oom = fit.replay(1000, Some(12 + 8000 + 100), &On::default()).unwrap().oom;
         let oom = oom.expect("the temporary does not fit");
         assert_eq!((oom.phase_index, oom.requested), (1, 4016));
     }
 
     #[test]
     fn past_the_recorded_batches_a_recording_at_the_batch_checks_the_fit_and_wins_where_they_part() {
-        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (5, step(5))]).unwrap();
-        let exact = |b: usize| Ok(Arc::new(Fit::new(&[(b, step(b as i64))]).unwrap()));
+        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (5, step(5))], true).unwrap();
+        let exact = |b: usize| Ok(Arc::new(Fit::new(&[(b, step(b as i64))], true).unwrap()));
         // Within the recorded batches: no recording asked for.
-        let (_, _, found) = at_batch(&fit, [2, 3, 5], 4, None, |_| panic!("not recorded")).unwrap();
+        let (_, found) =
+            at_batch(&fit, [2, 3, 5], 4, None, On::default(), |_| panic!("not recorded")).unwrap();
         assert_eq!(found, Found::Fitted);
         // Past them, the same bytes: checked.
-        let (phases, _, found) = at_batch(&fit, [2, 3, 5], 100, None, exact).unwrap();
-        assert_eq!((found, phases[1].peak), (Found::Checked, 12 + 800 + 416));
+        let (r, found) = at_batch(&fit, [2, 3, 5], 100, None, On::default(), exact).unwrap();
+        assert_eq!((found, r.phases[1].peak), (Found::Checked, 12 + 800 + 416));
         // A kernel that takes 100 B more a row past batch 50: the recording's bytes, and by how
         // much the fit was off.
         let bigger = |b: usize| {
             let mut r = step(b as i64);
             r.events[5].0 += 100 * b as i64;
             r.events[6].0 -= 100 * b as i64;
-            Ok(Arc::new(Fit::new(&[(b, r)]).unwrap()))
+            Ok(Arc::new(Fit::new(&[(b, r)], true).unwrap()))
         };
-        let (phases, _, found) = at_batch(&fit, [2, 3, 5], 100, None, bigger).unwrap();
-        assert_eq!(phases[1].peak, 12 + 800 + 416 + 10_000);
+        let (r, found) = at_batch(&fit, [2, 3, 5], 100, None, On::default(), bigger).unwrap();
+        assert_eq!(r.phases[1].peak, 12 + 800 + 416 + 10_000);
         let Found::Corrected { off } = found else { panic!("{found:?}") };
         assert!((off - (-10_000.0 / 11_228.0)).abs() < 1e-9, "{off}");
         // Over the limit for a check: the fit, said to be unchecked.
-        let (_, _, found) = at_batch(&fit, [2, 3, 5], 100_000_000, None, |_| panic!("not recorded")).unwrap();
+        let (_, found) =
+            at_batch(&fit, [2, 3, 5], 100_000_000, None, On::default(), |_| panic!("not recorded")).unwrap();
         assert!(matches!(found, Found::Unchecked { .. }), "{found:?}");
     }
 
@@ -571,8 +773,8 @@ mod tests {
             events.push(end);
             recording(events)
         };
-        let fit = Fit::new(&[(2, step(2, false)), (3, step(3, true)), (5, step(5, false))]).unwrap();
-        let (phases, _) = fit.replay(100, None).unwrap();
+        let fit = Fit::new(&[(2, step(2, false)), (3, step(3, true)), (5, step(5, false))], true).unwrap();
+        let phases = fit.replay(100, None, &On::default()).unwrap().phases;
         assert_eq!((phases[1].allocated_end, phases[1].peak), (12, 12 + 800 + 416));
     }
 
@@ -580,14 +782,14 @@ mod tests {
     fn a_size_not_affine_or_a_sequence_that_changes_is_refused() {
         let mut square = step(3);
         square.events[4].0 = 9 * 8; // b^2 * 8 at b = 3, where 8b would be 24
-        let e = Fit::new(&[(2, step(2)), (3, square), (5, step(5))]).unwrap_err().to_string();
+        let e = Fit::new(&[(2, step(2)), (3, square), (5, step(5))], true).unwrap_err().to_string();
         assert!(e.contains("allocation 1") && e.contains("not affine"), "{e}");
         let mut longer = step(5);
         longer.events.insert(5, (7, 9));
-        let e = Fit::new(&[(2, step(2)), (3, step(3)), (5, longer)]).unwrap_err().to_string();
+        let e = Fit::new(&[(2, step(2)), (3, step(3)), (5, longer)], true).unwrap_err().to_string();
         // One more allocation at event 5: the two first differ where the other frees (event 6).
         assert!(e.contains("part at event 6"), "{e}");
-        let e = Fit::new(&[(2, recording(vec![(-4, 7), (0, END)])), (3, step(3)), (5, step(5))])
+        let e = Fit::new(&[(2, recording(vec![(-4, 7), (0, END)])), (3, step(3)), (5, step(5))], true)
             .unwrap_err()
             .to_string();
         assert!(e.contains("made before the trial"), "{e}");

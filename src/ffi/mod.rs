@@ -32,6 +32,9 @@ extern "C" {
     fn oomlab_cpu_events_op_name(id: i32, buf: *mut c_char, len: usize) -> i64;
     fn oomlab_cpu_events_stop(deltas: *mut i64, ptrs: *mut u64, cap: i64) -> i64;
     fn oomlab_cpu_events_mark(tag: u64);
+    fn oomlab_cpu_events_tags(tags: *mut u8, cap: i64);
+    fn oomlab_cpu_events_reduces(out: *mut i64, cap: i64) -> i64;
+    fn oomlab_cpu_events_tag(data: *const c_void, tag: c_int);
     fn oomlab_cuda_stats(device: c_int, out: *mut RawStats, err: *mut c_char, len: usize) -> c_int;
     fn oomlab_cuda_reset_peak(device: c_int, err: *mut c_char, len: usize) -> c_int;
     fn oomlab_cuda_empty_cache(err: *mut c_char, len: usize) -> c_int;
@@ -89,6 +92,7 @@ extern "C" {
         err: *mut c_char,
         len: usize,
     ) -> c_int;
+    fn oomlab_script_tag_device(module: *mut c_void);
     fn oomlab_script_children(
         module: *mut c_void,
         count: *mut i64,
@@ -182,11 +186,79 @@ pub fn cpu_events<T>(f: impl FnOnce() -> T) -> (T, Vec<(i64, u64)>) {
     (out, events)
 }
 
-/// [`cpu_events`], each event with the op it came from (`""` for none: a mark, or outside any
-/// op): the op the code called and the innermost that allocated, as `"aten::linear >
-/// aten::addmm"`. Ops are followed through a libtorch callback while the log is on.
-pub fn cpu_events_with_ops<T>(f: impl FnOnce() -> T) -> (T, Vec<(i64, u64)>, Vec<String>) {
-    logged(f, true)
+/// A log of [`cpu_events_with_ops`]: one entry per event in each.
+#[derive(Debug, Clone, Default)]
+pub struct Log {
+    /// Each allocation (`+bytes`) and free (`-bytes`) with its data pointer, or a mark.
+    pub events: Vec<(i64, u64)>,
+    /// The op each event came from: the op the code called and the innermost that allocated,
+    /// as `"aten::linear > aten::addmm"`; `""` for none (a mark, or outside any op).
+    pub ops: Vec<String>,
+    /// Where each allocation would live in a CUDA run, where the code said ([`Where`]).
+    pub tags: Vec<Where>,
+    /// Each sum of a contiguous tensor over its leading dimensions (a bias gradient's
+    /// `sum_to`), where CUDA's reduction kernel may take a staging buffer: the event
+    /// `(0, REDUCE_MARK + i)` marks where the `i`-th ends.
+    pub reduces: Vec<Reduce>,
+}
+
+/// The first pointer of a reduction's mark in a [`Log`] (0 and 1 are the recorder's marks).
+pub const REDUCE_MARK: u64 = 2;
+
+/// A sum of `rows` rows into each of `cols` outputs, accumulated in `acc` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reduce {
+    pub rows: i64,
+    pub cols: i64,
+    pub acc: i64,
+}
+
+/// Where an allocation of a CPU recording would live in a CUDA run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Where {
+    /// As its phase's tensors do (nothing was said).
+    #[default]
+    Phase,
+    /// On the host: a 0-dim step counter, a scalar wrapped as a tensor, made on the host.
+    Host,
+    /// On the device: a parameter, a batch moved there.
+    Device,
+}
+
+/// Says that the live allocation at `t`'s data would be on the device in a CUDA run (a parameter
+/// loaded by the model phase, a batch moved by `to_device`): a recording's log tags it.
+/// Nothing when no log is on or nothing is live there.
+pub fn cpu_events_on_device(t: &tch::Tensor) {
+    // SAFETY: the pointer is only compared with the log's, never read.
+    unsafe { oomlab_cpu_events_tag(t.data_ptr(), 2) }
+}
+
+/// [`cpu_events`], each event with the op it came from and where it would live on CUDA. Ops
+/// are followed through a libtorch callback while the log is on.
+pub fn cpu_events_with_ops<T>(f: impl FnOnce() -> T) -> (T, Log) {
+    let (out, events, ops) = logged(f, true);
+    let mut raw = vec![0u8; events.len()];
+    // SAFETY: `raw` holds one slot per event read.
+    unsafe { oomlab_cpu_events_tags(raw.as_mut_ptr(), raw.len() as i64) };
+    let tags = raw
+        .into_iter()
+        .map(|t| match t {
+            1 => Where::Host,
+            2 => Where::Device,
+            _ => Where::Phase,
+        })
+        .collect();
+    let mut flat = vec![0i64; 3 * 64];
+    let n = loop {
+        // SAFETY: `flat` holds `flat.len() / 3` triples.
+        let n = unsafe { oomlab_cpu_events_reduces(flat.as_mut_ptr(), (flat.len() / 3) as i64) } as usize;
+        if 3 * n <= flat.len() {
+            break n;
+        }
+        flat = vec![0; 3 * n];
+    };
+    let reduces = flat.chunks(3).take(n).map(|r| Reduce { rows: r[0], cols: r[1], acc: r[2] }).collect();
+    (out, Log { events, ops, tags, reduces })
 }
 
 fn logged<T>(f: impl FnOnce() -> T, with_ops: bool) -> (T, Vec<(i64, u64)>, Vec<String>) {
@@ -332,6 +404,13 @@ fn module_ptr(module: &tch::CModule) -> *mut c_void {
     // SAFETY: a CModule is one field, the module's pointer (the size is asserted above); it is
     // read, not taken: the CModule still owns and frees it.
     unsafe { std::mem::transmute_copy::<tch::CModule, *mut c_void>(module) }
+}
+
+/// Tags a TorchScript module's parameters and buffers as the device's in the event log that is
+/// on (a recording of the model phase); nothing when none is.
+pub fn script_on_device(module: &tch::CModule) {
+    // SAFETY: the module is live for the call.
+    unsafe { oomlab_script_tag_device(module_ptr(module)) }
 }
 
 /// The names of a TorchScript module's top-level children, in order (`named_children()`).

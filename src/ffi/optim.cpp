@@ -40,6 +40,16 @@ struct Optim {
 
 using oomlab::guarded;
 
+// The shim's event log (`shim.cpp`): what is made inside one of these is the host's in a CUDA
+// run, as torch.optim keeps a step counter there; a recording on the CPU is told so.
+extern "C" void oomlab_cpu_events_host(int on) noexcept;
+struct OnHost {
+  OnHost() { oomlab_cpu_events_host(1); }
+  ~OnHost() { oomlab_cpu_events_host(0); }
+  OnHost(const OnHost&) = delete;
+  OnHost& operator=(const OnHost&) = delete;
+};
+
 // ---- Adam and AdamW (torch/optim/adam.py; AdamW is Adam with decoupled_weight_decay) ----
 
 // `Adam._init_group`: lazily, parameter by parameter, `step` (a 0-d float32, on the CPU unless
@@ -47,8 +57,12 @@ using oomlab::guarded;
 void adam_init(Optim& o) {
   if (!o.steps.empty()) return;
   for (const auto& p : o.params) {
-    o.steps.push_back(o.impl == FUSED ? at::zeros({}, p.options().dtype(at::kFloat))
-                                      : at::zeros({}, at::TensorOptions().dtype(at::kFloat)));
+    if (o.impl == FUSED) {
+      o.steps.push_back(at::zeros({}, p.options().dtype(at::kFloat)));
+    } else {
+      OnHost host;
+      o.steps.push_back(at::zeros({}, at::TensorOptions().dtype(at::kFloat)));
+    }
     o.exp_avgs.push_back(at::zeros_like(p, at::MemoryFormat::Preserve));
     o.exp_avg_sqs.push_back(at::zeros_like(p, at::MemoryFormat::Preserve));
   }
@@ -61,7 +75,10 @@ void adam_for_loop(Optim& o, const std::vector<at::Tensor>& grads) {
   for (size_t i = 0; i < o.params.size(); ++i) {
     auto& param = o.params[i];
     grad = grads[i];
-    o.steps[i].add_(1);
+    {
+      OnHost host;
+      o.steps[i].add_(1);
+    }
     if (o.weight_decay != 0) {
       if (decoupled) {
         param.mul_(1 - o.lr * o.weight_decay);
@@ -92,6 +109,7 @@ void adam_for_loop(Optim& o, const std::vector<at::Tensor>& grads) {
 void adam_foreach(Optim& o, const std::vector<at::Tensor>& grads) {
   const bool decoupled = o.kind == ADAMW;
   {
+    OnHost host;
     at::Tensor one = at::scalar_tensor(1.0, at::TensorOptions().dtype(at::kFloat));
     at::_foreach_add_(o.steps, one, 1.0);
   }

@@ -25,6 +25,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -118,6 +119,71 @@ std::unordered_map<std::string, int32_t>& op_ids() {
   return *m;
 }
 
+// Where each event's memory would live on a GPU, where the code knows it (0: the phase's
+// default; 1: the host; 2: the device): a recording on the CPU cannot tell a CUDA run's host
+// tensors (the data set, a 0-dim step counter, a Python scalar wrapped as a tensor) from its
+// device ones, so the code that makes them says. An allocation is tagged while it is live:
+// `live_events` finds its event by data pointer.
+std::vector<uint8_t>& event_tags() {
+  static auto* v = new std::vector<uint8_t>();  // never destroyed
+  return *v;
+}
+std::unordered_map<uintptr_t, size_t>& live_events() {
+  static auto* m = new std::unordered_map<uintptr_t, size_t>();  // never destroyed
+  return *m;
+}
+// Allocations on this thread are the host's while this is above 0 (`oomlab_cpu_events_host`).
+thread_local int t_host_scope = 0;
+// For each op running on this thread (as `t_ops`): whether it casts a wrapped scalar, and so
+// holds the host scope open.
+thread_local std::vector<bool> t_casts;
+
+// A sum of a contiguous tensor over its leading dimensions (autograd's `sum_to` of a bias's
+// gradient): `rows` summed into each of `cols` outputs, accumulating in `acc` bytes. CUDA's
+// reduction kernel may take a staging buffer for it (estimate/cuda_reduce.rs) that the CPU's
+// does not, so the log marks where each ends: an event (0, kReduceMark + its index here).
+struct Reduce {
+  int64_t rows = 0, cols = 0, acc = 0;
+};
+constexpr uint64_t kReduceMark = 2;
+std::vector<Reduce>& reduces() {
+  static auto* v = new std::vector<Reduce>();  // never destroyed
+  return *v;
+}
+// For each op running on this thread: the reduction it is, if one (rows 0 if not).
+thread_local std::vector<Reduce> t_reduces;
+
+// `aten::sum(self, dim, keepdim, dtype)` over dimensions 0..k of a contiguous `self`, k short
+// of its last: that reduction; else none.
+Reduce rows_reduced(const at::RecordFunction& fn) {
+  if (std::strcmp(fn.name(), "aten::sum") != 0) return {};
+  const auto inputs = fn.inputs();
+  if (inputs.size() < 2 || !inputs[0].isTensor() || !inputs[1].isIntList()) return {};
+  const auto& t = inputs[0].toTensor();
+  if (!t.defined() || !t.is_contiguous() || t.dim() < 2) return {};
+  auto dims = inputs[1].toDimVector();
+  for (auto& d : dims) d = c10::maybe_wrap_dim(d, t.dim());
+  std::sort(dims.begin(), dims.end());
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] != static_cast<int64_t>(i)) return {};
+  }
+  const auto k = static_cast<int64_t>(dims.size());
+  if (k == 0 || k >= t.dim()) return {};
+  Reduce r;
+  r.rows = 1;
+  r.cols = 1;
+  for (int64_t i = 0; i < t.dim(); ++i) (i < k ? r.rows : r.cols) *= t.size(i);
+  r.acc = t.scalar_type() == at::kDouble ? 8 : 4;
+  return r;
+}
+constexpr uint8_t kHost = 1;
+
+// Under g_events_mutex: tags the live allocation at `data`, if any.
+void tag_locked(uintptr_t data, uint8_t tag) {
+  auto it = live_events().find(data);
+  if (it != live_events().end()) event_tags()[it->second] = tag;
+}
+
 // Under g_events_mutex.
 int32_t current_op() {
   if (!g_ops_on.load(std::memory_order_relaxed) || t_ops.empty()) return -1;
@@ -136,8 +202,15 @@ int32_t current_op() {
 void log_event(int64_t delta, void* data) {
   if (!g_events_on.load(std::memory_order_relaxed)) return;
   std::lock_guard<std::mutex> lock(g_events_mutex);
-  events().emplace_back(delta, reinterpret_cast<uintptr_t>(data));
+  const auto ptr = reinterpret_cast<uintptr_t>(data);
+  if (delta > 0) {
+    live_events()[ptr] = events().size();
+  } else {
+    live_events().erase(ptr);
+  }
+  events().emplace_back(delta, ptr);
   event_ops().push_back(current_op());
+  event_tags().push_back(delta > 0 && t_host_scope > 0 ? kHost : 0);
 }
 
 // Live allocations: data pointer -> the inner allocation and its size. The DataPtr we hand out
@@ -261,17 +334,54 @@ int64_t oomlab_cpu_cap() noexcept { return g_cpu.cap.load(); }
 // callback for every op and autograd node, for as long as the log is on).
 void oomlab_cpu_events_start(int with_ops) noexcept {
   t_ops.clear();
+  t_casts.clear();
+  t_reduces.clear();
   if (with_ops && !g_ops_on.load()) {
     try {
       auto start = [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
         t_ops.emplace_back(fn.name());
+        // A Python scalar wrapped as a 0-dim tensor (`wrapped_scalar_tensor`) is made on the
+        // host whatever the device: on CUDA the kernel takes it as an argument. On the CPU,
+        // TensorIterator may cast it to the op's dtype first (`compute_types`: `aten::to`), a
+        // copy that is the host's too.
+        bool wrapped = false;
+        for (const auto& v : fn.inputs()) {
+          if (!v.isTensor()) continue;
+          const auto& t = v.toTensor();
+          if (t.defined() && t.unsafeGetTensorImpl()->is_wrapped_number() && t.has_storage()) {
+            std::lock_guard<std::mutex> lock(g_events_mutex);
+            tag_locked(reinterpret_cast<uintptr_t>(t.storage().data()), kHost);
+            wrapped = true;
+          }
+        }
+        const bool cast = wrapped && std::strncmp(fn.name(), "aten::to", 8) == 0;
+        t_casts.push_back(cast);
+        if (cast) ++t_host_scope;
+        t_reduces.push_back(rows_reduced(fn));
         return nullptr;
       };
       auto end = [](const at::RecordFunction&, at::ObserverContext*) {
+        if (!t_reduces.empty()) {
+          const auto r = t_reduces.back();
+          t_reduces.pop_back();
+          if (r.rows > 0) {
+            std::lock_guard<std::mutex> lock(g_events_mutex);
+            if (g_events_on.load()) {
+              events().emplace_back(0, kReduceMark + reduces().size());
+              event_ops().push_back(current_op());
+              event_tags().push_back(0);
+              reduces().push_back(r);
+            }
+          }
+        }
         if (!t_ops.empty()) t_ops.pop_back();
+        if (!t_casts.empty()) {
+          if (t_casts.back()) --t_host_scope;
+          t_casts.pop_back();
+        }
       };
       g_op_handle = at::addGlobalCallback(at::RecordFunctionCallback(start, end)
-                                              .needsInputs(false)
+                                              .needsInputs(true)
                                               .scopes({at::RecordScope::FUNCTION,
                                                        at::RecordScope::BACKWARD_FUNCTION}));
       g_ops_on.store(true);
@@ -282,6 +392,9 @@ void oomlab_cpu_events_start(int with_ops) noexcept {
   std::lock_guard<std::mutex> lock(g_events_mutex);
   events().clear();
   event_ops().clear();
+  event_tags().clear();
+  live_events().clear();
+  reduces().clear();
   g_events_on.store(true);
 }
 
@@ -300,6 +413,34 @@ int64_t oomlab_cpu_events_op_name(int32_t id, char* buf, size_t len) noexcept {
   return static_cast<int64_t>(op_names()[id].size());
 }
 
+// Each event's tag of the last log (up to `cap`): 0 for the phase's default, 1 host, 2 device.
+void oomlab_cpu_events_tags(uint8_t* tags, int64_t cap) noexcept {
+  std::lock_guard<std::mutex> lock(g_events_mutex);
+  const auto& v = event_tags();
+  for (int64_t i = 0; i < static_cast<int64_t>(v.size()) && i < cap; ++i) tags[i] = v[i];
+}
+
+// The reductions the last log marks (up to `cap`), as (rows, cols, acc) triples; returns how many.
+int64_t oomlab_cpu_events_reduces(int64_t* out, int64_t cap) noexcept {
+  std::lock_guard<std::mutex> lock(g_events_mutex);
+  const auto& v = reduces();
+  for (int64_t i = 0; i < static_cast<int64_t>(v.size()) && i < cap; ++i) {
+    out[3 * i] = v[i].rows;
+    out[3 * i + 1] = v[i].cols;
+    out[3 * i + 2] = v[i].acc;
+  }
+  return static_cast<int64_t>(v.size());
+}
+
+// Tags the live allocation at `data` (1 host, 2 device) in the log, if one is on.
+void oomlab_cpu_events_tag(const void* data, int tag) noexcept {
+  std::lock_guard<std::mutex> lock(g_events_mutex);
+  if (g_events_on.load()) tag_locked(reinterpret_cast<uintptr_t>(data), static_cast<uint8_t>(tag));
+}
+
+// Enters (`on`) or leaves a scope whose allocations on this thread are tagged the host's.
+void oomlab_cpu_events_host(int on) noexcept { t_host_scope += on ? 1 : -1; }
+
 // A mark in the log (0 bytes, and `tag` for the pointer: no counted allocation has 0 bytes),
 // where the caller says something happened: the recorded estimate marks where each phase's peak
 // starts and where the phase ends.
@@ -308,6 +449,7 @@ void oomlab_cpu_events_mark(uint64_t tag) noexcept {
   if (g_events_on.load()) {
     events().emplace_back(0, tag);
     event_ops().push_back(-1);
+    event_tags().push_back(0);
   }
 }
 
@@ -316,6 +458,8 @@ int64_t oomlab_cpu_events_stop(int64_t* deltas, uint64_t* ptrs, int64_t cap) noe
   if (g_ops_on.exchange(false)) {
     at::removeCallback(g_op_handle);
     t_ops.clear();
+    t_casts.clear();
+    t_reduces.clear();
   }
   std::lock_guard<std::mutex> lock(g_events_mutex);
   g_events_on.store(false);

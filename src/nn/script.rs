@@ -163,6 +163,7 @@ pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>
             why
         ))
     })?;
+    crate::ffi::script_on_device(&module);
     if place.kind != Kind::Float {
         // `CModule::to` panics on a libtorch error (an out-of-memory among them).
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| module.to(place.device, place.kind, false)))
@@ -170,6 +171,7 @@ pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>
                 TchError::Torch(format!("converting {} to {:?} failed", path.display(), place.kind))
             })?;
     }
+    crate::ffi::script_on_device(&module);
     module.f_set_train()?;
     let mut params = Vec::new();
     for (_, p) in module.named_parameters()? {

@@ -15,6 +15,7 @@ use crate::spec::Config;
 pub const END: u64 = 0;
 /// The mark where a phase starts, its peak reset: `(0, START)`.
 pub const START: u64 = 1;
+// Marks from `ffi::REDUCE_MARK` on are reductions' (`Recording::reduces`).
 
 /// One recorded trial.
 #[derive(Debug, Clone)]
@@ -26,6 +27,11 @@ pub struct Recording {
     /// The op each event came from (`ffi::cpu_events_with_ops`): `""` for a mark, or outside
     /// any op; for messages that say where two recordings part.
     pub ops: Vec<String>,
+    /// Where each event's memory would live in a CUDA run, where the trial's code said
+    /// (`ffi::Where`): the recorded estimate's CUDA replay keeps the device's alone.
+    pub tags: Vec<ffi::Where>,
+    /// The reductions whose ends the events mark (`(0, ffi::REDUCE_MARK + i)`).
+    pub reduces: Vec<ffi::Reduce>,
     /// The phases, in the order of the marks.
     pub phases: Vec<(usize, usize, Phase)>,
     /// The trial's summary: parameters, peaks, status.
@@ -45,7 +51,7 @@ fn record_here(config: &Config) -> Result<Recording> {
     ffi::cpu_set_cap(None);
     let probe = Unguarded;
     let mut phases = Vec::new();
-    let (row, events, ops) = ffi::cpu_events_with_ops(|| {
+    let (row, log) = ffi::cpu_events_with_ops(|| {
         super::run_trial(config, &probe, 0, TraceLevel::Phases, &mut |r: &PhaseRecord| {
             phases.push((r.step, r.micro, r.phase));
             Ok(())
@@ -53,6 +59,7 @@ fn record_here(config: &Config) -> Result<Recording> {
     });
     ffi::cpu_set_cap(cap);
     let row = row?;
+    let ffi::Log { events, ops, tags, reduces } = log;
     if !row.status.fitted() && row.status != Status::Diverged {
         bail!(
             "recording {} at batch {}: {:?}: {}",
@@ -70,8 +77,9 @@ fn record_here(config: &Config) -> Result<Recording> {
         bail!("recording: {} marks in the log for {} phases", marks.len(), phases.len());
     }
     let kept = marks[0] + 1..=marks[phases.len()];
-    let (events, ops) = (events[kept.clone()].to_vec(), ops[kept].to_vec());
-    Ok(Recording { events, ops, phases, row })
+    let (events, ops, tags) =
+        (events[kept.clone()].to_vec(), ops[kept.clone()].to_vec(), tags[kept].to_vec());
+    Ok(Recording { events, ops, tags, reduces, phases, row })
 }
 
 /// The CPU's counters without `CpuProbe`'s one-at-a-time lock: a recording may be made while a

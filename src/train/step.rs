@@ -243,11 +243,18 @@ fn gather(data: &Dataset, index: usize, batch: usize, device: Device) -> Result<
     if data.extra.is_empty() {
         // As before the tensors kind: both gathered, then both moved.
         let (x, y) = (data.x.f_index_select(0, &idx)?, data.y.f_index_select(0, &idx)?);
-        return Ok((x.f_to_device(device)?, Vec::new(), y.f_to_device(device)?));
+        return Ok((on_device(x.f_to_device(device)?), Vec::new(), on_device(y.f_to_device(device)?)));
     }
-    let take = |t: &Tensor| t.f_index_select(0, &idx)?.f_to_device(device);
+    let take = |t: &Tensor| t.f_index_select(0, &idx)?.f_to_device(device).map(on_device);
     let extra = data.extra.iter().map(take).collect::<Result<_, _>>()?;
     Ok((take(&data.x)?, extra, take(&data.y)?))
+}
+
+/// A batch moved to the device: a recording on the CPU (where the move is no copy) is told that
+/// a CUDA run's copy is the device's.
+fn on_device(t: Tensor) -> Tensor {
+    crate::ffi::cpu_events_on_device(&t);
+    t
 }
 
 #[cfg(test)]
