@@ -224,6 +224,19 @@ pub const ATTENTION: Rule = Rule {
     reserved_margin: 0.15,
 };
 
+pub const TORCHSCRIPT: Rule = Rule {
+    name: "torchscript",
+    covers: "a TorchScript module's step recorded on the CPU and replayed on CUDA's allocator: the host's \
+             tensors told from the device's by the code that makes them, ops whose CUDA allocations are the \
+             CPU's (held to the built-in MLP's CUDA replay block for block), libtorch loading the file's \
+             parameters onto the device as on the CPU",
+    confirmed: None,
+    // The replay it was held to is confirmed on an H200; what no GPU has seen is libtorch's
+    // TorchScript interpreter and loader on CUDA, which add no tensor of their own on the CPU.
+    margin: 0.05,
+    reserved_margin: 0.05,
+};
+
 /// A prediction's evidence: the rules it used, and the bound their margins give.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Bound {
@@ -278,8 +291,8 @@ pub fn rules(config: &Config, phases: &[PhasePrediction], target: Target, gpu: G
         ModelSpec::Mlp(_) => {}
         ModelSpec::Cnn(_) => rules.push(CONVOLUTIONS),
         ModelSpec::Transformer(t) => rules.push(attention(config, t, gpu)),
-        // Not replayed: `estimate::replay` refuses it before any rule is used.
-        ModelSpec::Torchscript(_) => {}
+        // Recorded on the CPU and replayed on CUDA's allocator (`estimate::recorded`).
+        ModelSpec::Torchscript(_) => rules.push(TORCHSCRIPT),
     }
     rules
 }

@@ -1,0 +1,150 @@
+//! The CUDA estimate of a TorchScript module, without a GPU: its step recorded on the CPU, the
+//! host's tensors told from the device's by the code that makes them, and the device's replayed
+//! through the caching allocator's model with CUDA's own rules (workspaces, a bias sum's
+//! staging buffer).
+//!
+//! The oracle is oomlab's own CUDA replay of the built-in MLP, which replays the model's code
+//! with CUDA's rules and which an H200 confirmed to the byte for MLPs at batches of 512 to 8192:
+//! a scripted copy of that MLP must get the same bytes, phase by phase (end, peak, reserved end
+//! and peak), for every optimizer and implementation, with accumulation, with the data set on
+//! the device, at batch 32 (no staging) and 2048 (12 MiB of staging in each backward). Then
+//! what a module the recording cannot stand for gets: the op, and why.
+//!
+//! Without python3 and a torch it can import, this test fails and says so.
+use oomlab::estimate::{self, GpuArch, Options, Prediction};
+use oomlab::spec::{Config, DataLocation, ModelSpec, OptimizerImpl, OptimizerSpec};
+
+mod common;
+use common::Sandbox;
+
+/// `mlp.pt`: oomlab's MLP over 256 features, widths 1024 and 1024, 10 classes, as
+/// `nn.Sequential`; `dropout.pt` and `gelu.pt`: MLPs with ops whose CUDA allocations a CPU
+/// recording does not give.
+const EXPORT: &str = r#"
+import sys, torch, torch.nn as nn
+out = sys.argv[1]
+torch.manual_seed(0)
+mlp = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10))
+torch.jit.save(torch.jit.script(mlp), f"{out}/mlp.pt")
+drop = nn.Sequential(nn.Linear(256, 64), nn.Dropout(0.1), nn.ReLU(), nn.Linear(64, 10))
+torch.jit.save(torch.jit.script(drop), f"{out}/dropout.pt")
+torch.jit.save(torch.jit.script(nn.Sequential(nn.Linear(256, 64), nn.GELU(), nn.Linear(64, 10))), f"{out}/gelu.pt")
+"#;
+
+const SPEC: &str = "[experiment]\nname = \"cuda\"\n[model]\nwidths = [1024, 1024]\n[data]\nsamples = 4096\n\
+                    features = 256\nclasses = 10\n[training]\noptimizer = \"adam\"\nbatch_size = 32\nsteps = 2\n";
+
+fn cuda(config: &Config) -> Options {
+    Options::cuda(GpuArch::Hopper, [config])
+}
+
+fn predict(config: &Config) -> Prediction {
+    let shape = estimate::data_shape(&config.data).unwrap();
+    estimate::predict_with(config, shape, &cuda(config)).unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+/// Each phase's (end, peak, reserved end, reserved peak).
+fn bytes(p: &Prediction) -> Vec<(String, u64, u64, u64, u64)> {
+    p.phases
+        .iter()
+        .map(|p| {
+            (format!("{:?} {}", p.phase, p.step), p.allocated_end, p.peak, p.reserved_end, p.reserved_peak)
+        })
+        .collect()
+}
+
+#[test]
+fn a_scripted_mlp_gets_the_built_in_mlps_cuda_bytes_phase_by_phase() {
+    let sb = Sandbox::new();
+    common::export_modules(&sb, EXPORT);
+    let built_in = oomlab::spec::load(&sb.spec("mlp.toml", SPEC)).unwrap().base;
+    let mut scripted = oomlab::spec::load(&sb.spec(
+        "scripted.toml",
+        &SPEC.replace("widths = [1024, 1024]", "kind = \"torchscript\"\npath = \"mlp.pt\""),
+    ))
+    .unwrap()
+    .base;
+    assert!(matches!(scripted.model, ModelSpec::Torchscript(_)));
+    let adam = built_in.training.optimizer;
+    let sgd = OptimizerSpec::Sgd { lr: 0.1, momentum: 0.0, weight_decay: 0.0 };
+    let momentum = OptimizerSpec::Sgd { lr: 0.1, momentum: 0.9, weight_decay: 0.0 };
+    let adamw = OptimizerSpec::AdamW { lr: 1e-3, weight_decay: 0.01 };
+    // (optimizer, implementation (None: CUDA's default, foreach), accumulation, data on the device)
+    let cases = [
+        (adam, None, 1, false),
+        (adam, Some(OptimizerImpl::ForLoop), 1, false),
+        (sgd, None, 1, false),
+        (momentum, Some(OptimizerImpl::Fused), 1, false),
+        (adamw, None, 2, false),
+        (adamw, Some(OptimizerImpl::Fused), 1, true),
+    ];
+    let mut failures = Vec::new();
+    for (optimizer, implementation, accumulation, on_device) in cases {
+        for batch in [32, 2048] {
+            let mut pair = [built_in.clone(), scripted.clone()];
+            for c in &mut pair {
+                c.training.optimizer = optimizer;
+                c.training.techniques.optimizer_impl = implementation;
+                c.training.techniques.accumulation = accumulation;
+                c.training.batch_size = batch;
+                c.location = if on_device { DataLocation::Device } else { DataLocation::Host };
+            }
+            let (want, got) = (predict(&pair[0]), predict(&pair[1]));
+            let case = format!("{optimizer:?} {implementation:?} accumulation {accumulation} on device {on_device} batch {batch}");
+            if bytes(&want) != bytes(&got)
+                || (want.baseline_allocated, want.baseline_reserved)
+                    != (got.baseline_allocated, got.baseline_reserved)
+            {
+                failures.push(format!(
+                    "{case}:\n  built-in {:?}\n  scripted {:?}",
+                    bytes(&want),
+                    bytes(&got)
+                ));
+            }
+            // What CUDA's rules add is in both: at 2048 each backward holds the staging buffer
+            // of two 1024-wide bias sums, which the CPU's estimate of the same module has not.
+            if batch == 2048 && !on_device && accumulation == 1 {
+                let backward = |p: &Prediction| {
+                    p.phases
+                        .iter()
+                        .find(|p| p.phase == oomlab::schema::Phase::Backward)
+                        .map(|p| p.peak - p.allocated_end)
+                };
+                let cpu = estimate::predict(&pair[1]).unwrap();
+                assert!(
+                    backward(&got).unwrap() > backward(&cpu).unwrap() + (8 << 20),
+                    "{case}: staging in the CUDA backward"
+                );
+                assert_eq!(got.phases[0].peak, 0, "{case}: the data set is the host's");
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // The estimate says what it did, and that no GPU has confirmed it yet.
+    scripted.training.batch_size = 64;
+    let p = predict(&scripted);
+    assert!(p.notes.iter().any(|n| n.contains("host's left out")), "{:?}", p.notes);
+    assert!(p.bound.unconfirmed_names().contains("torchscript"), "{:?}", p.bound);
+}
+
+#[test]
+fn a_module_the_cpu_recording_cannot_stand_for_is_refused_naming_its_op() {
+    let sb = Sandbox::new();
+    common::export_modules(&sb, EXPORT);
+    let refused = |model: &str, training: &str| {
+        let text = SPEC
+            .replace("widths = [1024, 1024]", &format!("kind = \"torchscript\"\npath = \"{model}\""))
+            .replace("[training]\n", &format!("[training]\n{training}"));
+        let config = oomlab::spec::load(&sb.spec("refused.toml", &text)).unwrap().base;
+        let shape = estimate::data_shape(&config.data).unwrap();
+        // The CPU's estimate of the same module stands.
+        estimate::predict(&config).unwrap_or_else(|e| panic!("{model} on the CPU: {e:#}"));
+        format!("{:#}", estimate::predict_with(&config, shape, &cuda(&config)).unwrap_err())
+    };
+    let e = refused("dropout.pt", "");
+    assert!(e.contains("dropout.pt") && e.contains("aten::dropout") && e.contains("bool mask"), "{e}");
+    let e = refused("gelu.pt", "");
+    assert!(e.contains("aten::gelu") && e.contains("not been checked"), "{e}");
+    let e = refused("mlp.pt", "amp = \"bf16\"\n");
+    assert!(e.contains("training.amp") && e.contains("oomlab run"), "{e}");
+}
