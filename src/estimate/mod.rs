@@ -122,7 +122,7 @@ fn replay(
         if shape.samples == 0 {
             bail!("estimate needs a data set with samples, not {shape:?}");
         }
-        return Ok((recorded::predict(config, shape, options)?, Vec::new()));
+        return recorded::predict(config, shape, options, record);
     }
     if tech.amp != Amp::Off && t.dtype != Dtype::Float32 {
         bail!("estimate models mixed precision (training.amp) over float32 parameters only");

@@ -18,7 +18,7 @@ use anyhow::{bail, Result};
 use super::ledger::{Category, Held, Ledger};
 use super::prediction::{PhasePrediction, PredictedOom, Prediction};
 use super::{evidence, terms, DataShape, Options, Target};
-use crate::ffi::{Where, REDUCE_MARK};
+use crate::ffi::{Where, REDUCE_MARK, SPAN_BEGIN, SPAN_END};
 use crate::schema::Phase;
 use crate::spec::Config;
 use crate::train::record::{record, Recording, END, START};
@@ -38,8 +38,9 @@ pub const ADVISE_LADDER_BUDGET: std::time::Duration = std::time::Duration::from_
 /// One event of a recorded step, its sizes fitted.
 #[derive(Debug, Clone, PartialEq)]
 enum Event {
-    /// An allocation of `a + c * batch` bytes; on the host in a CUDA run when `host`.
-    Alloc { a: i64, c: i64, host: bool },
+    /// An allocation of `a + c * batch` bytes; on the host in a CUDA run when `host`; where
+    /// it falls against the library spans.
+    Alloc { a: i64, c: i64, host: bool, span: Span },
     /// The free of the `of`-th allocation.
     Free { of: usize },
     /// A phase's start: its peak starts afresh.
@@ -66,18 +67,40 @@ pub struct Fit {
 /// allocation it frees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Shape {
-    /// An allocation, on the host in a CUDA run when `host`.
+    /// An allocation, on the host in a CUDA run when `host`; where it falls against the
+    /// recording's library spans.
     Alloc {
         host: bool,
+        span: Span,
     },
     Free(usize),
     Start,
     End,
+    /// The outermost op that runs a CPU library of its own begins or ends (`ffi::SPAN_BEGIN`).
+    SpanBegin,
+    SpanEnd,
     /// The `k`-th reduction of the recording ends.
     Reduce {
         k: usize,
         acc: i64,
     },
+}
+
+/// Where an allocation falls against the ops that run a CPU library of their own (oneDNN's
+/// convolutions, batch and layer norm's CPU kernels).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Span {
+    /// Made outside any such op.
+    Outside,
+    /// Made inside one and outliving it: what the op returns (or keeps for its backward), which
+    /// CUDA's kernel returns too.
+    Output,
+    /// Dropout's first, its mask: the CPU's `_dropout_impl` makes it in the input's dtype, CUDA's
+    /// `native_dropout` (Dropout.cu, `dropout_cuda`) as bool, a byte an element, then the output
+    /// as the CPU does.
+    Mask,
+    /// Made and freed inside one: the CPU library's scratch, which is not CUDA's.
+    Scratch,
 }
 
 /// A recording read as a step: each event's shape, each allocation's size in order, and the op
@@ -101,12 +124,25 @@ impl Parsed {
         let (mut shapes, mut sizes, mut live) = (Vec::new(), Vec::new(), HashMap::new());
         let mut dims = Vec::new();
         let (mut ops, mut made_by) = (Vec::new(), Vec::new());
+        // The first allocation of the library span under way, if one is; the allocations freed
+        // within the span they were made in.
+        let (mut span, mut scratch): (Option<usize>, Vec<usize>) = (None, Vec::new());
+        let mut dropout = false;
         let end = events.iter().rposition(|e| *e == (0, END)).map_or(0, |i| i + 1);
         let mut phase = r.phases.iter().map(|p| p.2);
         let mut current = phase.next();
         for (i, &(delta, ptr)) in events[..end].iter().enumerate() {
             shapes.push(match delta {
                 0 if ptr == START => Shape::Start,
+                0 if ptr == SPAN_BEGIN => {
+                    span = Some(sizes.len());
+                    dropout = op(i).ends_with("aten::dropout");
+                    Shape::SpanBegin
+                }
+                0 if ptr == SPAN_END => {
+                    span = None;
+                    Shape::SpanEnd
+                }
                 0 if ptr >= REDUCE_MARK => {
                     let Some(r) = r.reduces.get((ptr - REDUCE_MARK) as usize) else {
                         bail!("event {i} marks a reduction the recording does not have");
@@ -123,10 +159,20 @@ impl Parsed {
                     sizes.push(d);
                     made_by.push(op(i));
                     let tag = r.tags.get(i).copied().unwrap_or_default();
-                    Shape::Alloc { host: on_host(tag, current, data_on_host) }
+                    let within = match span {
+                        None => Span::Outside,
+                        Some(first) if dropout && first == sizes.len() - 1 => Span::Mask,
+                        Some(_) => Span::Output,
+                    };
+                    Shape::Alloc { host: on_host(tag, current, data_on_host), span: within }
                 }
                 d => match live.remove(&ptr) {
-                    Some(of) => Shape::Free(of),
+                    Some(of) => {
+                        if span.is_some_and(|first| of >= first) {
+                            scratch.push(of);
+                        }
+                        Shape::Free(of)
+                    }
                     None => bail!(
                         "event {i}{} frees {} B made before the trial began: its step is not self-contained",
                         in_op(&op(i)),
@@ -135,6 +181,15 @@ impl Parsed {
                 },
             });
             ops.push(op(i));
+        }
+        let mut k = 0;
+        for s in &mut shapes {
+            if let Shape::Alloc { span, .. } = s {
+                if scratch.contains(&k) {
+                    *span = Span::Scratch;
+                }
+                k += 1;
+            }
         }
         // A run of frees with no allocation between them leaves the same bytes live, and the
         // same peak, in any order; some runs come in an order that is not the program's (the
@@ -161,7 +216,7 @@ impl Parsed {
     fn describe(&self, i: usize) -> String {
         match self.shapes.get(i) {
             None => "the end of the recording".into(),
-            Some(Shape::Alloc { host }) => {
+            Some(Shape::Alloc { host, .. }) => {
                 format!("an allocation{}{}", in_op(&self.ops[i]), if *host { " (the host's)" } else { "" })
             }
             Some(Shape::Free(of)) => {
@@ -170,6 +225,8 @@ impl Parsed {
             Some(Shape::Start) => "a phase's start".into(),
             Some(Shape::End) => "a phase's end".into(),
             Some(Shape::Reduce { .. }) => format!("the end of a reduction{}", in_op(&self.ops[i])),
+            Some(Shape::SpanBegin) => format!("the start of {}", self.ops[i]),
+            Some(Shape::SpanEnd) => "the end of a library's op".into(),
         }
     }
 }
@@ -238,19 +295,22 @@ impl Fit {
             .iter()
             .scan(0usize, |next, s| {
                 Some(match *s {
-                    Shape::Alloc { host } => {
+                    Shape::Alloc { host, span } => {
                         let (a, c) = coefficients[*next];
                         *next += 1;
-                        Event::Alloc { a, c, host }
+                        Some(Event::Alloc { a, c, host, span })
                     }
-                    Shape::Free(of) => Event::Free { of },
-                    Shape::Start => Event::Start,
-                    Shape::End => Event::End,
+                    Shape::Free(of) => Some(Event::Free { of }),
+                    Shape::Start => Some(Event::Start),
+                    Shape::End => Some(Event::End),
                     Shape::Reduce { k, acc } => {
-                        Event::Reduce { rows: dims[2 * k], cols: dims[2 * k + 1], acc }
+                        Some(Event::Reduce { rows: dims[2 * k], cols: dims[2 * k + 1], acc })
                     }
+                    // Each allocation knows where it fell against the spans.
+                    Shape::SpanBegin | Shape::SpanEnd => None,
                 })
             })
+            .flatten()
             .collect();
         let r = &recordings[0].1;
         Ok(Fit {
@@ -272,17 +332,32 @@ impl Fit {
             None => Ledger::cpu(cap),
             Some(workspaces) => Ledger::cuda(cap, workspaces.in_order()),
         };
+        if on.record {
+            ledger.record();
+        }
         let mut oom = None;
         let mut held: Vec<Option<Held>> = Vec::new();
         let mut phases = self.phases.iter();
         let mut out = Vec::new();
         let mut current = phases.next().copied();
+        let label = |ledger: &mut Ledger, at: Option<(usize, usize, Phase)>| match at {
+            Some((step, micro, phase)) => ledger.label(step, micro, phase),
+            None => ledger.unlabel(),
+        };
+        label(&mut ledger, current);
         for e in &self.events {
             match *e {
-                Event::Alloc { host: true, .. } if on.cuda.is_some() => held.push(None),
-                Event::Alloc { a, c, .. } => {
+                // The host's tensors, and a CPU library's scratch, are not CUDA's.
+                Event::Alloc { host, span, .. } if on.cuda.is_some() && (host || span == Span::Scratch) => {
+                    held.push(None)
+                }
+                Event::Alloc { a, c, span, .. } => {
                     let bytes =
                         a.checked_add(c.checked_mul(batch as i64).unwrap_or(i64::MAX)).unwrap_or(i64::MAX);
+                    let bytes = match on.cuda {
+                        Some(_) if span == Span::Mask => bytes / on.element.max(1),
+                        _ => bytes,
+                    };
                     let bytes = u64::try_from(bytes)
                         .map_err(|_| anyhow::anyhow!("a size fitted below 0 B at batch {batch}"))?;
                     let category = current.map_or(Category::Transient, |(_, _, p)| category(p));
@@ -329,11 +404,12 @@ impl Fit {
                         end_by_category: ledger.live(),
                     });
                     current = phases.next().copied();
+                    label(&mut ledger, current);
                 }
             }
         }
         let baseline = ledger.baseline();
-        Ok(Replayed { phases: out, oom, baseline })
+        Ok(Replayed { phases: out, oom, baseline, blocks: ledger.take_log() })
     }
 }
 
@@ -342,25 +418,35 @@ impl Fit {
     /// Whether every op that allocates on the device allocates on CUDA what it allocates on the
     /// CPU ([`cuda_op`]); the first that does not, named.
     fn cuda_ops(&self) -> std::result::Result<(), String> {
-        let device = self.events.iter().filter_map(|e| match e {
-            Event::Alloc { host, .. } => Some(!host),
+        // Inside a library span, the op's scratch is dropped and its outputs are CUDA's kernel's
+        // (the convolution and batch norm rules say what that leaves out).
+        let checked = self.events.iter().filter_map(|e| match e {
+            Event::Alloc { host, span, .. } => Some(!host && *span == Span::Outside),
             _ => None,
         });
-        for (op, _) in self.made_by.iter().zip(device).filter(|(_, on_device)| *on_device) {
+        for (op, _) in self.made_by.iter().zip(checked).filter(|(_, checked)| *checked) {
             cuda_op(op)?;
         }
         Ok(())
+    }
+
+    /// Whether the step runs a convolution (a library span whose op is one).
+    fn convolves(&self) -> bool {
+        let spans = self.events.iter().filter_map(|e| match e {
+            Event::Alloc { span, .. } => Some(*span != Span::Outside),
+            _ => None,
+        });
+        self.made_by
+            .iter()
+            .zip(spans)
+            .any(|(op, in_span)| in_span && op.to_lowercase().contains("convolution"))
     }
 }
 
 /// Ops whose kernels allocate otherwise on CUDA than on the CPU, which the recording cannot
 /// stand for, and why (PyTorch 2.11's kernels; the built-in kinds' replays model them).
-const CUDA_OTHERWISE: [(&str, &str); 7] = [
-    ("convolution", "cuDNN picks an algorithm and a workspace for each convolution, where oneDNN keeps buffers of its own"),
-    ("batch_norm", "cuDNN's batch norm saves its statistics and a reserve space as the CPU's does not"),
-    ("dropout", "CUDA's native_dropout keeps a bool mask, the CPU's dropout a mask in the input's dtype"),
+const CUDA_OTHERWISE: [(&str, &str); 3] = [
     ("attention", "CUDA runs another attention kernel (flash, memory-efficient or cuDNN) than the CPU's flash, with other saved tensors"),
-    ("layer_norm_backward", "the CPU's layer norm backward takes partial sums per thread that CUDA's does not"),
     ("embedding_dense_backward", "CUDA's embedding backward sorts the indices, with temporaries the CPU's does not make"),
     ("mkldnn", "it is oneDNN's, a CPU library"),
 ];
@@ -379,6 +465,11 @@ const CUDA_SAME: &[&str] = &[
     "tanh_backward", "sigmoid", "sigmoid_backward", "cat", "stack", "remainder", "arange", "resize_", "randn",
     "rand", "randint", "normal_", "uniform_", "random_", "fill_", "argmax", "scatter_add_", "t", "transpose",
     "view", "reshape", "_reshape_alias", "expand", "unsqueeze", "squeeze", "flatten",
+    "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "adaptive_avg_pool2d", "_adaptive_avg_pool2d",
+    "_adaptive_avg_pool2d_backward", "mean", "avg_pool2d", "avg_pool2d_backward", "hardswish", "hardswish_backward",
+    "hardsigmoid", "hardsigmoid_backward", "silu", "silu_backward", "hardtanh", "hardtanh_backward",
+    // In-place dropout is `_dropout<true>` on every device (Dropout.cpp): only `dropout` fuses.
+    "dropout_", "bernoulli_", "div_", "mul_",
 ];
 
 /// Whether op `label` (as a recording names it: "outer > innermost") allocates on CUDA what it
@@ -410,12 +501,21 @@ struct On {
     cuda: Option<super::Workspaces>,
     /// CUDA's GPU, whose SM count sizes a reduction's staging buffer.
     gpu: Option<super::GpuArch>,
+    /// Log every allocation and free (`estimate --blocks`).
+    record: bool,
+    /// The training dtype's bytes an element (a dropout mask's on the CPU).
+    element: i64,
 }
 
 impl On {
-    fn of(options: &Options) -> On {
+    fn of(config: &Config, options: &Options, record: bool) -> On {
         let cuda = options.target == Target::Cuda;
-        On { cuda: cuda.then_some(options.workspaces), gpu: cuda.then_some(options.gpu) }
+        On {
+            cuda: cuda.then_some(options.workspaces),
+            gpu: cuda.then_some(options.gpu),
+            record,
+            element: config.training.dtype.kind().elt_size_in_bytes() as i64,
+        }
     }
 }
 
@@ -426,6 +526,8 @@ struct Replayed {
     oom: Option<PredictedOom>,
     /// Allocated and reserved before the trial (CUDA's workspaces).
     baseline: (u64, u64),
+    /// Every allocation and free replayed, when `On::record` asked for them.
+    blocks: Vec<super::BlockEvent>,
 }
 
 impl Replayed {
@@ -641,8 +743,14 @@ fn checked(config: &Config, batch: usize) -> Result<Arc<Fit>> {
     Ok(fit)
 }
 
-/// Predicts a trial of `config` (a TorchScript module) from its recorded step.
-pub(super) fn predict(config: &Config, shape: DataShape, options: &Options) -> Result<Prediction> {
+/// Predicts a trial of `config` (a TorchScript module) from its recorded step; with `record`,
+/// every allocation and free of the replay too.
+pub(super) fn predict(
+    config: &Config,
+    shape: DataShape,
+    options: &Options,
+    record: bool,
+) -> Result<(Prediction, Vec<super::BlockEvent>)> {
     let path = match &config.model {
         crate::spec::ModelSpec::Torchscript(s) => s.path.display().to_string(),
         other => other.describe(),
@@ -667,7 +775,9 @@ pub(super) fn predict(config: &Config, shape: DataShape, options: &Options) -> R
     }
     let batch = config.training.batch_size;
     let (replayed, found) =
-        at_batch(&fit, batches, batch, options.limit, On::of(options), |b| checked(&recorded, b))?;
+        at_batch(&fit, batches, batch, options.limit, On::of(config, options, record), |b| {
+            checked(&recorded, b)
+        })?;
     let how = match found {
         Found::Fitted => format!("replayed at batch {batch}"),
         Found::Checked => format!(
@@ -686,10 +796,13 @@ pub(super) fn predict(config: &Config, shape: DataShape, options: &Options) -> R
             crate::spec::format_size(CHECK_LIMIT)
         ),
     };
-    let Replayed { phases, oom, baseline } = replayed;
+    let Replayed { phases, oom, baseline, blocks } = replayed;
     let peak = phases.iter().map(|p| p.peak).max().unwrap_or(0);
     let reserved_peak = phases.iter().map(|p| p.reserved_peak).max().unwrap_or(0);
-    let rules = evidence::rules(config, &phases, options.target, options.gpu);
+    let mut rules = evidence::rules(config, &phases, options.target, options.gpu);
+    if cuda && fit.convolves() {
+        rules.push(evidence::CONVOLUTIONS);
+    }
     let bound = evidence::bound(rules, &phases, baseline);
     let mut notes = vec![format!(
         "{}: its step recorded on this CPU at batches {batches:?} (every allocation and free), each size fitted \
@@ -709,7 +822,7 @@ pub(super) fn predict(config: &Config, shape: DataShape, options: &Options) -> R
             ))
         ));
     }
-    Ok(Prediction {
+    let prediction = Prediction {
         bound,
         peak,
         reserved_peak,
@@ -723,7 +836,8 @@ pub(super) fn predict(config: &Config, shape: DataShape, options: &Options) -> R
         options: *options,
         notes,
         phases,
-    })
+    };
+    Ok((prediction, blocks))
 }
 
 /// `config` as it runs on `target`: on CUDA, with PyTorch's default optimizer implementation
@@ -820,6 +934,83 @@ mod tests {
         let (_, found) =
             at_batch(&fit, [2, 3, 5], 100_000_000, None, On::default(), |_| panic!("not recorded")).unwrap();
         assert!(matches!(found, Found::Unchecked { .. }), "{found:?}");
+    }
+
+    /// On CUDA: the host's allocations and a CPU library's scratch go, dropout's mask is a byte
+    /// an element, a bias sum over enough rows holds the reduction's staging buffer, and blocks
+    /// are the caching allocator's (512 B at least) after its workspaces.
+    #[test]
+    fn a_recording_replayed_for_cuda_keeps_the_devices_allocations_as_cuda_makes_them() {
+        let (start, end) = ((0, START), (0, END));
+        let (begin, finish) = ((0, SPAN_BEGIN), (0, SPAN_END));
+        let step = |b: i64| {
+            let mut r = recording(vec![
+                start,
+                (12, 1),  // a parameter (tagged the device's)
+                (100, 2), // the file's records (the model phase's default: the host's)
+                end,
+                start,
+                begin, // dropout: its mask (float32), then its output
+                (4 * 1024 * b, 3),
+                (4 * 1024 * b, 4),
+                finish,
+                begin, // a convolution: oneDNN's scratch, then the output
+                (64 * b, 5),
+                (8 * b, 6),
+                (-64 * b, 5),
+                finish,
+                (8, 7), // a wrapped scalar (tagged the host's)
+                (-8, 7),
+                (0, REDUCE_MARK), // a bias sum of [b * 512, 2048]
+                end,
+            ]);
+            r.tags = r
+                .events
+                .iter()
+                .map(|e| match e.1 {
+                    1 => Where::Device,
+                    7 => Where::Host,
+                    _ => Where::Phase,
+                })
+                .collect();
+            r.ops = r
+                .events
+                .iter()
+                .map(|e| if *e == begin { "aten::dropout".to_string() } else { String::new() })
+                .collect();
+            r.reduces = vec![crate::ffi::Reduce { rows: 512 * b, cols: 2048, acc: 4 }];
+            r
+        };
+        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (4, step(4))], true).unwrap();
+        let workspaces = super::super::Workspaces::for_run(super::super::GpuArch::Hopper, []);
+        let cuda = On {
+            cuda: Some(workspaces),
+            gpu: Some(super::super::GpuArch::Hopper),
+            record: false,
+            element: 4,
+        };
+        let b = 4;
+        let on_cpu = fit.replay(b, None, &On::default()).unwrap();
+        assert_eq!(on_cpu.phases[0].allocated_end, 112);
+        assert_eq!(on_cpu.phases[1].allocated_end, 112 + 8 * 1024 * b as u64 + 8 * b as u64);
+        let on_cuda = fit.replay(b, None, &cuda).unwrap();
+        assert_eq!(on_cuda.baseline.0, workspaces.total());
+        // Phases count the trial's own blocks; the workspaces are the baseline.
+        assert_eq!(on_cuda.phases[0].allocated_end, 512, "the parameter alone, a 512 B block");
+        let (mask, out) = (1024 * b as u64, 4 * 1024 * b as u64);
+        assert_eq!(on_cuda.phases[1].allocated_end, 512 + mask + out + 512, "no scratch, no scalar");
+        let staging = super::super::cuda_reduce::sum_rows_staging(
+            512 * b as u64,
+            2048,
+            4,
+            super::super::GpuArch::Hopper,
+        )
+        .expect("2048 rows stage");
+        assert!(
+            on_cuda.phases[1].peak >= on_cuda.phases[1].allocated_end + staging.0,
+            "{:?}",
+            on_cuda.phases[1]
+        );
     }
 
     #[test]

@@ -203,7 +203,12 @@ pub struct Log {
 }
 
 /// The first pointer of a reduction's mark in a [`Log`] (0 and 1 are the recorder's marks).
-pub const REDUCE_MARK: u64 = 2;
+pub const REDUCE_MARK: u64 = 16;
+/// The marks where the outermost op that runs a CPU library of its own (a convolution, batch
+/// or layer norm, forward or backward) begins and ends in a [`Log`]: what it allocates and frees
+/// between them is that library's scratch.
+pub const SPAN_BEGIN: u64 = 2;
+pub const SPAN_END: u64 = 3;
 
 /// A sum of `rows` rows into each of `cols` outputs, accumulated in `acc` bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -145,7 +145,28 @@ thread_local std::vector<bool> t_casts;
 struct Reduce {
   int64_t rows = 0, cols = 0, acc = 0;
 };
-constexpr uint64_t kReduceMark = 2;
+constexpr uint64_t kReduceMark = 16;
+
+// Where a kernel runs a CPU library of its own (oneDNN's convolutions, batch norm's and layer
+// norm's CPU kernels), or a composite that CUDA runs as one kernel (dropout): the log marks where the outermost such op begins (kSpanBegin) and ends
+// (kSpanEnd), so that what it allocates and frees inside (the library's scratch, not CUDA's) can
+// be told from what it returns.
+constexpr uint64_t kSpanBegin = 2, kSpanEnd = 3;
+thread_local int t_span_depth = 0;
+thread_local std::vector<bool> t_spans;
+bool opens_span(const char* name) {
+  return std::strcmp(name, "aten::dropout") == 0 || std::strstr(name, "convolution") != nullptr || std::strstr(name, "Convolution") != nullptr ||
+         std::strstr(name, "batch_norm") != nullptr || std::strstr(name, "BatchNorm") != nullptr ||
+         std::strstr(name, "layer_norm") != nullptr || std::strstr(name, "LayerNorm") != nullptr;
+}
+int32_t current_op();
+// Under g_events_mutex: a mark with this thread's op.
+void mark_locked(uint64_t tag) {
+  if (!g_events_on.load()) return;
+  events().emplace_back(0, tag);
+  event_ops().push_back(current_op());
+  event_tags().push_back(0);
+}
 std::vector<Reduce>& reduces() {
   static auto* v = new std::vector<Reduce>();  // never destroyed
   return *v;
@@ -336,6 +357,8 @@ void oomlab_cpu_events_start(int with_ops) noexcept {
   t_ops.clear();
   t_casts.clear();
   t_reduces.clear();
+  t_spans.clear();
+  t_span_depth = 0;
   if (with_ops && !g_ops_on.load()) {
     try {
       auto start = [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
@@ -358,9 +381,24 @@ void oomlab_cpu_events_start(int with_ops) noexcept {
         t_casts.push_back(cast);
         if (cast) ++t_host_scope;
         t_reduces.push_back(rows_reduced(fn));
+        const bool span = t_span_depth == 0 && opens_span(fn.name());
+        t_spans.push_back(span);
+        if (opens_span(fn.name())) ++t_span_depth;
+        if (span) {
+          std::lock_guard<std::mutex> lock(g_events_mutex);
+          mark_locked(kSpanBegin);
+        }
         return nullptr;
       };
-      auto end = [](const at::RecordFunction&, at::ObserverContext*) {
+      auto end = [](const at::RecordFunction& fn, at::ObserverContext*) {
+        if (!t_spans.empty()) {
+          if (opens_span(fn.name()) && t_span_depth > 0) --t_span_depth;
+          if (t_spans.back()) {
+            std::lock_guard<std::mutex> lock(g_events_mutex);
+            mark_locked(kSpanEnd);
+          }
+          t_spans.pop_back();
+        }
         if (!t_reduces.empty()) {
           const auto r = t_reduces.back();
           t_reduces.pop_back();
@@ -460,6 +498,8 @@ int64_t oomlab_cpu_events_stop(int64_t* deltas, uint64_t* ptrs, int64_t cap) noe
     t_ops.clear();
     t_casts.clear();
     t_reduces.clear();
+    t_spans.clear();
+    t_span_depth = 0;
   }
   std::lock_guard<std::mutex> lock(g_events_mutex);
   g_events_on.store(false);
