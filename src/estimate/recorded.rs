@@ -8,8 +8,14 @@
 //!
 //! Where the sequences differ, or a size is not affine in the batch (a kernel whose buffers
 //! depend on it otherwise), the estimate says so and names the first event where they part;
-//! the recording is then not trusted. The CPU only, for now: a recording on the CPU cannot tell
-//! the host's tensors from the device's, which CUDA counts apart.
+//! the recording is then not trusted.
+//!
+//! For CUDA the same recording (made with CUDA's default optimizer implementation) is replayed
+//! through the caching allocator's model, its device allocations alone: the code that makes a
+//! tensor tags it the host's or the device's where the phase does not say (`ffi::Where`); the
+//! scratch of ops that run a CPU library of their own (convolutions, norms: [`Span`]) is left
+//! out; dropout's mask is CUDA's bool one; each bias sum gets CUDA's reduction staging; and any
+//! other op must be one whose CUDA allocations are the CPU's ([`cuda_op`]).
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
