@@ -210,6 +210,11 @@ fn dropout_is_cudas_and_a_module_the_cpu_recording_cannot_stand_for_is_refused_n
             .collect::<Vec<_>>()
     };
     let (on_cpu, on_cuda) = (forward_requests(&Options::default()), forward_requests(&cuda(&dropout)));
+    // `estimate --blocks` names the op of each block (what compare.py quotes where a GPU parts).
+    let (_, blocks) =
+        estimate::predict_blocks(&dropout, estimate::data_shape(&dropout.data).unwrap(), &cuda(&dropout))
+            .unwrap();
+    assert!(blocks.iter().any(|b| b.site == "aten::linear > aten::addmm"), "{:?}", &blocks[..8]);
     // The first Linear's output [32, 64]; dropout's mask, as floats on the CPU with the scalar
     // of `noise.div_(1 - p)` wrapped and cast there (the host's on CUDA), as bools on CUDA; its
     // output; the ReLU's; the last Linear's [32, 10]; log_softmax's; the loss and its weight.

@@ -161,6 +161,9 @@ pub struct Ledger {
     /// When recording: every event so far, and the phase they fall in.
     log: Option<Vec<BlockEvent>>,
     label: (usize, usize, Option<Phase>),
+    /// The op the next events come from, where the caller knows it (a recorded step's): the
+    /// log's `site` then names it instead of the replay's line.
+    op: Option<String>,
 }
 
 /// The CUDA side: the allocator's replay and, per category, the blocks live in it (the bytes
@@ -204,6 +207,11 @@ impl Ledger {
         self.label = (step, micro, Some(phase));
     }
 
+    /// The op the next events come from, for the log (`None`: the replay's own line).
+    pub fn at_op(&mut self, op: Option<&str>) {
+        self.op = op.filter(|o| !o.is_empty()).map(str::to_string);
+    }
+
     /// Between phases: events are not recorded (a probe reads only inside phases; what the
     /// loop frees between them falls in no phase's trace row).
     pub fn unlabel(&mut self) {
@@ -245,7 +253,7 @@ impl Ledger {
                 block,
                 category: c.as_str(),
                 pool,
-                site: format!("{}:{}", site.file(), site.line()),
+                site: self.op.clone().unwrap_or_else(|| format!("{}:{}", site.file(), site.line())),
             });
         }
     }

@@ -358,6 +358,9 @@ impl Fit {
                     held.push(None)
                 }
                 Event::Alloc { a, c, span, .. } => {
+                    if on.record {
+                        ledger.at_op(self.made_by.get(held.len()).map(String::as_str));
+                    }
                     let bytes =
                         a.checked_add(c.checked_mul(batch as i64).unwrap_or(i64::MAX)).unwrap_or(i64::MAX);
                     let bytes = match on.cuda {
@@ -371,6 +374,9 @@ impl Fit {
                 }
                 Event::Free { of } => {
                     if let Some(h) = held.get_mut(of).and_then(Option::take) {
+                        if on.record {
+                            ledger.at_op(self.made_by.get(of).map(String::as_str));
+                        }
                         ledger.release(h);
                     }
                 }
