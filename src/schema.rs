@@ -229,6 +229,7 @@ pub struct SummaryRow {
     /// The numbers per sample the model takes in: a synthetic or CSV set's features, an image's
     /// channels x height x width, a token sequence's length.
     pub features: usize,
+    /// The classes the loss reads; 0 for an mse target (values, not class indices).
     pub classes: usize,
     /// An image data set's `data.channels` and `data.size` (height = width); empty for others.
     pub image_channels: Option<usize>,

@@ -480,6 +480,9 @@ const CUDA_SAME: &[&str] = &[
     "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "adaptive_avg_pool2d", "_adaptive_avg_pool2d",
     "_adaptive_avg_pool2d_backward", "mean", "avg_pool2d", "avg_pool2d_backward", "hardswish", "hardswish_backward",
     "hardsigmoid", "hardsigmoid_backward", "silu", "silu_backward", "hardtanh", "hardtanh_backward",
+    // Structured kernels whose output alone is allocated, by their meta function, on either.
+    "gelu", "gelu_backward", "softmax", "log_softmax", "exp", "log", "pow", "rsqrt", "abs", "where",
+    "masked_fill", "native_layer_norm", "native_layer_norm_backward",
     // In-place dropout is `_dropout<true>` on every device (Dropout.cpp): only `dropout` fuses.
     "dropout_", "bernoulli_", "div_", "mul_",
 ];
@@ -1023,6 +1026,26 @@ mod tests {
             "{:?}",
             on_cuda.phases[1]
         );
+    }
+
+    /// An op is CUDA's as recorded when it is on the list (by its innermost name), refused with
+    /// why when CUDA's kernel is known to allocate otherwise, refused as unchecked otherwise.
+    #[test]
+    fn an_ops_cuda_allocations_are_the_cpus_only_where_known() {
+        assert!(cuda_op("").is_ok(), "outside any op");
+        assert!(cuda_op("aten::linear > aten::addmm").is_ok());
+        assert!(cuda_op("autograd::engine::evaluate_function: AddmmBackward0 > aten::mm").is_ok());
+        let e =
+            cuda_op("aten::scaled_dot_product_attention > aten::_scaled_dot_product_flash_attention_for_cpu")
+                .unwrap_err();
+        assert!(e.contains("attention kernel"), "{e}");
+        let e = cuda_op(
+            "autograd::engine::evaluate_function: EmbeddingBackward0 > aten::embedding_dense_backward",
+        )
+        .unwrap_err();
+        assert!(e.contains("sorts the indices"), "{e}");
+        let e = cuda_op("aten::erfinv").unwrap_err();
+        assert!(e.contains("aten::erfinv") && e.contains("not been checked"), "{e}");
     }
 
     #[test]
