@@ -18,7 +18,7 @@ mod common;
 use common::Sandbox;
 
 /// `mlp.pt`: oomlab's MLP over 256 features, widths 1024 and 1024, 10 classes, as
-/// `nn.Sequential`; `dropout.pt`: one with dropout, whose mask CUDA keeps as bool; `gelu.pt`:
+/// `nn.Sequential`; `dropout.pt`: one with dropout, whose mask CUDA keeps as bool; `elu.pt`:
 /// one with an op the estimate has not checked on CUDA.
 const EXPORT: &str = r#"
 import sys, torch, torch.nn as nn
@@ -28,7 +28,7 @@ mlp = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.R
 torch.jit.save(torch.jit.script(mlp), f"{out}/mlp.pt")
 drop = nn.Sequential(nn.Linear(256, 64), nn.Dropout(0.1), nn.ReLU(), nn.Linear(64, 10))
 torch.jit.save(torch.jit.script(drop), f"{out}/dropout.pt")
-torch.jit.save(torch.jit.script(nn.Sequential(nn.Linear(256, 64), nn.GELU(), nn.Linear(64, 10))), f"{out}/gelu.pt")
+torch.jit.save(torch.jit.script(nn.Sequential(nn.Linear(256, 64), nn.ELU(), nn.Linear(64, 10))), f"{out}/elu.pt")
 "#;
 
 /// `resnet18.pt`: torchvision's ResNet-18, 10 classes.
@@ -221,8 +221,8 @@ fn dropout_is_cudas_and_a_module_the_cpu_recording_cannot_stand_for_is_refused_n
     let (row, logits) = (32 * 64 * 4, 32 * 10 * 4);
     assert_eq!(on_cpu, [row, row, 8, 4, row, row, logits, logits, 4, 4]);
     assert_eq!(on_cuda, [row, 32 * 64, row, row, logits, logits, 4, 4]);
-    let e = refused("gelu.pt", "");
-    assert!(e.contains("aten::gelu") && e.contains("not been checked"), "{e}");
+    let e = refused("elu.pt", "");
+    assert!(e.contains("aten::elu") && e.contains("not been checked"), "{e}");
     let e = refused("mlp.pt", "amp = \"bf16\"\n");
     assert!(e.contains("training.amp") && e.contains("oomlab run"), "{e}");
 }
