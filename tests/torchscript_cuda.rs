@@ -19,7 +19,7 @@ use common::Sandbox;
 
 /// `mlp.pt`: oomlab's MLP over 256 features, widths 1024 and 1024, 10 classes, as
 /// `nn.Sequential`; `dropout.pt`: one with dropout, whose mask CUDA keeps as bool; `elu.pt`:
-/// one with an op the estimate has not checked on CUDA.
+/// one with an op the estimate has not checked on CUDA; `bag.pt`: a bag of token embeddings.
 const EXPORT: &str = r#"
 import sys, torch, torch.nn as nn
 out = sys.argv[1]
@@ -29,6 +29,17 @@ torch.jit.save(torch.jit.script(mlp), f"{out}/mlp.pt")
 drop = nn.Sequential(nn.Linear(256, 64), nn.Dropout(0.1), nn.ReLU(), nn.Linear(64, 10))
 torch.jit.save(torch.jit.script(drop), f"{out}/dropout.pt")
 torch.jit.save(torch.jit.script(nn.Sequential(nn.Linear(256, 64), nn.ELU(), nn.Linear(64, 10))), f"{out}/elu.pt")
+
+class Bag(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(1000, 64)
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.embed(x).mean(1))
+
+torch.jit.save(torch.jit.script(Bag()), f"{out}/bag.pt")
 "#;
 
 /// `resnet18.pt`: torchvision's ResNet-18, 10 classes.
@@ -225,4 +236,25 @@ fn dropout_is_cudas_and_a_module_the_cpu_recording_cannot_stand_for_is_refused_n
     assert!(e.contains("aten::elu") && e.contains("not been checked"), "{e}");
     let e = refused("mlp.pt", "amp = \"bf16\"\n");
     assert!(e.contains("training.amp") && e.contains("oomlab run"), "{e}");
+}
+
+/// An embedding's backward keeps its gradient alone on CUDA, as the built-in replay does (the
+/// scratch the CPU's kernel may take is left out; here it takes none): one request of the table's size.
+#[test]
+fn an_embeddings_backward_keeps_its_gradient_alone() {
+    let sb = Sandbox::new();
+    common::export_modules(&sb, EXPORT);
+    let text = "[experiment]\nname = \"bag\"\n[model]\nkind = \"torchscript\"\npath = \"bag.pt\"\n[data]\n\
+                kind = \"tokens\"\nsamples = 512\nseq_len = 32\nvocab = 1000\nclasses = 10\nseed = 0\n[training]\n\
+                optimizer = \"sgd\"\nbatch_size = 64\nsteps = 1\n";
+    let config = oomlab::spec::load(&sb.spec("bag.toml", text)).unwrap().base;
+    let (_, blocks) =
+        estimate::predict_blocks(&config, estimate::data_shape(&config.data).unwrap(), &cuda(&config))
+            .unwrap();
+    let in_backward: Vec<u64> = blocks
+        .iter()
+        .filter(|b| b.action == "alloc" && b.site.contains("EmbeddingBackward0"))
+        .map(|b| b.requested)
+        .collect();
+    assert_eq!(in_backward, [1000 * 64 * 4], "{blocks:?}");
 }

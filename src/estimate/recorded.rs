@@ -93,7 +93,10 @@ enum Shape {
 }
 
 /// Where an allocation falls against the ops that run a CPU library of their own (oneDNN's
-/// convolutions, batch and layer norm's CPU kernels).
+/// convolutions, batch and layer norm's CPU kernels), or that CUDA runs as a kernel of its own
+/// (dropout; an embedding's backward, whose gradient alone is kept, as the built-in replay
+/// keeps it: CUDA's index sort takes temporaries past 3072 indices, which an H200 showed before
+/// the gradient, 64 KiB, outside the transformer_seq512 peak).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Span {
     /// Made outside any such op.
@@ -457,9 +460,8 @@ impl Fit {
 
 /// Ops whose kernels allocate otherwise on CUDA than on the CPU, which the recording cannot
 /// stand for, and why (PyTorch 2.11's kernels; the built-in kinds' replays model them).
-const CUDA_OTHERWISE: [(&str, &str); 3] = [
+const CUDA_OTHERWISE: [(&str, &str); 2] = [
     ("attention", "CUDA runs another attention kernel (flash, memory-efficient or cuDNN) than the CPU's flash, with other saved tensors"),
-    ("embedding_dense_backward", "CUDA's embedding backward sorts the indices, with temporaries the CPU's does not make"),
     ("mkldnn", "it is oneDNN's, a CPU library"),
 ];
 
@@ -1039,11 +1041,8 @@ mod tests {
             cuda_op("aten::scaled_dot_product_attention > aten::_scaled_dot_product_flash_attention_for_cpu")
                 .unwrap_err();
         assert!(e.contains("attention kernel"), "{e}");
-        let e = cuda_op(
-            "autograd::engine::evaluate_function: EmbeddingBackward0 > aten::embedding_dense_backward",
-        )
-        .unwrap_err();
-        assert!(e.contains("sorts the indices"), "{e}");
+        let e = cuda_op("aten::mkldnn_rnn_layer").unwrap_err();
+        assert!(e.contains("oneDNN"), "{e}");
         let e = cuda_op("aten::erfinv").unwrap_err();
         assert!(e.contains("aten::erfinv") && e.contains("not been checked"), "{e}");
     }

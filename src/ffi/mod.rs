@@ -205,8 +205,8 @@ pub struct Log {
 /// The first pointer of a reduction's mark in a [`Log`] (0 and 1 are the recorder's marks).
 pub const REDUCE_MARK: u64 = 16;
 /// The marks where the outermost op that runs a CPU library of its own (a convolution, batch
-/// or layer norm, forward or backward) begins and ends in a [`Log`]: what it allocates and frees
-/// between them is that library's scratch.
+/// or layer norm, forward or backward) or that CUDA runs otherwise (dropout, an embedding's
+/// backward) begins and ends in a [`Log`]: what it allocates and frees between them is scratch.
 pub const SPAN_BEGIN: u64 = 2;
 pub const SPAN_END: u64 = 3;
 

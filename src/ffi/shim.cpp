@@ -148,14 +148,16 @@ struct Reduce {
 constexpr uint64_t kReduceMark = 16;
 
 // Where a kernel runs a CPU library of its own (oneDNN's convolutions, batch norm's and layer
-// norm's CPU kernels), or a composite that CUDA runs as one kernel (dropout): the log marks where the outermost such op begins (kSpanBegin) and ends
+// norm's CPU kernels), or a composite that CUDA runs as a kernel of its own (dropout, an
+// embedding's backward): the log marks where the outermost such op begins (kSpanBegin) and ends
 // (kSpanEnd), so that what it allocates and frees inside (the library's scratch, not CUDA's) can
 // be told from what it returns.
 constexpr uint64_t kSpanBegin = 2, kSpanEnd = 3;
 thread_local int t_span_depth = 0;
 thread_local std::vector<bool> t_spans;
 bool opens_span(const char* name) {
-  return std::strcmp(name, "aten::dropout") == 0 || std::strstr(name, "convolution") != nullptr || std::strstr(name, "Convolution") != nullptr ||
+  return std::strcmp(name, "aten::dropout") == 0 || std::strstr(name, "embedding_dense_backward") != nullptr ||
+         std::strstr(name, "convolution") != nullptr || std::strstr(name, "Convolution") != nullptr ||
          std::strstr(name, "batch_norm") != nullptr || std::strstr(name, "BatchNorm") != nullptr ||
          std::strstr(name, "layer_norm") != nullptr || std::strstr(name, "LayerNorm") != nullptr;
 }
