@@ -369,20 +369,27 @@ void oomlab_cpu_events_start(int with_ops) noexcept {
         // host whatever the device: on CUDA the kernel takes it as an argument. On the CPU,
         // TensorIterator may cast it to the op's dtype first (`compute_types`: `aten::to`), a
         // copy that is the host's too.
+        // Whatever throws below, every per-op stack gets its entry, so that `end` pops in step.
         bool wrapped = false;
-        for (const auto& v : fn.inputs()) {
-          if (!v.isTensor()) continue;
-          const auto& t = v.toTensor();
-          if (t.defined() && t.unsafeGetTensorImpl()->is_wrapped_number() && t.has_storage()) {
-            std::lock_guard<std::mutex> lock(g_events_mutex);
-            tag_locked(reinterpret_cast<uintptr_t>(t.storage().data()), kHost);
-            wrapped = true;
+        Reduce reduce;
+        try {
+          for (const auto& v : fn.inputs()) {
+            if (!v.isTensor()) continue;
+            const auto& t = v.toTensor();
+            if (t.defined() && t.unsafeGetTensorImpl()->is_wrapped_number() && t.has_storage()) {
+              std::lock_guard<std::mutex> lock(g_events_mutex);
+              tag_locked(reinterpret_cast<uintptr_t>(t.storage().data()), kHost);
+              wrapped = true;
+            }
           }
+          reduce = rows_reduced(fn);
+        } catch (...) {
+          // An op whose inputs cannot be read: no tag, no reduction mark.
         }
         const bool cast = wrapped && std::strncmp(fn.name(), "aten::to", 8) == 0;
         t_casts.push_back(cast);
         if (cast) ++t_host_scope;
-        t_reduces.push_back(rows_reduced(fn));
+        t_reduces.push_back(reduce);
         const bool span = t_span_depth == 0 && opens_span(fn.name());
         t_spans.push_back(span);
         if (opens_span(fn.name())) ++t_span_depth;
