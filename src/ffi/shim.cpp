@@ -591,7 +591,15 @@ void* oomlab_rng_state(int device_type, int index, char* err, size_t len) noexce
   const int rc = guarded(err, len, [&] {
     at::Generator gen = default_generator(device_type, index);
     std::lock_guard<std::mutex> lock(gen.mutex());
-    out = new at::Tensor(gen.get_state());
+    // A host tensor whatever the device: a recording is told so.
+    ++t_host_scope;
+    try {
+      out = new at::Tensor(gen.get_state());
+    } catch (...) {
+      --t_host_scope;
+      throw;
+    }
+    --t_host_scope;
   });
   return rc == 0 ? out : nullptr;
 }

@@ -23,7 +23,8 @@
 //! - **Random draws** (a Transformer's dropout) are drawn again alike: a segment keeps the
 //!   generator's state from before its forward, and its recompute runs from that state and then
 //!   puts the generator back as it found it, as `torch.utils.checkpoint`'s `preserve_rng_state`
-//!   does. A model that draws nothing keeps no state.
+//!   does. A model that draws nothing keeps no state (a TorchScript module, whose ops oomlab
+//!   does not read, is taken to draw).
 //!
 //! The trade: with `n` units and `s` segments, a plain forward keeps every unit's activations
 //! for backward and a checkpointed one keeps `s` boundaries, plus one segment's worth while it is

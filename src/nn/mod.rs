@@ -163,9 +163,11 @@ impl<T: Ops> Model<T> {
         }
     }
 
-    /// Whether the forward draws random numbers (dropout), which a recompute must draw again.
+    /// Whether the forward may draw random numbers (dropout), which a recompute must draw
+    /// again: a Transformer with dropout; a TorchScript module always, whose ops oomlab does
+    /// not read (as `torch.utils.checkpoint` stashes the state for every module by default).
     pub fn draws_random(&self) -> bool {
-        matches!(self, Model::Transformer(t) if t.has_dropout())
+        matches!(self, Model::Transformer(t) if t.has_dropout()) || matches!(self, Model::Script(_))
     }
 
     /// The device the parameters live on.
