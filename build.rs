@@ -7,12 +7,13 @@
 use std::path::{Path, PathBuf};
 
 /// The shim's sources: a change to any of them recompiles it.
-const SHIM: [&str; 5] = [
+const SHIM: [&str; 6] = [
     "src/ffi/shim.cpp",
     "src/ffi/optim.cpp",
     "src/ffi/events.cpp",
     "src/ffi/script.cpp",
     "src/ffi/guarded.h",
+    "src/ffi/log.h",
 ];
 
 fn main() {

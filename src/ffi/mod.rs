@@ -253,16 +253,13 @@ pub fn cpu_events_with_ops<T>(f: impl FnOnce() -> T) -> (T, Log) {
             _ => Where::Phase,
         })
         .collect();
-    let mut flat = vec![0i64; 3 * 64];
-    let n = loop {
-        // SAFETY: `flat` holds `flat.len() / 3` triples.
-        let n = unsafe { oomlab_cpu_events_reduces(flat.as_mut_ptr(), (flat.len() / 3) as i64) } as usize;
-        if 3 * n <= flat.len() {
-            break n;
-        }
-        flat = vec![0; 3 * n];
-    };
-    let reduces = flat.chunks(3).take(n).map(|r| Reduce { rows: r[0], cols: r[1], acc: r[2] }).collect();
+    // The log is stopped: ask how many, then read them all.
+    // SAFETY: a capacity of 0 writes nothing.
+    let n = unsafe { oomlab_cpu_events_reduces(std::ptr::null_mut(), 0) }.max(0) as usize;
+    let mut flat = vec![0i64; 3 * n];
+    // SAFETY: `flat` holds `n` triples.
+    unsafe { oomlab_cpu_events_reduces(flat.as_mut_ptr(), n as i64) };
+    let reduces = flat.chunks(3).map(|r| Reduce { rows: r[0], cols: r[1], acc: r[2] }).collect();
     (out, Log { events, ops, tags, reduces })
 }
 

@@ -16,6 +16,7 @@
 #include <c10/util/Exception.h>
 
 #include "guarded.h"
+#include "log.h"
 
 #include <cmath>
 #include <optional>
@@ -39,16 +40,8 @@ struct Optim {
 };
 
 using oomlab::guarded;
-
-// The shim's event log (`shim.cpp`): what is made inside one of these is the host's in a CUDA
-// run, as torch.optim keeps a step counter there; a recording on the CPU is told so.
-extern "C" void oomlab_cpu_events_host(int on) noexcept;
-struct OnHost {
-  OnHost() { oomlab_cpu_events_host(1); }
-  ~OnHost() { oomlab_cpu_events_host(0); }
-  OnHost(const OnHost&) = delete;
-  OnHost& operator=(const OnHost&) = delete;
-};
+// torch.optim keeps a step counter on the host unless fused (log.h).
+using oomlab::OnHost;
 
 // ---- Adam and AdamW (torch/optim/adam.py; AdamW is Adam with decoupled_weight_decay) ----
 

@@ -7,6 +7,7 @@
 #include <torch/script.h>
 
 #include "guarded.h"
+#include "log.h"
 
 #include <string>
 
@@ -49,16 +50,14 @@ int oomlab_script_child_forward(void* module, int64_t i, void* x, void** out, ch
 // Tags every parameter's and buffer's storage as the device's in the shim's event log (a
 // recording on the CPU of a CUDA run's model phase, where the file's other records stay on
 // the host).
-void oomlab_cpu_events_tag(const void* data, int tag) noexcept;
-
 void oomlab_script_tag_device(void* module) noexcept {
   try {
     auto* m = static_cast<torch::jit::Module*>(module);
     for (const auto& p : m->parameters(true)) {
-      if (p.has_storage()) oomlab_cpu_events_tag(p.storage().data(), 2);
+      if (p.has_storage()) oomlab_cpu_events_tag(p.storage().data(), oomlab::kDeviceTag);
     }
     for (const auto& b : m->buffers(true)) {
-      if (b.has_storage()) oomlab_cpu_events_tag(b.storage().data(), 2);
+      if (b.has_storage()) oomlab_cpu_events_tag(b.storage().data(), oomlab::kDeviceTag);
     }
   } catch (...) {
     // A log without the tags: the recorded estimate then counts no parameter on the device.

@@ -22,6 +22,7 @@
 #include <torch/headeronly/version.h>
 
 #include "guarded.h"
+#include "log.h"
 
 #include <dlfcn.h>
 
@@ -103,7 +104,6 @@ std::vector<std::pair<int64_t, uintptr_t>>& events() {
 // called (the outermost running on this thread, an autograd node's in backward) and, inside it,
 // the innermost that is not an `aten::empty*`, as "aten::linear > aten::addmm"; "" outside any
 // op (another thread's, or the trial's own code). Names are interned: one id per event.
-thread_local std::vector<std::string> t_ops;
 std::atomic<bool> g_ops_on{false};
 at::CallbackHandle g_op_handle = 0;
 std::vector<int32_t>& event_ops() {
@@ -120,7 +120,7 @@ std::unordered_map<std::string, int32_t>& op_ids() {
 }
 
 // Where each event's memory would live on a GPU, where the code knows it (0: the phase's
-// default; 1: the host; 2: the device): a recording on the CPU cannot tell a CUDA run's host
+// default; log.h's kHostTag or kDeviceTag): a recording on the CPU cannot tell a CUDA run's host
 // tensors (the data set, a 0-dim step counter, a Python scalar wrapped as a tensor) from its
 // device ones, so the code that makes them says. An allocation is tagged while it is live:
 // `live_events` finds its event by data pointer.
@@ -134,9 +134,6 @@ std::unordered_map<uintptr_t, size_t>& live_events() {
 }
 // Allocations on this thread are the host's while this is above 0 (`oomlab_cpu_events_host`).
 thread_local int t_host_scope = 0;
-// For each op running on this thread (as `t_ops`): whether it casts a wrapped scalar, and so
-// holds the host scope open.
-thread_local std::vector<bool> t_casts;
 
 // A sum of a contiguous tensor over its leading dimensions (autograd's `sum_to` of a bias's
 // gradient): `rows` summed into each of `cols` outputs, accumulating in `acc` bytes. CUDA's
@@ -146,6 +143,10 @@ struct Reduce {
   int64_t rows = 0, cols = 0, acc = 0;
 };
 constexpr uint64_t kReduceMark = 16;
+std::vector<Reduce>& reduces() {
+  static auto* v = new std::vector<Reduce>();  // never destroyed
+  return *v;
+}
 
 // Where a kernel runs a CPU library of its own (oneDNN's convolutions, batch norm's and layer
 // norm's CPU kernels), or a composite that CUDA runs as a kernel of its own (dropout, an
@@ -153,28 +154,25 @@ constexpr uint64_t kReduceMark = 16;
 // (kSpanEnd), so that what it allocates and frees inside (the library's scratch, not CUDA's) can
 // be told from what it returns.
 constexpr uint64_t kSpanBegin = 2, kSpanEnd = 3;
-thread_local int t_span_depth = 0;
-thread_local std::vector<bool> t_spans;
 bool opens_span(const char* name) {
   return std::strcmp(name, "aten::dropout") == 0 || std::strstr(name, "embedding_dense_backward") != nullptr ||
          std::strstr(name, "convolution") != nullptr || std::strstr(name, "Convolution") != nullptr ||
          std::strstr(name, "batch_norm") != nullptr || std::strstr(name, "BatchNorm") != nullptr ||
          std::strstr(name, "layer_norm") != nullptr || std::strstr(name, "LayerNorm") != nullptr;
 }
-int32_t current_op();
-// Under g_events_mutex: a mark with this thread's op.
-void mark_locked(uint64_t tag) {
-  if (!g_events_on.load()) return;
-  events().emplace_back(0, tag);
-  event_ops().push_back(current_op());
-  event_tags().push_back(0);
-}
-std::vector<Reduce>& reduces() {
-  static auto* v = new std::vector<Reduce>();  // never destroyed
-  return *v;
-}
-// For each op running on this thread: the reduction it is, if one (rows 0 if not).
-thread_local std::vector<Reduce> t_reduces;
+
+// One op running on this thread, pushed by the RecordFunction callback at its start and popped
+// at its end: its name (for `current_op`) and what it means to the log.
+struct Frame {
+  std::string name;
+  // It casts a wrapped scalar (TensorIterator's `aten::to`), and so holds the host scope open.
+  bool cast = false;
+  // It, or an op around it, opens a library span; it is the outermost one (its ends are marked).
+  bool within_span = false, span = false;
+  // The reduction it is, if one (rows 0 if not): its end is marked.
+  Reduce reduce;
+};
+thread_local std::vector<Frame> t_frames;
 
 // `aten::sum(self, dim, keepdim, dtype)` over dimensions 0..k of a contiguous `self`, k short
 // of its last: that reduction; else none.
@@ -199,7 +197,6 @@ Reduce rows_reduced(const at::RecordFunction& fn) {
   r.acc = t.scalar_type() == at::kDouble ? 8 : 4;
   return r;
 }
-constexpr uint8_t kHost = 1;
 
 // Under g_events_mutex: tags the live allocation at `data`, if any.
 void tag_locked(uintptr_t data, uint8_t tag) {
@@ -209,17 +206,30 @@ void tag_locked(uintptr_t data, uint8_t tag) {
 
 // Under g_events_mutex.
 int32_t current_op() {
-  if (!g_ops_on.load(std::memory_order_relaxed) || t_ops.empty()) return -1;
-  std::string label = t_ops.front();
-  for (auto it = t_ops.rbegin(); it + 1 != t_ops.rend(); ++it) {
-    if (it->rfind("aten::empty", 0) != 0) {
-      label += " > " + *it;
+  if (!g_ops_on.load(std::memory_order_relaxed) || t_frames.empty()) return -1;
+  std::string label = t_frames.front().name;
+  for (auto it = t_frames.rbegin(); it + 1 != t_frames.rend(); ++it) {
+    if (it->name.rfind("aten::empty", 0) != 0) {
+      label += " > " + it->name;
       break;
     }
   }
   auto [at, added] = op_ids().emplace(label, static_cast<int32_t>(op_names().size()));
   if (added) op_names().push_back(label);
   return at->second;
+}
+
+// Under g_events_mutex: one event, with its op and tag (each of the log's vectors has one
+// entry per event).
+void push_locked(int64_t delta, uintptr_t ptr, int32_t op, uint8_t tag) {
+  events().emplace_back(delta, ptr);
+  event_ops().push_back(op);
+  event_tags().push_back(tag);
+}
+
+// Under g_events_mutex: a mark with this thread's op, if the log is on.
+void mark_locked(uint64_t tag) {
+  if (g_events_on.load()) push_locked(0, tag, current_op(), 0);
 }
 
 void log_event(int64_t delta, void* data) {
@@ -231,9 +241,7 @@ void log_event(int64_t delta, void* data) {
   } else {
     live_events().erase(ptr);
   }
-  events().emplace_back(delta, ptr);
-  event_ops().push_back(current_op());
-  event_tags().push_back(delta > 0 && t_host_scope > 0 ? kHost : 0);
+  push_locked(delta, ptr, current_op(), delta > 0 && t_host_scope > 0 ? oomlab::kHostTag : 0);
 }
 
 // Live allocations: data pointer -> the inner allocation and its size. The DataPtr we hand out
@@ -356,76 +364,58 @@ int64_t oomlab_cpu_cap() noexcept { return g_cpu.cap.load(); }
 // Starts the event log afresh; with `with_ops`, each event also names its op (a RecordFunction
 // callback for every op and autograd node, for as long as the log is on).
 void oomlab_cpu_events_start(int with_ops) noexcept {
-  t_ops.clear();
-  t_casts.clear();
-  t_reduces.clear();
-  t_spans.clear();
-  t_span_depth = 0;
+  t_frames.clear();
   if (with_ops && !g_ops_on.load()) {
     try {
       auto start = [](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
-        t_ops.emplace_back(fn.name());
+        Frame f;
+        f.name = fn.name();
         // A Python scalar wrapped as a 0-dim tensor (`wrapped_scalar_tensor`) is made on the
         // host whatever the device: on CUDA the kernel takes it as an argument. On the CPU,
         // TensorIterator may cast it to the op's dtype first (`compute_types`: `aten::to`), a
-        // copy that is the host's too.
-        // Whatever throws below, every per-op stack gets its entry, so that `end` pops in step.
+        // copy that is the host's too. Whatever throws, the op gets its frame.
         bool wrapped = false;
-        Reduce reduce;
         try {
           for (const auto& v : fn.inputs()) {
             if (!v.isTensor()) continue;
             const auto& t = v.toTensor();
             if (t.defined() && t.unsafeGetTensorImpl()->is_wrapped_number() && t.has_storage()) {
               std::lock_guard<std::mutex> lock(g_events_mutex);
-              tag_locked(reinterpret_cast<uintptr_t>(t.storage().data()), kHost);
+              tag_locked(reinterpret_cast<uintptr_t>(t.storage().data()), oomlab::kHostTag);
               wrapped = true;
             }
           }
-          reduce = rows_reduced(fn);
+          f.reduce = rows_reduced(fn);
         } catch (...) {
           // An op whose inputs cannot be read: no tag, no reduction mark.
         }
-        const bool cast = wrapped && std::strncmp(fn.name(), "aten::to", 8) == 0;
-        t_casts.push_back(cast);
-        if (cast) ++t_host_scope;
-        t_reduces.push_back(reduce);
-        const bool span = t_span_depth == 0 && opens_span(fn.name());
-        t_spans.push_back(span);
-        if (opens_span(fn.name())) ++t_span_depth;
+        f.cast = wrapped && std::strncmp(fn.name(), "aten::to", 8) == 0;
+        if (f.cast) ++t_host_scope;
+        const bool opens = opens_span(fn.name());
+        const bool enclosed = !t_frames.empty() && t_frames.back().within_span;
+        f.within_span = opens || enclosed;
+        f.span = opens && !enclosed;
+        const bool span = f.span;
+        t_frames.push_back(std::move(f));
         if (span) {
           std::lock_guard<std::mutex> lock(g_events_mutex);
           mark_locked(kSpanBegin);
         }
         return nullptr;
       };
-      auto end = [](const at::RecordFunction& fn, at::ObserverContext*) {
-        if (!t_spans.empty()) {
-          if (opens_span(fn.name()) && t_span_depth > 0) --t_span_depth;
-          if (t_spans.back()) {
-            std::lock_guard<std::mutex> lock(g_events_mutex);
-            mark_locked(kSpanEnd);
-          }
-          t_spans.pop_back();
-        }
-        if (!t_reduces.empty()) {
-          const auto r = t_reduces.back();
-          t_reduces.pop_back();
-          if (r.rows > 0) {
-            std::lock_guard<std::mutex> lock(g_events_mutex);
-            if (g_events_on.load()) {
-              events().emplace_back(0, kReduceMark + reduces().size());
-              event_ops().push_back(current_op());
-              event_tags().push_back(0);
-              reduces().push_back(r);
-            }
+      auto end = [](const at::RecordFunction&, at::ObserverContext*) {
+        if (t_frames.empty()) return;  // an op begun before the log
+        const Frame& f = t_frames.back();
+        {
+          std::lock_guard<std::mutex> lock(g_events_mutex);
+          if (f.span) mark_locked(kSpanEnd);
+          if (f.reduce.rows > 0 && g_events_on.load()) {
+            mark_locked(kReduceMark + reduces().size());
+            reduces().push_back(f.reduce);
           }
         }
-        if (!t_ops.empty()) t_ops.pop_back();
-        if (!t_casts.empty()) {
-          if (t_casts.back()) --t_host_scope;
-          t_casts.pop_back();
-        }
+        if (f.cast) --t_host_scope;
+        t_frames.pop_back();
       };
       g_op_handle = at::addGlobalCallback(at::RecordFunctionCallback(start, end)
                                               .needsInputs(true)
@@ -493,22 +483,15 @@ void oomlab_cpu_events_host(int on) noexcept { t_host_scope += on ? 1 : -1; }
 // starts and where the phase ends.
 void oomlab_cpu_events_mark(uint64_t tag) noexcept {
   std::lock_guard<std::mutex> lock(g_events_mutex);
-  if (g_events_on.load()) {
-    events().emplace_back(0, tag);
-    event_ops().push_back(-1);
-    event_tags().push_back(0);
-  }
+  // The recorder's own: no op, whatever runs.
+  if (g_events_on.load()) push_locked(0, tag, -1, 0);
 }
 
 // Stops the log and copies up to `cap` events out; returns how many there were.
 int64_t oomlab_cpu_events_stop(int64_t* deltas, uint64_t* ptrs, int64_t cap) noexcept {
   if (g_ops_on.exchange(false)) {
     at::removeCallback(g_op_handle);
-    t_ops.clear();
-    t_casts.clear();
-    t_reduces.clear();
-    t_spans.clear();
-    t_span_depth = 0;
+    t_frames.clear();
   }
   std::lock_guard<std::mutex> lock(g_events_mutex);
   g_events_on.store(false);
@@ -591,15 +574,8 @@ void* oomlab_rng_state(int device_type, int index, char* err, size_t len) noexce
   const int rc = guarded(err, len, [&] {
     at::Generator gen = default_generator(device_type, index);
     std::lock_guard<std::mutex> lock(gen.mutex());
-    // A host tensor whatever the device: a recording is told so.
-    ++t_host_scope;
-    try {
-      out = new at::Tensor(gen.get_state());
-    } catch (...) {
-      --t_host_scope;
-      throw;
-    }
-    --t_host_scope;
+    oomlab::OnHost host;  // a host tensor whatever the device
+    out = new at::Tensor(gen.get_state());
   });
   return rc == 0 ? out : nullptr;
 }
