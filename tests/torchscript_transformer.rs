@@ -74,22 +74,7 @@ fn a_scripted_encoder_allocates_what_the_built_in_does_but_one_activation_of_the
     let activation = 8 * 16 * 32 * 4;
     let a = phases(&ours.trace, mine.trial, mine.baseline_allocated);
     let b = phases(&ours.trace, theirs.trial, theirs.baseline_allocated);
-    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "the same phases");
-    let differ: Vec<String> = a
-        .iter()
-        .filter(|(k, v)| {
-            let (allocated, peak) = (v.0 - b[*k].0, v.1 - b[*k].1);
-            match k.2.as_str() {
-                "data" => (allocated, peak) != (0, 0),
-                // Loading reads the file's other records too, and frees them; the built-in's
-                // initialisation has temporaries of its own (its peak is not the copy's).
-                "model" => allocated != kept || v.1 < b[*k].0 + kept,
-                "forward" => (allocated, peak) != (kept, kept + activation),
-                _ => (allocated, peak) != (kept, kept),
-            }
-        })
-        .map(|(k, v)| format!("{k:?}: scripted {v:?}, built-in {:?}", b[k]))
-        .collect();
+    let differ = common::parted_from_built_in(&a, &b, kept, activation);
     assert!(
         differ.is_empty(),
         "+{kept} B of debug records, +{activation} B in the forward:\n{}",

@@ -133,15 +133,15 @@ impl Parsed {
         let (mut shapes, mut sizes, mut live) = (Vec::new(), Vec::new(), HashMap::new());
         let mut dims = Vec::new();
         let (mut ops, mut made_by) = (Vec::new(), Vec::new());
-        // The first allocation of the library span under way, if one is; the allocations freed
-        // within the span they were made in.
-        let (mut span, mut scratch): (Option<usize>, Vec<usize>) = (None, Vec::new());
+        // The first allocation of the library span under way, if one is; where each allocation's
+        // shape is (one freed within its span is the library's scratch).
+        let (mut span, mut shape_of): (Option<usize>, Vec<usize>) = (None, Vec::new());
         let mut dropout = false;
         let end = events.iter().rposition(|e| *e == (0, END)).map_or(0, |i| i + 1);
         let mut phase = r.phases.iter().map(|p| p.2);
         let mut current = phase.next();
         for (i, &(delta, ptr)) in events[..end].iter().enumerate() {
-            shapes.push(match delta {
+            let shape = match delta {
                 0 if ptr == START => Shape::Start,
                 0 if ptr == SPAN_BEGIN => {
                     span = Some(sizes.len());
@@ -165,6 +165,7 @@ impl Parsed {
                 }
                 d if d > 0 => {
                     live.insert(ptr, sizes.len());
+                    shape_of.push(shapes.len());
                     sizes.push(d);
                     made_by.push(op(i));
                     let tag = r.tags.get(i).copied().unwrap_or_default();
@@ -177,8 +178,10 @@ impl Parsed {
                 }
                 d => match live.remove(&ptr) {
                     Some(of) => {
-                        if span.is_some_and(|first| of >= first) {
-                            scratch.push(of);
+                        if let (Some(first), Shape::Alloc { span, .. }) = (span, &mut shapes[shape_of[of]]) {
+                            if of >= first {
+                                *span = Span::Scratch;
+                            }
                         }
                         Shape::Free(of)
                     }
@@ -188,17 +191,9 @@ impl Parsed {
                         -d
                     ),
                 },
-            });
+            };
+            shapes.push(shape);
             ops.push(op(i));
-        }
-        let mut k = 0;
-        for s in &mut shapes {
-            if let Shape::Alloc { span, .. } = s {
-                if scratch.contains(&k) {
-                    *span = Span::Scratch;
-                }
-                k += 1;
-            }
         }
         // A run of frees with no allocation between them leaves the same bytes live, and the
         // same peak, in any order; some runs come in an order that is not the program's (the
@@ -429,32 +424,29 @@ impl Fit {
 }
 
 impl Fit {
-    /// Whether every op of the step allocates on CUDA what it allocates on the CPU.
-    /// Whether every op that allocates on the device allocates on CUDA what it allocates on the
-    /// CPU ([`cuda_op`]); the first that does not, named.
-    fn cuda_ops(&self) -> std::result::Result<(), String> {
-        // Inside a library span, the op's scratch is dropped and its outputs are CUDA's kernel's
-        // (the convolution and batch norm rules say what that leaves out).
-        let checked = self.events.iter().filter_map(|e| match e {
-            Event::Alloc { host, span, .. } => Some(!host && *span == Span::Outside),
+    /// Each allocation's op, whether it is the host's, and where it falls against the spans.
+    fn allocations(&self) -> impl Iterator<Item = (&str, bool, Span)> {
+        let allocs = self.events.iter().filter_map(|e| match e {
+            Event::Alloc { host, span, .. } => Some((*host, *span)),
             _ => None,
         });
-        for (op, _) in self.made_by.iter().zip(checked).filter(|(_, checked)| *checked) {
-            cuda_op(op)?;
-        }
-        Ok(())
+        self.made_by.iter().map(String::as_str).zip(allocs).map(|(op, (host, span))| (op, host, span))
+    }
+
+    /// Whether every op that allocates on the device allocates on CUDA what it allocates on the
+    /// CPU ([`cuda_op`]); the first that does not, named. Inside a library span the op's
+    /// scratch is dropped and its outputs are CUDA's kernel's (the convolution and batch norm
+    /// rules say what that leaves out).
+    fn cuda_ops(&self) -> std::result::Result<(), String> {
+        self.allocations()
+            .filter(|&(_, host, span)| !host && span == Span::Outside)
+            .try_for_each(|(op, ..)| cuda_op(op))
     }
 
     /// Whether the step runs a convolution (a library span whose op is one).
     fn convolves(&self) -> bool {
-        let spans = self.events.iter().filter_map(|e| match e {
-            Event::Alloc { span, .. } => Some(*span != Span::Outside),
-            _ => None,
-        });
-        self.made_by
-            .iter()
-            .zip(spans)
-            .any(|(op, in_span)| in_span && op.to_lowercase().contains("convolution"))
+        self.allocations()
+            .any(|(op, _, span)| span != Span::Outside && op.to_lowercase().contains("convolution"))
     }
 }
 
@@ -833,10 +825,7 @@ pub(super) fn predict(
              2.11's caching allocator, after {} of cuBLAS/cuBLASLt workspaces; the optimizer as PyTorch runs it \
              on CUDA ({})",
             crate::spec::format_size(options.workspaces.total()),
-            crate::spec::Named::as_str(crate::spec::OptimizerImpl::resolve(
-                config.training.techniques.optimizer_impl,
-                true
-            ))
+            recorded.training.techniques.optimizer_impl.map_or("", crate::spec::Named::as_str)
         ));
     }
     let prediction = Prediction {

@@ -315,7 +315,6 @@ pub fn pytorch_cpu_memory(summary: &Path, out: &Path) -> (Vec<PySummary>, Vec<Ph
     (summaries, read_csv(out))
 }
 
-/// Every row of a CSV file, failing the test with the file's name on any error.
 /// A trial's phases, (step, micro, phase) -> (allocated, peak), over its baseline `base`: how
 /// two runs of one config (oomlab's and PyTorch's, or two kinds) are held phase by phase.
 pub type Phases = std::collections::BTreeMap<(usize, usize, String), (i64, i64)>;
@@ -329,6 +328,28 @@ pub fn phases(trace: &[PhaseRecord], trial: usize, base: u64) -> Phases {
             let at = (r.step, r.micro, r.phase.to_string());
             (at, (r.memory_allocated as i64 - b, r.max_memory_allocated as i64 - b))
         })
+        .collect()
+}
+
+/// Where a TorchScript copy's phases (`mine`) part from those of the built-in kind it copies
+/// (`theirs`): the copy holds the file's debug records (`kept` bytes) from the model on, and its
+/// forward may peak `forward_extra` higher (what TorchScript's interpreter keeps longer). The
+/// data phase is the same; the model phase ends `kept` higher and peaks at least there (loading
+/// reads the file's other records too, and the built-in's initialisation has temporaries of its
+/// own); every later phase ends and peaks `kept` higher.
+pub fn parted_from_built_in(mine: &Phases, theirs: &Phases, kept: i64, forward_extra: i64) -> Vec<String> {
+    assert_eq!(mine.keys().collect::<Vec<_>>(), theirs.keys().collect::<Vec<_>>(), "the same phases");
+    mine.iter()
+        .filter(|(k, v)| {
+            let (allocated, peak) = (v.0 - theirs[*k].0, v.1 - theirs[*k].1);
+            match k.2.as_str() {
+                "data" => (allocated, peak) != (0, 0),
+                "model" => allocated != kept || v.1 < theirs[*k].0 + kept,
+                "forward" => (allocated, peak) != (kept, kept + forward_extra),
+                _ => (allocated, peak) != (kept, kept),
+            }
+        })
+        .map(|(k, v)| format!("{k:?}: the copy {v:?}, the built-in {:?}", theirs[k]))
         .collect()
 }
 
@@ -376,6 +397,7 @@ pub fn refused_naming(spec: &Path, out: &Path, says: &str, file: &str) {
     assert!(walk(out).is_empty(), "nothing written: {:?}", walk(out));
 }
 
+/// Every row of a CSV file, failing the test with the file's name on any error.
 pub fn read_csv<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
     csv::Reader::from_path(path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
