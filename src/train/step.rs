@@ -283,11 +283,17 @@ mod tests {
         }
     }
 
-    /// One real train_step with SGD at lr 1, so each parameter moves by exactly its gradient.
-    fn gradient_step(c: &Config) -> Vec<Tensor> {
+    /// One real train_step with SGD at lr 1, so each parameter moves by exactly its gradient,
+    /// from the parameters `init` (the same for every call: the global generator is shared with
+    /// the tests running beside this one, so a seed alone does not give the same model).
+    fn gradient_step(c: &Config, init: &[Tensor]) -> Vec<Tensor> {
         let data = data::make(&c.data, Kind::Float, Device::Cpu).unwrap();
-        tch::manual_seed(3);
         let model = Model::<Tensor>::Mlp(Mlp::new(8, &[16, 16], 3, CPU_F32).unwrap());
+        tch::no_grad(|| {
+            for (p, i) in model.parameters().into_iter().zip(init) {
+                p.shallow_clone().copy_(i);
+            }
+        });
         let before: Vec<Tensor> = model.parameters().iter().map(|p| p.copy()).collect();
         let opt = Optimizer::new(&c.training.optimizer, None, &model).unwrap();
         let probe = FakeProbe::default();
@@ -299,9 +305,11 @@ mod tests {
 
     #[test]
     fn accumulated_gradient_equals_the_full_batch() {
-        let full = gradient_step(&config(64, 1));
+        let init: Vec<Tensor> =
+            Mlp::new(8, &[16, 16], 3, CPU_F32).unwrap().parameters().map(|p: &Tensor| p.copy()).collect();
+        let full = gradient_step(&config(64, 1), &init);
         for (batch, acc) in [(16, 4), (4, 16), (1, 64)] {
-            let accumulated = gradient_step(&config(batch, acc));
+            let accumulated = gradient_step(&config(batch, acc), &init);
             for (f, a) in full.iter().zip(&accumulated) {
                 let err = (f - a).abs().max().double_value(&[]) / f.abs().max().double_value(&[]);
                 assert!(err < 1e-5, "{batch}x{acc}: relative error {err}");
