@@ -286,8 +286,7 @@ mod tests {
     /// One real train_step with SGD at lr 1, so each parameter moves by exactly its gradient,
     /// from the parameters `init` (the same for every call: the global generator is shared with
     /// the tests running beside this one, so a seed alone does not give the same model).
-    fn gradient_step(c: &Config, init: &[Tensor]) -> Vec<Tensor> {
-        let data = data::make(&c.data, Kind::Float, Device::Cpu).unwrap();
+    fn gradient_step(c: &Config, data: &data::Dataset, init: &[Tensor]) -> Vec<Tensor> {
         let model = Model::<Tensor>::Mlp(Mlp::new(8, &[16, 16], 3, CPU_F32).unwrap());
         tch::no_grad(|| {
             for (p, i) in model.parameters().into_iter().zip(init) {
@@ -299,7 +298,7 @@ mod tests {
         let probe = FakeProbe::default();
         let mut sink = |_: &PhaseRecord| Ok(());
         let mut rec = Recorder::new(&probe, 1, crate::schema::TraceLevel::Phases, &mut sink).unwrap();
-        let _ = train_step(c, &data, &model, &opt, None, 1, false, &mut rec, &mut Kept::default()).unwrap();
+        let _ = train_step(c, data, &model, &opt, None, 1, false, &mut rec, &mut Kept::default()).unwrap();
         model.parameters().into_iter().zip(before).map(|(p, b)| b - p).collect()
     }
 
@@ -307,9 +306,11 @@ mod tests {
     fn accumulated_gradient_equals_the_full_batch() {
         let init: Vec<Tensor> =
             Mlp::new(8, &[16, 16], 3, CPU_F32).unwrap().parameters().map(|p: &Tensor| p.copy()).collect();
-        let full = gradient_step(&config(64, 1), &init);
+        // One data set too: it is drawn from the same shared generator.
+        let data = data::make(&config(64, 1).data, Kind::Float, Device::Cpu).unwrap();
+        let full = gradient_step(&config(64, 1), &data, &init);
         for (batch, acc) in [(16, 4), (4, 16), (1, 64)] {
-            let accumulated = gradient_step(&config(batch, acc), &init);
+            let accumulated = gradient_step(&config(batch, acc), &data, &init);
             for (f, a) in full.iter().zip(&accumulated) {
                 let err = (f - a).abs().max().double_value(&[]) / f.abs().max().double_value(&[]);
                 assert!(err < 1e-5, "{batch}x{acc}: relative error {err}");
