@@ -14,8 +14,9 @@
 //! through the caching allocator's model, its device allocations alone: the code that makes a
 //! tensor tags it the host's or the device's where the phase does not say (`ffi::Where`); the
 //! scratch of ops that run a CPU library of their own (convolutions, norms: [`Span`]) is left
-//! out; dropout's mask is CUDA's bool one; each bias sum gets CUDA's reduction staging; and any
-//! other op must be one whose CUDA allocations are the CPU's ([`cuda_op`]).
+//! out; dropout's mask is CUDA's bool one; each bias sum gets CUDA's reduction staging, each
+//! softmax backward CUDA's temporary, each layer norm backward past 64 Ki rows CUDA's partial
+//! sums; and any other op must be one whose CUDA allocations are the CPU's ([`cuda_op`]).
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -23,7 +24,7 @@ use anyhow::{bail, Result};
 
 use super::ledger::{Category, Held, Ledger};
 use super::prediction::{PhasePrediction, PredictedOom, Prediction};
-use super::{evidence, terms, DataShape, Options, Target};
+use super::{cuda_reduce, evidence, terms, DataShape, Options, Target};
 use crate::ffi::{Where, REDUCE_MARK, SPAN_BEGIN, SPAN_END};
 use crate::schema::Phase;
 use crate::spec::Config;
@@ -56,6 +57,13 @@ enum Event {
     /// A sum of `rows` rows into each of `cols` outputs (each `a + c * batch`), accumulated in
     /// `acc` bytes, ends: CUDA's reduction kernel may have held a staging buffer for it.
     Reduce { rows: (i64, i64), cols: (i64, i64), acc: i64 },
+    /// CUDA's kernel of the op that made the allocation just before takes a temporary of
+    /// `a + c * batch` bytes and frees it before it returns (see [`Shape::CudaTemp`]).
+    CudaTemp { a: i64, c: i64 },
+    /// A layer norm's backward has made its input's gradient (`input`'s bytes) and its weight's
+    /// and bias's (each the allocation numbered, with its bytes), where it made them (see
+    /// [`Shape::LayerNormGrads`]).
+    LayerNormGrads { input: (i64, i64), grads: [Option<(usize, (i64, i64))>; 2] },
 }
 
 /// A step fitted over the batch.
@@ -89,6 +97,20 @@ enum Shape {
     Reduce {
         k: usize,
         acc: i64,
+    },
+    /// Allocation `of`, just made, is `_softmax_backward_data`'s output: CUDA's kernel
+    /// (`softmax_backward_cuda_out`, SoftMax.cu, 2.11) then computes `Tensor tmp = grad * output`,
+    /// a temporary of the output's size, which the CPU's does not.
+    CudaTemp {
+        of: usize,
+    },
+    /// A layer norm's backward (`native_layer_norm_backward`, a library span) ends, having
+    /// returned allocation `input` (the input's gradient) and `grads` (the weight's, the
+    /// bias's, each where asked for): on CUDA, past 64 Ki rows, its weight and bias gradients
+    /// are reduced from partial sums ([`cuda_reduce::layer_norm_partial_rows`]).
+    LayerNormGrads {
+        input: usize,
+        grads: [Option<usize>; 2],
     },
 }
 
@@ -132,23 +154,50 @@ impl Parsed {
         let op = |i: usize| r.ops.get(i).cloned().unwrap_or_default();
         let (mut shapes, mut sizes, mut live) = (Vec::new(), Vec::new(), HashMap::new());
         let mut dims = Vec::new();
-        let (mut ops, mut made_by) = (Vec::new(), Vec::new());
+        let (mut ops, mut made_by): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
         // The first allocation of the library span under way, if one is; where each allocation's
         // shape is (one freed within its span is the library's scratch).
         let (mut span, mut shape_of): (Option<usize>, Vec<usize>) = (None, Vec::new());
-        let mut dropout = false;
+        let (mut dropout, mut layer_norm) = (false, false);
+        // The op that opened the span under way.
+        let mut span_op = String::new();
         let end = events.iter().rposition(|e| *e == (0, END)).map_or(0, |i| i + 1);
         let mut phase = r.phases.iter().map(|p| p.2);
         let mut current = phase.next();
         for (i, &(delta, ptr)) in events[..end].iter().enumerate() {
+            // What CUDA's kernel does besides, noted after the event (`Shape::CudaTemp`, `Shape::LayerNormGrads`).
+            let mut then = None;
             let shape = match delta {
                 0 if ptr == START => Shape::Start,
                 0 if ptr == SPAN_BEGIN => {
                     span = Some(sizes.len());
+                    span_op = op(i);
                     dropout = op(i).ends_with("aten::dropout");
+                    // The span opens at the autograd node (`NativeLayerNormBackward0`).
+                    layer_norm = op(i).contains("LayerNormBackward") || op(i).contains("layer_norm_backward");
                     Shape::SpanBegin
                 }
                 0 if ptr == SPAN_END => {
+                    if let (true, Some(first)) = (layer_norm, span) {
+                        // The kernel's own outputs: the engine may add a gradient into its buffer
+                        // within the same span.
+                        let outputs: Vec<usize> = (first..sizes.len())
+                            .filter(|&k| {
+                                matches!(shapes[shape_of[k]], Shape::Alloc { span: Span::Output, .. })
+                            })
+                            .filter(|&k| made_by[k].ends_with("aten::native_layer_norm_backward"))
+                            .collect();
+                        // CUDA's partial sums come inside the kernel, after its last output and
+                        // before the engine frees what the node saved.
+                        if let (Some(grads), Some(&last)) =
+                            (layer_norm_grads(&outputs, &sizes), outputs.last())
+                        {
+                            let at = shape_of[last] + 1;
+                            shapes.insert(at, grads);
+                            ops.insert(at, op(i));
+                            shape_of.iter_mut().filter(|s| **s >= at).for_each(|s| *s += 1);
+                        }
+                    }
                     span = None;
                     Shape::SpanEnd
                 }
@@ -174,12 +223,18 @@ impl Parsed {
                         Some(first) if dropout && first == sizes.len() - 1 => Span::Mask,
                         Some(_) => Span::Output,
                     };
+                    if span.is_none() && op(i).ends_with("aten::_softmax_backward_data") {
+                        then = Some(Shape::CudaTemp { of: sizes.len() - 1 });
+                    }
                     Shape::Alloc { host: on_host(tag, current, data_on_host), span: within }
                 }
                 d => match live.remove(&ptr) {
                     Some(of) => {
                         if let (Some(first), Shape::Alloc { span, .. }) = (span, &mut shapes[shape_of[of]]) {
-                            if of >= first {
+                            // Freed by the op that opened the span, not by a kernel inside it: the
+                            // autograd engine adding a gradient into its input buffer, or a
+                            // composite dropping what it does not return. Both run on CUDA too.
+                            if of >= first && op(i) != span_op {
                                 *span = Span::Scratch;
                             }
                         }
@@ -194,6 +249,10 @@ impl Parsed {
             };
             shapes.push(shape);
             ops.push(op(i));
+            if let Some(then) = then {
+                shapes.push(then);
+                ops.push(op(i));
+            }
         }
         // A run of frees with no allocation between them leaves the same bytes live, and the
         // same peak, in any order; some runs come in an order that is not the program's (the
@@ -231,6 +290,8 @@ impl Parsed {
             Some(Shape::Reduce { .. }) => format!("the end of a reduction{}", in_op(&self.ops[i])),
             Some(Shape::SpanBegin) => format!("the start of {}", self.ops[i]),
             Some(Shape::SpanEnd) => "the end of a library's op".into(),
+            Some(Shape::CudaTemp { .. }) => format!("CUDA's temporary{}", in_op(&self.ops[i])),
+            Some(Shape::LayerNormGrads { .. }) => "the end of a layer norm's backward".into(),
         }
     }
 }
@@ -246,6 +307,20 @@ fn on_host(tag: Where, phase: Option<Phase>, data_on_host: bool) -> bool {
         (Where::Phase, Some(Phase::Data | Phase::ToDevice)) => data_on_host,
         (Where::Phase, Some(Phase::Model)) => true,
         (Where::Phase, _) => false,
+    }
+}
+
+/// A layer norm backward's outputs (the allocations that outlived its span, in order) as its
+/// input's gradient and its weight's and bias's: `layer_norm_backward_cpu` makes `dX`, then
+/// `dgamma` and `dbeta`, each where asked for. Without the input's gradient (two outputs of one
+/// size) the rows are not known, and nothing is noted.
+fn layer_norm_grads(outputs: &[usize], sizes: &[i64]) -> Option<Shape> {
+    match *outputs {
+        [input, gamma, beta] => Some(Shape::LayerNormGrads { input, grads: [Some(gamma), Some(beta)] }),
+        [input, grad] if sizes[input] != sizes[grad] => {
+            Some(Shape::LayerNormGrads { input, grads: [Some(grad), None] })
+        }
+        _ => None,
     }
 }
 
@@ -310,6 +385,14 @@ impl Fit {
                     Shape::Reduce { k, acc } => {
                         Some(Event::Reduce { rows: dims[2 * k], cols: dims[2 * k + 1], acc })
                     }
+                    Shape::CudaTemp { of } => {
+                        let (a, c) = coefficients[of];
+                        Some(Event::CudaTemp { a, c })
+                    }
+                    Shape::LayerNormGrads { input, grads } => Some(Event::LayerNormGrads {
+                        input: coefficients[input],
+                        grads: grads.map(|g| g.map(|k| (k, coefficients[k]))),
+                    }),
                     // Each allocation knows where it fell against the spans.
                     Shape::SpanBegin | Shape::SpanEnd => None,
                 })
@@ -349,6 +432,7 @@ impl Fit {
             None => ledger.unlabel(),
         };
         label(&mut ledger, current);
+        let at = |(a, c): (i64, i64)| a.saturating_add(c.saturating_mul(batch as i64)).max(0) as u64;
         for e in &self.events {
             match *e {
                 // The host's tensors, and a CPU library's scratch, are not CUDA's.
@@ -381,15 +465,51 @@ impl Fit {
                 Event::Start => ledger.reset_peak(),
                 Event::Reduce { rows, cols, acc } => {
                     let Some(gpu) = on.gpu else { continue };
-                    let at = |(a, c): (i64, i64)| (a + c * batch as i64).max(0) as u64;
-                    // As `kernels::bias_sum_staging`: the buffer, then the semaphores, for the
-                    // kernel's life.
-                    let staging = super::cuda_reduce::sum_rows_staging(at(rows), at(cols), acc as u64, gpu);
-                    if let Some((buffer, semaphores)) = staging {
-                        let buffer = ledger.hold(Category::Transient, buffer);
-                        let semaphores = ledger.hold(Category::Transient, semaphores);
-                        ledger.release(semaphores);
-                        ledger.release(buffer);
+                    staging(&mut ledger, at(rows), at(cols), acc as u64, gpu);
+                }
+                Event::CudaTemp { a, c } => {
+                    if on.cuda.is_some() {
+                        let temp = ledger.hold(Category::Transient, at((a, c)));
+                        ledger.release(temp);
+                    }
+                }
+                Event::LayerNormGrads { input, grads } => {
+                    let Some(gpu) = on.gpu else { continue };
+                    let element = on.element.max(1) as u64;
+                    // Each gradient still on the device, and its bytes.
+                    let grads: Vec<(usize, u64)> = grads
+                        .iter()
+                        .flatten()
+                        .filter(|(k, _)| held.get(*k).is_some_and(Option::is_some))
+                        .map(|&(k, size)| (k, at(size)))
+                        .collect();
+                    let Some(&(k, bytes)) = grads.first() else { continue };
+                    let width = (bytes / element).max(1);
+                    let Some(rows) =
+                        cuda_reduce::layer_norm_partial_rows(at(input) / (width * element), width, gpu)
+                    else {
+                        continue;
+                    };
+                    if on.record {
+                        ledger.at_op(self.made_by.get(k).map(String::as_str));
+                    }
+                    let partials: Vec<Held> = grads
+                        .iter()
+                        .map(|_| ledger.hold(Category::Transient, rows * width * element))
+                        .collect();
+                    let category = current.map_or(Category::Transient, |(_, _, p)| category(p));
+                    // `*dgamma = dgamma_blocks.sum(0)`: the sum's own tensor, then the one it
+                    // replaces freed.
+                    for &(k, bytes) in &grads {
+                        let sum = ledger.hold(category, bytes);
+                        staging(&mut ledger, rows, width, if element == 8 { 8 } else { 4 }, gpu);
+                        if let Some(old) = held[k].replace(sum) {
+                            ledger.release(old);
+                        }
+                    }
+                    // Locals go in the reverse of their making: dbeta_blocks first.
+                    for partial in partials.into_iter().rev() {
+                        ledger.release(partial);
                     }
                 }
                 Event::End => {
@@ -420,6 +540,17 @@ impl Fit {
         }
         let baseline = ledger.baseline();
         Ok(Replayed { phases: out, oom, baseline, blocks: ledger.take_log() })
+    }
+}
+
+/// CUDA's reduction of `rows` rows into each of `cols` outputs, as `kernels::bias_sum_staging`
+/// holds it: its staging buffer, then its semaphores, for the kernel's life.
+fn staging(ledger: &mut Ledger, rows: u64, cols: u64, acc: u64, gpu: super::GpuArch) {
+    if let Some((buffer, semaphores)) = cuda_reduce::sum_rows_staging(rows, cols, acc, gpu) {
+        let buffer = ledger.hold(Category::Transient, buffer);
+        let semaphores = ledger.hold(Category::Transient, semaphores);
+        ledger.release(semaphores);
+        ledger.release(buffer);
     }
 }
 
@@ -464,7 +595,7 @@ const CUDA_OTHERWISE: [(&str, &str); 2] = [
 #[rustfmt::skip]
 const CUDA_SAME: &[&str] = &[
     "addmm", "mm", "bmm", "matmul", "linear", "relu", "clamp_min", "threshold_backward", "_log_softmax",
-    "_log_softmax_backward_data", "_softmax", "_softmax_backward_data", "nll_loss_forward",
+    "_log_softmax_backward_data", "_softmax", "nll_loss_forward",
     "nll_loss_backward", "nll_loss2d_forward", "nll_loss2d_backward", "index_select", "ones_like",
     "zeros_like", "zeros", "ones", "empty_like", "empty", "empty_strided", "clone", "contiguous", "copy_",
     "to", "_to_copy", "sqrt", "mul", "add", "sub", "div", "neg", "addcmul", "addcdiv", "lerp", "sum", "tanh",
@@ -479,6 +610,9 @@ const CUDA_SAME: &[&str] = &[
     "masked_fill", "native_layer_norm", "native_layer_norm_backward",
     // In-place dropout is `_dropout<true>` on every device (Dropout.cpp): only `dropout` fuses.
     "dropout_", "bernoulli_", "div_", "mul_",
+    // CUDA's takes a temporary the size of its output besides, which the replay adds
+    // (`Shape::CudaTemp`).
+    "_softmax_backward_data",
 ];
 
 /// Whether op `label` (as a recording names it: "outer > innermost") allocates on CUDA what it
@@ -1017,6 +1151,85 @@ mod tests {
             "{:?}",
             on_cuda.phases[1]
         );
+    }
+
+    /// On CUDA a softmax backward takes a temporary of its output's size right after it; a
+    /// layer norm backward past 64 Ki rows takes its partial sums after its three gradients,
+    /// inside the kernel (before the engine's frees), and replaces the weight's and bias's
+    /// gradients by their sums; a gradient the engine frees inside the node's span (adding it
+    /// into its input buffer) is CUDA's too, not a library's scratch.
+    #[test]
+    fn softmax_and_layer_norm_backward_take_what_cudas_kernels_take() {
+        const SOFTMAX: &str =
+            "autograd::engine::evaluate_function: SoftmaxBackward0 > aten::_softmax_backward_data";
+        const NODE: &str = "autograd::engine::evaluate_function: NativeLayerNormBackward0";
+        const KERNEL: &str =
+            "autograd::engine::evaluate_function: NativeLayerNormBackward0 > aten::native_layer_norm_backward";
+        let (start, end) = ((0, START), (0, END));
+        let step = |b: i64| {
+            let rows = 512 * b; // normalized rows of width 64, fp32
+            let events = vec![
+                (start, ""),
+                (end, ""),
+                (start, ""),
+                ((4 * 1024 * b, 1), SOFTMAX),
+                ((0, SPAN_BEGIN), NODE),
+                ((4 * 64 * rows, 2), KERNEL), // dX
+                ((256, 3), KERNEL),           // dgamma
+                ((256, 4), KERNEL),           // dbeta
+                ((64 * b, 5), KERNEL),        // the CPU kernel's buffer
+                ((-64 * b, 5), KERNEL),
+                ((-4 * 64 * rows, 2), NODE), // the engine adds dX into its buffer
+                ((0, SPAN_END), NODE),
+                (end, ""),
+            ];
+            let mut r = recording(events.iter().map(|e| e.0).collect());
+            r.ops = events.iter().map(|e| e.1.to_string()).collect();
+            r.tags = vec![Where::Phase; events.len()];
+            r
+        };
+        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (4, step(4))], true).unwrap();
+        let hopper = super::super::GpuArch::Hopper;
+        let workspaces = super::super::Workspaces::for_run(hopper, []);
+        let cuda = On { cuda: Some(workspaces), gpu: Some(hopper), record: true, element: 4 };
+        let asked = |b: usize| -> Vec<(&'static str, u64)> {
+            let replayed = fit.replay(b, None, &cuda).unwrap();
+            replayed
+                .blocks
+                .iter()
+                .filter(|e| e.action != "segment_alloc")
+                .map(|e| (e.action, e.requested))
+                .collect()
+        };
+        // 256 rows of 512: 131,072 normalized rows, over 64 Ki: 4096 partial rows (the grid's
+        // cap, 32 Ki blocks over 2 warps, is 16,384).
+        let b = 256u64;
+        let (softmax, dx) = (4 * 1024 * b, 4 * 64 * 512 * b);
+        let partial = 4096 * 64 * 4;
+        let staging = super::super::cuda_reduce::sum_rows_staging(4096, 64, 4, hopper).expect("stages");
+        let sum = |g: &mut Vec<(&'static str, u64)>| {
+            g.extend([("alloc", 256), ("alloc", staging.0), ("alloc", staging.1)]);
+            g.extend([("free", staging.1), ("free", staging.0), ("free", 256)]);
+        };
+        let mut want = vec![("alloc", softmax), ("alloc", softmax), ("free", softmax)];
+        want.extend([("alloc", dx), ("alloc", 256), ("alloc", 256), ("alloc", partial), ("alloc", partial)]);
+        sum(&mut want);
+        sum(&mut want);
+        want.extend([("free", partial), ("free", partial), ("free", dx)]);
+        assert_eq!(asked(b as usize), want);
+        // At 128 rows of 512 (65,536 normalized rows) the kernel writes its gradients in place.
+        let b = 128u64;
+        let (softmax, dx) = (4 * 1024 * b, 4 * 64 * 512 * b);
+        let want = vec![
+            ("alloc", softmax),
+            ("alloc", softmax),
+            ("free", softmax),
+            ("alloc", dx),
+            ("alloc", 256),
+            ("alloc", 256),
+            ("free", dx),
+        ];
+        assert_eq!(asked(b as usize), want);
     }
 
     /// An op is CUDA's as recorded when it is on the list (by its innermost name), refused with

@@ -11,6 +11,7 @@ use super::node::{Node, Rule};
 use super::tensor::{view_strides, Dt, Sym};
 use super::{kernels, Ctx};
 use crate::estimate::ledger::Category::Transient;
+use crate::estimate::{cuda_reduce, Target};
 
 /// A wrapped C++ scalar for a pointwise op on the CPU (8 bytes, and its cast to the op's dtype
 /// unless that is double), made and gone around the op's output.
@@ -21,6 +22,32 @@ fn with_wrapped_scalar<T>(ctx: &Rc<Ctx>, dt: Dt, f: impl FnOnce() -> T) -> T {
     drop(cast);
     drop(wrapped);
     out
+}
+
+/// CUDA's layer norm backward past 64 Ki rows (`cuda_reduce::layer_norm_partial_rows`): a
+/// `[rows, d]` partial for each of the weight's and bias's gradients asked for, then each
+/// gradient summed from its partial (`*dgamma = dgamma_blocks.sum(0)`, the reduction's staging
+/// buffer with it) into a tensor that replaces the one made first, freed then; the partials go
+/// last, in the reverse of their making.
+fn layer_norm_partials(ctx: &Rc<Ctx>, input: &[i64], d: i64, grads: [(&mut Option<Sym>, Dt); 2]) {
+    let rows = input.iter().product::<i64>() / d.max(1);
+    let Some(partial_rows) =
+        cuda_reduce::layer_norm_partial_rows(rows.max(0) as u64, d.max(0) as u64, ctx.gpu)
+    else {
+        return;
+    };
+    let partial_rows = partial_rows as i64;
+    let partials: Vec<Sym> =
+        grads.iter().filter(|(g, _)| g.is_some()).map(|(_, dt)| new(ctx, &[partial_rows, d], *dt)).collect();
+    for (g, dt) in grads {
+        if let Some(old) = g.take() {
+            let sum = new(ctx, &[d], dt);
+            kernels::bias_sum_staging(ctx, partial_rows, &[d], dt);
+            drop(old);
+            *g = Some(sum);
+        }
+    }
+    partials.into_iter().rev().for_each(drop);
 }
 
 /// `grad.reshape(shape)`: a view where one exists, else a contiguous copy.
@@ -57,8 +84,15 @@ pub(crate) fn apply(ctx: &Rc<Ctx>, node: &Node, inputs: &[Option<Sym>]) -> Vec<O
             let g_a = wants(0).then(|| new(ctx, a, dt));
             vec![g_a, g_b]
         }
-        Rule::Relu { shape } | Rule::MulByConstant { shape } | Rule::Softmax { shape } => {
-            vec![Some(new(ctx, shape, dt))]
+        Rule::Relu { shape } | Rule::MulByConstant { shape } => vec![Some(new(ctx, shape, dt))],
+        Rule::Softmax { shape } => {
+            let g = new(ctx, shape, dt);
+            // CUDA's `softmax_backward_cuda_out` (SoftMax.cu, 2.11) computes `tmp = grad * output`
+            // into a tensor of its own before its kernel; the CPU's kernel does not.
+            if ctx.target == Target::Cuda {
+                drop(new(ctx, shape, dt));
+            }
+            vec![Some(g)]
         }
         // In the input's dtype (CUDA's autocast makes fp32 log-probabilities of low-precision
         // logits).
@@ -96,11 +130,13 @@ pub(crate) fn apply(ctx: &Rc<Ctx>, node: &Node, inputs: &[Option<Sym>]) -> Vec<O
             // The weight's and bias's gradients in their own dtype (fp32 under autocast), the
             // partial sums in the input's.
             let g_in = wants(0).then(|| new(ctx, input, dt));
-            let g_w = wants(1).then(|| new(ctx, &[*d], node.dts[1]));
-            let g_b = wants(2).then(|| new(ctx, &[*d], node.dts[2]));
+            let mut g_w = wants(1).then(|| new(ctx, &[*d], node.dts[1]));
+            let mut g_b = wants(2).then(|| new(ctx, &[*d], node.dts[2]));
             let copy = (!grad.is_contiguous()).then(|| new(ctx, input, dt));
-            let partial = (ctx.target == crate::estimate::Target::Cpu)
-                .then(|| new(ctx, &[2 * ctx.threads as i64 * d], dt));
+            let partial = (ctx.target == Target::Cpu).then(|| new(ctx, &[2 * ctx.threads as i64 * d], dt));
+            if ctx.target == Target::Cuda {
+                layer_norm_partials(ctx, input, *d, [(&mut g_w, node.dts[1]), (&mut g_b, node.dts[2])]);
+            }
             drop((partial, copy));
             vec![g_in, g_w, g_b]
         }
