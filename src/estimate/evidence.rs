@@ -190,7 +190,7 @@ pub const CONVOLUTIONS: Rule = Rule {
 pub const EFFICIENT_ATTENTION: Rule = Rule {
     name: "attention-efficient",
     covers:
-        "scaled_dot_product_attention through memory-efficient attention (float32, head dimension 33 to 64): \
+        "scaled_dot_product_attention through memory-efficient attention (float32, head dimension 32 to 64): \
              its output, padded logsumexp, backward delta and workspace",
     confirmed: Some(H200),
     margin: 0.15,
@@ -299,7 +299,7 @@ pub fn rules(config: &Config, phases: &[PhasePrediction], target: Target, gpu: G
 
 /// The rule of the attention backend the CUDA replay runs a Transformer's attention through on
 /// `gpu`: the one PyTorch 2.11 picks where it is modelled (cuDNN for half types on Hopper,
-/// memory-efficient for float32 heads of 33 to 64), else the math path's.
+/// memory-efficient for float32 heads of 32 to 64), else the math path's.
 pub fn attention(config: &Config, t: &TransformerSpec, gpu: GpuArch) -> Rule {
     let kind = match config.training.techniques.amp {
         Amp::Off => config.training.dtype.kind(),
@@ -439,9 +439,16 @@ mod tests {
         assert_eq!(p.bound.unconfirmed_names(), "");
         assert!(p.bound.rules.contains(&AUTOCAST_MLP));
 
-        // Heads of 32: another efficient kernel than the one modelled, so the math path's rule.
+        // Heads of 32 in float32: the efficient kernel (k32, the k64's blocks), as an H200
+        // measured it; heads of 16, a kernel not modelled, so the math path's rule.
         let mut encoder = crate::estimate::tests::transformer_config();
         let p = cuda(&encoder);
+        assert!(p.bound.rules.contains(&EFFICIENT_ATTENTION) && !p.bound.rules.contains(&ATTENTION));
+        let mut narrow = encoder.clone();
+        if let crate::spec::ModelSpec::Transformer(t) = &mut narrow.model {
+            t.nhead = t.d_model / 16;
+        }
+        let p = cuda(&narrow);
         assert!(p.bound.rules.contains(&ATTENTION) && !p.bound.rules.contains(&EFFICIENT_ATTENTION));
         // Under bf16 on Hopper the same heads go through cuDNN, at a shape the H200 measured
         // (heads of 32 over 64 tokens; attention_half had heads of 32, 64 and 128 over 64 to 512

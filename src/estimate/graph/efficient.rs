@@ -9,10 +9,12 @@
 //! H200 (experiments/gpu/transformer_seq512: 6 layers of d_model 512 at sequence 512, batch 16,
 //! with and without dropout, Adam) against PyTorch's own allocation history, event for event.
 //!
-//! Modelled: float32, head dimension in 33..=64 (a multiple of 4), no mask. The kernel that
-//! `dispatch_cutlassB<float>` launches for it is `fmha_cutlassB_f32_aligned_64x64_k64_sm80`;
-//! other head dimensions run other kernels whose workspace this does not know, and go through
-//! the math path's rules instead.
+//! Modelled: float32, head dimension in 32..=64 (a multiple of 4), no mask. The kernel that
+//! `dispatch_cutlassB<float>` launches for it is `fmha_cutlassB_f32_aligned_64x64_k64_sm80`
+//! (33 to 64), or `..._64x64_k32_sm80` for 32: the same 64 x 64 blocks, so the same workspace
+//! (an H200 measured 83,968,000 B at batch 320, 4 heads of 32 over 256 tokens:
+//! experiments/gpu/transformer_rows). Other head dimensions run kernels whose workspace this
+//! does not know, and go through the math path's rules instead.
 use std::rc::Rc;
 
 use tch::Kind;
@@ -30,13 +32,13 @@ pub(crate) struct Kernel {
     grad_q_cols: i64,
 }
 
-/// `fmha_cutlassB_f32_aligned_64x64_k64_sm80`.
+/// `fmha_cutlassB_f32_aligned_64x64_k64_sm80`, and `..._k32_sm80` (the same blocks).
 const F32_64X64_K64: Kernel = Kernel { block_i: 64, grad_q_cols: 64 };
 
 /// Whether the efficient path is modelled for inputs of `kind` with heads of `head_dim` (query
-/// and value alike): float32, 33 to 64, a multiple of 4. `evidence` asks it of a spec.
+/// and value alike): float32, 32 to 64, a multiple of 4. `evidence` asks it of a spec.
 pub(crate) fn modelled(kind: Kind, head_dim: i64) -> bool {
-    kind == Kind::Float && (33..=64).contains(&head_dim) && head_dim % 4 == 0
+    kind == Kind::Float && (32..=64).contains(&head_dim) && head_dim % 4 == 0
 }
 
 /// The kernel for `q`, `k`, `v` laid out `[batch, heads, len, head_dim]`, or None where the
