@@ -21,18 +21,32 @@ pub(super) fn finder(get: Get) -> Claim {
         halve.rows.len()
     );
     let verdict = match (exact, halved) {
-        (Some(x), Some(h)) if h == x => Verdict::Confirmed,
+        (Some(x), Some(h)) if h >= x => Verdict::Confirmed,
         (Some(_), Some(_)) => Verdict::Partly,
         _ => Verdict::Refuted,
     };
-    let why = format!(
-        "both count the first optimizer step (where Adam makes its state); halving finds a batch that \
-         fits but not the largest ({} of the exact answer), every probe back at its baseline.",
-        match (exact, halved) {
-            (Some(x), Some(h)) => pct(h as f64 / x as f64),
-            _ => "-".into(),
-        }
-    );
+    let common = "both count the first optimizer step (where Adam makes its state)";
+    let why = match (exact, halved) {
+        // A fit above the search's boundary: under a budget on reserved memory, fitting is not
+        // monotonic in the batch (the caching allocator's segments are rounded, so a larger
+        // batch can pack where a smaller one leaves a block that does not fit), and the search
+        // answers the boundary it meets. Saying "not the largest" here would be false.
+        (Some(x), Some(h)) if h > x => format!(
+            "{common}; halving found {h}, which fit, above the search's boundary ({x} fit, {} ran out): \
+             here fitting is not monotonic in the batch (under a budget, reserved memory decides, and \
+             the allocator's segment rounding lets a larger batch pack where a smaller one does not), \
+             and the search answers the first boundary it meets; every probe back at its baseline.",
+            x + 1
+        ),
+        _ => format!(
+            "{common}; halving finds a batch that fits but not the largest ({} of the exact answer), every \
+             probe back at its baseline.",
+            match (exact, halved) {
+                (Some(x), Some(h)) => pct(h as f64 / x as f64),
+                _ => "-".into(),
+            }
+        ),
+    };
     claim(C, E, measured, verdict, why)
 }
 
@@ -82,5 +96,34 @@ mod tests {
             assert!(c.measured.starts_with(name), "{}", c.measured);
             assert!(c.measured.contains("halving: 100 in 2 probes"), "{}", c.measured);
         }
+    }
+
+    /// An H200 under 320 MiB: the guided search's boundary was 14848 (14849 out of memory), and
+    /// halving's 16384 fit. The claim holds (halving found a batch that fits) and does not call
+    /// that batch smaller than the largest; below the boundary it is partly so.
+    #[test]
+    fn a_halving_fit_above_the_searchs_boundary_is_not_called_smaller() {
+        let answer = Answer {
+            largest_fit: Some(14848),
+            first_oom: Some(14849),
+            strategy: Some("guided by the estimate (predicted 14848)".into()),
+            ..Answer::new("", crate::spec::Field::BatchSize)
+        };
+        let search = dir("find_batch", &[(14848, Status::Ok), (14849, Status::Oom)], Some(answer));
+        let verdict = |halving: &[(u64, Status)]| {
+            let halve = dir("find_batch_halving", halving, None);
+            let get = |e: &str| [&search, &halve].into_iter().find(|d| d.manifest.experiment == e);
+            finder(&get)
+        };
+        let above = verdict(&[(32768, Status::Oom), (16384, Status::Ok)]);
+        assert_eq!(above.verdict, Verdict::Confirmed);
+        assert!(
+            above.why.contains("not monotonic") && !above.why.contains("not the largest"),
+            "{}",
+            above.why
+        );
+        let below = verdict(&[(16384, Status::Oom), (8192, Status::Ok)]);
+        assert_eq!(below.verdict, Verdict::Partly);
+        assert!(below.why.contains("not the largest (55.2% of the exact answer)"), "{}", below.why);
     }
 }
