@@ -271,6 +271,27 @@ fn the_bf16_transformers_blocks_are_pytorchs_up_to_the_embeddings_backward() {
     );
 }
 
+/// A float32 encoder at 81,920 tokens a batch (`transformer_rows` trial 1, heads of 32) block
+/// by block against PyTorch's history on the H200 (trial 1's first step, `pytorch-history.csv`):
+/// memory-efficient attention's k32 kernel and its workspace, each layer norm backward's
+/// partial sums and their reductions, all PyTorch's events; the first to part is the
+/// embedding's backward (cub's sort scratch, as in `amp_models`), after them all.
+#[test]
+fn an_encoder_past_64ki_tokens_is_pytorchs_block_for_block_up_to_the_embeddings_backward() {
+    let dir = std::env::temp_dir().join(format!("oomlab-h200-rows-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let history = Path::new(FIXTURES).join("transformer_rows/pytorch-history.csv");
+    let report = compare_blocks(Path::new("experiments/gpu/transformer_rows.toml"), &history, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let line = report.lines().find(|l| l.starts_with("- trial 1:")).unwrap_or_else(|| panic!("{report}"));
+    assert!(
+        line.contains("first parts in backward, step 1.0")
+            && line.contains("estimate alloc 512,000 B")
+            && line.contains("reference alloc 655,360 B"),
+        "the first difference is the embedding's backward: {line}"
+    );
+}
+
 /// The allocator's rules against PyTorch's own events: `attention_half`'s history (with device
 /// addresses and the cache each trial started from) replayed by
 /// scripts/reference/replay_history.py, the rules of src/estimate/caching.rs. Breaking ties
