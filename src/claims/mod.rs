@@ -185,7 +185,9 @@ pub fn markdown(dir: &Path, claims: &[Claim]) -> String {
         "Made by `oomlab claims {}` from the results in this folder (each experiment's \
          `manifest.json` names the machine, versions and git revision that ran it). Every number \
          below comes from those CSVs.\n",
-        dir.display()
+        // As a path's components: `results/nvidia-h200/` and `results/nvidia-h200` write the
+        // same file (`scripts/gpu-session` passes the first, the replot test the second).
+        dir.components().collect::<std::path::PathBuf>().display()
     );
     let rows = claims.iter().map(|c| {
         [
@@ -214,4 +216,17 @@ pub fn write(dir: &Path) -> Result<std::path::PathBuf> {
     let path = dir.join("CLAIMS.md");
     crate::results::fsio::write_atomic(&path, text.as_bytes())?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A folder named with or without its trailing slash writes the same report.
+    #[test]
+    fn the_report_names_its_folder_the_same_with_a_trailing_slash() {
+        let with = markdown(Path::new("results/nvidia-h200/"), &[]);
+        assert!(with.contains("Made by `oomlab claims results/nvidia-h200` from"), "{with}");
+        assert_eq!(with, markdown(Path::new("results/nvidia-h200"), &[]));
+    }
 }
