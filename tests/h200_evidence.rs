@@ -214,10 +214,9 @@ fn the_scripted_vits_cuda_estimate_is_pytorchs_at_every_phase() {
 }
 
 /// compare.py's block report: `spec`'s every predicted allocation, free and segment on an H200
-/// (`estimate --blocks`, written in `dir`) against PyTorch's `history`.
-fn compare_blocks(spec: &Path, history: &Path, dir: &Path) -> String {
-    let blocks = dir.join("blocks.csv");
-    let _ = std::fs::remove_file(&blocks);
+/// (`estimate --blocks`, written in `sb`) against PyTorch's `history`.
+fn compare_blocks(spec: &Path, history: &Path, sb: &common::Sandbox) -> String {
+    let blocks = sb.path().join("blocks.csv");
     let est = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"))
         .arg("estimate")
         .arg(spec)
@@ -238,17 +237,14 @@ fn compare_blocks(spec: &Path, history: &Path, dir: &Path) -> String {
 /// modelled, and after the peak).
 #[test]
 fn the_bf16_transformers_blocks_are_pytorchs_up_to_the_embeddings_backward() {
-    let dir = std::env::temp_dir().join(format!("oomlab-h200-blocks-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let spec = dir.join("transformer_bf16.toml");
-    std::fs::write(
-        &spec,
+    let sb = common::Sandbox::new();
+    let spec = sb.spec(
+        "transformer_bf16.toml",
         "[experiment]\nname = \"transformer_bf16\"\n[model]\nkind = \"transformer\"\nd_model = 256\nnhead = 4\n\
          num_layers = 4\ndim_feedforward = 1024\n[data]\nkind = \"tokens\"\nsamples = 1024\nseq_len = 64\n\
          vocab = 1000\nclasses = 10\nseed = 0\n[training]\noptimizer = \"adam\"\nlr = 0.001\nsteps = 2\n\
          batch_size = 1024\namp = \"bf16\"\n",
-    )
-    .unwrap();
+    );
     // Trial 4's events, numbered as the estimate's one trial.
     let history =
         std::fs::read_to_string(Path::new(FIXTURES).join("amp_models/pytorch-history.csv")).unwrap();
@@ -256,11 +252,10 @@ fn the_bf16_transformers_blocks_are_pytorchs_up_to_the_embeddings_backward() {
     let mut trial: Vec<String> = vec![lines.next().unwrap().to_string()];
     trial.extend(lines.filter_map(|l| l.strip_prefix("4,").map(|rest| format!("1,{rest}"))));
     assert!(trial.len() > 1000, "trial 4's history is in the fixture");
-    let history = dir.join("history.csv");
+    let history = sb.path().join("history.csv");
     std::fs::write(&history, trial.join("\n") + "\n").unwrap();
 
-    let report = compare_blocks(&spec, &history, &dir);
-    let _ = std::fs::remove_dir_all(&dir);
+    let report = compare_blocks(&spec, &history, &sb);
     let line = report.lines().find(|l| l.starts_with("- trial 1:")).unwrap_or_else(|| panic!("{report}"));
     assert!(
         line.contains("first parts in backward, step 1.0")
@@ -278,11 +273,9 @@ fn the_bf16_transformers_blocks_are_pytorchs_up_to_the_embeddings_backward() {
 /// embedding's backward (cub's sort scratch, as in `amp_models`), after them all.
 #[test]
 fn an_encoder_past_64ki_tokens_is_pytorchs_block_for_block_up_to_the_embeddings_backward() {
-    let dir = std::env::temp_dir().join(format!("oomlab-h200-rows-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let history = Path::new(FIXTURES).join("transformer_rows/pytorch-history.csv");
-    let report = compare_blocks(Path::new("experiments/gpu/transformer_rows.toml"), &history, &dir);
-    let _ = std::fs::remove_dir_all(&dir);
+    let sb = common::Sandbox::new();
+    let report = compare_blocks(Path::new("experiments/gpu/transformer_rows.toml"), &history, &sb);
     let line = report.lines().find(|l| l.starts_with("- trial 1:")).unwrap_or_else(|| panic!("{report}"));
     assert!(
         line.contains("first parts in backward, step 1.0")
@@ -336,14 +329,11 @@ fn pytorchs_own_events_give_its_peaks_when_ties_follow_device_addresses() {
 /// output), which the replay does not model, the replay's for the output.
 #[test]
 fn a_reserved_gap_is_named_by_the_first_segment_where_the_two_part() {
-    let dir = std::env::temp_dir().join(format!("oomlab-h200-segments-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
     let report = compare_blocks(
         Path::new("experiments/amp_models.toml"),
         &Path::new(FIXTURES).join("amp_models/pytorch-history.csv"),
-        &dir,
+        &common::Sandbox::new(),
     );
-    let _ = std::fs::remove_dir_all(&dir);
     // Each trial's line, then its segments' line.
     let segments = |trial: usize| -> &str {
         let mut lines = report.lines().skip_while(|l| !l.starts_with(&format!("- trial {trial}:")));

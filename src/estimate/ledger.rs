@@ -386,6 +386,18 @@ pub struct Held {
 }
 
 impl Ledger {
+    /// A CUDA reduction's staging buffer and semaphores (`cuda_reduce::sum_rows_staging`), held
+    /// for the kernel's life: the buffer, then the semaphores, freed in the reverse order.
+    #[track_caller]
+    pub fn hold_staging(&mut self, staging: Option<(u64, u64)>) {
+        if let Some((buffer, semaphores)) = staging {
+            let buffer = self.hold(Category::Transient, buffer);
+            let semaphores = self.hold(Category::Transient, semaphores);
+            self.release(semaphores);
+            self.release(buffer);
+        }
+    }
+
     /// Allocates like `alloc` and returns the allocation, for [`Ledger::release`].
     #[track_caller]
     pub fn hold(&mut self, c: Category, bytes: u64) -> Held {
@@ -474,6 +486,11 @@ impl Shared {
     #[track_caller]
     pub fn release(&self, held: Held) {
         self.0.borrow_mut().release(held)
+    }
+
+    #[track_caller]
+    pub fn hold_staging(&self, staging: Option<(u64, u64)>) {
+        self.0.borrow_mut().hold_staging(staging)
     }
 
     pub fn refile(&self, held: Held, to: Category) -> Held {

@@ -158,26 +158,26 @@ impl Parsed {
         // The first allocation of the library span under way, if one is; where each allocation's
         // shape is (one freed within its span is the library's scratch).
         let (mut span, mut shape_of): (Option<usize>, Vec<usize>) = (None, Vec::new());
-        let (mut dropout, mut layer_norm) = (false, false);
-        // The op that opened the span under way.
+        // The op that opened the span under way (dropout's, a layer norm backward's node).
         let mut span_op = String::new();
         let end = events.iter().rposition(|e| *e == (0, END)).map_or(0, |i| i + 1);
         let mut phase = r.phases.iter().map(|p| p.2);
         let mut current = phase.next();
         for (i, &(delta, ptr)) in events[..end].iter().enumerate() {
-            // What CUDA's kernel does besides, noted after the event (`Shape::CudaTemp`, `Shape::LayerNormGrads`).
+            // What CUDA's kernel does besides, noted after the event (`Shape::CudaTemp`; a layer
+            // norm's partial sums go inside its span instead, after its last output).
             let mut then = None;
             let shape = match delta {
                 0 if ptr == START => Shape::Start,
                 0 if ptr == SPAN_BEGIN => {
                     span = Some(sizes.len());
                     span_op = op(i);
-                    dropout = op(i).ends_with("aten::dropout");
-                    // The span opens at the autograd node (`NativeLayerNormBackward0`).
-                    layer_norm = op(i).contains("LayerNormBackward") || op(i).contains("layer_norm_backward");
                     Shape::SpanBegin
                 }
                 0 if ptr == SPAN_END => {
+                    // The span opens at the autograd node (`NativeLayerNormBackward0`).
+                    let layer_norm =
+                        span_op.contains("LayerNormBackward") || span_op.contains("layer_norm_backward");
                     if let (true, Some(first)) = (layer_norm, span) {
                         // The kernel's own outputs: the engine may add a gradient into its buffer
                         // within the same span.
@@ -220,7 +220,9 @@ impl Parsed {
                     let tag = r.tags.get(i).copied().unwrap_or_default();
                     let within = match span {
                         None => Span::Outside,
-                        Some(first) if dropout && first == sizes.len() - 1 => Span::Mask,
+                        Some(first) if span_op.ends_with("aten::dropout") && first == sizes.len() - 1 => {
+                            Span::Mask
+                        }
                         Some(_) => Span::Output,
                     };
                     if span.is_none() && op(i).ends_with("aten::_softmax_backward_data") {
@@ -465,7 +467,7 @@ impl Fit {
                 Event::Start => ledger.reset_peak(),
                 Event::Reduce { rows, cols, acc } => {
                     let Some(gpu) = on.gpu else { continue };
-                    staging(&mut ledger, at(rows), at(cols), acc as u64, gpu);
+                    ledger.hold_staging(cuda_reduce::sum_rows_staging(at(rows), at(cols), acc as u64, gpu));
                 }
                 Event::CudaTemp { a, c } => {
                     if on.cuda.is_some() {
@@ -502,7 +504,8 @@ impl Fit {
                     // replaces freed.
                     for &(k, bytes) in &grads {
                         let sum = ledger.hold(category, bytes);
-                        staging(&mut ledger, rows, width, if element == 8 { 8 } else { 4 }, gpu);
+                        let acc = if element == 8 { 8 } else { 4 };
+                        ledger.hold_staging(cuda_reduce::sum_rows_staging(rows, width, acc, gpu));
                         if let Some(old) = held[k].replace(sum) {
                             ledger.release(old);
                         }
@@ -540,17 +543,6 @@ impl Fit {
         }
         let baseline = ledger.baseline();
         Ok(Replayed { phases: out, oom, baseline, blocks: ledger.take_log() })
-    }
-}
-
-/// CUDA's reduction of `rows` rows into each of `cols` outputs, as `kernels::bias_sum_staging`
-/// holds it: its staging buffer, then its semaphores, for the kernel's life.
-fn staging(ledger: &mut Ledger, rows: u64, cols: u64, acc: u64, gpu: super::GpuArch) {
-    if let Some((buffer, semaphores)) = cuda_reduce::sum_rows_staging(rows, cols, acc, gpu) {
-        let buffer = ledger.hold(Category::Transient, buffer);
-        let semaphores = ledger.hold(Category::Transient, semaphores);
-        ledger.release(semaphores);
-        ledger.release(buffer);
     }
 }
 

@@ -544,12 +544,7 @@ pub(crate) fn bias_sum_staging(ctx: &Rc<Ctx>, rows: i64, bias: &[i64], dt: Dt) {
     let acc = if dt.0 == Kind::Double { 8 } else { 4 };
     let staging =
         crate::estimate::cuda_reduce::sum_rows_staging(rows.max(0) as u64, cols.max(0) as u64, acc, ctx.gpu);
-    if let Some((buffer, semaphores)) = staging {
-        let buffer = ctx.ledger.hold(Transient, buffer);
-        let semaphores = ctx.ledger.hold(Transient, semaphores);
-        ctx.ledger.release(semaphores);
-        ctx.ledger.release(buffer);
-    }
+    ctx.ledger.hold_staging(staging);
 }
 
 #[cfg(test)]
