@@ -9,8 +9,10 @@
 //! same trials out of memory, and the bound never below what PyTorch measured. `amp_models`
 //! (ResNet-18 and a Transformer at batch 1024, fp32 and bf16) and five of the suite's own specs
 //! (optimizers, accumulation, inference without grad, depthwise separable convolutions, a
-//! checkpointed ResNet-18) ride along: each trial whose rules a GPU confirmed held to 0.5%, the
-//! rest (cuDNN's convolution workspaces are not modelled) to the bound.
+//! checkpointed ResNet-50) ride along: each trial whose rules a GPU confirmed held to 0.5%, the
+//! rest (convolutions at shapes whose cuDNN workspaces no GPU measured) to the bound. cuDNN's
+//! workspaces come from a table read off two of these histories (ResNet-50 at 224, ResNet-18 at
+//! batch 1024): the tests below hold the table to them and the replay to them block for block.
 mod common;
 
 use std::collections::HashMap;
@@ -47,8 +49,15 @@ const VALIDATED: [&str; 8] = [
 const TOLERANCE: [(&str, f64); 1] = [("attention_half", 0.006)];
 
 /// Trials of other fixtures held to 0.5% allocated as well: (experiment, variant).
-const VALIDATED_VARIANTS: [(&str, &str); 3] =
-    [("amp_models", "transformer_fp32"), ("amp_models", "transformer_bf16"), ("own_model", "")];
+/// ResNet-18's take cuDNN's workspaces from the table the same history gave
+/// (src/estimate/cudnn_workspaces.csv); ResNet-50 at 224 (`resnet50_224`) too.
+const VALIDATED_VARIANTS: [(&str, &str); 5] = [
+    ("amp_models", "transformer_fp32"),
+    ("amp_models", "transformer_bf16"),
+    ("amp_models", "resnet18_fp32"),
+    ("amp_models", "resnet18_bf16"),
+    ("own_model", ""),
+];
 
 /// A fixture's spec: experiments/gpu, else the suite's experiments/.
 fn spec_of(name: &str) -> spec::Spec {
@@ -324,28 +333,119 @@ fn pytorchs_own_events_give_its_peaks_when_ties_follow_device_addresses() {
 
 /// Reserved memory's gaps named by their segment: `amp_models` as a whole (`estimate --blocks`,
 /// an H200) against PyTorch's history of the same four trials, through compare.py. The bf16
-/// Transformer makes PyTorch's segments, every one; ResNet-18's first segment to part is made in
-/// its first convolution's forward: PyTorch's for cuDNN's 319 MB workspace (asked before the
-/// output), which the replay does not model, the replay's for the output.
+/// Transformer makes PyTorch's segments, every one; so does the fp32 ResNet-18, with cuDNN's
+/// workspaces from the table (src/estimate/cudnn_workspaces.csv: each convolution's forward,
+/// data and filter workspace at the moment PyTorch takes it). The bf16 ResNet-18 makes
+/// PyTorch's every allocation and free, and its segments part in the backward: a 67 MB
+/// workspace that PyTorch fits in a free block and the replay in a new segment. That is the
+/// allocator's address tie-break (the estimate assumes segments in the order made): PyTorch's
+/// own events replayed in that order (scripts/reference/replay_history.py) reserve exactly the
+/// estimate's bytes.
 #[test]
 fn a_reserved_gap_is_named_by_the_first_segment_where_the_two_part() {
-    let report = compare_blocks(
-        Path::new("experiments/amp_models.toml"),
-        &Path::new(FIXTURES).join("amp_models/pytorch-history.csv"),
-        &common::Sandbox::new(),
-    );
+    let history = Path::new(FIXTURES).join("amp_models/pytorch-history.csv");
+    let report = compare_blocks(Path::new("experiments/amp_models.toml"), &history, &common::Sandbox::new());
     // Each trial's line, then its segments' line.
-    let segments = |trial: usize| -> &str {
+    let lines = |trial: usize| -> (&str, &str) {
         let mut lines = report.lines().skip_while(|l| !l.starts_with(&format!("- trial {trial}:")));
-        lines.next();
-        lines.next().filter(|l| l.starts_with("  - segments")).unwrap_or_else(|| panic!("{report}"))
+        let events = lines.next().unwrap_or_else(|| panic!("{report}"));
+        (events, lines.next().filter(|l| l.starts_with("  - segments")).unwrap_or_else(|| panic!("{report}")))
     };
-    assert!(segments(4).starts_with("  - segments: the same "), "{}", segments(4));
-    let resnet = segments(1);
+    assert!(lines(4).1.starts_with("  - segments: the same "), "{}", lines(4).1);
+    let (events, segments) = lines(1);
     assert!(
-        resnet.contains("estimate 268,435,456 B in forward, step 1.0")
-            && resnet.contains("reference 320,864,256 B in forward, step 1.0 (conv.py:"),
-        "the first segment to part is made in conv1's forward: the replay's for its output, PyTorch's for \
-         cuDNN's workspace, asked first: {resnet}"
+        events.contains("the same") && segments.starts_with("  - segments: the same 42 "),
+        "ResNet-18 in fp32 is PyTorch's block for block and segment for segment:\n{events}\n{segments}"
     );
+    let (events, segments) = lines(2);
+    assert!(
+        events.contains("the same")
+            && segments.contains("estimate 69,206,016 B in backward, step 1.0")
+            && segments.contains("reference 134,217,728 B in backward, step 1.0"),
+        "bf16: the same events, segments parting at a workspace PyTorch placed in a free block:\n{events}\n{segments}"
+    );
+    let out = std::process::Command::new("python3")
+        .arg("scripts/reference/replay_history.py")
+        .arg(&history)
+        .args(["--trial", "2"])
+        .output()
+        .expect("python3 runs replay_history.py");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let made = text.lines().find(|l| l.starts_with("2,made,")).unwrap_or_else(|| panic!("{text}"));
+    let made_reserved: u64 = made.split(',').nth(3).unwrap().parse().unwrap();
+    let spec = spec_of("amp_models");
+    let plan = Plan::new(spec, Overrides { device: Some(DeviceChoice::Cuda(0)), budget: None }, true);
+    let config = plan.spec.trial_config("resnet18_bf16", Some(1024.0)).unwrap();
+    let shape = estimate::data_shape(&config.data).unwrap();
+    let p = estimate::predict_with(&config, shape, &plan.estimate_options(GpuArch::Hopper, 1)).unwrap();
+    assert_eq!(
+        p.peak_reserved(),
+        made_reserved,
+        "PyTorch's events in the order made reserve the estimate's\n{text}"
+    );
+}
+
+/// ResNet-50 at 224 x 224 and batch 32 (`resnet50_224`) against PyTorch's history on the H200
+/// (`resnet50_224/pytorch-history.csv`): with cuDNN's workspaces from the table, every
+/// allocation and free of both steps is PyTorch's, and so is every segment (reserved memory to
+/// the byte). Without them it parts at the first convolution's forward workspace.
+#[test]
+fn resnet50_at_224_is_pytorchs_block_for_block_and_segment_for_segment() {
+    let history = Path::new(FIXTURES).join("resnet50_224/pytorch-history.csv");
+    let sb = common::Sandbox::new();
+    let report = compare_blocks(Path::new("experiments/gpu/resnet50_224.toml"), &history, &sb);
+    assert!(report.contains("- trial 1: the same 3988 events in 11 phases"), "{report}");
+    assert!(report.contains("  - segments: the same 121 (3,625,975,808 B)"), "{report}");
+}
+
+/// The shipped table of cuDNN's workspaces (src/estimate/cudnn_workspaces.csv) is exactly what
+/// scripts/reference/cudnn_workspaces.py reads off the two fixture histories it names, through
+/// the estimate's own marks: no row edited by hand, none left over, none missing, and every
+/// call of those runs measured once at one size.
+#[test]
+fn the_cudnn_table_is_what_the_fixture_histories_give() {
+    let sb = common::Sandbox::new();
+    let mut read = Vec::new();
+    for (spec, fixture) in
+        [("experiments/gpu/resnet50_224.toml", "resnet50_224"), ("experiments/amp_models.toml", "amp_models")]
+    {
+        let blocks = sb.path().join(format!("{fixture}.blocks.csv"));
+        let est = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"))
+            .args(["estimate", spec, "--device", "cuda", "--gpu", "h200", "--brief", "--blocks"])
+            .arg(&blocks)
+            .output()
+            .unwrap();
+        assert!(est.status.success(), "{}", String::from_utf8_lossy(&est.stderr));
+        let out = std::process::Command::new("python3")
+            .arg("scripts/reference/cudnn_workspaces.py")
+            .arg("--blocks")
+            .arg(&blocks)
+            .arg("--history")
+            .arg(Path::new(FIXTURES).join(fixture).join("pytorch-history.csv"))
+            .args(["--gpu", "h200", "--source", fixture])
+            .output()
+            .expect("python3 runs cudnn_workspaces.py");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stderr.is_empty(),
+            "every phase read, every call at one size:\n{stderr}"
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        read.extend(text.lines().skip(1).map(|l| l.rsplit_once(',').unwrap().0.to_string()));
+    }
+    let shipped: Vec<String> = std::fs::read_to_string("src/estimate/cudnn_workspaces.csv")
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .skip(1)
+        .map(|l| l.rsplit_once(',').unwrap().0.to_string())
+        .collect();
+    read.sort();
+    shipped
+        .iter()
+        .zip(shipped.iter().skip(1))
+        .for_each(|(a, b)| assert!(a < b, "sorted, once each: {a} {b}"));
+    assert!(read.len() > 100, "both runs' convolutions: {}", read.len());
+    assert_eq!(read, shipped);
 }

@@ -21,7 +21,8 @@ pub struct BlockEvent {
     pub phase: Phase,
     /// "alloc" or "free"; on CUDA also "segment_alloc", just before the allocation that made
     /// the segment (`requested` and `block` are then the segment's size), as a GPU's history
-    /// records `cudaMalloc`.
+    /// records `cudaMalloc`; and "cudnn", a mark where a cuDNN convolution takes its workspace
+    /// (`requested` the replay's size, 0 where unmeasured; `site` the call; no allocation).
     pub action: &'static str,
     /// The bytes asked for (a tensor's storage).
     pub requested: u64,
@@ -29,7 +30,7 @@ pub struct BlockEvent {
     /// remainder), on the CPU the request.
     pub block: u64,
     pub category: &'static str,
-    /// CUDA: "small" (blocks up to 1 MiB) or "large"; the CPU: "cpu".
+    /// CUDA: "small" (blocks up to 1 MiB) or "large"; the CPU: "cpu"; a mark: "-".
     pub pool: &'static str,
     /// The replay's line that made the event: the op, as the estimate models it.
     pub site: String,
@@ -164,6 +165,8 @@ pub struct Ledger {
     /// The op the next events come from, where the caller knows it (a recorded step's): the
     /// log's `site` then names it instead of the replay's line.
     op: Option<String>,
+    /// Each distinct call marked ([`Ledger::mark`]), and whether its buffer's size was known.
+    marked: HashMap<String, bool>,
 }
 
 /// The CUDA side: the allocator's replay and, per category, the blocks live in it (the bytes
@@ -398,6 +401,33 @@ impl Ledger {
         }
     }
 
+    /// A mark in the log that allocates nothing: `what` (its site) ran here and takes a
+    /// buffer the replay holds as `requested` bytes (`known`: measured; else unknown, none
+    /// held), for a script to read the size off a GPU's history (`cudnn_conv`).
+    pub fn mark(&mut self, action: &'static str, requested: u64, known: bool, what: String) {
+        self.marked.insert(what.clone(), known);
+        let (step, micro, phase) = self.label;
+        if let (Some(log), Some(phase)) = (&mut self.log, phase) {
+            let category = Category::Transient.as_str();
+            log.push(BlockEvent {
+                step,
+                micro,
+                phase,
+                action,
+                requested,
+                block: 0,
+                category,
+                pool: "-",
+                site: what,
+            });
+        }
+    }
+
+    /// Of the distinct calls marked so far: how many had a known size, and how many in all.
+    pub fn marked(&self) -> (usize, usize) {
+        (self.marked.values().filter(|&&k| k).count(), self.marked.len())
+    }
+
     /// Allocates like `alloc` and returns the allocation, for [`Ledger::release`].
     #[track_caller]
     pub fn hold(&mut self, c: Category, bytes: u64) -> Held {
@@ -491,6 +521,14 @@ impl Shared {
     #[track_caller]
     pub fn hold_staging(&self, staging: Option<(u64, u64)>) {
         self.0.borrow_mut().hold_staging(staging)
+    }
+
+    pub fn mark(&self, action: &'static str, requested: u64, known: bool, what: String) {
+        self.0.borrow_mut().mark(action, requested, known, what)
+    }
+
+    pub fn marked(&self) -> (usize, usize) {
+        self.0.borrow().marked()
     }
 
     pub fn refile(&self, held: Held, to: Category) -> Held {

@@ -51,6 +51,7 @@
 pub mod bounds;
 pub mod caching;
 pub mod cuda_reduce;
+pub mod cudnn_conv;
 pub mod evidence;
 pub mod graph;
 mod ledger;
@@ -173,9 +174,7 @@ fn replay(
                 "{}: replayed op by op through the model's own code{}",
                 config.model.describe(),
                 match &config.model {
-                    crate::spec::ModelSpec::Cnn(_) => "; cuDNN's convolution workspaces are not modelled (on an \
-                        H200 they added up to 1.7% to allocated memory and more to reserved): a lower bound there"
-                        .to_string(),
+                    crate::spec::ModelSpec::Cnn(_) => cudnn_note(replay.cudnn),
                     crate::spec::ModelSpec::Transformer(m) => format!(
                         "; attention: {}",
                         evidence::attention(config, m, options.gpu).covers
@@ -262,6 +261,26 @@ fn replay(
         notes,
     };
     Ok((prediction, blocks))
+}
+
+/// What the CUDA replay of a convolutional model knew of cuDNN's workspaces: `(measured, calls)`.
+fn cudnn_note((measured, calls): (usize, usize)) -> String {
+    let table = "src/estimate/cudnn_workspaces.csv";
+    if measured == 0 {
+        return format!(
+            "; cuDNN's convolution workspaces are not modelled for this GPU and these shapes (none of its {calls} \
+             cuDNN calls is in {table}; on an H200 they added up to 31% of a trial's bytes): a lower bound there"
+        );
+    }
+    let measured = if measured == calls {
+        format!("each of its {calls} cuDNN calls")
+    } else {
+        format!("{measured} of its {calls} cuDNN calls (the others take none here: a lower bound)")
+    };
+    format!(
+        "; cuDNN's convolution workspaces as an H200 measured them ({table}, PyTorch 2.11.0+cu130's cuDNN, \
+         heuristics without cudnn.benchmark) for {measured}; under a budget cuDNN may pick plans that need less"
+    )
 }
 
 /// The data set's shape: the synthetic spec's, or a CSV file's (read: features and classes as

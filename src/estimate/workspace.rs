@@ -22,7 +22,7 @@ use crate::spec::{Config, Mode};
 const MIB: u64 = 1 << 20;
 
 /// The GPU generation, as far as libtorch's workspace sizes depend on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GpuArch {
     /// Compute capability 9.0: H100, H200.

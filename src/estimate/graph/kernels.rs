@@ -28,6 +28,7 @@ use tch::{Device, Kind, Tensor};
 
 use super::tensor::{Dt, Sym};
 use super::Ctx;
+use crate::estimate::cudnn_conv::{self, Pass};
 use crate::estimate::ledger::Category::Transient;
 use crate::estimate::Target;
 
@@ -329,6 +330,30 @@ pub(crate) struct ConvBackward {
     dt: Dt,
 }
 
+impl ConvBackward {
+    /// CUDA: the workspace of one of the convolution's cuDNN calls, held for the kernel, where
+    /// a GPU measured it; either way a mark for `estimate --blocks` ([`cudnn_conv`]).
+    fn cudnn_workspace(&self, ctx: &Rc<Ctx>, pass: Pass) {
+        let four = |v: &[i64]| -> Option<[i64; 4]> { v.try_into().ok() };
+        let (Some(input), Some(weight)) = (four(&self.input), four(&self.weight)) else { return };
+        let call = cudnn_conv::Call {
+            pass,
+            input,
+            weight,
+            stride: self.stride,
+            padding: self.padding,
+            groups: self.groups,
+            dtype: cudnn_conv::dtype_name(self.dt.0),
+        };
+        let bytes = cudnn_conv::workspace(ctx.gpu, &call);
+        ctx.ledger.mark("cudnn", bytes.unwrap_or(0), bytes.is_some(), call.to_string());
+        if let Some(bytes) = bytes.filter(|&b| b > 0) {
+            let held = ctx.ledger.hold(Transient, bytes);
+            ctx.ledger.release(held);
+        }
+    }
+}
+
 /// The output shape of a convolution of `input` by `weight`.
 fn conv_output(input: &[i64], weight: &[i64], stride: i64, padding: i64) -> Vec<i64> {
     let side = |x: i64, k: i64| (x + 2 * padding - k) / stride + 1;
@@ -357,7 +382,9 @@ pub(crate) fn conv_forward(
         dt,
     });
     if ctx.target == Target::Cuda {
-        return (Sym::alloc(ctx, &out_shape, dt, Transient), rule);
+        let out = Sym::alloc(ctx, &out_shape, dt, Transient);
+        rule.cudnn_workspace(ctx, Pass::Forward);
+        return (out, rule);
     }
     let key = Key::ConvForward {
         input: input.clone(),
@@ -394,7 +421,19 @@ impl ConvBackward {
             shapes.iter().zip(mask).map(|((s, d), m)| m.then(|| Sym::alloc(ctx, s, *d, Transient))).collect()
         };
         if ctx.target == Target::Cuda {
-            return plain();
+            // Each pass's output, then the workspace its kernel takes (cudnn_convolution_backward:
+            // the data pass, then the filter pass).
+            let passes = [Some(Pass::Data), Some(Pass::Filter), None];
+            let made = shapes.iter().zip(mask).zip(passes).map(|(((s, d), m), pass)| {
+                m.then(|| {
+                    let grad = Sym::alloc(ctx, s, *d, Transient);
+                    if let Some(pass) = pass {
+                        self.cudnn_workspace(ctx, pass);
+                    }
+                    grad
+                })
+            });
+            return made.collect();
         }
         let key = Key::ConvBackward {
             input: self.input.clone(),

@@ -30,6 +30,9 @@ pub(super) struct Replay {
     pub baseline: (u64, u64),
     /// The index in `phases` of the first refusal, and the refused request.
     pub oom: Option<(usize, OutOfMemory)>,
+    /// CUDA: of the distinct cuDNN convolution calls, how many a GPU measured, and how many in
+    /// all ([`crate::estimate::cudnn_conv`]).
+    pub cudnn: (usize, usize),
 }
 
 pub(super) struct Sim<'a> {

@@ -137,7 +137,7 @@ impl Sim<'_> {
         let net = self.net.take().expect("replayed through net");
         let (ledger, oom, phases) = (self.ledger.clone(), self.oom, std::mem::take(&mut self.out));
         drop(net);
-        Replay { phases, blocks: ledger.take_log(), baseline: ledger.baseline(), oom }
+        Replay { phases, blocks: ledger.take_log(), baseline: ledger.baseline(), oom, cudnn: ledger.marked() }
     }
 
     /// `train::data::make`: the data set where `data.location` puts it.
