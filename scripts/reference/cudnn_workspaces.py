@@ -28,7 +28,16 @@ import sys
 from pathlib import Path
 
 HEADER = ["gpu", "pass", "input", "weight", "stride", "padding", "groups", "dtype", "workspace", "source"]
-KEY = slice(0, 8)
+# A row's key: the call, not the GPU. The estimate tells Hopper GPUs (H100, H200: the same
+# GH100 chip) apart from the rest and not from each other, so one call has one size in the table.
+KEY = slice(1, 8)
+HOPPER = ("h100", "h200", "gh200")
+
+
+def gpu_name(name: str) -> str:
+    """A GPU as the table names it: `nvidia-h200`, `NVIDIA H200` and `h200` are all `h200`."""
+    n = name.lower().replace("nvidia", "").replace(" ", "-").strip("-")
+    return n.split("-")[0] if n else name
 
 
 def block(requested: int) -> int:
@@ -129,7 +138,7 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
     p.add_argument("--blocks", type=Path, required=True, help="oomlab estimate --device cuda --blocks of the spec")
     p.add_argument("--history", type=Path, required=True, help="PyTorch's history of the same spec (validate-gpu)")
-    p.add_argument("--gpu", required=True, help="the GPU that ran it, as oomlab estimate --gpu names it (h200)")
+    p.add_argument("--gpu", required=True, help="the GPU that ran it: h200, nvidia-h200 or NVIDIA H200 (kept as h200)")
     p.add_argument("--source", required=True, help="where the history comes from (no commas), kept in each row")
     p.add_argument("--table", type=Path, help="merge into this table (default: print the rows)")
     a = p.parse_args()
@@ -151,7 +160,7 @@ def main():
         if len(sizes) != 1:
             notes.append(f"{call}: measured at {sorted(sizes)} B, left out" if sizes else f"{call}: not read")
             continue
-        row = [a.gpu, *call.split(","), str(sizes.pop()), a.source]
+        row = [gpu_name(a.gpu), *call.split(","), str(sizes.pop()), a.source]
         rows[tuple(row[KEY])] = row
     for n in notes:
         print(f"note: {n}", file=sys.stderr)
@@ -160,11 +169,14 @@ def main():
         w.writerow(HEADER)
         w.writerows(rows.values())
         return
+    if gpu_name(a.gpu) not in HOPPER:
+        p.error(f"--table: the estimate reads the table for Hopper GPUs only ({', '.join(HOPPER)}), not {a.gpu}")
     comments, table = read_table(a.table)
     clash = [k for k, r in rows.items() if k in table and table[k][8] != r[8]]
     if clash:
         for k in clash:
-            print(f"error: {','.join(k)}: the table says {table[k][8]} B, this history {rows[k][8]} B", file=sys.stderr)
+            print(f"error: {','.join(k)}: the table says {table[k][8]} B ({table[k][0]}), this history "
+                  f"{rows[k][8]} B", file=sys.stderr)
         sys.exit(1)
     added = [k for k in rows if k not in table]
     table.update({k: rows[k] for k in added})

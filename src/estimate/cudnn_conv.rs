@@ -150,8 +150,12 @@ fn parse(text: &str) -> Result<HashMap<(GpuArch, Call), u64>, String> {
         }
         let call = Call::parse(&cols[1..8]).ok_or_else(bad)?;
         let bytes: u64 = cols[8].parse().map_err(|_| bad())?;
+        // One size a call: `--gpu h100` and `--gpu h200` read the same rows.
         if out.insert((arch, call), bytes).is_some_and(|b| b != bytes) {
-            return Err(format!("{}: a second size for the same call", bad()));
+            return Err(format!(
+                "{}: a second size for the same call (H100 and H200 rows are read alike)",
+                bad()
+            ));
         }
     }
     Ok(out)
