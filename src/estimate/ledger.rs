@@ -240,24 +240,31 @@ impl Ledger {
         site: &Location,
         pooled: u64,
     ) {
-        let (step, micro, phase) = self.label;
         let pool = match (&self.cuda, pooled) {
             (None, _) => "cpu",
             (Some(_), b) if b <= super::caching::SMALL_SIZE => "small",
             (Some(_), _) => "large",
         };
+        if self.log.is_some() {
+            let site = self.op.clone().unwrap_or_else(|| format!("{}:{}", site.file(), site.line()));
+            self.log_event(action, requested, block, c, pool, site);
+        }
+    }
+
+    /// Appends an event to the log, when recording and inside a phase.
+    fn log_event(
+        &mut self,
+        action: &'static str,
+        requested: u64,
+        block: u64,
+        c: Category,
+        pool: &'static str,
+        site: String,
+    ) {
+        let (step, micro, phase) = self.label;
         if let (Some(log), Some(phase)) = (&mut self.log, phase) {
-            log.push(BlockEvent {
-                step,
-                micro,
-                phase,
-                action,
-                requested,
-                block,
-                category: c.as_str(),
-                pool,
-                site: self.op.clone().unwrap_or_else(|| format!("{}:{}", site.file(), site.line())),
-            });
+            let category = c.as_str();
+            log.push(BlockEvent { step, micro, phase, action, requested, block, category, pool, site });
         }
     }
 
@@ -406,21 +413,7 @@ impl Ledger {
     /// held), for a script to read the size off a GPU's history (`cudnn_conv`).
     pub fn mark(&mut self, action: &'static str, requested: u64, known: bool, what: String) {
         self.marked.insert(what.clone(), known);
-        let (step, micro, phase) = self.label;
-        if let (Some(log), Some(phase)) = (&mut self.log, phase) {
-            let category = Category::Transient.as_str();
-            log.push(BlockEvent {
-                step,
-                micro,
-                phase,
-                action,
-                requested,
-                block: 0,
-                category,
-                pool: "-",
-                site: what,
-            });
-        }
+        self.log_event(action, requested, 0, Category::Transient, "-", what);
     }
 
     /// Of the distinct calls marked so far: how many had a known size, and how many in all.
