@@ -448,3 +448,21 @@ fn the_cudnn_table_is_what_the_fixture_histories_give() {
     assert!(read.len() > 100, "both runs' convolutions: {}", read.len());
     assert_eq!(read, shipped);
 }
+
+/// The CNN's note says how many of its distinct cuDNN calls the table holds: all of ResNet-50's
+/// at the measured shape, none at a batch no GPU measured (there the estimate is a lower bound).
+#[test]
+fn the_estimate_says_how_many_cudnn_calls_a_gpu_measured() {
+    let spec = spec_of("resnet50_224");
+    let plan = Plan::new(spec, Overrides { device: Some(DeviceChoice::Cuda(0)), budget: None }, true);
+    let options = plan.estimate_options(GpuArch::Hopper, 1);
+    let note = |batch: usize| {
+        let mut config = plan.spec.base.clone();
+        config.training.batch_size = batch;
+        let shape = estimate::data_shape(&config.data).unwrap();
+        let p = estimate::predict_with(&config, shape, &options).unwrap();
+        p.notes.into_iter().find(|n| n.contains("cuDNN calls")).unwrap_or_default()
+    };
+    assert!(note(32).contains("for each of its 68 cuDNN calls"), "{}", note(32));
+    assert!(note(16).contains("none of its 68 cuDNN calls"), "{}", note(16));
+}

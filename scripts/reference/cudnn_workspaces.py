@@ -27,6 +27,8 @@ import csv
 import sys
 from pathlib import Path
 
+from compare import cuda_block as block  # scripts/reference/compare.py, beside this file
+
 HEADER = ["gpu", "pass", "input", "weight", "stride", "padding", "groups", "dtype", "workspace", "source"]
 # A row's key: the call, not the GPU. The estimate tells Hopper GPUs (H100, H200: the same
 # GH100 chip) apart from the rest and not from each other, so one call has one size in the table.
@@ -38,11 +40,6 @@ def gpu_name(name: str) -> str:
     """A GPU as the table names it: `nvidia-h200`, `NVIDIA H200` and `h200` are all `h200`."""
     n = name.lower().replace("nvidia", "").replace(" ", "-").strip("-")
     return n.split("-")[0] if n else name
-
-
-def block(requested: int) -> int:
-    """The CUDA caching allocator's block for a request (CUDACachingAllocator.cpp, round_size)."""
-    return max(512, (requested + 511) // 512 * 512)
 
 
 def by_phase(path: Path, actions: tuple) -> dict[tuple, list[dict]]:

@@ -165,8 +165,6 @@ pub struct Ledger {
     /// The op the next events come from, where the caller knows it (a recorded step's): the
     /// log's `site` then names it instead of the replay's line.
     op: Option<String>,
-    /// Each distinct call marked ([`Ledger::mark`]), and whether its buffer's size was known.
-    marked: HashMap<String, bool>,
 }
 
 /// The CUDA side: the allocator's replay and, per category, the blocks live in it (the bytes
@@ -409,16 +407,10 @@ impl Ledger {
     }
 
     /// A mark in the log that allocates nothing: `what` (its site) ran here and takes a
-    /// buffer the replay holds as `requested` bytes (`known`: measured; else unknown, none
-    /// held), for a script to read the size off a GPU's history (`cudnn_conv`).
-    pub fn mark(&mut self, action: &'static str, requested: u64, known: bool, what: String) {
-        self.marked.insert(what.clone(), known);
+    /// buffer the replay holds as `requested` bytes (0: unknown, none held), for a script to
+    /// read the size off a GPU's history (`cudnn_conv`).
+    pub fn mark(&mut self, action: &'static str, requested: u64, what: String) {
         self.log_event(action, requested, 0, Category::Transient, "-", what);
-    }
-
-    /// Of the distinct calls marked so far: how many had a known size, and how many in all.
-    pub fn marked(&self) -> (usize, usize) {
-        (self.marked.values().filter(|&&k| k).count(), self.marked.len())
     }
 
     /// Allocates like `alloc` and returns the allocation, for [`Ledger::release`].
@@ -516,12 +508,8 @@ impl Shared {
         self.0.borrow_mut().hold_staging(staging)
     }
 
-    pub fn mark(&self, action: &'static str, requested: u64, known: bool, what: String) {
-        self.0.borrow_mut().mark(action, requested, known, what)
-    }
-
-    pub fn marked(&self) -> (usize, usize) {
-        self.0.borrow().marked()
+    pub fn mark(&self, action: &'static str, requested: u64, what: String) {
+        self.0.borrow_mut().mark(action, requested, what)
     }
 
     pub fn refile(&self, held: Held, to: Category) -> Held {

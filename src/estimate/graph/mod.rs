@@ -31,6 +31,7 @@ pub(crate) mod tensor;
 mod tests;
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::rc::Rc;
 
 pub use flash::flash_backward_racy;
@@ -56,6 +57,9 @@ pub struct Ctx {
     pub(crate) cast_cache: RefCell<Vec<(Rc<tensor::Inner>, Sym)>>,
     /// Whether OOMLAB_REPLAY_LOG prints its events (not a scratch replay's).
     pub(crate) logged: bool,
+    /// CUDA: each distinct cuDNN convolution call replayed, and whether a GPU measured its
+    /// workspace ([`crate::estimate::cudnn_conv`]).
+    pub(crate) cudnn_calls: RefCell<HashMap<crate::estimate::cudnn_conv::Call, bool>>,
 }
 
 thread_local! {
@@ -79,6 +83,7 @@ impl Ctx {
             autocast: Cell::new(None),
             cast_cache: RefCell::new(Vec::new()),
             logged: true,
+            cudnn_calls: RefCell::default(),
         })
     }
 
@@ -95,6 +100,7 @@ impl Ctx {
             autocast: Cell::new(None),
             cast_cache: RefCell::new(Vec::new()),
             logged: false,
+            cudnn_calls: RefCell::default(),
         })
     }
 
@@ -102,6 +108,13 @@ impl Ctx {
     pub fn install(self: &Rc<Self>) -> Installed {
         let previous = CURRENT.with(|c| c.borrow_mut().replace(self.clone()));
         Installed { previous }
+    }
+
+    /// Of the distinct cuDNN convolution calls replayed: how many a GPU measured, and how many
+    /// in all.
+    pub(crate) fn cudnn_coverage(&self) -> (usize, usize) {
+        let calls = self.cudnn_calls.borrow();
+        (calls.values().filter(|&&measured| measured).count(), calls.len())
     }
 
     pub(crate) fn grad_enabled(&self) -> bool {
