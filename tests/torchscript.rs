@@ -202,7 +202,8 @@ fn a_bad_module_is_refused_before_anything_is_written() {
 /// The estimate of a module it cannot replay: its step recorded at small batches, fitted and
 /// synthesised at the batch asked for, must give what training at that batch measures, phase
 /// by phase, to the byte: a scripted MLP (Adam), a traced one (momentum, accumulation) and a
-/// scripted ResNet-18, at batches far past the recorded ones.
+/// scripted ResNet-18, at batches far past the recorded ones; and steps of more micro-batches
+/// than the four a step is recorded with (extended, the loss history kept or not).
 #[test]
 fn the_recorded_estimate_of_a_module_is_exact_on_the_cpu_at_any_batch() {
     let sb = Sandbox::new();
@@ -231,6 +232,26 @@ fn the_recorded_estimate_of_a_module_is_exact_on_the_cpu_at_any_batch() {
             [9, 256],
         ),
         ("resnet18", base("resnet18.pt", images, "optimizer = \"adam\"\nbatch_size = 4\nsteps = 2"), [6, 33]),
+        // More micro-batches than the four a step is recorded with: the middle ones repeated.
+        (
+            "mlp_traced_momentum_acc7",
+            base(
+                "mlp_traced.pt",
+                features,
+                "optimizer = \"sgd\"\nmomentum = 0.9\nbatch_size = 4\nsteps = 2\naccumulation = 7",
+            ),
+            [5, 64],
+        ),
+        // Each micro-batch's loss kept, with its graph: what each makes lives on.
+        (
+            "mlp_adam_acc6_history",
+            base(
+                "mlp_scripted.pt",
+                features,
+                "optimizer = \"adam\"\nbatch_size = 4\nsteps = 2\naccumulation = 6\nhistory = \"loss_tensor\"",
+            ),
+            [6, 40],
+        ),
     ];
     let mut failures = Vec::new();
     for (name, text, batches) in cases {
@@ -240,6 +261,13 @@ fn the_recorded_estimate_of_a_module_is_exact_on_the_cpu_at_any_batch() {
             config.training.batch_size = batch;
             let predicted = oomlab::estimate::predict(&config).unwrap_or_else(|e| panic!("{name}: {e:#}"));
             assert!(predicted.notes.iter().any(|n| n.contains("recorded")), "{:?}", predicted.notes);
+            let extended = config.training.techniques.accumulation > 4;
+            assert_eq!(
+                predicted.notes.iter().any(|n| n.contains("micro-batches from a recording of 4")),
+                extended,
+                "{name}: {:?}",
+                predicted.notes
+            );
             let (records, peak) = common::measure(&config);
             failures.extend(
                 common::compare(&format!("{name} at batch {batch}"), &predicted, &records, peak, 0).0,

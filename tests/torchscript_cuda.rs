@@ -95,6 +95,9 @@ fn a_scripted_mlp_gets_the_built_in_mlps_cuda_bytes_phase_by_phase() {
         (momentum, Some(OptimizerImpl::Fused), 1, false),
         (adamw, None, 2, false),
         (adamw, Some(OptimizerImpl::Fused), 1, true),
+        // Past the four micro-batches a step is recorded with: extended.
+        (adam, None, 6, false),
+        (momentum, Some(OptimizerImpl::ForLoop), 9, true),
     ];
     let mut failures = Vec::new();
     for (optimizer, implementation, accumulation, on_device) in cases {
@@ -108,6 +111,12 @@ fn a_scripted_mlp_gets_the_built_in_mlps_cuda_bytes_phase_by_phase() {
                 c.location = if on_device { DataLocation::Device } else { DataLocation::Host };
             }
             let (want, got) = (predict(&pair[0]), predict(&pair[1]));
+            assert_eq!(
+                got.notes.iter().any(|n| n.contains("micro-batches from a recording of 4")),
+                accumulation > 4,
+                "{:?}",
+                got.notes
+            );
             let case = format!("{optimizer:?} {implementation:?} accumulation {accumulation} on device {on_device} batch {batch}");
             if bytes(&want) != bytes(&got)
                 || (want.baseline_allocated, want.baseline_reserved)

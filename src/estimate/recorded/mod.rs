@@ -30,6 +30,8 @@ use crate::schema::Phase;
 use crate::spec::Config;
 use crate::train::record::{record, Recording, END, START};
 
+mod accumulation;
+
 /// The batches a step is recorded at, tried in turn: the fit takes the first and last of a set,
 /// the middle checks it. Some CPU kernels (oneDNN's convolutions) take buffers at small batches
 /// that they do not take at larger ones, so a set whose recordings part is followed by a set of
@@ -67,7 +69,7 @@ enum Event {
 }
 
 /// A step fitted over the batch.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Fit {
     events: Vec<Event>,
     /// The op that made each allocation, in order (`""` where the recording names none).
@@ -75,6 +77,8 @@ pub struct Fit {
     phases: Vec<(usize, usize, Phase)>,
     param_count: u64,
     param_bytes: u64,
+    /// Its micro-batches extended from a recording of [`accumulation::RECORDED`].
+    extended: bool,
 }
 
 /// What a recording is, apart from its sizes: each event's kind and, for a free, which
@@ -408,6 +412,7 @@ impl Fit {
             phases: r.phases.clone(),
             param_count: r.row.param_count,
             param_bytes: r.row.param_bytes,
+            extended: false,
         })
     }
 
@@ -748,7 +753,18 @@ fn fit(
     if let Some((_, known)) = FITS.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(k, _)| *k == key) {
         return known.clone().map_err(|e| anyhow::anyhow!(e));
     }
-    let fitted = fit_ladder(config, samples, budget);
+    let fitted = match fewer_micro_batches(config) {
+        // Many micro-batches: the step recorded with four, extended (its middle ones repeat),
+        // else recorded as it is.
+        Some((four, k)) => {
+            let (four, batches) = fit(&four, samples, budget)?;
+            match four.accumulated(k) {
+                Ok(f) => Ok((Arc::new(f), batches)),
+                Err(_) => fit_ladder(config, samples, budget),
+            }
+        }
+        None => fit_ladder(config, samples, budget),
+    };
     // Only the step's own verdicts are kept: an error in recording (a file gone) is not.
     if let Ok(f) = &fitted {
         FITS.lock().unwrap_or_else(|e| e.into_inner()).push((key, Ok(f.clone())));
@@ -758,6 +774,17 @@ fn fit(
     fitted.map_err(|e| match e {
         Refusal(why) => anyhow::anyhow!(why),
         Failed(e) => e,
+    })
+}
+
+/// `config` with [`accumulation::RECORDED`] micro-batches a step, and its own count, where it
+/// has more: a recording of four is extended to its count.
+fn fewer_micro_batches(config: &Config) -> Option<(Config, usize)> {
+    let k = config.training.techniques.accumulation;
+    (k > accumulation::RECORDED).then(|| {
+        let mut four = config.clone();
+        four.training.techniques.accumulation = accumulation::RECORDED;
+        (four, k)
     })
 }
 
@@ -873,7 +900,13 @@ fn checked(config: &Config, batch: usize) -> Result<Arc<Fit>> {
     if let Some((_, f)) = RECORDED.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(k, _)| *k == key) {
         return Ok(f.clone());
     }
-    let fit = Arc::new(Fit::new(&[(batch, record(&at)?)], data_on_host(config))?);
+    let fit = match fewer_micro_batches(&at) {
+        Some((four, k)) => match checked(&four, batch)?.accumulated(k) {
+            Ok(f) => Arc::new(f),
+            Err(_) => Arc::new(Fit::new(&[(batch, record(&at)?)], data_on_host(config))?),
+        },
+        None => Arc::new(Fit::new(&[(batch, record(&at)?)], data_on_host(config))?),
+    };
     RECORDED.lock().unwrap_or_else(|e| e.into_inner()).push((key, fit.clone()));
     Ok(fit)
 }
@@ -939,9 +972,17 @@ pub(super) fn predict(
         rules.push(evidence::CONVOLUTIONS);
     }
     let bound = evidence::bound(rules, &phases, baseline);
+    let extended = match fit.extended {
+        true => format!(
+            " (its {} micro-batches from a recording of {}, whose middle ones repeat event for event)",
+            config.training.techniques.accumulation,
+            accumulation::RECORDED
+        ),
+        false => String::new(),
+    };
     let mut notes = vec![format!(
-        "{}: its step recorded on this CPU at batches {batches:?} (every allocation and free), each size fitted \
-         as affine in the batch and checked, {how}; bytes are filed by the phase that made them",
+        "{}: its step recorded on this CPU at batches {batches:?}{extended} (every allocation and free), each size \
+         fitted as affine in the batch and checked, {how}; bytes are filed by the phase that made them",
         config.model.describe(),
     )];
     if cuda {
