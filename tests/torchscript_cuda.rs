@@ -267,3 +267,58 @@ fn an_embeddings_backward_keeps_its_gradient_alone() {
         .collect();
     assert_eq!(in_backward, [1000 * 64 * 4], "{blocks:?}");
 }
+
+/// `advise` weighs dozens of a scripted module's options: past its recorded batches, each is
+/// checked by a recording of a step like it at the micro-batch (one micro-batch, the foreach
+/// optimizer), shared, where a single estimate records its own. Both must give the same bytes.
+#[test]
+fn advises_shared_check_gives_what_each_options_own_recording_gives() {
+    let sb = Sandbox::new();
+    common::export_modules(&sb, EXPORT);
+    let text = SPEC.replace("widths = [1024, 1024]", "kind = \"torchscript\"\npath = \"mlp.pt\"");
+    let base = oomlab::spec::load(&sb.spec("scripted.toml", &text)).unwrap().base;
+    let shape = estimate::data_shape(&base.data).unwrap();
+    for (accumulation, implementation) in
+        [(1, Some(OptimizerImpl::Fused)), (2, None), (4, Some(OptimizerImpl::ForLoop)), (8, None)]
+    {
+        let mut c = base.clone();
+        c.training.batch_size = 2048 / accumulation;
+        c.training.techniques.accumulation = accumulation;
+        c.training.techniques.optimizer_impl = implementation;
+        let own = estimate::predict_with(&c, shape, &cuda(&c)).unwrap();
+        let shared = estimate::predict_with(&c, shape, &Options { shared_checks: true, ..cuda(&c) }).unwrap();
+        let case = format!("accumulation {accumulation} x {}, {implementation:?}", c.training.batch_size);
+        assert_eq!(bytes(&own), bytes(&shared), "{case}");
+        let said = |p: &Prediction, what: &str| p.notes.iter().any(|n| n.contains(what));
+        assert!(said(&own, "a recording of its own"), "{case}: {:?}", own.notes);
+        assert!(said(&shared, "a step like it"), "{case}: {:?}", shared.notes);
+    }
+}
+
+/// `oomlab advise` on a scripted module on CUDA, through the binary: every option the CPU
+/// recording can stand for is estimated (the autocast ones are outside it, and say why), and
+/// accumulation is among those that fit where the spec as written does not.
+#[test]
+fn advise_weighs_a_scripted_modules_options_on_cuda() {
+    let sb = Sandbox::new();
+    common::export_modules(&sb, EXPORT);
+    let text = SPEC
+        .replace("widths = [1024, 1024]", "kind = \"torchscript\"\npath = \"mlp.pt\"")
+        .replace("batch_size = 32", "batch_size = 2048");
+    let spec = sb.spec("scripted.toml", &text).display().to_string();
+    let json = common::advise::advise_json(
+        &sb,
+        &[&spec, "--device", "cuda", "--gpu", "h100", "--budget", "120MiB", "--no-calibrate"],
+    );
+    let options = json["options"].as_array().expect("options");
+    let verdict = |o: &serde_json::Value| o["verdict"].as_str().unwrap_or("").to_string();
+    assert_eq!(json["written"]["verdict"], "oom", "{}", json["written"]);
+    let outside: Vec<_> = options.iter().filter(|o| verdict(o) == "unknown").collect();
+    assert!(
+        outside.iter().all(|o| o["error"].as_str().is_some_and(|e| e.contains("training.amp"))),
+        "only autocast is outside the estimate: {outside:?}"
+    );
+    let fits: Vec<String> =
+        options.iter().filter(|o| verdict(o) == "fits").map(|o| o["describe"].to_string()).collect();
+    assert!(fits.iter().any(|d| d.contains("accumulation")), "{fits:?}");
+}

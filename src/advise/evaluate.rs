@@ -99,6 +99,7 @@ impl Evaluator {
         Options {
             threads: self.threads,
             ladder_budget: Some(crate::estimate::ADVISE_LADDER_BUDGET),
+            shared_checks: true,
             ..options
         }
     }

@@ -25,6 +25,12 @@ pub struct Options {
     /// of dozens of options, sets one; a single estimate waits for every set.
     #[serde(skip)]
     pub ladder_budget: Option<std::time::Duration>,
+    /// A TorchScript module's recorded estimate past its recorded batches: checked by a
+    /// recording of a step like it at the batch (one micro-batch, the foreach optimizer), shared
+    /// by every option at that micro-batch, rather than by a recording of its own each. `advise`
+    /// sets it; a single estimate records its own.
+    #[serde(skip)]
+    pub shared_checks: bool,
 }
 
 impl Default for Options {
@@ -37,6 +43,7 @@ impl Default for Options {
             workspaces: Workspaces::default(),
             gpu: GpuArch::default(),
             ladder_budget: None,
+            shared_checks: false,
         }
     }
 }

@@ -265,7 +265,7 @@ fn renumbered(e: &Event, map: &impl Fn(usize) -> usize) -> Event {
 mod tests {
     use std::collections::HashMap;
 
-    use super::super::Span;
+    use super::super::{Place, Span};
     use super::*;
 
     /// A recording's step built by name: allocations, frees and phases.
@@ -281,7 +281,7 @@ mod tests {
         fn alloc(&mut self, name: &str, a: i64, c: i64) {
             self.live.insert(name.into(), self.made_by.len());
             self.made_by.push(format!("op {}", name.split('#').next().unwrap()));
-            self.events.push(Event::Alloc { a, c, host: false, span: Span::Outside });
+            self.events.push(Event::Alloc { a, c, place: Place::Device, span: Span::Outside });
         }
 
         fn free(&mut self, name: &str) {
@@ -377,7 +377,7 @@ mod tests {
             .nth(third)
             .unwrap()
             .0;
-        four.events[i] = Event::Alloc { a: 16, c: 9, host: false, span: Span::Outside };
+        four.events[i] = Event::Alloc { a: 16, c: 9, place: Place::Device, span: Span::Outside };
         let err = four.accumulated(8).unwrap_err().to_string();
         assert!(err.contains("second and third"), "{err}");
         // The third frees the first micro-batch's input, two micro-batches back.

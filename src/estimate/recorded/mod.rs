@@ -47,9 +47,9 @@ pub const ADVISE_LADDER_BUDGET: std::time::Duration = std::time::Duration::from_
 /// One event of a recorded step, its sizes fitted.
 #[derive(Debug, Clone, PartialEq)]
 enum Event {
-    /// An allocation of `a + c * batch` bytes; on the host in a CUDA run when `host`; where
+    /// An allocation of `a + c * batch` bytes; where it lives in a CUDA run; where
     /// it falls against the library spans.
-    Alloc { a: i64, c: i64, host: bool, span: Span },
+    Alloc { a: i64, c: i64, place: Place, span: Span },
     /// The free of the `of`-th allocation.
     Free { of: usize },
     /// A phase's start: its peak starts afresh.
@@ -85,10 +85,10 @@ pub struct Fit {
 /// allocation it frees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Shape {
-    /// An allocation, on the host in a CUDA run when `host`; where it falls against the
-    /// recording's library spans.
+    /// An allocation, where it lives in a CUDA run; where it falls against the recording's
+    /// library spans.
     Alloc {
-        host: bool,
+        place: Place,
         span: Span,
     },
     Free(usize),
@@ -151,9 +151,8 @@ struct Parsed {
 
 impl Parsed {
     /// Up to the recording's last phase's end (what comes after is the trial's teardown, which
-    /// frees in no fixed order). `data_on_host`: the data set and each batch's gathering are the
-    /// host's in a CUDA run (`data.location = "host"`).
-    fn new(r: &Recording, data_on_host: bool) -> Result<Parsed> {
+    /// frees in no fixed order).
+    fn new(r: &Recording) -> Result<Parsed> {
         let events = &r.events;
         let op = |i: usize| r.ops.get(i).cloned().unwrap_or_default();
         let (mut shapes, mut sizes, mut live) = (Vec::new(), Vec::new(), HashMap::new());
@@ -232,7 +231,7 @@ impl Parsed {
                     if span.is_none() && op(i).ends_with("aten::_softmax_backward_data") {
                         then = Some(Shape::CudaTemp { of: sizes.len() - 1 });
                     }
-                    Shape::Alloc { host: on_host(tag, current, data_on_host), span: within }
+                    Shape::Alloc { place: Place::of(tag, current), span: within }
                 }
                 d => match live.remove(&ptr) {
                     Some(of) => {
@@ -285,8 +284,13 @@ impl Parsed {
     fn describe(&self, i: usize) -> String {
         match self.shapes.get(i) {
             None => "the end of the recording".into(),
-            Some(Shape::Alloc { host, .. }) => {
-                format!("an allocation{}{}", in_op(&self.ops[i]), if *host { " (the host's)" } else { "" })
+            Some(Shape::Alloc { place, .. }) => {
+                let whose = match place {
+                    Place::Host => " (the host's)",
+                    Place::Data => " (the data's)",
+                    Place::Device => "",
+                };
+                format!("an allocation{}{whose}", in_op(&self.ops[i]))
             }
             Some(Shape::Free(of)) => {
                 format!("the free{} of allocation {of}{}", in_op(&self.ops[i]), by_op(&self.made_by[*of]))
@@ -302,17 +306,38 @@ impl Parsed {
     }
 }
 
-/// Whether an allocation tagged `tag` in `phase` is the host's in a CUDA run: what the code
-/// tagged; else the data set and each batch's gathering where the data lives on the host, and
-/// the model phase's reading of the file (its parameters are tagged the device's); the rest
-/// (the step's tensors) the device's.
-fn on_host(tag: Where, phase: Option<Phase>, data_on_host: bool) -> bool {
-    match (tag, phase) {
-        (Where::Host, _) => true,
-        (Where::Device, _) => false,
-        (Where::Phase, Some(Phase::Data | Phase::ToDevice)) => data_on_host,
-        (Where::Phase, Some(Phase::Model)) => true,
-        (Where::Phase, _) => false,
+/// Where an allocation lives in a CUDA run. The recording on the CPU is the same wherever the
+/// data set lives, so one fit serves both places.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Host,
+    Device,
+    /// The data set's, or a batch's gathering: the host's where the data set is
+    /// (`data.location = "host"`), else the device's.
+    Data,
+}
+
+impl Place {
+    /// An allocation tagged `tag` in `phase`: what the code tagged; else the data set and each
+    /// batch's gathering are the data's, the model phase's reading of the file the host's (its
+    /// parameters are tagged the device's), the rest (the step's tensors) the device's.
+    fn of(tag: Where, phase: Option<Phase>) -> Place {
+        match (tag, phase) {
+            (Where::Host, _) => Place::Host,
+            (Where::Device, _) => Place::Device,
+            (Where::Phase, Some(Phase::Data | Phase::ToDevice)) => Place::Data,
+            (Where::Phase, Some(Phase::Model)) => Place::Host,
+            (Where::Phase, _) => Place::Device,
+        }
+    }
+
+    /// Whether it is the host's in a CUDA run whose data set is the host's when `data_on_host`.
+    fn host(self, data_on_host: bool) -> bool {
+        match self {
+            Place::Host => true,
+            Place::Device => false,
+            Place::Data => data_on_host,
+        }
     }
 }
 
@@ -348,12 +373,9 @@ fn by_op(op: &str) -> String {
 
 impl Fit {
     /// Fits recordings at three batches, smallest first; or takes one recording as it is.
-    /// `data_on_host` as [`Parsed::new`] takes it.
-    fn new(recordings: &[(usize, Recording)], data_on_host: bool) -> Result<Fit> {
-        let parsed: Vec<(usize, Parsed)> = recordings
-            .iter()
-            .map(|(b, r)| Parsed::new(r, data_on_host).map(|p| (*b, p)))
-            .collect::<Result<_>>()?;
+    fn new(recordings: &[(usize, Recording)]) -> Result<Fit> {
+        let parsed: Vec<(usize, Parsed)> =
+            recordings.iter().map(|(b, r)| Parsed::new(r).map(|p| (*b, p))).collect::<Result<_>>()?;
         let (b0, first) = &parsed[0];
         for (b, other) in &parsed[1..] {
             let n = first.shapes.len().max(other.shapes.len());
@@ -380,10 +402,10 @@ impl Fit {
             .iter()
             .scan(0usize, |next, s| {
                 Some(match *s {
-                    Shape::Alloc { host, span } => {
+                    Shape::Alloc { place, span } => {
                         let (a, c) = coefficients[*next];
                         *next += 1;
-                        Some(Event::Alloc { a, c, host, span })
+                        Some(Event::Alloc { a, c, place, span })
                     }
                     Shape::Free(of) => Some(Event::Free { of }),
                     Shape::Start => Some(Event::Start),
@@ -443,7 +465,9 @@ impl Fit {
         for e in &self.events {
             match *e {
                 // The host's tensors, and a CPU library's scratch, are not CUDA's.
-                Event::Alloc { host, span, .. } if on.cuda.is_some() && (host || span == Span::Scratch) => {
+                Event::Alloc { place, span, .. }
+                    if on.cuda.is_some() && (place.host(on.data_on_host) || span == Span::Scratch) =>
+                {
                     held.push(None)
                 }
                 Event::Alloc { a, c, span, .. } => {
@@ -552,22 +576,22 @@ impl Fit {
 }
 
 impl Fit {
-    /// Each allocation's op, whether it is the host's, and where it falls against the spans.
-    fn allocations(&self) -> impl Iterator<Item = (&str, bool, Span)> {
+    /// Each allocation's op, where it lives, and where it falls against the spans.
+    fn allocations(&self) -> impl Iterator<Item = (&str, Place, Span)> {
         let allocs = self.events.iter().filter_map(|e| match e {
-            Event::Alloc { host, span, .. } => Some((*host, *span)),
+            Event::Alloc { place, span, .. } => Some((*place, *span)),
             _ => None,
         });
-        self.made_by.iter().map(String::as_str).zip(allocs).map(|(op, (host, span))| (op, host, span))
+        self.made_by.iter().map(String::as_str).zip(allocs).map(|(op, (place, span))| (op, place, span))
     }
 
     /// Whether every op that allocates on the device allocates on CUDA what it allocates on the
     /// CPU ([`cuda_op`]); the first that does not, named. Inside a library span the op's
     /// scratch is dropped and its outputs are CUDA's kernel's (the convolution and batch norm
     /// rules say what that leaves out).
-    fn cuda_ops(&self) -> std::result::Result<(), String> {
+    fn cuda_ops(&self, data_on_host: bool) -> std::result::Result<(), String> {
         self.allocations()
-            .filter(|&(_, host, span)| !host && span == Span::Outside)
+            .filter(|&(_, place, span)| !place.host(data_on_host) && span == Span::Outside)
             .try_for_each(|(op, ..)| cuda_op(op))
     }
 
@@ -645,6 +669,8 @@ struct On {
     record: bool,
     /// The training dtype's bytes an element (a dropout mask's on the CPU).
     element: i64,
+    /// The data set, and each batch's gathering, are the host's ([`Place::Data`]).
+    data_on_host: bool,
 }
 
 impl On {
@@ -655,6 +681,7 @@ impl On {
             gpu: cuda.then_some(options.gpu),
             record,
             element: config.training.dtype.kind().elt_size_in_bytes() as i64,
+            data_on_host: data_on_host(config),
         }
     }
 }
@@ -747,6 +774,7 @@ fn fit(
 ) -> Result<(Arc<Fit>, [usize; 3])> {
     type Fits = Vec<(String, std::result::Result<(Arc<Fit>, [usize; 3]), String>)>;
     static FITS: Mutex<Fits> = Mutex::new(Vec::new());
+    let config = &one_place(config);
     let mut key = config.clone();
     key.training.batch_size = 0;
     let key = format!("{samples} {}", serde_json::to_string(&key)?);
@@ -822,7 +850,7 @@ fn fit_ladder(
         record(&at(batches[0])).map_err(Failed)?;
         let recordings: Vec<(usize, Recording)> =
             batches.iter().map(|&b| record(&at(b)).map(|r| (b, r))).collect::<Result<_>>().map_err(Failed)?;
-        match Fit::new(&recordings, data_on_host(config)) {
+        match Fit::new(&recordings) {
             Ok(fit) => return Ok((Arc::new(fit), batches)),
             Err(e) => why.push(format!("at batches {batches:?}, {e:#}")),
         }
@@ -847,6 +875,9 @@ enum Found {
     Fitted,
     /// Past them, and a recording at the batch gave the fit's bytes.
     Checked,
+    /// Past them, and a recording at the batch of a step like it ([`like`]) gave its own fit's
+    /// bytes: what a kernel takes at this micro-batch was seen.
+    CheckedAlike,
     /// Past them, where a recording at the batch parted from the fit by `off` of its peak (the
     /// fit's peak less the recording's, over the recording's): the recording's bytes are used.
     Corrected { off: f64 },
@@ -857,13 +888,15 @@ enum Found {
 /// The step at `batch` under `cap`: the fit's replay within the recorded `batches`; past them
 /// (where a kernel may change its buffers with the batch, as oneDNN's bf16 matmuls do), checked
 /// against a recording at the batch (`record_at`, when the fit's peak there is at most
-/// [`CHECK_LIMIT`]), whose bytes win where the two part.
+/// [`CHECK_LIMIT`]), whose bytes win where the two part; unless a step like it (`alike`: one
+/// micro-batch, one optimizer implementation) was checked at the batch and held.
 fn at_batch(
     fit: &Fit,
     batches: [usize; 3],
     batch: usize,
     cap: Option<u64>,
     on: On,
+    alike: impl FnOnce(usize) -> bool,
     record_at: impl FnOnce(usize) -> Result<Arc<Fit>>,
 ) -> Result<(Replayed, Found)> {
     let replayed = fit.replay(batch, cap, &on)?;
@@ -876,6 +909,9 @@ fn at_batch(
     if fitted.peak() > CHECK_LIMIT {
         return Ok((replayed, Found::Unchecked { peak: fitted.peak() }));
     }
+    if alike(batch) {
+        return Ok((replayed, Found::CheckedAlike));
+    }
     let measured = record_at(batch)?;
     let exact = measured.replay(batch, None, &cpu)?;
     if exact.bytes() == fitted.bytes() {
@@ -886,6 +922,46 @@ fn at_batch(
     Ok((measured.replay(batch, cap, &on)?, Found::Corrected { off }))
 }
 
+/// A step like `config`'s whose recording at a batch checks it there: one micro-batch, the
+/// foreach optimizer, the data set on the device. What a kernel takes with the micro-batch
+/// (oneDNN's buffers, what [`at_batch`] checks for) is the same in both: the micro-batches
+/// repeat the same forward and backward (the loss divided by their count, a scalar), the
+/// optimizer's kernels do not see the batch.
+fn like(config: &Config) -> Config {
+    let mut c = one_place(config);
+    c.training.techniques.accumulation = 1;
+    c.training.techniques.optimizer_impl = Some(crate::spec::OptimizerImpl::Foreach);
+    c
+}
+
+/// Whether the step like `config`'s ([`like`]), where it is another, recorded at `batch` gives
+/// its fit's bytes there; false where it does not, where its peak there is over
+/// [`CHECK_LIMIT`], or where it has no fit (the step's own check follows).
+fn checked_alike(config: &Config, samples: usize, budget: Option<std::time::Duration>, batch: usize) -> bool {
+    let like = like(config);
+    if like == one_place(config) {
+        return false;
+    }
+    let cpu = On::default();
+    let held = || -> Result<bool> {
+        let (fit, _) = fit(&like, samples, budget)?;
+        let fitted = fit.replay(batch, None, &cpu)?;
+        if fitted.peak() > CHECK_LIMIT {
+            return Ok(false);
+        }
+        Ok(checked(&like, batch)?.replay(batch, None, &cpu)?.bytes() == fitted.bytes())
+    };
+    held().unwrap_or(false)
+}
+
+/// `config` with its data set on the device: a recording on the CPU is the same wherever the
+/// data set lives (the replay places it, [`Place::Data`]), so one serves both.
+fn one_place(config: &Config) -> Config {
+    let mut c = config.clone();
+    c.location = crate::spec::DataLocation::Device;
+    c
+}
+
 /// Whether a CUDA run keeps the data set, and gathers each batch, on the host.
 fn data_on_host(config: &Config) -> bool {
     config.location == crate::spec::DataLocation::Host
@@ -894,7 +970,7 @@ fn data_on_host(config: &Config) -> bool {
 /// The step of `config` at `batch` recorded as it is, once per process.
 fn checked(config: &Config, batch: usize) -> Result<Arc<Fit>> {
     static RECORDED: Mutex<Vec<(String, Arc<Fit>)>> = Mutex::new(Vec::new());
-    let mut at = config.clone();
+    let mut at = one_place(config);
     at.training.batch_size = batch;
     let key = serde_json::to_string(&at)?;
     if let Some((_, f)) = RECORDED.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(k, _)| *k == key) {
@@ -903,9 +979,9 @@ fn checked(config: &Config, batch: usize) -> Result<Arc<Fit>> {
     let fit = match fewer_micro_batches(&at) {
         Some((four, k)) => match checked(&four, batch)?.accumulated(k) {
             Ok(f) => Arc::new(f),
-            Err(_) => Arc::new(Fit::new(&[(batch, record(&at)?)], data_on_host(config))?),
+            Err(_) => Arc::new(Fit::new(&[(batch, record(&at)?)])?),
         },
-        None => Arc::new(Fit::new(&[(batch, record(&at)?)], data_on_host(config))?),
+        None => Arc::new(Fit::new(&[(batch, record(&at)?)])?),
     };
     RECORDED.lock().unwrap_or_else(|e| e.into_inner()).push((key, fit.clone()));
     Ok(fit)
@@ -937,19 +1013,28 @@ pub(super) fn predict(
     let (fit, batches) = fit(&recorded, shape.samples, options.ladder_budget)
         .map_err(|e| anyhow::anyhow!("{path}: {e:#}; `oomlab run` measures it at the batch"))?;
     if cuda {
-        fit.cuda_ops().map_err(|why| {
+        fit.cuda_ops(data_on_host(config)).map_err(|why| {
             anyhow::anyhow!("{path}: {why}; `oomlab run` measures it on a GPU, and `--device cpu` estimates it on the CPU")
         })?;
     }
     let batch = config.training.batch_size;
-    let (replayed, found) =
-        at_batch(&fit, batches, batch, options.limit, On::of(config, options, record), |b| {
-            checked(&recorded, b)
-        })?;
+    let (replayed, found) = at_batch(
+        &fit,
+        batches,
+        batch,
+        options.limit,
+        On::of(config, options, record),
+        |b| options.shared_checks && checked_alike(&recorded, shape.samples, options.ladder_budget, b),
+        |b| checked(&recorded, b),
+    )?;
     let how = match found {
         Found::Fitted => format!("replayed at batch {batch}"),
         Found::Checked => format!(
             "replayed at batch {batch}, past them, and checked there by a recording of its own (the same bytes)"
+        ),
+        Found::CheckedAlike => format!(
+            "replayed at batch {batch}, past them, and checked there by a recording of a step like it (one \
+             micro-batch, the foreach optimizer: the same bytes as its fit)"
         ),
         Found::Corrected { off } => format!(
             "but at batch {batch}, past them, the fit was {:+.2}% off the peak of a recording there (a kernel \
@@ -974,14 +1059,14 @@ pub(super) fn predict(
     let bound = evidence::bound(rules, &phases, baseline);
     let extended = match fit.extended {
         true => format!(
-            " (its {} micro-batches from a recording of {}, whose middle ones repeat event for event)",
+            "; its {} micro-batches from a recording of {}, whose middle ones repeat event for event",
             config.training.techniques.accumulation,
             accumulation::RECORDED
         ),
         false => String::new(),
     };
     let mut notes = vec![format!(
-        "{}: its step recorded on this CPU at batches {batches:?}{extended} (every allocation and free), each size \
+        "{}: its step recorded on this CPU at batches {batches:?} (every allocation and free{extended}), each size \
          fitted as affine in the batch and checked, {how}; bytes are filed by the phase that made them",
         config.model.describe(),
     )];
@@ -1066,7 +1151,7 @@ mod tests {
 
     #[test]
     fn a_step_affine_in_the_batch_is_synthesised_at_any_batch() {
-        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (5, step(5))], true).unwrap();
+        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (5, step(5))]).unwrap();
         let Replayed { phases, oom, .. } = fit.replay(1000, None, &On::default()).unwrap();
         assert!(oom.is_none());
         assert_eq!(phases.len(), 2);
@@ -1082,30 +1167,51 @@ mod tests {
 
     #[test]
     fn past_the_recorded_batches_a_recording_at_the_batch_checks_the_fit_and_wins_where_they_part() {
-        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (5, step(5))], true).unwrap();
-        let exact = |b: usize| Ok(Arc::new(Fit::new(&[(b, step(b as i64))], true).unwrap()));
+        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (5, step(5))]).unwrap();
+        let exact = |b: usize| Ok(Arc::new(Fit::new(&[(b, step(b as i64))]).unwrap()));
         // Within the recorded batches: no recording asked for.
-        let (_, found) =
-            at_batch(&fit, [2, 3, 5], 4, None, On::default(), |_| panic!("not recorded")).unwrap();
+        let (_, found) = at_batch(
+            &fit,
+            [2, 3, 5],
+            4,
+            None,
+            On::default(),
+            |_| panic!("not asked"),
+            |_| panic!("not recorded"),
+        )
+        .unwrap();
         assert_eq!(found, Found::Fitted);
         // Past them, the same bytes: checked.
-        let (r, found) = at_batch(&fit, [2, 3, 5], 100, None, On::default(), exact).unwrap();
+        let (r, found) = at_batch(&fit, [2, 3, 5], 100, None, On::default(), |_| false, exact).unwrap();
         assert_eq!((found, r.phases[1].peak), (Found::Checked, 12 + 800 + 416));
+        // A step like it checked there: no recording of its own.
+        let (r, found) =
+            at_batch(&fit, [2, 3, 5], 100, None, On::default(), |b| b == 100, |_| panic!("not recorded"))
+                .unwrap();
+        assert_eq!((found, r.phases[1].peak), (Found::CheckedAlike, 12 + 800 + 416));
         // A kernel that takes 100 B more a row past batch 50: the recording's bytes, and by how
         // much the fit was off.
         let bigger = |b: usize| {
             let mut r = step(b as i64);
             r.events[5].0 += 100 * b as i64;
             r.events[6].0 -= 100 * b as i64;
-            Ok(Arc::new(Fit::new(&[(b, r)], true).unwrap()))
+            Ok(Arc::new(Fit::new(&[(b, r)]).unwrap()))
         };
-        let (r, found) = at_batch(&fit, [2, 3, 5], 100, None, On::default(), bigger).unwrap();
+        let (r, found) = at_batch(&fit, [2, 3, 5], 100, None, On::default(), |_| false, bigger).unwrap();
         assert_eq!(r.phases[1].peak, 12 + 800 + 416 + 10_000);
         let Found::Corrected { off } = found else { panic!("{found:?}") };
         assert!((off - (-10_000.0 / 11_228.0)).abs() < 1e-9, "{off}");
         // Over the limit for a check: the fit, said to be unchecked.
-        let (_, found) =
-            at_batch(&fit, [2, 3, 5], 100_000_000, None, On::default(), |_| panic!("not recorded")).unwrap();
+        let (_, found) = at_batch(
+            &fit,
+            [2, 3, 5],
+            100_000_000,
+            None,
+            On::default(),
+            |_| panic!("not asked"),
+            |_| panic!("not recorded"),
+        )
+        .unwrap();
         assert!(matches!(found, Found::Unchecked { .. }), "{found:?}");
     }
 
@@ -1154,13 +1260,14 @@ mod tests {
             r.reduces = vec![crate::ffi::Reduce { rows: 512 * b, cols: 2048, acc: 4 }];
             r
         };
-        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (4, step(4))], true).unwrap();
+        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (4, step(4))]).unwrap();
         let workspaces = super::super::Workspaces::for_run(super::super::GpuArch::Hopper, []);
         let cuda = On {
             cuda: Some(workspaces),
             gpu: Some(super::super::GpuArch::Hopper),
             record: false,
             element: 4,
+            data_on_host: true,
         };
         let b = 4;
         let on_cpu = fit.replay(b, None, &On::default()).unwrap();
@@ -1221,10 +1328,11 @@ mod tests {
             r.tags = vec![Where::Phase; events.len()];
             r
         };
-        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (4, step(4))], true).unwrap();
+        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (4, step(4))]).unwrap();
         let hopper = super::super::GpuArch::Hopper;
         let workspaces = super::super::Workspaces::for_run(hopper, []);
-        let cuda = On { cuda: Some(workspaces), gpu: Some(hopper), record: true, element: 4 };
+        let cuda =
+            On { cuda: Some(workspaces), gpu: Some(hopper), record: true, element: 4, data_on_host: true };
         let asked = |b: usize| -> Vec<(&'static str, u64)> {
             let replayed = fit.replay(b, None, &cuda).unwrap();
             replayed
@@ -1295,7 +1403,7 @@ mod tests {
             events.push(end);
             recording(events)
         };
-        let fit = Fit::new(&[(2, step(2, false)), (3, step(3, true)), (5, step(5, false))], true).unwrap();
+        let fit = Fit::new(&[(2, step(2, false)), (3, step(3, true)), (5, step(5, false))]).unwrap();
         let phases = fit.replay(100, None, &On::default()).unwrap().phases;
         assert_eq!((phases[1].allocated_end, phases[1].peak), (12, 12 + 800 + 416));
     }
@@ -1304,14 +1412,14 @@ mod tests {
     fn a_size_not_affine_or_a_sequence_that_changes_is_refused() {
         let mut square = step(3);
         square.events[4].0 = 9 * 8; // b^2 * 8 at b = 3, where 8b would be 24
-        let e = Fit::new(&[(2, step(2)), (3, square), (5, step(5))], true).unwrap_err().to_string();
+        let e = Fit::new(&[(2, step(2)), (3, square), (5, step(5))]).unwrap_err().to_string();
         assert!(e.contains("allocation 1") && e.contains("not affine"), "{e}");
         let mut longer = step(5);
         longer.events.insert(5, (7, 9));
-        let e = Fit::new(&[(2, step(2)), (3, step(3)), (5, longer)], true).unwrap_err().to_string();
+        let e = Fit::new(&[(2, step(2)), (3, step(3)), (5, longer)]).unwrap_err().to_string();
         // One more allocation at event 5: the two first differ where the other frees (event 6).
         assert!(e.contains("part at event 6"), "{e}");
-        let e = Fit::new(&[(2, recording(vec![(-4, 7), (0, END)])), (3, step(3)), (5, step(5))], true)
+        let e = Fit::new(&[(2, recording(vec![(-4, 7), (0, END)])), (3, step(3)), (5, step(5))])
             .unwrap_err()
             .to_string();
         assert!(e.contains("made before the trial"), "{e}");
