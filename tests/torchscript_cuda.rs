@@ -195,7 +195,60 @@ fn a_scripted_resnet_gets_the_built_in_resnets_cuda_bytes() {
             );
         }
         assert!(got.bound.unconfirmed_names().contains("cudnn"), "{:?}", got.bound);
+        // Each cuDNN call the replay makes, where it makes it: the recording read each
+        // convolution's shapes, stride, padding and groups off the op's arguments, forward and
+        // backward, and placed the backward's data and filter passes after the gradient each makes.
+        let (want_calls, got_calls) = (cudnn_calls(&pair[0]), cudnn_calls(&pair[1]));
+        assert!(want_calls.len() > 40, "{want_calls:?}");
+        assert_eq!(want_calls, got_calls, "batch {batch}: the cuDNN calls");
+        let note = |p: &Prediction| p.notes.iter().find(|n| n.contains("cuDNN calls")).cloned();
+        assert!(note(&got).is_some_and(|n| n.contains("none of its 32 cuDNN calls")), "{:?}", got.notes);
     }
+}
+
+/// Where a GPU measured a scripted module's cuDNN calls (ResNet-18 on 64 x 64 images at batch
+/// 1024, fp32, in `src/estimate/cudnn_workspaces.csv`), its replay holds the same workspaces
+/// as the built-in ResNet-18's, at the same calls: the same peaks, reserved memory included.
+#[test]
+fn a_scripted_resnet_takes_the_cudnn_workspaces_a_gpu_measured() {
+    let sb = Sandbox::new();
+    common::export_modules(&sb, EXPORT_RESNET);
+    let spec = "[experiment]\nname = \"r\"\n[model]\nkind = \"cnn\"\narch = \"resnet18\"\n[data]\nkind = \"images\"\n\
+                samples = 1024\nchannels = 3\nsize = 64\nclasses = 10\nseed = 0\n[training]\noptimizer = \"adam\"\n\
+                batch_size = 1024\nsteps = 2\n";
+    let built_in = oomlab::spec::load(&sb.spec("r.toml", spec)).unwrap().base;
+    let scripted =
+        oomlab::spec::load(&sb.spec(
+            "s.toml",
+            &spec.replace(
+                "kind = \"cnn\"\narch = \"resnet18\"",
+                "kind = \"torchscript\"\npath = \"resnet18.pt\"",
+            ),
+        ))
+        .unwrap()
+        .base;
+    let (want, got) = (predict(&built_in), predict(&scripted));
+    assert!(
+        got.notes.iter().any(|n| n.contains("each of its 32 cuDNN calls")),
+        "every call measured: {:?}",
+        got.notes
+    );
+    let peak = |p: &Prediction| (p.peak_allocated(), p.peak_reserved());
+    let (w, g) = (peak(&want), peak(&got));
+    let off = |a: u64, b: u64| (a as f64 - b as f64).abs() / b.max(1) as f64;
+    assert!(off(g.0, w.0) < 0.005 && off(g.1, w.1) < 0.005, "scripted {g:?} against built-in {w:?}");
+    assert_eq!(cudnn_calls(&scripted), cudnn_calls(&built_in), "the same calls, the same workspaces");
+}
+
+/// Each cuDNN call a CUDA replay makes: its step, phase, call and workspace.
+fn cudnn_calls(c: &Config) -> Vec<(usize, oomlab::schema::Phase, String, u64)> {
+    let shape = estimate::data_shape(&c.data).unwrap();
+    let (_, blocks) = estimate::predict_blocks(c, shape, &cuda(c)).unwrap();
+    blocks
+        .into_iter()
+        .filter(|b| b.action == "cudnn")
+        .map(|b| (b.step, b.phase, b.site, b.requested))
+        .collect()
 }
 
 #[test]

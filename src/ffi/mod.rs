@@ -34,6 +34,7 @@ extern "C" {
     fn oomlab_cpu_events_mark(tag: u64);
     fn oomlab_cpu_events_tags(tags: *mut u8, cap: i64);
     fn oomlab_cpu_events_reduces(out: *mut i64, cap: i64) -> i64;
+    fn oomlab_cpu_events_convs(out: *mut i64, cap: i64) -> i64;
     fn oomlab_cpu_events_tag(data: *const c_void, tag: c_int);
     fn oomlab_cuda_stats(device: c_int, out: *mut RawStats, err: *mut c_char, len: usize) -> c_int;
     fn oomlab_cuda_reset_peak(device: c_int, err: *mut c_char, len: usize) -> c_int;
@@ -200,6 +201,31 @@ pub struct Log {
     /// `sum_to`), where CUDA's reduction kernel may take a staging buffer: the event
     /// `(0, REDUCE_MARK + i)` marks where the `i`-th ends.
     pub reduces: Vec<Reduce>,
+    /// Each convolution (`aten::convolution`, `aten::convolution_backward`), as cuDNN would
+    /// be called for it on CUDA: the event `(0, CONV_MARK + i)` marks where the `i`-th begins.
+    pub convs: Vec<Conv>,
+}
+
+/// The first pointer of a convolution's mark in a [`Log`] (the reductions' come below it).
+pub const CONV_MARK: u64 = 1 << 40;
+
+/// A convolution as the shim read it off the op's arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conv {
+    /// NCHW.
+    pub input: [i64; 4],
+    /// KCRS.
+    pub weight: [i64; 4],
+    pub stride: i64,
+    pub padding: i64,
+    pub groups: i64,
+    /// The input's dtype.
+    pub kind: tch::Kind,
+    /// `convolution_backward` (else the forward).
+    pub backward: bool,
+    /// A 2-D convolution with one stride and one padding for both sides, dilation 1, not
+    /// transposed: one that cuDNN's table could hold.
+    pub known: bool,
 }
 
 /// The first pointer of a reduction's mark in a [`Log`] (0 and 1 are the recorder's marks).
@@ -260,7 +286,33 @@ pub fn cpu_events_with_ops<T>(f: impl FnOnce() -> T) -> (T, Log) {
     // SAFETY: `flat` holds `n` triples.
     unsafe { oomlab_cpu_events_reduces(flat.as_mut_ptr(), n as i64) };
     let reduces = flat.chunks(3).map(|r| Reduce { rows: r[0], cols: r[1], acc: r[2] }).collect();
-    (out, Log { events, ops, tags, reduces })
+    // SAFETY: as for the reductions, 14 integers a convolution.
+    let n = unsafe { oomlab_cpu_events_convs(std::ptr::null_mut(), 0) }.max(0) as usize;
+    let mut flat = vec![0i64; 14 * n];
+    // SAFETY: `flat` holds `n` convolutions.
+    unsafe { oomlab_cpu_events_convs(flat.as_mut_ptr(), n as i64) };
+    let convs = flat.chunks(14).map(conv_of).collect();
+    (out, Log { events, ops, tags, reduces, convs })
+}
+
+/// A convolution from the shim's 14 integers.
+fn conv_of(c: &[i64]) -> Conv {
+    let four = |at: usize| [c[at], c[at + 1], c[at + 2], c[at + 3]];
+    Conv {
+        input: four(0),
+        weight: four(4),
+        stride: c[8],
+        padding: c[9],
+        groups: c[10],
+        kind: match c[11] {
+            1 => tch::Kind::Half,
+            2 => tch::Kind::BFloat16,
+            3 => tch::Kind::Double,
+            _ => tch::Kind::Float,
+        },
+        backward: c[12] != 0,
+        known: c[13] != 0,
+    }
 }
 
 fn logged<T>(f: impl FnOnce() -> T, with_ops: bool) -> (T, Vec<(i64, u64)>, Vec<String>) {

@@ -148,6 +148,86 @@ std::vector<Reduce>& reduces() {
   return *v;
 }
 
+// A convolution as CUDA would run it through cuDNN (estimate/cudnn_conv.rs): NCHW input, KCRS
+// weight, stride, padding, groups and dtype (0 float32, 1 float16, 2 bfloat16, 3 float64), and
+// whether it is the backward. A 2-D convolution with one stride and padding for both sides,
+// dilation 1, not transposed, or `known` is false (cuDNN's table holds no such call). The log
+// marks where each begins: an event (0, kConvMark + its index here).
+struct Conv {
+  int64_t input[4] = {0, 0, 0, 0}, weight[4] = {0, 0, 0, 0};
+  int64_t stride = 0, padding = 0, groups = 0, dtype = 0, backward = 0, known = 0;
+};
+constexpr uint64_t kConvMark = uint64_t{1} << 40;
+std::vector<Conv>& convs() {
+  static auto* v = new std::vector<Conv>();  // never destroyed
+  return *v;
+}
+
+// The integers of an int or SymInt list argument (concrete ones), or none.
+std::optional<std::vector<int64_t>> ints_of(const c10::IValue& v) {
+  if (v.isIntList()) return v.toIntVector();
+  if (!v.isList()) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const auto& e : v.toListRef()) {
+    if (e.isInt()) {
+      out.push_back(e.toInt());
+    } else if (e.isSymInt() && !e.toSymInt().is_symbolic()) {
+      out.push_back(e.toSymInt().as_int_unchecked());
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+std::optional<int64_t> int_of(const c10::IValue& v) {
+  if (v.isInt()) return v.toInt();
+  if (v.isSymInt() && !v.toSymInt().is_symbolic()) return v.toSymInt().as_int_unchecked();
+  return std::nullopt;
+}
+
+// `aten::convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
+// groups)` or `aten::convolution_backward(grad_output, input, weight, bias_sizes, stride,
+// padding, dilation, transposed, output_padding, groups, output_mask)`: the call; else none.
+std::optional<Conv> conv_call(const at::RecordFunction& fn) {
+  const bool backward = std::strcmp(fn.name(), "aten::convolution_backward") == 0;
+  if (!backward && std::strcmp(fn.name(), "aten::convolution") != 0) return std::nullopt;
+  const auto inputs = fn.inputs();
+  const size_t first = backward ? 1 : 0;
+  if (inputs.size() < first + 9 || !inputs[first].isTensor() || !inputs[first + 1].isTensor()) return std::nullopt;
+  const auto& x = inputs[first].toTensor();
+  const auto& w = inputs[first + 1].toTensor();
+  if (!x.defined() || !w.defined()) return std::nullopt;
+  Conv c;
+  c.backward = backward ? 1 : 0;
+  switch (x.scalar_type()) {
+    case at::kHalf: c.dtype = 1; break;
+    case at::kBFloat16: c.dtype = 2; break;
+    case at::kDouble: c.dtype = 3; break;
+    default: c.dtype = 0;
+  }
+  if (x.dim() != 4 || w.dim() != 4) return c;
+  for (int i = 0; i < 4; ++i) {
+    c.input[i] = x.size(i);
+    c.weight[i] = w.size(i);
+  }
+  // After the input and weight: the bias (its sizes in the backward), then the rest.
+  const auto stride = ints_of(inputs[first + 3]);
+  const auto padding = ints_of(inputs[first + 4]);
+  const auto dilation = ints_of(inputs[first + 5]);
+  const bool transposed = inputs[first + 6].isBool() && inputs[first + 6].toBool();
+  const auto groups = int_of(inputs[first + 8]);
+  const bool square = stride && padding && dilation && stride->size() == 2 && padding->size() == 2 &&
+                      (*stride)[0] == (*stride)[1] && (*padding)[0] == (*padding)[1];
+  if (!square || !groups || transposed) return c;
+  if (std::any_of(dilation->begin(), dilation->end(), [](int64_t d) { return d != 1; })) return c;
+  c.stride = (*stride)[0];
+  c.padding = (*padding)[0];
+  c.groups = *groups;
+  c.known = 1;
+  return c;
+}
+
 // Where a kernel runs a CPU library of its own (oneDNN's convolutions, batch norm's and layer
 // norm's CPU kernels), or a composite that CUDA runs as a kernel of its own (dropout, an
 // embedding's backward): the log marks where the outermost such op begins (kSpanBegin) and ends
@@ -171,6 +251,8 @@ struct Frame {
   bool within_span = false, span = false;
   // The reduction it is, if one (rows 0 if not): its end is marked.
   Reduce reduce;
+  // The convolution it is, if one: its start is marked, after the span's.
+  std::optional<Conv> conv;
 };
 thread_local std::vector<Frame> t_frames;
 
@@ -386,8 +468,9 @@ void oomlab_cpu_events_start(int with_ops) noexcept {
             }
           }
           f.reduce = rows_reduced(fn);
+          f.conv = conv_call(fn);
         } catch (...) {
-          // An op whose inputs cannot be read: no tag, no reduction mark.
+          // An op whose inputs cannot be read: no tag, no reduction or convolution mark.
         }
         f.cast = wrapped && std::strncmp(fn.name(), "aten::to", 8) == 0;
         if (f.cast) ++t_host_scope;
@@ -396,10 +479,15 @@ void oomlab_cpu_events_start(int with_ops) noexcept {
         f.within_span = opens || enclosed;
         f.span = opens && !enclosed;
         const bool span = f.span;
+        const auto conv = f.conv;
         t_frames.push_back(std::move(f));
-        if (span) {
+        if (span || conv) {
           std::lock_guard<std::mutex> lock(g_events_mutex);
-          mark_locked(kSpanBegin);
+          if (span) mark_locked(kSpanBegin);
+          if (conv && g_events_on.load()) {
+            mark_locked(kConvMark + convs().size());
+            convs().push_back(*conv);
+          }
         }
         return nullptr;
       };
@@ -432,6 +520,7 @@ void oomlab_cpu_events_start(int with_ops) noexcept {
   event_tags().clear();
   live_events().clear();
   reduces().clear();
+  convs().clear();
   g_events_on.store(true);
 }
 
@@ -455,6 +544,28 @@ void oomlab_cpu_events_tags(uint8_t* tags, int64_t cap) noexcept {
   std::lock_guard<std::mutex> lock(g_events_mutex);
   const auto& v = event_tags();
   for (int64_t i = 0; i < static_cast<int64_t>(v.size()) && i < cap; ++i) tags[i] = v[i];
+}
+
+// The convolutions the last log marks (up to `cap`), 14 integers each (`Conv`'s fields in order);
+// returns how many.
+int64_t oomlab_cpu_events_convs(int64_t* out, int64_t cap) noexcept {
+  std::lock_guard<std::mutex> lock(g_events_mutex);
+  const auto& v = convs();
+  for (int64_t i = 0; i < static_cast<int64_t>(v.size()) && i < cap; ++i) {
+    const Conv& c = v[i];
+    int64_t* o = out + 14 * i;
+    for (int k = 0; k < 4; ++k) {
+      o[k] = c.input[k];
+      o[4 + k] = c.weight[k];
+    }
+    o[8] = c.stride;
+    o[9] = c.padding;
+    o[10] = c.groups;
+    o[11] = c.dtype;
+    o[12] = c.backward;
+    o[13] = c.known;
+  }
+  return static_cast<int64_t>(v.size());
 }
 
 // The reductions the last log marks (up to `cap`), as (rows, cols, acc) triples; returns how many.

@@ -15,7 +15,8 @@ use crate::spec::Config;
 pub const END: u64 = 0;
 /// The mark where a phase starts, its peak reset: `(0, START)`.
 pub const START: u64 = 1;
-// Marks from `ffi::REDUCE_MARK` on are reductions' (`Recording::reduces`).
+// Marks from `ffi::REDUCE_MARK` on are reductions' (`Recording::reduces`), from
+// `ffi::CONV_MARK` on convolutions' (`Recording::convs`).
 
 /// One recorded trial.
 #[derive(Debug, Clone)]
@@ -32,6 +33,8 @@ pub struct Recording {
     pub tags: Vec<ffi::Where>,
     /// The reductions whose ends the events mark (`(0, ffi::REDUCE_MARK + i)`).
     pub reduces: Vec<ffi::Reduce>,
+    /// The convolutions whose starts the events mark (`(0, ffi::CONV_MARK + i)`).
+    pub convs: Vec<ffi::Conv>,
     /// The phases, in the order of the marks.
     pub phases: Vec<(usize, usize, Phase)>,
     /// The trial's summary: parameters, peaks, status.
@@ -59,7 +62,7 @@ fn record_here(config: &Config) -> Result<Recording> {
     });
     ffi::cpu_set_cap(cap);
     let row = row?;
-    let ffi::Log { events, ops, tags, reduces } = log;
+    let ffi::Log { events, ops, tags, reduces, convs } = log;
     if !row.status.fitted() && row.status != Status::Diverged {
         bail!(
             "recording {} at batch {}: {:?}: {}",
@@ -79,7 +82,7 @@ fn record_here(config: &Config) -> Result<Recording> {
     let kept = marks[0] + 1..=marks[phases.len()];
     let (events, ops, tags) =
         (events[kept.clone()].to_vec(), ops[kept.clone()].to_vec(), tags[kept].to_vec());
-    Ok(Recording { events, ops, tags, reduces, phases, row })
+    Ok(Recording { events, ops, tags, reduces, convs, phases, row })
 }
 
 /// The CPU's counters without `CpuProbe`'s one-at-a-time lock: a recording may be made while a

@@ -22,10 +22,11 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Result};
 
+use super::cudnn_conv::{self, Pass};
 use super::ledger::{Category, Held, Ledger};
 use super::prediction::{PhasePrediction, PredictedOom, Prediction};
 use super::{cuda_reduce, evidence, terms, DataShape, Options, Target};
-use crate::ffi::{Where, REDUCE_MARK, SPAN_BEGIN, SPAN_END};
+use crate::ffi::{Where, CONV_MARK, REDUCE_MARK, SPAN_BEGIN, SPAN_END};
 use crate::schema::Phase;
 use crate::spec::Config;
 use crate::train::record::{record, Recording, END, START};
@@ -62,6 +63,10 @@ enum Event {
     /// CUDA's kernel of the op that made the allocation just before takes a temporary of
     /// `a + c * batch` bytes and frees it before it returns (see [`Shape::CudaTemp`]).
     CudaTemp { a: i64, c: i64 },
+    /// One of a convolution's cuDNN calls on CUDA ([`cudnn_conv`]): its workspace, where a GPU
+    /// measured it, is held for the kernel. `dims`: the input's NCHW, the weight's KCRS, stride,
+    /// padding and groups, each `a + c * batch`; `known`: a call the table could hold.
+    Cudnn { pass: Pass, dims: [(i64, i64); CONV_DIMS], dtype: &'static str, known: bool },
     /// A layer norm's backward has made its input's gradient (`input`'s bytes) and its weight's
     /// and bias's (each the allocation numbered, with its bytes), where it made them (see
     /// [`Shape::LayerNormGrads`]).
@@ -97,10 +102,20 @@ enum Shape {
     /// The outermost op that runs a CPU library of its own begins or ends (`ffi::SPAN_BEGIN`).
     SpanBegin,
     SpanEnd,
+    /// A convolution begins (its calls come at the span's end, [`Shape::Cudnn`]).
+    ConvMark,
     /// The `k`-th reduction of the recording ends.
     Reduce {
         k: usize,
         acc: i64,
+    },
+    /// One of the `k`-th convolution's cuDNN calls: after the forward's output, after the
+    /// backward's input gradient (the data pass) or its weight gradient (the filter pass).
+    Cudnn {
+        k: usize,
+        pass: Pass,
+        dtype: &'static str,
+        known: bool,
     },
     /// Allocation `of`, just made, is `_softmax_backward_data`'s output: CUDA's kernel
     /// (`softmax_backward_cuda_out`, SoftMax.cu, 2.11) then computes `Tensor tmp = grad * output`,
@@ -145,6 +160,8 @@ struct Parsed {
     sizes: Vec<i64>,
     /// Each reduction's rows and columns, in turn.
     dims: Vec<i64>,
+    /// Each convolution's [`CONV_DIMS`] numbers, in turn.
+    conv_dims: Vec<i64>,
     ops: Vec<String>,
     made_by: Vec<String>,
 }
@@ -157,6 +174,9 @@ impl Parsed {
         let op = |i: usize| r.ops.get(i).cloned().unwrap_or_default();
         let (mut shapes, mut sizes, mut live) = (Vec::new(), Vec::new(), HashMap::new());
         let mut dims = Vec::new();
+        let mut conv_dims = Vec::new();
+        // The convolution the span under way runs, if one: (its number, the recording's).
+        let mut span_conv: Option<(usize, crate::ffi::Conv)> = None;
         let (mut ops, mut made_by): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
         // The first allocation of the library span under way, if one is; where each allocation's
         // shape is (one freed within its span is the library's scratch).
@@ -177,7 +197,18 @@ impl Parsed {
                     span_op = op(i);
                     Shape::SpanBegin
                 }
+                0 if ptr >= CONV_MARK => {
+                    let Some(c) = r.convs.get((ptr - CONV_MARK) as usize) else {
+                        bail!("event {i} marks a convolution the recording does not have");
+                    };
+                    span_conv = Some((conv_dims.len() / CONV_DIMS, *c));
+                    conv_dims.extend(c.input.iter().chain(&c.weight).chain(&[c.stride, c.padding, c.groups]));
+                    Shape::ConvMark
+                }
                 0 if ptr == SPAN_END => {
+                    if let (Some((k, conv)), Some(first)) = (span_conv.take(), span) {
+                        cudnn_calls(k, &conv, first, &mut shapes, &mut ops, &mut shape_of, &sizes, &op(i));
+                    }
                     // The span opens at the autograd node (`NativeLayerNormBackward0`).
                     let layer_norm =
                         span_op.contains("LayerNormBackward") || span_op.contains("layer_norm_backward");
@@ -277,7 +308,7 @@ impl Parsed {
             }
             i += run.max(1);
         }
-        Ok(Parsed { shapes, sizes, dims, ops, made_by })
+        Ok(Parsed { shapes, sizes, dims, conv_dims, ops, made_by })
     }
 
     /// Event `i` in words, with its op and, for a free, the op that made what it frees.
@@ -302,6 +333,8 @@ impl Parsed {
             Some(Shape::SpanEnd) => "the end of a library's op".into(),
             Some(Shape::CudaTemp { .. }) => format!("CUDA's temporary{}", in_op(&self.ops[i])),
             Some(Shape::LayerNormGrads { .. }) => "the end of a layer norm's backward".into(),
+            Some(Shape::ConvMark) => format!("the start of a convolution{}", in_op(&self.ops[i])),
+            Some(Shape::Cudnn { pass, .. }) => format!("cuDNN's {pass:?} call{}", in_op(&self.ops[i])),
         }
     }
 }
@@ -338,6 +371,50 @@ impl Place {
             Place::Device => false,
             Place::Data => data_on_host,
         }
+    }
+}
+
+/// The numbers a convolution's call is fitted by: the input's NCHW, the weight's KCRS, stride,
+/// padding, groups.
+const CONV_DIMS: usize = 11;
+
+/// Where CUDA's cuDNN calls of convolution `k` (the `conv` a span that began at allocation
+/// `first` ran) go among the recording's shapes: the forward's after the span's last output;
+/// the backward's data pass after its input gradient and filter pass after its weight gradient
+/// (told by their bytes: the input's and the weight's), each only where the backward made it.
+#[allow(clippy::too_many_arguments)]
+fn cudnn_calls(
+    k: usize,
+    conv: &crate::ffi::Conv,
+    first: usize,
+    shapes: &mut Vec<Shape>,
+    ops: &mut Vec<String>,
+    shape_of: &mut [usize],
+    sizes: &[i64],
+    op: &str,
+) {
+    let outputs: Vec<usize> = (first..sizes.len())
+        .filter(|&a| matches!(shapes[shape_of[a]], Shape::Alloc { span: Span::Output, .. }))
+        .collect();
+    let element = conv.kind.elt_size_in_bytes() as i64;
+    let bytes = |d: &[i64; 4]| d.iter().product::<i64>() * element;
+    let (dtype, known) = (cudnn_conv::dtype_name(conv.kind), conv.known);
+    let call = |pass| Shape::Cudnn { k, pass, dtype, known };
+    let mut calls: Vec<(usize, Shape)> = Vec::new();
+    if conv.backward {
+        let input = outputs.iter().copied().find(|&a| sizes[a] == bytes(&conv.input));
+        let weight = outputs.iter().copied().find(|&a| Some(a) != input && sizes[a] == bytes(&conv.weight));
+        calls.extend(input.map(|a| (shape_of[a] + 1, call(Pass::Data))));
+        calls.extend(weight.map(|a| (shape_of[a] + 1, call(Pass::Filter))));
+    } else {
+        calls.push((outputs.last().map_or(shapes.len(), |&a| shape_of[a] + 1), call(Pass::Forward)));
+    }
+    // The later first, so that the earlier's place still holds.
+    calls.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+    for (at, shape) in calls {
+        shapes.insert(at, shape);
+        ops.insert(at, op.to_string());
+        shape_of.iter_mut().filter(|s| **s >= at).for_each(|s| *s += 1);
     }
 }
 
@@ -397,6 +474,8 @@ impl Fit {
             |k| format!("reduction {}'s {}", k / 2, if k % 2 == 0 { "rows" } else { "columns" }),
             "",
         )?;
+        let conv_dims =
+            affine(&parsed, |p| &p.conv_dims, |k| format!("convolution {}'s shape", k / CONV_DIMS), "")?;
         let events = first
             .shapes
             .iter()
@@ -421,8 +500,14 @@ impl Fit {
                         input: coefficients[input],
                         grads: grads.map(|g| g.map(|k| (k, coefficients[k]))),
                     }),
+                    Shape::Cudnn { k, pass, dtype, known } => Some(Event::Cudnn {
+                        pass,
+                        dims: std::array::from_fn(|d| conv_dims[k * CONV_DIMS + d]),
+                        dtype,
+                        known,
+                    }),
                     // Each allocation knows where it fell against the spans.
-                    Shape::SpanBegin | Shape::SpanEnd => None,
+                    Shape::SpanBegin | Shape::SpanEnd | Shape::ConvMark => None,
                 })
             })
             .flatten()
@@ -453,6 +538,8 @@ impl Fit {
         }
         let mut oom = None;
         let mut held: Vec<Option<Held>> = Vec::new();
+        // Each distinct cuDNN call, and whether a GPU measured it.
+        let mut cudnn: HashMap<String, bool> = HashMap::new();
         let mut phases = self.phases.iter();
         let mut out = Vec::new();
         let mut current = phases.next().copied();
@@ -497,6 +584,29 @@ impl Fit {
                 Event::Reduce { rows, cols, acc } => {
                     let Some(gpu) = on.gpu else { continue };
                     ledger.hold_staging(cuda_reduce::sum_rows_staging(at(rows), at(cols), acc as u64, gpu));
+                }
+                Event::Cudnn { pass, dims, dtype, known } => {
+                    let Some(gpu) = on.gpu else { continue };
+                    let d = dims.map(at).map(|v| v as i64);
+                    let call = cudnn_conv::Call {
+                        pass,
+                        input: [d[0], d[1], d[2], d[3]],
+                        weight: [d[4], d[5], d[6], d[7]],
+                        stride: d[8],
+                        padding: d[9],
+                        groups: d[10],
+                        dtype,
+                    };
+                    let bytes = if known { cudnn_conv::workspace(gpu, &call) } else { None };
+                    if on.record {
+                        ledger.mark("cudnn", bytes.unwrap_or(0), call.to_string());
+                    }
+                    let measured = cudnn.entry(call.to_string()).or_insert(false);
+                    *measured |= bytes.is_some();
+                    if let Some(bytes) = bytes.filter(|&b| b > 0) {
+                        let workspace = ledger.hold(Category::Transient, bytes);
+                        ledger.release(workspace);
+                    }
                 }
                 Event::CudaTemp { a, c } => {
                     if on.cuda.is_some() {
@@ -571,7 +681,8 @@ impl Fit {
             }
         }
         let baseline = ledger.baseline();
-        Ok(Replayed { phases: out, oom, baseline, blocks: ledger.take_log() })
+        let cudnn = (cudnn.values().filter(|&&m| m).count(), cudnn.len());
+        Ok(Replayed { phases: out, oom, baseline, blocks: ledger.take_log(), cudnn })
     }
 }
 
@@ -695,6 +806,8 @@ struct Replayed {
     baseline: (u64, u64),
     /// Every allocation and free replayed, when `On::record` asked for them.
     blocks: Vec<super::BlockEvent>,
+    /// On CUDA: of the distinct cuDNN calls, how many a GPU measured, and how many in all.
+    cudnn: (usize, usize),
 }
 
 impl Replayed {
@@ -1049,7 +1162,7 @@ pub(super) fn predict(
             crate::spec::format_size(CHECK_LIMIT)
         ),
     };
-    let Replayed { phases, oom, baseline, blocks } = replayed;
+    let Replayed { phases, oom, baseline, blocks, cudnn } = replayed;
     let peak = phases.iter().map(|p| p.peak).max().unwrap_or(0);
     let reserved_peak = phases.iter().map(|p| p.reserved_peak).max().unwrap_or(0);
     let mut rules = evidence::rules(config, &phases, options.target, options.gpu);
@@ -1079,6 +1192,9 @@ pub(super) fn predict(
             crate::spec::format_size(options.workspaces.total()),
             recorded.training.techniques.optimizer_impl.map_or("", crate::spec::Named::as_str)
         ));
+        if cudnn.1 > 0 {
+            notes.push(format!("cuda: {}", super::cudnn_note(cudnn).trim_start_matches("; ")));
+        }
     }
     let prediction = Prediction {
         bound,
@@ -1136,6 +1252,7 @@ mod tests {
             ops: Vec::new(),
             tags: Vec::new(),
             reduces: Vec::new(),
+            convs: Vec::new(),
             events,
             phases: vec![(0, 0, Phase::Model), (1, 0, Phase::Forward)],
             row: SummaryRow { param_count: 3, param_bytes: 12, ..SummaryRow::default() },
