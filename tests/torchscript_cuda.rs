@@ -164,20 +164,7 @@ fn a_scripted_mlp_gets_the_built_in_mlps_cuda_bytes_phase_by_phase() {
 fn a_scripted_resnet_gets_the_built_in_resnets_cuda_bytes() {
     let sb = Sandbox::new();
     common::export_modules(&sb, EXPORT_RESNET);
-    let spec = "[experiment]\nname = \"r\"\n[model]\nkind = \"cnn\"\narch = \"resnet18\"\n[data]\nkind = \"images\"\n\
-                samples = 256\nchannels = 3\nsize = 32\nclasses = 10\nseed = 0\n[training]\noptimizer = \"adam\"\n\
-                batch_size = 32\nsteps = 2\n";
-    let built_in = oomlab::spec::load(&sb.spec("r.toml", spec)).unwrap().base;
-    let scripted =
-        oomlab::spec::load(&sb.spec(
-            "s.toml",
-            &spec.replace(
-                "kind = \"cnn\"\narch = \"resnet18\"",
-                "kind = \"torchscript\"\npath = \"resnet18.pt\"",
-            ),
-        ))
-        .unwrap()
-        .base;
+    let [built_in, scripted] = resnets(&sb, 256, 32, 32);
     for batch in [8, 32] {
         let mut pair = [built_in.clone(), scripted.clone()];
         pair.iter_mut().for_each(|c| c.training.batch_size = batch);
@@ -213,20 +200,7 @@ fn a_scripted_resnet_gets_the_built_in_resnets_cuda_bytes() {
 fn a_scripted_resnet_takes_the_cudnn_workspaces_a_gpu_measured() {
     let sb = Sandbox::new();
     common::export_modules(&sb, EXPORT_RESNET);
-    let spec = "[experiment]\nname = \"r\"\n[model]\nkind = \"cnn\"\narch = \"resnet18\"\n[data]\nkind = \"images\"\n\
-                samples = 1024\nchannels = 3\nsize = 64\nclasses = 10\nseed = 0\n[training]\noptimizer = \"adam\"\n\
-                batch_size = 1024\nsteps = 2\n";
-    let built_in = oomlab::spec::load(&sb.spec("r.toml", spec)).unwrap().base;
-    let scripted =
-        oomlab::spec::load(&sb.spec(
-            "s.toml",
-            &spec.replace(
-                "kind = \"cnn\"\narch = \"resnet18\"",
-                "kind = \"torchscript\"\npath = \"resnet18.pt\"",
-            ),
-        ))
-        .unwrap()
-        .base;
+    let [built_in, scripted] = resnets(&sb, 1024, 64, 1024);
     let (want, got) = (predict(&built_in), predict(&scripted));
     assert!(
         got.notes.iter().any(|n| n.contains("each of its 32 cuDNN calls")),
@@ -238,6 +212,20 @@ fn a_scripted_resnet_takes_the_cudnn_workspaces_a_gpu_measured() {
     let off = |a: u64, b: u64| (a as f64 - b as f64).abs() / b.max(1) as f64;
     assert!(off(g.0, w.0) < 0.005 && off(g.1, w.1) < 0.005, "scripted {g:?} against built-in {w:?}");
     assert_eq!(cudnn_calls(&scripted), cudnn_calls(&built_in), "the same calls, the same workspaces");
+}
+
+/// The built-in ResNet-18 and the scripted torchvision one (`EXPORT_RESNET`), on `samples`
+/// images of `size` x `size`, Adam, two steps of `batch`.
+fn resnets(sb: &Sandbox, samples: usize, size: usize, batch: usize) -> [Config; 2] {
+    let spec = format!(
+        "[experiment]\nname = \"r\"\n[model]\nkind = \"cnn\"\narch = \"resnet18\"\n[data]\nkind = \"images\"\n\
+         samples = {samples}\nchannels = 3\nsize = {size}\nclasses = 10\nseed = 0\n[training]\noptimizer = \"adam\"\n\
+         batch_size = {batch}\nsteps = 2\n"
+    );
+    let scripted =
+        spec.replace("kind = \"cnn\"\narch = \"resnet18\"", "kind = \"torchscript\"\npath = \"resnet18.pt\"");
+    [sb.spec("r.toml", &spec), sb.spec("s.toml", &scripted)]
+        .map(|path| oomlab::spec::load(&path).unwrap().base)
 }
 
 /// Each cuDNN call a CUDA replay makes: its step, phase, call and workspace.
