@@ -16,7 +16,9 @@
 //! scratch of ops that run a CPU library of their own (convolutions, norms: [`Span`]) is left
 //! out; dropout's mask is CUDA's bool one; each bias sum gets CUDA's reduction staging, each
 //! softmax backward CUDA's temporary, each layer norm backward past 64 Ki rows CUDA's partial
-//! sums; and any other op must be one whose CUDA allocations are the CPU's ([`cuda_op`]).
+//! sums, each convolution's cuDNN calls their workspaces where a GPU measured them (the shim
+//! reads each call off the op's arguments: [`Shape::Cudnn`]); and any other op must be one whose
+//! CUDA allocations are the CPU's ([`cuda_op`]).
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
