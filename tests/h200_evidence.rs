@@ -466,3 +466,29 @@ fn the_estimate_says_how_many_cudnn_calls_a_gpu_measured() {
     assert!(note(32).contains("for each of its 68 cuDNN calls"), "{}", note(32));
     assert!(note(16).contains("none of its 68 cuDNN calls"), "{}", note(16));
 }
+
+/// Your own CNN as TorchScript on CUDA: torchvision's ResNet-50 scripted, its step recorded on
+/// this CPU at small batches (oneDNN's scratch left out, as CUDA has none), each convolution's
+/// cuDNN calls read off the ops' arguments and given the table's workspaces, replayed at batch
+/// 32 on 224 x 224: PyTorch's `max_memory_allocated` and `max_memory_reserved` on the H200
+/// (`resnet50_224/pytorch-summary.csv`), to the byte. (The table was read from that run.)
+#[test]
+fn a_scripted_resnet50_at_224_gets_the_h200s_peaks() {
+    let sb = common::Sandbox::new();
+    common::export_modules(
+        &sb,
+        "import sys, torch, torchvision\ntorch.manual_seed(0)\n\
+         torch.jit.save(torch.jit.script(torchvision.models.resnet50(num_classes=10)), f\"{sys.argv[1]}/resnet50.pt\")\n",
+    );
+    let text = std::fs::read_to_string("experiments/gpu/resnet50_224.toml")
+        .unwrap()
+        .replace("kind = \"cnn\"\narch = \"resnet50\"", "kind = \"torchscript\"\npath = \"resnet50.pt\"");
+    assert!(text.contains("resnet50.pt"), "the fixture's spec names its model as this test reads it");
+    let config = spec::load(&sb.spec("resnet50_224.toml", &text)).unwrap().base;
+    let options = estimate::Options::cuda(GpuArch::Hopper, [&config]);
+    let p = estimate::predict_with(&config, estimate::data_shape(&config.data).unwrap(), &options).unwrap();
+    let measured = &measured("resnet50_224")[0];
+    assert_eq!((p.peak_allocated(), p.peak_reserved()), (measured.allocated, measured.reserved));
+    assert!(p.notes.iter().any(|n| n.contains("at batches [4, 6, 8]")), "{:?}", p.notes);
+    assert!(p.notes.iter().any(|n| n.contains("each of its 68 cuDNN calls")), "{:?}", p.notes);
+}

@@ -313,6 +313,42 @@ impl Parsed {
         Ok(Parsed { shapes, sizes, dims, conv_dims, ops, made_by })
     }
 
+    /// Without what a CPU library allocated and freed inside its span (its scratch, which a
+    /// CUDA run does not make) and the frees of it: what the CUDA replay reads, whatever
+    /// scratch oneDNN takes at one batch and not at another.
+    fn without_scratch(self) -> Parsed {
+        let Parsed { shapes, sizes, dims, conv_dims, ops, made_by } = self;
+        let mut kept = Vec::with_capacity(sizes.len());
+        let mut next = 0;
+        for s in &shapes {
+            if let Shape::Alloc { span, .. } = s {
+                kept.push((*span != Span::Scratch).then(|| {
+                    next += 1;
+                    next - 1
+                }));
+            }
+        }
+        let renumber = |of: usize| kept.get(of).copied().flatten();
+        let (mut out, mut out_ops) = (Vec::with_capacity(shapes.len()), Vec::with_capacity(ops.len()));
+        for (shape, op) in shapes.into_iter().zip(ops) {
+            let shape = match shape {
+                Shape::Alloc { span: Span::Scratch, .. } => None,
+                Shape::Free(of) => renumber(of).map(Shape::Free),
+                Shape::CudaTemp { of } => renumber(of).map(|of| Shape::CudaTemp { of }),
+                Shape::LayerNormGrads { input, grads } => renumber(input)
+                    .map(|input| Shape::LayerNormGrads { input, grads: grads.map(|g| g.and_then(renumber)) }),
+                other => Some(other),
+            };
+            if let Some(shape) = shape {
+                out.push(shape);
+                out_ops.push(op);
+            }
+        }
+        let sizes = sizes.into_iter().zip(&kept).filter(|(_, k)| k.is_some()).map(|(x, _)| x).collect();
+        let made_by = made_by.into_iter().zip(&kept).filter(|(_, k)| k.is_some()).map(|(x, _)| x).collect();
+        Parsed { shapes: out, sizes, dims, conv_dims, ops: out_ops, made_by }
+    }
+
     /// Event `i` in words, with its op and, for a free, the op that made what it frees.
     fn describe(&self, i: usize) -> String {
         match self.shapes.get(i) {
@@ -452,9 +488,14 @@ fn by_op(op: &str) -> String {
 
 impl Fit {
     /// Fits recordings at three batches, smallest first; or takes one recording as it is.
-    fn new(recordings: &[(usize, Recording)]) -> Result<Fit> {
-        let parsed: Vec<(usize, Parsed)> =
-            recordings.iter().map(|(b, r)| Parsed::new(r).map(|p| (*b, p))).collect::<Result<_>>()?;
+    /// `for_cuda`: without the CPU libraries' scratch ([`Parsed::without_scratch`]), which
+    /// the CUDA replay leaves out anyway, so that oneDNN's batch-dependent scratch does not part
+    /// the recordings.
+    fn new(recordings: &[(usize, Recording)], for_cuda: bool) -> Result<Fit> {
+        let parsed: Vec<(usize, Parsed)> = recordings
+            .iter()
+            .map(|(b, r)| Parsed::new(r).map(|p| (*b, if for_cuda { p.without_scratch() } else { p })))
+            .collect::<Result<_>>()?;
         let (b0, first) = &parsed[0];
         for (b, other) in &parsed[1..] {
             let n = first.shapes.len().max(other.shapes.len());
@@ -886,13 +927,14 @@ fn fit(
     config: &Config,
     samples: usize,
     budget: Option<std::time::Duration>,
+    for_cuda: bool,
 ) -> Result<(Arc<Fit>, [usize; 3])> {
     type Fits = Vec<(String, std::result::Result<(Arc<Fit>, [usize; 3]), String>)>;
     static FITS: Mutex<Fits> = Mutex::new(Vec::new());
     let config = &one_place(config);
     let mut key = config.clone();
     key.training.batch_size = 0;
-    let key = format!("{samples} {}", serde_json::to_string(&key)?);
+    let key = format!("{samples} {for_cuda} {}", serde_json::to_string(&key)?);
     if let Some((_, known)) = FITS.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(k, _)| *k == key) {
         return known.clone().map_err(|e| anyhow::anyhow!(e));
     }
@@ -900,13 +942,13 @@ fn fit(
         // Many micro-batches: the step recorded with four, extended (its middle ones repeat),
         // else recorded as it is.
         Some((four, k)) => {
-            let (four, batches) = fit(&four, samples, budget)?;
+            let (four, batches) = fit(&four, samples, budget, for_cuda)?;
             match four.accumulated(k) {
                 Ok(f) => Ok((Arc::new(f), batches)),
-                Err(_) => fit_ladder(config, samples, budget),
+                Err(_) => fit_ladder(config, samples, budget, for_cuda),
             }
         }
-        None => fit_ladder(config, samples, budget),
+        None => fit_ladder(config, samples, budget, for_cuda),
     };
     // Only the step's own verdicts are kept: an error in recording (a file gone) is not.
     if let Ok(f) = &fitted {
@@ -943,6 +985,7 @@ fn fit_ladder(
     config: &Config,
     samples: usize,
     budget: Option<std::time::Duration>,
+    for_cuda: bool,
 ) -> std::result::Result<(Arc<Fit>, [usize; 3]), NoFit> {
     let at = |batch: usize| {
         let mut c = config.clone();
@@ -965,7 +1008,7 @@ fn fit_ladder(
         record(&at(batches[0])).map_err(Failed)?;
         let recordings: Vec<(usize, Recording)> =
             batches.iter().map(|&b| record(&at(b)).map(|r| (b, r))).collect::<Result<_>>().map_err(Failed)?;
-        match Fit::new(&recordings) {
+        match Fit::new(&recordings, for_cuda) {
             Ok(fit) => return Ok((Arc::new(fit), batches)),
             Err(e) => why.push(format!("at batches {batches:?}, {e:#}")),
         }
@@ -1052,19 +1095,25 @@ fn like(config: &Config) -> Config {
 /// Whether the step like `config`'s ([`like`]), where it is another, recorded at `batch` gives
 /// its fit's bytes there; false where it does not, where its peak there is over
 /// [`CHECK_LIMIT`], or where it has no fit (the step's own check follows).
-fn checked_alike(config: &Config, samples: usize, budget: Option<std::time::Duration>, batch: usize) -> bool {
+fn checked_alike(
+    config: &Config,
+    samples: usize,
+    budget: Option<std::time::Duration>,
+    for_cuda: bool,
+    batch: usize,
+) -> bool {
     let like = like(config);
     if like == one_place(config) {
         return false;
     }
     let cpu = On::default();
     let held = || -> Result<bool> {
-        let (fit, _) = fit(&like, samples, budget)?;
+        let (fit, _) = fit(&like, samples, budget, for_cuda)?;
         let fitted = fit.replay(batch, None, &cpu)?;
         if fitted.peak() > CHECK_LIMIT {
             return Ok(false);
         }
-        Ok(checked(&like, batch)?.replay(batch, None, &cpu)?.bytes() == fitted.bytes())
+        Ok(checked(&like, batch, for_cuda)?.replay(batch, None, &cpu)?.bytes() == fitted.bytes())
     };
     held().unwrap_or(false)
 }
@@ -1083,20 +1132,20 @@ fn data_on_host(config: &Config) -> bool {
 }
 
 /// The step of `config` at `batch` recorded as it is, once per process.
-fn checked(config: &Config, batch: usize) -> Result<Arc<Fit>> {
+fn checked(config: &Config, batch: usize, for_cuda: bool) -> Result<Arc<Fit>> {
     static RECORDED: Mutex<Vec<(String, Arc<Fit>)>> = Mutex::new(Vec::new());
     let mut at = one_place(config);
     at.training.batch_size = batch;
-    let key = serde_json::to_string(&at)?;
+    let key = format!("{for_cuda} {}", serde_json::to_string(&at)?);
     if let Some((_, f)) = RECORDED.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(k, _)| *k == key) {
         return Ok(f.clone());
     }
     let fit = match fewer_micro_batches(&at) {
-        Some((four, k)) => match checked(&four, batch)?.accumulated(k) {
+        Some((four, k)) => match checked(&four, batch, for_cuda)?.accumulated(k) {
             Ok(f) => Arc::new(f),
-            Err(_) => Arc::new(Fit::new(&[(batch, record(&at)?)])?),
+            Err(_) => Arc::new(Fit::new(&[(batch, record(&at)?)], for_cuda)?),
         },
-        None => Arc::new(Fit::new(&[(batch, record(&at)?)])?),
+        None => Arc::new(Fit::new(&[(batch, record(&at)?)], for_cuda)?),
     };
     RECORDED.lock().unwrap_or_else(|e| e.into_inner()).push((key, fit.clone()));
     Ok(fit)
@@ -1125,7 +1174,7 @@ pub(super) fn predict(
     }
     // The step CUDA runs: its default optimizer implementation (foreach), recorded on the CPU.
     let recorded = as_run_on(config, options.target);
-    let (fit, batches) = fit(&recorded, shape.samples, options.ladder_budget)
+    let (fit, batches) = fit(&recorded, shape.samples, options.ladder_budget, cuda)
         .map_err(|e| anyhow::anyhow!("{path}: {e:#}; `oomlab run` measures it at the batch"))?;
     if cuda {
         fit.cuda_ops(data_on_host(config)).map_err(|why| {
@@ -1139,8 +1188,8 @@ pub(super) fn predict(
         batch,
         options.limit,
         On::of(config, options, record),
-        |b| options.shared_checks && checked_alike(&recorded, shape.samples, options.ladder_budget, b),
-        |b| checked(&recorded, b),
+        |b| options.shared_checks && checked_alike(&recorded, shape.samples, options.ladder_budget, cuda, b),
+        |b| checked(&recorded, b, cuda),
     )?;
     let how = match found {
         Found::Fitted => format!("replayed at batch {batch}"),
@@ -1268,9 +1317,47 @@ mod tests {
         recording(vec![start, (12, 1), end, start, (8 * b, 2), (4 * b + 16, 3), (-(4 * b + 16), 3), end])
     }
 
+    /// A library's scratch taken at one batch and not at the others (oneDNN's convolutions at
+    /// small batches) parts the CPU's recordings, not the CUDA replay's, which has no scratch.
+    #[test]
+    fn scratch_that_comes_and_goes_with_the_batch_parts_the_cpus_fit_and_not_cudas() {
+        let (start, end, begin, finish) = ((0, START), (0, END), (0, SPAN_BEGIN), (0, SPAN_END));
+        let with = |b: i64, scratch: bool| {
+            let mut events = vec![start, (12, 1), end, start, begin, (8 * b, 2)];
+            if scratch {
+                events.extend([(100, 3), (-100, 3)]);
+            }
+            events.extend([finish, end]);
+            let mut r = recording(events);
+            // The span is the convolution's; its kernel frees the scratch.
+            r.ops = r
+                .events
+                .iter()
+                .map(|e| match *e {
+                    e if e == begin => "aten::convolution",
+                    (-100, 3) => "aten::convolution > aten::mkldnn_convolution",
+                    _ => "",
+                })
+                .map(String::from)
+                .collect();
+            r
+        };
+        let recordings = [(2, with(2, true)), (3, with(3, false)), (5, with(5, false))];
+        let e = Fit::new(&recordings, false).unwrap_err().to_string();
+        assert!(e.contains("allocates differently"), "{e}");
+        let fit = Fit::new(&recordings, true).unwrap();
+        let phases = fit.replay(1000, None, &On::default()).unwrap().phases;
+        assert_eq!((phases[1].allocated_end, phases[1].peak), (12 + 8000, 12 + 8000));
+        // Where every recording takes it, the CPU's fit keeps it and CUDA's leaves it out.
+        let recordings = [(2, with(2, true)), (3, with(3, true)), (5, with(5, true))];
+        let peak =
+            |for_cuda| Fit::new(&recordings, for_cuda).unwrap().replay(1000, None, &On::default()).unwrap();
+        assert_eq!((peak(false).phases[1].peak, peak(true).phases[1].peak), (12 + 8000 + 100, 12 + 8000));
+    }
+
     #[test]
     fn a_step_affine_in_the_batch_is_synthesised_at_any_batch() {
-        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (5, step(5))]).unwrap();
+        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (5, step(5))], false).unwrap();
         let Replayed { phases, oom, .. } = fit.replay(1000, None, &On::default()).unwrap();
         assert!(oom.is_none());
         assert_eq!(phases.len(), 2);
@@ -1286,8 +1373,8 @@ mod tests {
 
     #[test]
     fn past_the_recorded_batches_a_recording_at_the_batch_checks_the_fit_and_wins_where_they_part() {
-        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (5, step(5))]).unwrap();
-        let exact = |b: usize| Ok(Arc::new(Fit::new(&[(b, step(b as i64))]).unwrap()));
+        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (5, step(5))], false).unwrap();
+        let exact = |b: usize| Ok(Arc::new(Fit::new(&[(b, step(b as i64))], false).unwrap()));
         // Within the recorded batches: no recording asked for.
         let (_, found) = at_batch(
             &fit,
@@ -1314,7 +1401,7 @@ mod tests {
             let mut r = step(b as i64);
             r.events[5].0 += 100 * b as i64;
             r.events[6].0 -= 100 * b as i64;
-            Ok(Arc::new(Fit::new(&[(b, r)]).unwrap()))
+            Ok(Arc::new(Fit::new(&[(b, r)], false).unwrap()))
         };
         let (r, found) = at_batch(&fit, [2, 3, 5], 100, None, On::default(), |_| false, bigger).unwrap();
         assert_eq!(r.phases[1].peak, 12 + 800 + 416 + 10_000);
@@ -1379,7 +1466,7 @@ mod tests {
             r.reduces = vec![crate::ffi::Reduce { rows: 512 * b, cols: 2048, acc: 4 }];
             r
         };
-        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (4, step(4))]).unwrap();
+        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (4, step(4))], false).unwrap();
         let workspaces = super::super::Workspaces::for_run(super::super::GpuArch::Hopper, []);
         let cuda = On {
             cuda: Some(workspaces),
@@ -1447,7 +1534,7 @@ mod tests {
             r.tags = vec![Where::Phase; events.len()];
             r
         };
-        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (4, step(4))]).unwrap();
+        let fit = Fit::new(&[(2, step(2)), (3, step(3)), (4, step(4))], false).unwrap();
         let hopper = super::super::GpuArch::Hopper;
         let workspaces = super::super::Workspaces::for_run(hopper, []);
         let cuda =
@@ -1522,7 +1609,7 @@ mod tests {
             events.push(end);
             recording(events)
         };
-        let fit = Fit::new(&[(2, step(2, false)), (3, step(3, true)), (5, step(5, false))]).unwrap();
+        let fit = Fit::new(&[(2, step(2, false)), (3, step(3, true)), (5, step(5, false))], false).unwrap();
         let phases = fit.replay(100, None, &On::default()).unwrap().phases;
         assert_eq!((phases[1].allocated_end, phases[1].peak), (12, 12 + 800 + 416));
     }
@@ -1531,14 +1618,14 @@ mod tests {
     fn a_size_not_affine_or_a_sequence_that_changes_is_refused() {
         let mut square = step(3);
         square.events[4].0 = 9 * 8; // b^2 * 8 at b = 3, where 8b would be 24
-        let e = Fit::new(&[(2, step(2)), (3, square), (5, step(5))]).unwrap_err().to_string();
+        let e = Fit::new(&[(2, step(2)), (3, square), (5, step(5))], false).unwrap_err().to_string();
         assert!(e.contains("allocation 1") && e.contains("not affine"), "{e}");
         let mut longer = step(5);
         longer.events.insert(5, (7, 9));
-        let e = Fit::new(&[(2, step(2)), (3, step(3)), (5, longer)]).unwrap_err().to_string();
+        let e = Fit::new(&[(2, step(2)), (3, step(3)), (5, longer)], false).unwrap_err().to_string();
         // One more allocation at event 5: the two first differ where the other frees (event 6).
         assert!(e.contains("part at event 6"), "{e}");
-        let e = Fit::new(&[(2, recording(vec![(-4, 7), (0, END)])), (3, step(3)), (5, step(5))])
+        let e = Fit::new(&[(2, recording(vec![(-4, 7), (0, END)])), (3, step(3)), (5, step(5))], false)
             .unwrap_err()
             .to_string();
         assert!(e.contains("made before the trial"), "{e}");
