@@ -166,6 +166,22 @@ pub fn workspace(gpu: GpuArch, call: &Call) -> Option<u64> {
     table().get(&(gpu, call.clone())).copied()
 }
 
+/// The distinct calls a replay made, and whether a GPU measured each: what the estimate's note
+/// says of its convolutions.
+#[derive(Debug, Default)]
+pub struct Coverage(HashMap<Call, bool>);
+
+impl Coverage {
+    pub fn add(&mut self, call: Call, measured: bool) {
+        *self.0.entry(call).or_insert(false) |= measured;
+    }
+
+    /// How many a GPU measured, and how many in all.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.0.values().filter(|&&measured| measured).count(), self.0.len())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

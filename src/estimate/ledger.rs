@@ -406,11 +406,17 @@ impl Ledger {
         }
     }
 
-    /// A mark in the log that allocates nothing: `what` (its site) ran here and takes a
-    /// buffer the replay holds as `requested` bytes (0: unknown, none held), for a script to
-    /// read the size off a GPU's history (`cudnn_conv`).
-    pub fn mark(&mut self, action: &'static str, requested: u64, what: String) {
-        self.log_event(action, requested, 0, Category::Transient, "-", what);
+    /// A kernel's workspace (cuDNN's convolutions, `cudnn_conv`): first a mark in the log that
+    /// allocates nothing, naming `what` (its site) and the `bytes` a GPU measured (0: unknown),
+    /// for a script to read the size off a GPU's history; then those bytes held for the kernel
+    /// and freed (none where unknown).
+    #[track_caller]
+    pub fn hold_workspace(&mut self, action: &'static str, bytes: Option<u64>, what: String) {
+        self.log_event(action, bytes.unwrap_or(0), 0, Category::Transient, "-", what);
+        if let Some(bytes) = bytes.filter(|&b| b > 0) {
+            let held = self.hold(Category::Transient, bytes);
+            self.release(held);
+        }
     }
 
     /// Allocates like `alloc` and returns the allocation, for [`Ledger::release`].
@@ -508,8 +514,9 @@ impl Shared {
         self.0.borrow_mut().hold_staging(staging)
     }
 
-    pub fn mark(&self, action: &'static str, requested: u64, what: String) {
-        self.0.borrow_mut().mark(action, requested, what)
+    #[track_caller]
+    pub fn hold_workspace(&self, action: &'static str, bytes: Option<u64>, what: String) {
+        self.0.borrow_mut().hold_workspace(action, bytes, what)
     }
 
     pub fn refile(&self, held: Held, to: Category) -> Held {

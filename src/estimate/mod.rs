@@ -174,7 +174,7 @@ fn replay(
                 "{}: replayed op by op through the model's own code{}",
                 config.model.describe(),
                 match &config.model {
-                    crate::spec::ModelSpec::Cnn(_) => cudnn_note(replay.cudnn),
+                    crate::spec::ModelSpec::Cnn(_) => format!("; {}", cudnn_note(replay.cudnn)),
                     crate::spec::ModelSpec::Transformer(m) => format!(
                         "; attention: {}",
                         evidence::attention(config, m, options.gpu).covers
@@ -268,7 +268,7 @@ fn cudnn_note((measured, calls): (usize, usize)) -> String {
     let table = "src/estimate/cudnn_workspaces.csv";
     if measured == 0 {
         return format!(
-            "; cuDNN's convolution workspaces are not modelled for this GPU and these shapes (none of its {calls} \
+            "cuDNN's convolution workspaces are not modelled for this GPU and these shapes (none of its {calls} \
              cuDNN calls is in {table}; on an H200 they added up to 31% of a trial's bytes): a lower bound there"
         );
     }
@@ -278,7 +278,7 @@ fn cudnn_note((measured, calls): (usize, usize)) -> String {
         format!("{measured} of its {calls} cuDNN calls (the others take none here: a lower bound)")
     };
     format!(
-        "; cuDNN's convolution workspaces as an H200 measured them ({table}, PyTorch 2.11.0+cu130's cuDNN, \
+        "cuDNN's convolution workspaces as an H200 measured them ({table}, PyTorch 2.11.0+cu130's cuDNN, \
          heuristics without cudnn.benchmark) for {measured}; under a budget cuDNN may pick plans that need less"
     )
 }

@@ -163,27 +163,24 @@ std::vector<Conv>& convs() {
   return *v;
 }
 
+// An int or concrete SymInt argument, or none.
+std::optional<int64_t> int_of(const c10::IValue& v) {
+  if (v.isInt()) return v.toInt();
+  if (v.isSymInt() && !v.toSymInt().is_symbolic()) return v.toSymInt().as_int_unchecked();
+  return std::nullopt;
+}
+
 // The integers of an int or SymInt list argument (concrete ones), or none.
 std::optional<std::vector<int64_t>> ints_of(const c10::IValue& v) {
   if (v.isIntList()) return v.toIntVector();
   if (!v.isList()) return std::nullopt;
   std::vector<int64_t> out;
   for (const auto& e : v.toListRef()) {
-    if (e.isInt()) {
-      out.push_back(e.toInt());
-    } else if (e.isSymInt() && !e.toSymInt().is_symbolic()) {
-      out.push_back(e.toSymInt().as_int_unchecked());
-    } else {
-      return std::nullopt;
-    }
+    const auto i = int_of(e);
+    if (!i) return std::nullopt;
+    out.push_back(*i);
   }
   return out;
-}
-
-std::optional<int64_t> int_of(const c10::IValue& v) {
-  if (v.isInt()) return v.toInt();
-  if (v.isSymInt() && !v.toSymInt().is_symbolic()) return v.toSymInt().as_int_unchecked();
-  return std::nullopt;
 }
 
 // `aten::convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding,
@@ -251,8 +248,6 @@ struct Frame {
   bool within_span = false, span = false;
   // The reduction it is, if one (rows 0 if not): its end is marked.
   Reduce reduce;
-  // The convolution it is, if one: its start is marked, after the span's.
-  std::optional<Conv> conv;
 };
 thread_local std::vector<Frame> t_frames;
 
@@ -457,6 +452,8 @@ void oomlab_cpu_events_start(int with_ops) noexcept {
         // TensorIterator may cast it to the op's dtype first (`compute_types`: `aten::to`), a
         // copy that is the host's too. Whatever throws, the op gets its frame.
         bool wrapped = false;
+        // The convolution it is, if one: its start is marked, after the span's.
+        std::optional<Conv> conv;
         try {
           for (const auto& v : fn.inputs()) {
             if (!v.isTensor()) continue;
@@ -468,7 +465,7 @@ void oomlab_cpu_events_start(int with_ops) noexcept {
             }
           }
           f.reduce = rows_reduced(fn);
-          f.conv = conv_call(fn);
+          conv = conv_call(fn);
         } catch (...) {
           // An op whose inputs cannot be read: no tag, no reduction or convolution mark.
         }
@@ -479,7 +476,6 @@ void oomlab_cpu_events_start(int with_ops) noexcept {
         f.within_span = opens || enclosed;
         f.span = opens && !enclosed;
         const bool span = f.span;
-        const auto conv = f.conv;
         t_frames.push_back(std::move(f));
         if (span || conv) {
           std::lock_guard<std::mutex> lock(g_events_mutex);

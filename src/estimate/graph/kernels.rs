@@ -346,12 +346,8 @@ impl ConvBackward {
             dtype: cudnn_conv::dtype_name(self.dt.0),
         };
         let bytes = cudnn_conv::workspace(ctx.gpu, &call);
-        ctx.ledger.mark("cudnn", bytes.unwrap_or(0), call.to_string());
-        ctx.cudnn_calls.borrow_mut().insert(call, bytes.is_some());
-        if let Some(bytes) = bytes.filter(|&b| b > 0) {
-            let held = ctx.ledger.hold(Transient, bytes);
-            ctx.ledger.release(held);
-        }
+        ctx.ledger.hold_workspace("cudnn", bytes, call.to_string());
+        ctx.cudnn_calls.borrow_mut().add(call, bytes.is_some());
     }
 }
 

@@ -31,7 +31,6 @@ pub(crate) mod tensor;
 mod tests;
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 
 pub use flash::flash_backward_racy;
@@ -59,7 +58,7 @@ pub struct Ctx {
     pub(crate) logged: bool,
     /// CUDA: each distinct cuDNN convolution call replayed, and whether a GPU measured its
     /// workspace ([`crate::estimate::cudnn_conv`]).
-    pub(crate) cudnn_calls: RefCell<HashMap<crate::estimate::cudnn_conv::Call, bool>>,
+    pub(crate) cudnn_calls: RefCell<crate::estimate::cudnn_conv::Coverage>,
 }
 
 thread_local! {
@@ -108,13 +107,6 @@ impl Ctx {
     pub fn install(self: &Rc<Self>) -> Installed {
         let previous = CURRENT.with(|c| c.borrow_mut().replace(self.clone()));
         Installed { previous }
-    }
-
-    /// Of the distinct cuDNN convolution calls replayed: how many a GPU measured, and how many
-    /// in all.
-    pub(crate) fn cudnn_coverage(&self) -> (usize, usize) {
-        let calls = self.cudnn_calls.borrow();
-        (calls.values().filter(|&&measured| measured).count(), calls.len())
     }
 
     pub(crate) fn grad_enabled(&self) -> bool {

@@ -136,7 +136,7 @@ impl Sim<'_> {
         // The model and the data go with the trial, after its last phase.
         let net = self.net.take().expect("replayed through net");
         let (ledger, oom, phases) = (self.ledger.clone(), self.oom, std::mem::take(&mut self.out));
-        let cudnn = net.ctx.cudnn_coverage();
+        let cudnn = net.ctx.cudnn_calls.borrow().counts();
         drop(net);
         Replay { phases, blocks: ledger.take_log(), baseline: ledger.baseline(), oom, cudnn }
     }

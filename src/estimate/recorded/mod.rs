@@ -208,28 +208,45 @@ impl Parsed {
                     Shape::ConvMark
                 }
                 0 if ptr == SPAN_END => {
-                    if let (Some((k, conv)), Some(first)) = (span_conv.take(), span) {
-                        cudnn_calls(k, &conv, first, &mut shapes, &mut ops, &mut shape_of, &sizes, &op(i));
-                    }
-                    // The span opens at the autograd node (`NativeLayerNormBackward0`).
-                    let layer_norm =
-                        span_op.contains("LayerNormBackward") || span_op.contains("layer_norm_backward");
-                    if let (true, Some(first)) = (layer_norm, span) {
-                        // The kernel's own outputs: the engine may add a gradient into its buffer
-                        // within the same span.
+                    let conv = span_conv.take();
+                    if let Some(first) = span {
+                        // What the span's op returned: what it made and did not free inside.
                         let outputs: Vec<usize> = (first..sizes.len())
-                            .filter(|&k| {
-                                matches!(shapes[shape_of[k]], Shape::Alloc { span: Span::Output, .. })
+                            .filter(|&a| {
+                                matches!(shapes[shape_of[a]], Shape::Alloc { span: Span::Output, .. })
                             })
-                            .filter(|&k| made_by[k].ends_with("aten::native_layer_norm_backward"))
                             .collect();
-                        // CUDA's partial sums come inside the kernel, after its last output and
-                        // before the engine frees what the node saved.
-                        if let (Some(grads), Some(&last)) =
-                            (layer_norm_grads(&outputs, &sizes), outputs.last())
-                        {
-                            let at = shape_of[last] + 1;
-                            shapes.insert(at, grads);
+                        // What CUDA's kernel does besides, each after the output it follows (or at
+                        // the span's end).
+                        let mut besides: Vec<(Option<usize>, Shape)> = Vec::new();
+                        if let Some((k, conv)) = conv {
+                            besides.extend(cudnn_calls(k, &conv, &outputs, &sizes));
+                        }
+                        // The span opens at the autograd node (`NativeLayerNormBackward0`).
+                        if span_op.contains("LayerNormBackward") || span_op.contains("layer_norm_backward") {
+                            // The kernel's own outputs: the engine may add a gradient into its
+                            // buffer within the same span.
+                            let outputs: Vec<usize> = outputs
+                                .iter()
+                                .copied()
+                                .filter(|&a| made_by[a].ends_with("aten::native_layer_norm_backward"))
+                                .collect();
+                            // CUDA's partial sums come inside the kernel, after its last output and
+                            // before the engine frees what the node saved.
+                            if let (Some(grads), Some(&last)) =
+                                (layer_norm_grads(&outputs, &sizes), outputs.last())
+                            {
+                                besides.push((Some(last), grads));
+                            }
+                        }
+                        let mut besides: Vec<(usize, Shape)> = besides
+                            .into_iter()
+                            .map(|(a, s)| (a.map_or(shapes.len(), |a| shape_of[a] + 1), s))
+                            .collect();
+                        // The later first, so that the earlier's place still holds.
+                        besides.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+                        for (at, shape) in besides {
+                            shapes.insert(at, shape);
                             ops.insert(at, op(i));
                             shape_of.iter_mut().filter(|s| **s >= at).for_each(|s| *s += 1);
                         }
@@ -344,8 +361,11 @@ impl Parsed {
                 out_ops.push(op);
             }
         }
-        let sizes = sizes.into_iter().zip(&kept).filter(|(_, k)| k.is_some()).map(|(x, _)| x).collect();
-        let made_by = made_by.into_iter().zip(&kept).filter(|(_, k)| k.is_some()).map(|(x, _)| x).collect();
+        // Each allocation's size and op, the kept ones'.
+        fn kept_only<T>(v: Vec<T>, kept: &[Option<usize>]) -> Vec<T> {
+            v.into_iter().zip(kept).filter(|(_, k)| k.is_some()).map(|(x, _)| x).collect()
+        }
+        let (sizes, made_by) = (kept_only(sizes, &kept), kept_only(made_by, &kept));
         Parsed { shapes: out, sizes, dims, conv_dims, ops: out_ops, made_by }
     }
 
@@ -416,44 +436,28 @@ impl Place {
 /// padding, groups.
 const CONV_DIMS: usize = 11;
 
-/// Where CUDA's cuDNN calls of convolution `k` (the `conv` a span that began at allocation
-/// `first` ran) go among the recording's shapes: the forward's after the span's last output;
-/// the backward's data pass after its input gradient and filter pass after its weight gradient
-/// (told by their bytes: the input's and the weight's), each only where the backward made it.
-#[allow(clippy::too_many_arguments)]
+/// CUDA's cuDNN calls of convolution `k` (the `conv` a span ran, which returned `outputs`),
+/// each with the output it follows (`None`: the span's end): the forward's after the last
+/// output; the backward's data pass after its input gradient and filter pass after its weight
+/// gradient (told by their bytes: the input's and the weight's), each only where the backward
+/// made it.
 fn cudnn_calls(
     k: usize,
     conv: &crate::ffi::Conv,
-    first: usize,
-    shapes: &mut Vec<Shape>,
-    ops: &mut Vec<String>,
-    shape_of: &mut [usize],
+    outputs: &[usize],
     sizes: &[i64],
-    op: &str,
-) {
-    let outputs: Vec<usize> = (first..sizes.len())
-        .filter(|&a| matches!(shapes[shape_of[a]], Shape::Alloc { span: Span::Output, .. }))
-        .collect();
+) -> Vec<(Option<usize>, Shape)> {
     let element = conv.kind.elt_size_in_bytes() as i64;
     let bytes = |d: &[i64; 4]| d.iter().product::<i64>() * element;
     let (dtype, known) = (cudnn_conv::dtype_name(conv.kind), conv.known);
     let call = |pass| Shape::Cudnn { k, pass, dtype, known };
-    let mut calls: Vec<(usize, Shape)> = Vec::new();
-    if conv.backward {
-        let input = outputs.iter().copied().find(|&a| sizes[a] == bytes(&conv.input));
-        let weight = outputs.iter().copied().find(|&a| Some(a) != input && sizes[a] == bytes(&conv.weight));
-        calls.extend(input.map(|a| (shape_of[a] + 1, call(Pass::Data))));
-        calls.extend(weight.map(|a| (shape_of[a] + 1, call(Pass::Filter))));
-    } else {
-        calls.push((outputs.last().map_or(shapes.len(), |&a| shape_of[a] + 1), call(Pass::Forward)));
+    if !conv.backward {
+        return vec![(outputs.last().copied(), call(Pass::Forward))];
     }
-    // The later first, so that the earlier's place still holds.
-    calls.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
-    for (at, shape) in calls {
-        shapes.insert(at, shape);
-        ops.insert(at, op.to_string());
-        shape_of.iter_mut().filter(|s| **s >= at).for_each(|s| *s += 1);
-    }
+    let input = outputs.iter().copied().find(|&a| sizes[a] == bytes(&conv.input));
+    let weight = outputs.iter().copied().find(|&a| Some(a) != input && sizes[a] == bytes(&conv.weight));
+    let data = input.map(|a| (Some(a), call(Pass::Data)));
+    data.into_iter().chain(weight.map(|a| (Some(a), call(Pass::Filter)))).collect()
 }
 
 /// A layer norm backward's outputs (the allocations that outlived its span, in order) as its
@@ -581,8 +585,7 @@ impl Fit {
         }
         let mut oom = None;
         let mut held: Vec<Option<Held>> = Vec::new();
-        // Each distinct cuDNN call, and whether a GPU measured it.
-        let mut cudnn: HashMap<String, bool> = HashMap::new();
+        let mut cudnn = cudnn_conv::Coverage::default();
         let mut phases = self.phases.iter();
         let mut out = Vec::new();
         let mut current = phases.next().copied();
@@ -641,15 +644,8 @@ impl Fit {
                         dtype,
                     };
                     let bytes = if known { cudnn_conv::workspace(gpu, &call) } else { None };
-                    if on.record {
-                        ledger.mark("cudnn", bytes.unwrap_or(0), call.to_string());
-                    }
-                    let measured = cudnn.entry(call.to_string()).or_insert(false);
-                    *measured |= bytes.is_some();
-                    if let Some(bytes) = bytes.filter(|&b| b > 0) {
-                        let workspace = ledger.hold(Category::Transient, bytes);
-                        ledger.release(workspace);
-                    }
+                    ledger.hold_workspace("cudnn", bytes, call.to_string());
+                    cudnn.add(call, bytes.is_some());
                 }
                 Event::CudaTemp { a, c } => {
                     if on.cuda.is_some() {
@@ -724,8 +720,7 @@ impl Fit {
             }
         }
         let baseline = ledger.baseline();
-        let cudnn = (cudnn.values().filter(|&&m| m).count(), cudnn.len());
-        Ok(Replayed { phases: out, oom, baseline, blocks: ledger.take_log(), cudnn })
+        Ok(Replayed { phases: out, oom, baseline, blocks: ledger.take_log(), cudnn: cudnn.counts() })
     }
 }
 
@@ -938,18 +933,16 @@ fn fit(
     if let Some((_, known)) = FITS.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(k, _)| *k == key) {
         return known.clone().map_err(|e| anyhow::anyhow!(e));
     }
-    let fitted = match fewer_micro_batches(config) {
-        // Many micro-batches: the step recorded with four, extended (its middle ones repeat),
-        // else recorded as it is.
+    // Many micro-batches: the step recorded with four, extended where its middle ones repeat;
+    // else recorded as it is.
+    let extended = match fewer_micro_batches(config) {
         Some((four, k)) => {
             let (four, batches) = fit(&four, samples, budget, for_cuda)?;
-            match four.accumulated(k) {
-                Ok(f) => Ok((Arc::new(f), batches)),
-                Err(_) => fit_ladder(config, samples, budget, for_cuda),
-            }
+            four.accumulated(k).ok().map(|f| (Arc::new(f), batches))
         }
-        None => fit_ladder(config, samples, budget, for_cuda),
+        None => None,
     };
+    let fitted = extended.map_or_else(|| fit_ladder(config, samples, budget, for_cuda), Ok);
     // Only the step's own verdicts are kept: an error in recording (a file gone) is not.
     if let Ok(f) = &fitted {
         FITS.lock().unwrap_or_else(|e| e.into_inner()).push((key, Ok(f.clone())));
@@ -1140,13 +1133,15 @@ fn checked(config: &Config, batch: usize, for_cuda: bool) -> Result<Arc<Fit>> {
     if let Some((_, f)) = RECORDED.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|(k, _)| *k == key) {
         return Ok(f.clone());
     }
-    let fit = match fewer_micro_batches(&at) {
-        Some((four, k)) => match checked(&four, batch, for_cuda)?.accumulated(k) {
-            Ok(f) => Arc::new(f),
-            Err(_) => Arc::new(Fit::new(&[(batch, record(&at)?)], for_cuda)?),
-        },
-        None => Arc::new(Fit::new(&[(batch, record(&at)?)], for_cuda)?),
+    // As `fit` does: many micro-batches extended from four where they repeat.
+    let extended = match fewer_micro_batches(&at) {
+        Some((four, k)) => checked(&four, batch, for_cuda)?.accumulated(k).ok(),
+        None => None,
     };
+    let fit = Arc::new(match extended {
+        Some(f) => f,
+        None => Fit::new(&[(batch, record(&at)?)], for_cuda)?,
+    });
     RECORDED.lock().unwrap_or_else(|e| e.into_inner()).push((key, fit.clone()));
     Ok(fit)
 }
@@ -1244,7 +1239,7 @@ pub(super) fn predict(
             recorded.training.techniques.optimizer_impl.map_or("", crate::spec::Named::as_str)
         ));
         if cudnn.1 > 0 {
-            notes.push(format!("cuda: {}", super::cudnn_note(cudnn).trim_start_matches("; ")));
+            notes.push(format!("cuda: {}", super::cudnn_note(cudnn)));
         }
     }
     let prediction = Prediction {
