@@ -471,7 +471,9 @@ fn the_estimate_says_how_many_cudnn_calls_a_gpu_measured() {
 /// this CPU at small batches (oneDNN's scratch left out, as CUDA has none), each convolution's
 /// cuDNN calls read off the ops' arguments and given the table's workspaces, replayed at batch
 /// 32 on 224 x 224: PyTorch's `max_memory_allocated` and `max_memory_reserved` on the H200
-/// (`resnet50_224/pytorch-summary.csv`), to the byte. (The table was read from that run.)
+/// (`resnet50_224/pytorch-summary.csv`), to the byte. (The table was read from that run. Which
+/// batches of the ladder fit is this CPU's oneDNN's to decide, so it is not asserted: on a
+/// 2-core AMD EPYC they are 4, 6 and 8, where they were 16, 24 and 32 with the scratch.)
 #[test]
 fn a_scripted_resnet50_at_224_gets_the_h200s_peaks() {
     let sb = common::Sandbox::new();
@@ -489,6 +491,5 @@ fn a_scripted_resnet50_at_224_gets_the_h200s_peaks() {
     let p = estimate::predict_with(&config, estimate::data_shape(&config.data).unwrap(), &options).unwrap();
     let measured = &measured("resnet50_224")[0];
     assert_eq!((p.peak_allocated(), p.peak_reserved()), (measured.allocated, measured.reserved));
-    assert!(p.notes.iter().any(|n| n.contains("at batches [4, 6, 8]")), "{:?}", p.notes);
     assert!(p.notes.iter().any(|n| n.contains("each of its 68 cuDNN calls")), "{:?}", p.notes);
 }
