@@ -37,7 +37,7 @@ Examples:
       time, and the top options trained to check.
   oomlab plot results/cpu-amd-epyc/depth_sweep --trial 3
       Redraw an experiment's charts (and trace.json) from its CSVs, with trial 3's timeline.
-  oomlab compare results/tesla-t4/depth_sweep results/cpu-amd-epyc/depth_sweep
+  oomlab compare results/nvidia-h200/depth_sweep results/cpu-amd-epyc/depth_sweep --out cmp
       The same experiment from two devices side by side: COMPARE.md and overlaid charts.
   oomlab slurm experiments/batch_size_sweep.toml --shards 4 --partition gpu --per-gpu-kind a100,h100
       Slurm job arrays, one per GPU kind, of 4 shards each (`run --shard I/4`), and their merges
@@ -45,8 +45,8 @@ Examples:
   scripts/bench
       How fast oomlab trains at each --trace level against PyTorch's loop: BENCH.md and a chart.
 
-Results go to <out>/<device>/<experiment>/ (out: runs unless --out): manifest.json, trace.csv (memory per trial, step
-and phase), summary.csv (one row per trial) and charts. On CPU, oomlab's own allocator counts
+Results go to <out>/<device>/<experiment>/ (out: runs unless --out): manifest.json, trace.csv
+(memory per trial, step and phase), summary.csv (one row per trial) and charts. On CPU, oomlab's own allocator counts
 every byte and enforces the budget; on CUDA the numbers are the caching allocator's own.";
 
 const PLOT_EXAMPLES: &str = "\
@@ -60,7 +60,7 @@ Examples:
 
 const COMPARE_EXAMPLES: &str = "\
 Examples:
-  oomlab compare results/tesla-t4/depth_sweep results/cpu-amd-epyc/depth_sweep
+  oomlab compare results/nvidia-h200/depth_sweep results/cpu-amd-epyc/depth_sweep
       The same experiment from two devices: COMPARE.md and overlaid charts, written to
       results/compare/depth_sweep.
   oomlab compare runs/cpu-amd-epyc/amp runs/cpu-intel-r-xeon-r-processor/amp --out /tmp/cmp

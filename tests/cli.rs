@@ -26,6 +26,37 @@ fn help_teaches_with_examples() {
     );
 }
 
+/// Every spec and committed result an example names is in the repository, so a newcomer can
+/// paste any of them: an example pointing at a folder nobody committed fails here.
+#[test]
+fn help_examples_name_files_the_repository_has() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut named = 0;
+    for sub in ["", "run", "estimate", "advise", "plot", "compare", "merge", "slurm", "bench", "claims"] {
+        let mut cmd = oomlab();
+        if !sub.is_empty() {
+            cmd.arg(sub);
+        }
+        let out = cmd.arg("--help").output().unwrap();
+        let help = String::from_utf8(out.stdout).unwrap();
+        let examples = help.split_once("Examples:").map_or("", |(_, e)| e);
+        let commands = examples.lines().filter(|l| l.starts_with("  oomlab ") || l.starts_with("  scripts/"));
+        for word in commands.flat_map(str::split_whitespace) {
+            if word.starts_with("experiments/")
+                || word.starts_with("results/")
+                || word.starts_with("scripts/")
+            {
+                named += 1;
+                assert!(
+                    root.join(word).exists(),
+                    "`oomlab {sub} --help` names {word}, which the repository lacks"
+                );
+            }
+        }
+    }
+    assert!(named > 10, "the examples name {named} files: the help lost its examples?");
+}
+
 #[test]
 fn unknown_key_is_named_and_nothing_is_written() {
     let sb = Sandbox::new();

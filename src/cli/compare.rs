@@ -13,13 +13,13 @@ use crate::results::{ExperimentDir, Manifest};
 #[derive(Debug, clap::Args)]
 pub struct CompareArgs {
     /// Two or more results folders of the same experiment, e.g. from two devices or budgets
-    /// (results/tesla-t4/depth_sweep); or two or more device folders (results/tesla-t4), for
+    /// (results/nvidia-h200/depth_sweep); or two or more device folders (results/nvidia-h200), for
     /// each experiment that two or more of them hold. Not a mix of the two.
     #[arg(required = true, num_args = 2.., value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
     /// Where to write COMPARE.md and the charts; default: compare/<experiment> beside the
     /// device folders of the first DIR (results/compare/<experiment>); for device folders,
-    /// compare/<A>_vs_<B> beside them (results/compare/tesla-t4_vs_cpu-amd-epyc), each
+    /// compare/<A>_vs_<B> beside them (results/compare/nvidia-h200_vs_cpu-amd-epyc), each
     /// experiment's charts in a folder of its own there.
     #[arg(long)]
     pub out: Option<PathBuf>,
