@@ -19,7 +19,6 @@
 //! sums, each convolution's cuDNN calls their workspaces where a GPU measured them (the shim
 //! reads each call off the op's arguments: [`Shape::Cudnn`]); and any other op must be one whose
 //! CUDA allocations are the CPU's ([`cuda_op`]).
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Result};
@@ -28,12 +27,16 @@ use super::cudnn_conv::{self, Pass};
 use super::ledger::{Category, Held, Ledger};
 use super::prediction::{PhasePrediction, PredictedOom, Prediction};
 use super::{cuda_reduce, evidence, terms, DataShape, Options, Target};
-use crate::ffi::{Where, CONV_MARK, REDUCE_MARK, SPAN_BEGIN, SPAN_END};
 use crate::schema::Phase;
 use crate::spec::Config;
-use crate::train::record::{record, Recording, END, START};
+use crate::train::record::{record, Recording};
 
 mod accumulation;
+mod cuda_ops;
+mod parsed;
+
+use cuda_ops::{cuda_op, cuda_scope};
+use parsed::{in_op, Parsed, Place, Shape, Span, CONV_DIMS};
 
 /// The batches a step is recorded at, tried in turn: the fit takes the first and last of a set,
 /// the middle checks it. Some CPU kernels (oneDNN's convolutions) take buffers at small batches
@@ -86,408 +89,6 @@ pub struct Fit {
     param_bytes: u64,
     /// Its micro-batches extended from a recording of [`accumulation::RECORDED`].
     extended: bool,
-}
-
-/// What a recording is, apart from its sizes: each event's kind and, for a free, which
-/// allocation it frees.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Shape {
-    /// An allocation, where it lives in a CUDA run; where it falls against the recording's
-    /// library spans.
-    Alloc {
-        place: Place,
-        span: Span,
-    },
-    Free(usize),
-    Start,
-    End,
-    /// The outermost op that runs a CPU library of its own begins or ends (`ffi::SPAN_BEGIN`).
-    SpanBegin,
-    SpanEnd,
-    /// A convolution begins (its calls come at the span's end, [`Shape::Cudnn`]).
-    ConvMark,
-    /// The `k`-th reduction of the recording ends.
-    Reduce {
-        k: usize,
-        acc: i64,
-    },
-    /// One of the `k`-th convolution's cuDNN calls: after the forward's output, after the
-    /// backward's input gradient (the data pass) or its weight gradient (the filter pass).
-    Cudnn {
-        k: usize,
-        pass: Pass,
-        dtype: &'static str,
-        known: bool,
-    },
-    /// Allocation `of`, just made, is `_softmax_backward_data`'s output: CUDA's kernel
-    /// (`softmax_backward_cuda_out`, SoftMax.cu, 2.11) then computes `Tensor tmp = grad * output`,
-    /// a temporary of the output's size, which the CPU's does not.
-    CudaTemp {
-        of: usize,
-    },
-    /// A layer norm's backward (`native_layer_norm_backward`, a library span) ends, having
-    /// returned allocation `input` (the input's gradient) and `grads` (the weight's, the
-    /// bias's, each where asked for): on CUDA, past 64 Ki rows, its weight and bias gradients
-    /// are reduced from partial sums ([`cuda_reduce::layer_norm_partial_rows`]).
-    LayerNormGrads {
-        input: usize,
-        grads: [Option<usize>; 2],
-    },
-}
-
-/// Where an allocation falls against the ops that run a CPU library of their own (oneDNN's
-/// convolutions, batch and layer norm's CPU kernels), or that CUDA runs as a kernel of its own
-/// (dropout; an embedding's backward, whose gradient alone is kept, as the built-in replay
-/// keeps it: CUDA's index sort takes temporaries past 3072 indices, which an H200 showed before
-/// the gradient, 64 KiB, outside the transformer_seq512 peak).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Span {
-    /// Made outside any such op.
-    Outside,
-    /// Made inside one and outliving it: what the op returns (or keeps for its backward), which
-    /// CUDA's kernel returns too.
-    Output,
-    /// Dropout's first, its mask: the CPU's `_dropout_impl` makes it in the input's dtype, CUDA's
-    /// `native_dropout` (Dropout.cu, `dropout_cuda`) as bool, a byte an element, then the output
-    /// as the CPU does.
-    Mask,
-    /// Made and freed inside one: the CPU library's scratch, which is not CUDA's.
-    Scratch,
-}
-
-/// A recording read as a step: each event's shape, each allocation's size in order, and the op
-/// of each event and each allocation (`""` where the recording names none), for messages.
-struct Parsed {
-    shapes: Vec<Shape>,
-    sizes: Vec<i64>,
-    /// Each reduction's rows and columns, in turn.
-    dims: Vec<i64>,
-    /// Each convolution's [`CONV_DIMS`] numbers, in turn.
-    conv_dims: Vec<i64>,
-    ops: Vec<String>,
-    made_by: Vec<String>,
-}
-
-impl Parsed {
-    /// Up to the recording's last phase's end (what comes after is the trial's teardown, which
-    /// frees in no fixed order).
-    fn new(r: &Recording) -> Result<Parsed> {
-        let events = &r.events;
-        let op = |i: usize| r.ops.get(i).cloned().unwrap_or_default();
-        let (mut shapes, mut sizes, mut live) = (Vec::new(), Vec::new(), HashMap::new());
-        let mut dims = Vec::new();
-        let mut conv_dims = Vec::new();
-        // The convolution the span under way runs, if one: (its number, the recording's).
-        let mut span_conv: Option<(usize, crate::ffi::Conv)> = None;
-        let (mut ops, mut made_by): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
-        // The first allocation of the library span under way, if one is; where each allocation's
-        // shape is (one freed within its span is the library's scratch).
-        let (mut span, mut shape_of): (Option<usize>, Vec<usize>) = (None, Vec::new());
-        // The op that opened the span under way (dropout's, a layer norm backward's node).
-        let mut span_op = String::new();
-        let end = events.iter().rposition(|e| *e == (0, END)).map_or(0, |i| i + 1);
-        let mut phase = r.phases.iter().map(|p| p.2);
-        let mut current = phase.next();
-        for (i, &(delta, ptr)) in events[..end].iter().enumerate() {
-            // What CUDA's kernel does besides, noted after the event (`Shape::CudaTemp`; a layer
-            // norm's partial sums go inside its span instead, after its last output).
-            let mut then = None;
-            let shape = match delta {
-                0 if ptr == START => Shape::Start,
-                0 if ptr == SPAN_BEGIN => {
-                    span = Some(sizes.len());
-                    span_op = op(i);
-                    Shape::SpanBegin
-                }
-                0 if ptr >= CONV_MARK => {
-                    let Some(c) = r.convs.get((ptr - CONV_MARK) as usize) else {
-                        bail!("event {i} marks a convolution the recording does not have");
-                    };
-                    span_conv = Some((conv_dims.len() / CONV_DIMS, *c));
-                    conv_dims.extend(c.input.iter().chain(&c.weight).chain(&[c.stride, c.padding, c.groups]));
-                    Shape::ConvMark
-                }
-                0 if ptr == SPAN_END => {
-                    let conv = span_conv.take();
-                    if let Some(first) = span {
-                        // What the span's op returned: what it made and did not free inside.
-                        let outputs: Vec<usize> = (first..sizes.len())
-                            .filter(|&a| {
-                                matches!(shapes[shape_of[a]], Shape::Alloc { span: Span::Output, .. })
-                            })
-                            .collect();
-                        // What CUDA's kernel does besides, each after the output it follows (or at
-                        // the span's end).
-                        let mut besides: Vec<(Option<usize>, Shape)> = Vec::new();
-                        if let Some((k, conv)) = conv {
-                            besides.extend(cudnn_calls(k, &conv, &outputs, &sizes));
-                        }
-                        // The span opens at the autograd node (`NativeLayerNormBackward0`).
-                        if span_op.contains("LayerNormBackward") || span_op.contains("layer_norm_backward") {
-                            // The kernel's own outputs: the engine may add a gradient into its
-                            // buffer within the same span.
-                            let outputs: Vec<usize> = outputs
-                                .iter()
-                                .copied()
-                                .filter(|&a| made_by[a].ends_with("aten::native_layer_norm_backward"))
-                                .collect();
-                            // CUDA's partial sums come inside the kernel, after its last output and
-                            // before the engine frees what the node saved.
-                            if let (Some(grads), Some(&last)) =
-                                (layer_norm_grads(&outputs, &sizes), outputs.last())
-                            {
-                                besides.push((Some(last), grads));
-                            }
-                        }
-                        let mut besides: Vec<(usize, Shape)> = besides
-                            .into_iter()
-                            .map(|(a, s)| (a.map_or(shapes.len(), |a| shape_of[a] + 1), s))
-                            .collect();
-                        // The later first, so that the earlier's place still holds.
-                        besides.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
-                        for (at, shape) in besides {
-                            shapes.insert(at, shape);
-                            ops.insert(at, op(i));
-                            shape_of.iter_mut().filter(|s| **s >= at).for_each(|s| *s += 1);
-                        }
-                    }
-                    span = None;
-                    Shape::SpanEnd
-                }
-                0 if ptr >= REDUCE_MARK => {
-                    let Some(r) = r.reduces.get((ptr - REDUCE_MARK) as usize) else {
-                        bail!("event {i} marks a reduction the recording does not have");
-                    };
-                    dims.extend([r.rows, r.cols]);
-                    Shape::Reduce { k: dims.len() / 2 - 1, acc: r.acc }
-                }
-                0 => {
-                    current = phase.next();
-                    Shape::End
-                }
-                d if d > 0 => {
-                    live.insert(ptr, sizes.len());
-                    shape_of.push(shapes.len());
-                    sizes.push(d);
-                    made_by.push(op(i));
-                    let tag = r.tags.get(i).copied().unwrap_or_default();
-                    let within = match span {
-                        None => Span::Outside,
-                        Some(first) if span_op.ends_with("aten::dropout") && first == sizes.len() - 1 => {
-                            Span::Mask
-                        }
-                        Some(_) => Span::Output,
-                    };
-                    if span.is_none() && op(i).ends_with("aten::_softmax_backward_data") {
-                        then = Some(Shape::CudaTemp { of: sizes.len() - 1 });
-                    }
-                    Shape::Alloc { place: Place::of(tag, current), span: within }
-                }
-                d => match live.remove(&ptr) {
-                    Some(of) => {
-                        if let (Some(first), Shape::Alloc { span, .. }) = (span, &mut shapes[shape_of[of]]) {
-                            // Freed by the op that opened the span, not by a kernel inside it: the
-                            // autograd engine adding a gradient into its input buffer, or a
-                            // composite dropping what it does not return. Both run on CUDA too.
-                            if of >= first && op(i) != span_op {
-                                *span = Span::Scratch;
-                            }
-                        }
-                        Shape::Free(of)
-                    }
-                    None => bail!(
-                        "event {i}{} frees {} B made before the trial began: its step is not self-contained",
-                        in_op(&op(i)),
-                        -d
-                    ),
-                },
-            };
-            shapes.push(shape);
-            ops.push(op(i));
-            if let Some(then) = then {
-                shapes.push(then);
-                ops.push(op(i));
-            }
-        }
-        // A run of frees with no allocation between them leaves the same bytes live, and the
-        // same peak, in any order; some runs come in an order that is not the program's (the
-        // autocast cast cache, a hash map, is cleared in the order of its keys, which are
-        // addresses). Each run is put in the order of the allocations it frees.
-        let mut i = 0;
-        while i < shapes.len() {
-            let run = shapes[i..].iter().take_while(|s| matches!(s, Shape::Free(_))).count();
-            let mut frees: Vec<(Shape, String)> =
-                shapes[i..i + run].iter().copied().zip(ops[i..i + run].iter().cloned()).collect();
-            frees.sort_unstable_by_key(|(s, _)| match s {
-                Shape::Free(of) => *of,
-                _ => unreachable!("a run of frees"),
-            });
-            for (k, (shape, op)) in frees.into_iter().enumerate() {
-                (shapes[i + k], ops[i + k]) = (shape, op);
-            }
-            i += run.max(1);
-        }
-        Ok(Parsed { shapes, sizes, dims, conv_dims, ops, made_by })
-    }
-
-    /// Without what a CPU library allocated and freed inside its span (its scratch, which a
-    /// CUDA run does not make) and the frees of it: what the CUDA replay reads, whatever
-    /// scratch oneDNN takes at one batch and not at another.
-    fn without_scratch(self) -> Parsed {
-        let Parsed { shapes, sizes, dims, conv_dims, ops, made_by } = self;
-        let mut kept = Vec::with_capacity(sizes.len());
-        let mut next = 0;
-        for s in &shapes {
-            if let Shape::Alloc { span, .. } = s {
-                kept.push((*span != Span::Scratch).then(|| {
-                    next += 1;
-                    next - 1
-                }));
-            }
-        }
-        let renumber = |of: usize| kept.get(of).copied().flatten();
-        let (mut out, mut out_ops) = (Vec::with_capacity(shapes.len()), Vec::with_capacity(ops.len()));
-        for (shape, op) in shapes.into_iter().zip(ops) {
-            let shape = match shape {
-                Shape::Alloc { span: Span::Scratch, .. } => None,
-                Shape::Free(of) => renumber(of).map(Shape::Free),
-                Shape::CudaTemp { of } => renumber(of).map(|of| Shape::CudaTemp { of }),
-                Shape::LayerNormGrads { input, grads } => renumber(input)
-                    .map(|input| Shape::LayerNormGrads { input, grads: grads.map(|g| g.and_then(renumber)) }),
-                other => Some(other),
-            };
-            if let Some(shape) = shape {
-                out.push(shape);
-                out_ops.push(op);
-            }
-        }
-        // Each allocation's size and op, the kept ones'.
-        fn kept_only<T>(v: Vec<T>, kept: &[Option<usize>]) -> Vec<T> {
-            v.into_iter().zip(kept).filter(|(_, k)| k.is_some()).map(|(x, _)| x).collect()
-        }
-        let (sizes, made_by) = (kept_only(sizes, &kept), kept_only(made_by, &kept));
-        Parsed { shapes: out, sizes, dims, conv_dims, ops: out_ops, made_by }
-    }
-
-    /// Event `i` in words, with its op and, for a free, the op that made what it frees.
-    fn describe(&self, i: usize) -> String {
-        match self.shapes.get(i) {
-            None => "the end of the recording".into(),
-            Some(Shape::Alloc { place, .. }) => {
-                let whose = match place {
-                    Place::Host => " (the host's)",
-                    Place::Data => " (the data's)",
-                    Place::Device => "",
-                };
-                format!("an allocation{}{whose}", in_op(&self.ops[i]))
-            }
-            Some(Shape::Free(of)) => {
-                format!("the free{} of allocation {of}{}", in_op(&self.ops[i]), by_op(&self.made_by[*of]))
-            }
-            Some(Shape::Start) => "a phase's start".into(),
-            Some(Shape::End) => "a phase's end".into(),
-            Some(Shape::Reduce { .. }) => format!("the end of a reduction{}", in_op(&self.ops[i])),
-            Some(Shape::SpanBegin) => format!("the start of {}", self.ops[i]),
-            Some(Shape::SpanEnd) => "the end of a library's op".into(),
-            Some(Shape::CudaTemp { .. }) => format!("CUDA's temporary{}", in_op(&self.ops[i])),
-            Some(Shape::LayerNormGrads { .. }) => "the end of a layer norm's backward".into(),
-            Some(Shape::ConvMark) => format!("the start of a convolution{}", in_op(&self.ops[i])),
-            Some(Shape::Cudnn { pass, .. }) => format!("cuDNN's {pass:?} call{}", in_op(&self.ops[i])),
-        }
-    }
-}
-
-/// Where an allocation lives in a CUDA run. The recording on the CPU is the same wherever the
-/// data set lives, so one fit serves both places.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Place {
-    Host,
-    Device,
-    /// The data set's, or a batch's gathering: the host's where the data set is
-    /// (`data.location = "host"`), else the device's.
-    Data,
-}
-
-impl Place {
-    /// An allocation tagged `tag` in `phase`: what the code tagged; else the data set and each
-    /// batch's gathering are the data's, the model phase's reading of the file the host's (its
-    /// parameters are tagged the device's), the rest (the step's tensors) the device's.
-    fn of(tag: Where, phase: Option<Phase>) -> Place {
-        match (tag, phase) {
-            (Where::Host, _) => Place::Host,
-            (Where::Device, _) => Place::Device,
-            (Where::Phase, Some(Phase::Data | Phase::ToDevice)) => Place::Data,
-            (Where::Phase, Some(Phase::Model)) => Place::Host,
-            (Where::Phase, _) => Place::Device,
-        }
-    }
-
-    /// Whether it is the host's in a CUDA run whose data set is the host's when `data_on_host`.
-    fn host(self, data_on_host: bool) -> bool {
-        match self {
-            Place::Host => true,
-            Place::Device => false,
-            Place::Data => data_on_host,
-        }
-    }
-}
-
-/// The numbers a convolution's call is fitted by: the input's NCHW, the weight's KCRS, stride,
-/// padding, groups.
-const CONV_DIMS: usize = 11;
-
-/// CUDA's cuDNN calls of convolution `k` (the `conv` a span ran, which returned `outputs`),
-/// each with the output it follows (`None`: the span's end): the forward's after the last
-/// output; the backward's data pass after its input gradient and filter pass after its weight
-/// gradient (told by their bytes: the input's and the weight's), each only where the backward
-/// made it.
-fn cudnn_calls(
-    k: usize,
-    conv: &crate::ffi::Conv,
-    outputs: &[usize],
-    sizes: &[i64],
-) -> Vec<(Option<usize>, Shape)> {
-    let element = conv.kind.elt_size_in_bytes() as i64;
-    let bytes = |d: &[i64; 4]| d.iter().product::<i64>() * element;
-    let (dtype, known) = (cudnn_conv::dtype_name(conv.kind), conv.known);
-    let call = |pass| Shape::Cudnn { k, pass, dtype, known };
-    if !conv.backward {
-        return vec![(outputs.last().copied(), call(Pass::Forward))];
-    }
-    let input = outputs.iter().copied().find(|&a| sizes[a] == bytes(&conv.input));
-    let weight = outputs.iter().copied().find(|&a| Some(a) != input && sizes[a] == bytes(&conv.weight));
-    let data = input.map(|a| (Some(a), call(Pass::Data)));
-    data.into_iter().chain(weight.map(|a| (Some(a), call(Pass::Filter)))).collect()
-}
-
-/// A layer norm backward's outputs (the allocations that outlived its span, in order) as its
-/// input's gradient and its weight's and bias's: `layer_norm_backward_cpu` makes `dX`, then
-/// `dgamma` and `dbeta`, each where asked for. Without the input's gradient (two outputs of one
-/// size) the rows are not known, and nothing is noted.
-fn layer_norm_grads(outputs: &[usize], sizes: &[i64]) -> Option<Shape> {
-    match *outputs {
-        [input, gamma, beta] => Some(Shape::LayerNormGrads { input, grads: [Some(gamma), Some(beta)] }),
-        [input, grad] if sizes[input] != sizes[grad] => {
-            Some(Shape::LayerNormGrads { input, grads: [Some(grad), None] })
-        }
-        _ => None,
-    }
-}
-
-fn in_op(op: &str) -> String {
-    if op.is_empty() {
-        String::new()
-    } else {
-        format!(" in {op}")
-    }
-}
-
-fn by_op(op: &str) -> String {
-    if op.is_empty() {
-        String::new()
-    } else {
-        format!(" (made in {op})")
-    }
 }
 
 impl Fit {
@@ -749,62 +350,6 @@ impl Fit {
         self.allocations()
             .any(|(op, _, span)| span != Span::Outside && op.to_lowercase().contains("convolution"))
     }
-}
-
-/// Ops whose kernels allocate otherwise on CUDA than on the CPU, which the recording cannot
-/// stand for, and why (PyTorch 2.11's kernels; the built-in kinds' replays model them).
-const CUDA_OTHERWISE: [(&str, &str); 2] = [
-    ("attention", "CUDA runs another attention kernel (flash, memory-efficient or cuDNN) than the CPU's flash, with other saved tensors"),
-    ("mkldnn", "it is oneDNN's, a CPU library"),
-];
-
-/// Ops (the innermost that allocated, without `aten::`) whose allocations on CUDA are the CPU's
-/// recorded ones, block for block: held against the built-in MLP's CUDA replay (each optimizer
-/// and implementation, batches with and without CUDA's reduction staging), or allocating only
-/// their output on both.
-#[rustfmt::skip]
-const CUDA_SAME: &[&str] = &[
-    "addmm", "mm", "bmm", "matmul", "linear", "relu", "clamp_min", "threshold_backward", "_log_softmax",
-    "_log_softmax_backward_data", "_softmax", "nll_loss_forward",
-    "nll_loss_backward", "nll_loss2d_forward", "nll_loss2d_backward", "index_select", "ones_like",
-    "zeros_like", "zeros", "ones", "empty_like", "empty", "empty_strided", "clone", "contiguous", "copy_",
-    "to", "_to_copy", "sqrt", "mul", "add", "sub", "div", "neg", "addcmul", "addcdiv", "lerp", "sum", "tanh",
-    "tanh_backward", "sigmoid", "sigmoid_backward", "cat", "stack", "remainder", "arange", "resize_", "randn",
-    "rand", "randint", "normal_", "uniform_", "random_", "fill_", "argmax", "scatter_add_", "t", "transpose",
-    "view", "reshape", "_reshape_alias", "expand", "unsqueeze", "squeeze", "flatten",
-    "max_pool2d_with_indices", "max_pool2d_with_indices_backward", "adaptive_avg_pool2d", "_adaptive_avg_pool2d",
-    "_adaptive_avg_pool2d_backward", "mean", "avg_pool2d", "avg_pool2d_backward", "hardswish", "hardswish_backward",
-    "hardsigmoid", "hardsigmoid_backward", "silu", "silu_backward", "hardtanh", "hardtanh_backward",
-    // Structured kernels whose output alone is allocated, by their meta function, on either.
-    "gelu", "gelu_backward", "softmax", "log_softmax", "exp", "log", "pow", "rsqrt", "abs", "where",
-    "masked_fill", "native_layer_norm", "native_layer_norm_backward",
-    // In-place dropout is `_dropout<true>` on every device (Dropout.cpp): only `dropout` fuses.
-    "dropout_", "bernoulli_", "div_", "mul_",
-    // CUDA's takes a temporary the size of its output besides, which the replay adds
-    // (`Shape::CudaTemp`).
-    "_softmax_backward_data",
-];
-
-/// Whether op `label` (as a recording names it: "outer > innermost") allocates on CUDA what it
-/// does on the CPU; why not, if not.
-fn cuda_op(label: &str) -> std::result::Result<(), String> {
-    if label.is_empty() {
-        return Ok(()); // outside any op: the file's parameters as loaded, the trial's own code
-    }
-    let lower = label.to_lowercase();
-    if let Some((_, why)) = CUDA_OTHERWISE.iter().find(|(op, _)| lower.contains(op)) {
-        return Err(format!("allocates in {label}, where {why}: not modelled from a CPU recording"));
-    }
-    let inner = label.rsplit(" > ").next().unwrap_or(label);
-    let name = inner.strip_prefix("aten::").unwrap_or(inner);
-    if CUDA_SAME.contains(&name) {
-        return Ok(());
-    }
-    Err(format!(
-        "allocates in {label}, an op whose CUDA allocations the estimate has not been checked to be the CPU's \
-         (it knows {} ops)",
-        CUDA_SAME.len()
-    ))
 }
 
 /// The allocator a fit is replayed through: the CPU's, or CUDA's caching allocator holding
@@ -1269,29 +814,12 @@ fn as_run_on(config: &Config, target: Target) -> Config {
     c
 }
 
-/// Why a CPU recording of `config`'s step does not say what CUDA allocates, if it does not.
-fn cuda_scope(config: &Config) -> std::result::Result<(), String> {
-    use crate::spec::{Amp, Dtype, Named};
-    if config.training.techniques.amp != Amp::Off {
-        return Err(format!(
-            "cannot do under training.amp = \"{}\": CPU autocast casts other ops, to other dtypes, than CUDA's",
-            config.training.techniques.amp.as_str()
-        ));
-    }
-    if matches!(config.training.dtype, Dtype::Float16 | Dtype::Bfloat16) {
-        return Err(format!(
-            "cannot do in training.dtype = \"{}\": CPU kernels upcast half-precision tensors to float32 where \
-             CUDA's do not",
-            config.training.dtype.as_str()
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ffi::{Where, REDUCE_MARK, SPAN_BEGIN, SPAN_END};
     use crate::schema::SummaryRow;
+    use crate::train::record::{END, START};
 
     fn recording(events: Vec<(i64, u64)>) -> Recording {
         Recording {
@@ -1576,21 +1104,6 @@ mod tests {
 
     /// An op is CUDA's as recorded when it is on the list (by its innermost name), refused with
     /// why when CUDA's kernel is known to allocate otherwise, refused as unchecked otherwise.
-    #[test]
-    fn an_ops_cuda_allocations_are_the_cpus_only_where_known() {
-        assert!(cuda_op("").is_ok(), "outside any op");
-        assert!(cuda_op("aten::linear > aten::addmm").is_ok());
-        assert!(cuda_op("autograd::engine::evaluate_function: AddmmBackward0 > aten::mm").is_ok());
-        let e =
-            cuda_op("aten::scaled_dot_product_attention > aten::_scaled_dot_product_flash_attention_for_cpu")
-                .unwrap_err();
-        assert!(e.contains("attention kernel"), "{e}");
-        let e = cuda_op("aten::mkldnn_rnn_layer").unwrap_err();
-        assert!(e.contains("oneDNN"), "{e}");
-        let e = cuda_op("aten::erfinv").unwrap_err();
-        assert!(e.contains("aten::erfinv") && e.contains("not been checked"), "{e}");
-    }
-
     #[test]
     fn frees_between_the_same_allocations_may_come_in_any_order() {
         // The forward's activation and temporary, both freed at its end: in one order at
