@@ -57,6 +57,27 @@ fn help_examples_name_files_the_repository_has() {
     assert!(named > 10, "the examples name {named} files: the help lost its examples?");
 }
 
+/// On CUDA the budget is the caching allocator's memory fraction, which libtorch's own cuBLAS
+/// workspaces (65 MiB on a Hopper GPU, made before the first trial) must fit under too: a
+/// budget below them is out of memory whatever the model, never "fits".
+#[test]
+fn a_cuda_budget_below_the_workspaces_fits_nothing() {
+    let sb = Sandbox::new();
+    let spec = sb.spec("ws.toml", &tiny_spec("ws", "hidden = 8\ndepth = 1", None, ""));
+    let estimate = |budget: &str| -> serde_json::Value {
+        let out = oomlab()
+            .args(["estimate", spec.to_str().unwrap(), "--device", "cuda", "--gpu", "h100", "--json"])
+            .args(["--budget", budget])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let fits = |v: &serde_json::Value| v[0]["points"][0]["fits"].as_bool().unwrap();
+    assert!(!fits(&estimate("60MiB")), "60 MiB is under the H100's 65 MiB of workspaces");
+    assert!(fits(&estimate("80MiB")), "a tiny MLP fits beside the workspaces");
+}
+
 #[test]
 fn unknown_key_is_named_and_nothing_is_written() {
     let sb = Sandbox::new();

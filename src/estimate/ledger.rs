@@ -184,12 +184,16 @@ impl Ledger {
     /// (made in that order, before the trial) outside every category.
     pub fn cuda(limit: Option<u64>, workspaces: impl IntoIterator<Item = u64>) -> Self {
         let mut allocator = CachingAllocator::new(limit);
+        // Workspaces the limit refuses are refused in a run too (its warm-up, then each
+        // trial's first matrix product, asks for them under the same memory fraction): the
+        // trial is out of memory from its first phase, whatever it allocates itself.
+        let mut refused = None;
         for w in workspaces.into_iter().filter(|&w| w > 0) {
-            allocator.malloc(w);
+            refused = refused.or(allocator.malloc(w).2);
         }
         let baseline = (allocator.allocated(), allocator.reserved());
         allocator.reset_peak();
-        let cuda = Blocks { allocator, live: HashMap::new(), baseline, refused: None };
+        let cuda = Blocks { allocator, live: HashMap::new(), baseline, refused };
         Ledger { cuda: Some(cuda), ..Ledger::default() }
     }
 
@@ -602,6 +606,17 @@ impl Blocks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn workspaces_over_the_limit_are_refused_before_the_trial_allocates() {
+        let ws = [32 << 20, 1 << 20, 32 << 20];
+        assert_eq!(Ledger::cuda(Some(100 << 20), ws).refused(), None);
+        let l = Ledger::cuda(Some(1 << 20), ws);
+        assert_eq!(l.refused(), Some(OutOfMemory { requested: 32 << 20, reserved: 0 }));
+        // The later ones too would be refused, but the first refusal is the one reported.
+        let l = Ledger::cuda(Some(40 << 20), ws);
+        assert_eq!(l.refused(), Some(OutOfMemory { requested: 32 << 20, reserved: 34 << 20 }));
+    }
 
     #[test]
     fn a_held_block_is_the_one_released() {
