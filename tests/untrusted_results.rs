@@ -245,6 +245,45 @@ fn a_resume_measures_again_the_trials_whose_trace_rows_were_lost() {
         .stderr(predicate::str::contains("holds a complete run"));
 }
 
+/// A folder from before summary.csv counted each trial's trace rows (the committed Intel
+/// results are such) keeps no count to check: a trial that ran its steps without a single row
+/// lost them, and `plot` refuses rather than write a trace.json of nothing over the good one.
+#[test]
+fn a_summary_without_row_counts_still_tells_a_trace_that_lost_its_rows() {
+    let sb = Sandbox::new();
+    let made = run_into(&sb, &sb.out(), "1MiB");
+    let summary = made.join("summary.csv");
+    let mut reader = csv::Reader::from_path(&summary).unwrap();
+    let header = reader.headers().unwrap().clone();
+    let drop = header.iter().position(|h| h == "trace_rows").expect("a trace_rows column");
+    let keep = |r: &csv::StringRecord| -> csv::StringRecord {
+        r.iter().enumerate().filter(|&(i, _)| i != drop).map(|(_, f)| f).collect()
+    };
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| keep(&r.unwrap())).collect();
+    let mut writer = csv::Writer::from_path(&summary).unwrap();
+    writer.write_record(&keep(&header)).unwrap();
+    rows.iter().for_each(|r| writer.write_record(r).unwrap());
+    writer.flush().unwrap();
+    // As it is, the old-style folder reads and plots.
+    oomlab().args(["plot", made.to_str().unwrap()]).assert().success();
+    let trace_json = std::fs::read(made.join("trace.json")).unwrap();
+    // Trial 2's rows and every later one's gone (a cut at a row's end, which reads as whole).
+    let trace = std::fs::read_to_string(made.join("trace.csv")).unwrap();
+    std::fs::write(made.join("trace.csv"), &trace[..trace.find("\n2,").unwrap() + 1]).unwrap();
+    oomlab()
+        .args(["plot", made.to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("none of the rows written for trial 2"));
+    std::fs::remove_file(made.join("trace.csv")).unwrap();
+    oomlab()
+        .args(["plot", made.to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("none of the rows written for trial 1"));
+    assert_eq!(std::fs::read(made.join("trace.json")).unwrap(), trace_json, "trace.json kept as it was");
+}
+
 /// A small tmpfs, unmounted when dropped; `None` where this machine lets no test mount one.
 struct Tmpfs(PathBuf);
 

@@ -10,7 +10,7 @@ use anyhow::{bail, Result};
 
 use super::manifest::{Answer, Manifest};
 use super::{fsio, strict_csv};
-use crate::schema::{Phase, PhaseRecord, Status, SummaryRow};
+use crate::schema::{Phase, PhaseRecord, Status, SummaryRow, TraceLevel};
 use crate::spec::Field;
 
 /// One experiment's results folder, read whole.
@@ -90,10 +90,19 @@ impl ExperimentDir {
         }
         let before = trace.len();
         trace.retain(|t| t.trial <= last);
+        // Summaries from before `trace_rows` say only that a trial which ran its steps wrote
+        // rows, at any level but `off`: one with none lost them (trace.csv removed or cut).
+        let writes_rows = manifest.trace != Some(TraceLevel::Off);
         let lost = rows.iter().find_map(|r| {
-            let want = r.trace_rows?;
             let have = trace.iter().filter(|t| t.trial == r.trial).count();
-            (have != want).then_some(Lost { trial: r.trial, have, want })
+            match r.trace_rows {
+                Some(want) => (have != want).then_some(Lost { trial: r.trial, have, want: Some(want) }),
+                None => (writes_rows && r.status.fitted() && have == 0).then_some(Lost {
+                    trial: r.trial,
+                    have,
+                    want: None,
+                }),
+            }
         });
         let exp = ExperimentDir {
             dir: dir.to_path_buf(),
@@ -213,16 +222,24 @@ pub struct Lost {
     pub trial: usize,
     /// Its rows in `trace.csv`, and how many its summary row says were written.
     pub have: usize,
-    pub want: usize,
+    /// `None` for a summary from before it kept the count: some rows were written.
+    pub want: Option<usize>,
 }
 
 impl std::fmt::Display for Lost {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "trace.csv holds {} of the {} rows written for trial {} (the file was cut, edited or removed)",
-            self.have, self.want, self.trial
-        )
+        match self.want {
+            Some(want) => write!(
+                f,
+                "trace.csv holds {} of the {want} rows written for trial {} (the file was cut, edited or removed)",
+                self.have, self.trial
+            ),
+            None => write!(
+                f,
+                "trace.csv holds none of the rows written for trial {} (the file was cut, edited or removed)",
+                self.trial
+            ),
+        }
     }
 }
 
