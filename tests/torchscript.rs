@@ -309,3 +309,95 @@ fn a_recording_names_the_op_of_each_event() {
     // The bias gradients' sums over the batch are marked, with their rows and columns.
     assert!(r.reduces.iter().any(|d| (d.rows, d.cols) == (4, 32)), "{:?}", r.reduces);
 }
+
+/// Modules whose parameters are not all trained: a frozen first layer (`requires_grad =
+/// False`, as a fine-tuned backbone is saved) and a layer the forward never uses. PyTorch's
+/// optimizer, given `model.parameters()`, skips a parameter without a gradient and makes it no
+/// state; oomlab must allocate what PyTorch does, phase by phase, for each optimizer family and
+/// implementation, and its recorded estimate must give what it measures. A module with every
+/// parameter frozen trains nothing: refused, naming the file.
+const PARTLY_TRAINED: &str = r#"
+import sys, torch, torch.nn as nn
+out = sys.argv[1]
+torch.manual_seed(0)
+frozen = nn.Sequential(nn.Linear(8, 256), nn.ReLU(), nn.Linear(256, 4))
+frozen[0].requires_grad_(False)
+torch.jit.save(torch.jit.script(frozen), f"{out}/frozen.pt")
+class Unused(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.used = nn.Linear(8, 4)
+        self.unused = nn.Linear(64, 64)
+    def forward(self, x):
+        return self.used(x)
+torch.jit.save(torch.jit.script(Unused()), f"{out}/unused.pt")
+none = nn.Linear(8, 4).requires_grad_(False)
+torch.jit.save(torch.jit.script(none), f"{out}/all_frozen.pt")
+"#;
+
+#[test]
+fn parameters_without_a_gradient_get_no_state_as_in_pytorch() {
+    let sb = Sandbox::new();
+    // From a file: TorchScript reads a scripted class's source, which `python3 -c` has not.
+    let script = sb.path().join("partly_trained.py");
+    std::fs::write(&script, PARTLY_TRAINED).unwrap();
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(sb.path())
+        .env("PYTHONPATH", torch_site())
+        .output()
+        .expect("python3 runs (PyTorch exports the modules)");
+    assert!(out.status.success(), "export failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    let variants = [
+        ("frozen_adam", "frozen.pt", "optimizer = \"adam\", optimizer_impl = \"foreach\""),
+        ("frozen_momentum", "frozen.pt", "optimizer = \"sgd\", momentum = 0.9"),
+        ("unused_adamw_fused", "unused.pt", "optimizer = \"adamw\", optimizer_impl = \"fused\""),
+        ("unused_adam", "unused.pt", "optimizer = \"adam\""),
+    ];
+    let mut text = String::from(
+        "[experiment]\nname = \"partly\"\n[model]\nkind = \"torchscript\"\npath = \"frozen.pt\"\n[data]\nsamples = 32\n\
+         features = 8\nclasses = 4\n[training]\noptimizer = \"adam\"\nbatch_size = 4\nsteps = 3\n[run]\ndevice = \"cpu\"\n",
+    );
+    for (name, file, training) in variants {
+        text += &format!(
+            "[[variant]]\nname = \"{name}\"\nmodel = {{ kind = \"torchscript\", path = \"{file}\" }}\ntraining = {{ {training} }}\n"
+        );
+    }
+    let spec_path = sb.spec("partly.toml", &text);
+    let spec = oomlab::spec::load(&spec_path).unwrap();
+    let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
+    let report = run::run(&Plan::here(spec, Overrides::default()), &opts).unwrap();
+    let ours = ExperimentDir::read(&report.dir).unwrap();
+    assert!(ours.rows.iter().all(|r| r.status.fitted()), "every trial trained: {:?}", ours.rows);
+    let py_trace = sb.path().join("pytorch.csv");
+    let (py_summary, py_trace) = common::pytorch_cpu_memory(&report.dir.join("summary.csv"), &py_trace);
+    for mine in &ours.rows {
+        let py = py_summary.iter().find(|p| p.trial == mine.trial).unwrap();
+        assert_eq!(py.status, "ok", "{}: PyTorch trained it", mine.variant);
+        let (a, b) = (
+            phases(&ours.trace, mine.trial, mine.baseline_allocated),
+            phases(&py_trace, py.trial, py.baseline_allocated),
+        );
+        assert_eq!(a, b, "{}: oomlab and PyTorch, phase by phase, over the baseline", mine.variant);
+        assert_eq!(mine.final_loss, Some(py.final_loss), "{}: final loss", mine.variant);
+    }
+    // The recorded estimate (the step recorded through the same optimizers) gives the peak.
+    let bin = env!("CARGO_BIN_EXE_oomlab");
+    let est = Command::new(bin).arg("estimate").arg(&spec_path).arg("--json").output().unwrap();
+    assert!(est.status.success(), "{}", String::from_utf8_lossy(&est.stderr));
+    let est: serde_json::Value = serde_json::from_slice(&est.stdout).unwrap();
+    for (v, mine) in est.as_array().unwrap().iter().zip(&ours.rows) {
+        let peak = v["points"][0]["prediction"]["peak"].as_u64();
+        assert_eq!(peak, Some(mine.max_memory_allocated), "{}: the estimate's peak", mine.variant);
+    }
+    let none = sb.spec(
+        "none.toml",
+        &text
+            .replace("[[variant]]", "[[x]]")
+            .split("[[x]]")
+            .next()
+            .unwrap()
+            .replace("frozen.pt", "all_frozen.pt"),
+    );
+    common::refused_naming(&none, &sb.path().join("none-out"), "requires_grad = False", "all_frozen.pt");
+}

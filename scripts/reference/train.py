@@ -658,9 +658,9 @@ class Script(Units):
         self.module = torch.jit.load(path, map_location=device)
         if dtype != torch.float32:
             self.module.to(dtype)
+        # Parameters as saved: one frozen (requires_grad = False) gets no gradient, and the
+        # optimizer, given them all, skips it.
         self.module.train()
-        for p in self.module.parameters():
-            p.requires_grad_(True)
 
     def units(self):
         return list(self.module.children()) if self.children_are_units else [self.module]

@@ -33,6 +33,10 @@ struct Optim {
   double lr, momentum, weight_decay;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   std::vector<at::Tensor> params;
+  // Parameters without a gradient at the first step (frozen, or unused by the forward):
+  // torch.optim skips them (`if p.grad is not None`) and so makes them no state.
+  std::vector<at::Tensor> idle;
+  bool sorted = false;
   // Adam's state, made for every parameter at the first step (`_init_group`).
   std::vector<at::Tensor> steps, exp_avgs, exp_avg_sqs;
   // SGD's momentum buffers; empty until the first step makes them.
@@ -235,9 +239,29 @@ int oomlab_optim_step(void* raw, void* grad_scale, void* found_inf, char* err,
   return guarded(err, len, [&] {
     auto& o = *static_cast<Optim*>(raw);
     at::NoGradGuard no_grad;
+    if (!o.sorted) {
+      std::vector<at::Tensor> with_grad;
+      for (const auto& p : o.params) (p.grad().defined() ? with_grad : o.idle).push_back(p);
+      TORCH_CHECK(!with_grad.empty(),
+                  "no parameter has a gradient after the backward: the model trains nothing "
+                  "(every parameter frozen with requires_grad = False, or the output detached)");
+      o.params = std::move(with_grad);
+      o.sorted = true;
+    }
+    // The set is kept from the first step on: torch.optim would follow one that changes (a
+    // branch taken at some steps only), with state made at a parameter's first gradient,
+    // which oomlab does not model.
+    for (const auto& p : o.idle)
+      TORCH_CHECK(!p.grad().defined(),
+                  "a parameter without a gradient at the first step has one now: oomlab's "
+                  "optimizers keep the first step's set of parameters (a forward whose branches "
+                  "use other parameters at other steps is not supported)");
     std::vector<at::Tensor> grads;
     for (const auto& p : o.params) {
-      TORCH_CHECK(p.grad().defined(), "oomlab's optimizers expect a gradient for every parameter");
+      TORCH_CHECK(p.grad().defined(),
+                  "a parameter with a gradient at the first step has none now: oomlab's "
+                  "optimizers keep the first step's set of parameters (a forward whose branches "
+                  "use other parameters at other steps is not supported)");
       grads.push_back(p.grad());
     }
     std::optional<at::Tensor> scale, inf;

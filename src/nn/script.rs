@@ -173,10 +173,16 @@ pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>
     }
     crate::ffi::script_on_device(&module);
     module.f_set_train()?;
-    let mut params = Vec::new();
-    for (_, p) in module.named_parameters()? {
-        // A module saved from eval or under no_grad may carry parameters that require none.
-        params.push(if p.requires_grad() { p } else { p.f_set_requires_grad(true)? });
+    // Every parameter, as `torch.optim.Adam(model.parameters())` takes them: one saved with
+    // `requires_grad = False` (a frozen backbone) gets no gradient, so the optimizer skips it
+    // and makes it no state, as torch.optim does.
+    let params: Vec<Tensor> = module.named_parameters()?.into_iter().map(|(_, p)| p).collect();
+    if !params.is_empty() && !params.iter().any(Tensor::requires_grad) {
+        return Err(TchError::FileFormat(format!(
+            "{}: every parameter is saved with requires_grad = False: there is nothing to train (unfreeze \
+             some before saving)",
+            path.display()
+        )));
     }
     if params.is_empty() {
         return Err(TchError::FileFormat(format!(

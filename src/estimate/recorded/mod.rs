@@ -25,7 +25,7 @@ use anyhow::{bail, Result};
 use super::cudnn_conv::{self, Pass};
 use super::ledger::{Category, Held, Ledger};
 use super::prediction::{PhasePrediction, PredictedOom, Prediction};
-use super::{cuda_reduce, evidence, terms, DataShape, Options, Target};
+use super::{cuda_reduce, evidence, DataShape, Options, Target};
 use crate::schema::Phase;
 use crate::spec::Config;
 use crate::train::record::Recording;
@@ -559,7 +559,9 @@ pub(super) fn predict(
         oom,
         param_count: fit.param_count,
         param_bytes: fit.param_bytes,
-        optimizer_state_bytes: terms::state_tensors_per_param(&config.training.optimizer) * fit.param_bytes,
+        // What the step's optimizer kept, as recorded: a parameter without a gradient (frozen,
+        // or unused by the forward) has no state, which the module's own bytes do not say.
+        optimizer_state_bytes: phases.iter().map(|p| p.end_by_category.optimizer_state).max().unwrap_or(0),
         shape,
         options: *options,
         notes,
