@@ -254,3 +254,36 @@ fn a_folder_with_the_old_summary_header_resumes_in_the_new_one() {
     assert_eq!(after.rows[..k], before.rows[..], "the kept rows as they were");
     assert!(after.rows[k..].iter().all(|r| r.model_kind == "mlp" && r.depth == r.value.unwrap() as usize));
 }
+
+/// The spec names its data set's file, not what is in it: a resume after the file was replaced
+/// would put two data sets' trials in one folder. Refused, naming the file; with the file as it
+/// was, the resume goes on.
+#[test]
+fn a_resume_after_the_data_file_changed_is_refused() {
+    let sb = Sandbox::new();
+    let rows: String = (0..64).map(|i| format!("{},{},{}\n", i % 7, (i * 3) % 5, i % 4)).collect();
+    let data = sb.spec("data.csv", &format!("a,b,label\n{rows}"));
+    let text = std::fs::read_to_string(search_spec(&sb)).unwrap().replace(
+        "samples = 32\nfeatures = 32\nclasses = 4\n",
+        &format!("kind = \"csv\"\npath = {data:?}\nlabel = \"label\"\n"),
+    );
+    assert!(text.contains("kind = \"csv\""), "{text}");
+    let spec = sb.spec("resumable.toml", &text);
+    let out = sb.out();
+    kill_after(&spec, &out, 1);
+    let resume = || {
+        let mut cmd = Command::cargo_bin("oomlab").unwrap();
+        cmd.args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet", "--resume"]);
+        cmd.assert()
+    };
+    let was = std::fs::read_to_string(&data).unwrap();
+    std::fs::write(&data, was.replace("\n1,", "\n2,")).unwrap();
+    resume().failure().stderr(
+        predicate::str::contains("data.csv changed").and(predicate::str::contains("put the file back")),
+    );
+    std::fs::write(&data, &was).unwrap();
+    resume().success();
+    let manifest = ExperimentDir::read(&folder(&out)).unwrap().manifest;
+    assert_eq!(manifest.inputs.len(), 1, "the data set is fingerprinted: {:?}", manifest.inputs);
+    assert_eq!(manifest.inputs[0].bytes, was.len() as u64);
+}

@@ -191,6 +191,14 @@ fn check(dir: &Path, shards: &[(Shard, ExperimentDir)]) -> Result<()> {
                 crate::run::resume::first_difference(&first.spec_source, &m.spec_source)
             );
         }
+        if let Some(change) = crate::results::inputs::changed(&first.inputs, &m.inputs) {
+            bail!(
+                "{name} read other files than shard 1 of {} in {} ({change}): a merged folder holds one model's \
+                 and one data set's trials; run every shard with the same files (`--force` replaces a shard)",
+                shard.count,
+                dir.display()
+            );
+        }
         let one_build = "measurements of two builds do not mix: run every shard with one build";
         let revision = |m: &Manifest| m.git.revision.clone().unwrap_or_else(|| "no git revision".into());
         differs("revision", revision(first), revision(m), one_build)?;

@@ -55,6 +55,7 @@ pub(crate) fn manifest(experiment: &str, device: &str, budget: Option<u64>, capa
         shard: None,
         shards: Vec::new(),
         not_run: Vec::new(),
+        inputs: Vec::new(),
     }
 }
 

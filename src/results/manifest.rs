@@ -57,6 +57,10 @@ pub struct Manifest {
     /// those instructions). Absent when it ran them all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_run: Vec<NotRun>,
+    /// The files the spec reads besides itself (a TorchScript module, a CSV data set), with
+    /// their sizes and SHA-256: a resume or merge refuses them changed. Absent when it reads none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<super::inputs::InputFile>,
 }
 
 /// A variant left out on this machine.

@@ -6,6 +6,7 @@
 mod csv_out;
 pub mod experiment;
 pub mod fsio;
+pub mod inputs;
 mod lock;
 pub mod manifest;
 pub mod perfetto;

@@ -120,12 +120,14 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
         let options = plan.estimate_options(probe.gpu_arch().unwrap_or_default(), threads);
         say_expected(expected::expect(plan, &probe.name(), &dir, &options).as_ref(), opts.quiet);
     }
+    // What the spec reads besides itself, as it is now: a resume must find it unchanged.
+    let inputs = results::inputs::of_spec(spec)?;
     let (lock, done) = if opts.resume {
         if !dir.is_dir() {
             bail!("--resume: nothing to resume in {} (no such folder); run without --resume", dir.display());
         }
         let lock = results::DirLock::acquire(&dir)?;
-        let done = resume::load(&dir, spec, probe, opts.trace)?;
+        let done = resume::load(&dir, spec, &inputs, probe, opts.trace)?;
         if let (Some(lost), false) = (&done.lost, opts.quiet) {
             note!("--resume: {lost}: trial {} and those after it are measured again", lost.trial);
         }
@@ -139,6 +141,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     spec_as_run.run.set_budget(probe.budget());
     let mut manifest = start_manifest(&spec_as_run, requested, probe, slug);
     manifest.trace = Some(opts.trace);
+    manifest.inputs = inputs;
     manifest.shard = opts.shard.map(|s| shard::info(spec, s));
     manifest.trials = done.rows.len();
     manifest.not_run = plan.not_run(crate::probe::CpuCaps::here());
@@ -630,6 +633,7 @@ fn start_manifest(spec: &Spec, requested: DeviceChoice, probe: &dyn MemoryProbe,
         shard: None,
         shards: Vec::new(),
         not_run: Vec::new(),
+        inputs: Vec::new(),
     }
 }
 

@@ -43,7 +43,13 @@ impl Done {
 
 /// Reads `dir` for resuming `spec` on `probe`'s device: refused when there is nothing to
 /// resume, the run was complete, or what ran differs from what would run now.
-pub fn load(dir: &Path, spec: &Spec, probe: &dyn MemoryProbe, trace: TraceLevel) -> Result<Done> {
+pub fn load(
+    dir: &Path,
+    spec: &Spec,
+    inputs: &[results::inputs::InputFile],
+    probe: &dyn MemoryProbe,
+    trace: TraceLevel,
+) -> Result<Done> {
     if !dir.join(results::MANIFEST).exists() {
         bail!("--resume: nothing to resume in {} (no manifest.json); run without --resume", dir.display());
     }
@@ -77,6 +83,13 @@ pub fn load(dir: &Path, spec: &Spec, probe: &dyn MemoryProbe, trace: TraceLevel)
              or run with --force",
             dir.display(),
             first_difference(&m.spec_source, &spec.source)
+        );
+    }
+    if let Some(change) = results::inputs::changed(&m.inputs, inputs) {
+        bail!(
+            "--resume: a file the spec reads changed since the run in {} started ({change}); its trials would \
+             mix two models or data sets: put the file back as it was, or run with --force",
+            dir.display()
         );
     }
     let (oomlab, libtorch) = (env!("CARGO_PKG_VERSION"), crate::ffi::torch_version());
