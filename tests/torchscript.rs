@@ -25,7 +25,8 @@ use common::{phases, torch_site, Sandbox};
 
 /// Writes the modules: `mlp_scripted.pt` and `mlp_traced.pt` (oomlab's MLP over 8 features,
 /// widths 32 and 16, 4 classes, as `nn.Sequential`), `resnet18.pt` (torchvision's, 4 classes),
-/// `no_params.pt`, `wrong_output.pt` (5 logits for 4 classes) and `not_torchscript.pt`. Prints
+/// `no_params.pt`, `wrong_output.pt` (5 logits for 4 classes), `detached.pt`, `integer.pt` (an
+/// output cut from the parameters, an integer one) and `not_torchscript.pt`. Prints
 /// each file's `.debug_pkl` bytes as `name bytes`.
 const EXPORT: &str = r#"
 import sys, zipfile, torch, torch.nn as nn, torchvision
@@ -37,6 +38,17 @@ torch.jit.save(torch.jit.trace(mlp, torch.randn(2, 8)), f"{out}/mlp_traced.pt")
 torch.jit.save(torch.jit.script(torchvision.models.resnet18(num_classes=4)), f"{out}/resnet18.pt")
 torch.jit.save(torch.jit.script(nn.ReLU()), f"{out}/no_params.pt")
 torch.jit.save(torch.jit.script(nn.Linear(8, 5)), f"{out}/wrong_output.pt")
+class Detached(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+    def forward(self, x):
+        return self.fc(x).detach()
+class Integer(Detached):
+    def forward(self, x):
+        return self.fc(x).argmax(1, keepdim=True).expand(-1, 4)
+torch.jit.save(torch.jit.trace(Detached(), torch.randn(2, 8)), f"{out}/detached.pt")
+torch.jit.save(torch.jit.trace(Integer(), torch.randn(2, 8)), f"{out}/integer.pt")
 open(f"{out}/not_torchscript.pt", "w").write("not a zip archive")
 for name in ["mlp_scripted", "mlp_traced", "resnet18"]:
     z = zipfile.ZipFile(f"{out}/{name}.pt")
@@ -177,6 +189,8 @@ fn a_bad_module_is_refused_before_anything_is_written() {
             "wrong_output.pt",
             "the module's output is [2, 5]; cross_entropy against the target [2] needs [2, 4]",
         ),
+        ("detached.pt", "its output does not depend on any parameter that trains"),
+        ("integer.pt", "its forward returns Int64 values; the loss reads floating-point logits"),
     ] {
         let text = format!(
             "[experiment]\nname = \"bad\"\n[model]\nkind = \"torchscript\"\npath = \"{file}\"\n[data]\nsamples = 8\n\

@@ -141,6 +141,20 @@ pub fn clean(message: &str) -> &str {
     message[..cut].trim()
 }
 
+/// The line a one-line report (a trial's `message`) keeps of libtorch's error: its first. A
+/// failure inside the TorchScript interpreter says only that on its first line, and what the
+/// module raised on its last (`builtins.RuntimeError: ...`, after the traceback): both, then.
+pub fn headline(message: &str) -> String {
+    let text = clean(message);
+    let first = text.lines().next().unwrap_or_default().trim();
+    if first.contains("failed in the TorchScript interpreter") {
+        if let Some(last) = text.lines().map(str::trim).rfind(|l| !l.is_empty()).filter(|l| *l != first) {
+            return format!("{first} {}", last.strip_prefix("builtins.").unwrap_or(last));
+        }
+    }
+    first.to_string()
+}
+
 /// Bytes in a PyTorch `format_size` text: `"8.74 GiB"` → 9_384_503_542, `"123 bytes"` → 123.
 ///
 /// The whole text must be one size (surrounding whitespace aside). Units are `bytes`, `KiB`,

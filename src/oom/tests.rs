@@ -333,3 +333,17 @@ fn serde_round_trip_and_old_records() {
     assert_eq!(old.requested, Some(1));
     assert_eq!(old.allowed, None);
 }
+
+#[test]
+fn a_torchscript_failure_keeps_what_the_module_raised() {
+    let text = "The following operation failed in the TorchScript interpreter.\nTraceback of TorchScript, \
+                serialized code (most recent call last):\n  File \"code/__torch__.py\", line 10, in forward\n    \
+                ops.prim.RaiseException(\"boom\")\n\nbuiltins.RuntimeError: boom at big batch\n\
+                Exception raised from run at interpreter.cpp:1 (most recent call first):\nframe #0: x";
+    assert_eq!(
+        headline(text),
+        "The following operation failed in the TorchScript interpreter. RuntimeError: boom at big batch"
+    );
+    assert_eq!(headline("CPU out of memory.\nsecond line"), "CPU out of memory.");
+    assert_eq!(headline(""), "");
+}

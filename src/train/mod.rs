@@ -171,7 +171,7 @@ fn trial_with(
             }
             out.phase = Some(phase);
             out.step = Some(step);
-            out.message = clean.lines().next().unwrap_or_default().to_string();
+            out.message = oom::headline(&text);
         }
         Err(panic) => {
             let what = panic

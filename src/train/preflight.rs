@@ -1,6 +1,7 @@
 //! What a run checks before it writes anything: each TorchScript module a spec names loads, has
 //! parameters to train, and turns two rows of the spec's data into an output its loss reads
-//! (class logits `[2, ..., classes]` for cross_entropy, the target's shape for mse); and, cut
+//! (class logits `[2, ..., classes]` for cross_entropy, the target's shape for mse), floating
+//! point and made from parameters that train; and, cut
 //! into its children (`model.units = "children"`), that its forward is those children run in
 //! turn and that the checkpointed segments fit in them.
 //! A module that fails any of these would fail every trial; it is refused at once instead, with
@@ -47,7 +48,26 @@ pub fn preflight(spec: &Spec) -> Result<()> {
                 if inputs == 1 { "" } else { "s" }
             )
         })?;
+        if !out.is_floating_point() {
+            anyhow::bail!(
+                "{}: its forward returns {:?} values; the loss reads floating-point logits (return them before an \
+                 argmax or a cast to an integer type)",
+                at(),
+                out.kind()
+            );
+        }
         let _loss = module.loss(&out, &y).map_err(said).with_context(at)?;
+        // With gradients on, as training runs it: an output cut from the parameters (detached,
+        // made under no_grad) gives backward nothing to train.
+        // (Inference runs no backward: there it may be.)
+        let tracked = tch::with_grad(|| module.forward_inputs(&x, &extra)).map_err(said).with_context(at)?;
+        if config.training.techniques.mode == crate::spec::Mode::Train && !tracked.requires_grad() {
+            anyhow::bail!(
+                "{}: its output does not depend on any parameter that trains (it is detached, or made under \
+                 torch.no_grad()): backward would have nothing to compute; return the logits as computed",
+                at()
+            );
+        }
         if !module.children().is_empty() {
             chain(&mut module, &x).map_err(|e| anyhow::anyhow!("{} {e}", at()))?;
             segments_fit(module.units(), config.training.techniques.checkpoint)
