@@ -71,10 +71,12 @@ pub fn write_trial(exporters: &mut [Box<dyn Exporter>], row: &SummaryRow) -> Res
 }
 
 /// Whether `name`, in an experiment's folder, is something `run` (or `merge`) writes: its CSVs,
-/// manifest and trace.json, the charts, a shard run's `shards/`, and the temporary files of all
-/// of them. What `--force` replaces; nothing else (`advice/`, a user's notes) is touched.
+/// manifest and trace.json, the charts, and the temporary files of all of them. What `--force`
+/// replaces; nothing else (`advice/`, a user's notes) is touched, nor `shards/`: shard runs'
+/// results, each replaced only by its own `run --shard I/N --force`, which may have cost a
+/// cluster hours.
 pub fn is_run_output(name: &str) -> bool {
-    let ours = [TRACE, SUMMARY, MANIFEST, perfetto::TRACE_JSON, crate::cluster::SHARDS];
+    let ours = [TRACE, SUMMARY, MANIFEST, perfetto::TRACE_JSON];
     ours.contains(&name)
         || name.ends_with(".png")
         || name.ends_with(".svg")
@@ -133,6 +135,8 @@ mod tests {
         fs::create_dir_all(dir.join("advice")).unwrap();
         fs::write(dir.join("advice/advice.md"), "advise's own").unwrap();
         fs::write(dir.join("notes.txt"), "the user's").unwrap();
+        fs::create_dir_all(dir.join("shards/1-of-2")).unwrap();
+        fs::write(dir.join("shards/1-of-2").join(SUMMARY), "a shard's").unwrap();
         let err = prepare_dir(&dir, false).unwrap_err().to_string();
         assert!(err.contains("--force"), "{err}");
         assert!(dir.join(SUMMARY).exists(), "refusing must not touch the old results");
@@ -142,6 +146,7 @@ mod tests {
             dir.join("advice/advice.md").exists() && dir.join("notes.txt").exists(),
             "--force replaces what run writes only"
         );
+        assert!(dir.join("shards/1-of-2").join(SUMMARY).exists(), "a whole run's --force keeps the shards");
         fs::write(dir.join(SUMMARY), "another run's").unwrap();
         let err = prepare_dir(&dir, true).unwrap_err().to_string();
         assert!(err.contains("another oomlab run"), "{err}");

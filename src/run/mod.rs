@@ -133,7 +133,15 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
         }
         (lock, done)
     } else {
-        (results::prepare_dir(&dir, opts.force)?, Done::default())
+        let lock = results::prepare_dir(&dir, opts.force)?;
+        if opts.force && opts.shard.is_none() && dir.join(crate::cluster::SHARDS).is_dir() && !opts.quiet {
+            note!(
+                "note: {} kept: the shard runs' results, which `oomlab merge` would put together again in place \
+                 of this run's",
+                dir.join(crate::cluster::SHARDS).display()
+            );
+        }
+        (lock, Done::default())
     };
 
     let mut spec_as_run = spec.clone();
