@@ -92,6 +92,12 @@ fn parse_shard(s: &str) -> Result<Shard, String> {
 pub(super) fn run(args: RunArgs) -> Result<()> {
     let plan = Plan::here(spec::load(&args.spec)?, args.target.overrides());
     crate::interrupt::set_resume_command(resume_command(&args));
+    if args.resume && !args.out.exists() {
+        anyhow::bail!(
+            "--resume: nothing to resume under --out {} (no such folder); run without --resume",
+            args.out.display()
+        );
+    }
     runner::check_out(&args.out)?;
     // The probe first: a budget on CUDA is the caching allocator's memory fraction, which holds
     // only if it is set before anything makes the allocator, and loading a TorchScript module in

@@ -165,11 +165,10 @@ fn check(dir: &Path, shards: &[(Shard, ExperimentDir)]) -> Result<()> {
         }
         if !m.status.is_complete() {
             bail!(
-                "{name} did not finish: {} says `{}`; wait for it to end, or finish it with `oomlab run {} \
-                 --shard {shard} --resume`, then merge again",
+                "{name} did not finish: {} says `{}`; wait for it to end, or finish it with `{}`, then merge again",
                 exp.dir.join(MANIFEST).display(),
                 m.status,
-                m.spec_path
+                m.resume_command(&exp.dir)
             );
         }
         let differs = |what: &str, a: String, b: String, fix: &str| -> Result<()> {

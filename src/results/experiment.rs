@@ -33,9 +33,9 @@ impl ExperimentDir {
         let (exp, lost) = Self::read_checked(dir)?;
         if let Some(lost) = lost {
             bail!(
-                "{}: {lost}; the folder cannot be drawn or judged as it is: `oomlab run <its spec> --resume` \
-                 measures trial {} on again",
+                "{}: {lost}; the folder cannot be drawn or judged as it is: `{}` measures trial {} on again",
                 dir.display(),
+                exp.manifest.resume_command(dir),
                 lost.trial
             );
         }

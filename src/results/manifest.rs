@@ -300,6 +300,32 @@ impl Answer {
 }
 
 impl Manifest {
+    /// The command that resumes this run in `dir`, as its manifest records it: the spec, the
+    /// results root `dir` lies under, the device, budget and trace level, and the shard.
+    pub fn resume_command(&self, dir: &Path) -> String {
+        use crate::schema::TraceLevel;
+        // out/<device>/<experiment>, and a shard's /shards/I-of-N below that.
+        let up = if self.shard.is_some() { 4 } else { 2 };
+        let out = dir.ancestors().nth(up).filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let mut cmd = format!("oomlab run {} --out {}", self.spec_path, out.display());
+        if self.device.requested != "auto" {
+            cmd += &format!(" --device {}", self.device.requested);
+        }
+        if let Some(b) = self.device.budget_bytes {
+            cmd += &format!(" --budget {b}B");
+        }
+        match self.trace {
+            Some(TraceLevel::Phases) => {}
+            Some(t) => cmd += &format!(" --trace {}", t.as_str()),
+            // Runs from before --trace synchronised at every phase.
+            None => cmd += " --trace sync",
+        }
+        if let Some(s) = &self.shard {
+            cmd += &format!(" --shard {}/{}", s.index, s.count);
+        }
+        cmd + " --resume"
+    }
+
     /// Writes to a temporary file and renames it over the old one: never half a manifest.
     pub fn write(&self, dir: &Path) -> Result<()> {
         let text = serde_json::to_string_pretty(self)? + "\n";
