@@ -24,6 +24,10 @@
 //! - Transformers: `data.seq_len` <= 10^6 tokens (the attention scores are `seq_len^2` per head),
 //!   `data.vocab` <= 10^7 (real vocabularies are 10^4 to 10^6).
 //!
+//! - TorchScript data (`kind = "tensors"`): at most 16 inputs, each sample of at most 8
+//!   dimensions and 10^9 elements (4 GB in float32; a video clip of 3 x 64 x 512 x 512 is
+//!   5 x 10^7), which the preflight makes two rows of on the host before anything runs.
+//!
 //! - `sweep.values`: at most 1,000 values, each once: a list sweep runs every value as a trial,
 //!   and a thousand trials is already hours; a repeated value measures the same thing twice.
 //!
@@ -52,6 +56,9 @@ pub const MAX_INPUTS: usize = 16;
 /// Dimensions of one sample of an input or a target, and each dimension's size.
 pub const MAX_RANK: usize = 8;
 pub const MAX_DIM: usize = 1_000_000_000;
+/// Elements of one sample of an input or a target (`data.inputs[i].shape`, `data.target`): a
+/// video clip of 3 x 64 x 512 x 512 is 5 x 10^7.
+pub const MAX_SAMPLE_ELEMENTS: usize = 1_000_000_000;
 pub const MAX_BATCH_SIZE: usize = 100_000_000;
 pub const MAX_STEPS: usize = 1_000_000;
 pub const MAX_ACCUMULATION: usize = 10_000;

@@ -475,13 +475,29 @@ impl Cx<'_> {
         Ok(TensorInput { name, shape, dtype })
     }
 
-    /// One sample's shape: at most `MAX_RANK` dimensions, each >= 1.
+    /// One sample's shape: at most `MAX_RANK` dimensions, each >= 1, at most
+    /// `MAX_SAMPLE_ELEMENTS` elements in all.
     fn shape(&mut self, v: &S<Vec<S<i64>>>, key: &'static str) -> Result<Vec<usize>, SpecError> {
-        let max = crate::spec::limits::MAX_RANK;
-        if v.get_ref().len() > max {
-            return Err(self.bad(&v.span(), key, &format!("at most {max} dimensions"), v.get_ref().len()));
+        use crate::spec::limits::{MAX_RANK, MAX_SAMPLE_ELEMENTS};
+        if v.get_ref().len() > MAX_RANK {
+            return Err(self.bad(
+                &v.span(),
+                key,
+                &format!("at most {MAX_RANK} dimensions"),
+                v.get_ref().len(),
+            ));
         }
-        v.get_ref().iter().map(|d| self.count(d, key, 1)).collect()
+        let shape: Vec<usize> =
+            v.get_ref().iter().map(|d| self.count(d, key, 1)).collect::<Result<_, _>>()?;
+        let elements = shape.iter().map(|&d| d as u128).product::<u128>();
+        if elements > MAX_SAMPLE_ELEMENTS as u128 {
+            let rule = format!(
+                "a sample of at most {MAX_SAMPLE_ELEMENTS} elements (4 GB in float32; the preflight makes two rows \
+                 on the CPU)"
+            );
+            return Err(self.bad(&v.span(), key, &rule, format!("{shape:?}, {elements} elements")));
+        }
+        Ok(shape)
     }
 }
 

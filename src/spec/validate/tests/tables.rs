@@ -350,6 +350,16 @@ fn tensors_data_gives_each_input_and_the_target_as_the_loss_reads_it() {
         ),
         (
             "",
+            "kind = \"tensors\"\nsamples = 64\ninputs = [{ shape = [100000, 100000] }]\nclasses = 3\n",
+            "data.inputs: must be a sample of at most 1000000000 elements",
+        ),
+        (
+            "loss = \"mse\"\n",
+            "kind = \"tensors\"\nsamples = 64\ninputs = [{ shape = [4] }]\ntarget = [40000, 40000]\n",
+            "data.target: must be a sample of at most 1000000000 elements",
+        ),
+        (
+            "",
             "kind = \"tensors\"\nsamples = 64\ninputs = [{ shape = [4], high = 3 }]\nclasses = 3\n",
             "data.inputs.high is only read for dtype = \"int64\"",
         ),
