@@ -134,3 +134,41 @@ fn the_own_model_example_runs_as_written() {
     let a = &m.answers[0];
     assert_eq!((a.largest_fit, a.first_oom), (Some(predicted), Some(predicted + 1)), "{a:?}");
 }
+
+/// `scripts/export-model` checks what it will write into the spec before writing anything: a
+/// budget oomlab cannot read, a batch past its largest, an input the forward cannot take (one
+/// line, not Python's traceback). Each exits non-zero and leaves no file behind.
+#[test]
+fn export_model_refuses_what_oomlab_would_refuse_and_writes_nothing() {
+    let sb = Sandbox::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let export = |extra: &[&str]| {
+        std::process::Command::new(root.join("scripts/export-model"))
+            .args(["resnet18", "--classes", "4"])
+            .args(extra)
+            .current_dir(sb.path())
+            .output()
+            .unwrap()
+    };
+    for (extra, says) in [
+        (&["--input", "images:3x32x32", "--budget", "banana"][..], "--budget 'banana' is not a size"),
+        (&["--input", "images:3x32x32", "--budget", "64MiB\""][..], "is not a size"),
+        (
+            &["--input", "images:3x32x32", "--max-batch", "100000000000"][..],
+            "--max-batch from 2 to 100000000",
+        ),
+        (&["--input", "features:20"][..], "the forward fails on 2 rows of --input features:20: RuntimeError"),
+    ] {
+        let out = export(extra);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{extra:?} exits non-zero");
+        assert!(err.contains(says) && !err.contains("Traceback"), "{extra:?}: {err}");
+        assert!(common::walk(sb.path()).is_empty(), "{extra:?} wrote {:?}", common::walk(sb.path()));
+    }
+    // The spec may go into a folder that is not there yet.
+    let out = export(&["--input", "images:3x32x32", "--budget", "2GiB", "--spec", "specs/deep/r18.toml"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        sb.path().join("specs/deep/r18.toml").is_file() && sb.path().join("models/resnet18.pt").is_file()
+    );
+}

@@ -153,8 +153,13 @@ def main() -> None:
                              "its target is values shaped as the output")
         if args.classes is None:
             raise SystemExit("export-model: --classes is needed with --input " + args.input[0])
-    if (args.classes is not None and args.classes < 1) or args.max_batch < 2:
-        raise SystemExit("export-model: --classes must be at least 1 and --max-batch at least 2")
+    if (args.classes is not None and args.classes < 1) or not 2 <= args.max_batch <= 100_000_000:
+        raise SystemExit("export-model: --classes must be at least 1 and --max-batch from 2 to 100000000 "
+                         "(oomlab's largest batch)")
+    # oomlab's sizes (src/spec/size.rs): a number, then B, KB, MB, GB, TB, KiB, MiB, GiB, TiB or PiB.
+    if not re.fullmatch(r"[0-9]+(\.[0-9]+)? *([kmgt]?b|[kmgtp]ib)?", args.budget.strip(), re.IGNORECASE):
+        raise SystemExit(f"export-model: --budget {args.budget!r} is not a size: write it like 24GB, 15.90GiB "
+                         "or 512MiB")
     if args.loss == "mse" and args.classes is not None:
         raise SystemExit("export-model: --classes is not read with --loss mse (its target is values)")
     named = args.out.stem if args.out else args.model.split(":")[-1]
@@ -171,7 +176,12 @@ def main() -> None:
     x = tuple(tensor_example(e, 2) for e in entries) if tensors else example(data, 2)
     how = "traced"
     if args.trace:
-        scripted = torch.jit.trace(model, x, check_trace=False)
+        try:
+            scripted = torch.jit.trace(model, x, check_trace=False)
+        except Exception as e:  # noqa: BLE001 - the module's own error, whatever it is
+            said = [line for line in str(e).splitlines() if line.strip()]
+            raise SystemExit(f"export-model: tracing on 2 rows of --input {' '.join(args.input)} failed: "
+                             f"{said[-1] if said else type(e).__name__}") from None
     else:
         try:
             scripted = torch.jit.script(model)
@@ -179,8 +189,18 @@ def main() -> None:
         except Exception as e:  # noqa: BLE001 - TorchScript raises many kinds
             print(f"export-model: scripting failed ({type(e).__name__}: {str(e).splitlines()[0]}); tracing instead",
                   file=sys.stderr)
-            scripted = torch.jit.trace(model, x, check_trace=False)
-    logits = scripted(*x) if tensors else scripted(x)
+            try:
+                scripted = torch.jit.trace(model, x, check_trace=False)
+            except Exception as e:  # noqa: BLE001 - the module's own error, whatever it is
+                said = [line for line in str(e).splitlines() if line.strip()]
+                raise SystemExit(f"export-model: tracing on 2 rows of --input {' '.join(args.input)} failed: "
+                                 f"{said[-1] if said else type(e).__name__}") from None
+    try:
+        logits = scripted(*x) if tensors else scripted(x)
+    except Exception as e:  # noqa: BLE001 - the module's own error, whatever it is
+        said = [line for line in str(e).splitlines() if line.strip()]
+        raise SystemExit(f"export-model: the forward fails on 2 rows of --input {' '.join(args.input)}: "
+                         f"{said[-1] if said else type(e).__name__}") from None
     if tensors:
         if not isinstance(logits, torch.Tensor) or logits.dim() < (1 if args.loss == "mse" else 2) \
                 or logits.shape[0] != 2:
@@ -225,6 +245,7 @@ def main() -> None:
              f'checkpointing can cut between them') if chain else ""
 
     out.parent.mkdir(parents=True, exist_ok=True)
+    spec.parent.mkdir(parents=True, exist_ok=True)
     torch.jit.save(scripted, str(out))
     samples = args.max_batch
     data_keys = ", ".join(f"{k} = {toml_value(v)}" for k, v in data.items())
