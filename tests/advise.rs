@@ -27,6 +27,36 @@ fn bad_requests_say_what_to_do() {
         let err = stderr_of(&sb, &all);
         assert!(err.contains(want), "{args:?}: {err}");
     }
+    // A calibration file is input: one from another kind of device, or with a time that no
+    // machine measures, is refused naming the key (a committed CPU calibration, edited).
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let cal = std::fs::read_to_string(root.join("results/cpu-amd-epyc/depth_sweep/advice/calibration.json"))
+        .unwrap();
+    let cal: Value = serde_json::from_str(&cal).unwrap();
+    let edited = |name: &str, edit: &dyn Fn(&mut Value)| {
+        let mut c = cal.clone();
+        edit(&mut c);
+        let path = sb.path().join(name);
+        std::fs::write(&path, c.to_string()).unwrap();
+        path.display().to_string()
+    };
+    let negative = edited("neg.json", &|c| c["passes"][0]["alpha"] = (-1.0).into());
+    let gpu = edited("gpu.json", &|c| c["device"] = "NVIDIA H200".into());
+    let zero = edited("zero.json", &|c| c["updates"][0]["params"] = 0.into());
+    for (file, want) in [
+        (&negative, "passes[0].alpha is -1"),
+        (&gpu, "made on NVIDIA H200 (`device`), which is a GPU"),
+        (&zero, "updates[0].params is 0"),
+    ] {
+        let err = stderr_of(&sb, &[spec.as_str(), "--no-write", "--calibration", file]);
+        assert!(err.contains(want), "{file}: {err}");
+    }
+    let cuda = stderr_of(
+        &sb,
+        &[spec.as_str(), "--no-write", "--device", "cuda", "--calibration", &edited("cpu.json", &|_| {})],
+    );
+    assert!(cuda.contains("its times do not rank options for a CUDA device"), "{cuda}");
+
     let none = sb.spec("none.toml", &tiny_spec("none", "hidden = 8\ndepth = 1", None, ""));
     let err = stderr_of(&sb, &[none.to_str().unwrap(), "--no-write"]);
     assert!(err.contains("needs a budget") && err.contains("--budget"), "{err}");

@@ -266,6 +266,16 @@ fn timing_for(
                     path.display()
                 )
             })?;
+            if let Err(why) = cal.check(req.plan.target == Target::Cuda) {
+                bail!("--calibration {}: {why}", path.display());
+            }
+            if cal.passes.is_empty() || cal.updates.is_empty() {
+                let why = format!(
+                    "the calibration in {} holds no step times: ranked by how little each changes",
+                    path.display()
+                );
+                return Ok((TimingSource::None { why }, Some(cal)));
+            }
             if !cal.untrusted.is_empty() {
                 let why = format!(
                     "the calibration in {} broke the timing rules when it was made ({}): ranked by how little each \

@@ -169,6 +169,58 @@ pub struct Calibration {
 }
 
 impl Calibration {
+    /// Whether a file's calibration can time options for a CUDA device (`cuda`) or the CPU: made
+    /// on that kind of device (a CPU's times rank a GPU's options wrongly), every time and fit
+    /// finite and not negative, every shape's sizes above zero (the times are scaled by them).
+    /// The key at fault, where not.
+    pub fn check(&self, cuda: bool) -> std::result::Result<(), String> {
+        let on_cpu = self.device.starts_with("CPU");
+        if on_cpu == cuda {
+            let (here, there) = if cuda { ("a CUDA device", "the CPU") } else { ("the CPU", "a GPU") };
+            return Err(format!(
+                "made on {} (`device`), which is {there}: its times do not rank options for {here}; give a \
+                 calibration made on one (the calibration.json an advise there wrote beside its advice)",
+                self.device
+            ));
+        }
+        let bad = |key: String, v: f64| {
+            Err(format!("{key} is {v}: a time is finite and not negative; the file is damaged"))
+        };
+        for (i, p) in self.passes.iter().enumerate() {
+            for (name, v) in [("alpha", p.alpha), ("beta", p.beta)] {
+                if !v.is_finite() || v < 0.0 {
+                    return bad(format!("passes[{i}].{name}"), v);
+                }
+            }
+            if let Some((j, &(_, t))) =
+                p.points.iter().enumerate().find(|(_, (_, t))| !t.is_finite() || *t < 0.0)
+            {
+                return bad(format!("passes[{i}].points[{j}]"), t);
+            }
+            let shape = &p.shape;
+            if shape.layers == 0
+                || shape.params == 0
+                || !(shape.macs_per_sample.is_finite() && shape.macs_per_sample > 0.0)
+            {
+                return Err(format!(
+                    "passes[{i}].shape is {shape:?}: a model measured has layers, parameters and multiply-adds; the \
+                     file is damaged"
+                ));
+            }
+        }
+        for (i, u) in self.updates.iter().enumerate() {
+            if !u.seconds.is_finite() || u.seconds < 0.0 {
+                return bad(format!("updates[{i}].seconds"), u.seconds);
+            }
+            if u.params == 0 {
+                return Err(format!(
+                    "updates[{i}].params is 0: a step updates parameters; the file is damaged"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The predicted seconds of one training step of `c` (data of `features` and `classes`),
     /// or `None` when a measurement it needs is missing.
     pub fn step_seconds(&self, c: &Config, features: usize, classes: usize, cuda: bool) -> Option<f64> {
