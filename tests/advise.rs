@@ -78,6 +78,20 @@ fn a_sweep_is_advised_at_its_first_failing_value() {
     assert_eq!(below["written"]["verdict"], "fits", "depth {} should fit", depth - 1.0);
     assert_eq!(below["smallest"], Value::Null, "a spec that fits needs no change");
     assert_eq!(a["timing"]["source"], "none");
+    // Without step times, nothing is said to be left out for its time: the lesson's depth
+    // sweep on an H100, where most options that fit add a change to one that fits.
+    let lesson = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/depth_sweep.toml");
+    let text = common::advise::oomlab(&sb)
+        .arg("advise")
+        .arg(&lesson)
+        .args(["--device", "cuda", "--gpu", "h100", "--no-write", "--no-calibrate", "-q"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("with no step time to weigh it: not listed") && !text.contains("% of the time"),
+        "{text}"
+    );
 }
 
 /// A random small configuration and a budget between 55% and 95% of its

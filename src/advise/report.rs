@@ -172,10 +172,17 @@ fn counts(a: &Advice) -> String {
     );
     let quiet = a.options.iter().filter(|o| o.verdict == Verdict::Fits && !o.listed).count();
     if quiet > 0 {
-        s += &format!(
-            " ({quiet} that fit add a change to another for less than {:.0}% of the time: not listed)",
-            super::rank::NO_GAIN * 100.0
-        );
+        // Without step times an extra change cannot be shown to buy time: it is left out for
+        // changing more, not for what it costs.
+        let timed = a.options.iter().any(|o| o.step_seconds.is_some());
+        s += &if timed {
+            format!(
+                " ({quiet} that fit add a change to another for less than {:.0}% of the time: not listed)",
+                super::rank::NO_GAIN * 100.0
+            )
+        } else {
+            format!(" ({quiet} that fit add a change to another that fits, with no step time to weigh it: not listed)")
+        };
     }
     if n(Verdict::Unknown) > 0 {
         s += &format!(", {} outside the estimate", n(Verdict::Unknown));
