@@ -194,6 +194,22 @@ fn damaged_files_are_refused_with_the_row_and_column() {
     damaged(&sb, &made, "huge", "summary.csv", huge, "trial 18446744073709551615 where trial 2 belongs");
     let bogus = |t: String| t.replace("\"status\": \"complete\"", "\"status\": \"bogus\"");
     damaged(&sb, &made, "bogus", "manifest.json", bogus, "status \"bogus\" is not one oomlab writes");
+    // Numbers readers divide and scale by, and the manifest's word against the rows.
+    for (column, value, why) in [
+        ("step_seconds", "NaN", "column `step_seconds`: NaN is not a time"),
+        ("trial_seconds", "-3", "column `trial_seconds`: -3 is not a time"),
+        ("param_bytes", "0", "columns `param_count` and `param_bytes`"),
+        ("variant", "nonexistent", "\"nonexistent\" is not a variant of the spec"),
+    ] {
+        let edit = move |t: String| set_cell(&t, 1, column, value);
+        damaged(&sb, &made, &format!("cell-{column}"), "summary.csv", edit, why);
+    }
+    let answer = |t: String| {
+        let mut m: serde_json::Value = serde_json::from_str(&t).unwrap();
+        m["answers"][0]["largest_fit"] = 99.into();
+        serde_json::to_string_pretty(&m).unwrap()
+    };
+    damaged(&sb, &made, "answer", "manifest.json", answer, "model.depth = 99 fits largest, and no row");
     let stranger = |t: String| t.replacen("max_memory_reserved", "max_memory_reservd", 1);
     damaged(
         &sb,
@@ -203,6 +219,23 @@ fn damaged_files_are_refused_with_the_row_and_column() {
         stranger,
         "`max_memory_reservd` is not a column oomlab writes",
     );
+}
+
+/// `text` (a CSV file) with the cell of data row `row` (1: the first after the header) in
+/// `column` set to `value`.
+fn set_cell(text: &str, row: usize, column: &str, value: &str) -> String {
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let header = reader.headers().unwrap().clone();
+    let at = header.iter().position(|h| h == column).unwrap_or_else(|| panic!("no column {column}"));
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    writer.write_record(&header).unwrap();
+    for (i, r) in reader.records().enumerate() {
+        let r = r.unwrap();
+        let cells: Vec<&str> =
+            r.iter().enumerate().map(|(j, c)| if i + 1 == row && j == at { value } else { c }).collect();
+        writer.write_record(&cells).unwrap();
+    }
+    String::from_utf8(writer.into_inner().unwrap()).unwrap()
 }
 
 /// The run's rows without their times, and its answers: what a resumed run must equal.

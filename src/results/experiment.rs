@@ -75,6 +75,7 @@ impl ExperimentDir {
                 if n == 1 { "" } else { "s" }
             );
         }
+        check_against_manifest(&summary_path, &rows, &manifest)?;
         let mut seen = 0;
         for (i, t) in trace.iter().enumerate() {
             if t.trial < seen || t.trial == 0 || t.trial > last + 1 {
@@ -245,7 +246,8 @@ impl std::fmt::Display for Lost {
 
 /// What a run writes of its rows, checked: trials numbered 1, 2, 3... as written (no repeat,
 /// no gap, nothing out of range), variant names a spec allows, swept keys oomlab sweeps, finite
-/// swept values. Names and keys go into file names, so nothing else may come through.
+/// swept values, times finite and not negative, parameters with their bytes. Names and keys go
+/// into file names, so nothing else may come through; numbers are divided and scaled by.
 fn check_rows(path: &Path, rows: &[SummaryRow]) -> Result<()> {
     for (i, r) in rows.iter().enumerate() {
         let at = || format!("{}: row {}", path.display(), i + 2);
@@ -263,6 +265,80 @@ fn check_rows(path: &Path, rows: &[SummaryRow]) -> Result<()> {
         }
         if r.value.is_some_and(|v| !v.is_finite()) {
             bail!("{}, column `value`: not a finite number", at());
+        }
+        // Times a run measured, which charts, comparisons and claims divide and scale by.
+        let times = [
+            ("step_seconds", r.step_seconds),
+            ("data_seconds", r.data_seconds),
+            ("model_seconds", r.model_seconds),
+            ("steps_total_seconds", r.steps_total_seconds),
+            ("trial_seconds", r.trial_seconds),
+            ("final_scale", r.final_scale),
+        ];
+        if let Some((column, v)) =
+            times.iter().find_map(|&(c, v)| v.filter(|v| !v.is_finite() || *v < 0.0).map(|v| (c, v)))
+        {
+            bail!("{}, column `{column}`: {v} is not a time or scale a run measures (finite, not negative); the file is damaged", at());
+        }
+        if (r.param_count == 0) != (r.param_bytes == 0) {
+            bail!(
+                "{}, columns `param_count` and `param_bytes`: {} parameters of {} bytes; the file is damaged",
+                at(),
+                r.param_count,
+                r.param_bytes
+            );
+        }
+    }
+    Ok(())
+}
+
+/// What the manifest says of the rows, checked against them: each row's variant is one of the
+/// spec's (as run), and each answer of a finished run has its largest fit and first
+/// out-of-memory among that variant's rows that fitted and did not. A reader that takes the manifest's word (compare's
+/// tables, claims) otherwise reports a depth no trial ran.
+fn check_against_manifest(path: &Path, rows: &[SummaryRow], manifest: &Manifest) -> Result<()> {
+    let names: Vec<&str> = manifest.spec["variants"]
+        .as_array()
+        .map(|v| v.iter().filter_map(|v| v["name"].as_str()).collect())
+        .unwrap_or_default();
+    if let Some((i, r)) = rows.iter().enumerate().find(|(_, r)| {
+        if names.is_empty() {
+            !r.variant.is_empty()
+        } else {
+            !names.contains(&r.variant.as_str())
+        }
+    }) {
+        bail!(
+            "{}: row {}, column `variant`: {:?} is not a variant of the spec manifest.json records ({}); the file \
+             is damaged or not this folder's",
+            path.display(),
+            i + 2,
+            r.variant,
+            if names.is_empty() { "it has none".to_string() } else { names.join(", ") }
+        );
+    }
+    // A run that did not finish may have answered from trials a resume measures again.
+    let answers = if manifest.status.is_complete() { &manifest.answers[..] } else { &[] };
+    for a in answers {
+        let has = |value: u64, fitted: bool| {
+            rows.iter().any(|r| {
+                r.variant == a.variant && r.value == Some(value as f64) && r.status.fitted() == fitted
+            })
+        };
+        let named = if a.variant.is_empty() { String::new() } else { format!(" of variant {}", a.variant) };
+        if let Some(v) = a.largest_fit.filter(|&v| !has(v, true)) {
+            bail!(
+                "manifest.json: the answer{named} says {} = {v} fits largest, and no row of summary.csv fitted there; \
+                 the folder is damaged",
+                a.field.key()
+            );
+        }
+        if let Some(v) = a.first_oom.filter(|&v| !has(v, false)) {
+            bail!(
+                "manifest.json: the answer{named} says {} = {v} first runs out of memory, and no row of summary.csv \
+                 ran out there; the folder is damaged",
+                a.field.key()
+            );
         }
     }
     Ok(())
