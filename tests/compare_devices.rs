@@ -130,8 +130,9 @@ fn device_folders_compare_experiment_by_experiment_into_one_table() {
         "### Charts",
         "![compare_peak_vs_depth-foreach.png](depth_sweep/compare_peak_vs_depth-foreach.png)",
         "![compare_peak_vs_hidden.png](width_sweep/compare_peak_vs_hidden.png)",
-        "> **Warning:** the spec file of B differs from A's: the same experiment name, but what was run may not be \
-         the same, so these figures may not compare",
+        "> **Warning:** the spec file of B differs from A's in what it runs (model, data, training, sweep, \
+         variants, or the files it reads): the same experiment name, but not the same run, so these figures may \
+         not compare",
     ] {
         assert!(lines.contains(&line), "{line:?} not in\n{md}");
     }

@@ -200,7 +200,25 @@ fn compare_writes_the_table_and_overlaid_charts() {
     let sb = Sandbox::new();
     let a = sweep_folder(&sb.path().join("results/t4/depth_sweep"), "Tesla T4", 600 * MIB, 40 * MIB, SPEC);
     let b = sweep_folder(&sb.path().join("results/h100/depth_sweep"), "H100", 1200 * MIB, 40 * MIB, SPEC);
-    // The H100 fits twice as deep.
+    // The H100 fits twice as deep: its trials at twice the depths (2, 4, 8 fit, 16 and 12 OOM,
+    // 10 fits), and its answer so.
+    let mut reader = csv::Reader::from_path(b.join("summary.csv")).unwrap();
+    let header = reader.headers().unwrap().clone();
+    let doubled: Vec<csv::StringRecord> = reader
+        .records()
+        .map(|r| {
+            let r = r.unwrap();
+            let twice = |c: &str| (c.parse::<f64>().unwrap() * 2.0).to_string();
+            r.iter()
+                .zip(&header)
+                .map(|(c, h)| if h == "value" || h == "depth" { twice(c) } else { c.into() })
+                .collect()
+        })
+        .collect();
+    let mut writer = csv::Writer::from_path(b.join("summary.csv")).unwrap();
+    writer.write_record(&header).unwrap();
+    doubled.iter().for_each(|r| writer.write_record(r).unwrap());
+    writer.flush().unwrap();
     let mut m: Value =
         serde_json::from_str(&std::fs::read_to_string(b.join("manifest.json")).unwrap()).unwrap();
     m["answers"][0]["largest_fit"] = json!(10);
@@ -237,8 +255,14 @@ fn compare_writes_the_table_and_overlaid_charts() {
         assert!(svg.contains(text), "{text:?} not in the SVG");
     }
 
-    // --out elsewhere; a different spec is warned about, on stderr and in the table.
+    // --out elsewhere; a spec that runs something else (a batch size) is warned about, on
+    // stderr and in the table.
     let c = sweep_folder(&sb.path().join("c/depth_sweep"), "CPU", 600 * MIB, 40 * MIB, "# edited\n");
+    let manifest = c.join("manifest.json");
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    m["spec"]["base"] = json!({"training": {"batch_size": 64}});
+    std::fs::write(&manifest, serde_json::to_string_pretty(&m).unwrap()).unwrap();
     let elsewhere = sb.path().join("cmp");
     oomlab()
         .args(["compare", a.to_str().unwrap(), c.to_str().unwrap(), "--out", elsewhere.to_str().unwrap()])

@@ -100,7 +100,8 @@ pub fn run(args: CompareArgs) -> Result<()> {
     if !c.spec_differs.is_empty() {
         note!("warning: {} (noted in {COMPARE_MD})", comparison::spec_warning(&c));
     }
-    let out = args.out.unwrap_or_else(|| default_out(&args.dirs[0], &c.experiment));
+    let out = args.out.clone().unwrap_or_else(|| default_out(&resolved(&args.dirs[0]), &c.experiment));
+    not_into_an_input(&out, &args.dirs)?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let mut names = Vec::new();
     let mut files = Vec::new();
@@ -143,7 +144,8 @@ fn run_devices(args: &CompareArgs, listing: Vec<Vec<(String, PathBuf)>>) -> Resu
                 .join("; ")
         );
     }
-    let out = args.out.clone().unwrap_or_else(|| default_devices_out(&args.dirs[0], &names));
+    let out = args.out.clone().unwrap_or_else(|| default_devices_out(&resolved(&args.dirs[0]), &names));
+    not_into_an_input(&out, &args.dirs)?;
     // An earlier comparison there is replaced only with --force.
     let md = out.join(COMPARE_MD);
     let mut there: Vec<String> = Vec::new();
@@ -251,6 +253,53 @@ fn default_devices_out(first: &Path, names: &[String]) -> PathBuf {
     root.unwrap_or(Path::new(".")).join("compare").join(names.join("_vs_"))
 }
 
+/// `dir` as the filesystem has it where its text does not say where it is (`.`, `..`, too short
+/// to have a device folder and a root above it): the default output goes beside the device
+/// folders, which `.` inside an experiment's folder would put inside it.
+fn resolved(dir: &Path) -> PathBuf {
+    use std::path::Component;
+    let plain = dir.components().all(|c| matches!(c, Component::Normal(_) | Component::RootDir))
+        && dir.components().count() >= 3;
+    if plain {
+        dir.to_path_buf()
+    } else {
+        dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf())
+    }
+}
+
+/// Refuses an output folder that is one of the folders compared, or inside one: COMPARE.md and
+/// its charts would be written among a run's results.
+fn not_into_an_input(out: &Path, dirs: &[PathBuf]) -> Result<()> {
+    let Some(out_at) = nearest_existing(out) else { return Ok(()) };
+    for dir in dirs {
+        if let Ok(d) = dir.canonicalize() {
+            if out_at.starts_with(&d) {
+                anyhow::bail!(
+                    "--out {} is inside {}, a folder compared: a comparison is written beside results, not among \
+                     them; give another --out",
+                    out.display(),
+                    dir.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `path` resolved through its nearest folder that exists (what it will be made under).
+fn nearest_existing(path: &Path) -> Option<PathBuf> {
+    let absolute = std::path::absolute(path).ok()?;
+    let mut at = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = at.canonicalize() {
+            return Some(rest.iter().rev().fold(real, |p: PathBuf, c: &&std::ffi::OsStr| p.join(c)));
+        }
+        rest.push(at.file_name()?);
+        at = at.parent()?;
+    }
+}
+
 /// `<root>/compare/<experiment>` for `<root>/<device>/<experiment>`; `compare/<experiment>`
 /// when the folder has no parent to speak of.
 fn default_out(first: &Path, experiment: &str) -> PathBuf {
@@ -270,6 +319,20 @@ mod tests {
         );
         assert_eq!(default_out(Path::new("depth_sweep"), "depth_sweep"), Path::new("./compare/depth_sweep"));
         assert_eq!(default_out(Path::new("a/depth_sweep"), "x"), Path::new("./compare/x"));
+    }
+
+    #[test]
+    fn dot_inside_an_experiment_folder_still_compares_beside_the_device_folders() {
+        let tmp = tempfile::tempdir().unwrap();
+        let exp = tmp.path().join("results/cpu/depth_sweep");
+        std::fs::create_dir_all(&exp).unwrap();
+        let from_inside = exp.join(".");
+        let out = default_out(&resolved(&from_inside), "depth_sweep");
+        assert_eq!(out, tmp.path().canonicalize().unwrap().join("results/compare/depth_sweep"));
+        let refused =
+            not_into_an_input(&exp.join("charts"), std::slice::from_ref(&exp)).unwrap_err().to_string();
+        assert!(refused.contains("a folder compared"), "{refused}");
+        assert!(not_into_an_input(&tmp.path().join("results/compare/x"), &[exp]).is_ok());
     }
 
     #[test]

@@ -202,7 +202,7 @@ pub fn compare_as(folders: &[ExperimentDir], letters: &[String]) -> Result<Compa
         .iter()
         .enumerate()
         .skip(1)
-        .filter(|(_, f)| f.manifest.spec_source != first.manifest.spec_source)
+        .filter(|(_, f)| what_ran(&f.manifest) != what_ran(&first.manifest))
         .map(|(i, _)| letters[i].clone())
         .collect();
 
@@ -224,6 +224,24 @@ pub fn compare_as(folders: &[ExperimentDir], letters: &[String]) -> Result<Compa
         spec_differs,
         tables,
     })
+}
+
+/// What a run ran, as two folders must share to compare: the validated spec without its file's
+/// path, its description and its `[run]` table (the device and budget, which the folders show
+/// and may differ in on purpose), and the contents of the files it read. A comment or a
+/// reworded description changes nothing; a width, a batch or a swapped module file does.
+/// Manifests without a validated spec are compared by their spec text.
+fn what_ran(m: &crate::results::Manifest) -> (serde_json::Value, Vec<String>) {
+    let mut spec = m.spec.clone();
+    if spec.is_null() {
+        return (m.spec_source.clone().into(), Vec::new());
+    }
+    if let Some(o) = spec.as_object_mut() {
+        for key in ["path", "description", "run"] {
+            o.remove(key);
+        }
+    }
+    (spec, m.inputs.iter().map(|i| i.sha256.clone()).collect())
 }
 
 /// "A", "B", ... "Z", "AA", ...: the `i`th folder's letter.
@@ -439,8 +457,9 @@ pub fn spec_warning(c: &Comparison) -> String {
     let first = c.folders.first().map_or("A", |s| s.letter.as_str());
     let (whose, verb) = if c.spec_differs.len() == 1 { ("file", "differs") } else { ("files", "differ") };
     format!(
-        "the spec {whose} of {which} {verb} from {first}'s: the same experiment name, but what was run may \
-         not be the same, so these figures may not compare"
+        "the spec {whose} of {which} {verb} from {first}'s in what it runs (model, data, training, sweep, \
+         variants, or the files it reads): the same experiment name, but not the same run, so these figures \
+         may not compare"
     )
 }
 

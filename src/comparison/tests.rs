@@ -168,18 +168,31 @@ fn different_experiments_are_refused() {
 #[test]
 fn a_different_spec_is_warned_about() {
     let mut folders = two_devices();
-    folders[1].manifest.spec_source.push_str("# edited\n");
+    folders[1].manifest.spec["base"] = serde_json::json!({"training": {"batch_size": 64}});
     let c = compare(&folders).unwrap();
     assert_eq!(c.spec_differs, ["B"]);
     let md = markdown(&c, &[]);
     assert!(
         md.lines().any(|l| l
-            == "> **Warning:** the spec file of B differs from A's: the same experiment \
-            name, but what was run may not be the same, so these figures may not compare"),
+            == "> **Warning:** the spec file of B differs from A's in what it runs (model, data, training, \
+            sweep, variants, or the files it reads): the same experiment name, but not the same run, so these \
+            figures may not compare"),
         "{md}"
     );
     assert!(!md.contains("## Charts"));
     assert!(compare(&two_devices()).unwrap().spec_differs.is_empty());
+    // With the validated spec recorded, that is what counts: a comment in the text is nothing,
+    // a batch size is a difference even where the text was left as it was.
+    let mut folders = two_devices();
+    for f in &mut folders {
+        f.manifest.spec = serde_json::json!({"name": "depth_sweep", "path": "a.toml", "base": {"training": {"batch_size": 32}}, "run": {"device": "cpu"}});
+    }
+    folders[1].manifest.spec_source.push_str("# a comment\n");
+    folders[1].manifest.spec["path"] = "elsewhere/a.toml".into();
+    folders[1].manifest.spec["run"]["device"] = "cuda".into();
+    assert!(compare(&folders).unwrap().spec_differs.is_empty(), "the text, path and device differ only");
+    folders[1].manifest.spec["base"]["training"]["batch_size"] = 64.into();
+    assert_eq!(compare(&folders).unwrap().spec_differs, ["B"]);
 }
 
 #[test]
