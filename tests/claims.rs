@@ -370,3 +370,34 @@ fn claims_are_judged_only_under_the_conditions_they_state() {
     assert!(text.contains(&suite), "{text}");
     assert!(!text.contains("under the target") && !text.contains("over the target"), "{text}");
 }
+
+/// The claims weigh experiments against one another, so a device folder holding two devices'
+/// runs is refused naming both, and an experiment's folder is pointed at the folder above it.
+#[test]
+fn a_folder_of_two_devices_or_one_experiment_is_refused() {
+    let sb = Sandbox::new();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results");
+    let mixed = sb.path().join("mixed");
+    for (device, experiment) in [("cpu-amd-epyc", "optimizers"), ("nvidia-h200", "depth_sweep")] {
+        copy(&root.join(device).join(experiment), &mixed.join(experiment));
+    }
+    let err = claims::judge(&mixed).unwrap_err().to_string();
+    assert!(
+        err.contains("mixes devices") && err.contains("NVIDIA H200") && err.contains("AMD EPYC"),
+        "{err}"
+    );
+    let err = claims::judge(&mixed.join("optimizers")).unwrap_err().to_string();
+    assert!(err.contains("one experiment's folder") && err.contains(&mixed.display().to_string()), "{err}");
+}
+
+fn copy(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}

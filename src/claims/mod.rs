@@ -101,6 +101,14 @@ fn read_all(dir: &Path) -> Result<Vec<(&'static str, ExperimentDir)>> {
     if !dir.is_dir() {
         bail!("{} is not a results folder; give results/<device>", dir.display());
     }
+    if dir.join(crate::results::MANIFEST).is_file() {
+        let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".."));
+        bail!(
+            "{} is one experiment's folder; claims judges a device's: give the folder above it ({})",
+            dir.display(),
+            parent.display()
+        );
+    }
     let mut found = Vec::new();
     for name in EXPERIMENTS {
         if let Some(e) =
@@ -111,6 +119,19 @@ fn read_all(dir: &Path) -> Result<Vec<(&'static str, ExperimentDir)>> {
     }
     if found.is_empty() {
         bail!("{} holds none of the experiments ({}); run them first", dir.display(), EXPERIMENTS.join(", "));
+    }
+    // The claims compare experiments with one another (the optimizers' bytes against the depth
+    // sweep's): all must be one device's.
+    let device = |e: &ExperimentDir| e.manifest.device.name.clone();
+    let (first, one) = (&found[0], device(&found[0].1));
+    if let Some((name, e)) = found.iter().find(|(_, e)| device(e) != one) {
+        bail!(
+            "{} mixes devices: {} ran on {one}, {name} on {}; claims judges one device's results: give each \
+             device's folder on its own (`oomlab compare` sets devices side by side)",
+            dir.display(),
+            first.0,
+            device(e)
+        );
     }
     Ok(found)
 }
