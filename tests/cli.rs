@@ -76,6 +76,12 @@ fn a_cuda_budget_below_the_workspaces_fits_nothing() {
     let fits = |v: &serde_json::Value| v[0]["points"][0]["fits"].as_bool().unwrap();
     assert!(!fits(&estimate("60MiB")), "60 MiB is under the H100's 65 MiB of workspaces");
     assert!(fits(&estimate("80MiB")), "a tiny MLP fits beside the workspaces");
+    // --gpu says which GPU a CUDA estimate is for: with the CPU's it would be ignored.
+    oomlab()
+        .args(["estimate", spec.to_str().unwrap(), "--device", "cpu", "--gpu", "h100"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("add --device cuda"));
 }
 
 #[test]

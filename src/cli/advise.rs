@@ -89,6 +89,12 @@ pub fn run(args: AdviseArgs) -> Result<()> {
     if !args.no_write {
         crate::run::check_out(&args.out)?;
     }
+    if plan.target == Target::Cpu && args.gpu.is_some() {
+        anyhow::bail!(
+            "--gpu names the GPU a CUDA estimate is for, and this one is for the CPU: add --device cuda, or \
+             leave --gpu out"
+        );
+    }
     let arch = match plan.target {
         Target::Cuda => args.gpu.or_else(super::estimate::local_gpu).unwrap_or_default(),
         Target::Cpu => GpuArch::default(),

@@ -94,6 +94,12 @@ pub fn run(args: EstimateArgs) -> Result<()> {
     // A module of the user's is checked before it is recorded, as before a run: a bad file, an
     // output its loss cannot read, children that are not its forward.
     crate::train::preflight::preflight(&plan.spec)?;
+    if plan.target == Target::Cpu && args.gpu.is_some() {
+        anyhow::bail!(
+            "--gpu names the GPU a CUDA estimate is for, and this one is for the CPU: add --device cuda, or \
+             leave --gpu out"
+        );
+    }
     let arch = match plan.target {
         Target::Cuda => args.gpu.or_else(local_gpu).unwrap_or_default(),
         Target::Cpu => GpuArch::default(),
