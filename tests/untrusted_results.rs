@@ -210,6 +210,12 @@ fn damaged_files_are_refused_with_the_row_and_column() {
         serde_json::to_string_pretty(&m).unwrap()
     };
     damaged(&sb, &made, "answer", "manifest.json", answer, "model.depth = 99 fits largest, and no row");
+    let typed = |t: String| {
+        let mut m: serde_json::Value = serde_json::from_str(&t).unwrap();
+        m["device"]["capacity_bytes"] = "lots".into();
+        serde_json::to_string_pretty(&m).unwrap()
+    };
+    damaged(&sb, &made, "typed", "manifest.json", typed, "key `device.capacity_bytes`: invalid type: string");
     let stranger = |t: String| t.replacen("max_memory_reserved", "max_memory_reservd", 1);
     damaged(
         &sb,

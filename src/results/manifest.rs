@@ -2,7 +2,7 @@
 //! (status "running") and rewritten when it ends, atomically, so a killed run is recognisable.
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -335,7 +335,17 @@ impl Manifest {
     pub fn read(dir: &Path) -> Result<Manifest> {
         let path = dir.join(super::MANIFEST);
         let text = super::fsio::read_text(&path, super::fsio::MANIFEST_LIMIT)?;
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+        // Where a value is of the wrong type, the key it is under ("device.capacity_bytes").
+        let mut json = serde_json::Deserializer::from_str(&text);
+        serde_path_to_error::deserialize(&mut json).map_err(|e| {
+            let key = e.path().to_string();
+            anyhow::anyhow!(
+                "parsing {}: {}{}; the file is damaged or not oomlab's",
+                path.display(),
+                if key == "." { String::new() } else { format!("key `{key}`: ") },
+                e.inner()
+            )
+        })
     }
 }
 
