@@ -39,7 +39,7 @@ impl Config {
             return Ok(c);
         }
         if value.fract() != 0.0 || value < 0.0 || value > u32::MAX as f64 {
-            return Err(Invalid::new(field.key(), format!("takes whole numbers >= 0, not {value}")));
+            return Err(Invalid::new(field.key(), format!("takes whole numbers, not {value}")));
         }
         let v = value as usize;
         let slot: &mut usize = match (field, &mut c.model, &mut c.data) {

@@ -32,7 +32,7 @@ fn a_check_names_its_key_apart_from_its_words() {
 #[test]
 fn a_swept_value_names_the_swept_key() {
     let e = minimal_config().with(Field::Depth, 2.5).unwrap_err();
-    assert_eq!((e.key, e.message.as_str()), ("model.depth", "takes whole numbers >= 0, not 2.5"));
+    assert_eq!((e.key, e.message.as_str()), ("model.depth", "takes whole numbers, not 2.5"));
     let e = minimal_config().with(Field::Hidden, 0.0).unwrap_err();
     assert_eq!(e.to_string(), "model.hidden must be at least 1");
     let mut csv = minimal_config();
