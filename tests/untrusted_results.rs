@@ -244,6 +244,30 @@ fn set_cell(text: &str, row: usize, column: &str, value: &str) -> String {
     String::from_utf8(writer.into_inner().unwrap()).unwrap()
 }
 
+/// `plot` on a device's folder draws every experiment it can: a damaged one is named and the
+/// command fails at the end, after the others are drawn; a folder of results without a manifest
+/// is named too, not passed over in silence.
+#[test]
+fn plotting_a_device_folder_draws_past_a_damaged_experiment() {
+    let sb = Sandbox::new();
+    let made = run_into(&sb, &sb.out(), "1MiB");
+    let device = copy_as_device(&made, &sb.path().join("plotted"), "cpu");
+    copy_dir(&made, &device.join("accumulation"));
+    copy_dir(&made, &device.join("width_sweep"));
+    std::fs::write(device.join("accumulation/manifest.json"), "{").unwrap();
+    std::fs::remove_file(device.join("width_sweep/manifest.json")).unwrap();
+    for f in common::walk(&device).into_iter().filter(|f| f.extension().is_some_and(|e| e == "png")) {
+        std::fs::remove_file(f).unwrap();
+    }
+    oomlab().args(["plot", device.to_str().unwrap()]).assert().failure().stderr(
+        predicate::str::contains("1 experiment not drawn")
+            .and(predicate::str::contains("accumulation"))
+            .and(predicate::str::contains("width_sweep has results but no manifest.json")),
+    );
+    let drawn = common::walk(&device.join("depth_sweep"));
+    assert!(drawn.iter().any(|f| f.extension().is_some_and(|e| e == "png")), "depth_sweep drawn: {drawn:?}");
+}
+
 /// The run's rows without their times, and its answers: what a resumed run must equal.
 fn untimed(dir: &Path) -> (Vec<String>, Vec<String>, Vec<oomlab::results::manifest::Answer>) {
     (untimed_csv(dir, "summary.csv"), untimed_csv(dir, "trace.csv"), common::answers(dir))

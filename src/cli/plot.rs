@@ -26,12 +26,40 @@ pub fn run(args: PlotArgs) -> Result<()> {
                 crate::units::count(experiments.len(), "experiment")
             );
         }
+        // One damaged experiment does not keep the others from being drawn; the command fails
+        // at the end, naming each it could not draw.
+        let mut failed = Vec::new();
         for dir in experiments {
-            plot_one(&dir, &[])?;
+            if let Err(e) = plot_one(&dir, &[]) {
+                note!("warning: {e:#}");
+                failed.push(dir.display().to_string());
+            }
+        }
+        for dir in unplottable(&args.dir) {
+            note!("warning: {} has results but no manifest.json: not drawn", dir.display());
+        }
+        if !failed.is_empty() {
+            anyhow::bail!(
+                "{} not drawn: {}",
+                crate::units::count(failed.len(), "experiment"),
+                failed.join(", ")
+            );
         }
         return Ok(());
     }
     plot_one(&args.dir, &args.trials)
+}
+
+/// Folders directly in `dir` with a run's CSVs and no manifest, which cannot be drawn.
+fn unplottable(dir: &std::path::Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut found: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join(crate::results::SUMMARY).is_file() && !p.join(crate::results::MANIFEST).exists())
+        .collect();
+    found.sort();
+    found
 }
 
 fn plot_one(dir: &std::path::Path, trials: &[usize]) -> Result<()> {

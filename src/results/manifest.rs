@@ -342,7 +342,7 @@ impl Manifest {
             anyhow::anyhow!(
                 "parsing {}: {}{}; the file is damaged or not oomlab's",
                 path.display(),
-                if key == "." { String::new() } else { format!("key `{key}`: ") },
+                if key == "." || !e.inner().is_data() { String::new() } else { format!("key `{key}`: ") },
                 e.inner()
             )
         })
