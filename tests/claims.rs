@@ -178,8 +178,16 @@ fn a_claim_from_an_incomplete_run_says_so() {
         manifest.replace("\"status\": \"complete\"", "\"status\": \"interrupted\""),
     )
     .unwrap();
-    let cut = depth(&claims::judge(&sb.path().join("dev")).unwrap());
+    let all = claims::judge(&sb.path().join("dev")).unwrap();
+    let cut = depth(&all);
     assert!(cut.why.contains("From an incomplete run") && cut.why.contains("interrupted"), "{}", cut.why);
+    // Every claim that read the run says so, whichever experiment it is filed under.
+    let readers: Vec<_> =
+        all.iter().filter(|c| c.runs.iter().any(|r| r.starts_with("`depth_sweep`"))).collect();
+    assert!(readers.len() > 1, "{} claims read depth_sweep", readers.len());
+    for c in readers {
+        assert!(c.why.contains("From an incomplete run"), "{}: {}", c.claim, c.why);
+    }
 }
 
 /// Runs a tiny spec into the sandbox's results and returns the device folder.

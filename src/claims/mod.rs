@@ -139,6 +139,8 @@ fn read_all(dir: &Path) -> Result<Vec<(&'static str, ExperimentDir)>> {
 fn judge_found(found: &[(&'static str, ExperimentDir)]) -> Vec<Claim> {
     let get = |name: &str| found.iter().find(|(n, _)| *n == name).map(|(_, e)| e);
     let mut claims = Vec::new();
+    // Per claim, the runs it read that did not finish.
+    let mut incomplete: Vec<Vec<String>> = Vec::new();
     for judge in verdicts::ALL {
         // What the verdict reads is what it cites.
         let read = std::cell::RefCell::new(Vec::<&ExperimentDir>::new());
@@ -150,7 +152,22 @@ fn judge_found(found: &[(&'static str, ExperimentDir)]) -> Vec<Claim> {
             e
         };
         let mut c = judge(&recording);
-        c.runs = read.into_inner().into_iter().map(cite).collect();
+        let read = read.into_inner();
+        c.runs = read.iter().map(|e| cite(e)).collect();
+        // Every run it read, not only its own experiment's, may be one that did not finish.
+        incomplete.push(
+            read.iter()
+                .filter(|e| !e.manifest.status.is_complete())
+                .map(|e| {
+                    format!(
+                        "`{}` ({}, {} trials written)",
+                        e.manifest.experiment,
+                        status_word(e),
+                        e.rows.len()
+                    )
+                })
+                .collect(),
+        );
         claims.push(c);
     }
     for c in &mut claims {
@@ -166,17 +183,26 @@ fn judge_found(found: &[(&'static str, ExperimentDir)]) -> Vec<Claim> {
     }
     // A sweep killed or interrupted half-way can look like an answer: say so on every claim
     // judged from one.
-    for c in &mut claims {
+    for (c, runs) in claims.iter_mut().zip(&mut incomplete) {
         if let Some(e) = get(c.experiment).filter(|e| !e.manifest.status.is_complete()) {
+            let own =
+                format!("`{}` ({}, {} trials written)", e.manifest.experiment, status_word(e), e.rows.len());
+            if !runs.contains(&own) {
+                runs.insert(0, own);
+            }
+        }
+        if !runs.is_empty() {
             c.why += &format!(
-                " **From an incomplete run** ({}, {} trials written): the verdict may change when it \
-                 completes (`oomlab run --resume`).",
-                e.manifest.status.to_string().lines().next().unwrap_or_default(),
-                e.rows.len()
+                " **From an incomplete run**: {}; the verdict may change when it completes (`oomlab run --resume`).",
+                runs.join(", ")
             );
         }
     }
     claims
+}
+
+fn status_word(e: &ExperimentDir) -> String {
+    e.manifest.status.to_string().lines().next().unwrap_or_default().to_string()
 }
 
 /// A run, cited: "`depth_sweep` (git 05f21b8c5a, AMD EPYC as cpu, budget 15.90 GiB)".
