@@ -352,16 +352,7 @@ torch.jit.save(torch.jit.script(none), f"{out}/all_frozen.pt")
 #[test]
 fn parameters_without_a_gradient_get_no_state_as_in_pytorch() {
     let sb = Sandbox::new();
-    // From a file: TorchScript reads a scripted class's source, which `python3 -c` has not.
-    let script = sb.path().join("partly_trained.py");
-    std::fs::write(&script, PARTLY_TRAINED).unwrap();
-    let out = Command::new("python3")
-        .arg(&script)
-        .arg(sb.path())
-        .env("PYTHONPATH", torch_site())
-        .output()
-        .expect("python3 runs (PyTorch exports the modules)");
-    assert!(out.status.success(), "export failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    common::export_modules(&sb, PARTLY_TRAINED);
     let variants = [
         ("frozen_adam", "frozen.pt", "optimizer = \"adam\", optimizer_impl = \"foreach\""),
         ("frozen_momentum", "frozen.pt", "optimizer = \"sgd\", momentum = 0.9"),

@@ -123,6 +123,21 @@ def build(name: str, classes: int) -> nn.Module:
         raise SystemExit(f"export-model: {name}: {e} (torchvision has {known}, ...)") from e
 
 
+def last_line(e: Exception) -> str:
+    """What an exception says in the end (PyTorch's own errors end with the error raised,
+    after a traceback of the TorchScript or C++ code that raised it)."""
+    said = [line for line in str(e).splitlines() if line.strip()]
+    return said[-1] if said else type(e).__name__
+
+
+def traced(model: nn.Module, x, inputs: list[str]):
+    """`torch.jit.trace` on the example input, its failure in one line."""
+    try:
+        return torch.jit.trace(model, x, check_trace=False)
+    except Exception as e:  # noqa: BLE001 - the module's own error, whatever it is
+        raise SystemExit(f"export-model: tracing on 2 rows of --input {' '.join(inputs)} failed: {last_line(e)}") from None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model", help="a torchvision model name (resnet50, mobilenet_v3_small, vit_b_16, ...) or module:callable")
@@ -176,12 +191,7 @@ def main() -> None:
     x = tuple(tensor_example(e, 2) for e in entries) if tensors else example(data, 2)
     how = "traced"
     if args.trace:
-        try:
-            scripted = torch.jit.trace(model, x, check_trace=False)
-        except Exception as e:  # noqa: BLE001 - the module's own error, whatever it is
-            said = [line for line in str(e).splitlines() if line.strip()]
-            raise SystemExit(f"export-model: tracing on 2 rows of --input {' '.join(args.input)} failed: "
-                             f"{said[-1] if said else type(e).__name__}") from None
+        scripted = traced(model, x, args.input)
     else:
         try:
             scripted = torch.jit.script(model)
@@ -189,18 +199,12 @@ def main() -> None:
         except Exception as e:  # noqa: BLE001 - TorchScript raises many kinds
             print(f"export-model: scripting failed ({type(e).__name__}: {str(e).splitlines()[0]}); tracing instead",
                   file=sys.stderr)
-            try:
-                scripted = torch.jit.trace(model, x, check_trace=False)
-            except Exception as e:  # noqa: BLE001 - the module's own error, whatever it is
-                said = [line for line in str(e).splitlines() if line.strip()]
-                raise SystemExit(f"export-model: tracing on 2 rows of --input {' '.join(args.input)} failed: "
-                                 f"{said[-1] if said else type(e).__name__}") from None
+            scripted = traced(model, x, args.input)
     try:
         logits = scripted(*x) if tensors else scripted(x)
     except Exception as e:  # noqa: BLE001 - the module's own error, whatever it is
-        said = [line for line in str(e).splitlines() if line.strip()]
         raise SystemExit(f"export-model: the forward fails on 2 rows of --input {' '.join(args.input)}: "
-                         f"{said[-1] if said else type(e).__name__}") from None
+                         f"{last_line(e)}") from None
     if tensors:
         if not isinstance(logits, torch.Tensor) or logits.dim() < (1 if args.loss == "mse" else 2) \
                 or logits.shape[0] != 2:
