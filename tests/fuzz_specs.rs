@@ -267,7 +267,7 @@ fn cases(rng: &mut Rng, data_dir: &Path) -> Vec<Case> {
         ("inputs", "[{ shape = [-1] }]", "data.inputs"),
         ("inputs", "[{ shape = [99999999999] }]", "data.inputs"),
         ("inputs", "[{ shape = [1, 1, 1, 1, 1, 1, 1, 1, 1] }]", "data.inputs"),
-        ("inputs", "[{ shape = [1000000000, 1000000000] }]", "training.batch_size"),
+        ("inputs", "[{ shape = [1000000000, 1000000000] }]", "data.inputs"),
         ("inputs", "[{ shape = [4], dtype = \"int64\", high = -1 }]", "data.inputs.high"),
         ("inputs", "[{ shape = [4], dtype = \"complex\" }]", "data.inputs.dtype"),
         ("inputs", "[{ shape = [4], name = 7 }]", "name"),
