@@ -59,9 +59,10 @@ fn help_examples_name_files_the_repository_has() {
 
 /// On CUDA the budget is the caching allocator's memory fraction, which libtorch's own cuBLAS
 /// workspaces (65 MiB on a Hopper GPU, made before the first trial) must fit under too: a
-/// budget below them is out of memory whatever the model, never "fits".
+/// budget below them is out of memory whatever the model, never "fits". On the CPU a budget
+/// past the host's memory is said to be.
 #[test]
-fn a_cuda_budget_below_the_workspaces_fits_nothing() {
+fn budgets_the_device_cannot_meet_are_not_taken_at_their_word() {
     let sb = Sandbox::new();
     let spec = sb.spec("ws.toml", &tiny_spec("ws", "hidden = 8\ndepth = 1", None, ""));
     let estimate = |budget: &str| -> serde_json::Value {
@@ -76,6 +77,15 @@ fn a_cuda_budget_below_the_workspaces_fits_nothing() {
     let fits = |v: &serde_json::Value| v[0]["points"][0]["fits"].as_bool().unwrap();
     assert!(!fits(&estimate("60MiB")), "60 MiB is under the H100's 65 MiB of workspaces");
     assert!(fits(&estimate("80MiB")), "a tiny MLP fits beside the workspaces");
+    // A CPU estimate under a budget past this host's memory says so (the prediction is the
+    // budget's, the machine's own limit comes first).
+    let cpu = |budget: &str| {
+        oomlab()
+            .args(["estimate", spec.to_str().unwrap(), "--device", "cpu", "--brief", "--budget", budget])
+            .assert()
+    };
+    cpu("1PiB").success().stderr(predicate::str::contains("more than this host's memory"));
+    cpu("1MiB").success().stderr(predicate::str::contains("host's memory").not());
     // --gpu says which GPU a CUDA estimate is for: with the CPU's it would be ignored.
     oomlab()
         .args(["estimate", spec.to_str().unwrap(), "--device", "cpu", "--gpu", "h100"])

@@ -104,6 +104,17 @@ pub fn run(args: EstimateArgs) -> Result<()> {
         Target::Cuda => args.gpu.or_else(local_gpu).unwrap_or_default(),
         Target::Cpu => GpuArch::default(),
     };
+    // The estimate answers for the budget; a run here would meet the machine's own limit first.
+    if let (Target::Cpu, Some(b), Some(host)) = (plan.target, plan.budget, crate::probe::host_memory()) {
+        if b > host {
+            note!(
+                "note: the budget ({}) is more than this host's memory ({}): what is predicted to fit it may not fit \
+                 here",
+                spec::format_size(b),
+                spec::format_size(host)
+            );
+        }
+    }
     let options = plan.estimate_options(arch, usize::try_from(tch::get_num_threads()).unwrap_or(1));
     let sweeps = estimate::predict_spec(&plan.spec, plan.budget, &options)
         .with_context(|| format!("estimating {}", args.spec.display()))?;

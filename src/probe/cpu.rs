@@ -111,6 +111,11 @@ pub fn counters() -> Counters {
     Counters { num_ooms: ffi::cpu_stats().num_ooms.max(0) as u64, num_alloc_retries: 0 }
 }
 
+/// This host's memory (MemTotal), where /proc/meminfo says.
+pub fn host_memory() -> Option<u64> {
+    meminfo().ok().map(|(total, _)| total)
+}
+
 /// (MemTotal, MemAvailable) in bytes, from /proc/meminfo.
 fn meminfo() -> Result<(u64, u64)> {
     let text = std::fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
