@@ -155,19 +155,7 @@ fn judge_found(found: &[(&'static str, ExperimentDir)]) -> Vec<Claim> {
         let read = read.into_inner();
         c.runs = read.iter().map(|e| cite(e)).collect();
         // Every run it read, not only its own experiment's, may be one that did not finish.
-        incomplete.push(
-            read.iter()
-                .filter(|e| !e.manifest.status.is_complete())
-                .map(|e| {
-                    format!(
-                        "`{}` ({}, {} trials written)",
-                        e.manifest.experiment,
-                        status_word(e),
-                        e.rows.len()
-                    )
-                })
-                .collect(),
-        );
+        incomplete.push(read.iter().filter_map(|e| unfinished(e)).collect());
         claims.push(c);
     }
     for c in &mut claims {
@@ -184,12 +172,9 @@ fn judge_found(found: &[(&'static str, ExperimentDir)]) -> Vec<Claim> {
     // A sweep killed or interrupted half-way can look like an answer: say so on every claim
     // judged from one.
     for (c, runs) in claims.iter_mut().zip(&mut incomplete) {
-        if let Some(e) = get(c.experiment).filter(|e| !e.manifest.status.is_complete()) {
-            let own =
-                format!("`{}` ({}, {} trials written)", e.manifest.experiment, status_word(e), e.rows.len());
-            if !runs.contains(&own) {
-                runs.insert(0, own);
-            }
+        // Its own experiment too, where the verdict did not read it.
+        if let Some(own) = get(c.experiment).and_then(unfinished).filter(|own| !runs.contains(own)) {
+            runs.insert(0, own);
         }
         if !runs.is_empty() {
             c.why += &format!(
@@ -201,8 +186,18 @@ fn judge_found(found: &[(&'static str, ExperimentDir)]) -> Vec<Claim> {
     claims
 }
 
-fn status_word(e: &ExperimentDir) -> String {
-    e.manifest.status.to_string().lines().next().unwrap_or_default().to_string()
+/// "`depth_sweep` (interrupted, 3 trials written)" for a run that did not finish.
+fn unfinished(e: &ExperimentDir) -> Option<String> {
+    let m = &e.manifest;
+    let status = m.status.to_string();
+    (!m.status.is_complete()).then(|| {
+        format!(
+            "`{}` ({}, {} trials written)",
+            m.experiment,
+            status.lines().next().unwrap_or_default(),
+            e.rows.len()
+        )
+    })
 }
 
 /// A run, cited: "`depth_sweep` (git 05f21b8c5a, AMD EPYC as cpu, budget 15.90 GiB)".

@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::advise::{self, report, Request, TimingChoice};
 use crate::device;
-use crate::estimate::{GpuArch, Target};
+use crate::estimate::GpuArch;
 use crate::run::plan::Plan;
 use crate::spec;
 
@@ -89,16 +89,7 @@ pub fn run(args: AdviseArgs) -> Result<()> {
     if !args.no_write {
         crate::run::check_out(&args.out)?;
     }
-    if plan.target == Target::Cpu && args.gpu.is_some() {
-        anyhow::bail!(
-            "--gpu names the GPU a CUDA estimate is for, and this one is for the CPU: add --device cuda, or \
-             leave --gpu out"
-        );
-    }
-    let arch = match plan.target {
-        Target::Cuda => args.gpu.or_else(super::estimate::local_gpu).unwrap_or_default(),
-        Target::Cpu => GpuArch::default(),
-    };
+    let arch = super::estimate::arch_for(plan.target, args.gpu)?;
     let timing = match (&args.calibration, args.no_calibrate) {
         (Some(path), _) => TimingChoice::File(path.clone()),
         (None, true) => TimingChoice::Off,

@@ -94,16 +94,7 @@ pub fn run(args: EstimateArgs) -> Result<()> {
     // A module of the user's is checked before it is recorded, as before a run: a bad file, an
     // output its loss cannot read, children that are not its forward.
     crate::train::preflight::preflight(&plan.spec)?;
-    if plan.target == Target::Cpu && args.gpu.is_some() {
-        anyhow::bail!(
-            "--gpu names the GPU a CUDA estimate is for, and this one is for the CPU: add --device cuda, or \
-             leave --gpu out"
-        );
-    }
-    let arch = match plan.target {
-        Target::Cuda => args.gpu.or_else(local_gpu).unwrap_or_default(),
-        Target::Cpu => GpuArch::default(),
-    };
+    let arch = arch_for(plan.target, args.gpu)?;
     // The estimate answers for the budget; a run here would meet the machine's own limit first.
     if let (Target::Cpu, Some(b), Some(host)) = (plan.target, plan.budget, crate::probe::host_memory()) {
         if b > host {
@@ -127,6 +118,19 @@ pub fn run(args: EstimateArgs) -> Result<()> {
         say_raw!("{}", render(&plan.spec, &sweeps, plan.budget, plan.target, args.brief));
     }
     Ok(())
+}
+
+/// The GPU a CUDA estimate is for (`--gpu`, else the one libtorch sees, else an H100); a
+/// `--gpu` for the CPU's is refused rather than ignored.
+pub(super) fn arch_for(target: Target, gpu: Option<GpuArch>) -> Result<GpuArch> {
+    match target {
+        Target::Cuda => Ok(gpu.or_else(local_gpu).unwrap_or_default()),
+        Target::Cpu if gpu.is_some() => anyhow::bail!(
+            "--gpu names the GPU a CUDA estimate is for, and this one is for the CPU: add --device cuda, or \
+             leave --gpu out"
+        ),
+        Target::Cpu => Ok(GpuArch::default()),
+    }
 }
 
 pub(super) fn parse_gpu(s: &str) -> Result<GpuArch, String> {

@@ -34,7 +34,7 @@ pub fn preflight(spec: &Spec) -> Result<()> {
         };
         // Two rows are all the check reads: a data set oomlab makes is made with no more.
         let data = super::data::make(&config.data.with_samples_at_most(2), Kind::Float, Device::Cpu)
-            .map_err(|e| anyhow::anyhow!("{}", crate::nn::script::libtorch_words(&format!("{e:#}"))))
+            .map_err(said)
             .with_context(|| {
                 format!("{}: making two rows of its data ({} data)", at(), config.data.kind())
             })?;
