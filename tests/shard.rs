@@ -71,9 +71,59 @@ fn sharded_searches_merge_into_the_single_process_run() {
         predicate::str::contains("already holds merged results").and(predicate::str::contains("--force")),
     );
     assert_eq!(std::fs::read(dir.join("summary.csv")).unwrap(), before);
+    std::fs::write(dir.join("NOTES.md"), "mine").unwrap();
     oomlab().args(["merge", dir.to_str().unwrap(), "--force", "--quiet"]).assert().success();
     assert!(dir.join("shards/2-of-3/summary.csv").exists());
+    assert!(dir.join("NOTES.md").exists(), "--force replaces the merge's files, not the user's");
     assert_same_trials(&folder(&single, "searches"), &dir);
+
+    // A merge killed while writing (a job's time limit) left `merging`: nothing there is an
+    // answer, so merging again needs no --force.
+    let manifest = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+    std::fs::write(
+        dir.join("manifest.json"),
+        manifest.replace("\"status\": \"complete\"", "\"status\": \"merging\""),
+    )
+    .unwrap();
+    std::fs::write(dir.join("summary.csv"), "trial\n").unwrap();
+    oomlab()
+        .args(["merge", dir.to_str().unwrap(), "--quiet"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("did not finish"));
+    assert_same_trials(&folder(&single, "searches"), &dir);
+}
+
+/// What cannot be one run's is refused: budgets that print alike but differ; shards of two
+/// different counts, with the folders to remove named. A sweep of the learning rate (not a
+/// whole number) shards and merges like any list.
+#[test]
+fn shards_of_two_runs_are_told_apart_and_a_learning_rate_sweep_merges() {
+    let sb = Sandbox::new();
+    let sweep = "[sweep]\nfield = \"training.lr\"\nvalues = [0.01, 0.1]\n";
+    let spec = sb.spec("lr.toml", &tiny_spec("lr", "hidden = 16\ndepth = 1", None, sweep));
+    let out = sb.path().join("runs");
+    run(&spec, &out, &["--shard", "1/2", "--quiet", "--budget", "15.9GiB"]);
+    run(&spec, &out, &["--shard", "2/2", "--quiet", "--budget", "16280MiB"]);
+    let dir = folder(&out, "lr");
+    let merge = |dir: &Path| {
+        let mut cmd = oomlab();
+        cmd.args(["merge", dir.to_str().unwrap(), "--quiet"]);
+        cmd.assert()
+    };
+    merge(&dir).failure().stderr(predicate::str::contains("differ in budget"));
+    run(&spec, &out, &["--shard", "2/2", "--quiet", "--budget", "15.9GiB", "--force"]);
+    merge(&dir).success();
+    let merged = ExperimentDir::read(&dir).unwrap();
+    assert_eq!(merged.rows.iter().map(|r| r.value.unwrap()).collect::<Vec<_>>(), [0.01, 0.1]);
+    let single = sb.path().join("single");
+    run(&spec, &single, &["--quiet", "--budget", "15.9GiB"]);
+    assert_same_trials(&folder(&single, "lr"), &dir);
+
+    run(&spec, &out, &["--shard", "1/3", "--quiet", "--budget", "15.9GiB"]);
+    merge(&dir).failure().stderr(
+        predicate::str::contains("shards of 2 different runs").and(predicate::str::contains("/*-of-3`")),
+    );
 }
 
 /// A list of four values over two shards: a shard missing is named; one of another spec text is
@@ -153,9 +203,53 @@ fn a_shard_is_checked_on_the_command_line() {
             .stderr(predicate::str::contains("--shard").and(predicate::str::contains(why)));
     }
     assert!(!sb.out().exists(), "nothing written");
+    // More shards than a merge could name is refused as `slurm --shards` refuses it.
+    oomlab()
+        .args([
+            "run",
+            spec.to_str().unwrap(),
+            "--out",
+            sb.out().to_str().unwrap(),
+            "--shard",
+            "1/99999999999",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("at most 100000 shards"));
     oomlab()
         .args(["merge", sb.path().to_str().unwrap()])
         .assert()
         .failure()
         .stderr(predicate::str::contains("holds no shards"));
+}
+
+/// `oomlab slurm` refuses, before it writes a script, what its tasks could not run: a spec that
+/// takes its step times in rounds on one machine, a GPU kind named twice, a path with a line
+/// break (it would end the script's comment and run as a command).
+#[test]
+fn slurm_refuses_what_its_array_could_not_run() {
+    let sb = Sandbox::new();
+    let out = sb.path().join("cluster");
+    let slurm = |spec: &Path, extra: &[&str]| {
+        let mut cmd = oomlab();
+        cmd.args(["slurm", spec.to_str().unwrap(), "--out", out.to_str().unwrap()]).args(extra);
+        cmd.assert()
+    };
+    let rounds = sb.spec("rounds.toml", &tiny_spec("rounds", "hidden = 8\ndepth = 1", None, "rounds = 3\n"));
+    slurm(&rounds, &[])
+        .failure()
+        .stderr(predicate::str::contains("run.rounds = 3").and(predicate::str::contains("run it whole")));
+    let plain = sb.spec("plain.toml", &tiny_spec("plain", "hidden = 8\ndepth = 1", None, ""));
+    slurm(&plain, &["--per-gpu-kind", "a100,h100,a100"])
+        .failure()
+        .stderr(predicate::str::contains("\"a100\" twice"));
+    let broken = sb.path().join("line\nbreak");
+    let mut cmd = oomlab();
+    cmd.args(["slurm", plain.to_str().unwrap(), "--out", broken.to_str().unwrap()]);
+    cmd.assert().failure().stderr(predicate::str::contains("line break"));
+    assert!(!out.exists() && !broken.exists(), "nothing written");
+    // One that can run: the results' place names the kind folder with --per-gpu-kind.
+    slurm(&plain, &["--per-gpu-kind", "a100,h100"])
+        .success()
+        .stdout(predicate::str::contains("/<kind>/<device>/<experiment>/"));
 }

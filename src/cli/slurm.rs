@@ -38,7 +38,7 @@ pub struct SlurmArgs {
     pub specs: Vec<PathBuf>,
     /// Shards (array tasks) per spec; default: one per independent unit of the spec (a list
     /// value per variant, or a variant's whole search).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=crate::cluster::shard::MAX_SHARDS as i64))]
     pub shards: Option<u32>,
     /// Results root, on storage every node sees: the tasks write
     /// OUT/<device>/<experiment>/shards/I-of-N/, the merge OUT/<device>/<experiment>/.
@@ -109,6 +109,15 @@ fn absolute(path: &Path, what: &str) -> Result<PathBuf> {
     std::fs::canonicalize(path).with_context(|| format!("{what} {}", path.display()))
 }
 
+/// A path goes into a script's comments as well as its commands: a line break in it would end
+/// a comment and make the rest a command.
+fn no_control(path: PathBuf, what: &str) -> Result<PathBuf> {
+    if path.to_string_lossy().chars().any(char::is_control) {
+        bail!("{what} {:?} holds a line break or another control character; give a path without one", path);
+    }
+    Ok(path)
+}
+
 pub fn run(args: SlurmArgs) -> Result<()> {
     let r = &args;
     let one_word =
@@ -119,8 +128,13 @@ pub fn run(args: SlurmArgs) -> Result<()> {
         .and(one_word("--gres", &r.gres))
         .and(one_word("--gpu-kind", &r.gpu_kind))
         .map_err(anyhow::Error::msg)?;
-    for k in &r.per_gpu_kind {
+    for (i, k) in r.per_gpu_kind.iter().enumerate() {
         slurm::check_value("--per-gpu-kind", k).map_err(anyhow::Error::msg)?;
+        if r.per_gpu_kind[..i].contains(k) {
+            bail!(
+                "--per-gpu-kind names {k:?} twice: its two arrays would run the same shards into one folder"
+            );
+        }
         if k.contains('/') || k.starts_with('.') {
             bail!("--per-gpu-kind {k:?}: a kind names a folder under --out; give a name such as a100");
         }
@@ -144,16 +158,23 @@ pub fn run(args: SlurmArgs) -> Result<()> {
                 spec.name
             );
         }
+        if spec.run.rounds > 1 {
+            bail!(
+                "{}: run.rounds = {} takes its trials' step times across the same stretch of time on one \
+                 machine, and shards would take them on several: run it whole (`oomlab run {}`), or set \
+                 rounds = 1",
+                path.display(),
+                spec.run.rounds,
+                slurm::quote(&path.to_string_lossy())
+            );
+        }
         spec::csv_data::preflight(&spec)?;
-        specs.push((spec, absolute(path, "the spec")?));
+        specs.push((spec, no_control(absolute(path, "the spec")?, "the spec's path")?));
     }
-    crate::run::check_out(&args.out)?;
-    let out = absolute(&args.out, "--out")?;
-    let scripts = args.scripts.clone().unwrap_or_else(|| out.join("slurm"));
-    let logs = scripts.join("logs");
-    std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
-    let scripts = absolute(&scripts, "--scripts")?;
-    let logs = scripts.join("logs");
+    // Checked before anything is made: a refused --scripts leaves no folder behind.
+    let out_given = no_control(std::path::absolute(&args.out).context("--out")?, "--out")?;
+    let scripts = args.scripts.clone().unwrap_or_else(|| out_given.join("slurm"));
+    let logs = std::path::absolute(scripts.join("logs")).context("--scripts")?;
     if logs.to_string_lossy().chars().any(|c| c.is_whitespace() || c == '%' || c.is_control()) {
         bail!(
             "--scripts {}: Slurm's --output line takes no blanks or %; give a folder without them",
@@ -164,6 +185,12 @@ pub fn run(args: SlurmArgs) -> Result<()> {
         Some(p) => absolute(p, "--oomlab")?,
         None => std::env::current_exe().context("finding this oomlab binary (give --oomlab PATH)")?,
     };
+    let oomlab = no_control(oomlab, "the oomlab binary's path")?;
+    crate::run::check_out(&args.out)?;
+    let out = absolute(&args.out, "--out")?;
+    std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    let scripts = absolute(&scripts, "--scripts")?;
+    let logs = scripts.join("logs");
 
     let mut run_args = Vec::new();
     if let Some(d) = args.device {
@@ -250,7 +277,8 @@ pub fn run(args: SlurmArgs) -> Result<()> {
         }
         say!("or all of them: bash {}", submit_sh.display());
     }
-    say!("results, when the merges are done: {}/<device>/<experiment>/", out.display());
+    let kind_folder = if args.per_gpu_kind.is_empty() { "" } else { "<kind>/" };
+    say!("results, when the merges are done: {}/{kind_folder}<device>/<experiment>/", out.display());
     if kinds.len() > 1 {
         for (spec, _) in &specs {
             let dirs: Vec<String> = kinds

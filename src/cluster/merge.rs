@@ -14,12 +14,12 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use super::shard::{self, Shard, Unit};
-use super::SHARDS;
+use super::{slurm, SHARDS};
 use crate::results::manifest::{Answer, Manifest, RunStatus, ShardRun};
 use crate::results::timings::RunTimings;
 use crate::results::{
-    experiment, DirLock, ExperimentDir, Exporter, PerfettoTrace, SummaryCsv, TraceCsv, LOCK, MANIFEST,
-    SUMMARY, TRACE,
+    experiment, DirLock, ExperimentDir, Exporter, PerfettoTrace, SummaryCsv, TraceCsv, MANIFEST, SUMMARY,
+    TRACE,
 };
 use crate::run::RunReport;
 use crate::schema::{PhaseRecord, SummaryRow};
@@ -33,7 +33,14 @@ pub fn merge(dir: &Path, force: bool) -> Result<(Spec, RunReport)> {
     let first = &shards[0].1.manifest;
     let spec = spec::parse(&first.spec_source, Path::new(&first.spec_path))
         .with_context(|| format!("the spec recorded in {}'s shards no longer parses", dir.display()))?;
-    let parts: Vec<(Shard, &[SummaryRow])> = shards.iter().map(|(s, e)| (*s, e.rows.as_slice())).collect();
+    let parts: Vec<Part> = shards
+        .iter()
+        .map(|(s, e)| Part {
+            shard: *s,
+            rows: &e.rows,
+            not_run: e.manifest.not_run.iter().map(|n| n.variant.as_str()).collect(),
+        })
+        .collect();
     let order = order(&spec, &parts)?;
 
     let lock = DirLock::acquire(dir)?;
@@ -93,12 +100,17 @@ fn read_shards(dir: &Path) -> Result<Vec<(Shard, ExperimentDir)>> {
         [n] => n,
         _ => {
             let names: Vec<String> = found.iter().map(Shard::folder).collect();
+            let others: Vec<String> = counts
+                .iter()
+                .map(|n| format!("`rm -r {}/*-of-{n}`", slurm::quote(&folder.to_string_lossy())))
+                .collect();
             bail!(
-                "{} holds shards of {} different runs ({}): a merge takes the N shards of one run; remove the \
-                 others (or run again with --force)",
+                "{} holds shards of {} different runs ({}): a merge takes the N shards of one run; keep one run's \
+                 and remove the others' folders ({}; --force replaces only a shard of the same N)",
                 folder.display(),
                 counts.len(),
-                names.join(", ")
+                abbreviate(&names),
+                others.join(" or ")
             )
         }
     };
@@ -119,6 +131,11 @@ fn read_shards(dir: &Path) -> Result<Vec<(Shard, ExperimentDir)>> {
         shards.push((shard, exp));
     }
     if !missing.is_empty() {
+        let many = missing.len();
+        missing.truncate(5);
+        if many > missing.len() {
+            missing.push(format!("and {} more shards of {count} are missing", many - missing.len()));
+        }
         bail!(
             "{}; run the missing shards (`oomlab run SPEC --shard I/{count}`, or resubmit their array tasks), \
              then merge again",
@@ -126,6 +143,14 @@ fn read_shards(dir: &Path) -> Result<Vec<(Shard, ExperimentDir)>> {
         );
     }
     Ok(shards)
+}
+
+/// At most the first ten names, and how many more.
+fn abbreviate(names: &[String]) -> String {
+    match names.len() {
+        n if n <= 10 => names.join(", "),
+        n => format!("{}, and {} more", names[..10].join(", "), n - 10),
+    }
 }
 
 /// Where else a missing shard is: the same experiment under another device folder of the
@@ -206,7 +231,8 @@ fn check(dir: &Path, shards: &[(Shard, ExperimentDir)]) -> Result<()> {
         differs("build", build(first), build(m), one_build)?;
         let one_device = "merge shards of one device";
         differs("device", first.device.name.clone(), m.device.name.clone(), one_device)?;
-        let budget = |m: &Manifest| m.device.budget_bytes.map_or("no budget".into(), spec::format_size);
+        // In bytes: 15.9GiB and 16280MiB print alike and are not one budget.
+        let budget = |m: &Manifest| m.device.budget_bytes.map_or("no budget".into(), |b| format!("{b} B"));
         differs("budget", budget(first), budget(m), "run every shard with the same --budget")?;
         let trace = |m: &Manifest| m.trace.map_or("sync".into(), |t| t.as_str().to_string());
         differs("trace level", trace(first), trace(m), "run every shard with the same --trace")?;
@@ -224,16 +250,24 @@ fn check(dir: &Path, shards: &[(Shard, ExperimentDir)]) -> Result<()> {
     Ok(())
 }
 
+/// One shard as the merge orders it: its rows, and the variants its machine left out
+/// (`skip_on_cpu_without`), whose units it ran none of.
+pub struct Part<'a> {
+    pub shard: Shard,
+    pub rows: &'a [SummaryRow],
+    pub not_run: Vec<&'a str>,
+}
+
 /// The merged order: `(shard position, row index)` of every trial, in the order one process
 /// runs the spec. Each shard's rows are matched to its units: a list value's row must be that
 /// variant and value; a whole unit takes the run of rows of its variant.
-pub fn order(spec: &Spec, shards: &[(Shard, &[SummaryRow])]) -> Result<Vec<(usize, usize)>> {
+pub fn order(spec: &Spec, shards: &[Part]) -> Result<Vec<(usize, usize)>> {
     let units = shard::units(spec);
     let names: Vec<&str> = spec.configs().iter().map(|(v, _)| v.unwrap_or_default()).collect();
     let values = shard::independent_values(spec);
     // (unit, position within the unit) -> (shard, row)
     let mut keyed: Vec<((usize, usize), (usize, usize))> = Vec::new();
-    for (s, (shard, rows)) in shards.iter().enumerate() {
+    for (s, Part { shard, rows, not_run }) in shards.iter().enumerate() {
         let mut next = 0;
         let wrong = |row: Option<&SummaryRow>, unit: Unit| {
             let found = row.map_or("no more trials".to_string(), |r| {
@@ -247,6 +281,10 @@ pub fn order(spec: &Spec, shards: &[(Shard, &[SummaryRow])]) -> Result<Vec<(usiz
         };
         for u in shard::dealt(spec, *shard) {
             let unit = units[u];
+            let (Unit::Value { variant, .. } | Unit::Whole { variant }) = unit;
+            if not_run.contains(&names[variant]) {
+                continue;
+            }
             match unit {
                 Unit::Value { variant, position } => {
                     let row = rows.get(next);
@@ -284,11 +322,18 @@ pub fn order(spec: &Spec, shards: &[(Shard, &[SummaryRow])]) -> Result<Vec<(usiz
     Ok(keyed.into_iter().map(|(_, at)| at).collect())
 }
 
-/// Refuses to replace a merge already in `dir` unless `force`; with it, removes the folder's
-/// files (the merge's CSVs, trace.json, manifest and charts), never its shards.
+/// Refuses to replace a merge already in `dir` unless `force` or the merge there did not finish
+/// (killed while `merging`: nothing in it is an answer); then removes what a merge writes (its
+/// CSVs, trace.json, manifest and charts), never the shards nor a file of the user's.
 fn clear(dir: &Path, force: bool) -> Result<()> {
     if [TRACE, SUMMARY, MANIFEST].iter().any(|f| dir.join(f).exists()) {
-        if !force {
+        let unfinished = Manifest::read(dir).is_ok_and(|m| m.status == RunStatus::Merging);
+        if unfinished && !force {
+            note!(
+                "note: {} holds a merge that did not finish (killed while merging): merging again",
+                dir.display()
+            );
+        } else if !force {
             bail!(
                 "{} already holds merged results (or a whole run's); pass --force to replace them (the shards \
                  stay)",
@@ -297,7 +342,8 @@ fn clear(dir: &Path, force: bool) -> Result<()> {
         }
         for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
             let path: PathBuf = e?.path();
-            if path.is_file() && path.file_name() != Some(std::ffi::OsStr::new(LOCK)) {
+            let ours = path.file_name().and_then(|n| n.to_str()).is_some_and(crate::results::is_run_output);
+            if path.is_file() && ours {
                 std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
             }
         }
@@ -412,6 +458,10 @@ mod tests {
         SummaryRow { trial, variant: variant.into(), value: Some(value), ..SummaryRow::default() }
     }
 
+    fn part(shard: Shard, rows: &[SummaryRow]) -> Part<'_> {
+        Part { shard, rows, not_run: Vec::new() }
+    }
+
     #[test]
     fn list_shards_merge_into_the_single_process_order() {
         let s = spec("[sweep]\nfield = \"model.depth\"\nvalues = [1, 2, 3]\n");
@@ -422,11 +472,11 @@ mod tests {
         let four = [row(1, "b", 1.0)];
         let shard = |index| Shard { index, count: 4 };
         let parts =
-            [(shard(1), &one[..]), (shard(2), &two[..]), (shard(3), &three[..]), (shard(4), &four[..])];
+            [part(shard(1), &one), part(shard(2), &two), part(shard(3), &three), part(shard(4), &four)];
         let order = order(&s, &parts).unwrap();
         let merged: Vec<(String, f64)> = order
             .iter()
-            .map(|&(p, r)| (parts[p].1[r].variant.clone(), parts[p].1[r].value.unwrap()))
+            .map(|&(p, r)| (parts[p].rows[r].variant.clone(), parts[p].rows[r].value.unwrap()))
             .collect();
         let want: Vec<(String, f64)> =
             ["a", "b"].iter().flat_map(|v| [1.0, 2.0, 3.0].map(|x| (v.to_string(), x))).collect();
@@ -435,14 +485,26 @@ mod tests {
         // A shard whose rows are not its share is refused, naming what it should have run.
         let wrong = [row(1, "a", 3.0)];
         let parts =
-            [(shard(1), &one[..]), (shard(2), &wrong[..]), (shard(3), &three[..]), (shard(4), &four[..])];
+            [part(shard(1), &one), part(shard(2), &wrong), part(shard(3), &three), part(shard(4), &four)];
         let err = super::order(&s, &parts).unwrap_err().to_string();
         assert!(err.contains("shard 2/4") && err.contains("a, model.depth 2"), "{err}");
         let extra = [row(1, "b", 1.0), row(2, "b", 2.0)];
         let parts =
-            [(shard(1), &one[..]), (shard(2), &two[..]), (shard(3), &three[..]), (shard(4), &extra[..])];
+            [part(shard(1), &one), part(shard(2), &two), part(shard(3), &three), part(shard(4), &extra)];
         let err = super::order(&s, &parts).unwrap_err().to_string();
         assert!(err.contains("more trials than the spec deals it"), "{err}");
+
+        // A machine without the instructions a variant needs left it out (`not_run`): its units
+        // are not asked of the shards, whose other rows merge as dealt.
+        let (one_a, two_a) = ([row(1, "a", 1.0)], [row(1, "a", 2.0)]);
+        let skipped = |shard, rows| Part { shard, rows, not_run: vec!["b"] };
+        let parts = [
+            skipped(shard(1), &one_a[..]),
+            skipped(shard(2), &two_a[..]),
+            part(shard(3), &three),
+            skipped(shard(4), &[]),
+        ];
+        assert_eq!(super::order(&s, &parts).unwrap(), [(0, 0), (1, 0), (2, 0)]);
     }
 
     #[test]
@@ -451,10 +513,10 @@ mod tests {
         let one = [row(1, "a", 4.0), row(2, "a", 5.0), row(3, "a", 2.0)];
         let two = [row(1, "b", 4.0), row(2, "b", 3.0)];
         let shard = |index| Shard { index, count: 3 };
-        let parts = [(shard(1), &one[..]), (shard(2), &two[..]), (shard(3), &[][..])];
+        let parts = [part(shard(1), &one), part(shard(2), &two), part(shard(3), &[])];
         let order = order(&s, &parts).unwrap();
         assert_eq!(order, [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1)]);
-        let err = super::order(&s, &[(shard(1), &one[..]), (shard(2), &[][..]), (shard(3), &[][..])])
+        let err = super::order(&s, &[part(shard(1), &one), part(shard(2), &[]), part(shard(3), &[])])
             .unwrap_err()
             .to_string();
         assert!(err.contains("b: its whole search") && err.contains("no more trials"), "{err}");

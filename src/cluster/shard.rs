@@ -17,6 +17,10 @@ use crate::results::manifest::ShardInfo;
 use crate::spec::{OnOom, Spec, SweepMode};
 use crate::sweep::{Fit, Strategy};
 
+/// The most shards a run is split into: more than any spec has trials to deal, and few enough
+/// that a merge can name each one missing.
+pub const MAX_SHARDS: usize = 100_000;
+
 /// The I-th of N shards (1 <= I <= N).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Shard {
@@ -36,6 +40,9 @@ impl FromStr for Shard {
         }
         if index == 0 || index > count {
             return Err(format!("`{s}`: shard {index} of {count} does not exist; {how}"));
+        }
+        if count > MAX_SHARDS {
+            return Err(format!("`{s}`: at most {MAX_SHARDS} shards (as `oomlab slurm --shards` takes)"));
         }
         Ok(Shard { index, count })
     }

@@ -174,15 +174,14 @@ impl ArrayJob {
              \x20 {oomlab} merge \"$dir\"{args} || status=1\n\
              done\n\
              if [ \"$found\" = 0 ]; then\n\
-             \x20 echo \"oomlab merge: no shards of {exp} under {out_text}: did the array run? Its logs are in {logs_text}\" >&2\n\
+             \x20 printf 'oomlab merge: no shards of %s under %s: did the array run? Its logs are in %s\\n' {exp} {out} {logs} >&2\n\
              \x20 exit 1\n\
              fi\n\
              exit \"$status\"\n",
             out = path(&self.out),
             exp = quote(&self.experiment),
             oomlab = path(&self.oomlab),
-            out_text = self.out.display(),
-            logs_text = self.logs.display(),
+            logs = path(&self.logs),
         );
         s
     }
@@ -242,7 +241,16 @@ pub struct Submitted {
 /// Submits the array with `sbatch --parsable`, then the merge to run after it.
 pub fn submit(w: &Written) -> Result<Submitted> {
     let array = sbatch(&[], &w.array)?;
-    let merge = sbatch(&[format!("--dependency=afterany:{array}")], &w.merge)?;
+    // The array is queued by now: a failed merge submission must say so, or a second --submit
+    // would queue the array twice.
+    let merge = sbatch(&[format!("--dependency=afterany:{array}")], &w.merge).with_context(|| {
+        format!(
+            "array job {array} ({}) is queued without its merge: submit the merge with `sbatch \
+             --dependency=afterany:{array} {}` (not --submit again, which would queue the array twice)",
+            w.job.name,
+            path(&w.merge)
+        )
+    })?;
     Ok(Submitted { array, merge })
 }
 
@@ -326,6 +334,23 @@ mod tests {
         assert!(!s.contains("--gres") && !s.contains("--cpus-per-task"), "{s}");
         assert!(s.contains("for dir in /shared/results/a100/*/depth_sweep; do\n"), "{s}");
         assert!(s.contains("/shared/oomlab/target/release/oomlab merge \"$dir\" || status=1\n"), "{s}");
+    }
+
+    /// The merge's message when no shard is found names --out as the user wrote it, and runs
+    /// nothing a quote or backtick in it could start.
+    #[test]
+    fn the_merge_script_quotes_every_path_it_prints() {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("b`touch PWNED`\"q");
+        let mut j = job();
+        (j.out, j.logs) = (out.clone(), tmp.path().join("logs"));
+        let script = tmp.path().join("merge.sbatch");
+        std::fs::write(&script, j.merge_script()).unwrap();
+        let ran = std::process::Command::new("bash").arg(&script).current_dir(tmp.path()).output().unwrap();
+        let said = String::from_utf8_lossy(&ran.stderr);
+        assert_eq!(ran.status.code(), Some(1), "{said}");
+        assert!(said.contains(&format!("no shards of depth_sweep under {}", out.display())), "{said}");
+        assert!(!tmp.path().join("PWNED").exists(), "a backtick in --out ran a command");
     }
 
     #[test]

@@ -199,10 +199,15 @@ pub fn title(m: &Manifest) -> String {
 /// The largest swept value of `field` that trained and the smallest that ran out of memory,
 /// for a variant: what a run records as its answer, and what a reader works out where a killed
 /// run recorded none.
+///
+/// A field that is not a whole number (`training.lr`) has no answer: memory does not grow with
+/// it, and an answer is a whole number (a learning rate of 0.1 would read as 0).
 pub fn answer(variant: &str, field: Field, rows: &[SummaryRow]) -> Answer {
     let values = |pick: fn(Status) -> bool| {
         rows.iter()
-            .filter(move |r| pick(r.status) && r.variant == variant && r.field == Some(field))
+            .filter(move |r| {
+                field.is_integer() && pick(r.status) && r.variant == variant && r.field == Some(field)
+            })
             .filter_map(|r| r.value)
     };
     Answer {
