@@ -331,7 +331,15 @@ fn the_guides_examples_and_model_advice_are_judged_from_real_runs() {
 
     let c = find("`del` and");
     assert_eq!(c.verdict, Verdict::NotTestable, "{c:#?}");
-    assert!(c.measured.contains("back at its baseline in 18 of 18 trials"), "{}", c.measured);
+    // How many trials ran depends on the CPU (where bf16's search stops); every one of them is back.
+    let counts: Vec<usize> = c
+        .measured
+        .split("back at its baseline in ")
+        .nth(1)
+        .and_then(|rest| rest.split(" trials").next())
+        .map(|n| n.split(" of ").filter_map(|w| w.parse().ok()).collect())
+        .unwrap_or_default();
+    assert!(counts.len() == 2 && counts[0] == counts[1] && counts[1] > 0, "{}", c.measured);
     let c = find("Multi-GPU");
     assert_eq!(c.verdict, Verdict::NotTestable);
 }
