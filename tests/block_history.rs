@@ -82,6 +82,45 @@ fn the_estimates_blocks_align_with_pytorchs_history() {
         .starts_with("variant,trial,value,seq,step,micro,phase,action,requested,block,category,pool,site\n"));
     assert!(text.lines().count() > 50, "every allocation and free of two steps");
 
+    // The rows add up to the run's memory at the end of every phase: what the loop frees between
+    // phases is there too, as `outside_free` under the phase that follows.
+    let blocks_csv: Vec<Vec<String>> =
+        text.lines().skip(1).map(|l| l.split(',').map(str::to_string).collect()).collect();
+    let (mut live, mut at_end) = (0i64, std::collections::BTreeMap::new());
+    for r in &blocks_csv {
+        let block: i64 = r[9].parse().unwrap();
+        live += match r[7].as_str() {
+            "alloc" | "outside_alloc" => block,
+            "free" | "outside_free" => -block,
+            other => panic!("a CPU replay has no {other}"),
+        };
+        // A phase's own events come after what it follows (the trial's end frees after its last).
+        if !r[7].starts_with("outside_") {
+            at_end.insert((r[4].clone(), r[5].clone(), r[6].clone()), live);
+        }
+    }
+    assert!(
+        blocks_csv.iter().any(|r| r[7] == "outside_free"),
+        "the loop frees a step's batch between phases"
+    );
+    let row = &report.rows[0];
+    let trace = std::fs::read_to_string(report.dir.join("trace.csv")).unwrap();
+    let mut checked = 0;
+    for l in trace.lines().skip(1) {
+        let c: Vec<&str> = l.split(',').collect();
+        let Some(&sum) = at_end.get(&(c[1].to_string(), c[2].to_string(), c[3].to_string())) else {
+            continue;
+        };
+        let measured = c[4].parse::<i64>().unwrap() - row.baseline_allocated as i64;
+        assert_eq!(
+            sum, measured,
+            "allocated at the end of step {} {}: the blocks' sum against the run",
+            c[1], c[3]
+        );
+        checked += 1;
+    }
+    assert!(checked >= 10, "{checked} phases checked");
+
     // Named again, the file is not overwritten.
     let again = estimate_blocks(&spec_path, &blocks);
     assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("exists"));

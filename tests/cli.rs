@@ -86,6 +86,24 @@ fn budgets_the_device_cannot_meet_are_not_taken_at_their_word() {
     };
     cpu("1PiB").success().stderr(predicate::str::contains("more than this host's memory"));
     cpu("1MiB").success().stderr(predicate::str::contains("host's memory").not());
+    // A CUDA budget past every card of the named GPU is told; one a card has is not.
+    let cuda = |gpu: &str, budget: &str| {
+        oomlab()
+            .args([
+                "estimate",
+                spec.to_str().unwrap(),
+                "--device",
+                "cuda",
+                "--brief",
+                "--gpu",
+                gpu,
+                "--budget",
+                budget,
+            ])
+            .assert()
+    };
+    cuda("t4", "40GiB").success().stderr(predicate::str::contains("more than any T4 has (16 GB)"));
+    cuda("h200", "40GiB").success().stderr(predicate::str::contains("more than any").not());
     // --gpu says which GPU a CUDA estimate is for: with the CPU's it would be ignored.
     oomlab()
         .args(["estimate", spec.to_str().unwrap(), "--device", "cpu", "--gpu", "h100"])

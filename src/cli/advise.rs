@@ -39,7 +39,7 @@ pub struct AdviseArgs {
     /// With cuda: the GPU, for libtorch's workspace sizes (h100, h200, a100, t4, ...). Default:
     /// the GPU libtorch sees, else h100.
     #[arg(long, value_parser = super::estimate::parse_gpu)]
-    pub gpu: Option<GpuArch>,
+    pub gpu: Option<crate::estimate::NamedGpu>,
     /// Which [[variant]] of the spec (default: the first).
     #[arg(long)]
     pub variant: Option<String>,
@@ -89,7 +89,7 @@ pub fn run(args: AdviseArgs) -> Result<()> {
     if !args.no_write {
         crate::run::check_out(&args.out)?;
     }
-    let arch = super::estimate::arch_for(plan.target, args.gpu)?;
+    let arch = super::estimate::arch_for(plan.target, args.gpu, plan.budget)?;
     let timing = match (&args.calibration, args.no_calibrate) {
         (Some(path), _) => TimingChoice::File(path.clone()),
         (None, true) => TimingChoice::Off,

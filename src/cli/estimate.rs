@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::estimate::{self, Category, GpuArch, PhasePrediction, SweepPoint, SweepPrediction, Target};
+use crate::estimate::{
+    self, Category, GpuArch, NamedGpu, PhasePrediction, SweepPoint, SweepPrediction, Target,
+};
 use crate::run::plan::Plan;
 use crate::spec::{self, format_against, format_size, Spec, SweepMode};
 
@@ -18,7 +20,7 @@ pub struct EstimateArgs {
     /// workspaces), or a100, v100, t4, l4, l40s, rtx4090, b200, other (8.125 MiB). Default: the
     /// GPU libtorch sees, else h100.
     #[arg(long, value_parser = parse_gpu)]
-    pub gpu: Option<GpuArch>,
+    pub gpu: Option<NamedGpu>,
     /// One line per trial, without the phase tables.
     #[arg(long)]
     pub brief: bool,
@@ -28,7 +30,9 @@ pub struct EstimateArgs {
     /// Also write every allocation and free the estimate replays, in order, to this CSV (one
     /// row per event: variant, trial, phase, bytes asked, the allocator's block, category, pool,
     /// and the replay's source line): what scripts/reference/compare.py holds against PyTorch's
-    /// allocation history to find the first allocation where they part. Not overwritten.
+    /// allocation history to find the first allocation where they part. What the loop frees
+    /// between phases comes under the next phase as `outside_free` (as PyTorch's history is
+    /// written), so the rows add up to the estimate's memory. Not overwritten.
     #[arg(long, value_name = "FILE")]
     pub blocks: Option<PathBuf>,
 }
@@ -94,7 +98,7 @@ pub fn run(args: EstimateArgs) -> Result<()> {
     // A module of the user's is checked before it is recorded, as before a run: a bad file, an
     // output its loss cannot read, children that are not its forward.
     crate::train::preflight::preflight(&plan.spec)?;
-    let arch = arch_for(plan.target, args.gpu)?;
+    let arch = arch_for(plan.target, args.gpu, plan.budget)?;
     // The estimate answers for the budget; a run here would meet the machine's own limit first.
     if let (Target::Cpu, Some(b), Some(host)) = (plan.target, plan.budget, crate::probe::host_memory()) {
         if b > host {
@@ -121,10 +125,24 @@ pub fn run(args: EstimateArgs) -> Result<()> {
 }
 
 /// The GPU a CUDA estimate is for (`--gpu`, else the one libtorch sees, else an H100); a
-/// `--gpu` for the CPU's is refused rather than ignored.
-pub(super) fn arch_for(target: Target, gpu: Option<GpuArch>) -> Result<GpuArch> {
+/// `--gpu` for the CPU's is refused rather than ignored, and a budget no card of its name has is
+/// told (the prediction is the budget's; such a card would run out first).
+pub(super) fn arch_for(target: Target, gpu: Option<NamedGpu>, budget: Option<u64>) -> Result<GpuArch> {
     match target {
-        Target::Cuda => Ok(gpu.or_else(local_gpu).unwrap_or_default()),
+        Target::Cuda => {
+            if let (Some(g), Some(b)) = (gpu, budget) {
+                if g.cannot_give(b) {
+                    note!(
+                        "note: the budget ({}) is more than any {} has ({} GB): what is predicted to fit it will not \
+                         fit on one",
+                        spec::format_size(b),
+                        g.name.to_uppercase(),
+                        g.most_memory_gb.unwrap_or_default()
+                    );
+                }
+            }
+            Ok(gpu.map(|g| g.arch).or_else(local_gpu).unwrap_or_default())
+        }
         Target::Cpu if gpu.is_some() => anyhow::bail!(
             "--gpu names the GPU a CUDA estimate is for, and this one is for the CPU: add --device cuda, or \
              leave --gpu out"
@@ -133,8 +151,8 @@ pub(super) fn arch_for(target: Target, gpu: Option<GpuArch>) -> Result<GpuArch> 
     }
 }
 
-pub(super) fn parse_gpu(s: &str) -> Result<GpuArch, String> {
-    GpuArch::parse(s)
+pub(super) fn parse_gpu(s: &str) -> Result<NamedGpu, String> {
+    NamedGpu::parse(s)
 }
 
 /// The generation of the first GPU libtorch sees, from NVML.

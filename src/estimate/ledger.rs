@@ -23,6 +23,7 @@ pub struct BlockEvent {
     /// the segment (`requested` and `block` are then the segment's size), as a GPU's history
     /// records `cudaMalloc`; and "cudnn", a mark where a cuDNN convolution takes its workspace
     /// (`requested` the replay's size, 0 where unmeasured; `site` the call; no allocation).
+    /// Between phases, `outside_` before the action, under the phase that follows.
     pub action: &'static str,
     /// The bytes asked for (a tensor's storage).
     pub requested: u64,
@@ -34,6 +35,17 @@ pub struct BlockEvent {
     pub pool: &'static str,
     /// The replay's line that made the event: the op, as the estimate models it.
     pub site: String,
+}
+
+/// An event's action between phases, as train.py's history names it.
+fn outside(action: &'static str) -> &'static str {
+    match action {
+        "alloc" => "outside_alloc",
+        "free" => "outside_free",
+        "segment_alloc" => "outside_segment_alloc",
+        "segment_free" => "outside_segment_free",
+        other => other,
+    }
 }
 
 /// What a byte is for.
@@ -162,6 +174,9 @@ pub struct Ledger {
     /// When recording: every event so far, and the phase they fall in.
     log: Option<Vec<BlockEvent>>,
     label: (usize, usize, Option<Phase>),
+    /// When recording: events since the last phase ended, written with the phase that follows
+    /// (as a GPU history's are, by scripts/reference/train.py).
+    between: Vec<BlockEvent>,
     /// The op the next events come from, where the caller knows it (a recorded step's): the
     /// log's `site` then names it instead of the replay's line.
     op: Option<String>,
@@ -207,9 +222,13 @@ impl Ledger {
         self.log.get_or_insert_with(Vec::new);
     }
 
-    /// The phase the next events fall in.
+    /// The phase the next events fall in; what happened since the last phase ended is logged
+    /// under it, as `outside_` events.
     pub fn label(&mut self, step: usize, micro: usize, phase: Phase) {
         self.label = (step, micro, Some(phase));
+        if let Some(log) = &mut self.log {
+            log.extend(self.between.drain(..).map(|e| BlockEvent { step, micro, phase, ..e }));
+        }
     }
 
     /// The op the next events come from, for the log (`None`: the replay's own line).
@@ -217,15 +236,18 @@ impl Ledger {
         self.op = op.filter(|o| !o.is_empty()).map(str::to_string);
     }
 
-    /// Between phases: events are not recorded (a probe reads only inside phases; what the
-    /// loop frees between them falls in no phase's trace row).
+    /// Between phases: a probe reads only inside them, so what the loop frees between them falls
+    /// in no phase's trace row; the log keeps it, as `outside_alloc` / `outside_free` under the
+    /// next phase.
     pub fn unlabel(&mut self) {
         self.label.2 = None;
     }
 
-    /// The events recorded (empty when not recording).
+    /// The events recorded (empty when not recording); those after the last phase under it.
     pub fn take_log(&mut self) -> Vec<BlockEvent> {
-        self.log.take().unwrap_or_default()
+        let mut log = self.log.take().unwrap_or_default();
+        log.append(&mut self.between);
+        log
     }
 
     fn note(&mut self, action: &'static str, requested: u64, block: u64, c: Category, site: &Location) {
@@ -253,7 +275,8 @@ impl Ledger {
         }
     }
 
-    /// Appends an event to the log, when recording and inside a phase.
+    /// Appends an event to the log, when recording: inside a phase as it is, between phases
+    /// as `outside_` to be labelled by the next phase (until then, the last one's).
     fn log_event(
         &mut self,
         action: &'static str,
@@ -263,10 +286,28 @@ impl Ledger {
         pool: &'static str,
         site: String,
     ) {
+        let Some(log) = &mut self.log else { return };
         let (step, micro, phase) = self.label;
-        if let (Some(log), Some(phase)) = (&mut self.log, phase) {
-            let category = c.as_str();
-            log.push(BlockEvent { step, micro, phase, action, requested, block, category, pool, site });
+        let category = c.as_str();
+        match phase {
+            Some(phase) => {
+                log.push(BlockEvent { step, micro, phase, action, requested, block, category, pool, site })
+            }
+            None => {
+                let phase = log.last().map_or(Phase::Data, |e| e.phase);
+                let action = outside(action);
+                self.between.push(BlockEvent {
+                    step,
+                    micro,
+                    phase,
+                    action,
+                    requested,
+                    block,
+                    category,
+                    pool,
+                    site,
+                });
+            }
         }
     }
 

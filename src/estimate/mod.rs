@@ -78,7 +78,7 @@ pub use sweeps::{
     SweepPrediction,
 };
 pub use terms::{DataShape, Target};
-pub use workspace::{GpuArch, Workspaces};
+pub use workspace::{GpuArch, NamedGpu, Workspaces};
 
 use crate::spec::{Amp, Config, DataSpec, Dtype, Mode, ModelSpec, Named, OptimizerImpl};
 

@@ -44,15 +44,7 @@ impl GpuArch {
 
     /// A GPU or generation name, for `estimate --gpu`.
     pub fn parse(name: &str) -> Result<Self, String> {
-        match name.to_ascii_lowercase().as_str() {
-            "h100" | "h200" | "gh200" | "hopper" | "sm90" => Ok(GpuArch::Hopper),
-            "a100" | "a10" | "a40" | "v100" | "t4" | "l4" | "l40" | "l40s" | "rtx4090" | "rtx3090"
-            | "b200" | "b100" | "gb200" | "other" => Ok(GpuArch::Other),
-            _ => Err(format!(
-                "`{name}` is not a GPU oomlab knows: use h100 or h200 (Hopper, 32 MiB cuBLAS workspaces), or \
-                 a100, v100, t4, l4, l40s, rtx4090, b200 or `other` (8.125 MiB)"
-            )),
-        }
+        NamedGpu::parse(name).map(|g| g.arch)
     }
 
     /// The generation of a GPU from its name as a manifest records it ("NVIDIA H100 80GB HBM3"),
@@ -85,6 +77,62 @@ impl GpuArch {
         }
         let kib = std::env::var("CUBLASLT_WORKSPACE_SIZE").ok().and_then(|v| v.trim().parse::<u64>().ok());
         (kib.unwrap_or(1024) * 1024).min(self.cublas_workspace())
+    }
+}
+
+/// A GPU named with `--gpu`: its generation, and the most memory any card sold under that name
+/// has, to tell a budget no such card can give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NamedGpu {
+    pub arch: GpuArch,
+    /// As the user wrote it, lower-cased ("h100").
+    pub name: &'static str,
+    /// In GB as the cards are sold (the H100 NVL's 94, not the SXM's 80); `None` for a
+    /// generation (`hopper`, `other`).
+    pub most_memory_gb: Option<u64>,
+}
+
+/// Every name `--gpu` takes: (name, generation, the largest card's memory in GB).
+const GPUS: &[(&str, GpuArch, Option<u64>)] = &[
+    ("h100", GpuArch::Hopper, Some(94)),
+    ("h200", GpuArch::Hopper, Some(141)),
+    ("gh200", GpuArch::Hopper, Some(144)),
+    ("hopper", GpuArch::Hopper, None),
+    ("sm90", GpuArch::Hopper, None),
+    ("a100", GpuArch::Other, Some(80)),
+    ("a10", GpuArch::Other, Some(24)),
+    ("a40", GpuArch::Other, Some(48)),
+    ("v100", GpuArch::Other, Some(32)),
+    ("t4", GpuArch::Other, Some(16)),
+    ("l4", GpuArch::Other, Some(24)),
+    ("l40", GpuArch::Other, Some(48)),
+    ("l40s", GpuArch::Other, Some(48)),
+    ("rtx4090", GpuArch::Other, Some(24)),
+    ("rtx3090", GpuArch::Other, Some(24)),
+    ("b200", GpuArch::Other, Some(192)),
+    ("b100", GpuArch::Other, Some(192)),
+    ("gb200", GpuArch::Other, Some(192)),
+    ("other", GpuArch::Other, None),
+];
+
+impl NamedGpu {
+    pub fn parse(name: &str) -> Result<Self, String> {
+        let lower = name.to_ascii_lowercase();
+        GPUS.iter()
+            .find(|(n, ..)| *n == lower)
+            .map(|&(name, arch, most_memory_gb)| NamedGpu { arch, name, most_memory_gb })
+            .ok_or_else(|| {
+                format!(
+                    "`{name}` is not a GPU oomlab knows: use h100 or h200 (Hopper, 32 MiB cuBLAS workspaces), or \
+                     a100, v100, t4, l4, l40s, rtx4090, b200 or `other` (8.125 MiB)"
+                )
+            })
+    }
+
+    /// Whether `budget` is more than any card of this name has. Compared in GiB, which is more
+    /// than the GB the cards are sold by, so that no card of the name is ever wrongly excluded.
+    pub fn cannot_give(&self, budget: u64) -> bool {
+        self.most_memory_gb.is_some_and(|gb| budget > gb * 1024 * MIB)
     }
 }
 
@@ -152,6 +200,15 @@ mod tests {
     }
 
     #[test]
+    fn a_budget_past_every_card_of_a_name_is_told() {
+        let t4 = NamedGpu::parse("T4").unwrap();
+        assert!(!t4.cannot_give(15 * 1024 * MIB), "the lesson's 15.90 GiB fits a 16 GB card's name");
+        assert!(t4.cannot_give(40 * 1024 * MIB));
+        assert!(!NamedGpu::parse("h100").unwrap().cannot_give(90 * 1024 * MIB), "the H100 NVL has 94 GB");
+        assert!(!NamedGpu::parse("hopper").unwrap().cannot_give(u64::MAX), "a generation names no card");
+    }
+
+    #[test]
     fn parses_libtorchs_workspace_config() {
         assert_eq!(parse_config(":4096:8"), Some(32 * MIB));
         assert_eq!(parse_config(":4096:2:16:8"), Some(8_519_680));
@@ -165,6 +222,10 @@ mod tests {
         assert_eq!(GpuArch::parse("H100"), Ok(GpuArch::Hopper));
         assert_eq!(GpuArch::parse("a100"), Ok(GpuArch::Other));
         assert!(GpuArch::parse("tpu").unwrap_err().contains("h100"));
+        // Every name the error suggests is one that parses.
+        for name in ["h100", "h200", "a100", "v100", "t4", "l4", "l40s", "rtx4090", "b200", "other"] {
+            assert!(NamedGpu::parse(name).is_ok(), "{name}");
+        }
         assert_eq!(GpuArch::from_capability(9, 0), GpuArch::Hopper);
         assert_eq!(GpuArch::from_capability(10, 0), GpuArch::Other);
         assert_eq!(GpuArch::from_capability(8, 0), GpuArch::Other);
