@@ -68,20 +68,15 @@ pub struct RunArgs {
 /// The command that continues this run where a signal stops it: the same spec, folder and
 /// overrides, with `--resume`.
 fn resume_command(args: &RunArgs) -> String {
-    let mut cmd = format!("oomlab run {} --out {}", args.spec.display(), args.out.display());
-    if let Some(d) = args.target.device {
-        cmd += &format!(" --device {d}");
+    crate::results::manifest::ResumeCommand {
+        spec: &args.spec,
+        out: &args.out,
+        device: args.target.device.map(|d| d.to_string()),
+        budget: args.target.budget,
+        trace: args.trace,
+        shard: args.shard.map(|s| (s.index, s.count)),
     }
-    if let Some(b) = args.target.budget {
-        cmd += &format!(" --budget {b}B");
-    }
-    if args.trace != TraceLevel::Phases {
-        cmd += &format!(" --trace {}", args.trace.as_str());
-    }
-    if let Some(s) = args.shard {
-        cmd += &format!(" --shard {s}");
-    }
-    cmd + " --resume"
+    .to_string()
 }
 
 fn parse_shard(s: &str) -> Result<Shard, String> {

@@ -114,6 +114,13 @@ fn kind(ft: &fs::FileType) -> &'static str {
     }
 }
 
+/// A new file's mode as `File::create` gives it: 0666 less the umask. A temporary file is 0600,
+/// which renamed into place would keep the results from the rest of a cluster's group.
+fn as_created() -> std::fs::Permissions {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::Permissions::from_mode(0o666)
+}
+
 /// Writes `bytes` as `path` whole: into a new temporary file beside it, then renamed over it.
 /// A link at `path` is replaced, never followed; on any failure `path` is as it was.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -122,6 +129,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut tmp = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
         .suffix(".tmp")
+        .permissions(as_created())
         .tempfile_in(dir)
         .with_context(|| format!("writing {}", path.display()))?;
     tmp.write_all(bytes).and_then(|()| tmp.flush()).with_context(|| format!("writing {}", path.display()))?;
@@ -139,6 +147,7 @@ pub fn temp_beside(path: &Path) -> Result<tempfile::TempPath> {
         .prefix(&format!(".{name}."))
         // The library may choose its format by the extension.
         .suffix(&format!(".tmp{ext}"))
+        .permissions(as_created())
         .tempfile_in(dir)
         .with_context(|| format!("writing {}", path.display()))?
         .into_temp_path())
@@ -157,4 +166,27 @@ pub fn create_new(path: &Path) -> Result<File> {
         .create_new(true)
         .open(path)
         .with_context(|| format!("creating {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// Results are shared: what is written whole gets the mode any new file gets here (the
+    /// umask's), not a temporary file's 0600.
+    #[test]
+    fn a_file_written_whole_has_the_mode_of_any_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain");
+        std::fs::write(&plain, b"x").unwrap();
+        let whole = dir.path().join("whole.json");
+        write_atomic(&whole, b"{}").unwrap();
+        let tmp = temp_beside(&dir.path().join("chart.png")).unwrap();
+        std::fs::write(&tmp, b"png").unwrap();
+        persist(tmp, &dir.path().join("chart.png")).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&whole), mode(&plain));
+        assert_eq!(mode(&dir.path().join("chart.png")), mode(&plain));
+    }
 }

@@ -307,23 +307,16 @@ impl Manifest {
         // out/<device>/<experiment>, and a shard's /shards/I-of-N below that.
         let up = if self.shard.is_some() { 4 } else { 2 };
         let out = dir.ancestors().nth(up).filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let mut cmd = format!("oomlab run {} --out {}", self.spec_path, out.display());
-        if self.device.requested != "auto" {
-            cmd += &format!(" --device {}", self.device.requested);
-        }
-        if let Some(b) = self.device.budget_bytes {
-            cmd += &format!(" --budget {b}B");
-        }
-        match self.trace {
-            Some(TraceLevel::Phases) => {}
-            Some(t) => cmd += &format!(" --trace {}", t.as_str()),
+        ResumeCommand {
+            spec: Path::new(&self.spec_path),
+            out,
+            device: Some(self.device.requested.clone()).filter(|d| d != "auto"),
+            budget: self.device.budget_bytes,
             // Runs from before --trace synchronised at every phase.
-            None => cmd += " --trace sync",
+            trace: self.trace.unwrap_or(TraceLevel::Sync),
+            shard: self.shard.as_ref().map(|s| (s.index, s.count)),
         }
-        if let Some(s) = &self.shard {
-            cmd += &format!(" --shard {}/{}", s.index, s.count);
-        }
-        cmd + " --resume"
+        .to_string()
     }
 
     /// Writes to a temporary file and renames it over the old one: never half a manifest.
@@ -379,6 +372,40 @@ pub fn now() -> String {
     jiff::Timestamp::now().round(jiff::Unit::Second).map(|t| t.to_string()).unwrap_or_default()
 }
 
+/// The `oomlab run ... --resume` that carries on a run as it was started, every word quoted for
+/// the shell: built from the arguments while a run starts, and from its manifest afterwards.
+pub struct ResumeCommand<'a> {
+    pub spec: &'a Path,
+    pub out: &'a Path,
+    /// As given, where not `auto`.
+    pub device: Option<String>,
+    pub budget: Option<u64>,
+    pub trace: crate::schema::TraceLevel,
+    /// (index, count).
+    pub shard: Option<(usize, usize)>,
+}
+
+impl std::fmt::Display for ResumeCommand<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::cluster::slurm::quote;
+        let path = |p: &Path| quote(&p.to_string_lossy());
+        write!(f, "oomlab run {} --out {}", path(self.spec), path(self.out))?;
+        if let Some(d) = &self.device {
+            write!(f, " --device {}", quote(d))?;
+        }
+        if let Some(b) = self.budget {
+            write!(f, " --budget {b}B")?;
+        }
+        if self.trace != crate::schema::TraceLevel::Phases {
+            write!(f, " --trace {}", self.trace.as_str())?;
+        }
+        if let Some((i, n)) = self.shard {
+            write!(f, " --shard {i}/{n}")?;
+        }
+        write!(f, " --resume")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -399,5 +426,23 @@ mod tests {
         assert!(revision.len() == 40 && revision.chars().all(|c| c.is_ascii_hexdigit()), "{revision}");
         assert!(built.dirty.is_some());
         assert!(VERSION.contains(&revision), "{VERSION}");
+    }
+
+    /// The hint is pasted into a shell as printed: a path with a space or a quote stays one word.
+    #[test]
+    fn a_resume_command_quotes_what_the_shell_would_split() {
+        let cmd = ResumeCommand {
+            spec: Path::new("my specs/it's.toml"),
+            out: Path::new("runs"),
+            device: Some("cpu".into()),
+            budget: Some(1024),
+            trace: crate::schema::TraceLevel::Phases,
+            shard: Some((2, 3)),
+        }
+        .to_string();
+        assert_eq!(
+            cmd,
+            r"oomlab run 'my specs/it'\''s.toml' --out runs --device cpu --budget 1024B --shard 2/3 --resume"
+        );
     }
 }
