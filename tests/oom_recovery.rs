@@ -171,6 +171,11 @@ fn an_oom_in_any_phase_under_any_technique_frees_everything() {
         if let Some(p) = row.phase {
             *seen_phases.entry(p.as_str()).or_insert(0) += 1;
         }
+        // A step time is a whole step's: none for a trial that ran out in its first step.
+        let complete = row.step.map_or(0, |s| s.saturating_sub(1));
+        if row.step_seconds.is_some() != (complete > 0) {
+            failures.push(format!("{what}: {complete} steps completed, step_seconds {:?}", row.step_seconds));
+        }
         if row.after_allocated != row.baseline_allocated {
             failures.push(format!(
                 "{what}: OOM in {:?} step {:?} left {} B (baseline {}, after {})",

@@ -109,7 +109,8 @@ fn trial_with(
     }));
     // A stop outside any phase (a kept loss that ran out of memory) leaves times to read.
     let finished = rec.finish();
-    let (peak, step_seconds, stages) = (rec.peak, rec.mean_step_seconds(), rec.stages);
+    let stopped = !matches!(result, Ok(Ok(()))) || finished.is_err();
+    let (peak, step_seconds, stages) = (rec.peak, rec.mean_step_seconds(stopped), rec.stages);
     if let (Some(out), Some(got)) = (ends, rec.step_ends.take()) {
         *out = got;
     }

@@ -82,6 +82,8 @@ pub struct Recorder<'a> {
     pub peak: MemSnapshot,
     /// Duration of each training step (sum of its phases).
     pub step_seconds: Vec<f64>,
+    /// The last step a phase ran in (0: set-up only): where a trial that stopped stopped.
+    last_step: usize,
     /// Seconds in data, model and steps, as far as timed.
     pub stages: StageSeconds,
     /// The micro-batch the next phases belong to (gradient accumulation); the step sets it.
@@ -112,6 +114,7 @@ impl<'a> Recorder<'a> {
             finished: false,
             peak: MemSnapshot::default(),
             step_seconds: Vec::new(),
+            last_step: 0,
             stages: StageSeconds::default(),
             micro: 0,
             step_ends: None,
@@ -127,6 +130,7 @@ impl<'a> Recorder<'a> {
     ) -> Result<T, Stop> {
         // Set-up phases are measured one by one at every level: once a trial, they cost nothing.
         let per_phase = step == 0 || matches!(self.level, TraceLevel::Phases | TraceLevel::Sync);
+        self.last_step = self.last_step.max(step);
         crate::run::progress::enter(step, phase);
         let out = if per_phase {
             self.flush_before(step.saturating_sub(1))?;
@@ -267,9 +271,12 @@ impl<'a> Recorder<'a> {
         Ok(())
     }
 
-    /// Mean step time, leaving out the first step (warm-up, optimizer state) when there are more.
-    pub fn mean_step_seconds(&self) -> Option<f64> {
-        let s = match self.step_seconds.as_slice() {
+    /// Mean step time over the steps that completed (`stopped`: the trial ran out of memory or
+    /// failed in its last step, which is left out), leaving out the first (warm-up, optimizer
+    /// state) when there are more. `None` when no step completed: a cut step is no step's time.
+    pub fn mean_step_seconds(&self, stopped: bool) -> Option<f64> {
+        let complete = if stopped { self.last_step.saturating_sub(1) } else { self.step_seconds.len() };
+        let s = match &self.step_seconds[..complete.min(self.step_seconds.len())] {
             [] => return None,
             [only] => return Some(*only),
             [_, rest @ ..] => rest,
