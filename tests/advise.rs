@@ -94,6 +94,28 @@ fn a_sweep_is_advised_at_its_first_failing_value() {
     );
 }
 
+/// A training's real length (thousands of steps) is past what the estimate replays; advise
+/// evaluates every option at the step its peak is reached by, says so, and gets the peak that
+/// a 2-step estimate gets.
+#[test]
+fn a_real_trainings_step_count_is_advised_at_its_steady_state() {
+    let sb = Sandbox::new();
+    let text = tiny_spec("long", "hidden = 64\ndepth = 2", Some(64 << 20), "")
+        .replace("optimizer = \"sgd\"", "optimizer = \"adam\"")
+        .replace("steps = 1\n", "steps = 25000\n");
+    assert!(text.contains("steps = 25000"), "{text}");
+    let path = sb.spec("long.toml", &text);
+    let spec = path.display().to_string();
+    let a = advise_json(&sb, &[&spec, "--no-write", "--no-calibrate"]);
+    assert_eq!(a["written"]["error"], Value::Null, "{}", a["written"]);
+    assert_eq!(a["written"]["verdict"], "fits", "{}", a["written"]);
+    let two = oomlab::spec::parse(&text.replace("steps = 25000", "steps = 2"), &path).unwrap();
+    let peak = oomlab::estimate::predict(&two.base).unwrap().peak;
+    assert_eq!(a["written"]["peak"].as_u64(), Some(peak));
+    let notes = a["notes"].to_string();
+    assert!(notes.contains("evaluated over 2 steps, not the spec's 25000"), "{notes}");
+}
+
 /// A random small configuration and a budget between 55% and 95% of its
 /// predicted peak, so that the spec as written runs out of memory and some options fit.
 fn random_spec(rng: &mut Rng, i: usize) -> (String, u64) {

@@ -132,13 +132,23 @@ pub fn advise(req: &Request) -> Result<Advice> {
     let (mut base, point) = point::choose(&plan.spec, &base, req.at, &eval)?;
     let mut notes = Vec::new();
     let steady = steady_steps(&base);
-    if steady > base.training.steps {
-        notes.push(format!(
-            "every option is evaluated over {steady} steps, not the spec's {}: a training runs more than one, \
-             and {}",
-            base.training.steps,
-            crate::estimate::steps_needed(&base).why
-        ));
+    if steady != base.training.steps {
+        let why = crate::estimate::steps_needed(&base).why;
+        notes.push(if steady > base.training.steps {
+            format!(
+                "every option is evaluated over {steady} steps, not the spec's {}: a training runs more than one, \
+                 and {why}",
+                base.training.steps
+            )
+        } else {
+            // A real training's thousands of steps are past what the estimate replays, and say no
+            // more: the peak is reached by step `steady`.
+            format!(
+                "every option is evaluated over {steady} steps, not the spec's {}: {why}, so their peak is the \
+                 spec's",
+                base.training.steps
+            )
+        });
         base.training.steps = steady;
     }
     let cuda = plan.target == Target::Cuda;
@@ -205,14 +215,14 @@ pub fn advise(req: &Request) -> Result<Advice> {
 }
 
 /// The steps after which a training's peak is every longer one's (`estimate::steps_needed`;
-/// with the fp16 grad scaler, 2, assuming it skips no step), or the spec's when every step can
-/// raise it (a kept history).
+/// with the fp16 grad scaler, 2, as the estimate assumes it skips no step), or the spec's when
+/// every step can raise it (a kept history).
 fn steady_steps(c: &Config) -> usize {
     let needed = crate::estimate::steps_needed(c).steps;
     match (needed, c.training.techniques.history) {
-        (Some(k), _) => k.max(c.training.steps),
+        (Some(k), _) => k,
         (None, crate::spec::History::LossTensor) => c.training.steps,
-        (None, _) => c.training.steps.max(2),
+        (None, _) => 2,
     }
 }
 

@@ -60,16 +60,21 @@ pub fn choose(
         let why = "as asked (--at)".to_string();
         return Ok((with(v)?, Some(Point { field: key.into(), value: v, why })));
     }
-    let values: Vec<f64> = match &sweep.mode {
-        SweepMode::List(v) => v.clone(),
-        SweepMode::Search { start, max, .. } => vec![*start as f64, *max as f64],
-        SweepMode::Halve { start } => vec![1.0, *start as f64],
-    };
     if !sweep.field.is_integer() {
         bail!("{}: the sweep varies {key}, which advise cannot search; pass --at VALUE", spec.path.display());
     }
-    let lo = values.iter().copied().fold(f64::INFINITY, f64::min) as u64;
-    let hi = values.iter().copied().fold(f64::NEG_INFINITY, f64::max) as u64;
+    let (lo, hi) = match &sweep.mode {
+        // A list is run in its order and need not grow monotonically in memory: advised at one
+        // of its own values, the first predicted not to fit, as the run would meet it.
+        SweepMode::List(values) => {
+            let values: Vec<u64> = values.iter().map(|&v| v as u64).collect();
+            let (value, why) = first_not_fitting(&values, |v| eval.largest_fit(base, sweep.field, v, v))?;
+            let value = value as f64;
+            return Ok((with(value)?, Some(Point { field: key.into(), value, why })));
+        }
+        SweepMode::Search { start, max, .. } => (*start as u64, *max as u64),
+        SweepMode::Halve { start } => (1, *start as u64),
+    };
     let (value, why) = match eval.largest_fit(base, sweep.field, lo, hi)? {
         None => (lo, format!("nothing from {lo} up is predicted to fit: the smallest value")),
         Some(v) if v >= hi => (hi, format!("every value up to {hi} is predicted to fit: the largest")),
@@ -77,4 +82,40 @@ pub fn choose(
     };
     let value = value as f64;
     Ok((with(value)?, Some(Point { field: key.into(), value, why })))
+}
+
+/// The first of a list's values (in its order) that `fit` says does not fit, or its largest
+/// when every one fits, and why.
+fn first_not_fitting(values: &[u64], fit: impl Fn(u64) -> Result<Option<u64>>) -> Result<(u64, String)> {
+    for (i, &v) in values.iter().enumerate() {
+        if fit(v)?.is_none() {
+            let why = match i {
+                0 => "the list's first value, predicted not to fit".to_string(),
+                _ => format!(
+                    "the list's first value predicted not to fit (the {i} before it are predicted to fit)"
+                ),
+            };
+            return Ok((v, why));
+        }
+    }
+    let largest = values.iter().copied().max().unwrap_or(0);
+    Ok((largest, format!("every value of the list is predicted to fit: the largest, {largest}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_is_advised_at_its_own_first_value_that_does_not_fit() {
+        // Not monotone: 64 fits, 128 does not, 96 fits again.
+        let fits = |v: u64| Ok([64, 96, 32].contains(&v).then_some(v));
+        let (v, why) = first_not_fitting(&[64, 128, 96], fits).unwrap();
+        assert_eq!(v, 128);
+        assert!(why.contains("the 1 before it"), "{why}");
+        assert_eq!(first_not_fitting(&[128, 64], fits).unwrap().0, 128);
+        let (v, why) = first_not_fitting(&[64, 96, 32], fits).unwrap();
+        assert_eq!(v, 96, "{why}");
+        assert!(why.contains("every value"), "{why}");
+    }
 }

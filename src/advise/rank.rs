@@ -72,7 +72,7 @@ fn by_time(a: &Evaluated, b: &Evaluated) -> Ordering {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::advise::candidates::{enumerate, Effect};
     use crate::estimate::tests::config;
@@ -80,7 +80,7 @@ mod tests {
 
     const ADAM: OptimizerSpec = OptimizerSpec::Adam { lr: 0.001, weight_decay: 0.0 };
 
-    fn evaluated(
+    pub(in crate::advise) fn evaluated(
         describe: &str,
         verdict: Verdict,
         peak: u64,

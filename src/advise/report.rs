@@ -66,7 +66,7 @@ fn ratio(r: Option<f64>) -> String {
     r.map_or("-".into(), |r| format!("{r:.2}x"))
 }
 
-/// One option in a sentence: "#3 accumulation 2 x 586500: peak 8.9 GiB, 7.0 GiB headroom, 1.04x the time".
+/// One option in a sentence: "#3 micro-batch 586500 x 2: peak 8.9 GiB, 7.0 GiB headroom, 1.04x the time".
 pub fn sentence(o: &Evaluated) -> String {
     let time = match o.relative_time {
         Some(r) => format!(", {r:.2}x the time per sample (a step {})", seconds(o.step_seconds)),
@@ -208,7 +208,11 @@ fn outside(a: &Advice) -> Vec<(&str, usize)> {
 
 /// The headline: the spec as written, the smallest change that fits, the fastest.
 fn headline(a: &Advice) -> Vec<String> {
-    let w = &a.written;
+    headline_of(&a.written, &a.options, a.smallest)
+}
+
+/// The headline from the spec as written, the ranked options and the smallest change's rank.
+fn headline_of(w: &Evaluated, options: &[Evaluated], smallest: Option<usize>) -> Vec<String> {
     let mut out = Vec::new();
     let verdict = match (&w.verdict, &w.over_in) {
         (Verdict::Oom, Some(at)) => format!("out of memory in {at}, over by {}", signed_size(-w.headroom)),
@@ -217,13 +221,18 @@ fn headline(a: &Advice) -> Vec<String> {
     };
     let step = w.step_seconds.map(|t| format!("; step {}", seconds(Some(t)))).unwrap_or_default();
     out.push(format!("As written: peak {} ({verdict}){step}.", format_size(w.peak)));
-    let first_fit = a.options.iter().find(|o| o.verdict == Verdict::Fits);
-    match a.smallest.and_then(|r| a.options.get(r - 1)) {
+    match smallest.and_then(|r| options.get(r - 1)) {
         Some(o) => out.push(format!("Smallest change that fits: {}.", sentence(o))),
         None if w.verdict == Verdict::Fits => out.push("Nothing needs to change: it fits as written.".into()),
         None => out.push("No option is predicted to fit: a smaller model, or a larger budget.".into()),
     }
-    if let Some(o) = first_fit.filter(|o| Some(o.rank) != a.smallest) {
+    // Only an option the table lists (and --verify trains) is named; when the spec fits as
+    // written, only one predicted to be faster is worth a line.
+    let first_fit = options.iter().find(|o| o.verdict == Verdict::Fits && o.listed);
+    let worth = |o: &&Evaluated| {
+        Some(o.rank) != smallest && (w.verdict != Verdict::Fits || o.relative_time.is_some_and(|r| r < 1.0))
+    };
+    if let Some(o) = first_fit.filter(worth) {
         let which = if o.step_seconds.is_some() { "Fastest" } else { "First ranked" };
         out.push(format!("{which} that fits: {}.", sentence(o)));
     }
@@ -372,4 +381,37 @@ pub fn write(dir: &Path, a: &Advice, force: bool) -> Result<Vec<PathBuf>> {
     written.push(put("advice.md", markdown(a, stem.as_deref()))?);
     written.extend([rendered.png, rendered.svg]);
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::advise::rank::{rank, tests::evaluated};
+
+    fn lines(written: Evaluated, options: Vec<Evaluated>) -> String {
+        let (ranked, smallest) = rank(options, &written);
+        let smallest = smallest.filter(|_| written.verdict != Verdict::Fits);
+        headline_of(&written, &ranked, smallest).join("\n")
+    }
+
+    #[test]
+    fn the_headline_names_only_listed_options_and_a_faster_one_when_nothing_must_change() {
+        // Two changes 1% faster than one of them alone are not listed: ranked first, not named.
+        let oom = evaluated("written", Verdict::Oom, 100, Some(2.0), 0);
+        let two = evaluated("two", Verdict::Fits, 10, Some(1.0), 2);
+        let mut one = evaluated("one", Verdict::Fits, 90, Some(1.01), 1);
+        one.candidate.changes = two.candidate.changes[..1].to_vec();
+        let text = lines(oom, vec![one, two]);
+        assert!(text.contains("Smallest change that fits: #2 one"), "{text}");
+        assert!(!text.contains("#1 two"), "{text}");
+        // A spec that fits: an option is named only when it is predicted faster.
+        let fits = evaluated("written", Verdict::Fits, 100, Some(2.0), 0);
+        let text = lines(fits.clone(), vec![evaluated("slower", Verdict::Fits, 90, Some(3.0), 1)]);
+        assert!(text.contains("Nothing needs to change") && !text.contains("that fits: #"), "{text}");
+        let text = lines(fits, vec![evaluated("faster", Verdict::Fits, 90, Some(1.0), 1)]);
+        assert!(text.contains("Fastest that fits: #1"), "{text}");
+        let untimed = evaluated("written", Verdict::Fits, 100, None, 0);
+        let text = lines(untimed, vec![evaluated("one", Verdict::Fits, 90, None, 1)]);
+        assert!(!text.contains("First ranked"), "{text}");
+    }
 }
