@@ -361,5 +361,5 @@ fn advise_weighs_a_scripted_modules_options_on_cuda() {
     );
     let fits: Vec<String> =
         options.iter().filter(|o| verdict(o) == "fits").map(|o| o["describe"].to_string()).collect();
-    assert!(fits.iter().any(|d| d.contains("accumulation")), "{fits:?}");
+    assert!(fits.iter().any(|d| d.contains("micro-batch")), "{fits:?}");
 }

@@ -78,11 +78,12 @@ impl Change {
         }
     }
 
-    /// In words, as the spec would say it: "accumulation 4 x 8192".
+    /// In words, as the spec would say it: "micro-batch 8192 x 4" (micro-batch x accumulation
+    /// steps, the project's notation).
     pub fn describe(&self) -> String {
         match self {
             Change::Accumulation { accumulation, micro_batch } => {
-                format!("accumulation {accumulation} x {micro_batch}")
+                format!("micro-batch {micro_batch} x {accumulation}")
             }
             Change::Amp { amp } => format!("amp {amp}"),
             Change::Checkpoint { checkpoint } => format!("checkpoint {checkpoint}"),
@@ -361,7 +362,7 @@ mod tests {
         // the spec itself; a smaller batch; SGD with momentum and plain SGD.
         assert_eq!(options.len(), 6 * 3 * 3 * 3 - 1 + 1 + 1 + 2);
         assert!(options.iter().any(|o| o.describe() == "batch 20 (was 32)"));
-        assert!(options.iter().any(|o| o.describe() == "accumulation 4 x 8 + amp bf16 + checkpoint 1"));
+        assert!(options.iter().any(|o| o.describe() == "micro-batch 8 x 4 + amp bf16 + checkpoint 1"));
     }
 
     #[test]

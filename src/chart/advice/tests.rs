@@ -10,7 +10,7 @@ fn chart(timed: bool) -> AdviceChart {
         budget: 100 << 20,
         timed,
         points: vec![
-            p("smallest change: #2 accumulation 2 x 16", 60 << 20, 1.5, Mark::Fits),
+            p("smallest change: #2 micro-batch 16 x 2", 60 << 20, 1.5, Mark::Fits),
             p("", 80 << 20, 1.2, Mark::Fits),
             p("", 99 << 20, 0.9, Mark::Borderline),
             p("", 140 << 20, 0.8, Mark::Oom),
@@ -28,7 +28,7 @@ fn draws_points_labels_budget_and_legend() {
     assert_eq!(chart(true).file_stem(), "advice");
     let texts = svg_texts(&std::fs::read_to_string(&out.svg).unwrap());
     for t in [
-        "smallest change: #2 accumulation 2 x 16",
+        "smallest change: #2 micro-batch 16 x 2",
         "as written: 150.00 MiB",
         "budget 100.00 MiB",
         "fits",
