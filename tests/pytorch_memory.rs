@@ -97,10 +97,16 @@ fn every_model_kind_allocates_what_pytorch_allocates_phase_by_phase() {
     let report = run::run(&Plan::here(spec, Overrides::default()), &opts).unwrap();
     let ours = ExperimentDir::read(&report.dir).unwrap();
     assert_eq!(ours.rows.len(), VARIANTS.len());
+    // train.py runs the trials oomlab trained ("ok") or ran out in: any other status would drop
+    // the trial from PyTorch's side and leave a key comparison that does not say why.
+    for r in &ours.rows {
+        assert_eq!(r.status, oomlab::schema::Status::Ok, "{} (trial {}): {}", r.variant, r.trial, r.message);
+    }
 
     let py_trace = sb.path().join("pytorch.csv");
     let (py_summary, py_trace) = common::pytorch_cpu_memory(&report.dir.join("summary.csv"), &py_trace);
     assert!(py_summary.iter().all(|r| r.status == "ok"), "PyTorch trained every trial");
+    assert_eq!(py_summary.len(), ours.rows.len(), "PyTorch ran every trial oomlab ran");
 
     let ours_base = ours.rows.iter().map(|r| (r.trial, r.baseline_allocated)).collect();
     let py_base = py_summary.iter().map(|r| (r.trial, r.baseline_allocated)).collect();
