@@ -61,6 +61,38 @@ fn help_examples_name_files_the_repository_has() {
 /// workspaces (65 MiB on a Hopper GPU, made before the first trial) must fit under too: a
 /// budget below them is out of memory whatever the model, never "fits". On the CPU a budget
 /// past the host's memory is said to be.
+/// A list runs only its own values: its answer is the largest of them predicted to fit, as its
+/// rows say, not a value between them that a bisection would find.
+#[test]
+fn a_list_sweep_is_answered_from_its_own_values() {
+    let sb = Sandbox::new();
+    let text = tiny_spec(
+        "list",
+        "hidden = 256\ndepth = 2",
+        Some(4 << 20),
+        "on_oom = \"continue\"\n[sweep]\nfield = \"training.batch_size\"\nvalues = [1024, 16, 256]\n",
+    )
+    .replace("samples = 32", "samples = 1024")
+    .replace("optimizer = \"sgd\"", "optimizer = \"adam\"");
+    let spec = sb.spec("list.toml", &text);
+    let out = oomlab().args(["estimate", spec.to_str().unwrap(), "--brief"]).assert().success();
+    let out = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let fits: Vec<u64> = out
+        .lines()
+        .filter(|l| l.starts_with("batch_size ") && l.ends_with(" fits"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .collect();
+    let largest = fits.iter().max().unwrap_or_else(|| panic!("some value fits: {out}"));
+    assert!(fits.len() < 3, "the budget should leave one value out: {out}");
+    assert!(
+        out.contains(&format!(
+            "largest of the listed batch_size values predicted to fit in 4.00 MiB: {largest} "
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("the sweep's own trials would find"), "{out}");
+}
+
 #[test]
 fn budgets_the_device_cannot_meet_are_not_taken_at_their_word() {
     let sb = Sandbox::new();

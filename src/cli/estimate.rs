@@ -364,6 +364,15 @@ fn table(point: &SweepPoint) -> String {
     out
 }
 
+/// A value predicted to fit above one predicted not to, among the rows' (value, fits): then no
+/// single boundary describes them (on CUDA, a cuBLAS or cuDNN workspace chosen by shape can do
+/// this).
+fn not_monotone(rows: impl Iterator<Item = (u64, bool)> + Clone) -> Option<(u64, u64)> {
+    let fits = rows.clone().filter(|r| r.1).map(|r| r.0).max()?;
+    let not = rows.filter(|r| !r.1 && r.0 < fits).map(|r| r.0).min()?;
+    Some((fits, not))
+}
+
 fn answer(sweep: &SweepPrediction) -> String {
     let (Some(field), Some(budget)) = (sweep.field, sweep.budget) else { return String::new() };
     if !field.is_integer() {
@@ -380,7 +389,8 @@ fn answer(sweep: &SweepPrediction) -> String {
     };
     match (sweep.exact_largest_fit, sweep.range) {
         (Some(v), Some((_, hi))) => {
-            out += &format!("largest {col} predicted to fit in {}: {v}", format_size(budget));
+            let of = if sweep.from_list { format!("of the listed {col} values") } else { col.to_string() };
+            out += &format!("largest {of} predicted to fit in {}: {v}", format_size(budget));
             if let Some(peak) = peak_of(v) {
                 out += &format!(" (peak {peak})");
             }
@@ -396,9 +406,30 @@ fn answer(sweep: &SweepPrediction) -> String {
         }
         _ => {}
     }
+    let rows = sweep.points.iter().filter_map(|p| Some((p.value? as u64, p.fits)));
+    if let Some((fits, not)) = not_monotone(rows) {
+        out += &format!(
+            "note: the predicted peak does not grow steadily with {col} here ({fits} fits, {not} does not): \
+             each row is its own value's prediction\n"
+        );
+    }
     if sweep.largest_fit != sweep.exact_largest_fit {
         let found = sweep.largest_fit.map_or("none".to_string(), |v| v.to_string());
         out += &format!("the sweep's own trials would find: {found}\n");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_that_fit_above_one_that_does_not_are_told() {
+        let told = |rows: &[(u64, bool)]| not_monotone(rows.iter().copied());
+        assert_eq!(told(&[(8, true), (16, true), (32, false)]), None);
+        assert_eq!(told(&[(32, false), (8, true)]), None, "the order of the rows does not matter");
+        assert_eq!(told(&[(8, true), (16, false), (24, true), (32, false)]), Some((24, 16)));
+        assert_eq!(told(&[(16, false)]), None);
+    }
 }

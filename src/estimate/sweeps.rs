@@ -37,9 +37,11 @@ pub struct SweepPrediction {
     pub first_oom: Option<u64>,
     /// For an integer field with a budget: the range searched (a search's start..max, a halving's
     /// 1..start, a list's min..max) and the largest value in it predicted to fit, found by
-    /// bisection on the model (peak memory grows with every integer field).
+    /// bisection on the model (peak memory grows with every integer field); for a list, the
+    /// largest of its own values predicted to fit (`from_list`), as its rows say.
     pub range: Option<(u64, u64)>,
     pub exact_largest_fit: Option<u64>,
+    pub from_list: bool,
     /// A search's guide: the guess it probes first, or why it bisects without one.
     pub guide: Option<Guide>,
 }
@@ -172,7 +174,11 @@ fn sweep_within(
             (lo.is_finite() && hi.is_finite()).then_some((lo as u64, hi as u64))
         }
     });
+    let from_list = sweep.is_some_and(|s| matches!(s.mode, SweepMode::List(_)));
     let exact_largest_fit = match (sweep, budget, range) {
+        // A list's values are the only ones it runs: its answer is its rows', whatever a value
+        // between two of them would do (on CUDA a workspace can make a larger batch fit).
+        (Some(_), Some(_), Some(_)) if from_list => largest_fit,
         (Some(s), Some(b), Some((lo, hi))) => {
             fit_within(base, s.field, b, (lo, hi), options, allowance, JudgedAt::Prediction)?
         }
@@ -187,6 +193,7 @@ fn sweep_within(
         first_oom,
         range,
         exact_largest_fit,
+        from_list,
         guide,
     })
 }
