@@ -71,8 +71,14 @@ impl Chart for CategoryBars {
             )))?;
             return Ok(());
         }
-        let (_, plot_h) = plot.plotting_area().dim_in_pixel();
+        let (plot_w, plot_h) = plot.plotting_area().dim_in_pixel();
         let px_per_unit = f64::from(plot_h) / y_top;
+        // A label wider than its room would cross the next bar or be cut at the plot's edge
+        // ("10.31 MiB" read "0.31 MiB" on a narrow first bar): it is shortened or left out.
+        let slot_px = f64::from(plot_w) / n as f64;
+        let width_of = |text: &str, style: &TextStyle| {
+            root.estimate_text_size(text, style).map_or(f64::INFINITY, |(w, _)| f64::from(w))
+        };
         const HALF: f64 = 0.3;
         for (i, bar) in self.bars.iter().enumerate() {
             let x = i as f64;
@@ -89,9 +95,14 @@ impl Chart for CategoryBars {
                 // The size inside the segment, when it is tall enough to hold it and the peak
                 // line does not cross it.
                 let centre = base + h / 2.0;
-                if h * px_per_unit >= 22.0 && (peak - centre).abs() * px_per_unit >= 13.0 {
-                    let style = label_style().color(&WHITE).pos(Pos::new(HPos::Center, VPos::Center));
-                    plot.draw_series(std::iter::once(Text::new(format_bytes(bytes), (x, centre), style)))?;
+                let style = label_style().color(&WHITE).pos(Pos::new(HPos::Center, VPos::Center));
+                let text = format_bytes(bytes);
+                let room = 2.0 * HALF * slot_px - 4.0;
+                if h * px_per_unit >= 22.0
+                    && (peak - centre).abs() * px_per_unit >= 13.0
+                    && width_of(&text, &style) <= room
+                {
+                    plot.draw_series(std::iter::once(Text::new(text, (x, centre), style)))?;
                 }
                 base += h;
             }
@@ -101,11 +112,11 @@ impl Chart for CategoryBars {
             )))?;
             // The peak's size above whichever is higher, the stack or the line.
             let style = label_style().pos(Pos::new(HPos::Center, VPos::Bottom));
-            plot.draw_series(std::iter::once(Text::new(
-                format!("peak {}", format_bytes(bar.peak)),
-                (x, peak.max(base) + 8.0 / px_per_unit),
-                style,
-            )))?;
+            let texts = [format!("peak {}", format_bytes(bar.peak)), format_bytes(bar.peak)];
+            if let Some(text) = first_fitting(&texts, slot_px - 4.0, |t| width_of(t, &style)) {
+                let at = (x, peak.max(base) + 8.0 / px_per_unit);
+                plot.draw_series(std::iter::once(Text::new(text.clone(), at, style)))?;
+            }
         }
         self.draw_legend(&legend_area)
     }
@@ -126,4 +137,9 @@ impl CategoryBars {
         }
         legend::column(area, &rows)
     }
+}
+
+/// The first of `texts` (longest first) no wider than `room` pixels.
+pub(super) fn first_fitting(texts: &[String], room: f64, width: impl Fn(&str) -> f64) -> Option<&String> {
+    texts.iter().find(|t| width(t) <= room)
 }

@@ -130,3 +130,37 @@ fn renders_empty_and_single_inputs() {
     let desc = "variant: each variant at batch_size 64, the largest every variant ran";
     assert!(texts.iter().any(|t| t == desc), "{texts:?}");
 }
+
+/// A size label wider than its bar (or its bar's slot, for the peak) is shortened or left out:
+/// centred on a narrow bar it crossed its neighbours, and at the plot's edge it was cut.
+#[test]
+fn labels_too_wide_for_their_bars_are_shortened_or_left_out() {
+    let texts = ["peak 10.31 MiB".to_string(), "10.31 MiB".to_string()];
+    let width = |t: &str| 10.0 * t.len() as f64;
+    assert_eq!(super::draw::first_fitting(&texts, 200.0, width), Some(&texts[0]));
+    assert_eq!(super::draw::first_fitting(&texts, 100.0, width), Some(&texts[1]));
+    assert_eq!(super::draw::first_fitting(&texts, 50.0, width), None);
+
+    let temp = tempfile::tempdir().expect("temp dir");
+    let sizes = |bars: usize| {
+        let mut rows = Vec::new();
+        let mut trace = Vec::new();
+        for trial in 1..=bars {
+            let mut row = summary(trial, &format!("v{trial}"), None, Status::Ok);
+            row.max_memory_allocated = (17_104 + trial as u64 * 300) << 10;
+            rows.push(row);
+            trace.extend(train_trace(trial).into_iter().map(|mut r| {
+                r.memory_allocated <<= 10;
+                r
+            }));
+        }
+        let chart = CategoryBars::from_picked(&picked(&rows, None), &trace, "bars", "");
+        let out = render(&chart, &temp.path().join(format!("bars{bars}"))).expect("rendered");
+        let texts = svg_texts(&std::fs::read_to_string(&out.svg).expect("svg readable"));
+        texts.into_iter().filter(|t| t.ends_with(" MiB") || t.ends_with(" KiB")).collect::<Vec<_>>()
+    };
+    let few = sizes(3);
+    assert!(few.iter().filter(|t| t.starts_with("peak ")).count() == 3, "{few:?}");
+    let many = sizes(60);
+    assert!(many.is_empty(), "60 bars leave no room for a size: {many:?}");
+}
