@@ -29,8 +29,12 @@ const CNN: &str = r#"model = { kind = "cnn", arch = "plain", channels = 8, depth
 data = { kind = "images", samples = 16, channels = 3, size = 8, classes = 4, seed = 0 }"#;
 const CNN_DWS: &str = r#"model = { kind = "cnn", arch = "plain", channels = 8, depth = 2, conv = "depthwise_separable", kernel = 5 }
 data = { kind = "images", samples = 16, channels = 3, size = 8, classes = 4, seed = 0 }"#;
+// 32 x 32, not 8 x 8: at 8 x 8 layer4's first convolution sees a 1 x 1 input, and PyTorch
+// 2.11's bf16 convolution backward on the CPU (oneDNN, two threads, AVX512-BF16) now and then
+// makes its weight gradient inf or NaN there (4 in 3000 in plain PyTorch; none at 2 x 2, none
+// with one thread): trial 10 then diverged, and PyTorch's side skipped it.
 const RESNET: &str = r#"model = { kind = "cnn", arch = "resnet18" }
-data = { kind = "images", samples = 16, channels = 3, size = 8, classes = 4, seed = 0 }"#;
+data = { kind = "images", samples = 16, channels = 3, size = 32, classes = 4, seed = 0 }"#;
 const TRANSFORMER: &str = r#"model = { kind = "transformer", d_model = 16, nhead = 2, num_layers = 2, dim_feedforward = 32 }
 data = { kind = "tokens", samples = 32, seq_len = 8, vocab = 20, classes = 4, seed = 0 }"#;
 const PRE_NORM: &str = r#"model = { kind = "transformer", d_model = 16, nhead = 2, num_layers = 2, dim_feedforward = 32, norm_first = true, dropout = 0.0 }
