@@ -11,6 +11,9 @@
 //! - **Changes the training**: a smaller batch (another gradient noise, and learning rate to
 //!   retune), another optimizer (another update rule).
 //!
+//! A forward-only spec (inference) is offered lower precision, `no_grad` where it keeps a graph,
+//! and a smaller batch: none changes its outputs per sample.
+//!
 //! The same-training knobs are crossed with each other; the training-changing ones are offered
 //! alone, with everything else as the spec writes it, so that a user sees what giving up the
 //! batch or the optimizer buys without them being mixed into the ranking of the rest.
@@ -64,6 +67,11 @@ pub enum Change {
     Batch { batch_size: usize, was: usize },
     /// Another optimizer.
     Optimizer { optimizer: String, was: String },
+    /// A forward-only spec run under `no_grad` (`training.mode = "forward_no_grad"`): the same
+    /// outputs, no graph kept.
+    NoGrad,
+    /// A forward-only spec's smaller batch: the same outputs per sample, in more batches.
+    InferenceBatch { batch_size: usize, was: usize },
 }
 
 impl Change {
@@ -72,7 +80,9 @@ impl Change {
             Change::Accumulation { .. }
             | Change::Checkpoint { .. }
             | Change::OptimizerImpl { .. }
-            | Change::DataOnHost => Effect::Same,
+            | Change::DataOnHost
+            | Change::NoGrad
+            | Change::InferenceBatch { .. } => Effect::Same,
             Change::Amp { .. } => Effect::Precision,
             Change::Batch { .. } | Change::Optimizer { .. } => Effect::Changed,
         }
@@ -91,6 +101,8 @@ impl Change {
             Change::DataOnHost => "data on host".into(),
             Change::Batch { batch_size, was } => format!("batch {batch_size} (was {was})"),
             Change::Optimizer { optimizer, was } => format!("{optimizer} (was {was})"),
+            Change::NoGrad => "no_grad".into(),
+            Change::InferenceBatch { batch_size, was } => format!("batch {batch_size} (was {was})"),
         }
     }
 }
@@ -179,6 +191,25 @@ pub fn enumerate(base: &Config, cuda: bool, smaller_batch: Option<usize>) -> Vec
                         }
                     }
                 }
+            }
+        }
+    }
+    if !train {
+        // Inference: the graph a forward keeps for no backward is what no_grad drops, and a
+        // smaller batch gives the same outputs per sample.
+        if tech.mode == Mode::Forward {
+            let mut config = base.clone();
+            config.training.techniques.mode = Mode::ForwardNoGrad;
+            if config.check().is_ok() {
+                out.push(Candidate { config, changes: vec![Change::NoGrad] });
+            }
+        }
+        if let Some(batch) = smaller_batch.filter(|&b| b < t.batch_size) {
+            let mut config = base.clone();
+            config.training.batch_size = batch;
+            if config.check().is_ok() {
+                let changes = vec![Change::InferenceBatch { batch_size: batch, was: t.batch_size }];
+                out.push(Candidate { config, changes });
             }
         }
     }
@@ -385,6 +416,15 @@ mod tests {
         let options = enumerate(&base, true, None);
         let described: Vec<String> = options.iter().map(Candidate::describe).collect();
         assert_eq!(described, ["as written", "amp fp16", "amp bf16"]);
+        // A forward with grad kept is offered no_grad, and any forward a smaller batch: the same
+        // outputs either way.
+        base.training.techniques.mode = Mode::Forward;
+        let options = enumerate(&base, true, Some(4));
+        let described: Vec<String> = options.iter().map(Candidate::describe).collect();
+        assert_eq!(described, ["as written", "amp fp16", "amp bf16", "no_grad", "batch 4 (was 8)"]);
+        assert!(options.iter().all(|o| o.effect() != Effect::Changed));
+        let no_grad = &options[3].config.training.techniques;
+        assert_eq!(no_grad.mode, Mode::ForwardNoGrad);
     }
 
     #[test]

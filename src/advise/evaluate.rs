@@ -208,10 +208,12 @@ impl Evaluator {
         estimate::largest_sure_fit(base, field, self.budget, lo, hi, &self.options(base))
     }
 
-    /// The largest batch below the spec's predicted to fit, everything else as written.
+    /// The largest batch below the spec's predicted to fit, everything else as written, when the
+    /// spec's own does not.
     pub fn smaller_batch(&self, base: &Config) -> Option<usize> {
         let b = base.training.batch_size as u64;
-        if b < 2 {
+        // One that fits as written needs no smaller batch (it would be b - 1).
+        if b < 2 || self.largest_fit(base, Field::BatchSize, b, b).ok().flatten().is_some() {
             return None;
         }
         self.largest_fit(base, Field::BatchSize, 1, b - 1).ok().flatten().map(|v| v as usize)

@@ -134,19 +134,20 @@ pub fn advise(req: &Request) -> Result<Advice> {
     let steady = steady_steps(&base);
     if steady != base.training.steps {
         let why = crate::estimate::steps_needed(&base).why;
+        let over = if steady == 1 { "1 step".to_string() } else { format!("{steady} steps") };
         notes.push(if steady > base.training.steps {
             format!(
-                "every option is evaluated over {steady} steps, not the spec's {}: a training runs more than one, \
+                "every option is evaluated over {}, not the spec's {}: a training runs more than one, \
                  and {why}",
-                base.training.steps
+                over, base.training.steps
             )
         } else {
             // A real training's thousands of steps are past what the estimate replays, and say no
             // more: the peak is reached by step `steady`.
             format!(
-                "every option is evaluated over {steady} steps, not the spec's {}: {why}, so their peak is the \
+                "every option is evaluated over {}, not the spec's {}: {why}, so their peak is the \
                  spec's",
-                base.training.steps
+                over, base.training.steps
             )
         });
         base.training.steps = steady;
