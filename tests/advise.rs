@@ -116,6 +116,29 @@ fn a_real_trainings_step_count_is_advised_at_its_steady_state() {
     assert!(notes.contains("evaluated over 2 steps, not the spec's 25000"), "{notes}");
 }
 
+/// A calibration made for another spec (the committed depth sweep's: Adam and SGD) has no run
+/// for an AdamW update: the options it cannot time are counted and what is missing named.
+#[test]
+fn a_calibration_without_an_options_runs_says_what_it_lacks() {
+    let sb = Sandbox::new();
+    let text = tiny_spec("adamw", "hidden = 64\ndepth = 2", Some(64 << 20), "")
+        .replace("optimizer = \"sgd\"", "optimizer = \"adamw\"");
+    let spec = sb.spec("adamw.toml", &text).display().to_string();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let cal = root.join("results/cpu-amd-epyc/depth_sweep/advice/calibration.json");
+    let a = advise_json(&sb, &[&spec, "--no-write", "--calibration", cal.to_str().unwrap()]);
+    let notes = a["notes"].to_string();
+    assert!(
+        notes.contains("the calibration has no run for") && notes.contains("the adamw update"),
+        "{notes}"
+    );
+    assert_eq!(a["written"]["step_seconds"], Value::Null);
+    let options = a["options"].as_array().unwrap();
+    let untimed = options.iter().filter(|o| o["step_seconds"].is_null() && o["error"].is_null()).count() + 1;
+    let weighed = options.len() + 1;
+    assert!(notes.contains(&format!("{untimed} of the {weighed} configurations weighed")), "{notes}");
+}
+
 /// A random small configuration and a budget between 55% and 95% of its
 /// predicted peak, so that the spec as written runs out of memory and some options fit.
 fn random_spec(rng: &mut Rng, i: usize) -> (String, u64) {

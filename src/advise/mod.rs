@@ -170,9 +170,14 @@ pub fn advise(req: &Request) -> Result<Advice> {
     progress.finish();
     let device_here = device_here(plan)?;
     let (timing, calibration) = timing_for(req, &device_here, &evaluated, shape)?;
+    let (mut untimed, mut missing, weighed) = (0, std::collections::BTreeSet::new(), evaluated.len());
     if let Some(cal) = calibration.as_ref().filter(|c| c.untrusted.is_empty()) {
         for e in &mut evaluated {
             e.step_seconds = cal.step_seconds(&e.candidate.config, shape.features, shape.classes, cuda);
+            if e.step_seconds.is_none() && e.error.is_none() {
+                untimed += 1;
+                missing.extend(cal.missing(&e.candidate.config, cuda));
+            }
         }
     }
     let written = evaluated.remove(0);
@@ -182,6 +187,17 @@ pub fn advise(req: &Request) -> Result<Advice> {
     let smallest = smallest.filter(|_| written.verdict != Verdict::Fits);
     if let Some(cal) = &calibration {
         notes.extend(cal.failed.iter().map(|f| format!("calibration run did not train: {f}")));
+    }
+    if untimed > 0 {
+        // A calibration made for another spec (--calibration FILE) lacks the runs of what this
+        // one's options change: those are ranked after the timed ones, which must be said.
+        let missing: Vec<String> = missing.into_iter().collect();
+        notes.push(format!(
+            "the calibration has no run for {}: {untimed} of the {weighed} configurations weighed (the spec \
+             as written is one) have no step time and rank after those with one; calibrate on this spec \
+             to time them all",
+            missing.join(", "),
+        ));
     }
     let mut advice = Advice {
         experiment: plan.spec.name.clone(),

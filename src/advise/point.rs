@@ -72,8 +72,8 @@ pub fn choose(
             let value = value as f64;
             return Ok((with(value)?, Some(Point { field: key.into(), value, why })));
         }
-        SweepMode::Search { start, max, .. } => (*start as u64, *max as u64),
-        SweepMode::Halve { start } => (1, *start as u64),
+        SweepMode::Search { start, max, .. } => (*start, *max),
+        SweepMode::Halve { start } => (1, *start),
     };
     let (value, why) = match eval.largest_fit(base, sweep.field, lo, hi)? {
         None => (lo, format!("nothing from {lo} up is predicted to fit: the smallest value")),

@@ -223,6 +223,25 @@ impl Calibration {
 
     /// The predicted seconds of one training step of `c` (data of `features` and `classes`),
     /// or `None` when a measurement it needs is missing.
+    /// What `c` needs that this calibration did not measure, in words ("adamw for_loop
+    /// update"): why [`Calibration::step_seconds`] has no time for it.
+    pub fn missing(&self, c: &Config, cuda: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        let key = PassKey::of(c);
+        if !self.passes.iter().any(|p| p.key == key) {
+            let checkpointed = if key.checkpointed { ", checkpointed" } else { "" };
+            out.push(format!(
+                "a {} pass ({}, amp {}{checkpointed}, data on the {})",
+                key.mode, key.dtype, key.amp, key.location
+            ));
+        }
+        if let Some(key) = UpdateKey::of(c, cuda).filter(|k| !self.updates.iter().any(|u| &u.key == k)) {
+            let scaled = if key.scaled { " with the grad scaler" } else { "" };
+            out.push(format!("the {} update ({}{scaled})", key.optimizer, key.implementation));
+        }
+        out
+    }
+
     pub fn step_seconds(&self, c: &Config, features: usize, classes: usize, cuda: bool) -> Option<f64> {
         let shape = ModelShape::of(c, features, classes);
         let key = PassKey::of(c);
