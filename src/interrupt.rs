@@ -30,10 +30,40 @@ static INSTALLED: OnceLock<()> = OnceLock::new();
 
 /// A run stopped because it was asked to: the error that carries the exit code up the stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("interrupted by {} after the phase under way; the trial in progress was dropped", signal_name(*code))]
+#[error("interrupted by {} {}", signal_name(*code), stopped_words())]
 pub struct Interrupted {
     /// 130 for SIGINT, 143 for SIGTERM.
     pub code: i32,
+}
+
+/// What a signal stops and what is kept, in the words of the command under way (a run's
+/// trials, a bench's processes): said at the first signal and in the error.
+struct Wording {
+    stopping: String,
+    stopped: String,
+}
+static WORDING: Mutex<Option<Wording>> = Mutex::new(None);
+
+/// Words for a command that is not a run: `stopping` at the first signal ("after the process
+/// under way"), `stopped` in the error ("after the process under way; ... kept in ...").
+pub fn set_wording(stopping: String, stopped: String) {
+    if let Ok(mut w) = WORDING.lock() {
+        *w = Some(Wording { stopping, stopped });
+    }
+}
+
+fn stopping_words() -> String {
+    let w = WORDING.lock().ok().and_then(|w| w.as_ref().map(|w| w.stopping.clone()));
+    w.unwrap_or_else(|| {
+        "stopping after the phase under way (the trial in progress is dropped); Ctrl-C again to abandon \
+         the trial now"
+            .into()
+    })
+}
+
+fn stopped_words() -> String {
+    let w = WORDING.lock().ok().and_then(|w| w.as_ref().map(|w| w.stopped.clone()));
+    w.unwrap_or_else(|| "after the phase under way; the trial in progress was dropped".into())
 }
 
 fn signal_name(code: i32) -> &'static str {
@@ -69,12 +99,7 @@ fn answer(code: i32) {
     // is still read.
     let mut err = std::io::stderr();
     if first {
-        let _ = writeln!(
-            err,
-            "\n{}: stopping after the phase under way (the trial in progress is dropped); \
-             Ctrl-C again to abandon the trial now",
-            signal_name(code)
-        );
+        let _ = writeln!(err, "\n{}: {}", signal_name(code), stopping_words());
         return;
     }
     if let Ok(hook) = ABANDON.lock() {

@@ -54,6 +54,7 @@ fn quick_bench_runs_both_sides_on_the_same_model_and_writes_its_files() {
         let len = std::fs::metadata(dir.join(f)).map(|m| m.len()).unwrap_or(0);
         assert!(len > 0, "{f} written in {}", dir.display());
     }
+    assert!(!dir.join("bench.partial.csv").exists(), "a complete bench leaves no partial samples");
 
     // What --quick runs without --config: each role once.
     let plan = Plan::new(false, true).unwrap().only(&[]).unwrap();
@@ -117,4 +118,50 @@ fn quick_bench_runs_both_sides_on_the_same_model_and_writes_its_files() {
     let again = std::fs::read_to_string(dir.join("BENCH.md")).unwrap();
     assert!(again.contains("## 3x16-fused: ") && !again.contains("## 4x32: "), "replaced by the new run");
     assert_eq!(std::fs::read_to_string(&keep).unwrap(), "another experiment's");
+}
+
+/// Ctrl-C during the rounds keeps what was measured: every sample is in bench.partial.csv before
+/// the next process starts, and the error says where, in a bench's words (not a run's trials);
+/// exit 130, and no BENCH.md is written from rounds that did not all run.
+#[test]
+fn a_bench_stopped_by_ctrl_c_keeps_its_samples_and_says_where() {
+    let sb = Sandbox::new();
+    let out = sb.out();
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("oomlab"))
+        .args(["bench", "--quick", "--device", "cpu", "--threads", "1", "--out"])
+        .arg(&out)
+        .env("PYTHONPATH", torch_site())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("oomlab runs");
+    let started = std::time::Instant::now();
+    let partial = loop {
+        let found = std::fs::read_dir(&out)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path().join("bench.partial.csv"))
+            .find(|p| std::fs::read_to_string(p).is_ok_and(|t| t.lines().count() >= 2));
+        if let Some(p) = found {
+            break p;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "the bench ended before its first sample was saved");
+        assert!(started.elapsed() < std::time::Duration::from_secs(300), "no sample within 5 minutes");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let ok = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(ok.success());
+    let done = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("the samples measured so far are in"), "{stderr}");
+    assert!(!stderr.contains("trial in progress"), "a bench has no trials: {stderr}");
+    let rows = std::fs::read_to_string(&partial).unwrap().lines().count();
+    assert!(rows >= 2, "header and at least one sample");
+    let dir = partial.parent().unwrap();
+    assert!(
+        !dir.join("BENCH.md").exists() && !dir.join("bench.csv").exists(),
+        "no report from a partial bench"
+    );
 }

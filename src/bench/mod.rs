@@ -37,6 +37,8 @@ pub use report::Header;
 /// The file names the bench writes into `<out>/<device>/`.
 pub const BENCH_MD: &str = "BENCH.md";
 pub const BENCH_CSV: &str = "bench.csv";
+/// The samples of a bench under way (or stopped): replaced by `bench.csv` when it completes.
+pub const BENCH_PARTIAL_CSV: &str = "bench.partial.csv";
 /// The chart's stem: `bench.png` and `bench.svg`.
 pub const BENCH_CHART: &str = "bench";
 

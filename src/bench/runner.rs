@@ -146,8 +146,14 @@ pub fn order(contenders: &[Contender], round: usize, rounds: usize) -> Vec<Conte
 }
 
 /// Runs every round, telling `progress` what starts ("round 2/3  8x5000  pytorch") and what it
-/// measured.
-pub fn run_rounds(plan: &Plan, launcher: &Launcher, progress: &mut dyn FnMut(&str)) -> Result<Vec<Sample>> {
+/// measured, and handing `save` every sample so far after each one: a bench stopped half way
+/// keeps what it measured.
+pub fn run_rounds(
+    plan: &Plan,
+    launcher: &Launcher,
+    progress: &mut dyn FnMut(&str),
+    save: &mut dyn FnMut(&[Sample]) -> Result<()>,
+) -> Result<Vec<Sample>> {
     let mut samples = Vec::new();
     for round in 0..plan.rounds {
         for c in &plan.configs {
@@ -156,7 +162,11 @@ pub fn run_rounds(plan: &Plan, launcher: &Launcher, progress: &mut dyn FnMut(&st
                 let label =
                     format!("round {}/{}  {:<14} {:<14}", round + 1, plan.rounds, c.name, contender.as_str());
                 let started = std::time::Instant::now();
-                let report = launcher.run(contender, c)?;
+                // Ctrl-C in a terminal reaches the worker too: its death is the signal's.
+                let report = launcher.run(contender, c).map_err(|e| match crate::interrupt::requested() {
+                    Some(stop) => anyhow::Error::new(stop),
+                    None => e,
+                })?;
                 let median = super::stats::median(&report.step_seconds);
                 progress(&format!(
                     "{label} median {} a step ({:.1} s in all)",
@@ -164,6 +174,7 @@ pub fn run_rounds(plan: &Plan, launcher: &Launcher, progress: &mut dyn FnMut(&st
                     started.elapsed().as_secs_f64()
                 ));
                 samples.push(Sample { config: c.name.clone(), contender, round: round + 1, report });
+                save(&samples)?;
             }
         }
     }

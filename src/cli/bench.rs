@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::bench::{self, report, runner, Contender, Header, Plan, BENCH_CSV, BENCH_MD};
+use crate::bench::{self, report, runner, Contender, Header, Plan, BENCH_CSV, BENCH_MD, BENCH_PARTIAL_CSV};
 use crate::chart;
 use crate::device::{self, DeviceChoice};
 use crate::results::manifest;
@@ -142,6 +142,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let ours = [
         BENCH_MD.to_string(),
         BENCH_CSV.into(),
+        BENCH_PARTIAL_CSV.into(),
         format!("{}.png", bench::BENCH_CHART),
         format!("{}.svg", bench::BENCH_CHART),
     ];
@@ -169,7 +170,22 @@ pub fn run(args: BenchArgs) -> Result<()> {
         launcher.threads,
         dir.display()
     );
-    let samples = runner::run_rounds(&plan, &launcher, &mut |line| note!("{line}"))?;
+    // Each sample is on disk before the next process starts; a stop keeps them, and says so.
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let partial = dir.join(BENCH_PARTIAL_CSV);
+    crate::interrupt::set_wording(
+        "stopping after the process under way (the samples measured are kept); Ctrl-C again to stop at once"
+            .into(),
+        format!(
+            "after the process under way: the samples measured so far are in {} (a bench's verdicts need \
+             every round: run it again with --force)",
+            partial.display()
+        ),
+    );
+    let mut save = |samples: &[runner::Sample]| {
+        crate::results::fsio::write_atomic(&partial, report::csv(samples).as_bytes())
+    };
+    let samples = runner::run_rounds(&plan, &launcher, &mut |line| note!("{line}"), &mut save)?;
     let analysis = bench::analyse(&plan, &samples)?;
     for c in analysis.configs.iter().filter(|c| c.same_model.loss_difference > report::LOSS_TOLERANCE) {
         note!(
@@ -193,6 +209,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
     let text =
         report::markdown(&header, &analysis) + &bench::estimate_times::markdown(&times, estimate_device);
     crate::results::fsio::write_atomic(&md, text.as_bytes())?;
+    // Complete: bench.csv holds every sample.
+    let _ = std::fs::remove_file(&partial);
 
     for c in &analysis.configs {
         for v in &c.verdicts {
