@@ -52,18 +52,22 @@ pub fn set_wording(stopping: String, stopped: String) {
     }
 }
 
+/// The command's words, `pick`ed from its wording, or a run's (`default`).
+fn words(pick: fn(&Wording) -> &String, default: &str) -> String {
+    let set = WORDING.lock().ok().and_then(|w| w.as_ref().map(|w| pick(w).clone()));
+    set.unwrap_or_else(|| default.into())
+}
+
 fn stopping_words() -> String {
-    let w = WORDING.lock().ok().and_then(|w| w.as_ref().map(|w| w.stopping.clone()));
-    w.unwrap_or_else(|| {
-        "stopping after the phase under way (the trial in progress is dropped); Ctrl-C again to abandon \
-         the trial now"
-            .into()
-    })
+    words(
+        |w| &w.stopping,
+        "stopping after the phase under way (the trial in progress is dropped); Ctrl-C again to abandon the \
+         trial now",
+    )
 }
 
 fn stopped_words() -> String {
-    let w = WORDING.lock().ok().and_then(|w| w.as_ref().map(|w| w.stopped.clone()));
-    w.unwrap_or_else(|| "after the phase under way; the trial in progress was dropped".into())
+    words(|w| &w.stopped, "after the phase under way; the trial in progress was dropped")
 }
 
 fn signal_name(code: i32) -> &'static str {

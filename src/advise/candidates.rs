@@ -194,34 +194,30 @@ pub fn enumerate(base: &Config, cuda: bool, smaller_batch: Option<usize>) -> Vec
             }
         }
     }
-    if !train {
-        // Inference: the graph a forward keeps for no backward is what no_grad drops, and a
-        // smaller batch gives the same outputs per sample.
-        if tech.mode == Mode::Forward {
-            let mut config = base.clone();
-            config.training.techniques.mode = Mode::ForwardNoGrad;
-            if config.check().is_ok() {
-                out.push(Candidate { config, changes: vec![Change::NoGrad] });
-            }
+    // Inference: the graph a forward keeps for no backward is what no_grad drops.
+    if tech.mode == Mode::Forward {
+        let mut config = base.clone();
+        config.training.techniques.mode = Mode::ForwardNoGrad;
+        if config.check().is_ok() {
+            out.push(Candidate { config, changes: vec![Change::NoGrad] });
         }
-        if let Some(batch) = smaller_batch.filter(|&b| b < t.batch_size) {
-            let mut config = base.clone();
-            config.training.batch_size = batch;
-            if config.check().is_ok() {
-                let changes = vec![Change::InferenceBatch { batch_size: batch, was: t.batch_size }];
-                out.push(Candidate { config, changes });
-            }
+    }
+    if let Some(batch) = smaller_batch.filter(|&b| b < t.batch_size) {
+        let mut config = base.clone();
+        config.training.batch_size = batch;
+        if config.check().is_ok() {
+            let (batch_size, was) = (batch, t.batch_size);
+            // A forward's smaller batch gives the same outputs per sample; a training's, another
+            // gradient noise.
+            let change = if train {
+                Change::Batch { batch_size, was }
+            } else {
+                Change::InferenceBatch { batch_size, was }
+            };
+            out.push(Candidate { config, changes: vec![change] });
         }
     }
     if train {
-        if let Some(batch) = smaller_batch.filter(|&b| b < t.batch_size) {
-            let mut config = base.clone();
-            config.training.batch_size = batch;
-            if config.check().is_ok() {
-                let changes = vec![Change::Batch { batch_size: batch, was: t.batch_size }];
-                out.push(Candidate { config, changes });
-            }
-        }
         for optimizer in other_optimizers(&t.optimizer) {
             let mut config = base.clone();
             config.training.optimizer = optimizer;

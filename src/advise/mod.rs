@@ -135,21 +135,17 @@ pub fn advise(req: &Request) -> Result<Advice> {
     if steady != base.training.steps {
         let why = crate::estimate::steps_needed(&base).why;
         let over = if steady == 1 { "1 step".to_string() } else { format!("{steady} steps") };
-        notes.push(if steady > base.training.steps {
-            format!(
-                "every option is evaluated over {}, not the spec's {}: a training runs more than one, \
-                 and {why}",
-                over, base.training.steps
-            )
+        let because = if steady > base.training.steps {
+            format!("a training runs more than one, and {why}")
         } else {
             // A real training's thousands of steps are past what the estimate replays, and say no
             // more: the peak is reached by step `steady`.
-            format!(
-                "every option is evaluated over {}, not the spec's {}: {why}, so their peak is the \
-                 spec's",
-                over, base.training.steps
-            )
-        });
+            format!("{why}, so their peak is the spec's")
+        };
+        notes.push(format!(
+            "every option is evaluated over {over}, not the spec's {}: {because}",
+            base.training.steps
+        ));
         base.training.steps = steady;
     }
     let cuda = plan.target == Target::Cuda;

@@ -221,8 +221,6 @@ impl Calibration {
         Ok(())
     }
 
-    /// The predicted seconds of one training step of `c` (data of `features` and `classes`),
-    /// or `None` when a measurement it needs is missing.
     /// What `c` needs that this calibration did not measure, in words ("adamw for_loop
     /// update"): why [`Calibration::step_seconds`] has no time for it.
     pub fn missing(&self, c: &Config, cuda: bool) -> Vec<String> {
@@ -242,6 +240,8 @@ impl Calibration {
         out
     }
 
+    /// The predicted seconds of one training step of `c` (data of `features` and `classes`),
+    /// or `None` when a measurement it needs is missing.
     pub fn step_seconds(&self, c: &Config, features: usize, classes: usize, cuda: bool) -> Option<f64> {
         let shape = ModelShape::of(c, features, classes);
         let key = PassKey::of(c);

@@ -364,13 +364,11 @@ fn table(point: &SweepPoint) -> String {
     out
 }
 
-/// A value predicted to fit above one predicted not to, among the rows' (value, fits): then no
-/// single boundary describes them (on CUDA, a cuBLAS or cuDNN workspace chosen by shape can do
-/// this).
-fn not_monotone(rows: impl Iterator<Item = (u64, bool)> + Clone) -> Option<(u64, u64)> {
-    let fits = rows.clone().filter(|r| r.1).map(|r| r.0).max()?;
-    let not = rows.filter(|r| !r.1 && r.0 < fits).map(|r| r.0).min()?;
-    Some((fits, not))
+/// A value predicted to fit above one predicted not to, from the rows' largest fit and smallest
+/// OOM: then no single boundary describes them (on CUDA, a cuBLAS or cuDNN workspace chosen by
+/// shape can do this).
+fn not_monotone(largest_fit: Option<u64>, first_oom: Option<u64>) -> Option<(u64, u64)> {
+    largest_fit.zip(first_oom).filter(|(fits, not)| not < fits)
 }
 
 fn answer(sweep: &SweepPrediction) -> String {
@@ -406,8 +404,7 @@ fn answer(sweep: &SweepPrediction) -> String {
         }
         _ => {}
     }
-    let rows = sweep.points.iter().filter_map(|p| Some((p.value? as u64, p.fits)));
-    if let Some((fits, not)) = not_monotone(rows) {
+    if let Some((fits, not)) = not_monotone(sweep.largest_fit, sweep.first_oom) {
         out += &format!(
             "note: the predicted peak does not grow steadily with {col} here ({fits} fits, {not} does not): \
              each row is its own value's prediction\n"
@@ -426,10 +423,10 @@ mod tests {
 
     #[test]
     fn rows_that_fit_above_one_that_does_not_are_told() {
-        let told = |rows: &[(u64, bool)]| not_monotone(rows.iter().copied());
-        assert_eq!(told(&[(8, true), (16, true), (32, false)]), None);
-        assert_eq!(told(&[(32, false), (8, true)]), None, "the order of the rows does not matter");
-        assert_eq!(told(&[(8, true), (16, false), (24, true), (32, false)]), Some((24, 16)));
-        assert_eq!(told(&[(16, false)]), None);
+        // (largest value that fits, smallest that does not), as a sweep's rows give them.
+        assert_eq!(not_monotone(Some(16), Some(32)), None);
+        assert_eq!(not_monotone(Some(24), Some(16)), Some((24, 16)));
+        assert_eq!(not_monotone(None, Some(16)), None);
+        assert_eq!(not_monotone(Some(16), None), None);
     }
 }
