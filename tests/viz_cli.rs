@@ -271,6 +271,17 @@ fn compare_writes_the_table_and_overlaid_charts() {
         .stderr(predicate::str::contains("warning: the spec file of B differs from A's"));
     let md = std::fs::read_to_string(elsewhere.join("COMPARE.md")).unwrap();
     assert!(md.contains("> **Warning:** the spec file of B differs from A's"), "{md}");
+    assert!(md.contains("B differs in base: absent in A, {\"training\":{\"batch_size\":64}} in B."), "{md}");
+
+    // A folder given twice, by two paths, is refused before anything is written.
+    let again = a.join("../depth_sweep");
+    let nothing = sb.path().join("twice");
+    oomlab()
+        .args(["compare", a.to_str().unwrap(), again.to_str().unwrap(), "--out", nothing.to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("is given twice").and(predicate::str::contains("as A and B")));
+    assert!(!nothing.exists(), "nothing written for a refused comparison");
 }
 
 #[test]

@@ -62,6 +62,7 @@ fn experiments_in(dir: &Path) -> Vec<(String, PathBuf)> {
 }
 
 pub fn run(args: CompareArgs) -> Result<()> {
+    not_twice(&args.dirs)?;
     let kinds: Vec<Kind> = args.dirs.iter().map(|d| kind(d)).collect();
     let device = |k: &Kind| matches!(k, Kind::Device(_));
     if kinds.iter().any(device) {
@@ -267,6 +268,31 @@ fn resolved(dir: &Path) -> PathBuf {
     }
 }
 
+/// Refuses a folder given twice (by the same path, or by two paths to one folder): its ratios
+/// against itself would all read 1.00, which says nothing, and a user who typed it meant
+/// another folder.
+fn not_twice(dirs: &[PathBuf]) -> Result<()> {
+    let real: Vec<Option<PathBuf>> = dirs.iter().map(|d| d.canonicalize().ok()).collect();
+    for (j, b) in real.iter().enumerate() {
+        let Some(b) = b else { continue };
+        if let Some(i) = real[..j].iter().position(|a| a.as_ref() == Some(b)) {
+            let how = if dirs[i] == dirs[j] {
+                String::new()
+            } else {
+                format!(" (as {} and {})", dirs[i].display(), dirs[j].display())
+            };
+            bail!(
+                "{} is given twice{how}, as {} and {}: a folder compared with itself shows ratios of 1.00 and \
+                 nothing else; give another device's or budget's results folder in its place",
+                dirs[i].display(),
+                comparison::letter(i),
+                comparison::letter(j)
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Refuses an output folder that is one of the folders compared, or inside one: COMPARE.md and
 /// its charts would be written among a run's results.
 fn not_into_an_input(out: &Path, dirs: &[PathBuf]) -> Result<()> {
@@ -333,6 +359,23 @@ mod tests {
             not_into_an_input(&exp.join("charts"), std::slice::from_ref(&exp)).unwrap_err().to_string();
         assert!(refused.contains("a folder compared"), "{refused}");
         assert!(not_into_an_input(&tmp.path().join("results/compare/x"), &[exp]).is_ok());
+    }
+
+    #[test]
+    fn a_folder_given_twice_is_refused_by_any_path_to_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("cpu/depth_sweep"), tmp.path().join("gpu/depth_sweep"));
+        std::fs::create_dir_all(&a).unwrap();
+        std::fs::create_dir_all(&b).unwrap();
+        assert!(not_twice(&[a.clone(), b.clone()]).is_ok());
+        let err = not_twice(&[a.clone(), b.clone(), a.clone()]).unwrap_err().to_string();
+        assert!(err.contains("given twice, as A and C"), "{err}");
+        let other_path = tmp.path().join("gpu/../cpu/depth_sweep/");
+        let err = not_twice(&[a.clone(), other_path.clone()]).unwrap_err().to_string();
+        assert!(err.contains(&format!("(as {} and {})", a.display(), other_path.display())), "{err}");
+        // A folder that does not exist is left to the reading, which names it.
+        let missing = tmp.path().join("nowhere");
+        assert!(not_twice(&[missing.clone(), missing]).is_ok());
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use super::{section, Cell, Comparison};
+use super::{ratio, section, Cell, Comparison};
 use crate::markdown;
 use crate::results::Manifest;
 
@@ -193,11 +193,8 @@ pub fn markdown(d: &DeviceComparison) -> String {
                         .collect();
                     let dash = || "—".to_string();
                     cells.extend(per_folder.iter().map(|c| c.map_or_else(dash, |c| markdown::cell(&c.text))));
-                    let base = per_folder.first().copied().flatten().and_then(|c| c.number);
-                    cells.extend(per_folder.iter().skip(1).map(|c| match (base, c.and_then(|c| c.number)) {
-                        (Some(a), Some(b)) if a != 0.0 => format!("{:.2}", b / a),
-                        _ => dash(),
-                    }));
+                    let base = per_folder.first().copied().flatten();
+                    cells.extend(per_folder.iter().skip(1).map(|c| ratio(base, *c)));
                 }
             }
         }

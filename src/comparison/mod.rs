@@ -25,6 +25,9 @@ use crate::units::{format_bytes, format_tick};
 
 pub mod chart;
 pub mod devices;
+pub mod spec_diff;
+
+pub use spec_diff::SpecDiff;
 
 pub const COMPARE_MD: &str = "COMPARE.md";
 
@@ -35,8 +38,8 @@ pub struct Comparison {
     /// The first folder's spec description.
     pub description: String,
     pub folders: Vec<Side>,
-    /// Letters of the folders whose spec file differs from A's.
-    pub spec_differs: Vec<String>,
+    /// The folders whose spec differs from A's in what it runs, with the keys that differ.
+    pub spec_differs: Vec<SpecDiff>,
     /// One table per swept field (none without a sweep, the empty field).
     pub tables: Vec<Table>,
 }
@@ -108,20 +111,32 @@ pub struct Cell {
     pub text: String,
     /// What ratios are taken of; None for a figure that is not a number ("OOM in backward").
     pub number: Option<f64>,
+    /// The true figure is at least `number`, not `number`: the largest fit of a sweep that never
+    /// ran out of memory (it stopped at its last value, not at a boundary), or the peak of a run
+    /// that ran out (what it held when it stopped, short of what it needed).
+    pub at_least: bool,
 }
 
 impl Figure {
-    /// Each folder's number over A's, for B onwards; None where either is missing or A's is 0.
-    pub fn ratios(&self) -> Vec<Option<f64>> {
-        let first = self.cells.first().cloned().flatten().and_then(|c| c.number);
-        self.cells
-            .iter()
-            .skip(1)
-            .map(|c| match (first, c.as_ref().and_then(|c| c.number)) {
-                (Some(a), Some(b)) if a != 0.0 => Some(b / a),
-                _ => None,
-            })
-            .collect()
+    /// Each folder's number over A's, for B onwards, as a table shows it: "0.10"; "≥ 1.60" or
+    /// "≤ 0.62" where one side is only a lower bound; "—" where either is missing, A's is 0, or
+    /// both are lower bounds (their ratio could be anything).
+    pub fn ratios(&self) -> Vec<String> {
+        let first = self.cells.first().and_then(Option::as_ref);
+        self.cells.iter().skip(1).map(|c| ratio(first, c.as_ref())).collect()
+    }
+}
+
+/// `b` over `a`, as [`Figure::ratios`] writes it.
+pub fn ratio(a: Option<&Cell>, b: Option<&Cell>) -> String {
+    let (Some(a), Some(b)) = (a, b) else { return "—".into() };
+    match (a.number, b.number, a.at_least, b.at_least) {
+        (Some(x), Some(y), false, false) if x != 0.0 => format!("{:.2}", y / x),
+        // B is at least y, so B / A is at least y / x.
+        (Some(x), Some(y), false, true) if x != 0.0 => format!("≥ {:.2}", y / x),
+        // A is at least x, so B / A is at most y / x.
+        (Some(x), Some(y), true, false) if x != 0.0 => format!("≤ {:.2}", y / x),
+        _ => "—".into(),
     }
 }
 
@@ -202,8 +217,11 @@ pub fn compare_as(folders: &[ExperimentDir], letters: &[String]) -> Result<Compa
         .iter()
         .enumerate()
         .skip(1)
-        .filter(|(_, f)| what_ran(&f.manifest) != what_ran(&first.manifest))
-        .map(|(i, _)| letters[i].clone())
+        .map(|(i, f)| SpecDiff {
+            letter: letters[i].clone(),
+            keys: spec_diff::differences(&first.manifest, &f.manifest, [&letters[0], &letters[i]]),
+        })
+        .filter(|d| !d.keys.is_empty())
         .collect();
 
     // Fields in the order first seen; the empty field (no sweep) last.
@@ -224,24 +242,6 @@ pub fn compare_as(folders: &[ExperimentDir], letters: &[String]) -> Result<Compa
         spec_differs,
         tables,
     })
-}
-
-/// What a run ran, as two folders must share to compare: the validated spec without its file's
-/// path, its description and its `[run]` table (the device and budget, which the folders show
-/// and may differ in on purpose), and the contents of the files it read. A comment or a
-/// reworded description changes nothing; a width, a batch or a swapped module file does.
-/// Manifests without a validated spec are compared by their spec text.
-fn what_ran(m: &crate::results::Manifest) -> (serde_json::Value, Vec<String>) {
-    let mut spec = m.spec.clone();
-    if spec.is_null() {
-        return (m.spec_source.clone().into(), Vec::new());
-    }
-    if let Some(o) = spec.as_object_mut() {
-        for key in ["path", "description", "run"] {
-            o.remove(key);
-        }
-    }
-    (spec, m.inputs.iter().map(|i| i.sha256.clone()).collect())
 }
 
 /// "A", "B", ... "Z", "AA", ...: the `i`th folder's letter.
@@ -317,25 +317,53 @@ fn table(folders: &[ExperimentDir], sides: &[Side], field: Option<Field>) -> Tab
     Table { field, has_variants, rows }
 }
 
-/// Largest fit, first OOM, and the peaks of the largest fit.
+/// Largest fit, first OOM, and the peaks of the largest fit. A sweep that never ran out of
+/// memory has no boundary: its largest fit is a lower bound, and its first OOM lies past it.
 fn sweep_figures(side: &Side, answer: &Answer, rows: &[SummaryRow]) -> Vec<Option<Cell>> {
     let fit =
         answer.largest_fit.and_then(|v| rows.iter().find(|r| r.status.fitted() && r.value == Some(v as f64)));
+    let open = answer.first_oom.is_none();
+    let bounded = |v: u64, note: &str| Cell {
+        text: format!("≥ {} ({note})", format_tick(v as f64)),
+        number: Some(v as f64),
+        at_least: true,
+    };
     vec![
-        answer.largest_fit.map(|v| number(v as f64)),
-        answer.first_oom.map(|v| number(v as f64)),
+        answer.largest_fit.map(|v| if open { bounded(v, "no OOM in the sweep") } else { number(v as f64) }),
+        match (answer.first_oom, answer.largest_fit) {
+            (Some(v), _) => Some(number(v as f64)),
+            (None, Some(v)) => Some(Cell {
+                text: format!("> {} (none in the sweep)", format_tick(v as f64)),
+                number: Some(v as f64),
+                at_least: true,
+            }),
+            (None, None) => None,
+        },
         fit.map(|r| bytes(side, r.max_memory_allocated)),
         fit.map(|r| bytes(side, r.max_memory_reserved)),
         fit.and_then(|r| r.step_seconds).map(seconds),
     ]
 }
 
-/// Outcome and peaks, for a variant without a sweep.
+/// Outcome and peaks, for a variant without a sweep. A peak reached by a row that did not
+/// complete (out of memory) is a lower bound of what the run needed.
 fn plain_figures(side: &Side, rows: &[SummaryRow]) -> Vec<Option<Cell>> {
+    let peak = |of: fn(&SummaryRow) -> u64| {
+        let top = rows.iter().max_by_key(|r| (of(r), r.status.fitted()))?;
+        let mut cell = bytes(side, of(top));
+        if !top.status.fitted() {
+            cell.at_least = true;
+            let share = side.share(of(top));
+            let share = share.trim_start().trim_start_matches('(').trim_end_matches(')');
+            let share = if share.is_empty() { String::new() } else { format!("{share}, ") };
+            cell.text = format!("≥ {} ({share}at its OOM)", format_bytes(of(top)));
+        }
+        Some(cell)
+    };
     vec![
         Some(text(outcome(rows))),
-        rows.iter().map(|r| r.max_memory_allocated).max().map(|b| bytes(side, b)),
-        rows.iter().map(|r| r.max_memory_reserved).max().map(|b| bytes(side, b)),
+        peak(|r| r.max_memory_allocated),
+        peak(|r| r.max_memory_reserved),
         median(rows.iter().filter(|r| r.status.fitted()).filter_map(|r| r.step_seconds).collect())
             .map(seconds),
     ]
@@ -349,7 +377,7 @@ fn median(v: Vec<f64>) -> Option<f64> {
 /// A mean step time (the trial's first step left out), as measured on that folder's machine:
 /// what differs most between two CPUs.
 fn seconds(s: f64) -> Cell {
-    Cell { text: format!("{s:.3} s"), number: Some(s) }
+    Cell { text: format!("{s:.3} s"), number: Some(s), at_least: false }
 }
 
 /// "ok", "OOM in backward", "error", or several of those for several rows.
@@ -359,15 +387,15 @@ fn outcome(rows: &[SummaryRow]) -> String {
 }
 
 fn text(s: String) -> Cell {
-    Cell { text: s, number: None }
+    Cell { text: s, number: None, at_least: false }
 }
 
 fn number(v: f64) -> Cell {
-    Cell { text: format_tick(v), number: Some(v) }
+    Cell { text: format_tick(v), number: Some(v), at_least: false }
 }
 
 fn bytes(side: &Side, b: u64) -> Cell {
-    Cell { text: format!("{}{}", format_bytes(b), side.share(b)), number: Some(b as f64) }
+    Cell { text: format!("{}{}", format_bytes(b), side.share(b)), number: Some(b as f64), at_least: false }
 }
 
 /// `COMPARE.md`: the folders, a warning where their specs differ, and a table per field.
@@ -433,7 +461,7 @@ pub fn section(c: &Comparison, charts: &[String], level: usize) -> String {
             cells.extend(
                 f.cells.iter().map(|c| c.as_ref().map_or("—".to_string(), |c| markdown::cell(&c.text))),
             );
-            cells.extend(f.ratios().into_iter().map(|r| r.map_or("—".to_string(), |r| format!("{r:.2}"))));
+            cells.extend(f.ratios());
             cells
         });
         out.push(markdown::table(head, rows));
@@ -453,13 +481,18 @@ pub fn section(c: &Comparison, charts: &[String], level: usize) -> String {
 
 /// "the spec file of B differs from A's: ..."; also printed as a warning by the command.
 pub fn spec_warning(c: &Comparison) -> String {
-    let which = c.spec_differs.join(", ");
+    let which = c.spec_differs.iter().map(|d| d.letter.as_str()).collect::<Vec<_>>().join(", ");
     let first = c.folders.first().map_or("A", |s| s.letter.as_str());
     let (whose, verb) = if c.spec_differs.len() == 1 { ("file", "differs") } else { ("files", "differ") };
     format!(
         "the spec {whose} of {which} {verb} from {first}'s in what it runs (model, data, training, sweep, \
          variants, or the files it reads): the same experiment name, but not the same run, so these figures \
-         may not compare"
+         may not compare. {}",
+        c.spec_differs
+            .iter()
+            .map(|d| format!("{} differs in {}.", d.letter, d.summary()))
+            .collect::<Vec<_>>()
+            .join(" ")
     )
 }
 

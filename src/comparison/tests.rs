@@ -170,13 +170,14 @@ fn a_different_spec_is_warned_about() {
     let mut folders = two_devices();
     folders[1].manifest.spec["base"] = serde_json::json!({"training": {"batch_size": 64}});
     let c = compare(&folders).unwrap();
-    assert_eq!(c.spec_differs, ["B"]);
+    let letters = |c: &Comparison| c.spec_differs.iter().map(|d| d.letter.clone()).collect::<Vec<_>>();
+    assert_eq!(letters(&c), ["B"]);
     let md = markdown(&c, &[]);
     assert!(
         md.lines().any(|l| l
             == "> **Warning:** the spec file of B differs from A's in what it runs (model, data, training, \
             sweep, variants, or the files it reads): the same experiment name, but not the same run, so these \
-            figures may not compare"),
+            figures may not compare. B differs in base: absent in A, {\"training\":{\"batch_size\":64}} in B."),
         "{md}"
     );
     assert!(!md.contains("## Charts"));
@@ -192,7 +193,9 @@ fn a_different_spec_is_warned_about() {
     folders[1].manifest.spec["run"]["device"] = "cuda".into();
     assert!(compare(&folders).unwrap().spec_differs.is_empty(), "the text, path and device differ only");
     folders[1].manifest.spec["base"]["training"]["batch_size"] = 64.into();
-    assert_eq!(compare(&folders).unwrap().spec_differs, ["B"]);
+    let c = compare(&folders).unwrap();
+    assert_eq!(letters(&c), ["B"]);
+    assert_eq!(c.spec_differs[0].keys, ["training.batch_size: 32 in A, 64 in B"]);
 }
 
 #[test]
@@ -233,8 +236,8 @@ fn without_a_sweep_the_peaks_of_each_variant_compare() {
             "| variant | figure | A | B | B / A |",
             "|---|---|---|---|---|",
             "| fp32 | outcome | ok | OOM in forward | — |",
-            "| fp32 | peak allocated | 8.00 GiB (10%) | 3.00 GiB (75%) | 0.38 |",
-            "| fp32 | peak reserved | 8.25 GiB (10%) | 3.25 GiB (81%) | 0.39 |",
+            "| fp32 | peak allocated | 8.00 GiB (10%) | ≥ 3.00 GiB (75%, at its OOM) | ≥ 0.38 |",
+            "| fp32 | peak reserved | 8.25 GiB (10%) | ≥ 3.25 GiB (81%, at its OOM) | ≥ 0.39 |",
             "| fp32 | step time | 1.000 s | — | — |",
             "| fp16 | outcome | ok | ok | — |",
             "| fp16 | peak allocated | 6.00 GiB (8%) | 3.00 GiB (75%) | 0.50 |",
@@ -244,6 +247,39 @@ fn without_a_sweep_the_peaks_of_each_variant_compare() {
         "\n{md}"
     );
     assert!(md.contains("| A | NVIDIA H100 80GB HBM3 | none | 80.00 GiB | complete | `a` |"), "{md}");
+}
+
+#[test]
+fn a_sweep_that_never_ran_out_is_a_lower_bound_and_so_are_its_ratios() {
+    // A: an H200 whose sweep reached its end (64) without running out; B: the T4, 40 / 41.
+    let mut folders = two_devices();
+    folders.swap(0, 1);
+    folders[0].manifest.answers = Vec::new();
+    folders[0].rows = sweep("", &[1, 2, 4, 8, 16, 32, 64], 64, 300_000_000, 400_000_000);
+    folders[1].rows = sweep("", &[1, 2, 4, 8, 16, 32, 64, 48, 40, 44, 42, 41], 40, 800_000_000, 400_000_000);
+    let c = compare(&folders).unwrap();
+    let md = crate::markdown::squeezed(&markdown(&c, &[]));
+    let figure =
+        |name: &str| md.lines().find(|l| l.starts_with(&format!("| {name} |"))).unwrap_or("").to_string();
+    assert_eq!(
+        figure("largest depth that fit"),
+        "| largest depth that fit | ≥ 64 (no OOM in the sweep) | 40 | ≤ 0.62 |"
+    );
+    assert_eq!(
+        figure("first depth out of memory"),
+        "| first depth out of memory | > 64 (none in the sweep) | 41 | ≤ 0.64 |"
+    );
+    // The other way round, B's boundary is at least its sweep's end: B / A is at least the ratio.
+    folders.swap(0, 1);
+    let c = compare(&folders).unwrap();
+    let largest = c.tables[0].rows.iter().find(|f| f.name == "largest depth that fit").unwrap();
+    assert_eq!(largest.ratios(), ["≥ 1.60"]);
+    // Both open: no ratio is known.
+    folders[0].rows = sweep("", &[1, 2, 4, 8], 8, 300_000_000, 400_000_000);
+    folders[0].manifest.answers = Vec::new();
+    let c = compare(&folders).unwrap();
+    let largest = c.tables[0].rows.iter().find(|f| f.name == "largest depth that fit").unwrap();
+    assert_eq!(largest.ratios(), ["—"]);
 }
 
 #[test]

@@ -1,0 +1,214 @@
+//! Where two runs' specs differ, key by key: what `compare`'s warning names, so that a reader
+//! sees at once whether the difference matters ("training.batch_size: 32 in A, 64 in B") rather
+//! than having to diff two manifests by hand.
+//!
+//! The validated spec (as the manifest records it) is walked leaf by leaf. A difference in the
+//! base configuration shows in every variant's configuration too; those echoes are left out, so
+//! that one change in the spec file is one line here.
+use serde_json::Value;
+
+use crate::results::Manifest;
+
+/// At most this many differences are named; the rest are counted.
+const SHOWN: usize = 4;
+
+/// One folder's differences from the first's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpecDiff {
+    /// The folder's letter ("B").
+    pub letter: String,
+    /// "training.batch_size: 32 in A, 64 in B", one per differing key or input file.
+    pub keys: Vec<String>,
+}
+
+impl SpecDiff {
+    /// The differences, the first few named, the rest counted: "training.batch_size: 32 in
+    /// A, 64 in B; and 3 more".
+    pub fn summary(&self) -> String {
+        let mut s = self.keys.iter().take(SHOWN).cloned().collect::<Vec<_>>().join("; ");
+        if self.keys.len() > SHOWN {
+            s.push_str(&format!("; and {} more", self.keys.len() - SHOWN));
+        }
+        s
+    }
+}
+
+/// What a run ran, as two folders must share to compare: the validated spec without its file's
+/// path, its description and its `[run]` table (the device and budget, which the folders show
+/// and may differ in on purpose). A comment or a reworded description changes nothing; a width,
+/// a batch or a swapped module file does.
+fn what_ran(m: &Manifest) -> Value {
+    let mut spec = m.spec.clone();
+    if let Some(o) = spec.as_object_mut() {
+        for key in ["path", "description", "run"] {
+            o.remove(key);
+        }
+    }
+    spec
+}
+
+/// How `other` differs from `first` in what it runs; empty where it runs the same. `letters`
+/// are the two folders' letters, first's first.
+pub fn differences(first: &Manifest, other: &Manifest, letters: [&str; 2]) -> Vec<String> {
+    let [a, b] = letters;
+    // Manifests written before the validated spec was recorded: only their text compares.
+    if first.spec.is_null() || other.spec.is_null() {
+        return if first.spec_source == other.spec_source {
+            Vec::new()
+        } else {
+            vec!["the spec text (one of the two manifests predates the recorded spec)".to_string()]
+        };
+    }
+    let (left, right) = (what_ran(first), what_ran(other));
+    let mut leaves = Vec::new();
+    walk(String::new(), Some(&left), Some(&right), &mut leaves);
+    let names = variant_names(&left);
+    let mut keys: Vec<String> = leaves
+        .iter()
+        .filter(|(path, l, r)| !echoes_base(path, l, r, &leaves))
+        .map(|(path, l, r)| format!("{}: {} in {a}, {} in {b}", readable(path, &names), shown(l), shown(r)))
+        .collect();
+    let sha = |m: &Manifest| m.inputs.iter().map(|i| (i.path.clone(), i.sha256.clone())).collect::<Vec<_>>();
+    let (mine, theirs) = (sha(first), sha(other));
+    for (path, hash) in &theirs {
+        match mine.iter().find(|(p, _)| p == path) {
+            Some((_, h)) if h == hash => {}
+            Some(_) => keys.push(format!("input file {path}: its contents differ")),
+            None => keys.push(format!("input file {path}: read in {b} only")),
+        }
+    }
+    for (path, _) in mine.iter().filter(|(p, _)| !theirs.iter().any(|(q, _)| q == p)) {
+        keys.push(format!("input file {path}: read in {a} only"));
+    }
+    keys
+}
+
+/// Every leaf (path, left, right) where the two values differ; a missing side is `None`.
+fn walk(path: String, left: Option<&Value>, right: Option<&Value>, out: &mut Vec<(String, Value, Value)>) {
+    let join = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
+    match (left, right) {
+        (Some(Value::Object(l)), Some(Value::Object(r))) => {
+            let mut keys: Vec<&String> = l.keys().collect();
+            keys.extend(r.keys().filter(|k| !l.contains_key(*k)));
+            for k in keys {
+                walk(join(k), l.get(k), r.get(k), out);
+            }
+        }
+        (Some(Value::Array(l)), Some(Value::Array(r))) if l.len() == r.len() => {
+            for (i, (x, y)) in l.iter().zip(r).enumerate() {
+                walk(format!("{path}[{i}]"), Some(x), Some(y), out);
+            }
+        }
+        (l, r) if l != r => {
+            out.push((path, l.cloned().unwrap_or(Value::Null), r.cloned().unwrap_or(Value::Null)))
+        }
+        _ => {}
+    }
+}
+
+/// Whether `path` is a variant's copy of a base difference: `variants[i].config.X` where
+/// `base.X` differs in the same way.
+fn echoes_base(path: &str, l: &Value, r: &Value, all: &[(String, Value, Value)]) -> bool {
+    let Some(rest) = path.strip_prefix("variants[").and_then(|p| p.split_once("].config.")).map(|(_, x)| x)
+    else {
+        return false;
+    };
+    all.iter().any(|(p, bl, br)| p.strip_prefix("base.") == Some(rest) && bl == l && br == r)
+}
+
+/// The variants' names, by index, from the first folder's spec.
+fn variant_names(spec: &Value) -> Vec<String> {
+    let Some(variants) = spec.get("variants").and_then(Value::as_array) else { return Vec::new() };
+    variants.iter().map(|v| v.get("name").and_then(Value::as_str).unwrap_or("").to_string()).collect()
+}
+
+/// A path as a spec's reader knows it: `base.training.batch_size` is `training.batch_size`;
+/// `variants[1].config.training.dtype` is `variant "fp16": training.dtype`.
+fn readable(path: &str, names: &[String]) -> String {
+    if let Some(rest) = path.strip_prefix("base.") {
+        return rest.to_string();
+    }
+    if let Some((index, rest)) = path.strip_prefix("variants[").and_then(|p| p.split_once(']')) {
+        let name = index.parse::<usize>().ok().and_then(|i| names.get(i)).filter(|n| !n.is_empty());
+        let rest = rest.strip_prefix(".config.").or_else(|| rest.strip_prefix('.')).unwrap_or(rest);
+        return match name {
+            Some(n) => format!("variant {n:?}: {rest}"),
+            None => format!("variant {}: {rest}", index.parse::<usize>().map_or(0, |i| i + 1)),
+        };
+    }
+    path.to_string()
+}
+
+/// A value, short: `32`, `"adam"`, `absent`; a long one cut at 40 characters.
+fn shown(v: &Value) -> String {
+    let s = match v {
+        Value::Null => "absent".to_string(),
+        v => v.to_string(),
+    };
+    if s.chars().count() > 40 {
+        format!("{}…", s.chars().take(39).collect::<String>())
+    } else {
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comparison::tests::manifest;
+    use serde_json::json;
+
+    fn pair(a: Value, b: Value) -> Vec<String> {
+        let (mut x, mut y) = (manifest("e", "d", None, 1), manifest("e", "d", None, 1));
+        x.spec = a;
+        y.spec = b;
+        differences(&x, &y, ["A", "B"])
+    }
+
+    #[test]
+    fn a_base_key_is_named_once_not_again_in_every_variant() {
+        let spec = |batch: u64| {
+            let config = json!({"training": {"batch_size": batch, "dtype": "float32"}});
+            json!({"base": config, "variants": [{"name": "fp16", "config": config}, {"name": "bf16", "config": config}]})
+        };
+        assert_eq!(pair(spec(32), spec(64)), ["training.batch_size: 32 in A, 64 in B"]);
+        assert!(pair(spec(32), spec(32)).is_empty());
+        // A variant's own change is named with the variant.
+        let mut b = spec(32);
+        b["variants"][1]["config"]["training"]["dtype"] = json!("bfloat16");
+        assert_eq!(pair(spec(32), b), [r#"variant "bf16": training.dtype: "float32" in A, "bfloat16" in B"#]);
+    }
+
+    #[test]
+    fn path_description_and_run_are_not_differences_but_a_missing_key_is() {
+        let a = json!({"path": "a.toml", "description": "x", "run": {"device": "cpu"}, "sweep": {"field": "model.depth"}});
+        let b = json!({"path": "b.toml", "description": "y", "run": {"device": "cuda"}});
+        assert_eq!(pair(a, b), [r#"sweep: {"field":"model.depth"} in A, absent in B"#]);
+    }
+
+    #[test]
+    fn changed_input_files_are_named() {
+        let input = |path: &str, sha: &str| crate::results::inputs::InputFile {
+            path: path.into(),
+            bytes: 1,
+            sha256: sha.into(),
+        };
+        let (mut x, mut y) = (manifest("e", "d", None, 1), manifest("e", "d", None, 1));
+        x.inputs = vec![input("m.pt", "aa"), input("data.csv", "cc")];
+        y.inputs = vec![input("m.pt", "bb"), input("other.csv", "dd")];
+        assert_eq!(
+            differences(&x, &y, ["A", "C"]),
+            [
+                "input file m.pt: its contents differ",
+                "input file other.csv: read in C only",
+                "input file data.csv: read in A only"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_summary_names_four_and_counts_the_rest() {
+        let d = SpecDiff { letter: "B".into(), keys: (1..=6).map(|i| format!("k{i}")).collect() };
+        assert_eq!(d.summary(), "k1; k2; k3; k4; and 2 more");
+    }
+}
