@@ -284,6 +284,44 @@ pub fn accumulation_ladder(effective: usize, steps: usize) -> Vec<usize> {
     out
 }
 
+/// Why `base` gets no gradient accumulation option, where it is a training of more than one
+/// sample that the ladder cannot split: equal micro-batches are what keep the mean gradient
+/// the full batch's, so a batch with no divisor from 2 to [`MAX_ACCUMULATION`] (a prime, say)
+/// has none. Names the nearest batches that do split, so that a user who can move the batch
+/// by a sample or two knows what that opens.
+pub fn no_accumulation(base: &Config) -> Option<String> {
+    let t = &base.training;
+    let effective = t.batch_size * t.techniques.accumulation;
+    if t.techniques.mode != Mode::Train || effective < 2 || accumulation_ladder(effective, t.steps).len() > 1
+    {
+        return None;
+    }
+    let divisor = |b: usize| (2..=b.min(MAX_ACCUMULATION)).find(|&k| b.is_multiple_of(k));
+    if divisor(effective).is_some() {
+        // Split, but past the phases a trial may record: a limit of the tool, said as one.
+        return Some(format!(
+            "no gradient accumulation option: {} steps of {effective} split into micro-batches are more \
+             phases than a trial records ({})",
+            t.steps,
+            crate::spec::limits::MAX_PHASES
+        ));
+    }
+    let prime = (2..).take_while(|d| d * d <= effective).all(|d| !effective.is_multiple_of(d));
+    let why = if prime { "it is prime" } else { "its smallest divisor above 1 is larger" };
+    // The nearest batches below and above that split, each as its largest micro-batch x the
+    // fewest micro-batches.
+    let split = |b: usize| divisor(b).map(|k| format!("{b} (micro-batch {} x {k})", b / k));
+    let below = (2..effective).rev().find_map(split);
+    let above = (effective + 1..).find_map(split);
+    let nearest: Vec<String> = below.into_iter().chain(above).collect();
+    Some(format!(
+        "no gradient accumulation option: a batch of {effective} has no split into 2 to {MAX_ACCUMULATION} \
+         equal micro-batches ({why}), and equal micro-batches are what keep the mean gradient the full \
+         batch's; a batch of {} would split",
+        nearest.join(" or ")
+    ))
+}
+
 /// Off, fp16 (with the spec's scaler settings, else PyTorch's) and bf16, over float32
 /// parameters; otherwise only what the spec has (autocast is for float32 models).
 fn amps(base: &Config) -> Vec<Amp> {
@@ -365,6 +403,43 @@ mod tests {
         }
         assert_eq!(accumulation_ladder(7, 1), [1, 7]);
         assert_eq!(accumulation_ladder(1, 1), [1]);
+    }
+
+    #[test]
+    fn a_batch_no_micro_batch_splits_says_why_and_what_would() {
+        let mut base = config(2, 16, 4099, ADAM);
+        let note = no_accumulation(&base).expect("4099 is prime and past 1024");
+        assert!(
+            note.contains("a batch of 4099 has no split into 2 to 1024 equal micro-batches (it is prime)"),
+            "{note}"
+        );
+        assert!(
+            note.contains("a batch of 4098 (micro-batch 2049 x 2) or 4100 (micro-batch 2050 x 2)"),
+            "{note}"
+        );
+        assert!(enumerate(&base, false, None).iter().all(|o| o.config.training.techniques.accumulation == 1));
+        // A prime within the ladder's reach splits as micro-batches of 1: offered, no note.
+        base.training.batch_size = 7;
+        assert!(no_accumulation(&base).is_none());
+        // The product of two primes past 1024 has no divisor the ladder reaches.
+        base.training.batch_size = 1031 * 1033;
+        let note = no_accumulation(&base).unwrap();
+        assert!(note.contains("(its smallest divisor above 1 is larger)"), "{note}");
+        assert!(note.contains("1065022 (micro-batch 532511 x 2)"), "{note}");
+        // A batch that splits, in a training of more steps than a trial records split.
+        base.training.batch_size = 4;
+        base.training.steps = 300_000;
+        assert!(no_accumulation(&base).unwrap().contains("more phases than a trial records"));
+        base.training.steps = 2;
+        // A forward has nothing to accumulate, a batch of 1 nothing to split, 4096 splits.
+        base.training.batch_size = 4099;
+        base.training.techniques.mode = Mode::Forward;
+        assert!(no_accumulation(&base).is_none());
+        base.training.techniques.mode = Mode::Train;
+        for splits in [1, 4096] {
+            base.training.batch_size = splits;
+            assert!(no_accumulation(&base).is_none(), "{splits}");
+        }
     }
 
     #[test]

@@ -151,6 +151,7 @@ pub fn advise(req: &Request) -> Result<Advice> {
     let cuda = plan.target == Target::Cuda;
     let smaller = eval.smaller_batch(&base);
     let candidates = candidates::enumerate(&base, cuda, smaller);
+    notes.extend(candidates::no_accumulation(&base));
     // Each option is a prediction: instant for the built-in kinds, a recording of the step at a
     // few batches for a TorchScript module (seconds each, minutes under autocast on a CPU
     // without fast fp16 or bf16 kernels), hence the bar.
