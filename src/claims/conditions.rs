@@ -44,8 +44,7 @@ impl Conditions {
             return None;
         }
         // The spec as it ran, each configuration (variant) of it.
-        let Ok(spec) = spec::parse(&e.manifest.spec_source, std::path::Path::new(&e.manifest.spec_path))
-        else {
+        let Ok(spec) = spec::parse(&e.manifest.spec_source, &e.manifest.spec_here()) else {
             return Some("its recorded spec no longer parses, so its conditions cannot be checked".into());
         };
         self.sizes.iter().find_map(|&(field, value, words)| {

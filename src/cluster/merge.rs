@@ -31,7 +31,7 @@ pub fn merge(dir: &Path, force: bool) -> Result<(Spec, RunReport)> {
     let shards = read_shards(dir)?;
     check(dir, &shards)?;
     let first = &shards[0].1.manifest;
-    let spec = spec::parse(&first.spec_source, Path::new(&first.spec_path))
+    let spec = spec::parse(&first.spec_source, &first.spec_here())
         .with_context(|| format!("the spec recorded in {}'s shards no longer parses", dir.display()))?;
     let parts: Vec<Part> = shards
         .iter()

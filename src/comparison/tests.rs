@@ -11,6 +11,7 @@ pub(crate) fn manifest(experiment: &str, device: &str, budget: Option<u64>, capa
     Manifest {
         experiment: experiment.into(),
         spec_path: format!("experiments/{experiment}.toml"),
+        spec_file: None,
         spec_source: format!("[experiment]\nname = \"{experiment}\"\n"),
         spec: serde_json::json!({"description": "How deep before out of memory?"}),
         device: DeviceInfo {

@@ -133,7 +133,7 @@ pub fn subtitle(m: &Manifest, variant: &str, spec_budget: Option<u64>) -> String
 /// The budget the recorded spec sets for the device the run was on (`None` if none, or if the
 /// spec no longer parses): what `plot` has, with no plan in hand.
 pub fn recorded_spec_budget(m: &Manifest) -> Option<u64> {
-    let spec = crate::spec::parse(&m.spec_source, std::path::Path::new(&m.spec_path)).ok()?;
+    let spec = crate::spec::parse(&m.spec_source, &m.spec_here()).ok()?;
     spec.run.budget_on(m.device.resolved.starts_with("cuda"))
 }
 

@@ -8,7 +8,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Manifest {
     pub experiment: String,
+    /// The spec's path as the command gave it (relative to where it ran).
     pub spec_path: String,
+    /// The same file's absolute path when the run started: a resume, merge or chart made from
+    /// another folder (a SLURM job's working directory is not the merger's) still finds it.
+    /// Absent from manifests written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_file: Option<String>,
     /// The spec file's text as run.
     pub spec_source: String,
     /// The validated spec, after command-line overrides.
@@ -302,13 +308,33 @@ impl Answer {
 impl Manifest {
     /// The command that resumes this run in `dir`, as its manifest records it: the spec, the
     /// results root `dir` lies under, the device, budget and trace level, and the shard.
+    /// The spec's path from the current folder: as the run was given it where that still names
+    /// the same file (short, as the user typed it), its absolute path where it does not (the run
+    /// was started in another folder), and as given for manifests without the absolute path.
+    pub fn spec_here(&self) -> std::path::PathBuf {
+        let given = Path::new(&self.spec_path);
+        match &self.spec_file {
+            Some(abs) if !given.is_absolute() => {
+                let same =
+                    matches!((given.canonicalize(), Path::new(abs).canonicalize()), (Ok(a), Ok(b)) if a == b);
+                if same {
+                    given.to_path_buf()
+                } else {
+                    abs.into()
+                }
+            }
+            _ => given.to_path_buf(),
+        }
+    }
+
     pub fn resume_command(&self, dir: &Path) -> String {
         use crate::schema::TraceLevel;
         // out/<device>/<experiment>, and a shard's /shards/I-of-N below that.
         let up = if self.shard.is_some() { 4 } else { 2 };
         let out = dir.ancestors().nth(up).filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let spec = self.spec_here();
         ResumeCommand {
-            spec: Path::new(&self.spec_path),
+            spec: &spec,
             out,
             device: Some(self.device.requested.clone()).filter(|d| d != "auto"),
             budget: self.device.budget_bytes,
@@ -444,5 +470,30 @@ mod tests {
             cmd,
             r"oomlab run 'my specs/it'\''s.toml' --out runs --device cpu --budget 1024B --shard 2/3 --resume"
         );
+    }
+
+    /// A shard started by SLURM in another folder is resumed, from here, at its absolute path;
+    /// one started here keeps the short path it was given. (Tests run in the package's root.)
+    #[test]
+    fn the_spec_is_named_from_here_even_when_the_run_started_elsewhere() {
+        let mut m = crate::comparison::tests::manifest("depth_sweep", "cpu", None, 1);
+        let elsewhere = tempfile::tempdir().unwrap();
+        let abs = elsewhere.path().join("experiments/depth_sweep.toml");
+        std::fs::create_dir_all(abs.parent().unwrap()).unwrap();
+        std::fs::write(&abs, "").unwrap();
+        m.spec_path = "experiments/depth_sweep.toml".into();
+        m.spec_file = Some(abs.display().to_string());
+        // experiments/depth_sweep.toml here is this repository's, not the file that ran.
+        assert_eq!(m.spec_here(), abs);
+        let dir = Path::new("out/cpu/depth_sweep");
+        assert!(m.resume_command(dir).starts_with(&format!("oomlab run {} --out out", abs.display())));
+        // Started here: the path as typed.
+        let here = Path::new("experiments/depth_sweep.toml");
+        m.spec_file = Some(here.canonicalize().unwrap().display().to_string());
+        assert_eq!(m.spec_here(), here);
+        // A manifest from before the absolute path was recorded: as given.
+        m.spec_file = None;
+        m.spec_path = "gone/x.toml".into();
+        assert_eq!(m.spec_here(), Path::new("gone/x.toml"));
     }
 }

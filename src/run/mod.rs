@@ -594,6 +594,12 @@ fn start_manifest(spec: &Spec, requested: DeviceChoice, probe: &dyn MemoryProbe,
     Manifest {
         experiment: spec.name.clone(),
         spec_path: spec.path.display().to_string(),
+        spec_file: spec
+            .path
+            .canonicalize()
+            .or_else(|_| std::path::absolute(&spec.path))
+            .ok()
+            .map(|p| p.display().to_string()),
         spec_source: spec.source.clone(),
         spec: serde_json::to_value(spec).unwrap_or_default(),
         device: DeviceInfo {
