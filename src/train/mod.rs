@@ -7,6 +7,7 @@
 pub mod amp;
 mod clock;
 pub mod data;
+mod diverged;
 pub mod optim;
 mod phase_times;
 pub mod preflight;
@@ -153,8 +154,7 @@ fn trial_with(
             match out.final_loss {
                 Some(loss) if !loss.is_finite() && out.skipped_steps.is_none() => {
                     out.status = Status::Diverged;
-                    out.message =
-                        format!("loss is {loss}: training diverged (check the data and training.lr)");
+                    out.message = diverged::message(loss, config, probe.device());
                 }
                 _ => {}
             }
