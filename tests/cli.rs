@@ -350,3 +350,44 @@ fn each_command_teaches_with_its_own_examples() {
             .stdout(predicate::str::contains(own).and(predicate::str::contains(not).not()));
     }
 }
+
+/// Without a terminal (a log, a SLURM job), long work still says where it is: a `progress:` line
+/// every `OOMLAB_PROGRESS_EVERY` seconds, naming the trial and its step.
+#[test]
+fn a_log_gets_a_progress_line_while_a_long_trial_trains() {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+    let sb = Sandbox::new();
+    let sweep = "[sweep]\nfield = \"training.steps\"\nvalues = [100000]\n";
+    let spec = sb.spec("slow.toml", &tiny_spec("slow", "hidden = 64\ndepth = 2", None, sweep));
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("oomlab"))
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap()])
+        .env("OOMLAB_PROGRESS_EVERY", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    let found = loop {
+        match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(line) if line.starts_with("progress: ") && line.contains(" of 100000") => break Some(line),
+            Ok(line) => seen.push(line),
+            Err(_) if started.elapsed() > Duration::from_secs(120) => break None,
+            Err(_) => {}
+        }
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let line = found.unwrap_or_else(|| panic!("no progress line in 120 s; stderr:\n{}", seen.join("\n")));
+    assert!(line.contains("trial 1") && line.contains("(0 of 1 done, "), "{line}");
+}

@@ -81,6 +81,27 @@ fn describe(p: Position) -> String {
     format!("{at}, {} in{}", short(p.started.elapsed()), left.unwrap_or_default())
 }
 
+/// How often a log gets a line while work is under way: every 30 s, or every
+/// `OOMLAB_PROGRESS_EVERY` seconds (a whole number, at least 1).
+fn log_every() -> Duration {
+    let secs = std::env::var("OOMLAB_PROGRESS_EVERY").ok().and_then(|v| v.trim().parse::<u64>().ok());
+    Duration::from_secs(secs.filter(|&s| s >= 1).unwrap_or(30))
+}
+
+/// "progress: option 3 of 29: amp fp16 (2 of 29 done, 1m 30s in)": a log's line for work under
+/// way, with where the trial is when one is training.
+fn heartbeat(label: &str, done: u64, len: Option<u64>, elapsed: Duration, at: Option<String>) -> String {
+    let s = elapsed.as_secs();
+    let clock = if s >= 60 { format!("{}m {:02}s", s / 60, s % 60) } else { format!("{s}s") };
+    let count = match len {
+        Some(n) => format!("{done} of {n} done, "),
+        None => format!("{done} done, "),
+    };
+    let what = if label.is_empty() { "working".to_string() } else { label.to_string() };
+    let at = at.map(|a| format!("; {a}")).unwrap_or_default();
+    format!("progress: {what} ({count}{clock} in{at})")
+}
+
 pub struct Progress {
     bar: ProgressBar,
     quiet: bool,
@@ -114,6 +135,27 @@ impl Progress {
                         bar.set_message(format!("{label}: {at}"));
                     }
                     std::thread::sleep(Duration::from_millis(250));
+                }
+            });
+        }
+        if bar.is_hidden() && !quiet {
+            // No terminal (a log, a SLURM job): a line every so often while work is under way,
+            // so that minutes of one item (a TorchScript option under autocast) are not silence.
+            let (bar, label, stop, every) = (bar.clone(), label.clone(), stop.clone(), log_every());
+            std::thread::spawn(move || {
+                let (began, mut last) = (Instant::now(), Instant::now());
+                while !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(100));
+                    if last.elapsed() < every || stop.load(Ordering::Relaxed) {
+                        continue;
+                    }
+                    last = Instant::now();
+                    if let Ok(label) = label.lock() {
+                        note!(
+                            "{}",
+                            heartbeat(&label, bar.position(), bar.length(), began.elapsed(), where_now())
+                        );
+                    }
                 }
             });
         }
@@ -165,6 +207,16 @@ impl Drop for Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_line_says_what_is_under_way_and_how_far_along() {
+        let line = heartbeat("option 3 of 29: amp fp16", 2, Some(29), Duration::from_secs(90), None);
+        assert_eq!(line, "progress: option 3 of 29: amp fp16 (2 of 29 done, 1m 30s in)");
+        let line =
+            heartbeat("trial 4", 3, None, Duration::from_secs(12), Some("step 2 of 4, backward".into()));
+        assert_eq!(line, "progress: trial 4 (3 done, 12s in; step 2 of 4, backward)");
+        assert!(heartbeat("", 0, Some(1), Duration::ZERO, None).starts_with("progress: working (0 of 1"));
+    }
 
     #[test]
     fn the_position_reads_as_step_of_n_with_what_is_left() {
