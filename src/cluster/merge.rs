@@ -154,20 +154,39 @@ fn abbreviate(names: &[String]) -> String {
 }
 
 /// Where else a missing shard is: the same experiment under another device folder of the
-/// results root, when the array's tasks ran on different kinds of device.
+/// results root, when the array's tasks ran on different kinds of device, with the fix for how
+/// they differ (a task on the CPU is a node without a GPU, or one `--device auto` found none on;
+/// two GPUs are two kinds in one array).
 fn elsewhere(dir: &Path, shard: Shard) -> Option<String> {
     let experiment = dir.file_name()?;
     let device = dir.parent()?;
     let root = device.parent()?;
     for e in std::fs::read_dir(root).ok()?.flatten() {
         let other = e.path().join(experiment).join(SHARDS).join(shard.folder());
-        if e.path() != device && other.join(MANIFEST).exists() {
-            return Some(format!(
-                "it is in {}: the tasks ran on more than one kind of device; give the array one with \
-                 `oomlab slurm --gres gpu:KIND:1`, or one array per kind with --per-gpu-kind",
-                other.display()
-            ));
+        if e.path() == device || !other.join(MANIFEST).exists() {
+            continue;
         }
+        let there = Manifest::read(&other).ok().map(|m| m.device);
+        let on_cpu = |d: &crate::results::manifest::DeviceInfo| d.resolved == "cpu";
+        let here_cpu = device.file_name().is_some_and(|n| n.to_string_lossy().starts_with("cpu"));
+        let fix = match there {
+            Some(d) if on_cpu(&d) => format!(
+                "that task ran on the CPU ({}): its node had no GPU, or `--device auto` found none; give every \
+                 task a GPU and make it use one (`oomlab slurm --gres gpu:1 --device cuda`: a task without a GPU \
+                 then fails instead of running on the CPU), then run that shard again",
+                d.name
+            ),
+            Some(d) if here_cpu => format!(
+                "that task ran on {}, these on the CPU: some nodes had no GPU, or `--device auto` found none \
+                 there; give every task a GPU and make it use one (`oomlab slurm --gres gpu:1 --device cuda`), \
+                 then run the CPU's shards again",
+                d.name
+            ),
+            _ => "the tasks ran on more than one kind of GPU; give the array one with `oomlab slurm --gres \
+                  gpu:KIND:1`, or one array per kind with --per-gpu-kind"
+                .to_string(),
+        };
+        return Some(format!("it is in {}: {fix}", other.display()));
     }
     None
 }
@@ -460,6 +479,39 @@ mod tests {
 
     fn part(shard: Shard, rows: &[SummaryRow]) -> Part<'_> {
         Part { shard, rows, not_run: Vec::new() }
+    }
+
+    #[test]
+    fn a_shard_under_another_device_folder_is_named_with_the_fix_for_that_device() {
+        let root = tempfile::tempdir().unwrap();
+        let shard = Shard { index: 2, count: 2 };
+        let put = |device: &str, name: &str, resolved: &str| {
+            let at = root.path().join(device).join("e").join(SHARDS).join(shard.folder());
+            std::fs::create_dir_all(&at).unwrap();
+            let mut m = crate::comparison::tests::manifest("e", name, None, 1);
+            m.device.resolved = resolved.into();
+            m.write(&at).unwrap();
+        };
+        let h100 = root.path().join("nvidia-h100/e");
+        let cpu = root.path().join("cpu-amd-epyc/e");
+        assert!(elsewhere(&h100, shard).is_none(), "nowhere else yet");
+        // A task ran on the CPU: not a GPU kind to pin, a node without a GPU.
+        put("cpu-amd-epyc", "CPU (AMD EPYC)", "cpu");
+        let w = elsewhere(&h100, shard).unwrap();
+        assert!(
+            w.contains("that task ran on the CPU (CPU (AMD EPYC))") && w.contains("--device cuda"),
+            "{w}"
+        );
+        assert!(!w.contains("KIND"), "{w}");
+        // Merging the CPU's folder, the missing shard ran on a GPU.
+        put("nvidia-h100", "NVIDIA H100 80GB HBM3", "cuda:0");
+        std::fs::remove_dir_all(root.path().join("cpu-amd-epyc")).unwrap();
+        let w = elsewhere(&cpu, shard).unwrap();
+        assert!(w.contains("that task ran on NVIDIA H100 80GB HBM3, these on the CPU"), "{w}");
+        // Two GPU kinds: one kind per array.
+        let a100 = root.path().join("nvidia-a100/e");
+        let w = elsewhere(&a100, shard).unwrap();
+        assert!(w.contains("more than one kind of GPU") && w.contains("--per-gpu-kind"), "{w}");
     }
 
     #[test]
