@@ -146,7 +146,11 @@ impl Progress {
                 let (began, mut last) = (Instant::now(), Instant::now());
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(100));
-                    if last.elapsed() < every || stop.load(Ordering::Relaxed) {
+                    // Once a signal asked to stop, the lines are the stop's.
+                    if last.elapsed() < every
+                        || stop.load(Ordering::Relaxed)
+                        || crate::interrupt::requested().is_some()
+                    {
                         continue;
                     }
                     last = Instant::now();
