@@ -115,7 +115,7 @@ fn device_folders_compare_experiment_by_experiment_into_one_table() {
     assert!(
         // Neither width sweep ran out of memory: each fit is a lower bound, and their ratio unknown.
         rows[3].starts_with(
-            "| width_sweep | largest hidden that fit | ≥ 8192 (no OOM in the sweep) | ≥ 8192 (no OOM in the sweep) | — |"
+            "| width_sweep | largest hidden that fit | ≥ 8192 (no OOM measured) | ≥ 8192 (no OOM measured) | — |"
         ),
         "{}",
         rows[3]

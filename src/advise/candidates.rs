@@ -292,7 +292,11 @@ pub fn accumulation_ladder(effective: usize, steps: usize) -> Vec<usize> {
 pub fn no_accumulation(base: &Config) -> Option<String> {
     let t = &base.training;
     let effective = t.batch_size * t.techniques.accumulation;
-    if t.techniques.mode != Mode::Train || effective < 2 || accumulation_ladder(effective, t.steps).len() > 1
+    // A spec that accumulates already has its split.
+    if t.techniques.mode != Mode::Train
+        || t.techniques.accumulation > 1
+        || effective < 2
+        || accumulation_ladder(effective, t.steps).len() > 1
     {
         return None;
     }
@@ -306,8 +310,11 @@ pub fn no_accumulation(base: &Config) -> Option<String> {
             crate::spec::limits::MAX_PHASES
         ));
     }
-    let prime = (2..).take_while(|d| d * d <= effective).all(|d| !effective.is_multiple_of(d));
-    let why = if prime { "it is prime" } else { "its smallest divisor above 1 is larger" };
+    let smallest = (2..).take_while(|d| d * d <= effective).find(|d| effective.is_multiple_of(*d));
+    let why = match smallest {
+        None => format!("it is prime: its only split is {effective} micro-batches of 1"),
+        Some(k) => format!("its fewest micro-batches are {k} of {}", effective / k),
+    };
     // The nearest batches below and above that split, each as its largest micro-batch x the
     // fewest micro-batches.
     let split = |b: usize| divisor(b).map(|k| format!("{b} (micro-batch {} x {k})", b / k));
@@ -315,9 +322,9 @@ pub fn no_accumulation(base: &Config) -> Option<String> {
     let above = (effective + 1..).find_map(split);
     let nearest: Vec<String> = below.into_iter().chain(above).collect();
     Some(format!(
-        "no gradient accumulation option: a batch of {effective} has no split into 2 to {MAX_ACCUMULATION} \
-         equal micro-batches ({why}), and equal micro-batches are what keep the mean gradient the full \
-         batch's; a batch of {} would split",
+        "no gradient accumulation option: a batch of {effective} splits into no more than \
+         {MAX_ACCUMULATION} equal micro-batches, the most advise proposes ({why}), and equal micro-batches \
+         are what keep the mean gradient the full batch's; a batch of {} would split",
         nearest.join(" or ")
     ))
 }
@@ -410,7 +417,10 @@ mod tests {
         let mut base = config(2, 16, 4099, ADAM);
         let note = no_accumulation(&base).expect("4099 is prime and past 1024");
         assert!(
-            note.contains("a batch of 4099 has no split into 2 to 1024 equal micro-batches (it is prime)"),
+            note.contains(
+                "a batch of 4099 splits into no more than 1024 equal micro-batches, the most advise proposes (it \
+                 is prime: its only split is 4099 micro-batches of 1)"
+            ),
             "{note}"
         );
         assert!(
@@ -424,13 +434,18 @@ mod tests {
         // The product of two primes past 1024 has no divisor the ladder reaches.
         base.training.batch_size = 1031 * 1033;
         let note = no_accumulation(&base).unwrap();
-        assert!(note.contains("(its smallest divisor above 1 is larger)"), "{note}");
+        assert!(note.contains("(its fewest micro-batches are 1031 of 1033)"), "{note}");
         assert!(note.contains("1065022 (micro-batch 532511 x 2)"), "{note}");
         // A batch that splits, in a training of more steps than a trial records split.
         base.training.batch_size = 4;
         base.training.steps = 300_000;
         assert!(no_accumulation(&base).unwrap().contains("more phases than a trial records"));
         base.training.steps = 2;
+        // Written as micro-batches of 1 x 4099 already: its split, no note.
+        base.training.batch_size = 1;
+        base.training.techniques.accumulation = 4099;
+        assert!(no_accumulation(&base).is_none());
+        base.training.techniques.accumulation = 1;
         // A forward has nothing to accumulate, a batch of 1 nothing to split, 4096 splits.
         base.training.batch_size = 4099;
         base.training.techniques.mode = Mode::Forward;

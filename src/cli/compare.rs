@@ -276,17 +276,19 @@ fn not_twice(dirs: &[PathBuf]) -> Result<()> {
     for (j, b) in real.iter().enumerate() {
         let Some(b) = b else { continue };
         if let Some(i) = real[..j].iter().position(|a| a.as_ref() == Some(b)) {
-            let how = if dirs[i] == dirs[j] {
-                String::new()
+            let (a, b) = (comparison::letter(i), comparison::letter(j));
+            let which = if dirs[i] == dirs[j] {
+                format!("{} is given twice, as {a} and {b}", dirs[i].display())
             } else {
-                format!(" (as {} and {})", dirs[i].display(), dirs[j].display())
+                format!(
+                    "the same folder is given as {a} ({}) and {b} ({})",
+                    dirs[i].display(),
+                    dirs[j].display()
+                )
             };
             bail!(
-                "{} is given twice{how}, as {} and {}: a folder compared with itself shows ratios of 1.00 and \
-                 nothing else; give another device's or budget's results folder in its place",
-                dirs[i].display(),
-                comparison::letter(i),
-                comparison::letter(j)
+                "{which}: a folder compared with itself shows ratios of 1.00 and nothing else; give another \
+                 device's or budget's results folder in its place"
             );
         }
     }
@@ -372,7 +374,9 @@ mod tests {
         assert!(err.contains("given twice, as A and C"), "{err}");
         let other_path = tmp.path().join("gpu/../cpu/depth_sweep/");
         let err = not_twice(&[a.clone(), other_path.clone()]).unwrap_err().to_string();
-        assert!(err.contains(&format!("(as {} and {})", a.display(), other_path.display())), "{err}");
+        let both =
+            format!("the same folder is given as A ({}) and B ({})", a.display(), other_path.display());
+        assert!(err.contains(&both), "{err}");
         // A folder that does not exist is left to the reading, which names it.
         let missing = tmp.path().join("nowhere");
         assert!(not_twice(&[missing.clone(), missing]).is_ok());

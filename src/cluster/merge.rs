@@ -170,17 +170,25 @@ fn elsewhere(dir: &Path, shard: Shard) -> Option<String> {
         let on_cpu = |d: &crate::results::manifest::DeviceInfo| d.resolved == "cpu";
         let here_cpu = device.file_name().is_some_and(|n| n.to_string_lossy().starts_with("cpu"));
         let fix = match there {
-            Some(d) if on_cpu(&d) => format!(
-                "that task ran on the CPU ({}): its node had no GPU, or `--device auto` found none; give every \
-                 task a GPU and make it use one (`oomlab slurm --gres gpu:1 --device cuda`: a task without a GPU \
-                 then fails instead of running on the CPU), then run that shard again",
+            // Two CPUs: memory on a CPU follows its instruction set (which kernels libtorch picks).
+            Some(d) if on_cpu(&d) && here_cpu => format!(
+                "that task ran on another kind of CPU ({}): the array's nodes differ, and a CPU's memory \
+                 depends on its instruction set; pin one kind of node (`oomlab slurm --sbatch \
+                 --constraint=KIND`), then run that shard again",
                 d.name
             ),
+            Some(d) if on_cpu(&d) => format!(
+                "that task ran on the CPU ({}): its node had no GPU{}; give every task a GPU and make it use \
+                 one (`oomlab slurm --gres gpu:1 --device cuda`: a task without a GPU then fails instead of \
+                 running on the CPU), then run that shard again",
+                d.name,
+                if d.requested == "auto" { ", or `--device auto` found none" } else { "" }
+            ),
             Some(d) if here_cpu => format!(
-                "that task ran on {}, these on the CPU: some nodes had no GPU, or `--device auto` found none \
-                 there; give every task a GPU and make it use one (`oomlab slurm --gres gpu:1 --device cuda`), \
-                 then run the CPU's shards again",
-                d.name
+                "that task ran on {}, these on the CPU: some nodes had no GPU{}; give every task a GPU and \
+                 make it use one (`oomlab slurm --gres gpu:1 --device cuda`), then run the CPU's shards again",
+                d.name,
+                if d.requested == "auto" { ", or `--device auto` found none there" } else { "" }
             ),
             _ => "the tasks ran on more than one kind of GPU; give the array one with `oomlab slurm --gres \
                   gpu:KIND:1`, or one array per kind with --per-gpu-kind"
@@ -508,6 +516,13 @@ mod tests {
         std::fs::remove_dir_all(root.path().join("cpu-amd-epyc")).unwrap();
         let w = elsewhere(&cpu, shard).unwrap();
         assert!(w.contains("that task ran on NVIDIA H100 80GB HBM3, these on the CPU"), "{w}");
+        // Two CPU kinds: one kind of node, not a GPU.
+        std::fs::remove_dir_all(root.path().join("nvidia-h100")).unwrap();
+        put("cpu-intel-xeon", "CPU (Intel Xeon)", "cpu");
+        let w = elsewhere(&cpu, shard).unwrap();
+        assert!(w.contains("another kind of CPU (CPU (Intel Xeon))") && w.contains("--constraint"), "{w}");
+        std::fs::remove_dir_all(root.path().join("cpu-intel-xeon")).unwrap();
+        put("nvidia-h100", "NVIDIA H100 80GB HBM3", "cuda:0");
         // Two GPU kinds: one kind per array.
         let a100 = root.path().join("nvidia-a100/e");
         let w = elsewhere(&a100, shard).unwrap();

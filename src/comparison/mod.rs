@@ -19,7 +19,7 @@ use crate::markdown;
 use crate::results::experiment::answer;
 use crate::results::manifest::Answer;
 use crate::results::{ExperimentDir, RunStatus};
-use crate::schema::SummaryRow;
+use crate::schema::{Status, SummaryRow};
 use crate::spec::Field;
 use crate::units::{format_bytes, format_tick};
 
@@ -317,8 +317,9 @@ fn table(folders: &[ExperimentDir], sides: &[Side], field: Option<Field>) -> Tab
     Table { field, has_variants, rows }
 }
 
-/// Largest fit, first OOM, and the peaks of the largest fit. A sweep that never ran out of
-/// memory has no boundary: its largest fit is a lower bound, and its first OOM lies past it.
+/// Largest fit, first OOM, and the peaks of the largest fit. A sweep that measured no OOM (it
+/// reached its end, or stopped at a value predicted not to fit, or at an error) has no
+/// measured boundary: its largest fit is a lower bound, and its first OOM lies past it.
 fn sweep_figures(side: &Side, answer: &Answer, rows: &[SummaryRow]) -> Vec<Option<Cell>> {
     let fit =
         answer.largest_fit.and_then(|v| rows.iter().find(|r| r.status.fitted() && r.value == Some(v as f64)));
@@ -329,11 +330,11 @@ fn sweep_figures(side: &Side, answer: &Answer, rows: &[SummaryRow]) -> Vec<Optio
         at_least: true,
     };
     vec![
-        answer.largest_fit.map(|v| if open { bounded(v, "no OOM in the sweep") } else { number(v as f64) }),
+        answer.largest_fit.map(|v| if open { bounded(v, "no OOM measured") } else { number(v as f64) }),
         match (answer.first_oom, answer.largest_fit) {
             (Some(v), _) => Some(number(v as f64)),
             (None, Some(v)) => Some(Cell {
-                text: format!("> {} (none in the sweep)", format_tick(v as f64)),
+                text: format!("> {} (none measured)", format_tick(v as f64)),
                 number: Some(v as f64),
                 at_least: true,
             }),
@@ -348,10 +349,13 @@ fn sweep_figures(side: &Side, answer: &Answer, rows: &[SummaryRow]) -> Vec<Optio
 /// Outcome and peaks, for a variant without a sweep. A peak reached by a row that did not
 /// complete (out of memory) is a lower bound of what the run needed.
 fn plain_figures(side: &Side, rows: &[SummaryRow]) -> Vec<Option<Cell>> {
+    // A row predicted not to fit never ran: it has no peak. One that ran out of memory stopped
+    // short of what it needed; an error's peak is what it held, as measured.
+    let ran = || rows.iter().filter(|r| r.status != Status::PredictedOom);
     let peak = |of: fn(&SummaryRow) -> u64| {
-        let top = rows.iter().max_by_key(|r| (of(r), r.status.fitted()))?;
+        let top = ran().max_by_key(|r| (of(r), r.status != Status::Oom))?;
         let mut cell = bytes(side, of(top));
-        if !top.status.fitted() {
+        if top.status == Status::Oom {
             cell.at_least = true;
             let share = side.share(of(top));
             let share = share.trim_start().trim_start_matches('(').trim_end_matches(')');

@@ -70,15 +70,21 @@ pub fn differences(first: &Manifest, other: &Manifest, letters: [&str; 2]) -> Ve
         .collect();
     let sha = |m: &Manifest| m.inputs.iter().map(|i| (i.path.clone(), i.sha256.clone())).collect::<Vec<_>>();
     let (mine, theirs) = (sha(first), sha(other));
+    // A file is known by its path, or, at another path (another folder, another mount), by its
+    // contents: the same bytes read from elsewhere are no difference.
+    let same_bytes = |hash: &str, list: &[(String, String)]| list.iter().any(|(_, h)| h == hash);
     for (path, hash) in &theirs {
         match mine.iter().find(|(p, _)| p == path) {
             Some((_, h)) if h == hash => {}
             Some(_) => keys.push(format!("input file {path}: its contents differ")),
+            None if same_bytes(hash, &mine) => {}
             None => keys.push(format!("input file {path}: read in {b} only")),
         }
     }
-    for (path, _) in mine.iter().filter(|(p, _)| !theirs.iter().any(|(q, _)| q == p)) {
-        keys.push(format!("input file {path}: read in {a} only"));
+    for (path, hash) in &mine {
+        if !theirs.iter().any(|(q, _)| q == path) && !same_bytes(hash, &theirs) {
+            keys.push(format!("input file {path}: read in {a} only"));
+        }
     }
     keys
 }
@@ -86,6 +92,8 @@ pub fn differences(first: &Manifest, other: &Manifest, letters: [&str; 2]) -> Ve
 /// Every leaf (path, left, right) where the two values differ; a missing side is `None`.
 fn walk(path: String, left: Option<&Value>, right: Option<&Value>, out: &mut Vec<(String, Value, Value)>) {
     let join = |k: &str| if path.is_empty() { k.to_string() } else { format!("{path}.{k}") };
+    // A key written as null is a key left out.
+    let (left, right) = (left.filter(|v| !v.is_null()), right.filter(|v| !v.is_null()));
     match (left, right) {
         (Some(Value::Object(l)), Some(Value::Object(r))) => {
             let mut keys: Vec<&String> = l.keys().collect();
@@ -182,8 +190,8 @@ mod tests {
     #[test]
     fn path_description_and_run_are_not_differences_but_a_missing_key_is() {
         let a = json!({"path": "a.toml", "description": "x", "run": {"device": "cpu"}, "sweep": {"field": "model.depth"}});
-        let b = json!({"path": "b.toml", "description": "y", "run": {"device": "cuda"}});
-        assert_eq!(pair(a, b), [r#"sweep: {"field":"model.depth"} in A, absent in B"#]);
+        let b = json!({"path": "b.toml", "description": "y", "run": {"device": "cuda"}, "seed": null});
+        assert_eq!(pair(a, b), [r#"sweep: {"field":"model.depth"} in A, absent in B"#], "a null is absent");
     }
 
     #[test]
@@ -194,8 +202,8 @@ mod tests {
             sha256: sha.into(),
         };
         let (mut x, mut y) = (manifest("e", "d", None, 1), manifest("e", "d", None, 1));
-        x.inputs = vec![input("m.pt", "aa"), input("data.csv", "cc")];
-        y.inputs = vec![input("m.pt", "bb"), input("other.csv", "dd")];
+        x.inputs = vec![input("m.pt", "aa"), input("data.csv", "cc"), input("/a/same.csv", "ee")];
+        y.inputs = vec![input("m.pt", "bb"), input("other.csv", "dd"), input("/mnt/b/same.csv", "ee")];
         assert_eq!(
             differences(&x, &y, ["A", "C"]),
             [

@@ -264,11 +264,11 @@ fn a_sweep_that_never_ran_out_is_a_lower_bound_and_so_are_its_ratios() {
         |name: &str| md.lines().find(|l| l.starts_with(&format!("| {name} |"))).unwrap_or("").to_string();
     assert_eq!(
         figure("largest depth that fit"),
-        "| largest depth that fit | ≥ 64 (no OOM in the sweep) | 40 | ≤ 0.62 |"
+        "| largest depth that fit | ≥ 64 (no OOM measured) | 40 | ≤ 0.62 |"
     );
     assert_eq!(
         figure("first depth out of memory"),
-        "| first depth out of memory | > 64 (none in the sweep) | 41 | ≤ 0.64 |"
+        "| first depth out of memory | > 64 (none measured) | 41 | ≤ 0.64 |"
     );
     // The other way round, B's boundary is at least its sweep's end: B / A is at least the ratio.
     folders.swap(0, 1);
@@ -281,6 +281,38 @@ fn a_sweep_that_never_ran_out_is_a_lower_bound_and_so_are_its_ratios() {
     let c = compare(&folders).unwrap();
     let largest = c.tables[0].rows.iter().find(|f| f.name == "largest depth that fit").unwrap();
     assert_eq!(largest.ratios(), ["—"]);
+}
+
+#[test]
+fn only_an_oom_is_a_lower_bound_and_a_trial_not_run_has_no_peak() {
+    let row = |status, peak| SummaryRow {
+        trial: 1,
+        status,
+        max_memory_allocated: peak,
+        max_memory_reserved: peak,
+        ..SummaryRow::default()
+    };
+    let folder = |dir: &str, r: SummaryRow| ExperimentDir {
+        dir: dir.into(),
+        manifest: manifest("x", "d", Some(8 * GIB), 16 * GIB),
+        rows: vec![r],
+        trace: Vec::new(),
+        cut_row: false,
+    };
+    let peak = |a: SummaryRow, b: SummaryRow| {
+        let c = compare(&[folder("a", a), folder("b", b)]).unwrap();
+        let f = c.tables[0].rows.iter().find(|f| f.name == "peak allocated").unwrap().clone();
+        (f.cells.iter().map(|c| c.as_ref().map(|c| c.text.clone())).collect::<Vec<_>>(), f.ratios())
+    };
+    let (cells, ratios) = peak(row(Status::Ok, 2 * GIB), row(Status::PredictedOom, 0));
+    assert_eq!(cells, [Some("2.00 GiB (25%)".to_string()), None], "not run: no peak");
+    assert_eq!(ratios, ["—"]);
+    let (cells, ratios) = peak(row(Status::Ok, 2 * GIB), row(Status::Error, GIB));
+    assert_eq!(cells[1].as_deref(), Some("1.00 GiB (12%)"), "an error's peak is as measured");
+    assert_eq!(ratios, ["0.50"]);
+    let (cells, ratios) = peak(row(Status::Oom, 4 * GIB), row(Status::Ok, 2 * GIB));
+    assert_eq!(cells[0].as_deref(), Some("≥ 4.00 GiB (50%, at its OOM)"));
+    assert_eq!(ratios, ["≤ 0.50"]);
 }
 
 #[test]

@@ -310,17 +310,19 @@ impl Manifest {
     /// results root `dir` lies under, the device, budget and trace level, and the shard.
     /// The spec's path from the current folder: as the run was given it where that still names
     /// the same file (short, as the user typed it), its absolute path where it does not (the run
-    /// was started in another folder), and as given for manifests without the absolute path.
+    /// was started in another folder), and as given where the absolute path is gone or was not
+    /// recorded.
     pub fn spec_here(&self) -> std::path::PathBuf {
         let given = Path::new(&self.spec_path);
         match &self.spec_file {
             Some(abs) if !given.is_absolute() => {
-                let same =
-                    matches!((given.canonicalize(), Path::new(abs).canonicalize()), (Ok(a), Ok(b)) if a == b);
-                if same {
-                    given.to_path_buf()
-                } else {
-                    abs.into()
+                let (here, there) = (given.canonicalize(), Path::new(abs).canonicalize());
+                match (here, there) {
+                    (Ok(a), Ok(b)) if a == b => given.to_path_buf(),
+                    (_, Ok(_)) => abs.into(),
+                    // The file that ran is gone (the checkout moved, the results were copied to
+                    // another machine): the path as given, from here, is the better guess.
+                    (_, Err(_)) => given.to_path_buf(),
                 }
             }
             _ => given.to_path_buf(),
@@ -490,6 +492,9 @@ mod tests {
         // Started here: the path as typed.
         let here = Path::new("experiments/depth_sweep.toml");
         m.spec_file = Some(here.canonicalize().unwrap().display().to_string());
+        assert_eq!(m.spec_here(), here);
+        // The file that ran is gone: as given.
+        m.spec_file = Some(elsewhere.path().join("moved.toml").display().to_string());
         assert_eq!(m.spec_here(), here);
         // A manifest from before the absolute path was recorded: as given.
         m.spec_file = None;

@@ -98,7 +98,7 @@ fn heartbeat(label: &str, done: u64, len: Option<u64>, elapsed: Duration, at: Op
         None => format!("{done} done, "),
     };
     let what = if label.is_empty() { "working".to_string() } else { label.to_string() };
-    let at = at.map(|a| format!("; {a}")).unwrap_or_default();
+    let at = at.map(|a| format!("; the trial at {a}")).unwrap_or_default();
     format!("progress: {what} ({count}{clock} in{at})")
 }
 
@@ -107,6 +107,8 @@ pub struct Progress {
     quiet: bool,
     label: Arc<Mutex<String>>,
     stop: Arc<AtomicBool>,
+    /// The log's line thread, joined when the work ends so that no line follows the end.
+    logger: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Progress {
@@ -138,11 +140,12 @@ impl Progress {
                 }
             });
         }
+        let mut logger = None;
         if bar.is_hidden() && !quiet {
             // No terminal (a log, a SLURM job): a line every so often while work is under way,
             // so that minutes of one item (a TorchScript option under autocast) are not silence.
             let (bar, label, stop, every) = (bar.clone(), label.clone(), stop.clone(), log_every());
-            std::thread::spawn(move || {
+            logger = Some(std::thread::spawn(move || {
                 let (began, mut last) = (Instant::now(), Instant::now());
                 while !stop.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(100));
@@ -154,16 +157,13 @@ impl Progress {
                         continue;
                     }
                     last = Instant::now();
-                    if let Ok(label) = label.lock() {
-                        note!(
-                            "{}",
-                            heartbeat(&label, bar.position(), bar.length(), began.elapsed(), where_now())
-                        );
-                    }
+                    // Copied, so that a stalled stderr does not hold up the work's next label.
+                    let now = label.lock().map(|l| l.clone()).unwrap_or_default();
+                    note!("{}", heartbeat(&now, bar.position(), bar.length(), began.elapsed(), where_now()));
                 }
-            });
+            }));
         }
-        Progress { bar, quiet, label, stop }
+        Progress { bar, quiet, label, stop, logger: Mutex::new(logger) }
     }
 
     /// Says what is running.
@@ -197,14 +197,23 @@ impl Progress {
     }
 
     pub fn finish(&self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop_logger();
         self.bar.finish_and_clear();
+    }
+
+    /// Stops the threads, and waits for the log's (a tenth of a second at most), so that a line
+    /// it was about to write comes before what follows the work, not among it.
+    fn stop_logger(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.logger.lock().ok().and_then(|mut l| l.take()) {
+            let _ = h.join();
+        }
     }
 }
 
 impl Drop for Progress {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop_logger();
     }
 }
 
@@ -218,7 +227,7 @@ mod tests {
         assert_eq!(line, "progress: option 3 of 29: amp fp16 (2 of 29 done, 1m 30s in)");
         let line =
             heartbeat("trial 4", 3, None, Duration::from_secs(12), Some("step 2 of 4, backward".into()));
-        assert_eq!(line, "progress: trial 4 (3 done, 12s in; step 2 of 4, backward)");
+        assert_eq!(line, "progress: trial 4 (3 done, 12s in; the trial at step 2 of 4, backward)");
         assert!(heartbeat("", 0, Some(1), Duration::ZERO, None).starts_with("progress: working (0 of 1"));
     }
 

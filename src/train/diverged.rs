@@ -15,7 +15,7 @@ pub fn message(loss: f64, config: &Config, device: tch::Device) -> String {
         m.push_str(&format!(
             "; or PyTorch 2.11's fault on a CPU: a bf16 convolution's backward (3x3, stride 2) over a 1x1 input \
              now and then gives an inf or NaN weight gradient, and this ResNet's {size}x{size} images shrink to \
-             1x1 before a strided convolution: images of 32x32 or more, float32, or one thread \
+             1x1 before a strided convolution: images larger than 16x16, float32, or one thread \
              (OMP_NUM_THREADS=1) tell the two apart"
         ));
     }
