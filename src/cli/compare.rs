@@ -62,7 +62,6 @@ fn experiments_in(dir: &Path) -> Vec<(String, PathBuf)> {
 }
 
 pub fn run(args: CompareArgs) -> Result<()> {
-    not_twice(&args.dirs)?;
     let kinds: Vec<Kind> = args.dirs.iter().map(|d| kind(d)).collect();
     let device = |k: &Kind| matches!(k, Kind::Device(_));
     if kinds.iter().any(device) {
@@ -94,9 +93,12 @@ pub fn run(args: CompareArgs) -> Result<()> {
                 Kind::Experiment => Vec::new(),
             })
             .collect();
+        not_twice(&args.dirs)?;
         return run_devices(&args, listing);
     }
+    // Read first: a damaged folder is named for what is wrong in it, even when given twice.
     let folders = args.dirs.iter().map(|d| ExperimentDir::read(d)).collect::<Result<Vec<_>>>()?;
+    not_twice(&args.dirs)?;
     let c = comparison::compare(&folders)?;
     if !c.spec_differs.is_empty() {
         note!("warning: {} (noted in {COMPARE_MD})", comparison::spec_warning(&c));
