@@ -161,14 +161,14 @@ fn elsewhere(dir: &Path, shard: Shard) -> Option<String> {
     let experiment = dir.file_name()?;
     let device = dir.parent()?;
     let root = device.parent()?;
+    let on_cpu = |d: &crate::results::manifest::DeviceInfo| d.resolved == "cpu";
+    let here_cpu = device.file_name().is_some_and(|n| n.to_string_lossy().starts_with("cpu"));
     for e in std::fs::read_dir(root).ok()?.flatten() {
         let other = e.path().join(experiment).join(SHARDS).join(shard.folder());
         if e.path() == device || !other.join(MANIFEST).exists() {
             continue;
         }
         let there = Manifest::read(&other).ok().map(|m| m.device);
-        let on_cpu = |d: &crate::results::manifest::DeviceInfo| d.resolved == "cpu";
-        let here_cpu = device.file_name().is_some_and(|n| n.to_string_lossy().starts_with("cpu"));
         let fix = match there {
             // Two CPUs: memory on a CPU follows its instruction set (which kernels libtorch picks).
             Some(d) if on_cpu(&d) && here_cpu => format!(

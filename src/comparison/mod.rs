@@ -79,11 +79,11 @@ impl Side {
         format!("{}: {}, {} {}", self.letter, self.device, self.limit_name(), format_bytes(self.limit()))
     }
 
-    /// `bytes` as a share of the limit: "96%".
-    fn share(&self, bytes: u64) -> String {
+    /// `bytes` as a share of the limit: "96%"; none without a limit.
+    fn share(&self, bytes: u64) -> Option<String> {
         match self.limit() {
-            0 => String::new(),
-            limit => format!(" ({:.0}%)", 100.0 * bytes as f64 / limit as f64),
+            0 => None,
+            limit => Some(format!("{:.0}%", 100.0 * bytes as f64 / limit as f64)),
         }
     }
 }
@@ -323,21 +323,15 @@ fn table(folders: &[ExperimentDir], sides: &[Side], field: Option<Field>) -> Tab
 fn sweep_figures(side: &Side, answer: &Answer, rows: &[SummaryRow]) -> Vec<Option<Cell>> {
     let fit =
         answer.largest_fit.and_then(|v| rows.iter().find(|r| r.status.fitted() && r.value == Some(v as f64)));
-    let open = answer.first_oom.is_none();
-    let bounded = |v: u64, note: &str| Cell {
-        text: format!("≥ {} ({note})", format_tick(v as f64)),
-        number: Some(v as f64),
-        at_least: true,
-    };
+    let past = |v: u64, text: String| lower_bound(text, v as f64);
     vec![
-        answer.largest_fit.map(|v| if open { bounded(v, "no OOM measured") } else { number(v as f64) }),
+        answer.largest_fit.map(|v| match answer.first_oom {
+            Some(_) => number(v as f64),
+            None => past(v, format!("≥ {} (no OOM measured)", format_tick(v as f64))),
+        }),
         match (answer.first_oom, answer.largest_fit) {
             (Some(v), _) => Some(number(v as f64)),
-            (None, Some(v)) => Some(Cell {
-                text: format!("> {} (none measured)", format_tick(v as f64)),
-                number: Some(v as f64),
-                at_least: true,
-            }),
+            (None, Some(v)) => Some(past(v, format!("> {} (none measured)", format_tick(v as f64)))),
             (None, None) => None,
         },
         fit.map(|r| bytes(side, r.max_memory_allocated)),
@@ -354,15 +348,13 @@ fn plain_figures(side: &Side, rows: &[SummaryRow]) -> Vec<Option<Cell>> {
     let ran = || rows.iter().filter(|r| r.status != Status::PredictedOom);
     let peak = |of: fn(&SummaryRow) -> u64| {
         let top = ran().max_by_key(|r| (of(r), r.status != Status::Oom))?;
-        let mut cell = bytes(side, of(top));
-        if top.status == Status::Oom {
-            cell.at_least = true;
-            let share = side.share(of(top));
-            let share = share.trim_start().trim_start_matches('(').trim_end_matches(')');
-            let share = if share.is_empty() { String::new() } else { format!("{share}, ") };
-            cell.text = format!("≥ {} ({share}at its OOM)", format_bytes(of(top)));
-        }
-        Some(cell)
+        let b = of(top);
+        Some(if top.status == Status::Oom {
+            let share = side.share(b).map(|s| format!("{s}, ")).unwrap_or_default();
+            lower_bound(format!("≥ {} ({share}at its OOM)", format_bytes(b)), b as f64)
+        } else {
+            bytes(side, b)
+        })
     };
     vec![
         Some(text(outcome(rows))),
@@ -399,7 +391,13 @@ fn number(v: f64) -> Cell {
 }
 
 fn bytes(side: &Side, b: u64) -> Cell {
-    Cell { text: format!("{}{}", format_bytes(b), side.share(b)), number: Some(b as f64), at_least: false }
+    let share = side.share(b).map(|s| format!(" ({s})")).unwrap_or_default();
+    Cell { text: format!("{}{share}", format_bytes(b)), number: Some(b as f64), at_least: false }
+}
+
+/// A figure known only from below: `text` says so ("≥ 64 (no OOM measured)"), ratios bound.
+fn lower_bound(text: String, v: f64) -> Cell {
+    Cell { text, number: Some(v), at_least: true }
 }
 
 /// `COMPARE.md`: the folders, a warning where their specs differ, and a table per field.

@@ -306,8 +306,6 @@ impl Answer {
 }
 
 impl Manifest {
-    /// The command that resumes this run in `dir`, as its manifest records it: the spec, the
-    /// results root `dir` lies under, the device, budget and trace level, and the shard.
     /// The spec's path from the current folder: as the run was given it where that still names
     /// the same file (short, as the user typed it), its absolute path where it does not (the run
     /// was started in another folder), and as given where the absolute path is gone or was not
@@ -329,6 +327,8 @@ impl Manifest {
         }
     }
 
+    /// The command that resumes this run in `dir`, as its manifest records it: the spec, the
+    /// results root `dir` lies under, the device, budget and trace level, and the shard.
     pub fn resume_command(&self, dir: &Path) -> String {
         use crate::schema::TraceLevel;
         // out/<device>/<experiment>, and a shard's /shards/I-of-N below that.
