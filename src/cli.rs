@@ -46,8 +46,9 @@ Examples:
       How fast oomlab trains at each --trace level against PyTorch's loop: BENCH.md and a chart.
 
 Results go to <out>/<device>/<experiment>/ (out: runs unless --out): manifest.json, trace.csv
-(memory per trial, step and phase), summary.csv (one row per trial) and charts. On CPU, oomlab's own allocator counts
-every byte and enforces the budget; on CUDA the numbers are the caching allocator's own.";
+(memory per trial, step and phase), summary.csv (one row per trial) and charts. On CPU, oomlab's own
+allocator counts every byte and enforces the budget; on CUDA the numbers are the caching allocator's
+own.";
 
 const PLOT_EXAMPLES: &str = "\
 Examples:
@@ -220,5 +221,29 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Slurm(args) => slurm::run(args),
         Command::Bench(args) => bench::run(args),
         Command::BenchWorker(args) => bench::worker(args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The examples are wrapped by hand at clap's 100 columns: a longer line is re-wrapped by
+    /// clap, which leaves a stub of a line before the hand-made break.
+    #[test]
+    fn hand_wrapped_help_fits_clap_width() {
+        let texts = [
+            EXAMPLES,
+            PLOT_EXAMPLES,
+            COMPARE_EXAMPLES,
+            CLAIMS_EXAMPLES,
+            run::RUN_EXAMPLES,
+            advise::ADVISE_EXAMPLES,
+            slurm::SLURM_EXAMPLES,
+            bench::BENCH_EXAMPLES,
+        ];
+        for line in texts.iter().flat_map(|t| t.lines()) {
+            assert!(line.chars().count() <= 100, "over 100 columns: {line}");
+        }
     }
 }

@@ -57,10 +57,6 @@ fn help_examples_name_files_the_repository_has() {
     assert!(named > 10, "the examples name {named} files: the help lost its examples?");
 }
 
-/// On CUDA the budget is the caching allocator's memory fraction, which libtorch's own cuBLAS
-/// workspaces (65 MiB on a Hopper GPU, made before the first trial) must fit under too: a
-/// budget below them is out of memory whatever the model, never "fits". On the CPU a budget
-/// past the host's memory is said to be.
 /// A list runs only its own values: its answer is the largest of them predicted to fit, as its
 /// rows say, not a value between them that a bisection would find.
 #[test]
@@ -93,6 +89,10 @@ fn a_list_sweep_is_answered_from_its_own_values() {
     assert!(!out.contains("the sweep's own trials would find"), "{out}");
 }
 
+/// On CUDA the budget is the caching allocator's memory fraction, which libtorch's own cuBLAS
+/// workspaces (65 MiB on a Hopper GPU, made before the first trial) must fit under too: a
+/// budget below them is out of memory whatever the model, never "fits". On the CPU a budget
+/// past the host's memory is said to be.
 #[test]
 fn budgets_the_device_cannot_meet_are_not_taken_at_their_word() {
     let sb = Sandbox::new();
