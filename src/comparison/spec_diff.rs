@@ -4,7 +4,8 @@
 //!
 //! The validated spec (as the manifest records it) is walked leaf by leaf. A difference in the
 //! base configuration shows in every variant's configuration too; those echoes are left out, so
-//! that one change in the spec file is one line here.
+//! that one change in the spec file is one line here. A base change that every variant overrides
+//! ran nowhere and is no difference.
 use serde_json::Value;
 
 use crate::results::Manifest;
@@ -63,9 +64,14 @@ pub fn differences(first: &Manifest, other: &Manifest, letters: [&str; 2]) -> Ve
     let mut leaves = Vec::new();
     walk(String::new(), Some(&left), Some(&right), &mut leaves);
     let names = variant_names(&left);
+    // With variants, the base never runs on its own: a base change that every variant overrides
+    // changes nothing that ran. Where the variants differ in number, the array itself is named
+    // and each base change is kept.
+    let base_runs = names.is_empty() || variant_names(&right).len() != names.len();
     let mut keys: Vec<String> = leaves
         .iter()
         .filter(|(path, l, r)| !echoes_base(path, l, r, &leaves))
+        .filter(|(path, l, r)| base_runs || !path.starts_with("base.") || echoed(path, l, r, &leaves))
         .map(|(path, l, r)| format!("{}: {} in {a}, {} in {b}", readable(path, &names), shown(l), shown(r)))
         .collect();
     let sha = |m: &Manifest| m.inputs.iter().map(|i| (i.path.clone(), i.sha256.clone())).collect::<Vec<_>>();
@@ -114,14 +120,23 @@ fn walk(path: String, left: Option<&Value>, right: Option<&Value>, out: &mut Vec
     }
 }
 
+/// The key under a variant's configuration: `training.dtype` for `variants[1].config.training.dtype`.
+fn variant_key(path: &str) -> Option<&str> {
+    path.strip_prefix("variants[").and_then(|p| p.split_once("].config.")).map(|(_, key)| key)
+}
+
 /// Whether `path` is a variant's copy of a base difference: `variants[i].config.X` where
 /// `base.X` differs in the same way.
 fn echoes_base(path: &str, l: &Value, r: &Value, all: &[(String, Value, Value)]) -> bool {
-    let Some(rest) = path.strip_prefix("variants[").and_then(|p| p.split_once("].config.")).map(|(_, x)| x)
-    else {
-        return false;
-    };
-    all.iter().any(|(p, bl, br)| p.strip_prefix("base.") == Some(rest) && bl == l && br == r)
+    let Some(key) = variant_key(path) else { return false };
+    all.iter().any(|(p, bl, br)| p.strip_prefix("base.") == Some(key) && bl == l && br == r)
+}
+
+/// Whether the base difference at `path` shows in some variant's configuration, that is,
+/// whether some variant inherits it.
+fn echoed(path: &str, l: &Value, r: &Value, all: &[(String, Value, Value)]) -> bool {
+    let Some(key) = path.strip_prefix("base.") else { return false };
+    all.iter().any(|(p, vl, vr)| variant_key(p) == Some(key) && vl == l && vr == r)
 }
 
 /// The variants' names, by index, from the first folder's spec.
@@ -185,6 +200,25 @@ mod tests {
         let mut b = spec(32);
         b["variants"][1]["config"]["training"]["dtype"] = json!("bfloat16");
         assert_eq!(pair(spec(32), b), [r#"variant "bf16": training.dtype: "float32" in A, "bfloat16" in B"#]);
+    }
+
+    #[test]
+    fn a_base_key_every_variant_overrides_is_no_difference() {
+        let spec = |base_dtype: &str| {
+            let variant =
+                |d: &str| json!({"name": d, "config": {"training": {"batch_size": 32, "dtype": d}}});
+            json!({"base": {"training": {"batch_size": 32, "dtype": base_dtype}}, "variants": [variant("float16"), variant("bfloat16")]})
+        };
+        assert!(pair(spec("float32"), spec("float64")).is_empty(), "the base's dtype never ran");
+        // One variant that inherits it makes it a difference again, named once.
+        let mut a = spec("float32");
+        let mut b = spec("float64");
+        a["variants"][1]["config"]["training"]["dtype"] = json!("float32");
+        b["variants"][1]["config"]["training"]["dtype"] = json!("float64");
+        assert_eq!(pair(a, b), [r#"training.dtype: "float32" in A, "float64" in B"#]);
+        // Without variants the base is what ran.
+        let plain = |d: &str| json!({"base": {"training": {"dtype": d}}});
+        assert_eq!(pair(plain("float32"), plain("float64")).len(), 1);
     }
 
     #[test]
