@@ -57,15 +57,17 @@ fn where_now() -> Option<String> {
     Some(describe((*POSITION.lock().ok()?)?))
 }
 
+/// A duration as both lines show it: "0.4s" under ten seconds (a small trial's step), "12s" under
+/// a minute, "1m 04s" past it.
+fn clock(d: Duration) -> String {
+    match d.as_secs() {
+        s if s >= 60 => format!("{}m {:02}s", s / 60, s % 60),
+        s if s >= 10 => format!("{s}s"),
+        _ => format!("{:.1}s", d.as_secs_f64()),
+    }
+}
+
 fn describe(p: Position) -> String {
-    let short = |d: Duration| {
-        let s = d.as_secs();
-        if s >= 60 {
-            format!("{}m {:02}s", s / 60, s % 60)
-        } else {
-            format!("{:.1}s", d.as_secs_f64())
-        }
-    };
     let at = match (p.step, p.phase) {
         (0, Some(phase)) => format!("set-up, {phase}"),
         (0, None) => "starting".to_string(),
@@ -76,9 +78,9 @@ fn describe(p: Position) -> String {
     let left = p.first_step.filter(|_| p.step >= 2).map(|first| {
         let per_step = first.elapsed() / (p.step as u32 - 1);
         let remaining = per_step * (p.steps + 1 - p.step) as u32;
-        format!(", about {} left", short(remaining))
+        format!(", about {} left", clock(remaining))
     });
-    format!("{at}, {} in{}", short(p.started.elapsed()), left.unwrap_or_default())
+    format!("{at}, {} in{}", clock(p.started.elapsed()), left.unwrap_or_default())
 }
 
 /// How often a log gets a line while work is under way: every 30 s, or every
@@ -91,8 +93,7 @@ fn log_every() -> Duration {
 /// "progress: option 3 of 29: amp fp16 (2 of 29 done, 1m 30s in)": a log's line for work under
 /// way, with where the trial is when one is training.
 fn heartbeat(label: &str, done: u64, len: Option<u64>, elapsed: Duration, at: Option<String>) -> String {
-    let s = elapsed.as_secs();
-    let clock = if s >= 60 { format!("{}m {:02}s", s / 60, s % 60) } else { format!("{s}s") };
+    let clock = clock(elapsed);
     let count = match len {
         Some(n) => format!("{done} of {n} done, "),
         None => format!("{done} done, "),
@@ -229,6 +230,15 @@ mod tests {
             heartbeat("trial 4", 3, None, Duration::from_secs(12), Some("step 2 of 4, backward".into()));
         assert_eq!(line, "progress: trial 4 (3 done, 12s in; the trial at step 2 of 4, backward)");
         assert!(heartbeat("", 0, Some(1), Duration::ZERO, None).starts_with("progress: working (0 of 1"));
+    }
+
+    #[test]
+    fn both_lines_share_one_clock() {
+        let ms = Duration::from_millis;
+        assert_eq!(clock(ms(400)), "0.4s");
+        assert_eq!(clock(ms(12_400)), "12s");
+        assert_eq!(clock(ms(64_000)), "1m 04s");
+        assert_eq!(heartbeat("", 0, None, ms(12_400), None), "progress: working (0 done, 12s in)");
     }
 
     #[test]
