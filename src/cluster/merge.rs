@@ -114,22 +114,36 @@ fn read_shards(dir: &Path) -> Result<Vec<(Shard, ExperimentDir)>> {
             )
         }
     };
-    let mut missing = Vec::new();
+    let mut absent = Vec::new();
     let mut shards = Vec::new();
     for index in 1..=count {
         let shard = Shard { index, count };
         let path = folder.join(shard.folder());
         if !path.join(MANIFEST).exists() {
-            missing.push(format!(
-                "shard {index} of {count} is missing: no {}{}",
-                path.join(MANIFEST).display(),
-                elsewhere(dir, shard).map(|w| format!(" ({w})")).unwrap_or_default()
-            ));
+            absent.push(shard);
             continue;
         }
         let exp = ExperimentDir::read(&path).with_context(|| format!("reading shard {shard}"))?;
         shards.push((shard, exp));
     }
+    // What these shards ran on, as their manifests say; the folder's name where none is here.
+    let here_cpu = match shards.first() {
+        Some((_, exp)) => exp.manifest.device.resolved == "cpu",
+        None => {
+            dir.parent().and_then(Path::file_name).is_some_and(|n| n.to_string_lossy().starts_with("cpu"))
+        }
+    };
+    let mut missing: Vec<String> = absent
+        .into_iter()
+        .map(|shard| {
+            format!(
+                "shard {} of {count} is missing: no {}{}",
+                shard.index,
+                folder.join(shard.folder()).join(MANIFEST).display(),
+                elsewhere(dir, shard, here_cpu).map(|w| format!(" ({w})")).unwrap_or_default()
+            )
+        })
+        .collect();
     if !missing.is_empty() {
         let many = missing.len();
         missing.truncate(5);
@@ -156,13 +170,12 @@ fn abbreviate(names: &[String]) -> String {
 /// Where else a missing shard is: the same experiment under another device folder of the
 /// results root, when the array's tasks ran on different kinds of device, with the fix for how
 /// they differ (a task on the CPU is a node without a GPU, or one `--device auto` found none on;
-/// two GPUs are two kinds in one array).
-fn elsewhere(dir: &Path, shard: Shard) -> Option<String> {
+/// two GPUs are two kinds in one array). `here_cpu`: whether this folder's shards ran on a CPU.
+fn elsewhere(dir: &Path, shard: Shard, here_cpu: bool) -> Option<String> {
     let experiment = dir.file_name()?;
     let device = dir.parent()?;
     let root = device.parent()?;
     let on_cpu = |d: &crate::results::manifest::DeviceInfo| d.resolved == "cpu";
-    let here_cpu = device.file_name().is_some_and(|n| n.to_string_lossy().starts_with("cpu"));
     for e in std::fs::read_dir(root).ok()?.flatten() {
         let other = e.path().join(experiment).join(SHARDS).join(shard.folder());
         if e.path() == device || !other.join(MANIFEST).exists() {
@@ -502,10 +515,10 @@ mod tests {
         };
         let h100 = root.path().join("nvidia-h100/e");
         let cpu = root.path().join("cpu-amd-epyc/e");
-        assert!(elsewhere(&h100, shard).is_none(), "nowhere else yet");
+        assert!(elsewhere(&h100, shard, false).is_none(), "nowhere else yet");
         // A task ran on the CPU: not a GPU kind to pin, a node without a GPU.
         put("cpu-amd-epyc", "CPU (AMD EPYC)", "cpu");
-        let w = elsewhere(&h100, shard).unwrap();
+        let w = elsewhere(&h100, shard, false).unwrap();
         assert!(
             w.contains("that task ran on the CPU (CPU (AMD EPYC))") && w.contains("--device cuda"),
             "{w}"
@@ -514,19 +527,40 @@ mod tests {
         // Merging the CPU's folder, the missing shard ran on a GPU.
         put("nvidia-h100", "NVIDIA H100 80GB HBM3", "cuda:0");
         std::fs::remove_dir_all(root.path().join("cpu-amd-epyc")).unwrap();
-        let w = elsewhere(&cpu, shard).unwrap();
+        let w = elsewhere(&cpu, shard, true).unwrap();
         assert!(w.contains("that task ran on NVIDIA H100 80GB HBM3, these on the CPU"), "{w}");
         // Two CPU kinds: one kind of node, not a GPU.
         std::fs::remove_dir_all(root.path().join("nvidia-h100")).unwrap();
         put("cpu-intel-xeon", "CPU (Intel Xeon)", "cpu");
-        let w = elsewhere(&cpu, shard).unwrap();
+        let w = elsewhere(&cpu, shard, true).unwrap();
         assert!(w.contains("another kind of CPU (CPU (Intel Xeon))") && w.contains("--constraint"), "{w}");
         std::fs::remove_dir_all(root.path().join("cpu-intel-xeon")).unwrap();
         put("nvidia-h100", "NVIDIA H100 80GB HBM3", "cuda:0");
         // Two GPU kinds: one kind per array.
         let a100 = root.path().join("nvidia-a100/e");
-        let w = elsewhere(&a100, shard).unwrap();
+        let w = elsewhere(&a100, shard, false).unwrap();
         assert!(w.contains("more than one kind of GPU") && w.contains("--per-gpu-kind"), "{w}");
+    }
+
+    /// Whether this folder's shards ran on a CPU is read from their manifests, not from the
+    /// folder's name, which `--out` or a user's `mv` may have chosen.
+    #[test]
+    fn a_missing_shard_is_explained_from_what_the_present_shards_ran_on() {
+        let root = tempfile::tempdir().unwrap();
+        let put = |device: &str, shard: Shard, resolved: &str| {
+            let at = root.path().join(device).join("e").join(SHARDS).join(shard.folder());
+            std::fs::create_dir_all(&at).unwrap();
+            let mut m = crate::comparison::tests::manifest("e", "some device", None, 1);
+            m.device.resolved = resolved.into();
+            m.trials = 0;
+            m.write(&at).unwrap();
+            drop(SummaryCsv::create(&at).unwrap());
+        };
+        let (one, two) = (Shard { index: 1, count: 2 }, Shard { index: 2, count: 2 });
+        put("renamed", one, "cpu");
+        put("nvidia-h100", two, "cuda:0");
+        let err = read_shards(&root.path().join("renamed/e")).err().unwrap().to_string();
+        assert!(err.contains("shard 2 of 2 is missing") && err.contains("these on the CPU"), "{err}");
     }
 
     #[test]
