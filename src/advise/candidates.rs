@@ -33,6 +33,9 @@ pub const MAX_ACCUMULATION: usize = 1024;
 pub enum Effect {
     /// The same computation (up to the order of floating-point sums).
     Same,
+    /// The same training with autocast turned off: in the parameters' own precision (32 bits
+    /// where the spec wrote float32), more exact and more memory, never less exact.
+    FullPrecision,
     /// The same training in lower precision.
     Precision,
     /// Another training: hyperparameters to retune, results not comparable one to one.
@@ -43,6 +46,7 @@ impl Effect {
     pub fn as_str(self) -> &'static str {
         match self {
             Effect::Same => "same",
+            Effect::FullPrecision => "full precision",
             Effect::Precision => "lower precision",
             Effect::Changed => "CHANGED",
         }
@@ -83,6 +87,8 @@ impl Change {
             | Change::DataOnHost
             | Change::NoGrad
             | Change::InferenceBatch { .. } => Effect::Same,
+            // Turning autocast off gives precision back; any other amp lowers it.
+            Change::Amp { amp } if amp == "off" => Effect::FullPrecision,
             Change::Amp { .. } => Effect::Precision,
             Change::Batch { .. } | Change::Optimizer { .. } => Effect::Changed,
         }
@@ -511,6 +517,21 @@ mod tests {
         assert!(options.iter().all(|o| o.effect() != Effect::Changed));
         let no_grad = &options[3].config.training.techniques;
         assert_eq!(no_grad.mode, Mode::ForwardNoGrad);
+    }
+
+    /// Turning a spec's autocast off is no "lower precision": it trains in the parameters' own
+    /// 32 bits. An option that also changes the batch is still CHANGED.
+    #[test]
+    fn autocast_off_is_full_precision_not_lower() {
+        let mut base = config(2, 16, 8, ADAM);
+        base.training.techniques.amp = crate::spec::Amp::Bf16;
+        let options = enumerate(&base, false, Some(4));
+        let effect = |d: &str| options.iter().find(|o| o.describe() == d).map(Candidate::effect);
+        assert_eq!(effect("amp off"), Some(Effect::FullPrecision));
+        assert_eq!(effect("amp off + fused optimizer"), Some(Effect::FullPrecision));
+        assert_eq!(effect("amp fp16"), Some(Effect::Precision));
+        assert_eq!(effect("fused optimizer"), Some(Effect::Same));
+        assert_eq!(Effect::FullPrecision.as_str(), "full precision");
     }
 
     #[test]

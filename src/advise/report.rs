@@ -74,6 +74,7 @@ pub fn sentence(o: &Evaluated) -> String {
     };
     let training = match o.effect {
         super::Effect::Same => "",
+        super::Effect::FullPrecision => " (autocast off: full precision)",
         super::Effect::Precision => " (lower precision)",
         super::Effect::Changed => " (CHANGES the training)",
     };
@@ -313,7 +314,7 @@ pub fn markdown(a: &Advice, chart: Option<&str>) -> String {
     if let Some(c) = chart {
         s += &format!("\n![predicted peak against predicted step time for every option]({c})\n");
     }
-    s += &format!("\n## Options\n\n{}; the table shows the first {SHOWN} that fit, then the nearest misses (all of them are in `advice.json`). \"training\": `same` keeps the computation, `lower precision` runs it in 16 bits, `CHANGED` trains another way. The peak is what the budget caps: allocated bytes on the CPU, reserved on CUDA, workspaces included.\n\n", counts(a));
+    s += &format!("\n## Options\n\n{}; the table shows the first {SHOWN} that fit, then the nearest misses (all of them are in `advice.json`). \"training\": `same` keeps the computation, `lower precision` runs it in 16 bits, `full precision` turns the spec's autocast off, `CHANGED` trains another way. The peak is what the budget caps: allocated bytes on the CPU, reserved on CUDA, workspaces included.\n\n", counts(a));
     s += &format!("{}\n", options_table(&shown(a), true));
     if !a.verified.is_empty() {
         s += &format!(
