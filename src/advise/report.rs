@@ -326,14 +326,7 @@ pub fn markdown(a: &Advice, chart: Option<&str>) -> String {
         );
     }
     if let TimingSource::Calibrated { .. } | TimingSource::File { .. } = a.timing {
-        s += "\n## How step times are predicted\n\n\
-              Each option's step is its micro-batches' passes plus one update: `k * (alpha + beta * m) + update`. \
-              A pass (gather, forward, backward, with checkpointing's recompute) was timed on a model of at most three \
-              hidden layers of the spec's width at two micro-batch sizes, with the device synchronised at each phase; \
-              `alpha` scales with the number of layers and `beta` with the multiply-adds per sample. The update \
-              (optimizer step and zero_grad) was timed per optimizer and implementation and scales with the parameters. \
-              These are extrapolations: the Verified table says how far off they were. The measurements are in \
-              `calibration.json`.\n";
+        s += &format!("\n## How step times are predicted\n\n{}\n", timing_method());
         s += "\nEvery run was timed in two interleaved rounds, the faster kept, and the result checked against rules \
               no quiet machine breaks (a larger batch not faster a pass, recomputation not faster than none, low \
               precision not faster than fp32 on a CPU without its instructions); times that break them are not \
@@ -384,10 +377,41 @@ pub fn write(dir: &Path, a: &Advice, force: bool) -> Result<Vec<PathBuf>> {
     Ok(written)
 }
 
+/// How a calibrated step time is made, in words that name the calibration model's real size.
+fn timing_method() -> String {
+    use super::timing::{CALIBRATION_DEPTH, CALIBRATION_WIDTH};
+    format!(
+        "Each option's step is its micro-batches' passes plus one update: `k * (alpha + beta * m) + update`. \
+         A pass (gather, forward, backward, with checkpointing's recompute) was timed on an MLP of the spec's \
+         data shape, precision and techniques, with at most {CALIBRATION_DEPTH} hidden layers of the spec's width \
+         capped at {CALIBRATION_WIDTH} units, at two micro-batch sizes, with the device synchronised at each \
+         phase; `alpha` scales with the number of layers and `beta` with the multiply-adds per sample, so a wider \
+         or deeper model's times are extrapolated from it. The update (optimizer step and zero_grad) was timed \
+         per optimizer and implementation and scales with the parameters. These are extrapolations: the Verified \
+         table says how far off they were. The measurements are in `calibration.json`."
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::advise::rank::{rank, tests::evaluated};
+
+    /// advice.md describes the calibration model that `calibration_config` really builds: for
+    /// the lesson's 5000-wide, 6-deep MLP, the one the text names.
+    #[test]
+    fn the_timing_method_names_the_model_really_timed() {
+        use crate::advise::timing::calibration_config;
+        use crate::estimate::DataShape;
+        let adam = crate::spec::OptimizerSpec::Adam { lr: 0.001, weight_decay: 0.0 };
+        let spec = crate::estimate::tests::config(6, 5000, 32, adam);
+        let shape = DataShape { samples: 32, features: 5000, classes: 10 };
+        let timed = calibration_config(&spec, shape, 32, None);
+        let (depth, width) = (timed.model.units(), timed.model.width());
+        let text = timing_method();
+        assert!(text.contains(&format!("at most {depth} hidden layers")), "{depth}: {text}");
+        assert!(text.contains(&format!("capped at {width} units")), "{width}: {text}");
+    }
 
     fn lines(written: Evaluated, options: Vec<Evaluated>) -> String {
         let (ranked, smallest) = rank(options, &written);
