@@ -93,6 +93,29 @@ fn a_list_sweep_is_answered_from_its_own_values() {
 /// workspaces (65 MiB on a Hopper GPU, made before the first trial) must fit under too: a
 /// budget below them is out of memory whatever the model, never "fits". On the CPU a budget
 /// past the host's memory is said to be.
+/// A peak that rounds like the budget is given to the byte with how far under or over it is,
+/// and that remark closes its clause: never "…, 3,749,244 B under the 2.05 GiB budget
+/// allocated, against 2.05 GiB". At 2.055 GiB the lesson's depths 6 and 7 (for-loop Adam) end
+/// within a few MiB of the budget.
+#[test]
+fn a_peak_at_the_budget_reads_as_a_sentence() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let spec = root.join("experiments/depth_sweep.toml");
+    let out = oomlab()
+        .args(["estimate", spec.to_str().unwrap(), "--budget", "2.055GiB", "--brief"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let near: Vec<&str> = text.lines().filter(|l| l.contains(" under the 2.05 GiB budget")).collect();
+    assert!(near.iter().any(|l| l.contains("OOM predicted")), "no OOM near the budget: {text}");
+    assert!(near.iter().any(|l| l.contains("  fits, ")), "no fit near the budget: {text}");
+    for line in near {
+        assert!(!line.contains("budget allocated") && !line.contains("budget reserved"), "{line}");
+        assert!(!line.contains("against 2.05 GiB"), "the budget named twice: {line}");
+    }
+}
+
 #[test]
 fn budgets_the_device_cannot_meet_are_not_taken_at_their_word() {
     let sb = Sandbox::new();

@@ -8,7 +8,7 @@ use crate::estimate::{
     self, Category, GpuArch, NamedGpu, PhasePrediction, SweepPoint, SweepPrediction, Target,
 };
 use crate::run::plan::Plan;
-use crate::spec::{self, format_against, format_size, Spec, SweepMode};
+use crate::spec::{self, against, format_size, Spec, SweepMode};
 
 #[derive(Debug, clap::Args)]
 pub struct EstimateArgs {
@@ -254,21 +254,23 @@ fn point_line(
             let ask = match p.oom.filter(|o| at.is_some_and(|a| std::ptr::eq(a, &p.phases[o.phase_index]))) {
                 Some(o) => {
                     let held = if p.options.target == Target::Cuda { "reserved" } else { "allocated" };
-                    format!(
-                        ": tries to allocate {} with {} {held}, against {}",
-                        format_size(o.requested),
-                        format_against(o.reserved, b),
-                        format_size(b)
-                    )
+                    let (bytes, by) = against(o.reserved, b);
+                    let budget = by.unwrap_or_else(|| format!("against {}", format_size(b)));
+                    format!(": tries to allocate {} with {bytes} {held}, {budget}", format_size(o.requested))
                 }
-                None => {
-                    at.map(|a| format!(": needs {} there", format_against(a.peak, b))).unwrap_or_default()
-                }
+                None => at
+                    .map(|a| match against(a.peak, b) {
+                        (bytes, Some(by)) => format!(": needs {bytes} there, {by}"),
+                        (bytes, None) => format!(": needs {bytes} there"),
+                    })
+                    .unwrap_or_default(),
             };
             format!("{name:<14} OOM predicted in {}{ask} ({params})\n", at.map(where_).unwrap_or_default())
         }
         Some(b) => {
-            format!("{name:<14} peak {:>11} in {} ({params})  fits\n", describe_against(p, b), where_(at))
+            let (peak, by) = peak_against(p, b);
+            let by = by.map(|by| format!(", {by}")).unwrap_or_default();
+            format!("{name:<14} peak {peak:>11} in {} ({params})  fits{by}\n", where_(at))
         }
         None => format!("{name:<14} peak {:>11} in {} ({params})\n", p.describe_peak(), where_(at)),
     };
@@ -307,15 +309,24 @@ fn bound_line(p: &estimate::Prediction, budget: Option<u64>) -> String {
     )
 }
 
-/// The peak against a budget, told apart from it where the two round alike.
+/// The peak against a budget, told apart from it where the two round alike: "2,202,350,216 B,
+/// 4,189,232 B under the 2.05 GiB budget".
 fn describe_against(p: &estimate::Prediction, budget: u64) -> String {
+    match peak_against(p, budget) {
+        (peak, Some(by)) => format!("{peak}, {by}"),
+        (peak, None) => peak,
+    }
+}
+
+/// [`describe_against`] in two parts: the peak ("22.17 GiB allocated, 23,995,613,184 B
+/// reserved") and, where what the budget caps rounds like it, by how much it is under.
+fn peak_against(p: &estimate::Prediction, budget: u64) -> (String, Option<String>) {
     match p.options.target {
-        Target::Cpu => format_against(p.peak_allocated(), budget),
-        Target::Cuda => format!(
-            "{} allocated, {} reserved",
-            format_size(p.peak_allocated()),
-            format_against(p.peak_reserved(), budget)
-        ),
+        Target::Cpu => against(p.peak_allocated(), budget),
+        Target::Cuda => {
+            let (reserved, by) = against(p.peak_reserved(), budget);
+            (format!("{} allocated, {reserved} reserved", format_size(p.peak_allocated())), by)
+        }
     }
 }
 

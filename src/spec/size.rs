@@ -115,12 +115,22 @@ pub fn exact_bytes(bytes: u64) -> String {
 /// each other: the usual size where the two read apart, else every byte and by how much it is
 /// over or under ("33,554,944 B, 512 B over the 32.00 MiB budget").
 pub fn format_against(bytes: u64, budget: u64) -> String {
+    match against(bytes, budget) {
+        (text, Some(by)) => format!("{text}, {by}"),
+        (text, None) => text,
+    }
+}
+
+/// [`format_against`] in two parts, for a sentence that puts a word between them: the size
+/// ("33,554,944 B") and, where it rounds like the budget, by how much it is over or under
+/// ("512 B over the 32.00 MiB budget").
+pub fn against(bytes: u64, budget: u64) -> (String, Option<String>) {
     let (text, limit) = (format_size(bytes), format_size(budget));
     if text != limit || bytes == budget {
-        return text;
+        return (text, None);
     }
     let (by, side) = if bytes > budget { (bytes - budget, "over") } else { (budget - bytes, "under") };
-    format!("{}, {} {side} the {limit} budget", exact_bytes(bytes), exact_bytes(by))
+    (exact_bytes(bytes), Some(format!("{} {side} the {limit} budget", exact_bytes(by))))
 }
 
 #[cfg(test)]
