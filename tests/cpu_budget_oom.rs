@@ -61,8 +61,13 @@ fn depth_search_stops_where_arithmetic_says_and_memory_returns_to_baseline() {
     assert_eq!(oom.phase, Some(Phase::Backward), "gradients are what no longer fit");
     let requested = oom.oom_requested.expect("the message says what was requested");
     assert!(requested > 0 && requested <= 4 * (H * H + H), "requested {requested}");
-    let cap = oom.oom_total_capacity.unwrap() as f64;
-    assert!((cap - budget as f64).abs() / (budget as f64) < 0.01, "capacity {cap} vs budget {budget}");
+    // To the byte, not as the message rounds them: the allocator kept the refusal's numbers.
+    assert_eq!(oom.oom_total_capacity, Some(budget), "the capacity is the budget");
+    let allocated = oom.oom_allocated.expect("what was allocated when it was refused");
+    assert!(allocated + requested > budget && allocated <= budget, "{allocated} + {requested} vs {budget}");
+    assert!(allocated <= oom.max_memory_allocated, "{allocated} is more than the trial's peak");
+    assert_eq!(oom.oom_free, Some(budget - allocated));
+    assert_eq!(oom.oom_reserved, Some(allocated), "no cache on the CPU");
     assert!(oom.max_memory_allocated <= budget);
 
     // Exact bytes, phase by phase, for the depth-6 trial (CPU counting is exact).

@@ -27,6 +27,7 @@ extern "C" {
     fn oomlab_cpu_stats(out: *mut RawStats);
     fn oomlab_cpu_reset_peak();
     fn oomlab_cpu_allocations() -> i64;
+    fn oomlab_cpu_last_refusal(out: *mut i64);
     fn oomlab_cpu_events_start(with_ops: c_int);
     fn oomlab_cpu_events_ops(ids: *mut i32, cap: i64);
     fn oomlab_cpu_events_op_name(id: i32, buf: *mut c_char, len: usize) -> i64;
@@ -171,6 +172,25 @@ pub fn cpu_stats() -> RawStats {
     // SAFETY: `s` is a valid, writable RawStats.
     unsafe { oomlab_cpu_stats(&mut s) };
     s
+}
+
+/// The counting allocator's last refusal, to the byte: which refusal it was (the OOM count it
+/// made, from 1), the bytes asked for, the bytes allocated before it, and the cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    pub ordinal: u64,
+    pub requested: u64,
+    pub allocated: u64,
+    pub cap: u64,
+}
+
+/// The last allocation the CPU cap refused, if any was.
+pub fn cpu_last_refusal() -> Option<Refusal> {
+    let mut raw = [0i64; 4];
+    // SAFETY: `raw` holds the four values the shim writes.
+    unsafe { oomlab_cpu_last_refusal(raw.as_mut_ptr()) };
+    let [ordinal, requested, allocated, cap] = raw.map(|v| v.max(0) as u64);
+    (ordinal > 0).then_some(Refusal { ordinal, requested, allocated, cap })
 }
 
 /// How many allocations the counting CPU allocator has made since it was installed.

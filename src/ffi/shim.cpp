@@ -78,6 +78,18 @@ struct CpuCounters {
   std::atomic<int64_t> ooms{0};
   std::atomic<int64_t> allocations{0};  // counted allocations ever made, for tests
 };
+
+// The last refusal to the byte: its message rounds to two decimals of a GiB, which a summary's
+// oom_* columns should not inherit. Written under the mutex with the refusal's ordinal (the
+// `ooms` count it made), so a reader can tell it is the refusal its error came from.
+struct LastRefusal {
+  int64_t ordinal = 0;
+  int64_t requested = 0;
+  int64_t allocated = 0;
+  int64_t cap = 0;
+};
+std::mutex g_refusal_mutex;
+LastRefusal g_refusal;
 CpuCounters g_cpu;
 
 // OOMLAB_ALLOC_LOG=1 prints every counted allocation and free ("+bytes live" / "-bytes live")
@@ -361,7 +373,11 @@ struct CountingAllocator final : c10::Allocator {
     const int64_t cap = g_cpu.cap.load();
     if (cap >= 0 && before + bytes > cap) {
       g_cpu.current.fetch_sub(bytes);
-      g_cpu.ooms.fetch_add(1);
+      const int64_t ordinal = g_cpu.ooms.fetch_add(1) + 1;
+      {
+        std::lock_guard<std::mutex> lock(g_refusal_mutex);
+        g_refusal = LastRefusal{ordinal, bytes, before, cap};
+      }
       const int64_t free = cap > before ? cap - before : 0;
       // Worded like PyTorch 2.x's CUDA message; "budget" because the cap is oomlab's.
       TORCH_CHECK_WITH(OutOfMemoryError, false, "CPU out of memory. Tried to allocate ",
@@ -619,6 +635,15 @@ void oomlab_cpu_stats(oomlab_stats* out) noexcept {
 }
 
 int64_t oomlab_cpu_allocations() noexcept { return g_cpu.allocations.load(); }
+
+// The last refusal to the byte (ordinal, requested, allocated before it, cap); ordinal 0: none.
+void oomlab_cpu_last_refusal(int64_t* out) noexcept {
+  std::lock_guard<std::mutex> lock(g_refusal_mutex);
+  out[0] = g_refusal.ordinal;
+  out[1] = g_refusal.requested;
+  out[2] = g_refusal.allocated;
+  out[3] = g_refusal.cap;
+}
 
 void oomlab_cpu_reset_peak() noexcept { g_cpu.peak.store(g_cpu.current.load()); }
 

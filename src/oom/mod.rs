@@ -92,6 +92,29 @@ pub struct OomInfo {
     pub processes_in_use: Option<u64>,
 }
 
+impl OomInfo {
+    /// The message's numbers replaced by the allocator's own, to the byte, where `exact` is the
+    /// refusal this message reports: its request and allocation round to the message's (a
+    /// two-decimal size is within 0.5% of the bytes, plus a unit's rounding below 1 KiB).
+    /// Otherwise (another refusal, or none kept) the message's stand.
+    pub fn with_exact(self, exact: Option<crate::ffi::Refusal>) -> OomInfo {
+        let near =
+            |rounded: Option<u64>, bytes: u64| rounded.is_some_and(|r| r.abs_diff(bytes) <= bytes / 200 + 8);
+        match exact {
+            Some(e) if near(self.requested, e.requested) && near(self.allocated, e.allocated) => OomInfo {
+                requested: Some(e.requested),
+                total_capacity: Some(e.cap),
+                free: Some(e.cap.saturating_sub(e.allocated)),
+                allocated: Some(e.allocated),
+                // The counting allocator has no cache: what it holds is what is allocated.
+                reserved: Some(e.allocated),
+                ..self
+            },
+            _ => self,
+        }
+    }
+}
+
 /// Phrases that mean an allocation failed for lack of memory, lower-case.
 ///
 /// `cuBLAS`/`cuDNN` report their own failed `cudaMalloc` as `*_STATUS_ALLOC_FAILED`, typically

@@ -347,3 +347,29 @@ fn a_torchscript_failure_keeps_what_the_module_raised() {
     assert_eq!(headline("CPU out of memory.\nsecond line"), "CPU out of memory.");
     assert_eq!(headline(""), "");
 }
+
+/// The counting allocator's own numbers replace the message's where they are the refusal it
+/// reports; another refusal's (which rounds otherwise) leaves the message's.
+#[test]
+fn the_allocators_exact_refusal_replaces_the_rounded_message() {
+    let text = "CPU out of memory. Tried to allocate 95.37 MiB. CPU budget has a total capacity of 2.05 GiB \
+                of which 3.58 MiB is free. Of the allocated memory 2.05 GiB is allocated by PyTorch, and 0 \
+                bytes is reserved by PyTorch but unallocated.";
+    let said = parse(text).unwrap();
+    let exact = crate::ffi::Refusal {
+        ordinal: 1,
+        requested: 100_000_000,
+        allocated: 2_202_790_204,
+        cap: 2_206_539_448,
+    };
+    let got = said.clone().with_exact(Some(exact));
+    assert_eq!(got.requested, Some(100_000_000));
+    assert_eq!(got.allocated, Some(2_202_790_204));
+    assert_eq!(got.reserved, Some(2_202_790_204));
+    assert_eq!(got.total_capacity, Some(2_206_539_448));
+    assert_eq!(got.free, Some(2_206_539_448 - 2_202_790_204));
+    assert_eq!(got.device, said.device);
+    let other = crate::ffi::Refusal { requested: 50_000_000, ..exact };
+    assert_eq!(said.clone().with_exact(Some(other)), said, "another refusal's bytes");
+    assert_eq!(said.clone().with_exact(None), said);
+}

@@ -93,6 +93,9 @@ impl MemoryProbe for CpuProbe {
     fn counters(&self) -> Result<Counters> {
         Ok(counters())
     }
+    fn last_refusal(&self) -> Option<ffi::Refusal> {
+        ffi::cpu_last_refusal()
+    }
 }
 
 /// The counting allocator's counters now (reserved is allocated: the CPU has no cache).

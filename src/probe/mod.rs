@@ -48,6 +48,11 @@ pub trait MemoryProbe {
     /// Returns cached, unused memory to the device (a no-op on CPU, which has no cache).
     fn empty_cache(&self) -> Result<()>;
     fn counters(&self) -> Result<Counters>;
+    /// The last allocation the budget refused, to the byte, where the allocator keeps it (the
+    /// CPU's counting allocator); CUDA's refusals are known only from their rounded message.
+    fn last_refusal(&self) -> Option<crate::ffi::Refusal> {
+        None
+    }
     /// Bytes the device reports in use by everyone (nvidia-smi's number), where it can tell.
     fn device_used(&self) -> Option<u64> {
         None

@@ -98,6 +98,7 @@ fn trial_with(
     let started = std::time::Instant::now();
     probe.empty_cache()?;
     let baseline = probe.snapshot()?.memory_allocated;
+    let ooms_before = probe.counters()?.num_ooms;
     let mut rec = Recorder::new(probe, trial, level, sink)?;
     if ends.is_some() {
         rec.step_ends = Some(Vec::new());
@@ -165,7 +166,9 @@ fn trial_with(
             let clean = oom::clean(&text);
             let parsed = oom::parse(clean);
             out.status = if parsed.is_some() { Status::Oom } else { Status::Error };
-            if let Some(o) = parsed {
+            // The message rounds to two decimals; the CPU's allocator kept the bytes.
+            let refused = probe.last_refusal().filter(|r| r.ordinal > ooms_before);
+            if let Some(o) = parsed.map(|o| o.with_exact(refused)) {
                 (out.oom_requested, out.oom_total_capacity, out.oom_free) =
                     (o.requested, o.total_capacity, o.free);
                 (out.oom_allocated, out.oom_reserved) = (o.allocated, o.reserved);
