@@ -216,6 +216,47 @@ fn damaged_files_are_refused_with_the_row_and_column() {
         serde_json::to_string_pretty(&m).unwrap()
     };
     damaged(&sb, &made, "typed", "manifest.json", typed, "key `device.capacity_bytes`: invalid type: string");
+    // Names that become folder and file names, and numbers a verdict adds up.
+    for (key, value, why) in [
+        (
+            "experiment",
+            serde_json::json!("../../evil"),
+            "key `experiment`: \"../../evil\" is not an experiment name",
+        ),
+        (
+            "timings",
+            serde_json::json!({"libtorch_init": 1.0, "data": 0.0, "model": 0.0, "steps": 0.0, "trials": 1.0, "total": -1e5}),
+            "key `timings.total`: -100000 is not a time",
+        ),
+    ] {
+        let edit = move |t: String| {
+            let mut m: serde_json::Value = serde_json::from_str(&t).unwrap();
+            m[key] = value.clone();
+            serde_json::to_string_pretty(&m).unwrap()
+        };
+        damaged(&sb, &made, &format!("manifest-{key}"), "manifest.json", edit, why);
+    }
+    let zero = |t: String| {
+        let mut m: serde_json::Value = serde_json::from_str(&t).unwrap();
+        m["device"]["budget_bytes"] = 0.into();
+        serde_json::to_string_pretty(&m).unwrap()
+    };
+    damaged(&sb, &made, "budget0", "manifest.json", zero, "key `device.budget_bytes`: a budget of 0 bytes");
+    let field = |t: String| set_cell(&t, 1, "field", "training.lr");
+    damaged(&sb, &made, "field", "summary.csv", field, "column `field`: \"training.lr\" where the spec");
+    let huge = |t: String| set_cell(&t, 1, "max_memory_allocated", "18446744073709551615");
+    damaged(&sb, &made, "max", "summary.csv", huge, "more memory than any device has");
+    let nan = |t: String| set_cell(&t, 1, "elapsed_seconds", "NaN");
+    damaged(&sb, &made, "trace-nan", "trace.csv", nan, "column `elapsed_seconds`: NaN is not a time");
+    // A finished run's folder without its summary is damaged, not a run to make: `claims` says
+    // so as `plot` and `compare` do, instead of judging the claim "not run".
+    let device = copy_as_device(&made, &sb.path().join("damaged"), "nosummary");
+    std::fs::remove_file(device.join("depth_sweep/summary.csv")).unwrap();
+    oomlab()
+        .args(["claims", device.to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("summary.csv is missing").and(predicate::str::contains("damaged")));
     let stranger = |t: String| t.replacen("max_memory_reserved", "max_memory_reservd", 1);
     damaged(
         &sb,

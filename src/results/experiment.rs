@@ -88,6 +88,24 @@ impl ExperimentDir {
                 );
             }
             seen = t.trial;
+            let at = || format!("{}: row {}", trace_path.display(), i + 2);
+            if let Some((column, v)) =
+                [("phase_seconds", t.phase_seconds), ("elapsed_seconds", t.elapsed_seconds)]
+                    .into_iter()
+                    .find(|(_, v)| !v.is_finite() || *v < 0.0)
+            {
+                bail!("{}, column `{column}`: {v} is not a time a run measures (finite, not negative); the file is damaged", at());
+            }
+            if t.step > crate::spec::limits::MAX_STEPS || t.micro > crate::spec::limits::MAX_ACCUMULATION {
+                bail!("{}, columns `step` and `micro`: step {}.{} is past any spec's steps; the file is damaged", at(), t.step, t.micro);
+            }
+            if let Some(v) =
+                [t.memory_allocated, t.memory_reserved, t.max_memory_allocated, t.max_memory_reserved]
+                    .into_iter()
+                    .find(|&v| v > MAX_BYTES)
+            {
+                bail!("{}: {v} bytes is more memory than any device has; the file is damaged", at());
+            }
         }
         let before = trace.len();
         trace.retain(|t| t.trial <= last);
@@ -116,8 +134,23 @@ impl ExperimentDir {
     }
 
     /// Reads `dir` when a run wrote results there (it has a `summary.csv`), else `None`.
+    /// A folder whose manifest says trials were written (or the run finished) and that lacks
+    /// `summary.csv` is damaged, not unrun.
     pub fn read_if_run(dir: &Path) -> Result<Option<ExperimentDir>> {
         if dir.join(super::SUMMARY).symlink_metadata().is_err() {
+            if dir.join(super::MANIFEST).symlink_metadata().is_ok() {
+                let m = Manifest::read(dir)?;
+                if m.status.is_complete() || m.trials > 0 {
+                    bail!(
+                        "{}: summary.csv is missing, and manifest.json says the run ({}) wrote {} trial{}; the \
+                         folder is damaged: run its spec again with --force",
+                        dir.display(),
+                        m.status,
+                        m.trials,
+                        if m.trials == 1 { "" } else { "s" }
+                    );
+                }
+            }
             return Ok(None);
         }
         Self::read(dir).map(Some)
@@ -249,6 +282,10 @@ impl std::fmt::Display for Lost {
     }
 }
 
+/// More bytes than any device's memory (1 EiB): a count past it is a damaged file, not a
+/// measurement, and would overflow what readers add and scale.
+const MAX_BYTES: u64 = 1 << 60;
+
 /// What a run writes of its rows, checked: trials numbered 1, 2, 3... as written (no repeat,
 /// no gap, nothing out of range), variant names a spec allows, swept keys oomlab sweeps, finite
 /// swept values, times finite and not negative, parameters with their bytes. Names and keys go
@@ -284,6 +321,25 @@ fn check_rows(path: &Path, rows: &[SummaryRow]) -> Result<()> {
             times.iter().find_map(|&(c, v)| v.filter(|v| !v.is_finite() || *v < 0.0).map(|v| (c, v)))
         {
             bail!("{}, column `{column}`: {v} is not a time or scale a run measures (finite, not negative); the file is damaged", at());
+        }
+        let memory = [
+            ("max_memory_allocated", Some(r.max_memory_allocated)),
+            ("max_memory_reserved", Some(r.max_memory_reserved)),
+            ("baseline_allocated", Some(r.baseline_allocated)),
+            ("after_allocated", Some(r.after_allocated)),
+            ("predicted_peak", r.predicted_peak),
+            ("oom_requested", r.oom_requested),
+            ("oom_allocated", r.oom_allocated),
+            ("oom_reserved", r.oom_reserved),
+            ("param_bytes", Some(r.param_bytes)),
+        ];
+        if let Some((column, v)) =
+            memory.iter().find_map(|&(c, v)| v.filter(|&v| v > MAX_BYTES).map(|v| (c, v)))
+        {
+            bail!(
+                "{}, column `{column}`: {v} bytes is more memory than any device has; the file is damaged",
+                at()
+            );
         }
         if (r.param_count == 0) != (r.param_bytes == 0) {
             bail!(
@@ -321,6 +377,21 @@ fn check_against_manifest(path: &Path, rows: &[SummaryRow], manifest: &Manifest)
             r.variant,
             if names.is_empty() { "it has none".to_string() } else { names.join(", ") }
         );
+    }
+    // Every row sweeps the key the spec sweeps (or none without a sweep): a row of another key
+    // would be drawn and compared as that key's answer.
+    let swept = manifest.spec["sweep"]["field"].as_str();
+    if !manifest.spec.is_null() {
+        if let Some((i, r)) = rows.iter().enumerate().find(|(_, r)| r.field.map(|f| f.key()) != swept) {
+            bail!(
+                "{}: row {}, column `field`: {} where the spec manifest.json records sweeps {}; the file is damaged \
+                 or not this folder's",
+                path.display(),
+                i + 2,
+                r.field.map_or("nothing".to_string(), |f| format!("{:?}", f.key())),
+                swept.map_or("nothing".to_string(), |f| format!("{f:?}"))
+            );
+        }
     }
     // A run that did not finish may have answered from trials a resume measures again.
     let answers = if manifest.status.is_complete() { &manifest.answers[..] } else { &[] };

@@ -358,7 +358,7 @@ impl Manifest {
         let text = super::fsio::read_text(&path, super::fsio::MANIFEST_LIMIT)?;
         // Where a value is of the wrong type, the key it is under ("device.capacity_bytes").
         let mut json = serde_json::Deserializer::from_str(&text);
-        serde_path_to_error::deserialize(&mut json).map_err(|e| {
+        let manifest: Manifest = serde_path_to_error::deserialize(&mut json).map_err(|e| {
             let key = e.path().to_string();
             anyhow::anyhow!(
                 "parsing {}: {}{}; the file is damaged or not oomlab's",
@@ -366,7 +366,59 @@ impl Manifest {
                 if key == "." || !e.inner().is_data() { String::new() } else { format!("key `{key}`: ") },
                 e.inner()
             )
-        })
+        })?;
+        manifest.check().map_err(|(key, why)| {
+            anyhow::anyhow!("{}: key `{key}`: {why}; the file is damaged or not oomlab's", path.display())
+        })?;
+        Ok(manifest)
+    }
+
+    /// What a run never writes, refused before anything is drawn, judged or written from it:
+    /// names that become folder and file names (an experiment named `../x` would put a
+    /// comparison's output outside its folder), a budget or capacity of nothing, and times that
+    /// are not a clock's (a negative time would flip the suite's time verdict).
+    fn check(&self) -> std::result::Result<(), (String, String)> {
+        if !crate::spec::limits::is_name(&self.experiment) {
+            let why = format!(
+                "{:?} is not an experiment name (lowercase letters, digits, _ and -)",
+                self.experiment
+            );
+            return Err(("experiment".into(), why));
+        }
+        if !crate::spec::limits::name_chars_ok(&self.device.slug) {
+            let why = format!(
+                "{:?} is not a device folder name (lowercase letters, digits and -)",
+                self.device.slug
+            );
+            return Err(("device.slug".into(), why));
+        }
+        if self.device.budget_bytes == Some(0) {
+            return Err(("device.budget_bytes".into(), "a budget of 0 bytes, which no run accepts".into()));
+        }
+        for a in &self.answers {
+            if !a.variant.is_empty() && !crate::spec::limits::is_name(&a.variant) {
+                return Err(("answers.variant".into(), format!("{:?} is not a variant name", a.variant)));
+            }
+            if let Some(s) = a.probe_seconds.filter(|s| !s.is_finite() || *s < 0.0) {
+                return Err(("answers.probe_seconds".into(), format!("{s} is not a time a run measures")));
+            }
+        }
+        if let Some(t) = &self.timings {
+            let times = [
+                ("process_start", t.process_start.unwrap_or(0.0)),
+                ("libtorch_init", t.libtorch_init),
+                ("data", t.data),
+                ("model", t.model),
+                ("steps", t.steps),
+                ("trials", t.trials),
+                ("charts", t.charts.unwrap_or(0.0)),
+                ("total", t.total),
+            ];
+            if let Some((key, s)) = times.iter().find(|(_, s)| !s.is_finite() || *s < 0.0) {
+                return Err((format!("timings.{key}"), format!("{s} is not a time a run measures")));
+            }
+        }
+        Ok(())
     }
 }
 
