@@ -95,6 +95,7 @@ extern "C" {
         len: usize,
     ) -> c_int;
     fn oomlab_script_tag_device(module: *mut c_void);
+    fn oomlab_script_check_storage(module: *mut c_void, err: *mut c_char, len: usize) -> c_int;
     fn oomlab_script_children(
         module: *mut c_void,
         count: *mut i64,
@@ -478,6 +479,13 @@ fn module_ptr(module: &tch::CModule) -> *mut c_void {
     // SAFETY: a CModule is one field, the module's pointer (the size is asserted above); it is
     // read, not taken: the CModule still owns and frees it.
     unsafe { std::mem::transmute_copy::<tch::CModule, *mut c_void>(module) }
+}
+
+/// Whether every parameter and buffer of a loaded TorchScript module lies within its storage;
+/// the error names the first that does not.
+pub fn script_check_storage(module: &tch::CModule) -> Result<(), String> {
+    // SAFETY: the module is live for the call; buffer from `call`.
+    call(|e, l| unsafe { oomlab_script_check_storage(module_ptr(module), e, l) })
 }
 
 /// Tags a TorchScript module's parameters and buffers as the device's in the event log that is

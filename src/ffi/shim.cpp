@@ -636,6 +636,14 @@ void oomlab_cpu_stats(oomlab_stats* out) noexcept {
 
 int64_t oomlab_cpu_allocations() noexcept { return g_cpu.allocations.load(); }
 
+// The bytes the counting allocator handed out at `data`, or -1 where it did not (memory made
+// before it was installed, or by another allocator).
+int64_t oomlab_cpu_counted_bytes(const void* data) noexcept {
+  std::lock_guard<std::mutex> lock(g_live_mutex);
+  auto it = live().find(const_cast<void*>(data));
+  return it == live().end() ? -1 : it->second.bytes;
+}
+
 // The last refusal to the byte (ordinal, requested, allocated before it, cap); ordinal 0: none.
 void oomlab_cpu_last_refusal(int64_t* out) noexcept {
   std::lock_guard<std::mutex> lock(g_refusal_mutex);

@@ -147,6 +147,9 @@ pub fn loss(out: &Tensor, y: &Tensor, loss: Loss, classes: usize) -> Result<Tens
 /// floating tensors in `place.kind`, in training mode, the graph executor run unoptimised.
 pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>)> {
     eager_executor()?;
+    // The file's records are read through the counting allocator, which knows their sizes: what
+    // tells a record cut short (see `script_check_storage`).
+    crate::ffi::cpu_install().map_err(TchError::Torch)?;
     if !path.is_file() {
         return Err(TchError::FileFormat(format!(
             "{}: no such file (model.path is relative to the spec's folder)",
@@ -161,6 +164,14 @@ pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>
              torch.jit.save(torch.jit.script(model), path), or with scripts/export-model): {}",
             path.display(),
             why
+        ))
+    })?;
+    // Before anything reads its tensors: a damaged file's may reach past their memory.
+    crate::ffi::script_check_storage(&module).map_err(|why| {
+        TchError::FileFormat(format!(
+            "{} is damaged: {} (export it again, e.g. with scripts/export-model)",
+            path.display(),
+            libtorch_words(&why)
         ))
     })?;
     crate::ffi::script_on_device(&module);
@@ -192,6 +203,16 @@ pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>
         )));
     }
     Ok((Arc::new(module), params))
+}
+
+/// An error in its own words: a file refused by [`load`] as its message says (without tch's
+/// "invalid file format: ", which is not what is wrong with a missing file or a frozen module),
+/// anything else as [`libtorch_words`] gives it.
+pub fn words(e: &TchError) -> String {
+    match e {
+        TchError::FileFormat(why) => why.clone(),
+        e => libtorch_words(&e.to_string()).to_string(),
+    }
 }
 
 /// libtorch's own words in an error's text: without its C++ backtrace and tch's

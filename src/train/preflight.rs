@@ -28,17 +28,15 @@ pub fn preflight(spec: &Spec) -> Result<()> {
         };
         let _no_grad = tch::no_grad_guard();
         // libtorch's own words, without its C++ backtrace.
-        let said = |e: tch::TchError| {
-            let text = e.to_string();
-            anyhow::anyhow!("{}", crate::nn::script::libtorch_words(&text))
-        };
+        let said = |e: tch::TchError| anyhow::anyhow!("{}", crate::nn::script::words(&e));
         // Two rows are all the check reads: a data set oomlab makes is made with no more.
         let data = super::data::make(&config.data.with_samples_at_most(2), Kind::Float, Device::Cpu)
             .map_err(said)
             .with_context(|| {
                 format!("{}: making two rows of its data ({} data)", at(), config.data.kind())
             })?;
-        let mut module: Script<tch::Tensor> = Script::new(script, data.classes, CPU_F32).with_context(at)?;
+        let mut module: Script<tch::Tensor> =
+            Script::new(script, data.classes, CPU_F32).map_err(said).with_context(at)?;
         let rows = |t: &tch::Tensor| t.f_narrow(0, 0, data.samples().min(2) as i64);
         let extra = data.extra.iter().map(rows).collect::<Result<Vec<_>, _>>().with_context(at)?;
         let (x, y) = (rows(&data.x).with_context(at)?, rows(&data.y).with_context(at)?);
