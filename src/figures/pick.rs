@@ -111,10 +111,14 @@ fn choose(rows: &[SummaryRow]) -> (Vec<(String, &SummaryRow)>, Option<String>) {
     }
     let key =
         rows.iter().find(|r| r.value.is_some_and(f64::is_finite)).map(|r| swept_key(r.field).to_string());
+    // The largest value every variant fitted at; looked up in a set, as a spec may have hundreds
+    // of variants of hundreds of values.
+    let fitted: std::collections::HashSet<(&str, u64)> =
+        ok.iter().filter_map(|r| Some((r.variant.as_str(), r.value?.to_bits()))).collect();
     let common = rows
         .iter()
         .filter_map(|r| r.value.filter(|v| v.is_finite()))
-        .filter(|&v| variants.iter().all(|name| ok.iter().any(|r| r.variant == *name && r.value == Some(v))))
+        .filter(|&v| variants.iter().all(|name| fitted.contains(&(*name, v.to_bits()))))
         .fold(None, |best: Option<f64>, v| Some(best.map_or(v, |b| b.max(v))));
     let picked = variants
         .iter()

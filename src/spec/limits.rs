@@ -67,6 +67,9 @@ pub const MAX_ACCUMULATION: usize = 10_000;
 pub const MAX_PHASES: usize = 2_000_000;
 /// Characters of `experiment.name` and a variant's `name`.
 pub const MAX_NAME: usize = 64;
+/// `[[variant]]` tables: each is drawn and compared with every other; a spec compares a
+/// handful.
+pub const MAX_VARIANTS: usize = 256;
 /// Values of a list sweep.
 pub const MAX_SWEEP_VALUES: usize = 1_000;
 /// `run.rounds`: a spec's trials repeated, for step times taken across the same stretch of time.

@@ -91,10 +91,46 @@ impl Cx<'_> {
         base: &Tables,
         draft: Option<&Draft>,
     ) -> Result<Vec<Variant>, SpecError> {
+        if let Some(extra) = raw.get(limits::MAX_VARIANTS) {
+            return Err(self.at(
+                &extra.span(),
+                Problem::value(
+                    "variant",
+                    format!(
+                        "{} variants; a spec takes at most {} (each is drawn and compared with the others): split \
+                         them over several specs",
+                        raw.len(),
+                        limits::MAX_VARIANTS
+                    ),
+                ),
+            ));
+        }
         let mut variants: Vec<Variant> = Vec::new();
+        // The swept key as each variant wrote it: the sweep sets it for every trial, so a value
+        // a variant gives it would be silently replaced.
+        let written: Option<toml::Value> = draft.and_then(|_| toml::from_str(self.text).ok());
         for (i, v) in raw.into_iter().enumerate() {
             let label = format!("variant[{i}]");
             let header = v.span();
+            if let (Some(d), Some(text)) = (draft, &written) {
+                let key = d.field.key();
+                let mut at = text.get("variant").and_then(|v| v.get(i));
+                for k in key.split('.') {
+                    at = at.and_then(|t| t.get(k));
+                }
+                if at.is_some() {
+                    return Err(self.at(
+                        &header,
+                        Problem::value(
+                            format!("{label}.{key}"),
+                            format!(
+                                "the sweep sets {key} for every trial (sweep.field), so the variant's value would \
+                                 never run; remove it from the variant"
+                            ),
+                        ),
+                    ));
+                }
+            }
             let RawVariant { name, skip_on_cpu_without, model, data, training } = v.into_inner().0;
             let key = format!("{label}.name");
             let name_v = self.require(name, &key, &Some(header.clone()))?;

@@ -107,3 +107,15 @@ fn no_tensor_a_valid_config_describes_passes_two_to_the_63_bytes() {
     assert!(bytes <= crate::spec::limits::MAX_TENSOR_BYTES, "{bytes}");
     c.check().unwrap();
 }
+
+/// Each variant is drawn and compared with every other: past 256 the spec is refused at the
+/// first variant too many, with the count and the limit.
+#[test]
+fn too_many_variants_are_refused_at_the_first_too_many() {
+    let variants = |n: usize| (0..n).map(|i| format!("[[variant]]\nname = \"v{i}\"\n")).collect::<String>();
+    let e = err(&format!("{MINIMAL}\n{}", variants(crate::spec::limits::MAX_VARIANTS + 1)));
+    assert!(e.contains("257 variants; a spec takes at most 256"), "{e}");
+    let line = MINIMAL.lines().count() + 2 + 2 * crate::spec::limits::MAX_VARIANTS;
+    assert!(e.starts_with(&format!("experiments/x.toml:{line}:")), "at the 257th: {e}");
+    assert!(parse_at(&format!("{MINIMAL}\n{}", variants(crate::spec::limits::MAX_VARIANTS))).is_ok());
+}

@@ -244,3 +244,22 @@ fn a_variant_can_be_left_out_on_a_cpu_without_its_precision() {
     let e = err(&bad);
     assert!(e.contains("skip_on_cpu_without: must be one of \"bf16\", \"fp16\", got \"int8\""), "{e}");
 }
+
+/// The sweep sets its key for every trial: a variant that sets it too (inline or as a table)
+/// would have its value silently replaced, so it is refused, naming the variant and the key.
+#[test]
+fn a_variant_may_not_set_the_swept_key() {
+    for variant in ["model = { depth = 3 }", "[variant.model]\ndepth = 3"] {
+        let text = format!(
+            "{MINIMAL}\n[sweep]\nfield = \"model.depth\"\nvalues = [1, 2]\n\n[[variant]]\nname = \"a\"\n\n\
+             [[variant]]\nname = \"b\"\n{variant}\n"
+        );
+        let e = err(&text);
+        assert!(e.contains("variant[1].model.depth") && e.contains("the sweep sets model.depth"), "{e}");
+    }
+    // Another key of the same table is the variant's to set.
+    let text = format!(
+        "{MINIMAL}\n[sweep]\nfield = \"model.depth\"\nvalues = [1, 2]\n\n[[variant]]\nname = \"a\"\nmodel = {{ hidden = 8 }}\n"
+    );
+    assert!(parse_at(&text).is_ok());
+}
