@@ -155,5 +155,14 @@ fn the_manifest_records_the_level_and_where_the_time_went() {
             TraceLevel::Off => 0,
         };
         assert_eq!(rows, expected, "{level:?}: trace rows");
+        // A timeline asked of a run that traced nothing is said to be impossible, not skipped
+        // in silence.
+        let plot = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"))
+            .args(["plot", report.dir.to_str().unwrap(), "--trial", "1"])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&plot.stderr);
+        assert!(plot.status.success(), "{said}");
+        assert_eq!(said.contains("trial 1 has no rows"), level == TraceLevel::Off, "{level:?}: {said}");
     }
 }

@@ -118,6 +118,12 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
         if args.shard.is_some() { Ok(Vec::new()) } else { report::charts(&report, plan.spec_budget) };
     let charts = match charts {
         Ok(charts) => charts,
+        Err(e) if e.is::<crate::interrupt::Interrupted>() => {
+            // Stopped between two charts: every trial is on disk; `--resume` draws the charts.
+            report.manifest.status = RunStatus::Interrupted;
+            report.manifest.write(&report.dir)?;
+            return Err(e);
+        }
         Err(e) => {
             // The measurements are whole, the folder is not: `--resume` draws the charts again.
             report.manifest.status = RunStatus::Failed(format!("drawing the charts: {e:#}"));

@@ -58,6 +58,9 @@ pub fn draw_charts(
     let per_phase = matches!(level, TraceLevel::Phases | TraceLevel::Sync);
     let mut files = Vec::new();
     for pick in select(rows, extra_trials)? {
+        // Drawing many charts takes a while: a signal stops it between two (the folder's
+        // measurements are whole; `oomlab plot` or `run --resume` draws the rest).
+        crate::interrupt::check()?;
         let out = match pick {
             Pick::Sweep { variant } => {
                 let mine: Vec<SummaryRow> = rows.iter().filter(|r| r.variant == variant).cloned().collect();
@@ -70,7 +73,16 @@ pub fn draw_charts(
                 // trial without its summary row.
                 let Some(row) = rows.iter().find(|r| r.trial == trial) else { continue };
                 if !trace.iter().any(|r| r.trial == trial) {
-                    continue; // `--trace off`: nothing to draw
+                    // `--trace off`: nothing to draw; said when the trial was asked for.
+                    if extra_trials.contains(&trial) {
+                        note!(
+                            "trial {trial} has no rows in {}: its run traced nothing (`--trace {}`), so it has no \
+                             timeline; run it again with --trace phases to draw one",
+                            dir.join(crate::results::TRACE).display(),
+                            level.as_str()
+                        );
+                    }
+                    continue;
                 }
                 let chart = Timeline::from_trace(
                     trace,
