@@ -40,7 +40,7 @@ fn memory(rows: &[SummaryRow]) -> Vec<SummaryRow> {
     rows.iter().map(SummaryRow::untimed).collect()
 }
 
-/// The answers but for the probes' times (a resumed run times only its own).
+/// The answers but for the probes' times (measured again where trials ran again).
 fn answers(e: &ExperimentDir) -> Vec<Answer> {
     e.manifest.answers.iter().map(|a| Answer { probe_seconds: None, ..a.clone() }).collect()
 }
@@ -123,6 +123,13 @@ fn a_killed_search_resumed_equals_an_uninterrupted_one() {
         assert_eq!(memory(&resumed.rows), memory(&whole.rows), "killed after {at}: summary");
         assert_eq!(trace_memory(&resumed.trace), trace_memory(&whole.trace), "killed after {at}: trace");
         assert!(!resumed.manifest.resumed_at.is_empty());
+        // The sweep's time is every trial's, those measured before the kill too.
+        let trials: f64 = resumed.rows.iter().filter_map(|r| r.trial_seconds).sum();
+        let swept: f64 = resumed.manifest.answers.iter().filter_map(|a| a.probe_seconds).sum();
+        assert!(
+            swept >= trials * 0.999,
+            "killed after {at}: the sweep took {swept} s, its trials {trials} s"
+        );
         assert!(!folder(&cut_out).join("summary.csv.resuming").exists());
     }
 }

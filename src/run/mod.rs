@@ -409,7 +409,9 @@ fn run_trials(
                 progress.done(&format!("trial {trial:>3}  {label:<28} {} (done before)", describe(row)));
                 order.record(value, fit(row.status));
                 rows.push(row.clone());
+                // Its time too: the sweep's time is all its trials', measured before or now.
                 this.probes += 1;
+                this.seconds += row.trial_seconds.unwrap_or_default();
                 continue;
             }
             progress.start(&format!("trial {trial}  {label}"));
