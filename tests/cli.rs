@@ -414,3 +414,33 @@ fn a_log_gets_a_progress_line_while_a_long_trial_trains() {
     let line = found.unwrap_or_else(|| panic!("no progress line in 120 s; stderr:\n{}", seen.join("\n")));
     assert!(line.contains("trial 1") && line.contains("(0 of 1 done, "), "{line}");
 }
+
+/// `estimate` says which variants a run on this machine leaves out (`skip_on_cpu_without`), as
+/// the run would, and prints no probes for them; whichever this CPU has, the two agree.
+#[test]
+fn estimate_names_the_variants_a_run_here_leaves_out() {
+    let sb = Sandbox::new();
+    let text = tiny_spec(
+        "skips",
+        "hidden = 8\ndepth = 1",
+        None,
+        "[sweep]\nfield = \"training.batch_size\"\nsearch = { start = 1, max = 8 }\n\
+         [[variant]]\nname = \"fp32\"\n\
+         [[variant]]\nname = \"bf16\"\nskip_on_cpu_without = \"bf16\"\ntraining = { amp = \"bf16\" }\n\
+         [[variant]]\nname = \"fp16\"\nskip_on_cpu_without = \"fp16\"\ntraining = { amp = \"fp16\" }\n",
+    )
+    .replace("batch_size = 4\n", "");
+    let spec = sb.spec("skips.toml", &text);
+    let plan = oomlab::run::plan::Plan::here(oomlab::spec::load(&spec).unwrap(), Default::default());
+    let skipped: Vec<String> =
+        plan.not_run(oomlab::probe::CpuCaps::here()).into_iter().map(|n| n.variant).collect();
+    let out = oomlab().args(["estimate", spec.to_str().unwrap(), "--brief"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for variant in ["fp32", "bf16", "fp16"] {
+        let section = text.split(&format!("[{variant}]\n")).nth(1).unwrap().split("\n[").next().unwrap();
+        let left_out = skipped.iter().any(|s| s == variant);
+        assert_eq!(section.contains("not run here:"), left_out, "{variant}: {section}");
+        assert_eq!(section.contains("probes ("), !left_out, "{variant}: {section}");
+    }
+}

@@ -119,7 +119,8 @@ pub fn run(args: EstimateArgs) -> Result<()> {
     if args.json {
         say!("{}", serde_json::to_string_pretty(&sweeps)?);
     } else {
-        say_raw!("{}", render(&plan.spec, &sweeps, plan.budget, plan.target, args.brief));
+        let not_run = plan.not_run(crate::probe::CpuCaps::here());
+        say_raw!("{}", render(&plan.spec, &sweeps, plan.budget, plan.target, args.brief, &not_run));
     }
     Ok(())
 }
@@ -165,13 +166,15 @@ pub(super) fn local_gpu() -> Option<GpuArch> {
     Some(GpuArch::from_capability(cc.major, cc.minor))
 }
 
-/// The whole report, as text.
+/// The whole report, as text. `not_run`: the variants a run on this machine leaves out, said
+/// so where their predictions are (which are for a machine that runs them).
 pub fn render(
     spec: &Spec,
     sweeps: &[SweepPrediction],
     budget: Option<u64>,
     target: Target,
     brief: bool,
+    not_run: &[crate::results::manifest::NotRun],
 ) -> String {
     let mut out = String::new();
     let allocator = match target {
@@ -208,6 +211,10 @@ pub fn render(
         if let Some(v) = &sweep.variant {
             out += &format!("[{v}]\n");
         }
+        let skipped = not_run.iter().find(|n| sweep.variant.as_deref() == Some(n.variant.as_str()));
+        if let Some(n) = skipped {
+            out += &format!("not run here: {}; what follows is for a machine that runs it\n", n.why);
+        }
         for point in &sweep.points {
             out += &point_line(sweep, point, budget, &mut noted);
             if !brief {
@@ -215,7 +222,10 @@ pub fn render(
             }
         }
         out += &answer(sweep);
-        out += &probes(sweep);
+        // A run here makes no probes of a variant it leaves out.
+        if skipped.is_none() {
+            out += &probes(sweep);
+        }
     }
     out
 }
