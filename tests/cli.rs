@@ -444,3 +444,14 @@ fn estimate_names_the_variants_a_run_here_leaves_out() {
         assert_eq!(section.contains("probes ("), !left_out, "{variant}: {section}");
     }
 }
+
+/// The README's spec reference names every key a sweep takes, so that none is found only in
+/// an error message.
+#[test]
+fn the_readme_names_every_sweepable_key() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let specs = readme.split("\n## Specs\n").nth(1).expect("a Specs section");
+    for field in oomlab::spec::Field::ALL {
+        assert!(specs.contains(field.key()), "the Specs section never names {}", field.key());
+    }
+}

@@ -59,8 +59,9 @@ pub struct RunArgs {
     /// OUT/<device>/<experiment>/shards/I-of-N/, for `oomlab merge` to put together (`oomlab
     /// slurm` runs them as a job array). Each value of a list sweep, per variant, is a trial of
     /// its own, dealt round-robin; a search, halving, a list with on_oom = "stop" (whose trials
-    /// depend on each other) or a spec without a sweep goes whole to one shard per variant. A
-    /// shard left with nothing writes a manifest saying so. --resume continues a shard.
+    /// depend on each other) or a spec without a sweep goes whole to one shard per variant; a
+    /// spec with run.rounds is refused (run it whole). A shard left with nothing writes a
+    /// manifest saying so. --resume continues a shard.
     #[arg(long, value_name = "I/N", value_parser = parse_shard)]
     pub shard: Option<Shard>,
 }
