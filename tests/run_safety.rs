@@ -172,8 +172,11 @@ fn a_device_or_a_file_is_not_a_results_folder() {
     }
 }
 
-/// A run none of whose trials completed for a reason other than memory exits non-zero and
-/// says why; `--quiet` prints nothing when all is well.
+/// A bad value in a CSV data set is refused before anything is written, by row and column
+/// (every trial would fail on it, and their folder would stand in the way of the mended run). A
+/// run none of whose trials completed for a reason other than memory (a module that raises at
+/// a batch larger than the preflight's two rows) exits non-zero and says why; `--quiet` prints
+/// nothing when all is well.
 #[test]
 fn a_run_that_measured_nothing_fails_and_quiet_is_quiet() {
     let sb = Sandbox::new();
@@ -189,7 +192,31 @@ fn a_run_that_measured_nothing_fails_and_quiet_is_quiet() {
         .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"])
         .assert()
         .failure()
-        .stderr(predicate::str::contains("no trial completed"));
+        .stderr(predicate::str::contains("row 3, column 1: not a number"));
+    assert!(common::walk(&sb.out()).is_empty(), "nothing written: {:?}", common::walk(&sb.out()));
+
+    let module = sb.path().join("picky.pt");
+    let export = "import sys, torch, torch.nn as nn\n\
+                  class Picky(nn.Module):\n    def __init__(self):\n        super().__init__()\n        \
+                  self.fc = nn.Linear(32, 4)\n    def forward(self, x):\n        if x.shape[0] > 2:\n            \
+                  raise RuntimeError('picky: batches of at most 2')\n        return self.fc(x)\n\
+                  torch.jit.save(torch.jit.script(Picky()), sys.argv[1])\n";
+    // A file, not `-c`: scripting reads the class's source.
+    let script = sb.spec("export.py", export);
+    let out = Process::new("python3")
+        .arg(&script)
+        .arg(&module)
+        .env("PYTHONPATH", common::torch_site())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = tiny_spec("picky", &format!("kind = \"torchscript\"\npath = {:?}", module), None, "");
+    let spec = sb.spec("picky.toml", &text);
+    oomlab()
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("no trial completed").and(predicate::str::contains("picky")));
 
     let spec = sb.spec("q.toml", &tiny_spec("q", "hidden = 8\ndepth = 1", None, ""));
     oomlab()

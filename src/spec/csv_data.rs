@@ -62,17 +62,20 @@ pub fn enough_rows(path: &Path, rows: usize, batch_size: usize) -> Result<()> {
 }
 
 /// Reads each CSV data set a spec names and checks it against the batch sizes its trials will
-/// draw, so that a file that is not one (a device, a folder, a missing or huge file) or a data
-/// set too small for its batch is refused before any trial runs. A bad value inside the file is
-/// left to the trial, which reports it (by row and column) in its Data phase, before training.
+/// draw, so that a file that is not one (a device, a folder, a missing or huge file), a bad value
+/// in it (by row and column) or a data set too small for its batch is refused before anything is
+/// written: every trial would fail on it, and a folder of failed trials would stand in the way
+/// of the run with the file mended.
 pub fn preflight(spec: &Spec) -> Result<()> {
+    let mut read_already: Vec<(&Path, &str, usize)> = Vec::new();
     for (_, config) in spec.configs() {
         let DataSpec::Csv { path, label } = &config.data else { continue };
-        let rows = match read(path, label) {
-            Ok(t) => t.rows(),
-            Err(_) => {
-                open(path)?; // the file itself is at fault: refused now
-                continue;
+        let rows = match read_already.iter().find(|(p, l, _)| p == path && l == label) {
+            Some(&(_, _, rows)) => rows,
+            None => {
+                let rows = read(path, label)?.rows();
+                read_already.push((path, label, rows));
+                rows
             }
         };
         let swept = spec.sweep.as_ref().filter(|s| s.field == Field::BatchSize).map(|s| &s.mode);
