@@ -189,10 +189,12 @@ fn a_bad_module_is_refused_before_anything_is_written() {
     let sb = Sandbox::new();
     export(&sb);
     let bin = env!("CARGO_BIN_EXE_oomlab");
+    std::fs::create_dir_all(sb.path().join("a_folder.pt")).unwrap();
     for (file, says) in [
         ("not_torchscript.pt", "is not a TorchScript module"),
         ("short_storage.pt", "is damaged: parameter"),
         ("missing.pt", "no such file"),
+        ("a_folder.pt", "is not a regular file"),
         ("no_params.pt", "has no parameters"),
         (
             "wrong_output.pt",

@@ -119,6 +119,16 @@ fn read_shards(dir: &Path) -> Result<Vec<(Shard, ExperimentDir)>> {
     for index in 1..=count {
         let shard = Shard { index, count };
         let path = folder.join(shard.folder());
+        // A shard is a folder of this experiment's, not a link to one elsewhere: what is merged
+        // is what the run wrote here.
+        if path.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+            bail!(
+                "{} is a link, not a shard's folder: merge reads only what the shards wrote under {}; copy the \
+                 shard's folder there instead",
+                path.display(),
+                folder.display()
+            );
+        }
         if !path.join(MANIFEST).exists() {
             absent.push(shard);
             continue;
@@ -561,6 +571,18 @@ mod tests {
         put("nvidia-h100", two, "cuda:0");
         let err = read_shards(&root.path().join("renamed/e")).err().unwrap().to_string();
         assert!(err.contains("shard 2 of 2 is missing") && err.contains("these on the CPU"), "{err}");
+    }
+
+    #[test]
+    fn a_shard_that_is_a_link_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let elsewhere = root.path().join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        let shards = root.path().join("cpu/e").join(SHARDS);
+        std::fs::create_dir_all(&shards).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, shards.join("1-of-1")).unwrap();
+        let err = read_shards(&root.path().join("cpu/e")).err().unwrap().to_string();
+        assert!(err.contains("1-of-1 is a link, not a shard's folder"), "{err}");
     }
 
     #[test]

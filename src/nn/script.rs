@@ -151,10 +151,11 @@ pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>
     // tells a record cut short (see `script_check_storage`).
     crate::ffi::cpu_install().map_err(TchError::Torch)?;
     if !path.is_file() {
-        return Err(TchError::FileFormat(format!(
-            "{}: no such file (model.path is relative to the spec's folder)",
-            path.display()
-        )));
+        let why = match path.exists() {
+            true => "is not a regular file (a folder, a device or a pipe); give the path of a saved module",
+            false => "no such file (model.path is relative to the spec's folder)",
+        };
+        return Err(TchError::FileFormat(format!("{}: {why}", path.display())));
     }
     let mut module = CModule::load_on_device(path, place.device).map_err(|e| {
         let why = e.to_string();
