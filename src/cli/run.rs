@@ -110,6 +110,20 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
         trace: args.trace,
         shard: args.shard,
     };
+    if !args.quiet {
+        for (variant, p) in plan.slow_here(crate::probe::CpuCaps::here()) {
+            let which = variant.map(|v| format!("variant {v} ")).unwrap_or_default();
+            note!(
+                "note: {which}runs in {} on a CPU without {} matrix instructions ({}): libtorch converts around \
+                 every kernel, tens of times fp32's time a step (`oomlab estimate` gives its memory in seconds; \
+                 skip_on_cpu_without = \"{}\" on a variant leaves it out on such CPUs)",
+                p.key(),
+                p.key(),
+                p.instructions(),
+                p.key()
+            );
+        }
+    }
     crate::interrupt::install()?;
     let mut report =
         runner::run_on(&plan, &opts, &*probe).with_context(|| format!("running {}", args.spec.display()))?;

@@ -68,6 +68,25 @@ impl Plan {
             .collect()
     }
 
+    /// The configurations that will run here in a 16-bit precision this CPU has no matrix
+    /// instructions for (variant, precision): libtorch converts around every kernel, tens of
+    /// times fp32's time. Those a spec skips here (`skip_on_cpu_without`) are not among them.
+    pub fn slow_here(
+        &self,
+        caps: crate::probe::CpuCaps,
+    ) -> Vec<(Option<String>, crate::probe::HalfPrecision)> {
+        if self.target != Target::Cpu {
+            return Vec::new();
+        }
+        let skipped: Vec<String> = self.not_run(caps).into_iter().map(|n| n.variant).collect();
+        self.spec
+            .configs()
+            .into_iter()
+            .filter(|(v, _)| !v.is_some_and(|v| skipped.iter().any(|s| s == v)))
+            .filter_map(|(v, c)| Some((v.map(str::to_string), c.half_precision().filter(|&p| !caps.has(p))?)))
+            .collect()
+    }
+
     /// The spec as written, on this machine (`auto` asks libtorch whether it sees a GPU).
     pub fn here(spec: Spec, overrides: Overrides) -> Plan {
         let cuda = match overrides.device.unwrap_or(spec.run.device) {
@@ -169,5 +188,27 @@ budget = { cpu = "128MiB", cuda = "192MiB" }
             Plan::new(spec, Overrides::default(), true).not_run(none).is_empty(),
             "CUDA runs every variant"
         );
+    }
+
+    /// A variant that runs here in a 16-bit precision the CPU lacks instructions for is named
+    /// (to warn of its time); one the spec skips here, one in fp32 and any on CUDA are not.
+    #[test]
+    fn half_precision_without_its_instructions_is_named_unless_skipped() {
+        use crate::probe::{CpuCaps, HalfPrecision};
+        let text = format!(
+            "{SPEC}[[variant]]\nname = \"full\"\n[[variant]]\nname = \"bf\"\ntraining = {{ amp = \"bf16\" }}\n\
+             [[variant]]\nname = \"fp\"\nskip_on_cpu_without = \"fp16\"\ntraining = {{ amp = \"fp16\" }}\n\
+             [[variant]]\nname = \"half\"\ntraining = {{ dtype = \"float16\" }}\n"
+        );
+        let spec = crate::spec::parse(&text, std::path::Path::new("x.toml")).unwrap();
+        let cpu = Plan::new(spec.clone(), Overrides::default(), false);
+        let named = |caps| cpu.slow_here(caps);
+        let neither = CpuCaps { bf16: false, fp16: false };
+        assert_eq!(
+            named(neither),
+            [(Some("bf".into()), HalfPrecision::Bf16), (Some("half".into()), HalfPrecision::Fp16)]
+        );
+        assert!(named(CpuCaps { bf16: true, fp16: true }).is_empty());
+        assert!(Plan::new(spec, Overrides::default(), true).slow_here(neither).is_empty(), "CUDA");
     }
 }

@@ -6,6 +6,16 @@ use super::{
 };
 
 impl Config {
+    /// The 16-bit precision its products run in, if any: autocast's, else the parameters' dtype.
+    pub fn half_precision(&self) -> Option<crate::probe::HalfPrecision> {
+        use crate::probe::HalfPrecision;
+        match (self.training.techniques.amp, self.training.dtype) {
+            (Amp::Bf16, _) | (Amp::Off, Dtype::Bfloat16) => Some(HalfPrecision::Bf16),
+            (Amp::Fp16 { .. }, _) | (Amp::Off, Dtype::Float16) => Some(HalfPrecision::Fp16),
+            (Amp::Off, _) => None,
+        }
+    }
+
     /// The value of a swept field; `None` where the model or data has no such field (a CNN's
     /// `model.hidden`, a CSV's `data.samples`).
     pub fn get(&self, field: Field) -> Option<f64> {
