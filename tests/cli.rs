@@ -89,10 +89,6 @@ fn a_list_sweep_is_answered_from_its_own_values() {
     assert!(!out.contains("the sweep's own trials would find"), "{out}");
 }
 
-/// On CUDA the budget is the caching allocator's memory fraction, which libtorch's own cuBLAS
-/// workspaces (65 MiB on a Hopper GPU, made before the first trial) must fit under too: a
-/// budget below them is out of memory whatever the model, never "fits". On the CPU a budget
-/// past the host's memory is said to be.
 /// A peak that rounds like the budget is given to the byte with how far under or over it is,
 /// and that remark closes its clause: never "…, 3,749,244 B under the 2.05 GiB budget
 /// allocated, against 2.05 GiB". At 2.055 GiB the lesson's depths 6 and 7 (for-loop Adam) end
@@ -116,6 +112,10 @@ fn a_peak_at_the_budget_reads_as_a_sentence() {
     }
 }
 
+/// On CUDA the budget is the caching allocator's memory fraction, which libtorch's own cuBLAS
+/// workspaces (65 MiB on a Hopper GPU, made before the first trial) must fit under too: a
+/// budget below them is out of memory whatever the model, never "fits". On the CPU a budget
+/// past the host's memory is said to be.
 #[test]
 fn budgets_the_device_cannot_meet_are_not_taken_at_their_word() {
     let sb = Sandbox::new();

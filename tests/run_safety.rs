@@ -230,42 +230,50 @@ fn a_run_that_measured_nothing_fails_and_quiet_is_quiet() {
 /// A signal while the charts are drawn (256 variants: seconds of charts after a fraction of a
 /// second of trials) stops the drawing between two charts with the signal's exit code, the
 /// manifest `interrupted` with every trial kept; `--resume` then draws the charts and finishes.
+/// Two signals: the second exits at once, the folder marked interrupted and released.
 #[test]
 fn a_signal_while_charts_are_drawn_stops_them_and_resume_draws_them() {
-    let sb = Sandbox::new();
-    let variants: String = (0..256).map(|i| format!("[[variant]]\nname = \"v{i}\"\n")).collect();
-    let text = tiny_spec("many", "hidden = 8\ndepth = 1", None, "")
-        + &format!("[sweep]\nfield = \"model.depth\"\nvalues = [1, 2]\n{variants}");
-    let spec = sb.spec("many.toml", &text);
-    let run = |resume: bool| {
-        let mut cmd = Process::new(assert_cmd::cargo::cargo_bin("oomlab"));
-        cmd.args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"]);
-        if resume {
-            cmd.arg("--resume");
+    for signals in [1, 2] {
+        let sb = Sandbox::new();
+        let variants: String = (0..256).map(|i| format!("[[variant]]\nname = \"v{i}\"\n")).collect();
+        let text = tiny_spec("many", "hidden = 8\ndepth = 1", None, "")
+            + &format!("[sweep]\nfield = \"model.depth\"\nvalues = [1, 2]\n{variants}");
+        let spec = sb.spec("many.toml", &text);
+        let run = |resume: bool| {
+            let mut cmd = Process::new(assert_cmd::cargo::cargo_bin("oomlab"));
+            cmd.args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"]);
+            if resume {
+                cmd.arg("--resume");
+            }
+            cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
+        };
+        let child = run(false);
+        let dir = sb.out().join(oomlab::device::slug(&oomlab::probe::cpu_name())).join("many");
+        let started = Instant::now();
+        let rows = || std::fs::read_to_string(dir.join("summary.csv")).map_or(0, |t| t.lines().count());
+        while rows() < 513 {
+            assert!(started.elapsed() < Duration::from_secs(120), "the trials never ended: {} rows", rows());
+            std::thread::sleep(Duration::from_millis(20));
         }
-        cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
-    };
-    let child = run(false);
-    let dir = sb.out().join(oomlab::device::slug(&oomlab::probe::cpu_name())).join("many");
-    let started = Instant::now();
-    let rows = || std::fs::read_to_string(dir.join("summary.csv")).map_or(0, |t| t.lines().count());
-    while rows() < 513 {
-        assert!(started.elapsed() < Duration::from_secs(120), "the trials never ended: {} rows", rows());
-        std::thread::sleep(Duration::from_millis(20));
+        signal(&child, "INT");
+        if signals == 2 {
+            std::thread::sleep(Duration::from_millis(100));
+            signal(&child, "INT");
+        }
+        assert_eq!(exit_code(child), Some(130), "{signals} signal(s): the signal's exit code, not 0");
+        let exp = ExperimentDir::read(&dir).unwrap();
+        assert_eq!(exp.manifest.status, oomlab::results::RunStatus::Interrupted, "{signals} signal(s)");
+        assert_eq!(exp.rows.len(), 512, "every trial kept");
+        assert!(!dir.join(LOCK).exists(), "the folder is released");
+        let charts =
+            || common::walk(&dir).into_iter().filter(|p| p.extension().is_some_and(|e| e == "png")).count();
+        let drawn = charts();
+        assert!(drawn < 256, "the drawing went on to {drawn} charts");
+        let child = run(true);
+        assert_eq!(exit_code(child), Some(0));
+        let exp = ExperimentDir::read(&dir).unwrap();
+        assert_eq!(exp.manifest.status, oomlab::results::RunStatus::Complete);
+        assert_eq!(exp.rows.len(), 512);
+        assert!(charts() >= 256, "--resume drew every variant's chart: {}", charts());
     }
-    signal(&child, "INT");
-    assert_eq!(exit_code(child), Some(130), "the signal's exit code, not 0");
-    let exp = ExperimentDir::read(&dir).unwrap();
-    assert_eq!(exp.manifest.status, oomlab::results::RunStatus::Interrupted);
-    assert_eq!(exp.rows.len(), 512, "every trial kept");
-    let charts =
-        || common::walk(&dir).into_iter().filter(|p| p.extension().is_some_and(|e| e == "png")).count();
-    let drawn = charts();
-    assert!(drawn < 256, "the drawing went on to {drawn} charts");
-    let child = run(true);
-    assert_eq!(exit_code(child), Some(0));
-    let exp = ExperimentDir::read(&dir).unwrap();
-    assert_eq!(exp.manifest.status, oomlab::results::RunStatus::Complete);
-    assert_eq!(exp.rows.len(), 512);
-    assert!(charts() >= 256, "--resume drew every variant's chart: {}", charts());
 }

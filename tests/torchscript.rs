@@ -27,7 +27,8 @@ use common::{phases, torch_site, Sandbox};
 /// widths 32 and 16, 4 classes, as `nn.Sequential`), `resnet18.pt` (torchvision's, 4 classes),
 /// `no_params.pt`, `wrong_output.pt` (5 logits for 4 classes), `detached.pt`, `integer.pt` (an
 /// output cut from the parameters, an integer one), `not_torchscript.pt` and `short_storage.pt`
-/// (the scripted MLP with its largest tensor's record cut to 16 bytes). Prints
+/// and `empty_storage.pt` (the scripted MLP with its largest tensor's record cut to 16 bytes, and
+/// to none). Prints
 /// each file's `.debug_pkl` bytes as `name bytes`.
 const EXPORT: &str = r#"
 import sys, zipfile, torch, torch.nn as nn, torchvision
@@ -54,10 +55,11 @@ open(f"{out}/not_torchscript.pt", "w").write("not a zip archive")
 # A record cut short: its tensor's shape reaches past the bytes the file holds for it.
 src = zipfile.ZipFile(f"{out}/mlp_scripted.pt")
 big = max((i for i in src.infolist() if "/data/" in i.filename), key=lambda i: i.file_size).filename
-with zipfile.ZipFile(f"{out}/short_storage.pt", "w") as cut:
-    for i in src.infolist():
-        data = src.read(i.filename)
-        cut.writestr(zipfile.ZipInfo(i.filename), data[:16] if i.filename == big else data)
+for name, keep in [("short_storage", 16), ("empty_storage", 0)]:
+    with zipfile.ZipFile(f"{out}/{name}.pt", "w") as cut:
+        for i in src.infolist():
+            data = src.read(i.filename)
+            cut.writestr(zipfile.ZipInfo(i.filename), data[:keep] if i.filename == big else data)
 for name in ["mlp_scripted", "mlp_traced", "resnet18"]:
     z = zipfile.ZipFile(f"{out}/{name}.pt")
     print(name, sum(i.file_size for i in z.infolist() if i.filename.endswith(".debug_pkl")))
@@ -192,7 +194,8 @@ fn a_bad_module_is_refused_before_anything_is_written() {
     std::fs::create_dir_all(sb.path().join("a_folder.pt")).unwrap();
     for (file, says) in [
         ("not_torchscript.pt", "is not a TorchScript module"),
-        ("short_storage.pt", "is damaged: parameter"),
+        ("short_storage.pt", "is damaged: tensor 2.weight"),
+        ("empty_storage.pt", "is damaged: tensor 2.weight"),
         ("missing.pt", "no such file"),
         ("a_folder.pt", "is not a regular file"),
         ("no_params.pt", "has no parameters"),

@@ -23,7 +23,7 @@ fn manifest(experiment: &str, device: &str, budget: u64, source: &str, answers: 
         "experiment": experiment,
         "spec_path": format!("experiments/{experiment}.toml"),
         "spec_source": source,
-        "spec": {"name": experiment, "description": "How deep before out of memory?"},
+        "spec": {"name": experiment, "description": "How deep before out of memory?", "sweep": {"field": "model.depth"}},
         "device": {"requested": "auto", "resolved": "cuda:0", "name": device, "slug": "dev",
                    "capacity_bytes": 16u64 << 30, "budget_bytes": budget, "budget_mechanism": null},
         "versions": {"oomlab": "0.1.0", "tch": "0.24.0", "libtorch": "2.11.0", "libtorch_path": null,

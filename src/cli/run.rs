@@ -112,9 +112,9 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
     };
     if !args.quiet {
         for (variant, p) in plan.slow_here(crate::probe::CpuCaps::here()) {
-            let which = variant.map(|v| format!("variant {v} ")).unwrap_or_default();
+            let which = variant.map_or("the spec".to_string(), |v| format!("variant {v}"));
             note!(
-                "note: {which}runs in {} on a CPU without {} matrix instructions ({}): libtorch converts around \
+                "note: {which} runs in {} on a CPU without {} matrix instructions ({}): libtorch converts around \
                  every kernel, tens of times fp32's time a step (`oomlab estimate` gives its memory in seconds; \
                  skip_on_cpu_without = \"{}\" on a variant leaves it out on such CPUs)",
                 p.key(),
@@ -127,6 +127,16 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
     crate::interrupt::install()?;
     let mut report =
         runner::run_on(&plan, &opts, &*probe).with_context(|| format!("running {}", args.spec.display()))?;
+    // While the charts are drawn a signal stops them between two (every trial is kept), and a
+    // second marks the folder interrupted before the process exits, as during the trials.
+    crate::interrupt::set_wording(
+        "stopping after the chart under way (every trial is kept); Ctrl-C again to stop at once".into(),
+        format!(
+            "after the chart under way: every trial is in {}, and `--resume` draws the charts",
+            report.dir.display()
+        ),
+    );
+    runner::mark_on_abandon(&report.dir);
     let drawing = std::time::Instant::now();
     // A shard's charts would show a slice: the merge draws them.
     let charts =
@@ -151,6 +161,7 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
             )));
         }
     };
+    crate::interrupt::clear_abandon();
     report.charts_drawn(drawing.elapsed().as_secs_f64())?;
     if !args.quiet {
         report::print(&plan.spec, &report, &charts);

@@ -49,16 +49,18 @@ int oomlab_script_child_forward(void* module, int64_t i, void* x, void** out, ch
 
 int64_t oomlab_cpu_counted_bytes(const void* data) noexcept;  // shim.cpp
 
-// Refuses a module whose parameter or buffer reaches past its memory. The loader reads each
+// Refuses a module whose tensor (a parameter, buffer or attribute) reaches past its memory. The loader reads each
 // storage's record into a buffer of the record's size, and gives the storage the size its
 // pickle says (numel x element size), checking neither against the other
 // (torch/csrc/jit/serialization/unpickler.cpp, BINPERSID): a cut record makes a tensor that
 // reads and writes past its buffer (training one corrupted the heap and crashed the process).
-// The buffer's real size is what the counting allocator handed out for it, where it did.
+// The buffer's real size is what the counting allocator handed out for it, where it did. On
+// CUDA the loader copies to the device before this runs, so a CUDA run relies on the preflight,
+// which loads every module on the CPU first.
 int oomlab_script_check_storage(void* module, char* err, size_t len) noexcept {
   return guarded(err, len, [&] {
     auto* m = static_cast<torch::jit::Module*>(module);
-    auto check = [](const std::string& what, const std::string& name, const at::Tensor& t) {
+    auto check = [](const char* what, const std::string& name, const at::Tensor& t) {
       if (!t.defined() || !t.has_storage() || t.numel() == 0) return;
       int64_t last = t.storage_offset();
       for (int64_t d = 0; d < t.dim(); ++d) {
@@ -67,13 +69,19 @@ int oomlab_script_check_storage(void* module, char* err, size_t len) noexcept {
       }
       const auto needs = static_cast<uint64_t>(last + 1) * t.element_size();
       auto holds = static_cast<uint64_t>(t.storage().nbytes());
+      // A record cut to nothing is read into no buffer at all (a zero-byte allocation, which
+      // the counting allocator passes through uncounted).
+      if (t.storage().data() == nullptr) holds = 0;
       const int64_t counted = oomlab_cpu_counted_bytes(t.storage().data());
       if (counted >= 0 && static_cast<uint64_t>(counted) < holds) holds = static_cast<uint64_t>(counted);
       TORCH_CHECK(needs <= holds, what, " ", name, " of shape ", t.sizes(), " needs ", needs,
                   " bytes, and its storage in the file holds ", holds);
     };
-    for (const auto& p : m->named_parameters(true)) check("parameter", p.name, p.value);
-    for (const auto& b : m->named_buffers(true)) check("buffer", b.name, b.value);
+    // Every tensor the module holds: parameters, buffers and plain tensor attributes (a
+    // scripted module's `self.mask = torch.ones(...)`), which the forward reads as well.
+    for (const auto& a : m->named_attributes(true)) {
+      if (a.value.isTensor()) check("tensor", a.name, a.value.toTensor());
+    }
   });
 }
 

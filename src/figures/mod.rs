@@ -73,8 +73,10 @@ pub fn draw_charts(
                 // trial without its summary row.
                 let Some(row) = rows.iter().find(|r| r.trial == trial) else { continue };
                 if !trace.iter().any(|r| r.trial == trial) {
-                    // `--trace off`: nothing to draw; said when the trial was asked for.
-                    if extra_trials.contains(&trial) {
+                    // Nothing to draw: said when the trial was asked for of a run that traced
+                    // nothing (a trial skipped as predicted out of memory has no rows at any level,
+                    // and its row says why).
+                    if extra_trials.contains(&trial) && level == TraceLevel::Off {
                         note!(
                             "trial {trial} has no rows in {}: its run traced nothing (`--trace {}`), so it has no \
                              timeline; run it again with --trace phases to draw one",

@@ -99,12 +99,16 @@ impl ExperimentDir {
             if t.step > crate::spec::limits::MAX_STEPS || t.micro > crate::spec::limits::MAX_ACCUMULATION {
                 bail!("{}, columns `step` and `micro`: step {}.{} is past any spec's steps; the file is damaged", at(), t.step, t.micro);
             }
-            if let Some(v) =
-                [t.memory_allocated, t.memory_reserved, t.max_memory_allocated, t.max_memory_reserved]
-                    .into_iter()
-                    .find(|&v| v > MAX_BYTES)
-            {
-                bail!("{}: {v} bytes is more memory than any device has; the file is damaged", at());
+            let memory = [
+                ("memory_allocated", Some(t.memory_allocated)),
+                ("memory_reserved", Some(t.memory_reserved)),
+                ("max_memory_allocated", Some(t.max_memory_allocated)),
+                ("max_memory_reserved", Some(t.max_memory_reserved)),
+                ("device_used", t.device_used),
+                ("predicted_peak", t.predicted_peak),
+            ];
+            if let Some((column, v)) = past_any_device(&memory) {
+                bail!("{}, column `{column}`: {v} bytes is more memory than any device has; the file is damaged", at());
             }
         }
         let before = trace.len();
@@ -141,9 +145,17 @@ impl ExperimentDir {
             if dir.join(super::MANIFEST).symlink_metadata().is_ok() {
                 let m = Manifest::read(dir)?;
                 if m.status.is_complete() || m.trials > 0 {
+                    // A resume that died after setting the rows aside, or a merge that died, left
+                    // a folder its own command mends.
+                    let fix = if dir.join(format!("{}.resuming", super::SUMMARY)).exists() {
+                        format!("`{}` restores the rows set aside", m.resume_command(dir))
+                    } else {
+                        "run its spec again with --force (or `oomlab merge --force` for a merged folder)"
+                            .to_string()
+                    };
                     bail!(
                         "{}: summary.csv is missing, and manifest.json says the run ({}) wrote {} trial{}; the \
-                         folder is damaged: run its spec again with --force",
+                         folder is damaged: {fix}",
                         dir.display(),
                         m.status,
                         m.trials,
@@ -282,9 +294,15 @@ impl std::fmt::Display for Lost {
     }
 }
 
-/// More bytes than any device's memory (1 EiB): a count past it is a damaged file, not a
-/// measurement, and would overflow what readers add and scale.
-const MAX_BYTES: u64 = 1 << 60;
+/// More bytes than any tensor may hold (2^63, libtorch's `int64_t` sizes, as the estimate and
+/// the spec's limits bound them): a count past it is a damaged file, not a measurement or a
+/// prediction, and would overflow what readers add and scale.
+const MAX_BYTES: u64 = 1 << 63;
+
+/// The first of `columns` past [`MAX_BYTES`], with its name.
+fn past_any_device(columns: &[(&'static str, Option<u64>)]) -> Option<(&'static str, u64)> {
+    columns.iter().find_map(|&(c, v)| v.filter(|&v| v > MAX_BYTES).map(|v| (c, v)))
+}
 
 /// What a run writes of its rows, checked: trials numbered 1, 2, 3... as written (no repeat,
 /// no gap, nothing out of range), variant names a spec allows, swept keys oomlab sweeps, finite
@@ -331,11 +349,13 @@ fn check_rows(path: &Path, rows: &[SummaryRow]) -> Result<()> {
             ("oom_requested", r.oom_requested),
             ("oom_allocated", r.oom_allocated),
             ("oom_reserved", r.oom_reserved),
+            ("oom_total_capacity", r.oom_total_capacity),
+            ("oom_free", r.oom_free),
+            ("released_reserved", r.released_reserved),
+            ("emptied_reserved", r.emptied_reserved),
             ("param_bytes", Some(r.param_bytes)),
         ];
-        if let Some((column, v)) =
-            memory.iter().find_map(|&(c, v)| v.filter(|&v| v > MAX_BYTES).map(|v| (c, v)))
-        {
+        if let Some((column, v)) = past_any_device(&memory) {
             bail!(
                 "{}, column `{column}`: {v} bytes is more memory than any device has; the file is damaged",
                 at()
@@ -381,7 +401,8 @@ fn check_against_manifest(path: &Path, rows: &[SummaryRow], manifest: &Manifest)
     // Every row sweeps the key the spec sweeps (or none without a sweep): a row of another key
     // would be drawn and compared as that key's answer.
     let swept = manifest.spec["sweep"]["field"].as_str();
-    if !manifest.spec.is_null() {
+    // Only a validated spec (with its base) says what it sweeps.
+    if manifest.spec.get("base").is_some() {
         if let Some((i, r)) = rows.iter().enumerate().find(|(_, r)| r.field.map(|f| f.key()) != swept) {
             bail!(
                 "{}: row {}, column `field`: {} where the spec manifest.json records sweeps {}; the file is damaged \

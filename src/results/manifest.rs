@@ -387,7 +387,7 @@ impl Manifest {
         }
         if !crate::spec::limits::name_chars_ok(&self.device.slug) {
             let why = format!(
-                "{:?} is not a device folder name (lowercase letters, digits and -)",
+                "{:?} is not a device folder name (lowercase letters, digits, _ and -)",
                 self.device.slug
             );
             return Err(("device.slug".into(), why));

@@ -249,7 +249,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
 /// What a second Ctrl-C does to the folder before the process exits without waiting for the
 /// trial: the manifest marked `interrupted` with the trials whose rows are whole, and the folder
 /// released. (The rows are on disk already: each trial's are written whole or not at all.)
-fn mark_on_abandon(dir: &std::path::Path) {
+pub fn mark_on_abandon(dir: &std::path::Path) {
     let dir = dir.to_path_buf();
     interrupt::on_abandon(move || {
         if let Ok(mut m) = Manifest::read(&dir) {
