@@ -133,7 +133,7 @@ fn an_anchor_is_every_variants_first_trial_and_a_variant_can_be_left_out() {
     let plain = run(&sb, "plain", "adam", 2, true);
     let text = spec_text("anchored", "adam", 2, true)
         .replace("guided = true }", "guided = true, anchor = 64 }")
-        + "\n[[variant]]\nname = \"a\"\n\n[[variant]]\nname = \"b\"\ntraining.batch_size = 8\n\n\
+        + "\n[[variant]]\nname = \"a\"\n\n[[variant]]\nname = \"b\"\ntraining.seed = 1\n\n\
            [[variant]]\nname = \"half\"\nskip_on_cpu_without = \"bf16\"\ntraining.amp = \"bf16\"\n";
     let path = sb.spec("anchored.toml", &text);
     let spec = oomlab::spec::load(&path).expect("valid spec");
