@@ -89,11 +89,10 @@ impl ExperimentDir {
             }
             seen = t.trial;
             let at = || format!("{}: row {}", trace_path.display(), i + 2);
-            if let Some((column, v)) =
-                [("phase_seconds", t.phase_seconds), ("elapsed_seconds", t.elapsed_seconds)]
-                    .into_iter()
-                    .find(|(_, v)| !v.is_finite() || *v < 0.0)
-            {
+            if let Some((column, v)) = not_a_time(&[
+                ("phase_seconds", Some(t.phase_seconds)),
+                ("elapsed_seconds", Some(t.elapsed_seconds)),
+            ]) {
                 bail!("{}, column `{column}`: {v} is not a time a run measures (finite, not negative); the file is damaged", at());
             }
             if t.step > crate::spec::limits::MAX_STEPS || t.micro > crate::spec::limits::MAX_ACCUMULATION {
@@ -107,9 +106,7 @@ impl ExperimentDir {
                 ("device_used", t.device_used),
                 ("predicted_peak", t.predicted_peak),
             ];
-            if let Some((column, v)) = past_any_device(&memory) {
-                bail!("{}, column `{column}`: {v} bytes is more memory than any device has; the file is damaged", at());
-            }
+            past_any_device(&at(), &memory)?;
         }
         let before = trace.len();
         trace.retain(|t| t.trial <= last);
@@ -299,9 +296,22 @@ impl std::fmt::Display for Lost {
 /// prediction, and would overflow what readers add and scale.
 const MAX_BYTES: u64 = 1 << 63;
 
-/// The first of `columns` past [`MAX_BYTES`], with its name.
-fn past_any_device(columns: &[(&'static str, Option<u64>)]) -> Option<(&'static str, u64)> {
-    columns.iter().find_map(|&(c, v)| v.filter(|&v| v > MAX_BYTES).map(|v| (c, v)))
+/// Refuses the first of `columns` past [`MAX_BYTES`], naming it and the row `at`.
+fn past_any_device(at: &str, columns: &[(&'static str, Option<u64>)]) -> Result<()> {
+    match columns.iter().find_map(|&(c, v)| v.filter(|&v| v > MAX_BYTES).map(|v| (c, v))) {
+        Some((column, v)) => {
+            bail!(
+                "{at}, column `{column}`: {v} bytes is more memory than any device has; the file is damaged"
+            )
+        }
+        None => Ok(()),
+    }
+}
+
+/// The first of `columns` that is not a time a run measures (finite, not negative), with its
+/// name: readers divide and scale by these, so one NaN or negative would turn a verdict.
+pub(crate) fn not_a_time<K: Copy>(columns: &[(K, Option<f64>)]) -> Option<(K, f64)> {
+    columns.iter().find_map(|&(c, v)| v.filter(|v| !v.is_finite() || *v < 0.0).map(|v| (c, v)))
 }
 
 /// What a run writes of its rows, checked: trials numbered 1, 2, 3... as written (no repeat,
@@ -335,9 +345,7 @@ fn check_rows(path: &Path, rows: &[SummaryRow]) -> Result<()> {
             ("trial_seconds", r.trial_seconds),
             ("final_scale", r.final_scale),
         ];
-        if let Some((column, v)) =
-            times.iter().find_map(|&(c, v)| v.filter(|v| !v.is_finite() || *v < 0.0).map(|v| (c, v)))
-        {
+        if let Some((column, v)) = not_a_time(&times) {
             bail!("{}, column `{column}`: {v} is not a time or scale a run measures (finite, not negative); the file is damaged", at());
         }
         let memory = [
@@ -355,12 +363,7 @@ fn check_rows(path: &Path, rows: &[SummaryRow]) -> Result<()> {
             ("emptied_reserved", r.emptied_reserved),
             ("param_bytes", Some(r.param_bytes)),
         ];
-        if let Some((column, v)) = past_any_device(&memory) {
-            bail!(
-                "{}, column `{column}`: {v} bytes is more memory than any device has; the file is damaged",
-                at()
-            );
-        }
+        past_any_device(&at(), &memory)?;
         if (r.param_count == 0) != (r.param_bytes == 0) {
             bail!(
                 "{}, columns `param_count` and `param_bytes`: {} parameters of {} bytes; the file is damaged",

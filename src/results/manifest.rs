@@ -5,6 +5,8 @@ use std::path::Path;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+use super::experiment::not_a_time;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Manifest {
     pub experiment: String,
@@ -399,22 +401,22 @@ impl Manifest {
             if !a.variant.is_empty() && !crate::spec::limits::is_name(&a.variant) {
                 return Err(("answers.variant".into(), format!("{:?} is not a variant name", a.variant)));
             }
-            if let Some(s) = a.probe_seconds.filter(|s| !s.is_finite() || *s < 0.0) {
+            if let Some((_, s)) = not_a_time(&[((), a.probe_seconds)]) {
                 return Err(("answers.probe_seconds".into(), format!("{s} is not a time a run measures")));
             }
         }
         if let Some(t) = &self.timings {
             let times = [
-                ("process_start", t.process_start.unwrap_or(0.0)),
-                ("libtorch_init", t.libtorch_init),
-                ("data", t.data),
-                ("model", t.model),
-                ("steps", t.steps),
-                ("trials", t.trials),
-                ("charts", t.charts.unwrap_or(0.0)),
-                ("total", t.total),
+                ("process_start", t.process_start),
+                ("libtorch_init", Some(t.libtorch_init)),
+                ("data", Some(t.data)),
+                ("model", Some(t.model)),
+                ("steps", Some(t.steps)),
+                ("trials", Some(t.trials)),
+                ("charts", t.charts),
+                ("total", Some(t.total)),
             ];
-            if let Some((key, s)) = times.iter().find(|(_, s)| !s.is_finite() || *s < 0.0) {
+            if let Some((key, s)) = not_a_time(&times) {
                 return Err((format!("timings.{key}"), format!("{s} is not a time a run measures")));
             }
         }
