@@ -5,7 +5,7 @@
 //! Most claims state no budget or size: they hold of any run of their experiment (a ratio, a
 //! slope, what a technique keeps) and carry [`Conditions::ANY`].
 use crate::results::ExperimentDir as Experiment;
-use crate::spec::{self, Field, Spec};
+use crate::spec::{self, Config, Dtype, Field, Named, Spec};
 
 /// The conditions a claim states.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -15,16 +15,42 @@ pub struct Conditions {
     pub budget: Option<(&'static str, &'static str)>,
     /// Values of the experiment's configuration it speaks of (each variant's), in words after.
     pub sizes: &'static [(Field, f64, &'static str)],
+    /// Choices of the configuration its explanation counts with (Adam's two moments, 4-byte
+    /// floats, an MLP's layers), in words after: a run with others is not the claim's.
+    pub settings: &'static [(Setting, &'static str)],
+}
+
+/// A choice a claim's arithmetic assumes, as the spec writes it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Setting {
+    /// `training.optimizer`, as summary.csv names it ("adam", "sgd_momentum").
+    Optimizer(&'static str),
+    /// `training.dtype`.
+    Dtype(Dtype),
+    /// `model.kind` ("mlp").
+    Model(&'static str),
+}
+
+impl Setting {
+    /// The spec's key, and what `config` has for it.
+    fn of(self, config: &Config) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Setting::Optimizer(w) => ("training.optimizer", w, config.training.optimizer.name()),
+            Setting::Dtype(w) => ("training.dtype", w.as_str(), config.training.dtype.as_str()),
+            Setting::Model(w) => ("model.kind", w, config.model.kind()),
+        }
+    }
 }
 
 impl Conditions {
     /// A claim of any run of its experiment.
-    pub const ANY: Conditions = Conditions { budget: None, sizes: &[] };
+    pub const ANY: Conditions = Conditions { budget: None, sizes: &[], settings: &[] };
 
     /// The conditions in words, for the report; `None` for [`ANY`](Self::ANY).
     pub fn describe(&self) -> Option<String> {
         let mut parts: Vec<String> = self.budget.map(|(_, words)| words.to_string()).into_iter().collect();
         parts.extend(self.sizes.iter().map(|(_, _, words)| words.to_string()));
+        parts.extend(self.settings.iter().map(|(_, words)| words.to_string()));
         (!parts.is_empty()).then(|| parts.join(", "))
     }
 
@@ -40,16 +66,25 @@ impl Conditions {
                 None => return Some(format!("ran without a budget, the claim is about {words}")),
             }
         }
-        if self.sizes.is_empty() {
+        if self.sizes.is_empty() && self.settings.is_empty() {
             return None;
         }
         // The spec as it ran, each configuration (variant) of it.
         let Ok(spec) = spec::parse(&e.manifest.spec_source, &e.manifest.spec_here()) else {
             return Some("its recorded spec no longer parses, so its conditions cannot be checked".into());
         };
-        self.sizes.iter().find_map(|&(field, value, words)| {
+        let size = self.sizes.iter().find_map(|&(field, value, words)| {
             differs(&spec, field, value)
                 .map(|was| format!("ran with {} = {was}, the claim is about {words}", field.key()))
+        });
+        size.or_else(|| {
+            self.settings.iter().find_map(|&(setting, words)| {
+                spec.configs()
+                    .iter()
+                    .map(|(_, c)| setting.of(c))
+                    .find(|(_, want, was)| want != was)
+                    .map(|(key, _, was)| format!("ran with {key} = \"{was}\", the claim is about {words}"))
+            })
         })
     }
 }
@@ -75,6 +110,7 @@ mod tests {
     const LESSON: Conditions = Conditions {
         budget: Some(("15.90GiB", "the lesson's 15.90 GiB GPU")),
         sizes: &[(Field::Hidden, 5000.0, "5000-wide layers"), (Field::BatchSize, 32.0, "batch 32")],
+        settings: &[(Setting::Optimizer("adam"), "Adam"), (Setting::Dtype(Dtype::Float32), "fp32")],
     };
 
     fn run(budget: Option<u64>, source: &str) -> Experiment {
@@ -102,7 +138,26 @@ mod tests {
         assert_eq!(Conditions::ANY.unmet(&run(None, "not even toml")), None);
         assert_eq!(
             LESSON.describe().as_deref(),
-            Some("the lesson's 15.90 GiB GPU, 5000-wide layers, batch 32")
+            Some("the lesson's 15.90 GiB GPU, 5000-wide layers, batch 32, Adam, fp32")
+        );
+    }
+
+    /// The choices a claim's arithmetic counts with are held like its sizes: another optimizer
+    /// or dtype, in the base or in any variant, is named.
+    #[test]
+    fn a_run_with_another_optimizer_or_dtype_is_not_the_claims() {
+        let lesson = Some(spec::size::parse_size("15.90GiB").unwrap());
+        let sgd = SPEC.replace("\"adam\"", "\"sgd\"");
+        assert_eq!(
+            LESSON.unmet(&run(lesson, &sgd)).unwrap(),
+            "ran with training.optimizer = \"sgd\", the claim is about Adam"
+        );
+        let variant = format!(
+            "{SPEC}[[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\ntraining.dtype = \"bfloat16\"\n"
+        );
+        assert_eq!(
+            LESSON.unmet(&run(lesson, &variant)).unwrap(),
+            "ran with training.dtype = \"bfloat16\", the claim is about fp32"
         );
     }
 }

@@ -16,6 +16,27 @@ fn target(exp: &ExperimentDir) -> (f64, &'static str) {
     }
 }
 
+/// Where the machine that ran is not the target's ("an NVIDIA H200", "8 threads"), said after
+/// the verdict: the time is compared with the target, not judged on its hardware.
+fn off_target(exp: &ExperimentDir) -> String {
+    let device = &exp.manifest.device;
+    let threads = exp.manifest.host.torch_threads;
+    if device.resolved.starts_with("cuda") {
+        if device.name.contains("H100") {
+            return String::new();
+        }
+        return format!(
+            " (this ran on {}, not an H100: compared with the target, not judged on its hardware)",
+            device.name
+        );
+    }
+    if threads == 2 {
+        return String::new();
+    }
+    let s = if threads == 1 { "" } else { "s" };
+    format!(" (this ran with {threads} thread{s}, not 2 cores: compared with the target, not judged on its hardware)")
+}
+
 /// The stages of a run, named as the table's columns.
 fn stages(t: &RunTimings) -> [(&'static str, f64); 7] {
     let rest = (t.trials - t.data - t.model - t.steps).max(0.0);
@@ -76,9 +97,9 @@ pub fn section(experiments: &[(&str, &ExperimentDir)], of: usize) -> String {
              against the target of {what}"
         )
     } else if total <= limit {
-        format!("under the target of {what} ({:.0}% of it)", 100.0 * total / limit)
+        format!("under the target of {what} ({:.0}% of it){}", 100.0 * total / limit, off_target(first))
     } else {
-        format!("over the target of {what} by {:.0} s", total - limit)
+        format!("over the target of {what} by {:.0} s{}", total - limit, off_target(first))
     };
     let missing = experiments.len() - timed.len();
     let _ = writeln!(
@@ -125,6 +146,7 @@ mod tests {
     fn exp(timings: Option<RunTimings>, device: &str) -> ExperimentDir {
         let mut m = manifest("e", device, None, 1 << 30);
         m.device.resolved = device.into();
+        m.host.torch_threads = 2;
         m.timings = timings;
         ExperimentDir { dir: "e".into(), manifest: m, rows: Vec::new(), trace: Vec::new(), cut_row: false }
     }
@@ -144,7 +166,7 @@ mod tests {
 
     #[test]
     fn sums_the_stages_and_judges_the_target() {
-        let (a, b, old) =
+        let (mut a, b, old) =
             (exp(Some(timed(100.0, 2.0)), "cpu"), exp(Some(timed(50.0, 1.0)), "cpu"), exp(None, "cpu"));
         let s = crate::markdown::squeezed(&section(&[("a", &a), ("b", &b), ("old", &old)], 3));
         // 0.5+1+5+100+1+2 = 109.5 and 0.5+1+5+50+1+1 = 58.5: 168 in all, under 600.
@@ -165,9 +187,17 @@ mod tests {
         let s = section(&[("part", &part)], 1);
         assert!(s.contains("Left out on this machine, and so not in the time: `part` [x_bf16, y_bf16]: this CPU has no bf16"), "{s}");
 
-        let slow = exp(Some(timed(400.0, 0.0)), "cuda:0");
+        let mut slow = exp(Some(timed(400.0, 0.0)), "cuda:0");
+        slow.manifest.device.name = "NVIDIA H100 80GB HBM3".into();
         let s = section(&[("slow", &slow)], 1);
-        assert!(s.contains("over the target of 5 minutes on an H100 by 108 s"), "{s}");
+        assert!(s.contains("over the target of 5 minutes on an H100 by 108 s; most"), "{s}");
+        // Another machine is compared with the target, and named.
+        slow.manifest.device.name = "NVIDIA H200".into();
+        let s = section(&[("slow", &slow)], 1);
+        assert!(s.contains("by 108 s (this ran on NVIDIA H200, not an H100: compared"), "{s}");
+        a.manifest.host.torch_threads = 16;
+        let s = section(&[("a", &a)], 1);
+        assert!(s.contains("(this ran with 16 threads, not 2 cores: compared"), "{s}");
         assert_eq!(section(&[("old", &old)], 1), "");
     }
 

@@ -51,7 +51,8 @@ pub(super) fn cuda_context(get: Get) -> Claim {
         format!("device used beyond reserved at each experiment's start: {} to {}", size(lo), size(hi)),
         verdict,
         "NVML's used memory minus the caching allocator's reserved at the end of each experiment's \
-         first phase, over the experiments run; confirmed when all are within 500 MB-2 GB."
+         first phase, over the experiments run; confirmed when all are within 500 MB-2 GB. NVML counts \
+         the whole device: on a GPU shared with other processes their memory is in it too."
             .into(),
     )
 }

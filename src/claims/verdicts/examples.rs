@@ -1,14 +1,15 @@
 //! The guides' worked examples, run as written: answer 004's OOM at batch 1024, its batch 64 and
 //! its 64 x 16 accumulation; guide 002's 1000-1000-10 checkpointing example.
 use super::checkpointing::ACTIVATION_SAVING;
-use super::{claim, kept_by_forward, not_run, pct, size, Get};
+use super::{claim, kept_by_forward, neither_fit_nor_oom, not_run, pct, size, Get};
 use crate::claims::conditions::Conditions;
 use crate::claims::{Claim, Verdict};
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// Answer 004's GPU: "likely out of 8 GB".
-const ANSWER004: Conditions = Conditions { budget: Some(("8GiB", "answer 004's 8 GB GPU")), sizes: &[] };
+const ANSWER004: Conditions =
+    Conditions { budget: Some(("8GiB", "answer 004's 8 GB GPU")), sizes: &[], settings: &[] };
 
 pub(super) fn answer004_oom(get: Get) -> Claim {
     answer004_oom_judged(get).under(ANSWER004)
@@ -20,6 +21,9 @@ fn answer004_oom_judged(get: Get) -> Claim {
     let Some(e) = get(E) else { return not_run(C, E) };
     let Some(r) = e.variant("batch1024") else { return not_run(C, E) };
     let budget = e.manifest.device.budget_bytes.map_or(8.0 * GIB, |b| b as f64);
+    if let Some(unknown) = neither_fit_nor_oom(C, E, r) {
+        return unknown;
+    }
     if !r.status.fitted() {
         let m = format!("{} in {}", r.status, r.phase.map(|p| p.to_string()).unwrap_or_default());
         return claim(C, E, m, Verdict::Confirmed, "batch 1024 ran out of the budget.".into());

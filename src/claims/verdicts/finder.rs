@@ -20,12 +20,33 @@ pub(super) fn finder(get: Get) -> Claim {
         halved.map_or("-".into(), |v| v.to_string()),
         halve.rows.len()
     );
+    // The two are compared only under one budget, and only against a boundary the search met.
+    if search.manifest.device.budget_bytes != halve.manifest.device.budget_bytes {
+        let why = format!(
+            "the two ran under different budgets ({} and {}), so their batches are not comparable; run both \
+             with the same `--budget`.",
+            super::budget(search),
+            super::budget(halve)
+        );
+        return claim(C, E, measured, Verdict::NotJudged, why);
+    }
+    if let Some(why) = super::capped(search, &[""]) {
+        return claim(C, E, measured, Verdict::NotJudged, why);
+    }
+    let first_oom = search.answer("").and_then(|a| a.first_oom);
     let verdict = match (exact, halved) {
         (Some(x), Some(h)) if h >= x => Verdict::Confirmed,
         (Some(_), Some(_)) => Verdict::Partly,
         _ => Verdict::Refuted,
     };
-    let common = "both count the first optimizer step (where Adam makes its state)";
+    let common = "both count the first optimizer step (where the optimizer makes its state)";
+    // Why a larger batch can fit where a smaller did not, where the device has a reason to give.
+    let allocator = if search.manifest.device.resolved.starts_with("cuda") {
+        " (under a budget, reserved memory decides, and the caching allocator's segment rounding lets \
+         a larger batch pack where a smaller one does not)"
+    } else {
+        ""
+    };
     let why = match (exact, halved) {
         // A fit above the search's boundary: under a budget on reserved memory, fitting is not
         // monotonic in the batch (the caching allocator's segments are rounded, so a larger
@@ -33,10 +54,9 @@ pub(super) fn finder(get: Get) -> Claim {
         // answers the boundary it meets. Saying "not the largest" here would be false.
         (Some(x), Some(h)) if h > x => format!(
             "{common}; halving found {h}, which fit, above the search's boundary ({x} fit, {} ran out): \
-             here fitting is not monotonic in the batch (under a budget, reserved memory decides, and \
-             the allocator's segment rounding lets a larger batch pack where a smaller one does not), \
-             and the search answers the first boundary it meets; every probe back at its baseline.",
-            x + 1
+             here fitting is not monotonic in the batch{allocator}, and the search answers the first \
+             boundary it meets; every probe back at its baseline.",
+            first_oom.map_or("-".into(), |v| v.to_string())
         ),
         _ => format!(
             "{common}; halving finds a batch that fits but not the largest ({} of the exact answer), every \
@@ -125,5 +145,43 @@ mod tests {
         let below = verdict(&[(16384, Status::Oom), (8192, Status::Ok)]);
         assert_eq!(below.verdict, Verdict::Partly);
         assert!(below.why.contains("not the largest (55.2% of the exact answer)"), "{}", below.why);
+    }
+
+    /// The comparison holds only where it means something: under one budget, against a boundary
+    /// the search met; the caching allocator explains a fit above it only on CUDA.
+    #[test]
+    fn the_two_are_judged_under_one_budget_against_a_measured_boundary() {
+        let answer = |first_oom| Answer {
+            largest_fit: Some(14848),
+            first_oom,
+            ..Answer::new("", crate::spec::Field::BatchSize)
+        };
+        let judge = |search: &ExperimentDir, halve: &ExperimentDir| {
+            let get = |e: &str| [search, halve].into_iter().find(|d| d.manifest.experiment == e);
+            finder(&get)
+        };
+        let halving = [(32768, Status::Oom), (16384, Status::Ok)];
+        let search =
+            dir("find_batch", &[(14848, Status::Ok), (14849, Status::Oom)], Some(answer(Some(14849))));
+
+        let mut other = dir("find_batch_halving", &halving, None);
+        other.manifest.device.budget_bytes = Some(1 << 30);
+        let c = judge(&search, &other);
+        assert_eq!(c.verdict, Verdict::NotJudged, "{c:#?}");
+        assert!(c.why.contains("different budgets (256.00 MiB and 1.00 GiB)"), "{}", c.why);
+
+        let capped = dir("find_batch", &[(14848, Status::Ok)], Some(answer(None)));
+        let c = judge(&capped, &dir("find_batch_halving", &halving, None));
+        assert_eq!(c.verdict, Verdict::NotJudged, "{c:#?}");
+        assert!(c.why.contains("reached its max"), "{}", c.why);
+
+        let mut cpu = search;
+        cpu.manifest.device.resolved = "cpu".into();
+        let mut halve = dir("find_batch_halving", &halving, None);
+        halve.manifest.device.resolved = "cpu".into();
+        let c = judge(&cpu, &halve);
+        assert_eq!(c.verdict, Verdict::Confirmed, "{c:#?}");
+        assert!(c.why.contains("14849 ran out") && !c.why.contains("reserved"), "{}", c.why);
+        assert!(!c.why.contains("Adam"), "{}", c.why);
     }
 }

@@ -24,10 +24,18 @@ pub(super) fn no_grad(get: Get) -> Claim {
         kn.map_or("-".into(), size)
     );
     let verdict = if saving > 0.2 { Verdict::Confirmed } else { Verdict::Partly };
-    let why = "with gradient tracking autograd keeps one activation per hidden layer (the ReLU's output, \
-               which the next Linear saves as its input) for a backward that never comes; under no_grad \
-               each activation is freed once used (confirmed above 20% less)."
-        .to_string();
+    // What is kept is the model's: an MLP's saved inputs are its ReLUs' outputs.
+    let kept = match e.rows.first().map(|r| r.model_kind.as_str()) {
+        Some("mlp") => {
+            "one activation per hidden layer (the ReLU's output, which the next Linear saves as \
+                        its input)"
+        }
+        _ => "what each layer's backward would need (its saved inputs and outputs)",
+    };
+    let why = format!(
+        "with gradient tracking autograd keeps {kept} for a backward that never comes; under no_grad each \
+         activation is freed once used (confirmed above 20% less)."
+    );
     claim(C, E, measured, verdict, why)
 }
 

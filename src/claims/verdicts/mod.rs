@@ -1,7 +1,7 @@
 //! One function per claim: which experiment tests it, what number it reads, and the rule for
 //! the verdict (stated in each `why`, so a reader can check it).
 //!
-//! Here: every claim in the report's order ([`all`]) and what several of them share (the
+//! Here: every claim in the report's order ([`ALL`]) and what several of them share (the
 //! `Claim` builders, how sizes and shares are written, the default Adam, the optimizer state
 //! and the activations a trial keeps). The claims themselves are in files by subject.
 mod cache;
@@ -20,7 +20,7 @@ mod troubleshooting;
 
 use super::{Claim, Verdict};
 use crate::results::ExperimentDir as Experiment;
-use crate::schema::Phase;
+use crate::schema::{Phase, Status};
 use crate::spec::{format_size, Named, OptimizerImpl};
 use cache::{empty_cache, reserved};
 use checkpointing::{accumulation, checkpoint_memory, checkpoint_time};
@@ -94,6 +94,54 @@ fn not_run(c: &'static str, experiment: &'static str) -> Claim {
     )
 }
 
+/// A trial that neither fitted nor ran out of memory (an error, or skipped as `predicted_oom`
+/// without training) says nothing of whether it fits: said, not judged.
+fn neither_fit_nor_oom(
+    c: &'static str,
+    experiment: &'static str,
+    r: &crate::schema::SummaryRow,
+) -> Option<Claim> {
+    let why = match r.status {
+        Status::Ok | Status::Diverged | Status::Oom => return None,
+        Status::PredictedOom => "the trial was skipped as predicted to run out (`run.skip_predicted_oom`), \
+                                 never trained: a prediction does not judge the claim; run it without the \
+                                 skip."
+            .to_string(),
+        Status::Error => "the trial failed with an error other than out of memory (the run printed it), \
+                          so whether it fits is not known."
+            .to_string(),
+    };
+    Some(claim(c, experiment, format!("trial {} {}", r.trial, r.status), Verdict::NotJudged, why))
+}
+
+/// How a row's optimizer is named, and what it keeps per parameter besides the parameter and
+/// its gradient: claims count bytes from the run's own optimizer and dtype, not Adam's fp32.
+struct Kept {
+    /// "Adam", "SGD with momentum".
+    optimizer: &'static str,
+    /// "Adam's two moments", "no state".
+    state: &'static str,
+    /// Bytes per parameter: itself, its gradient and the state, in the row's dtype.
+    bytes: u64,
+}
+
+impl Kept {
+    fn of(r: &crate::schema::SummaryRow) -> Kept {
+        let (optimizer, state, copies) = match r.optimizer.as_str() {
+            "adam" => ("Adam", "Adam's two moments", 4),
+            "adamw" => ("AdamW", "AdamW's two moments", 4),
+            "sgd_momentum" => ("SGD with momentum", "its momentum buffer", 3),
+            _ => ("plain SGD", "no optimizer state", 2),
+        };
+        let element = match r.dtype.as_str() {
+            "float64" => 8,
+            "bfloat16" | "float16" => 2,
+            _ => 4,
+        };
+        Kept { optimizer, state, bytes: copies * element }
+    }
+}
+
 fn size(bytes: f64) -> String {
     format_size(bytes.max(0.0).round() as u64)
 }
@@ -150,22 +198,42 @@ fn kept_by_forward(e: &Experiment, variant: &str) -> Option<f64> {
 }
 
 /// Where a search reached its max without running out of memory, its largest fit is a floor,
-/// not the answer (a GPU far larger than the budget's batches were sized for): the reason a
-/// comparison of largest fits over `variants` is not judged, or None when every one is exact.
+/// not the answer (a GPU far larger than the budget's batches were sized for); where its first
+/// OOM is a trial skipped as `predicted_oom`, its boundary is the estimate's, not a measurement.
+/// The reason a comparison of largest fits over `variants` is not judged, or None when every
+/// one is measured exactly.
 pub(super) fn capped(e: &Experiment, variants: &[&str]) -> Option<String> {
-    let capped: Vec<String> = variants
-        .iter()
-        .filter_map(|v| {
-            let a = e.answer(v)?;
-            let fit = a.largest_fit.filter(|_| a.first_oom.is_none())?;
-            Some(if v.is_empty() { format!("{fit}") } else { format!("{v} {fit}") })
-        })
-        .collect();
-    (!capped.is_empty()).then(|| {
-        format!(
+    let named = |v: &str, n: u64| if v.is_empty() { format!("{n}") } else { format!("{v} {n}") };
+    let mut floors = Vec::new();
+    let mut predicted = Vec::new();
+    for v in variants {
+        let Some(a) = e.answer(v) else { continue };
+        match (a.largest_fit, a.first_oom) {
+            (Some(fit), None) => floors.push(named(v, fit)),
+            (_, Some(oom)) => {
+                let skipped = e.rows.iter().any(|r| {
+                    r.variant == *v && r.value == Some(oom as f64) && r.status == Status::PredictedOom
+                });
+                if skipped {
+                    predicted.push(named(v, oom));
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    if !floors.is_empty() {
+        return Some(format!(
             "the search reached its max without running out of memory ({}), so the largest batch that \
              fits is not known; a larger `search.max` or a smaller budget judges it.",
-            capped.join(", ")
+            floors.join(", ")
+        ));
+    }
+    (!predicted.is_empty()).then(|| {
+        format!(
+            "the first OOM of the search ({}) is a trial skipped as predicted to run out \
+             (`run.skip_predicted_oom`), not trained, so the boundary is the estimate's; run without the \
+             skip to judge it.",
+            predicted.join(", ")
         )
     })
 }
@@ -197,5 +265,34 @@ mod capped_tests {
         assert_eq!(capped(&e, &["fp32"]), None);
         let why = capped(&e, &["fp32", "bf16"]).expect("bf16 reached the max");
         assert!(why.contains("bf16 1024") && !why.contains("fp32"), "{why}");
+    }
+
+    /// A boundary whose first OOM was skipped as predicted, not trained, is the estimate's.
+    #[test]
+    fn a_boundary_at_a_skipped_trial_is_named_as_the_estimates() {
+        let mut m = manifest("amp", "NVIDIA H200", Some(1 << 30), 1 << 37);
+        m.answers = vec![Answer {
+            largest_fit: Some(1024),
+            first_oom: Some(1025),
+            ..Answer::new("fp32", crate::spec::Field::BatchSize)
+        }];
+        let row = |status| crate::schema::SummaryRow {
+            trial: 1,
+            variant: "fp32".into(),
+            value: Some(1025.0),
+            status,
+            ..Default::default()
+        };
+        let mut e = Experiment {
+            dir: "amp".into(),
+            manifest: m,
+            rows: vec![row(Status::Oom)],
+            trace: Vec::new(),
+            cut_row: false,
+        };
+        assert_eq!(capped(&e, &["fp32"]), None);
+        e.rows = vec![row(Status::PredictedOom)];
+        let why = capped(&e, &["fp32"]).expect("the boundary was predicted");
+        assert!(why.contains("fp32 1025") && why.contains("skip_predicted_oom"), "{why}");
     }
 }

@@ -1,6 +1,6 @@
 //! Guide 002's model advice: smaller models (ResNet-18 for ResNet-152, a 6 x 512 Transformer for
 //! a 12 x 1024 one) and depthwise separable convolutions, and its memory breakdown by category.
-use super::{budget, claim, not_run, pct, size, Get};
+use super::{budget, claim, not_run, pct, size, Get, Kept};
 use crate::chart::CategoryBar;
 use crate::claims::band::Band;
 use crate::claims::{Claim, Verdict};
@@ -31,14 +31,16 @@ pub(super) fn smaller_models(get: Get) -> Claim {
             pct(ratio)
         ));
     }
-    let batch = e.rows.first().map_or(0, |r| r.batch_size);
+    let Some(first) = e.rows.first() else { return not_run(C, E) };
+    let (batch, kept) = (first.batch_size, Kept::of(first));
     let verdict = if ratios.iter().all(|&r| r < 1.0) { Verdict::Confirmed } else { Verdict::Refuted };
     let why = format!(
-        "each model trained two steps at batch {batch} with Adam; confirmed when the smaller model's \
-         peak is below the larger's in both pairs. How much smaller depends on what dominates: with \
-         Adam every parameter costs 16 bytes (itself, its gradient, two moments) whatever the batch, \
-         while activations grow with the batch and the input (small images here keep ResNets' \
-         activations small, so their peaks follow the parameters)."
+        "each model trained at batch {batch} with {0}; confirmed when the smaller model's peak is below \
+         the larger's in both pairs. How much smaller depends on what dominates: with {0} every \
+         parameter costs {1} bytes (itself, its gradient, {2}) whatever the batch, while activations \
+         grow with the batch and the input (small images keep ResNets' activations small, so their \
+         peaks follow the parameters).",
+        kept.optimizer, kept.bytes, kept.state
     );
     claim(C, E, parts.join("; "), verdict, why)
 }
@@ -48,13 +50,18 @@ pub(super) fn smaller_models_batch(get: Get) -> Claim {
     const E: &str = "smaller_models_batch";
     let Some(e) = get(E) else { return not_run(C, E) };
     let budget = budget(e);
-    let largest = |v: &str| e.answer(v).map(|a| a.largest_fit.unwrap_or(0));
+    let largest = |v: &str| e.answer(v).map(|a| (a.largest_fit.unwrap_or(0), a.first_oom.is_none()));
     let mut parts = Vec::new();
     let mut larger = true;
     for (small, large) in PAIRS {
         let (Some(s), Some(l)) = (largest(small), largest(large)) else { return not_run(C, E) };
-        larger &= s > l;
-        let word = |b: u64| if b == 0 { "none".to_string() } else { b.to_string() };
+        larger &= s.0 > l.0;
+        // A search that reached its max without running out found a floor.
+        let word = |(b, floor): (u64, bool)| match (b, floor) {
+            (0, _) => "none".to_string(),
+            (b, true) => format!("at least {b}"),
+            (b, false) => b.to_string(),
+        };
         parts.push(format!("{small} {} vs {large} {}", word(s), word(l)));
     }
     let measured = format!("largest batch in {budget}: {}", parts.join("; "));
@@ -65,11 +72,13 @@ pub(super) fn smaller_models_batch(get: Get) -> Claim {
         return claim(C, E, measured, Verdict::NotJudged, why);
     }
     let verdict = if larger { Verdict::Confirmed } else { Verdict::Refuted };
-    let why = "exact largest batches (Adam, two steps) from a search the estimate guides; a model whose \
-               parameters, gradients and Adam's state alone exceed the budget fits no batch at all, \
-               which no batch size can fix. Confirmed when the smaller model fits the larger batch in \
-               both pairs."
-        .to_string();
+    let why = format!(
+        "largest batches from a {} (\"at least\" where a search reached its max without running out); \
+         a model whose parameters, gradients and optimizer state alone exceed the budget fits no batch \
+         at all, which no batch size can fix. Confirmed when the smaller model fits the larger batch in \
+         both pairs.",
+        super::search_kind(e, PAIRS[0].1)
+    );
     claim(C, E, measured, verdict, why)
 }
 
@@ -158,7 +167,7 @@ pub(super) fn breakdown(get: Get) -> Claim {
         .iter()
         .map(|s| {
             format!(
-                "{}: parameters {}, gradients {}, Adam's state {}, activations {}",
+                "{}: parameters {}, gradients {}, optimizer state {}, activations {}",
                 s.label,
                 pct(s.params),
                 pct(s.grads),
@@ -181,7 +190,7 @@ pub(super) fn breakdown(get: Get) -> Claim {
     };
     let why = format!(
         "each category measured at the first training step from the trace (as categories.png draws \
-         them), as a share of their sum (parameters, gradients, Adam's state, batch, activations; \
+         them), as a share of their sum (parameters, gradients, optimizer state, batch, activations; \
          the CUDA context is outside the allocator). Parameters and gradients: {}; activations: {}. \
          Confirmed when every model's three shares are inside, partly when some are: the shares \
          follow the batch and the input size, not the kind of model.",
@@ -203,7 +212,7 @@ pub(super) fn activations_biggest(get: Get) -> Claim {
         [
             ("parameters", s.params),
             ("gradients", s.grads),
-            ("Adam's state", s.state),
+            ("optimizer state", s.state),
             ("activations", s.activations),
         ]
         .into_iter()
@@ -217,8 +226,9 @@ pub(super) fn activations_biggest(get: Get) -> Claim {
         0 => Verdict::Refuted,
         _ => Verdict::Partly,
     };
+    let batch = e.rows.first().map_or(0, |r| r.batch_size);
     let why = format!(
-        "the largest category of each model at batch 32 ({yes} of {} models: activations). A wide \
+        "the largest category of each model at batch {batch} ({yes} of {} models: activations). A wide \
          MLP on a small input holds little but its parameters, and Adam's state is twice them; \
          convolutions over large images and attention over long sequences keep far more.",
         all.len()

@@ -22,6 +22,10 @@ pub(super) fn own_model(get: Get) -> Claim {
                    now, so a search on a GPU runs unguided; the claim is judged on a CPU.";
         return claim(C, E, measured, Verdict::NotJudged, why.to_string());
     }
+    // A search that reached its max, or met only a predicted OOM, has no boundary to compare.
+    if let Some(why) = super::capped(e, &[""]) {
+        return claim(C, E, measured, Verdict::NotJudged, why);
+    }
     let exact =
         a.largest_fit.is_some() && a.guess == a.largest_fit && a.first_oom == a.largest_fit.map(|v| v + 1);
     let verdict = match (a.guess, a.largest_fit) {
@@ -89,5 +93,16 @@ mod tests {
         d.manifest.device.resolved = "cuda:0".into();
         let get = |e: &str| (e == "own_model").then_some(&d);
         assert_eq!(own_model(&get).verdict, Verdict::NotJudged);
+    }
+
+    /// A search that reached its max found a floor: a prediction equal to it is not confirmed.
+    #[test]
+    fn a_floor_is_not_judged() {
+        let mut d = dir(Some(1024), 1024, 1025);
+        d.manifest.answers[0].first_oom = None;
+        let get = |e: &str| (e == "own_model").then_some(&d);
+        let c = own_model(&get);
+        assert_eq!(c.verdict, Verdict::NotJudged, "{c:#?}");
+        assert!(c.why.contains("reached its max"), "{}", c.why);
     }
 }

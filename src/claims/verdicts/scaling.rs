@@ -1,6 +1,6 @@
 //! How memory scales: the guide's memory equation against the measured peaks, activations
 //! linear in the batch size, and weights quadratic in the width.
-use super::{claim, default_adam, not_run, pct, size, state_ratio_of, Get};
+use super::{claim, default_adam, not_run, pct, size, state_ratio_of, Get, Kept};
 use crate::claims::{fit, Claim, Verdict};
 use crate::schema::Phase;
 
@@ -127,7 +127,7 @@ pub(super) fn batch_linear(get: Get) -> Claim {
         "what the first forward adds over the model (the batch and the activations autograd keeps) is a \
          line in the batch size to within {} (confirmed under 5%), {} per sample; parameters and \
          optimizer state are the same at every batch. The peak itself is not linear: until activations \
-         outgrow Adam's step (parameters, gradients, two moments and temporaries) the step sets it.",
+         outgrow the optimizer's step (parameters, gradients, its state and temporaries) the step sets it.",
         pct(l.max_rel_residual),
         size(l.slope)
     );
@@ -146,7 +146,9 @@ pub(super) fn width_quadratic(get: Get) -> Claim {
     let Some(e) = get(E) else { return not_run(C, E) };
     let pts = e.peaks("");
     let (Some(q), Some(&(wmax, pmax))) = (fit::quadratic(&pts), pts.last()) else { return not_run(C, E) };
-    let hidden_layers = e.rows.first().map_or(1, |r| r.depth.saturating_sub(1).max(1)) as f64;
+    let Some(first) = e.rows.first() else { return not_run(C, E) };
+    let hidden_layers = first.depth.saturating_sub(1).max(1) as f64;
+    let kept = Kept::of(first);
     let share = q.a * wmax * wmax / pmax;
     let measured = format!(
         "peak = {:.1} B x width^2 + {:.0} B x width + {}; width^2 term {} of the peak at width {wmax}",
@@ -164,9 +166,12 @@ pub(super) fn width_quadratic(get: Get) -> Claim {
     };
     let why = format!(
         "the quadratic term is {:.1} bytes per hidden-to-hidden weight ({hidden_layers} such matrices): \
-         16 for the weight, its gradient and Adam's two moments, plus Adam's temporaries at the step; \
-         it is {} of the peak at the widest point (confirmed above 80% with residuals under 5%, worst {}).",
+         {} for the weight, its gradient and {}, plus {}'s temporaries at the step; it is {} of the peak \
+         at the widest point (confirmed above 80% with residuals under 5%, worst {}).",
         q.a / hidden_layers,
+        kept.bytes,
+        kept.state,
+        kept.optimizer,
         pct(share),
         pct(q.max_rel_residual)
     );

@@ -1,6 +1,6 @@
 //! Guide 002's quick reference on gradient checkpointing ("30-50% memory, 10-20% slower") and its
 //! troubleshooting table ("OOM during backward pass: use gradient checkpointing"), on ResNet-50.
-use super::checkpointing::{Steps, CPU_TIMES};
+use super::checkpointing::{cpu_times, Steps};
 use super::{claim, not_run, pct, Get};
 use crate::claims::band::Band;
 use crate::claims::{Claim, Verdict};
@@ -87,8 +87,9 @@ pub(super) fn quick_reference_time(get: Get) -> Claim {
         "{lead}the step time a sample (the steps after the first) at each variant's largest batch, \
          with a 90% interval from resampling the steps; recomputing every checkpointed block's forward \
          costs up to one more forward pass, a third of a step. Verdict on sqrt(n) only where the \
-         interval clears the band's edges: {}. {CPU_TIMES}",
-        SLOWER.rule()
+         interval clears the band's edges: {}.{}",
+        SLOWER.rule(),
+        cpu_times(e)
     );
     claim(C, E, parts.join(", "), verdict, why)
 }
@@ -97,6 +98,17 @@ pub(super) fn backward_oom(get: Get) -> Claim {
     const C: &str = "OOM during the backward pass: use gradient checkpointing (guide 002's troubleshooting)";
     let Some(e) = get(E) else { return not_run(C, E) };
     let Some(a) = e.answer("none") else { return not_run(C, E) };
+    // A search that never ran out, or whose first OOM was only predicted, has no OOM to place.
+    if let Some(why) = super::capped(e, &["none"]) {
+        let fit = a.largest_fit.map_or("none".into(), |n| n.to_string());
+        return claim(
+            C,
+            E,
+            format!("without checkpointing the largest batch found is {fit}"),
+            Verdict::NotJudged,
+            why,
+        );
+    }
     let Some(first) = a.first_oom else { return not_run(C, E) };
     let Some(oom) = e
         .rows
