@@ -20,8 +20,8 @@
 use serde::Serialize;
 
 use crate::spec::{
-    Amp, Checkpoint, Config, DataLocation, Mode, ModelSpec, Named, OptimizerImpl, OptimizerSpec, ScalerSpec,
-    ScriptUnits,
+    Amp, Checkpoint, CnnSpec, Config, DataLocation, Mode, ModelSpec, Named, OptimizerImpl, OptimizerSpec,
+    ScalerSpec, ScriptUnits,
 };
 
 /// The most micro-batches per step `advise` proposes: past this, a step is mostly overhead.
@@ -121,9 +121,19 @@ pub struct Candidate {
 }
 
 impl Candidate {
-    /// The furthest any of its changes takes the training.
+    /// The furthest any of its changes takes the training. Accumulating micro-batches through
+    /// BatchNorm (a ResNet's) normalises each by its own statistics, so the gradient is not the
+    /// full batch's: another training.
     pub fn effect(&self) -> Effect {
-        self.changes.iter().map(Change::effect).max().unwrap_or(Effect::Same)
+        let batch_statistics = matches!(self.config.model, ModelSpec::Cnn(CnnSpec::Resnet(_)));
+        self.changes
+            .iter()
+            .map(|c| match c {
+                Change::Accumulation { .. } if batch_statistics => Effect::Changed,
+                c => c.effect(),
+            })
+            .max()
+            .unwrap_or(Effect::Same)
     }
 
     /// "as written", or its changes joined with " + ".
@@ -532,6 +542,24 @@ mod tests {
         assert_eq!(effect("amp fp16"), Some(Effect::Precision));
         assert_eq!(effect("fused optimizer"), Some(Effect::Same));
         assert_eq!(Effect::FullPrecision.as_str(), "full precision");
+    }
+
+    /// Accumulation keeps an MLP's training; through a ResNet's BatchNorm, which normalises each
+    /// micro-batch by its own statistics, it is another training.
+    #[test]
+    fn accumulation_through_batch_norm_is_another_training() {
+        let mlp = config(2, 16, 8, ADAM);
+        let accumulate = |config: Config| Candidate {
+            config,
+            changes: vec![Change::Accumulation { accumulation: 4, micro_batch: 2 }],
+        };
+        assert_eq!(accumulate(mlp.clone()).effect(), Effect::Same);
+        let mut resnet = mlp;
+        resnet.model = ModelSpec::Cnn(CnnSpec::Resnet(crate::spec::ResNet::R18));
+        assert_eq!(accumulate(resnet.clone()).effect(), Effect::Changed);
+        let checkpoint =
+            Candidate { config: resnet, changes: vec![Change::Checkpoint { checkpoint: "sqrt".into() }] };
+        assert_eq!(checkpoint.effect(), Effect::Same);
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub use point::Point;
 pub use timing::{Calibration, TimingSource};
 pub use verify::Verified;
 
-use crate::estimate::{DataShape, GpuArch, Target};
+use crate::estimate::{DataShape, GpuArch, NamedGpu, Target};
 use crate::run::plan::Plan;
 use crate::spec::Config;
 
@@ -54,6 +54,8 @@ pub struct Request {
     /// The swept field's value to advise at (`None`: the first predicted not to fit).
     pub at: Option<f64>,
     pub arch: GpuArch,
+    /// The GPU `--gpu` named, whose workspaces a CUDA estimate uses: named in the device row.
+    pub gpu: Option<NamedGpu>,
     pub timing: TimingChoice,
     /// Train the top N options that fit, and the N nearest misses.
     pub verify: usize,
@@ -131,6 +133,14 @@ pub fn advise(req: &Request) -> Result<Advice> {
     let eval = evaluate::Evaluator { target: plan.target, arch: req.arch, budget, shape, threads };
     let (mut base, point) = point::choose(&plan.spec, &base, req.at, &eval)?;
     let mut notes = Vec::new();
+    if let Some(g) = req.gpu.filter(|g| plan.target == Target::Cuda && g.cannot_give(budget)) {
+        notes.push(format!(
+            "the budget ({}) is more than any {} has ({} GB): an option said to fit it will not fit on one",
+            crate::spec::format_size(budget),
+            g.name.to_uppercase(),
+            g.most_memory_gb.unwrap_or_default()
+        ));
+    }
     let steady = steady_steps(&base);
     if steady != base.training.steps {
         let why = crate::estimate::steps_needed(&base).why;
@@ -201,9 +211,7 @@ pub fn advise(req: &Request) -> Result<Advice> {
         spec_path: plan.spec.path.display().to_string(),
         variant,
         point,
-        device: device_here
-            .clone()
-            .unwrap_or_else(|| format!("{} (not on this machine)", target_name(plan.target))),
+        device: device_words(device_here.as_deref(), plan.target, req.gpu),
         target: plan.target,
         budget,
         data: shape,
@@ -244,6 +252,25 @@ fn target_name(t: Target) -> &'static str {
     match t {
         Target::Cpu => "cpu",
         Target::Cuda => "CUDA device",
+    }
+}
+
+/// The device row: the device here, or that there is none, and on CUDA which GPU's workspaces
+/// the estimate used ("NVIDIA H200, estimated as a T4 (--gpu t4)"), so that advice made for
+/// one GPU is never read as another's.
+fn device_words(here: Option<&str>, target: Target, gpu: Option<NamedGpu>) -> String {
+    let named = |g: NamedGpu| format!("estimated as {} (--gpu {})", g.name.to_uppercase(), g.name);
+    match (here, gpu) {
+        (Some(d), Some(g)) if target == Target::Cuda => format!("{d}, {}", named(g)),
+        (Some(d), _) => d.to_string(),
+        (None, Some(g)) => format!("{} (not on this machine), {}", target_name(target), named(g)),
+        (None, None) if target == Target::Cuda => {
+            format!(
+                "{} (not on this machine), estimated as an H100 (the default; --gpu names another)",
+                target_name(target)
+            )
+        }
+        (None, None) => format!("{} (not on this machine)", target_name(target)),
     }
 }
 
@@ -362,5 +389,28 @@ fn timing_for(
             };
             Ok((source, Some(cal)))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Advice for a GPU names the one whose workspaces it used, here or not; the CPU's is just
+    /// the CPU.
+    #[test]
+    fn the_device_row_names_the_gpu_the_estimate_is_for() {
+        let t4 = NamedGpu::parse("t4").unwrap();
+        assert_eq!(
+            device_words(Some("NVIDIA H200"), Target::Cuda, Some(t4)),
+            "NVIDIA H200, estimated as T4 (--gpu t4)"
+        );
+        assert_eq!(device_words(Some("NVIDIA H200"), Target::Cuda, None), "NVIDIA H200");
+        assert_eq!(
+            device_words(None, Target::Cuda, Some(t4)),
+            "CUDA device (not on this machine), estimated as T4 (--gpu t4)"
+        );
+        assert!(device_words(None, Target::Cuda, None).contains("estimated as an H100 (the default"));
+        assert_eq!(device_words(Some("AMD EPYC"), Target::Cpu, None), "AMD EPYC");
     }
 }

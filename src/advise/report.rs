@@ -115,6 +115,19 @@ fn options_table(rows: &[&Evaluated], markdown: bool) -> Table {
     t
 }
 
+/// The furthest a verified step time is from its prediction, as a factor either way, where
+/// that is more than 2x: `None` where every time is within it (or none was timed).
+fn time_off(verified: &[super::verify::Verified]) -> Option<f64> {
+    verified
+        .iter()
+        .filter_map(|v| {
+            let (p, m) = (v.predicted_seconds?, v.measured_seconds?);
+            (p > 0.0 && m > 0.0).then(|| (p / m).max(m / p))
+        })
+        .max_by(f64::total_cmp)
+        .filter(|&off| off > 2.0)
+}
+
 fn verified_table(a: &Advice, markdown: bool) -> Table {
     let mut t = Table::new();
     t.load_preset(if markdown { presets::ASCII_MARKDOWN } else { presets::NOTHING });
@@ -127,7 +140,7 @@ fn verified_table(a: &Advice, markdown: bool) -> Table {
         "peak measured",
         "step predicted",
         "step measured",
-        "agrees",
+        "fit agrees",
     ]);
     for v in &a.verified {
         let measured = match &v.phase {
@@ -314,7 +327,7 @@ pub fn markdown(a: &Advice, chart: Option<&str>) -> String {
     if let Some(c) = chart {
         s += &format!("\n![predicted peak against predicted step time for every option]({c})\n");
     }
-    s += &format!("\n## Options\n\n{}; the table shows the first {SHOWN} that fit, then the nearest misses (all of them are in `advice.json`). \"training\": `same` keeps the computation, `lower precision` runs it in 16 bits, `full precision` turns the spec's autocast off, `CHANGED` trains another way. The peak is what the budget caps: allocated bytes on the CPU, reserved on CUDA, workspaces included.\n\n", counts(a));
+    s += &format!("\n## Options\n\n{}; the table shows the first {SHOWN} that fit, then the nearest misses (all of them are in `advice.json`). \"training\": `same` keeps the computation, `lower precision` runs it in 16 bits, `full precision` turns the spec's autocast off, `CHANGED` trains another way (accumulation through a ResNet's BatchNorm is CHANGED: each micro-batch is normalised by its own statistics; a TorchScript module's own BatchNorm layers are not seen). The peak is what the budget caps: allocated bytes on the CPU, reserved on CUDA, workspaces included.\n\n", counts(a));
     s += &format!("{}\n", options_table(&shown(a), true));
     if !a.verified.is_empty() {
         s += &format!(
@@ -324,6 +337,13 @@ pub fn markdown(a: &Advice, chart: Option<&str>) -> String {
             a.verified.iter().map(|v| v.steps).max().unwrap_or(0),
             verified_table(a, true)
         );
+        if let Some(off) = time_off(&a.verified) {
+            s += &format!(
+                "\n\"fit agrees\" judges the memory only. The step times are predicted from calibration runs of a \
+                 smaller model and scaled; here they are off by up to {off:.1}x: they rank the options, their values \
+                 are not this device's.\n"
+            );
+        }
     }
     if let TimingSource::Calibrated { .. } | TimingSource::File { .. } = a.timing {
         s += &format!("\n## How step times are predicted\n\n{}\n", timing_method());
@@ -411,6 +431,31 @@ mod tests {
         let text = timing_method();
         assert!(text.contains(&format!("at most {depth} hidden layers")), "{depth}: {text}");
         assert!(text.contains(&format!("capped at {width} units")), "{width}: {text}");
+    }
+
+    /// A verified step time far from its prediction is said, whichever way; within 2x, nothing.
+    #[test]
+    fn step_times_off_by_more_than_twice_are_said() {
+        use crate::advise::verify::Verified;
+        use crate::schema::Status;
+        let verified = |p: f64, m: f64| Verified {
+            rank: 1,
+            describe: "x".into(),
+            predicted: Verdict::Fits,
+            status: Status::Ok,
+            phase: None,
+            predicted_peak: 1,
+            measured_peak: 1,
+            predicted_seconds: Some(p),
+            measured_seconds: Some(m),
+            agrees: Some(true),
+            steps: 3,
+            message: String::new(),
+        };
+        let off = |p, m| time_off(&[verified(0.1, 0.1), verified(p, m)]).map(|x| (x * 10.0).round() / 10.0);
+        assert_eq!(off(0.1181, 0.0133), Some(8.9));
+        assert_eq!(off(0.01, 0.05), Some(5.0));
+        assert_eq!(off(0.1, 0.15), None);
     }
 
     fn lines(written: Evaluated, options: Vec<Evaluated>) -> String {

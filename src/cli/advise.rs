@@ -90,6 +90,18 @@ pub fn run(args: AdviseArgs) -> Result<()> {
         crate::run::check_out(&args.out)?;
     }
     let arch = super::estimate::arch_for(plan.target, args.gpu, plan.budget)?;
+    // `--verify` trains on the GPU here: an estimate for another generation's workspaces would be
+    // checked against the wrong card and called agreeing.
+    if let (Some(g), Some(local), true) = (args.gpu, super::estimate::local_gpu(), args.verify > 0) {
+        if g.arch != local {
+            bail!(
+                "--verify trains on this machine's GPU, which is not of --gpu {}'s generation: leave out --gpu \
+                 to advise for the GPU here, or --verify to advise for the {} without training",
+                g.name,
+                g.name.to_uppercase()
+            );
+        }
+    }
     let timing = match (&args.calibration, args.no_calibrate) {
         (Some(path), _) => TimingChoice::File(path.clone()),
         (None, true) => TimingChoice::Off,
@@ -100,6 +112,7 @@ pub fn run(args: AdviseArgs) -> Result<()> {
         variant: args.variant,
         at: args.at,
         arch,
+        gpu: args.gpu,
         timing,
         verify: args.verify,
         quiet: args.quiet,
