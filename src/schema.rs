@@ -245,7 +245,7 @@ pub struct SummaryRow {
     pub accumulation: usize,
     /// off, fp16, bf16.
     pub amp: String,
-    /// none, sqrt, or the hidden layers per segment.
+    /// none, sqrt, the units per segment, or `sequential:S` (`Checkpoint::name`).
     pub checkpoint: String,
     /// train, forward, forward_no_grad.
     pub mode: String,

@@ -12,8 +12,8 @@ pub fn unit_for(bytes: f64) -> (&'static str, f64) {
 }
 
 /// `bytes` with two decimals in the largest IEC unit in which it is at least 1: "15.90 GiB",
-/// "512.00 MiB", "100 B" (bytesize's). The one byte formatter: specs' messages call it
-/// `spec::format_size`.
+/// "512.00 MiB", "100 B" (bytesize's): what reports, claims and specs' messages
+/// (`spec::format_size`) write; progress lines and probes' short sizes use bytesize's own.
 pub fn format_bytes(bytes: u64) -> String {
     format!("{:.2}", bytesize::ByteSize(bytes).display().iec())
 }

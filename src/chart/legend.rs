@@ -274,7 +274,7 @@ pub enum Mark {
     Dashed(ShapeStyle),
 }
 
-/// Rows of a legend column, top to bottom.
+/// Pixels between a legend column's rows.
 pub const COLUMN_ROW: i32 = 28;
 
 /// Draws `rows` top to bottom in `area`, a column of its own right of a plot (where a legend

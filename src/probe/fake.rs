@@ -1,4 +1,5 @@
-//! A scripted probe for unit tests of pure logic (sweeps, reports). Never used by a real run.
+//! Probes for tests, never used by a real run: `FakeProbe`, scripted numbers for a step's unit
+//! tests, and `PlayedWorkspace`, the real CPU allocator with a workspace played before trials.
 use std::cell::RefCell;
 
 use anyhow::Result;

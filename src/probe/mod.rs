@@ -1,5 +1,6 @@
-//! Memory probes: one trait over what the allocator says, for CUDA (the caching allocator),
-//! the CPU (oomlab's counting allocator) and a scripted fake for unit tests of pure logic.
+//! Memory probes: one trait over what the allocator says, for CUDA (the caching allocator)
+//! and the CPU (oomlab's counting allocator); `fake` holds a scripted probe for unit tests and
+//! a CPU probe with a played workspace for the workspace tests.
 use anyhow::Result;
 
 use crate::schema::MemSnapshot;

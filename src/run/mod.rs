@@ -463,8 +463,9 @@ fn run_trials(
     Ok(rows)
 }
 
-/// The estimate for a trial's configuration; `None` where the model does not reach (mixed
-/// precision over parameters that are not float32).
+/// The estimate for a trial's configuration; `None` where the model does not reach (a
+/// TorchScript module outside the CUDA recording's scope, past the replay's bounds, or a CSV
+/// data set it cannot read).
 fn predict(config: &Config, options: &estimate::Options) -> Option<estimate::Prediction> {
     estimate::data_shape(&config.data).and_then(|s| estimate::predict_with(config, s, options)).ok()
 }

@@ -251,7 +251,8 @@ pub struct TrainingSpec {
     pub techniques: Techniques,
 }
 
-/// The memory techniques of the lesson's guides, each implemented in its own `train` module.
+/// The memory techniques of the lesson's guides: mixed precision in `train::amp`, checkpointing
+/// in `nn::checkpoint`, accumulation, mode and history in `train::step`.
 /// They compose: e.g. fp16 autocast with checkpointing and accumulation.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Techniques {

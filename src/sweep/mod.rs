@@ -80,7 +80,7 @@ impl Strategy for Single {
 
 /// The strategy a sweep mode asks for (or one trial when there is no sweep). `guess`: the
 /// estimate's largest value predicted to fit, for a search with `guided` on (see
-/// `estimate::search_guess`); `None` searches without it. The other modes ignore it.
+/// `estimate::search_guide`); `None` searches without it. The other modes ignore it.
 pub fn strategy(mode: Option<&SweepMode>, on_oom: OnOom, guess: Option<u64>) -> Box<dyn Strategy> {
     match mode {
         None => Box::new(Single(false)),

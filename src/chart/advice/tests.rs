@@ -1,3 +1,5 @@
+//! The advice chart's tests: points, labels, budget line and legend drawn; without step times
+//! it plots ranks, and an empty chart draws.
 use super::*;
 use crate::chart::test_support::{png_size, svg_texts};
 use crate::chart::{render, Chart};
