@@ -16,7 +16,7 @@ pub struct Conditions {
     /// Values of the experiment's configuration it speaks of (each variant's), in words after.
     pub sizes: &'static [(Field, f64, &'static str)],
     /// Choices of the configuration its explanation counts with (Adam's two moments, 4-byte
-    /// floats, an MLP's layers), in words after: a run with others is not the claim's.
+    /// floats, no autocast), in words after: a run with others is not the claim's.
     pub settings: &'static [(Setting, &'static str)],
 }
 
@@ -27,8 +27,8 @@ pub enum Setting {
     Optimizer(&'static str),
     /// `training.dtype`.
     Dtype(Dtype),
-    /// `model.kind` ("mlp").
-    Model(&'static str),
+    /// `training.amp` ("off"): autocast halves what an fp32 claim counts.
+    Amp(&'static str),
 }
 
 impl Setting {
@@ -37,7 +37,7 @@ impl Setting {
         match self {
             Setting::Optimizer(w) => ("training.optimizer", w, config.training.optimizer.name()),
             Setting::Dtype(w) => ("training.dtype", w.as_str(), config.training.dtype.as_str()),
-            Setting::Model(w) => ("model.kind", w, config.model.kind()),
+            Setting::Amp(w) => ("training.amp", w, config.training.techniques.amp.as_str()),
         }
     }
 }
@@ -110,7 +110,11 @@ mod tests {
     const LESSON: Conditions = Conditions {
         budget: Some(("15.90GiB", "the lesson's 15.90 GiB GPU")),
         sizes: &[(Field::Hidden, 5000.0, "5000-wide layers"), (Field::BatchSize, 32.0, "batch 32")],
-        settings: &[(Setting::Optimizer("adam"), "Adam"), (Setting::Dtype(Dtype::Float32), "fp32")],
+        settings: &[
+            (Setting::Optimizer("adam"), "Adam"),
+            (Setting::Dtype(Dtype::Float32), "fp32"),
+            (Setting::Amp("off"), "no autocast"),
+        ],
     };
 
     fn run(budget: Option<u64>, source: &str) -> Experiment {
@@ -138,7 +142,7 @@ mod tests {
         assert_eq!(Conditions::ANY.unmet(&run(None, "not even toml")), None);
         assert_eq!(
             LESSON.describe().as_deref(),
-            Some("the lesson's 15.90 GiB GPU, 5000-wide layers, batch 32, Adam, fp32")
+            Some("the lesson's 15.90 GiB GPU, 5000-wide layers, batch 32, Adam, fp32, no autocast")
         );
     }
 
@@ -158,6 +162,11 @@ mod tests {
         assert_eq!(
             LESSON.unmet(&run(lesson, &variant)).unwrap(),
             "ran with training.dtype = \"bfloat16\", the claim is about fp32"
+        );
+        let amp = SPEC.replace("batch_size = 32\n", "batch_size = 32\namp = \"bf16\"\n");
+        assert_eq!(
+            LESSON.unmet(&run(lesson, &amp)).unwrap(),
+            "ran with training.amp = \"bf16\", the claim is about no autocast"
         );
     }
 }

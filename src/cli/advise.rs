@@ -89,7 +89,8 @@ pub fn run(args: AdviseArgs) -> Result<()> {
     if !args.no_write {
         crate::run::check_out(&args.out)?;
     }
-    let arch = super::estimate::arch_for(plan.target, args.gpu, plan.budget)?;
+    // No budget: advice.md's notes say a budget the GPU cannot give, once.
+    let arch = super::estimate::arch_for(plan.target, args.gpu, None)?;
     // `--verify` trains on the GPU here: an estimate for another generation's workspaces would be
     // checked against the wrong card and called agreeing.
     if let (Some(g), Some(local), true) = (args.gpu, super::estimate::local_gpu(), args.verify > 0) {

@@ -106,7 +106,7 @@ impl ExperimentDir {
                 ("device_used", t.device_used),
                 ("predicted_peak", t.predicted_peak),
             ];
-            past_any_device(&at(), &memory)?;
+            past_any_device(at, &memory)?;
         }
         let before = trace.len();
         trace.retain(|t| t.trial <= last);
@@ -296,12 +296,14 @@ impl std::fmt::Display for Lost {
 /// prediction, and would overflow what readers add and scale.
 const MAX_BYTES: u64 = 1 << 63;
 
-/// Refuses the first of `columns` past [`MAX_BYTES`], naming it and the row `at`.
-fn past_any_device(at: &str, columns: &[(&'static str, Option<u64>)]) -> Result<()> {
+/// Refuses the first of `columns` past [`MAX_BYTES`], naming it and the row (`at`, called
+/// only then).
+fn past_any_device(at: impl Fn() -> String, columns: &[(&'static str, Option<u64>)]) -> Result<()> {
     match columns.iter().find_map(|&(c, v)| v.filter(|&v| v > MAX_BYTES).map(|v| (c, v))) {
         Some((column, v)) => {
             bail!(
-                "{at}, column `{column}`: {v} bytes is more memory than any device has; the file is damaged"
+                "{}, column `{column}`: {v} bytes is more memory than any device has; the file is damaged",
+                at()
             )
         }
         None => Ok(()),
@@ -363,7 +365,7 @@ fn check_rows(path: &Path, rows: &[SummaryRow]) -> Result<()> {
             ("emptied_reserved", r.emptied_reserved),
             ("param_bytes", Some(r.param_bytes)),
         ];
-        past_any_device(&at(), &memory)?;
+        past_any_device(at, &memory)?;
         if (r.param_count == 0) != (r.param_bytes == 0) {
             bail!(
                 "{}, columns `param_count` and `param_bytes`: {} parameters of {} bytes; the file is damaged",

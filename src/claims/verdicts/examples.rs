@@ -36,10 +36,16 @@ fn answer004_oom_judged(get: Get) -> Claim {
         size(budget),
         r.param_count
     );
-    let why = "the model holds 4 M parameters (16 MB; 64 MB with Adam's state and the gradients), and a \
-               batch of 1024 keeps a few [1024, 2000] activations of 8 MB: about a hundredth of 8 GB. \
-               The answer's OOM needs a model or a batch a hundred times larger."
-        .to_string();
+    let with_state = super::Kept::of(r).map_or_else(String::new, |k| {
+        format!("; {} with its gradients and {}", size((r.param_count * k.bytes) as f64), k.state)
+    });
+    let why = format!(
+        "the model holds {} parameters ({}{with_state}), and a batch of 1024 keeps a few [1024, 2000] \
+         activations of 8 MB: about a hundredth of 8 GB. The answer's OOM needs a model or a batch a \
+         hundred times larger.",
+        r.param_count,
+        size(r.param_bytes as f64)
+    );
     claim(C, E, measured, Verdict::Refuted, why)
 }
 

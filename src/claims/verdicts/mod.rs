@@ -119,26 +119,30 @@ fn neither_fit_nor_oom(
 struct Kept {
     /// "Adam", "SGD with momentum".
     optimizer: &'static str,
-    /// "Adam's two moments", "no state".
+    /// "Adam's two moments", "no optimizer state".
     state: &'static str,
     /// Bytes per parameter: itself, its gradient and the state, in the row's dtype.
     bytes: u64,
 }
 
 impl Kept {
-    fn of(r: &crate::schema::SummaryRow) -> Kept {
+    /// `None` for a row that does not name its optimizer and dtype (a summary.csv from before
+    /// those columns): nothing is counted for it.
+    fn of(r: &crate::schema::SummaryRow) -> Option<Kept> {
         let (optimizer, state, copies) = match r.optimizer.as_str() {
             "adam" => ("Adam", "Adam's two moments", 4),
             "adamw" => ("AdamW", "AdamW's two moments", 4),
             "sgd_momentum" => ("SGD with momentum", "its momentum buffer", 3),
-            _ => ("plain SGD", "no optimizer state", 2),
+            "sgd" => ("plain SGD", "no optimizer state", 2),
+            _ => return None,
         };
         let element = match r.dtype.as_str() {
             "float64" => 8,
+            "float32" => 4,
             "bfloat16" | "float16" => 2,
-            _ => 4,
+            _ => return None,
         };
-        Kept { optimizer, state, bytes: copies * element }
+        Some(Kept { optimizer, state, bytes: copies * element })
     }
 }
 
@@ -223,7 +227,7 @@ pub(super) fn capped(e: &Experiment, variants: &[&str]) -> Option<String> {
     }
     if !floors.is_empty() {
         return Some(format!(
-            "the search reached its max without running out of memory ({}), so the largest batch that \
+            "the search reached its max without running out of memory ({}), so the largest value that \
              fits is not known; a larger `search.max` or a smaller budget judges it.",
             floors.join(", ")
         ));
@@ -236,6 +240,32 @@ pub(super) fn capped(e: &Experiment, variants: &[&str]) -> Option<String> {
             predicted.join(", ")
         )
     })
+}
+
+#[cfg(test)]
+mod kept_tests {
+    use super::*;
+
+    /// Bytes per parameter: itself and its gradient, and the optimizer's state, in the dtype.
+    #[test]
+    fn each_optimizer_keeps_its_copies_in_the_rows_dtype() {
+        let row = |optimizer: &str, dtype: &str| crate::schema::SummaryRow {
+            optimizer: optimizer.into(),
+            dtype: dtype.into(),
+            ..Default::default()
+        };
+        for (optimizer, dtype, bytes) in [
+            ("adam", "float32", 16),
+            ("adamw", "bfloat16", 8),
+            ("sgd_momentum", "float32", 12),
+            ("sgd", "float64", 16),
+            ("sgd", "float16", 4),
+        ] {
+            assert_eq!(Kept::of(&row(optimizer, dtype)).map(|k| k.bytes), Some(bytes), "{optimizer} {dtype}");
+        }
+        assert!(Kept::of(&row("", "float32")).is_none());
+        assert!(Kept::of(&row("adam", "")).is_none());
+    }
 }
 
 #[cfg(test)]

@@ -32,15 +32,22 @@ pub(super) fn smaller_models(get: Get) -> Claim {
         ));
     }
     let Some(first) = e.rows.first() else { return not_run(C, E) };
-    let (batch, kept) = (first.batch_size, Kept::of(first));
+    let batch = first.batch_size;
+    let per_parameter = Kept::of(first).map_or_else(
+        || "every parameter costs itself, its gradient and the optimizer's state".to_string(),
+        |k| {
+            format!(
+                "with {} every parameter costs {} bytes (itself, its gradient, {})",
+                k.optimizer, k.bytes, k.state
+            )
+        },
+    );
     let verdict = if ratios.iter().all(|&r| r < 1.0) { Verdict::Confirmed } else { Verdict::Refuted };
     let why = format!(
-        "each model trained at batch {batch} with {0}; confirmed when the smaller model's peak is below \
-         the larger's in both pairs. How much smaller depends on what dominates: with {0} every \
-         parameter costs {1} bytes (itself, its gradient, {2}) whatever the batch, while activations \
-         grow with the batch and the input (small images keep ResNets' activations small, so their \
-         peaks follow the parameters).",
-        kept.optimizer, kept.bytes, kept.state
+        "each model trained at batch {batch}; confirmed when the smaller model's peak is below the larger's \
+         in both pairs. How much smaller depends on what dominates: {per_parameter} whatever the batch, \
+         while activations grow with the batch and the input (small images keep ResNets' activations \
+         small, so their peaks follow the parameters)."
     );
     claim(C, E, parts.join("; "), verdict, why)
 }
@@ -229,7 +236,7 @@ pub(super) fn activations_biggest(get: Get) -> Claim {
     let batch = e.rows.first().map_or(0, |r| r.batch_size);
     let why = format!(
         "the largest category of each model at batch {batch} ({yes} of {} models: activations). A wide \
-         MLP on a small input holds little but its parameters, and Adam's state is twice them; \
+         MLP on a small input holds little but its parameters and what the optimizer keeps of them; \
          convolutions over large images and attention over long sequences keep far more.",
         all.len()
     );

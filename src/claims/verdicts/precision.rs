@@ -150,7 +150,7 @@ pub(super) fn amp_models_batch(get: Get) -> Claim {
     };
     let why = format!(
         "exact largest batches from {} under the same budget. Autocast halves the activations these \
-         models are mostly made of, but the fixed costs stay (fp32 parameters, gradients and Adam's state, \
+         models are mostly made of, but the fixed costs stay (fp32 parameters, gradients and optimizer state, \
          plus its bf16 copy of the weights and, on the CPU, oneDNN's fp32 buffers for each bf16 weight \
          gradient), and on the CPU attention with dropout computes in fp32; confirmed at {DOUBLED}x or more \
          for both models, partly where one reaches {LARGER}x.",

@@ -148,7 +148,10 @@ pub(super) fn width_quadratic(get: Get) -> Claim {
     let (Some(q), Some(&(wmax, pmax))) = (fit::quadratic(&pts), pts.last()) else { return not_run(C, E) };
     let Some(first) = e.rows.first() else { return not_run(C, E) };
     let hidden_layers = first.depth.saturating_sub(1).max(1) as f64;
-    let kept = Kept::of(first);
+    let kept = Kept::of(first).map_or_else(
+        || "the weight, its gradient and the optimizer's state".to_string(),
+        |k| format!("{} for the weight, its gradient and {}", k.bytes, k.state),
+    );
     let share = q.a * wmax * wmax / pmax;
     let measured = format!(
         "peak = {:.1} B x width^2 + {:.0} B x width + {}; width^2 term {} of the peak at width {wmax}",
@@ -166,12 +169,9 @@ pub(super) fn width_quadratic(get: Get) -> Claim {
     };
     let why = format!(
         "the quadratic term is {:.1} bytes per hidden-to-hidden weight ({hidden_layers} such matrices): \
-         {} for the weight, its gradient and {}, plus {}'s temporaries at the step; it is {} of the peak \
-         at the widest point (confirmed above 80% with residuals under 5%, worst {}).",
+         {kept}, plus what the optimizer's step makes for its update; it is {} of the peak at the widest \
+         point (confirmed above 80% with residuals under 5%, worst {}).",
         q.a / hidden_layers,
-        kept.bytes,
-        kept.state,
-        kept.optimizer,
         pct(share),
         pct(q.max_rel_residual)
     );

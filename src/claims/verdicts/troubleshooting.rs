@@ -43,7 +43,7 @@ pub(super) fn quick_reference_memory(get: Get) -> Claim {
     }
     let verdict = sqrt.map_or(Verdict::NotRun, |s| MEMORY.judge(s));
     let why = format!(
-        "the budget left after the fixed costs (parameters, gradients, Adam's state) is the same for \
+        "the budget left after the fixed costs (parameters, gradients, optimizer state) is the same for \
          every variant, so the memory a sample needs falls as the largest batch grows: 1 - \
          none's / the variant's. Checkpointing every block keeps only the blocks' inputs; sqrt(n) \
          segments of four blocks recompute a whole segment at once and keep its insides while they \
