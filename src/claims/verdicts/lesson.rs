@@ -83,7 +83,13 @@ fn depth_judged(get: Get) -> Claim {
     // A sweep that never ran out, or whose first OOM was only predicted, has no boundary.
     if let Some(why) = super::capped(e, &[variant]) {
         let fit = a.largest_fit.map_or("none".into(), |n| n.to_string());
-        return claim(C, E, format!("largest depth found {fit} ({implementation})"), Verdict::NotJudged, why);
+        return claim(
+            C,
+            E,
+            format!("largest depth found under {}: {fit} ({implementation})", budget(e)),
+            Verdict::NotJudged,
+            why,
+        );
     }
     let (Some(fit), first) = (a.largest_fit, a.first_oom) else {
         return claim(
