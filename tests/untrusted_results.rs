@@ -242,6 +242,20 @@ fn damaged_files_are_refused_with_the_row_and_column() {
         serde_json::to_string_pretty(&m).unwrap()
     };
     damaged(&sb, &made, "budget0", "manifest.json", zero, "key `device.budget_bytes`: a budget of 0 bytes");
+    // Readers ask it "CPU or GPU?": a device no run writes would get two answers.
+    let gpu = |t: String| {
+        let mut m: serde_json::Value = serde_json::from_str(&t).unwrap();
+        m["device"]["resolved"] = "gpu".into();
+        serde_json::to_string_pretty(&m).unwrap()
+    };
+    damaged(
+        &sb,
+        &made,
+        "resolved",
+        "manifest.json",
+        gpu,
+        "key `device.resolved`: \"gpu\" is not a device a run uses",
+    );
     let field = |t: String| set_cell(&t, 1, "field", "training.lr");
     damaged(&sb, &made, "field", "summary.csv", field, "column `field`: \"training.lr\" where the spec");
     let huge = |t: String| set_cell(&t, 1, "max_memory_allocated", "18446744073709551615");

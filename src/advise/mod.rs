@@ -374,9 +374,18 @@ fn timing_for(
                     .load_average
                     .map(|[a, b]| format!("; load average {a:.2} then {b:.2}"))
                     .unwrap_or_default();
+                // A GPU's passes of a millisecond are launch-bound, and jitter, not a busy machine,
+                // can break a rule there: the words blame only what the device can.
+                let (what, cause) = match req.plan.target {
+                    Target::Cuda => (
+                        "timings too short to rank by",
+                        ", GPU passes of a few milliseconds are mostly kernel launches, whose jitter outweighs the work",
+                    ),
+                    Target::Cpu => ("timings not trustworthy on this machine now", ""),
+                };
                 let why = format!(
-                    "timings not trustworthy on this machine now ({}{load}), even measured again: the options \
-                     are ranked by how little each changes, and nothing was cached",
+                    "{what} ({}{load}{cause}), even measured again: the options are ranked by how little each \
+                     changes, and nothing was cached",
                     cal.untrusted.join("; ")
                 );
                 return Ok((TimingSource::None { why }, Some(cal)));

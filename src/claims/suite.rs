@@ -9,7 +9,7 @@ use crate::results::ExperimentDir;
 
 /// The suite's target on a device, in seconds, and what it is for.
 fn target(exp: &ExperimentDir) -> (f64, &'static str) {
-    if exp.manifest.device.resolved.starts_with("cuda") {
+    if exp.manifest.device.is_cuda() {
         (300.0, "5 minutes on an H100")
     } else {
         (600.0, "10 minutes on 2 CPU cores")
@@ -21,7 +21,7 @@ fn target(exp: &ExperimentDir) -> (f64, &'static str) {
 fn off_target(exp: &ExperimentDir) -> String {
     let device = &exp.manifest.device;
     let threads = exp.manifest.host.torch_threads;
-    if device.resolved.starts_with("cuda") {
+    if device.is_cuda() {
         if device.name.contains("H100") {
             return String::new();
         }

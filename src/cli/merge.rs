@@ -26,7 +26,7 @@ pub fn run(args: MergeArgs) -> Result<()> {
     let (spec, mut report) =
         merge::merge(&args.dir, args.force).with_context(|| format!("merging {}", args.dir.display()))?;
     let drawing = Instant::now();
-    let cuda = report.manifest.device.resolved.starts_with("cuda");
+    let cuda = report.manifest.device.is_cuda();
     let charts = report::charts(&report, spec.run.budget_on(cuda))?;
     // Not `charts_drawn`: the total is the shards' summed time, not this process's.
     if let Some(t) = &mut report.manifest.timings {

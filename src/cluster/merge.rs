@@ -138,7 +138,7 @@ fn read_shards(dir: &Path) -> Result<Vec<(Shard, ExperimentDir)>> {
     }
     // What these shards ran on, as their manifests say; the folder's name where none is here.
     let here_cpu = match shards.first() {
-        Some((_, exp)) => exp.manifest.device.resolved == "cpu",
+        Some((_, exp)) => !exp.manifest.device.is_cuda(),
         None => {
             dir.parent().and_then(Path::file_name).is_some_and(|n| n.to_string_lossy().starts_with("cpu"))
         }
@@ -185,7 +185,7 @@ fn elsewhere(dir: &Path, shard: Shard, here_cpu: bool) -> Option<String> {
     let experiment = dir.file_name()?;
     let device = dir.parent()?;
     let root = device.parent()?;
-    let on_cpu = |d: &crate::results::manifest::DeviceInfo| d.resolved == "cpu";
+    let on_cpu = |d: &crate::results::manifest::DeviceInfo| !d.is_cuda();
     for e in std::fs::read_dir(root).ok()?.flatten() {
         let other = e.path().join(experiment).join(SHARDS).join(shard.folder());
         if e.path() == device || !other.join(MANIFEST).exists() {
@@ -286,7 +286,7 @@ fn check(dir: &Path, shards: &[(Shard, ExperimentDir)]) -> Result<()> {
         differs("budget", budget(first), budget(m), "run every shard with the same --budget")?;
         let trace = |m: &Manifest| m.trace.map_or("sync".into(), |t| t.as_str().to_string());
         differs("trace level", trace(first), trace(m), "run every shard with the same --trace")?;
-        if first.device.resolved == "cpu" {
+        if !first.device.is_cuda() {
             let threads = |m: &Manifest| format!("{} libtorch threads", m.host.torch_threads);
             differs(
                 "threads",

@@ -148,7 +148,7 @@ pub fn subtitle(m: &Manifest, variant: &str, spec_budget: Option<u64>) -> String
 /// spec no longer parses): what `plot` has, with no plan in hand.
 pub fn recorded_spec_budget(m: &Manifest) -> Option<u64> {
     let spec = crate::spec::parse(&m.spec_source, &m.spec_here()).ok()?;
-    spec.run.budget_on(m.device.resolved.starts_with("cuda"))
+    spec.run.budget_on(m.device.is_cuda())
 }
 
 /// "Memory per phase, trial 9: depth 40, the highest peak that fit".

@@ -227,6 +227,13 @@ pub struct DeviceInfo {
     pub budget_mechanism: Option<String>,
 }
 
+impl DeviceInfo {
+    /// Whether the run was on a GPU (`cuda:N`); anything else a checked manifest holds is `cpu`.
+    pub fn is_cuda(&self) -> bool {
+        self.resolved.starts_with("cuda:")
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Versions {
     pub oomlab: String,
@@ -386,6 +393,13 @@ impl Manifest {
                 self.experiment
             );
             return Err(("experiment".into(), why));
+        }
+        // Readers ask one question of it, CPU or GPU, which only these two forms answer alike.
+        let gpu = self.device.resolved.strip_prefix("cuda:").is_some_and(|i| i.parse::<u32>().is_ok());
+        if !gpu && self.device.resolved != "cpu" {
+            let why =
+                format!("{:?} is not a device a run uses (\"cpu\" or \"cuda:N\")", self.device.resolved);
+            return Err(("device.resolved".into(), why));
         }
         if !crate::spec::limits::name_chars_ok(&self.device.slug) {
             let why = format!(

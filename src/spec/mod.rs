@@ -382,10 +382,9 @@ impl Checkpoint {
     /// activations as a forward without checkpointing does. An `s` above `units` (which the
     /// spec refuses, and PyTorch fails on) is taken as `units`.
     pub fn segments(self, units: usize) -> Option<Segments> {
-        let every = |len| Some(Segments { checkpointed: segment_ranges(units, len), plain: units..units });
         match self {
             Checkpoint::None => None,
-            Checkpoint::Every(_) | Checkpoint::Sqrt => every(self.segment_len(units)?),
+            Checkpoint::Every(_) | Checkpoint::Sqrt => Some(Segments::every(units, self.segment_len(units)?)),
             Checkpoint::Sequential(s) => {
                 let s = s.min(units);
                 if s <= 1 {

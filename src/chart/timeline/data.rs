@@ -120,14 +120,6 @@ impl Timeline {
         }
     }
 
-    /// Sets each phase's predicted peak from `predicted(step, micro, phase)`; the caller owns
-    /// the model, so that the chart only draws.
-    pub fn set_predicted(&mut self, predicted: impl Fn(usize, usize, Phase) -> Option<u64>) {
-        for p in &mut self.points {
-            p.predicted_peak = predicted(p.step, p.micro, p.phase);
-        }
-    }
-
     /// Whether any phase has a predicted peak.
     pub fn has_predicted(&self) -> bool {
         self.points.iter().any(|p| p.predicted_peak.is_some())

@@ -171,7 +171,10 @@ fn predicted_peaks_are_set_per_phase_and_drawn() {
     assert!(!texts.iter().any(|t| t == PREDICTED_LABEL), "no prediction, no entry");
 
     let high = 10 * GIB;
-    chart.set_predicted(|step, _, phase| (step == 2 && phase == Phase::Backward).then_some(high));
+    // As a trace with predictions carries them (`TimelinePoint::from_record`).
+    for p in &mut chart.points {
+        p.predicted_peak = (p.step == 2 && p.phase == Phase::Backward).then_some(high);
+    }
     let marked: Vec<(usize, Phase)> =
         chart.points.iter().filter(|p| p.predicted_peak.is_some()).map(|p| (p.step, p.phase)).collect();
     assert_eq!(marked, [(2, Phase::Backward)]);

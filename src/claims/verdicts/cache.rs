@@ -8,7 +8,7 @@ pub(super) fn reserved(get: Get) -> Claim {
         "Reserved memory is at least the allocated memory; the gap is the caching allocator's cache";
     let all: Vec<&Experiment> = crate::claims::EXPERIMENTS.iter().filter_map(|n| get(n)).collect();
     let Some(first) = all.first() else { return not_run(C, "all") };
-    if first.manifest.device.resolved == "cpu" {
+    if !first.manifest.device.is_cuda() {
         return claim(
             C,
             "all",
@@ -68,7 +68,7 @@ pub(super) fn empty_cache(get: Get) -> Claim {
         "after each trial's tensors are dropped, allocated is back at its baseline in {back} of {} trials",
         rows.len()
     );
-    if first.manifest.device.resolved == "cpu" {
+    if !first.manifest.device.is_cuda() {
         return claim(
             C,
             "all",

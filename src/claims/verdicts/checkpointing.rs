@@ -87,7 +87,7 @@ pub(super) fn checkpoint_time(get: Get) -> Claim {
 /// What a CPU's step time holds that a GPU's does not, for the timing claims' reasons, after
 /// a space: nothing for results made on a GPU.
 pub(super) fn cpu_times(e: &Experiment) -> String {
-    if e.manifest.device.resolved.starts_with("cuda") {
+    if e.manifest.device.is_cuda() {
         String::new()
     } else {
         format!(" {CPU_TIMES}")

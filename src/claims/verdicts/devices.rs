@@ -10,7 +10,7 @@ pub(super) fn cuda_context(get: Get) -> Claim {
     const C: &str = "The CUDA context takes ~500 MB-2 GB";
     let all: Vec<&Experiment> = crate::claims::EXPERIMENTS.iter().filter_map(|n| get(n)).collect();
     let Some(first) = all.first() else { return not_run(C, "all") };
-    if !first.manifest.device.resolved.starts_with("cuda") {
+    if !first.manifest.device.is_cuda() {
         return claim(
             C,
             "all",

@@ -41,7 +41,7 @@ pub(super) fn finder(get: Get) -> Claim {
     };
     let common = "both count the first optimizer step (where the optimizer makes its state)";
     // Why a larger batch can fit where a smaller did not, where the device has a reason to give.
-    let allocator = if search.manifest.device.resolved.starts_with("cuda") {
+    let allocator = if search.manifest.device.is_cuda() {
         " (under a budget, reserved memory decides, and the caching allocator's segment rounding lets \
          a larger batch pack where a smaller one does not)"
     } else {

@@ -173,7 +173,7 @@ fn search_kind(e: &Experiment, variant: &str) -> &'static str {
 /// lesson's readers write `Adam(params)`: foreach on CUDA, the for-loop on a CPU), with the
 /// implementation's name; `""` for results from before the sweep had variants.
 fn default_adam(e: &Experiment) -> (&'static str, &'static str) {
-    let cuda = e.manifest.device.resolved.starts_with("cuda");
+    let cuda = e.manifest.device.is_cuda();
     let name = OptimizerImpl::pytorch_default(cuda).as_str();
     if e.answer(name).is_some() {
         (name, name)

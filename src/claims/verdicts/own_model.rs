@@ -17,7 +17,7 @@ pub(super) fn own_model(get: Get) -> Claim {
         a.guess.map_or("-".into(), |v| v.to_string()),
         e.rows.len()
     );
-    if a.guess.is_none() && e.manifest.device.resolved.starts_with("cuda") {
+    if a.guess.is_none() && e.manifest.device.is_cuda() {
         let why = "the estimate of a TorchScript module is recorded on the CPU and models the CPU only for \
                    now, so a search on a GPU runs unguided; the claim is judged on a CPU.";
         return claim(C, E, measured, Verdict::NotJudged, why.to_string());
