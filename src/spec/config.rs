@@ -171,7 +171,7 @@ impl Config {
 
     /// Each model kind's sizes, and that it reads the data's kind.
     fn check_model(&self) -> Result<(), Invalid> {
-        let reads = match &self.model {
+        match &self.model {
             ModelSpec::Mlp(MlpSpec::Uniform { hidden, depth }) => {
                 if *hidden == 0 {
                     return Err(Invalid::new("model.hidden", "must be at least 1"));
@@ -179,7 +179,6 @@ impl Config {
                 if *depth == 0 {
                     return Err(Invalid::new("model.depth", "must be at least 1 hidden layer"));
                 }
-                &["synthetic", "csv"][..]
             }
             ModelSpec::Mlp(MlpSpec::Widths { widths }) => {
                 if widths.is_empty() {
@@ -188,7 +187,6 @@ impl Config {
                 if widths.contains(&0) {
                     return Err(Invalid::new("model.widths", "must each be at least 1"));
                 }
-                &["synthetic", "csv"][..]
             }
             ModelSpec::Cnn(CnnSpec::Plain { channels, kernel, depth, .. }) => {
                 if *channels == 0 {
@@ -203,7 +201,6 @@ impl Config {
                         format!("must be odd (padding k/2 keeps the size), not {kernel}"),
                     ));
                 }
-                &["images"][..]
             }
             ModelSpec::Cnn(CnnSpec::Resnet(r)) => {
                 if let DataSpec::Images { channels, .. } = self.data {
@@ -217,7 +214,6 @@ impl Config {
                         });
                     }
                 }
-                &["images"][..]
             }
             // Whatever its forward takes: the first batch says whether it fits.
             ModelSpec::Torchscript(s) => {
@@ -266,7 +262,6 @@ impl Config {
                         )
                     });
                 }
-                &["synthetic", "csv", "images", "tokens", "tensors"][..]
             }
             ModelSpec::Transformer(t) => {
                 for (key, v) in [
@@ -297,9 +292,9 @@ impl Config {
                         format!("must be a probability 0 <= p < 1, not {}", t.dropout),
                     ));
                 }
-                &["tokens"][..]
             }
         };
+        let reads = super::model::data_kinds(self.model.kind());
         if !reads.contains(&self.data.kind()) {
             return Err(Invalid::new(
                 "data.kind",

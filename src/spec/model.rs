@@ -293,6 +293,18 @@ impl MlpSpec {
     }
 }
 
+/// The data kind a model reads when `data.kind` is left out, and the kinds it can read (the
+/// validator's default and `Config::check`'s rule, written once).
+pub(crate) fn data_kinds(model_kind: &str) -> &'static [&'static str] {
+    match model_kind {
+        "cnn" => &["images"],
+        "transformer" => &["tokens"],
+        // A module of the user's reads whatever its forward takes.
+        "torchscript" => &["synthetic", "csv", "images", "tokens", "tensors"],
+        _ => &["synthetic", "csv"],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use super::messages::Problem;
 use super::{span, Cx, SpecError};
+use crate::spec::model::data_kinds;
 use crate::spec::raw::{RawData, RawInput, RawModel, Tab, S};
 use crate::spec::{
     CnnSpec, ConvKind, DataLocation, DataSpec, Field, InputDtype, Loss, MlpSpec, ModelSpec, ResNet,
@@ -15,17 +16,6 @@ use crate::spec::{
 /// The model kinds, as `model.kind` writes them.
 const MODEL_KINDS: [(&str, &str); 4] =
     [("mlp", "mlp"), ("cnn", "cnn"), ("transformer", "transformer"), ("torchscript", "torchscript")];
-
-/// The data kind a model reads when `data.kind` is left out, and the kinds it can read.
-pub(super) fn data_kinds(model_kind: &str) -> &'static [&'static str] {
-    match model_kind {
-        "cnn" => &["images"],
-        "transformer" => &["tokens"],
-        // A module of the user's reads whatever its forward takes.
-        "torchscript" => &["synthetic", "csv", "images", "tokens", "tensors"],
-        _ => &["synthetic", "csv"],
-    }
-}
 
 /// The kind a raw model table asks for (`mlp` when it does not say).
 pub(super) fn model_kind(m: &Tab<RawModel>) -> String {
