@@ -10,6 +10,12 @@ pub trait Named: Copy + 'static {
     const ALL: &'static [Self];
     /// The word a spec writes for it.
     fn as_str(self) -> &'static str;
+
+    /// The choice `word` names, as `as_str` writes it (summary.csv's columns); `None` for
+    /// any other word.
+    fn from_name(word: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|c| c.as_str() == word)
+    }
 }
 
 /// Implements [`Named`] from one table of (variant, word).

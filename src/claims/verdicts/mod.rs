@@ -21,7 +21,7 @@ mod troubleshooting;
 use super::{Claim, Verdict};
 use crate::results::ExperimentDir as Experiment;
 use crate::schema::{Phase, Status};
-use crate::spec::{format_size, Named, OptimizerImpl};
+use crate::spec::{format_size, Dtype, Named, OptimizerImpl};
 use cache::{empty_cache, reserved};
 use checkpointing::{accumulation, checkpoint_memory, checkpoint_time};
 use devices::{cuda_context, multi_gpu};
@@ -136,12 +136,7 @@ impl Kept {
             "sgd" => ("plain SGD", "no optimizer state", 2),
             _ => return None,
         };
-        let element = match r.dtype.as_str() {
-            "float64" => 8,
-            "float32" => 4,
-            "bfloat16" | "float16" => 2,
-            _ => return None,
-        };
+        let element = crate::estimate::terms::elt_size(Dtype::from_name(&r.dtype)?);
         Some(Kept { optimizer, state, bytes: copies * element })
     }
 }
