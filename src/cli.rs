@@ -203,6 +203,14 @@ fn parse_budget(s: &str) -> Result<u64, String> {
 }
 
 /// Runs a parsed command line.
+impl Command {
+    /// Whether the command answers Ctrl-C, SIGTERM and SIGHUP by stopping cleanly between its
+    /// phases (see `interrupt`): `run` and `bench`, whose work is long and kept as it goes.
+    pub fn stops_cleanly(&self) -> bool {
+        matches!(self, Command::Run(_) | Command::Bench(_))
+    }
+}
+
 pub fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(args) => run::run(args),

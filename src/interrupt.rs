@@ -9,14 +9,19 @@
 //! trials' rows are whole on disk already, as they are after a kill -9), the `--resume` command
 //! is printed, and the process exits with the first signal's code.
 //!
-//! Only `oomlab run` and `oomlab bench` install the handlers; elsewhere (the library's tests)
-//! nothing is ever requested.
+//! SIGHUP (the terminal closed, an ssh session dropped) is answered as SIGTERM is, with 129.
+//!
+//! Only `oomlab run` and `oomlab bench` install the handlers, first thing in `main`, so that no
+//! instant of theirs is left to the signal's default (which kills without a word); elsewhere (the
+//! library's tests) nothing is ever requested. Until the command [`arm`]s them (it is about to
+//! write, and checks between its phases from then on), a signal ends the process at once: there
+//! is nothing to keep, and loading a large model would not look at the request for minutes.
 use std::io::Write as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use anyhow::{Context, Result};
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 /// The exit code the first signal asks for (128 + its number); 0 before any.
@@ -27,6 +32,11 @@ static ABANDON: Mutex<Option<Hook>> = Mutex::new(None);
 /// The command that resumes the run under way, when there is one.
 static RESUME: OnceLock<String> = OnceLock::new();
 static INSTALLED: OnceLock<()> = OnceLock::new();
+/// Whether the command is under way and answers a request between its phases (see [`arm`]);
+/// set and read under [`ARMING`], so that a signal's exit and the command's first write never
+/// cross.
+static ARMED: AtomicBool = AtomicBool::new(false);
+static ARMING: Mutex<()> = Mutex::new(());
 
 /// A run stopped because it was asked to: the error that carries the exit code up the stack.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -71,19 +81,20 @@ fn stopped_words() -> String {
 }
 
 fn signal_name(code: i32) -> &'static str {
-    if code == 128 + SIGTERM {
-        "SIGTERM"
-    } else {
-        "SIGINT (Ctrl-C)"
+    match code - 128 {
+        SIGTERM => "SIGTERM",
+        SIGHUP => "SIGHUP (the terminal closed)",
+        _ => "SIGINT (Ctrl-C)",
     }
 }
 
-/// Installs the handlers for SIGINT and SIGTERM: a thread that answers them.
+/// Installs the handlers for SIGINT, SIGTERM and SIGHUP: a thread that answers them.
 pub fn install() -> Result<()> {
     if INSTALLED.get().is_some() {
         return Ok(());
     }
-    let mut signals = Signals::new([SIGINT, SIGTERM]).context("installing the SIGINT/SIGTERM handlers")?;
+    let mut signals =
+        Signals::new([SIGINT, SIGTERM, SIGHUP]).context("installing the SIGINT/SIGTERM/SIGHUP handlers")?;
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
@@ -103,6 +114,15 @@ fn answer(code: i32) {
     // is still read.
     let mut err = std::io::stderr();
     if first {
+        // Held until the process exits, if it does here: `arm` waits, so nothing is written.
+        let _arming = ARMING.lock().unwrap_or_else(|p| p.into_inner());
+        if !ARMED.load(Ordering::SeqCst) {
+            // Nothing written yet, nothing to keep: stop now rather than after a model's loading.
+            let _ = writeln!(err, "\n{}: stopped before anything was written", signal_name(code));
+            unsafe { libc::_exit(code) }
+        }
+    }
+    if first {
         let _ = writeln!(err, "\n{}: {}", signal_name(code), stopping_words());
         return;
     }
@@ -116,6 +136,14 @@ fn answer(code: i32) {
     // Not process::exit: that would run libtorch's static destructors under a kernel that is
     // still running on the main thread. What must be on disk is (the hook wrote the manifest).
     unsafe { libc::_exit(code) }
+}
+
+/// The command is about to write and will check [`check`] between its phases: from now on a
+/// first signal asks it to stop there instead of ending the process. A signal that came before
+/// is still in force: the first check answers it.
+pub fn arm() {
+    let _arming = ARMING.lock().unwrap_or_else(|p| p.into_inner());
+    ARMED.store(true, Ordering::SeqCst);
 }
 
 /// What a second signal does before the process exits (the run's manifest marked

@@ -139,8 +139,14 @@ fn budgets_the_device_cannot_meet_are_not_taken_at_their_word() {
             .args(["estimate", spec.to_str().unwrap(), "--device", "cpu", "--brief", "--budget", budget])
             .assert()
     };
-    cpu("1PiB").success().stderr(predicate::str::contains("more than this host's memory"));
+    cpu("64TiB").success().stderr(predicate::str::contains("more than this host's memory"));
     cpu("1MiB").success().stderr(predicate::str::contains("host's memory").not());
+    // Past what any CPU process can address: refused, as `run` refuses a budget past the host's.
+    for budget in ["1PiB", "15000PiB"] {
+        cpu(budget)
+            .failure()
+            .stderr(predicate::str::contains("more memory than a process on a CPU can address"));
+    }
     // A CUDA budget past every card of the named GPU is told; one a card has is not.
     let cuda = |gpu: &str, budget: &str| {
         oomlab()

@@ -3,6 +3,7 @@
 //! error, and `--quiet`. Each through the real binary on the CPU.
 mod common;
 
+use std::path::PathBuf;
 use std::process::{Command as Process, Stdio};
 use std::time::{Duration, Instant};
 
@@ -276,4 +277,230 @@ fn a_signal_while_charts_are_drawn_stops_them_and_resume_draws_them() {
         assert_eq!(exp.rows.len(), 512);
         assert!(charts() >= 256, "--resume drew every variant's chart: {}", charts());
     }
+}
+
+/// SIGHUP (the terminal closed, an ssh session dropped) stops a run as SIGTERM does: exit 129,
+/// the folder `interrupted` with trial 1 whole, released, and the `--resume` command printed.
+#[test]
+fn sighup_stops_a_run_as_sigterm_does() {
+    let sb = Sandbox::new();
+    let sweep = "[sweep]\nfield = \"training.steps\"\nvalues = [1, 100000, 100001]\n";
+    let spec = sb.spec("long.toml", &tiny_spec("long", "hidden = 64\ndepth = 2", None, sweep));
+    let err_path = sb.path().join("stderr.txt");
+    let child = Process::new(assert_cmd::cargo::cargo_bin("oomlab"))
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"])
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let dir = loop {
+        let found = common::walk(&sb.out()).into_iter().find(|p| p.ends_with("summary.csv"));
+        if let Some(p) = found.filter(|p| std::fs::read_to_string(p).unwrap().lines().count() >= 2) {
+            break p.parent().unwrap().to_path_buf();
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "trial 1 never reached summary.csv");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    signal(&child, "HUP");
+    assert_eq!(exit_code(child), Some(129), "SIGHUP's code, from the process, not a death by the signal");
+    let exp = ExperimentDir::read(&dir).unwrap();
+    assert_eq!(exp.manifest.status, oomlab::results::RunStatus::Interrupted);
+    assert_eq!(exp.rows.len(), 1);
+    assert!(!dir.join(LOCK).exists(), "the folder is released");
+    let err = std::fs::read_to_string(&err_path).unwrap();
+    assert!(err.contains("SIGHUP") && err.contains("--resume"), "{err}");
+}
+
+/// Whether process `pid` holds SIGTERM blocked or handled: from the first thing it runs (its
+/// `.preinit_array`, before libtorch's initialisers), the earliest a signal can be answered.
+fn holds_signals(pid: u32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let mask = |key: &str| {
+        status.lines().find_map(|l| l.strip_prefix(key)).and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+    };
+    let term = 1u64 << (15 - 1);
+    mask("SigBlk:").unwrap_or(0) & term != 0 || mask("SigCgt:").unwrap_or(0) & term != 0
+}
+
+/// A signal while the process is still starting (libtorch's initialisers run for half a second
+/// before `main`) or preparing the run is answered, not left to the signal's default action: the
+/// process exits on its own with the signal's code, says so, and leaves no folder behind. Sent
+/// the moment the process holds the signals (its first instruction of its own), then later.
+#[test]
+fn a_signal_before_the_run_writes_anything_leaves_nothing() {
+    let sb = Sandbox::new();
+    let spec = sb.spec("early.toml", &tiny_spec("early", "hidden = 8\ndepth = 1", None, ""));
+    for (after_ms, name, code) in [(0, "TERM", 143), (150, "INT", 130), (300, "HUP", 129)] {
+        let out = sb.path().join(format!("out-{after_ms}"));
+        let child = Process::new(assert_cmd::cargo::cargo_bin("oomlab"))
+            .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        while !holds_signals(child.id()) {
+            assert!(started.elapsed() < Duration::from_secs(30), "the process never held its signals");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        std::thread::sleep(Duration::from_millis(after_ms));
+        signal(&child, name);
+        let done = child.wait_with_output().unwrap();
+        // `code()` is None for a process the signal itself killed.
+        assert_eq!(done.status.code(), Some(code), "SIG{name} after {after_ms} ms");
+        let err = String::from_utf8_lossy(&done.stderr);
+        assert!(err.contains("SIG"), "SIG{name} after {after_ms} ms: said nothing: {err}");
+        let left = common::walk(&out);
+        assert!(left.is_empty() || !err.contains("stopped before"), "{left:?}");
+        if err.contains("stopped before anything was written") {
+            assert!(!out.exists(), "SIG{name} after {after_ms} ms: {} left behind", out.display());
+        }
+    }
+}
+
+/// A run killed without a chance to speak (kill -9, as the kernel's OOM killer does) leaves its
+/// folder `running` and its lock file; the next run into it says what is known: killed, in which
+/// trial and phase, and how much memory the host had left then.
+#[test]
+fn a_run_killed_without_a_word_is_recognised_by_the_next_command() {
+    let sb = Sandbox::new();
+    let dir = common::killed_after_first_trial(&sb);
+    assert_eq!(ExperimentDir::read(&dir).unwrap().manifest.status, oomlab::results::RunStatus::Running);
+    let spec = sb.path().join("long.toml");
+    oomlab()
+        .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("stopped without finishing")
+                .and(predicate::str::contains("killed"))
+                .and(predicate::str::contains("trial 2"))
+                .and(predicate::str::contains("host memory was"))
+                .and(predicate::str::contains("--resume continues it")),
+        );
+}
+
+/// What a user keeps beside and inside a run's folder, of any name, nested or linked, stays byte
+/// for byte through `--force`, `--resume`, a refused run and a run stopped by a signal: only the
+/// files the run's manifest lists as its own are ever removed.
+#[test]
+fn only_what_oomlab_wrote_is_ever_removed() {
+    use std::os::unix::fs::symlink;
+    let sb = Sandbox::new();
+    let sweep = "[sweep]\nfield = \"model.depth\"\nvalues = [1, 2]\n";
+    let spec = sb.spec("keep.toml", &tiny_spec("keep", "hidden = 8\ndepth = 1", None, sweep));
+    let out = sb.out();
+    let run = |extra: &[&str]| {
+        let mut c = oomlab();
+        c.args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]).args(extra);
+        c.assert()
+    };
+    run(&[]).success();
+    let dir = common::walk(&out).into_iter().find(|p| p.ends_with("manifest.json")).unwrap();
+    let dir = dir.parent().unwrap().to_path_buf();
+    assert!(dir.join("peak_vs_depth.png").exists(), "the run drew its chart");
+    // The user's files: every extension a run writes, names close to a run's own (its temporary
+    // and set-aside names), a folder named like a chart, nested folders, links in and out.
+    let outside = sb.path().join("thesis");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("figure.png"), "the thesis figure").unwrap();
+    let mine: Vec<(PathBuf, &str)> = vec![
+        (dir.join("figure.png"), "a figure"),
+        (dir.join("figure.svg"), "a figure"),
+        (dir.join("notes.md"), "notes"),
+        (dir.join("data.csv"), "a,b\n"),
+        (dir.join("trace.json.mine"), "{}"),
+        (dir.join(".summary.csv.tmp"), "near our temporary name"),
+        (dir.join(".peak_vs_depth.png.backup.tmp"), "near our temporary name"),
+        (dir.join("summary.csv.resuming.bak"), "near our set-aside name"),
+        (dir.join("old.resuming"), "set aside by the user"),
+        (dir.join("plots.png/inside.png"), "in a folder named like a chart"),
+        (dir.join("mine/deep/fig.svg"), "nested"),
+        (dir.parent().unwrap().join("beside.png"), "beside the run"),
+        (out.join("root.png"), "at the results root"),
+    ];
+    for (path, text) in &mine {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    symlink(outside.join("figure.png"), dir.join("linked.png")).unwrap();
+    symlink(&outside, dir.join("linked-folder.svg")).unwrap();
+    let snapshot = || -> Vec<(PathBuf, String)> {
+        let mut all: Vec<(PathBuf, String)> = mine
+            .iter()
+            .map(|(p, _)| {
+                (p.clone(), std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+            })
+            .collect();
+        for link in ["linked.png", "linked-folder.svg"] {
+            let target = std::fs::read_link(dir.join(link)).unwrap_or_else(|e| panic!("{link}: {e}"));
+            all.push((dir.join(link), target.display().to_string()));
+        }
+        all.push((outside.join("figure.png"), std::fs::read_to_string(outside.join("figure.png")).unwrap()));
+        all
+    };
+    let before = snapshot();
+    // Refused: results there and no --force.
+    run(&[]).failure().stderr(predicate::str::contains("--force"));
+    assert_eq!(snapshot(), before, "a refused run");
+    run(&["--force"]).success();
+    assert_eq!(snapshot(), before, "--force");
+    assert!(dir.join("peak_vs_depth.png").exists());
+    // Resumed: the run marked interrupted, as a signal leaves it.
+    let mut m = oomlab::results::Manifest::read(&dir).unwrap();
+    m.status = oomlab::results::RunStatus::Interrupted;
+    m.write(&dir).unwrap();
+    run(&["--resume"]).success();
+    assert_eq!(snapshot(), before, "--resume");
+    // A chart's name taken by a file the run did not write: refused, the file kept.
+    std::fs::remove_file(dir.join("peak_vs_depth.png")).unwrap();
+    let text = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+    let mut m: serde_json::Value = serde_json::from_str(&text).unwrap();
+    m["outputs"].as_array_mut().unwrap().retain(|n| n != "peak_vs_depth.png");
+    m["status"] = "interrupted".into();
+    std::fs::write(dir.join("manifest.json"), serde_json::to_string_pretty(&m).unwrap()).unwrap();
+    std::fs::write(dir.join("peak_vs_depth.png"), "the user's, under a chart's name").unwrap();
+    run(&["--resume"]).failure().stderr(predicate::str::contains("is not oomlab's"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("peak_vs_depth.png")).unwrap(),
+        "the user's, under a chart's name"
+    );
+    run(&["--force"]).failure().stderr(predicate::str::contains("is not oomlab's"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("peak_vs_depth.png")).unwrap(),
+        "the user's, under a chart's name"
+    );
+    // Moved away, as the message says: the run draws its chart again.
+    std::fs::rename(dir.join("peak_vs_depth.png"), sb.path().join("kept.png")).unwrap();
+    run(&["--force"]).success();
+    assert!(dir.join("peak_vs_depth.png").exists());
+    assert_eq!(snapshot(), before, "--force after a refused chart");
+}
+
+/// A run refused before it writes anything (a bad budget, a folder another run holds, results
+/// there without --force) leaves no folder of its own behind: not the results root, not the
+/// device's, not the experiment's.
+#[test]
+fn a_refused_run_leaves_no_folder_behind() {
+    let sb = Sandbox::new();
+    let spec = sb.spec("r.toml", &tiny_spec("r", "hidden = 8\ndepth = 1", None, ""));
+    let out = sb.path().join("fresh/root");
+    // More than this machine has: refused when the probe opens.
+    oomlab()
+        .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--budget", "100PiB"])
+        .assert()
+        .failure();
+    assert!(!sb.path().join("fresh").exists(), "a refused run left {:?}", common::walk(sb.path()));
+    // Refused by --resume of nothing.
+    oomlab()
+        .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--resume"])
+        .assert()
+        .failure();
+    assert!(!sb.path().join("fresh").exists());
+    // The root exists (the user's): the device and experiment folders go again.
+    std::fs::create_dir_all(&out).unwrap();
+    let spec_bad =
+        sb.spec("m.toml", &tiny_spec("m", "kind = \"torchscript\"\npath = \"missing.pt\"", None, ""));
+    oomlab().args(["run", spec_bad.to_str().unwrap(), "--out", out.to_str().unwrap()]).assert().failure();
+    assert!(out.is_dir() && common::walk(&out).is_empty(), "{:?}", common::walk(&out));
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "no empty folder inside the root");
 }

@@ -54,9 +54,18 @@ fn sharded_searches_merge_into_the_single_process_run() {
     assert_eq!(first.manifest.shard.unwrap().units, ["sgd: its whole search"]);
     assert!(!dir.join("shards/1-of-3/peak_vs_depth-sgd.png").exists(), "a shard draws no charts");
 
-    oomlab().args(["merge", dir.to_str().unwrap()]).assert().success().stdout(
+    // Folders under shards/ that are no shard's are named, each with why, never passed over.
+    let strays = ["abc", "4-of-3", "0-of-0", "18446744073709551616-of-2", "02-of-3"];
+    for stray in strays {
+        std::fs::create_dir_all(dir.join("shards").join(stray)).unwrap();
+    }
+    let merged = oomlab().args(["merge", dir.to_str().unwrap()]).assert().success().stdout(
         predicate::str::contains("merged 3 shards").and(predicate::str::contains("largest depth that fits")),
     );
+    let said = String::from_utf8_lossy(&merged.get_output().stderr).to_string();
+    for stray in strays {
+        assert!(said.contains(&format!("{stray} skipped: not a shard's folder")), "{stray}: {said}");
+    }
     assert_same_trials(&folder(&single, "searches"), &dir);
     let merged = ExperimentDir::read(&dir).unwrap();
     assert_eq!(merged.manifest.status, oomlab::results::RunStatus::Complete);
@@ -72,9 +81,11 @@ fn sharded_searches_merge_into_the_single_process_run() {
     );
     assert_eq!(std::fs::read(dir.join("summary.csv")).unwrap(), before);
     std::fs::write(dir.join("NOTES.md"), "mine").unwrap();
+    std::fs::write(dir.join("figure.png"), "mine too").unwrap();
     oomlab().args(["merge", dir.to_str().unwrap(), "--force", "--quiet"]).assert().success();
     assert!(dir.join("shards/2-of-3/summary.csv").exists());
     assert!(dir.join("NOTES.md").exists(), "--force replaces the merge's files, not the user's");
+    assert_eq!(std::fs::read_to_string(dir.join("figure.png")).unwrap(), "mine too", "nor a user's chart");
     assert_same_trials(&folder(&single, "searches"), &dir);
 
     // A merge killed while writing (a job's time limit) left `merging`: nothing there is an

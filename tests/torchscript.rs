@@ -28,7 +28,7 @@ use common::{phases, torch_site, Sandbox};
 /// `no_params.pt`, `wrong_output.pt` (5 logits for 4 classes), `detached.pt`, `integer.pt` (an
 /// output cut from the parameters, an integer one), `not_torchscript.pt` and `short_storage.pt`
 /// and `empty_storage.pt` (the scripted MLP with its largest tensor's record cut to 16 bytes, and
-/// to none). Prints
+/// to none), and `zip_bomb.pt` (that record 64 MiB of zeros, deflated). Prints
 /// each file's `.debug_pkl` bytes as `name bytes`.
 const EXPORT: &str = r#"
 import sys, zipfile, torch, torch.nn as nn, torchvision
@@ -60,6 +60,12 @@ for name, keep in [("short_storage", 16), ("empty_storage", 0)]:
         for i in src.infolist():
             data = src.read(i.filename)
             cut.writestr(zipfile.ZipInfo(i.filename), data[:keep] if i.filename == big else data)
+# A zip bomb: the same module with that record replaced by 64 MiB of zeros, deflated to a few
+# dozen kilobytes, which a loader that trusts the archive inflates whole.
+with zipfile.ZipFile(f"{out}/zip_bomb.pt", "w") as bomb:
+    for i in src.infolist():
+        data = bytes(64 << 20) if i.filename == big else src.read(i.filename)
+        bomb.writestr(zipfile.ZipInfo(i.filename), data, compress_type=zipfile.ZIP_DEFLATED)
 for name in ["mlp_scripted", "mlp_traced", "resnet18"]:
     z = zipfile.ZipFile(f"{out}/{name}.pt")
     print(name, sum(i.file_size for i in z.infolist() if i.filename.endswith(".debug_pkl")))
@@ -186,6 +192,14 @@ fn a_scripted_module_allocates_what_the_kind_it_copies_does_and_what_pytorch_doe
     }
 }
 
+/// A spec of a module file `file` over 8 features and 4 classes, on the CPU.
+fn sb_spec(file: &str) -> String {
+    format!(
+        "[experiment]\nname = \"bad\"\n[model]\nkind = \"torchscript\"\npath = \"{file}\"\n[data]\nsamples = 8\n\
+         features = 8\nclasses = 4\n[training]\noptimizer = \"sgd\"\nbatch_size = 4\nsteps = 1\n[run]\ndevice = \"cpu\"\n"
+    )
+}
+
 #[test]
 fn a_bad_module_is_refused_before_anything_is_written() {
     let sb = Sandbox::new();
@@ -205,12 +219,21 @@ fn a_bad_module_is_refused_before_anything_is_written() {
         ),
         ("detached.pt", "its output does not depend on any parameter that trains"),
         ("integer.pt", "its forward returns Int64 values; the loss reads floating-point logits"),
+        ("zip_bomb.pt", "a zip bomb"),
     ] {
         let text = format!(
             "[experiment]\nname = \"bad\"\n[model]\nkind = \"torchscript\"\npath = \"{file}\"\n[data]\nsamples = 8\n\
              features = 8\nclasses = 4\n[training]\noptimizer = \"sgd\"\nbatch_size = 4\nsteps = 1\n[run]\ndevice = \"cpu\"\n"
         );
         common::refused_naming(&sb.spec("bad.toml", &text), &sb.out(), says, file);
+    }
+    // A zip bomb is refused by the estimate too, from the archive's directory alone (the words
+    // are the directory check's: no record was inflated to say them).
+    let bomb = sb.spec("bomb.toml", &sb_spec("zip_bomb.pt"));
+    for device in ["cpu", "cuda"] {
+        let out = Command::new(bin).arg("estimate").arg(&bomb).args(["--device", device]).output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && said.contains("zip_bomb.pt") && said.contains("zip bomb"), "{said}");
     }
     // The estimate records the module's step on the CPU, for the CPU and for CUDA (whose rules
     // `tests/torchscript_cuda.rs` holds).

@@ -185,7 +185,7 @@ fn damaged_files_are_refused_with_the_row_and_column() {
         out.insert(2, lines[1]);
         out.join("\n") + "\n"
     };
-    damaged(&sb, &made, "dup", "summary.csv", dup, "row 3: trial 1 where trial 2 belongs");
+    damaged(&sb, &made, "dup", "summary.csv", dup, "row 3, column `trial`: trial 1 where trial 2 belongs");
     let huge = |t: String| {
         let mut lines: Vec<String> = t.lines().map(String::from).collect();
         lines[2] = lines[2].replacen("2,", "18446744073709551615,", 1);
@@ -500,4 +500,77 @@ fn a_full_disk_loses_nothing_already_measured() {
         assert_eq!(untimed(&dir), whole, "{size}: resumed after the disk filled");
     }
     assert!(filled >= 3, "only {filled} sizes filled the disk during the run");
+}
+
+/// Every column of both files, fed each bad value its rule names (`schema::rules`), is refused
+/// by the one reader every command reads through, naming the file, the row and the column; and
+/// the values that only the whole row or the recorded spec tell from good ones: a swept depth
+/// of -1, 0, 2.5 or 10^308 or none at all, an `oom` row that says nowhere where it struck, a
+/// fitted row that says it ran out, a step longer than its trial, a manifest whose spec does not
+/// parse or is another experiment's.
+#[test]
+fn every_column_is_refused_its_bad_values_by_name() {
+    use oomlab::schema::rules;
+    let sb = Sandbox::new();
+    let made = run_into(&sb, &sb.out(), "1MiB");
+    let capacity = ExperimentDir::read(&made).unwrap().manifest.device.capacity_bytes;
+    let root = sb.path().join("bad");
+    let mut n = 0;
+    let mut refused = |file: &str, edit: &dyn Fn(String) -> String, column: &str, value: &str| {
+        n += 1;
+        let exp = root.join(n.to_string());
+        copy_dir(&made, &exp);
+        let path = exp.join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, edit(text)).unwrap();
+        let err = match ExperimentDir::read(&exp) {
+            Ok(_) => panic!("{file}: {column} = {value:?} was read as good"),
+            Err(e) => format!("{e:#}"),
+        };
+        assert!(err.contains(file), "{column} = {value:?}: {err}");
+        assert!(err.contains(&format!("`{column}`")), "{column} = {value:?}: the column is not named: {err}");
+    };
+    for (file, table) in [("summary.csv", rules::SUMMARY), ("trace.csv", rules::TRACE)] {
+        for &(column, rule) in table {
+            for bad in rules::bad_values(rule, capacity) {
+                let (c, b) = (column.to_string(), bad.clone());
+                refused(file, &move |t| set_cell(&t, 1, &c, &b), column, &bad);
+            }
+        }
+    }
+    // What only the row or the recorded spec tells.
+    for (column, value, also) in [
+        ("value", "", None),
+        ("value", "0", None),
+        ("value", "2.5", None),
+        ("oom_phase", "", Some(("status", "oom"))),
+        ("oom_phase", "backward", None),
+        ("step_seconds", "5000", Some(("trial_seconds", "1"))),
+    ] {
+        let edit = move |t: String| {
+            let t = set_cell(&t, 1, column, value);
+            match also {
+                Some((c, v)) => set_cell(&t, 1, c, v),
+                None => t,
+            }
+        };
+        refused("summary.csv", &edit, column, value);
+    }
+    let spec_source = |source: &'static str| {
+        move |t: String| {
+            let mut m: serde_json::Value = serde_json::from_str(&t).unwrap();
+            m["spec_source"] = source.into();
+            serde_json::to_string_pretty(&m).unwrap()
+        }
+    };
+    refused("manifest.json", &spec_source("this is [not toml"), "spec_source", "garbage");
+    let other = spec_text("1MiB").replace("name = \"depth_sweep\"", "name = \"width_sweep\"");
+    let other: &'static str = Box::leak(other.into_boxed_str());
+    refused("manifest.json", &spec_source(other), "spec_source", "another experiment's");
+    let timings = |t: String| {
+        let mut m: serde_json::Value = serde_json::from_str(&t).unwrap();
+        m["timings"]["total"] = 1e308.into();
+        serde_json::to_string_pretty(&m).unwrap()
+    };
+    refused("manifest.json", &timings, "timings.total", "1e308");
 }

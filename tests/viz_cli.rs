@@ -257,7 +257,13 @@ fn compare_writes_the_table_and_overlaid_charts() {
 
     // --out elsewhere; a spec that runs something else (a batch size) is warned about, on
     // stderr and in the table.
-    let c = sweep_folder(&sb.path().join("c/depth_sweep"), "CPU", 600 * MIB, 40 * MIB, "# edited\n");
+    let c = sweep_folder(
+        &sb.path().join("c/depth_sweep"),
+        "CPU",
+        600 * MIB,
+        40 * MIB,
+        &format!("{SPEC}# edited\n"),
+    );
     let manifest = c.join("manifest.json");
     let mut m: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
@@ -291,7 +297,8 @@ fn compare_writes_the_table_and_overlaid_charts() {
 fn compare_refuses_different_experiments_and_a_single_folder() {
     let sb = Sandbox::new();
     let a = sweep_folder(&sb.path().join("a/depth_sweep"), "Tesla T4", 600 * MIB, 40 * MIB, SPEC);
-    let b = sweep_folder(&sb.path().join("b/width_sweep"), "Tesla T4", 600 * MIB, 40 * MIB, SPEC);
+    let width = SPEC.replace("depth_sweep", "width_sweep");
+    let b = sweep_folder(&sb.path().join("b/width_sweep"), "Tesla T4", 600 * MIB, 40 * MIB, &width);
     let mut m: Value =
         serde_json::from_str(&std::fs::read_to_string(b.join("manifest.json")).unwrap()).unwrap();
     m["experiment"] = json!("width_sweep");

@@ -90,16 +90,21 @@ pub struct Rendered {
     pub svg: PathBuf,
 }
 
+/// The files [`render`] writes for `chart` in `dir`, without drawing it: what a results folder
+/// lists as its own before they are made.
+pub fn files(chart: &impl Chart, dir: &Path) -> Rendered {
+    // The stem is the chart's, from names read back from files: only file-safe characters.
+    let stem = file_safe(&chart.file_stem());
+    Rendered { png: dir.join(format!("{stem}.png")), svg: dir.join(format!("{stem}.svg")) }
+}
+
 /// Writes `dir/<stem>.png` (1280x800) and `dir/<stem>.svg`, creating `dir` if needed. Each is
 /// drawn into a new temporary file beside it and renamed over it, so a chart is whole or not
 /// there (a full disk leaves the old one), and a link of its name is replaced, not followed.
 pub fn render(chart: &impl Chart, dir: &Path) -> Result<Rendered> {
     register_fonts()?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    // The stem is the chart's, from names read back from files: only file-safe characters.
-    let stem = file_safe(&chart.file_stem());
-    let png = dir.join(format!("{stem}.png"));
-    let svg = dir.join(format!("{stem}.svg"));
+    let Rendered { png, svg } = files(chart, dir);
     let tmp = crate::results::fsio::temp_beside(&png)?;
     draw_into(chart, BitMapBackend::new(&tmp, SIZE).into_drawing_area())
         .with_context(|| format!("drawing {}", png.display()))?;

@@ -87,7 +87,7 @@ pub fn run(args: AdviseArgs) -> Result<()> {
     spec::csv_data::preflight(&plan.spec)?;
     crate::train::preflight::preflight(&plan.spec)?;
     if !args.no_write {
-        crate::run::check_out(&args.out)?;
+        let _out = crate::run::check_out(&args.out)?;
     }
     // No budget: advice.md's notes say a budget the GPU cannot give, once.
     let arch = super::estimate::arch_for(plan.target, args.gpu, None)?;

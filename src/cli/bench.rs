@@ -137,7 +137,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         timeout: runner::WORKER_TIMEOUT,
     };
     let device_name = launcher.device_name()?;
-    crate::run::check_out(&args.out)?;
+    let _out = crate::run::check_out(&args.out)?;
     let dir = args.out.join(device::slug(&device_name));
     let ours = [
         BENCH_MD.to_string(),
@@ -159,6 +159,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         check_python(&launcher.python)?;
     }
     crate::interrupt::install()?;
+    crate::interrupt::arm();
 
     let started = std::time::Instant::now();
     // Before the rounds: the code that ran, not what the tree holds when they end.

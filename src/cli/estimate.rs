@@ -100,6 +100,17 @@ pub fn run(args: EstimateArgs) -> Result<()> {
     crate::train::preflight::preflight(&plan.spec)?;
     let arch = arch_for(plan.target, args.gpu, plan.budget)?;
     // The estimate answers for the budget; a run here would meet the machine's own limit first.
+    if let (Target::Cpu, Some(b)) = (plan.target, plan.budget) {
+        if b > spec::limits::MAX_CPU_BUDGET {
+            anyhow::bail!(
+                "{}: a CPU budget of {} is more memory than a process on a CPU can address ({}); give a budget a \
+                 machine has (--budget, or `budget` in the spec), or estimate for a GPU with --device cuda",
+                args.spec.display(),
+                spec::format_size(b),
+                spec::format_size(spec::limits::MAX_CPU_BUDGET)
+            );
+        }
+    }
     if let (Target::Cpu, Some(b), Some(host)) = (plan.target, plan.budget, crate::probe::host_memory()) {
         if b > host {
             note!(

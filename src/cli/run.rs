@@ -94,7 +94,7 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
             args.out.display()
         );
     }
-    runner::check_out(&args.out)?;
+    runner::refuse_out(&args.out)?;
     // The probe first: a budget on CUDA is the caching allocator's memory fraction, which holds
     // only if it is set before anything makes the allocator, and loading a TorchScript module in
     // the preflight did (an H200 accepted 22.4 GiB under a 22.4 GiB budget).
@@ -125,6 +125,9 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
         }
     }
     crate::interrupt::install()?;
+    crate::interrupt::arm();
+    // Made now, and removed again if the run is refused before it writes anything there.
+    let _out = runner::check_out(&opts.out)?;
     let mut report =
         runner::run_on(&plan, &opts, &*probe).with_context(|| format!("running {}", args.spec.display()))?;
     // While the charts are drawn a signal stops them between two (every trial is kept), and a

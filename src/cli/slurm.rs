@@ -186,7 +186,7 @@ pub fn run(args: SlurmArgs) -> Result<()> {
         None => std::env::current_exe().context("finding this oomlab binary (give --oomlab PATH)")?,
     };
     let oomlab = no_control(oomlab, "the oomlab binary's path")?;
-    crate::run::check_out(&args.out)?;
+    let _out = crate::run::check_out(&args.out)?;
     let out = absolute(&args.out, "--out")?;
     std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
     let scripts = absolute(&scripts, "--scripts")?;

@@ -9,13 +9,14 @@
 //! `shard`), then all are put in the single process's order and numbered 1, 2, ...: the memory
 //! columns come out as that process's, byte for byte, through the same writers; the times are
 //! the shards' own. The merged manifest names every shard's host, device and times.
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
 use super::shard::{self, Shard, Unit};
 use super::{slurm, SHARDS};
 use crate::results::manifest::{Answer, Manifest, RunStatus, ShardRun};
+use crate::results::outputs::Listed;
 use crate::results::timings::RunTimings;
 use crate::results::{
     experiment, DirLock, ExperimentDir, Exporter, PerfettoTrace, SummaryCsv, TraceCsv, MANIFEST, SUMMARY,
@@ -90,7 +91,16 @@ fn read_shards(dir: &Path) -> Result<Vec<(Shard, ExperimentDir)>> {
     let mut found: Vec<Shard> = Vec::new();
     for e in entries {
         let name = e.with_context(|| format!("reading {}", folder.display()))?.file_name();
-        found.extend(name.to_str().and_then(Shard::from_folder));
+        match name.to_str().and_then(Shard::from_folder) {
+            Some(shard) => found.push(shard),
+            // Not a shard's: said, so that a shard folder misnamed by hand is not merged away
+            // in silence.
+            None => note!(
+                "note: {} skipped: {}",
+                folder.join(&name).display(),
+                not_a_shard(&name.to_string_lossy())
+            ),
+        }
     }
     found.sort_by_key(|s| (s.count, s.index));
     let mut counts: Vec<usize> = found.iter().map(|s| s.count).collect();
@@ -167,6 +177,17 @@ fn read_shards(dir: &Path) -> Result<Vec<(Shard, ExperimentDir)>> {
         );
     }
     Ok(shards)
+}
+
+/// Why a name under `shards/` is not a shard's folder, in words.
+fn not_a_shard(name: &str) -> String {
+    match name.split_once("-of-") {
+        Some((i, n)) => match format!("{i}/{n}").parse::<Shard>() {
+            Err(why) => format!("not a shard's folder ({why})"),
+            Ok(s) => format!("not a shard's folder: shard {s}'s is spelled {}", s.folder()),
+        },
+        None => "not a shard's folder (`oomlab run --shard I/N` writes I-of-N)".into(),
+    }
 }
 
 /// At most the first ten names, and how many more.
@@ -390,12 +411,18 @@ fn clear(dir: &Path, force: bool) -> Result<()> {
                 dir.display()
             );
         }
-        for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-            let path: PathBuf = e?.path();
-            let ours = path.file_name().and_then(|n| n.to_str()).is_some_and(crate::results::is_run_output);
-            if path.is_file() && ours {
-                std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
-            }
+        // What the run or merge there listed as its own, and nothing else.
+        let names = match crate::results::outputs::read(dir) {
+            Listed::Names(names) => names,
+            Listed::Unlisted => crate::figures::drawn_by(dir),
+            Listed::NoManifest => bail!(
+                "{} holds files named like a run's but no manifest.json that oomlab can read, so nothing there is \
+                 known to be oomlab's; move them out of the folder, then merge again",
+                dir.display()
+            ),
+        };
+        for kept in crate::results::outputs::remove(dir, &names)? {
+            note!("note: {} kept: it is a folder, and oomlab writes no folder of that name", kept.display());
         }
     }
     Ok(())
@@ -407,6 +434,8 @@ fn clear(dir: &Path, force: bool) -> Result<()> {
 fn merged_manifest(spec: &Spec, shards: &[(Shard, ExperimentDir)], rows: &[SummaryRow]) -> Manifest {
     let ms: Vec<&Manifest> = shards.iter().map(|(_, e)| &e.manifest).collect();
     let mut m = ms[0].clone();
+    // The merge's own files, listed before it writes them (a shard's list is the shard's).
+    m.outputs = Some(crate::results::outputs::data_files());
     m.command = std::env::args().collect();
     m.started_at = ms.iter().map(|m| m.started_at.clone()).min().unwrap_or_default();
     m.finished_at = ms.iter().filter_map(|m| m.finished_at.clone()).max();

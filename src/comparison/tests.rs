@@ -12,7 +12,11 @@ pub(crate) fn manifest(experiment: &str, device: &str, budget: Option<u64>, capa
         experiment: experiment.into(),
         spec_path: format!("experiments/{experiment}.toml"),
         spec_file: None,
-        spec_source: format!("[experiment]\nname = \"{experiment}\"\n"),
+        // A spec that parses, as every manifest's must to be read back.
+        spec_source: format!(
+            "[experiment]\nname = \"{experiment}\"\n[model]\nhidden = 8\ndepth = 1\n[data]\nsamples = 8\n\
+             features = 4\nclasses = 2\n[training]\noptimizer = \"adam\"\nbatch_size = 4\nsteps = 1\n"
+        ),
         spec: serde_json::json!({"description": "How deep before out of memory?"}),
         device: DeviceInfo {
             requested: "auto".into(),
@@ -57,6 +61,7 @@ pub(crate) fn manifest(experiment: &str, device: &str, budget: Option<u64>, capa
         shards: Vec::new(),
         not_run: Vec::new(),
         inputs: Vec::new(),
+        outputs: None,
     }
 }
 

@@ -49,6 +49,46 @@ pub fn draw_charts(
     extra_trials: &[usize],
     spec_budget: Option<u64>,
 ) -> Result<Vec<PathBuf>> {
+    charts(exp, extra_trials, spec_budget, true)
+}
+
+/// The files a run's charts take in its folder, named but not drawn: what a run wrote there
+/// before its manifest listed its outputs (with its data files), so that `--force` and
+/// `--resume` on such a folder replace that and nothing else. A folder that cannot be read
+/// names its data files only.
+pub fn drawn_by(dir: &Path) -> Vec<String> {
+    let mut names = crate::results::outputs::unlisted_data_files();
+    if let Ok(exp) = ExperimentDir::read(dir) {
+        let budget = recorded_spec_budget(&exp.manifest);
+        let charts = charts(&exp, &[], budget, false).unwrap_or_default();
+        names.extend(charts.iter().filter_map(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned()));
+    }
+    names
+}
+
+/// A chart's two files in `dir`: listed in the folder's manifest as oomlab's, then drawn
+/// (`draw`), or only named.
+fn drawn(chart: &impl chart::Chart, dir: &Path, draw: bool) -> Result<chart::Rendered> {
+    let files = chart::files(chart, dir);
+    if !draw {
+        return Ok(files);
+    }
+    let names: Vec<String> = [&files.png, &files.svg]
+        .iter()
+        .filter_map(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    crate::results::outputs::claim(dir, &names)?;
+    chart::render(chart, dir)
+}
+
+/// [`draw_charts`], or with `draw` false only the files it would write.
+fn charts(
+    exp: &ExperimentDir,
+    extra_trials: &[usize],
+    spec_budget: Option<u64>,
+    draw: bool,
+) -> Result<Vec<PathBuf>> {
     let (dir, manifest, rows, trace) = (&exp.dir, &exp.manifest, &exp.rows, &exp.trace);
     let subtitle = |variant: &str| subtitle(manifest, variant, spec_budget);
     let budget = manifest.device.budget_bytes;
@@ -60,13 +100,15 @@ pub fn draw_charts(
     for pick in select(rows, extra_trials)? {
         // Drawing many charts takes a while: a signal stops it between two (the folder's
         // measurements are whole; `oomlab plot` or `run --resume` draws the rest).
-        crate::interrupt::check()?;
+        if draw {
+            crate::interrupt::check()?;
+        }
         let out = match pick {
             Pick::Sweep { variant } => {
                 let mine: Vec<SummaryRow> = rows.iter().filter(|r| r.variant == variant).cloned().collect();
                 let mut chart = SweepPeak::from_summary(&mine, title.clone(), subtitle(&variant), budget);
                 chart.stem_suffix = (!variant.is_empty()).then(|| format!("-{variant}"));
-                chart::render(&chart, dir)?
+                drawn(&chart, dir, draw)?
             }
             Pick::Timeline { trial, why } => {
                 // `select` picks trials of the summary only: the reader keeps no trace rows of a
@@ -93,7 +135,7 @@ pub fn draw_charts(
                     subtitle(&row.variant),
                     budget,
                 );
-                chart::render(&chart, dir)?
+                drawn(&chart, dir, draw)?
             }
             // Categories are told apart by what each phase adds: they need a row per phase.
             Pick::Categories if !per_phase => continue,
@@ -104,7 +146,7 @@ pub fn draw_charts(
                     format!("{title}: memory by category"),
                     subtitle(""),
                 );
-                chart::render(&chart, dir)?
+                drawn(&chart, dir, draw)?
             }
             Pick::Tradeoff => {
                 let chart = Tradeoff::from_picked(
@@ -112,7 +154,7 @@ pub fn draw_charts(
                     format!("{title}: step time against peak memory"),
                     format!("{}; step times from that machine (--trace {})", subtitle(""), level.as_str()),
                 );
-                chart::render(&chart, dir)?
+                drawn(&chart, dir, draw)?
             }
         };
         files.extend([out.png, out.svg]);

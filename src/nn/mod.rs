@@ -6,6 +6,7 @@
 //! Written once over [`Ops`]: with libtorch's tensors they train (every call a fallible one,
 //! since `tch::nn`'s modules panic on any libtorch error, out-of-memory included); with the
 //! estimate's symbolic tensors they are replayed, op for op, to count what training allocates.
+pub mod archive;
 pub mod checkpoint;
 pub mod conv_stack;
 pub mod layers;

@@ -119,6 +119,11 @@ pub fn host_memory() -> Option<u64> {
     meminfo().ok().map(|(total, _)| total)
 }
 
+/// (MemAvailable, MemTotal) in bytes: how much memory the host has left, of how much.
+pub fn host_available() -> Option<(u64, u64)> {
+    meminfo().ok().map(|(total, available)| (available, total))
+}
+
 /// (MemTotal, MemAvailable) in bytes, from /proc/meminfo.
 fn meminfo() -> Result<(u64, u64)> {
     let text = std::fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;

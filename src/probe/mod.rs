@@ -12,8 +12,8 @@ pub mod fake;
 
 pub use caps::{cpuinfo, cpuinfo_field, isa_here as cpu_isa, CpuCaps, HalfPrecision};
 pub use cpu::{
-    counters as cpu_counters, cpu_name, exclusive as cpu_exclusive, host_memory, snapshot as cpu_snapshot,
-    CpuProbe,
+    counters as cpu_counters, cpu_name, exclusive as cpu_exclusive, host_available, host_memory,
+    snapshot as cpu_snapshot, CpuProbe,
 };
 pub use cuda::CudaProbe;
 

@@ -10,8 +10,9 @@ use anyhow::{bail, Result};
 
 use super::manifest::{Answer, Manifest};
 use super::{fsio, strict_csv};
-use crate::schema::{Phase, PhaseRecord, Status, SummaryRow, TraceLevel};
-use crate::spec::Field;
+use crate::schema::{rules, Phase, PhaseRecord, Status, SummaryRow, TraceLevel};
+use crate::spec::limits::{MAX_ACCUMULATION, MAX_STEPS};
+use crate::spec::{Field, Spec};
 
 /// One experiment's results folder, read whole.
 #[derive(Debug, Clone)]
@@ -53,16 +54,41 @@ impl ExperimentDir {
             );
         }
         let manifest = Manifest::read(dir)?;
+        let spec = recorded_spec(dir, &manifest)?;
+        let device = rules::Device { capacity: manifest.device.capacity_bytes };
         let summary_path = dir.join(super::SUMMARY);
-        let (rows, summary_cut) =
-            strict_csv::read::<SummaryRow>(&summary_path, fsio::SUMMARY_LIMIT, &SUMMARY_REQUIRED)?;
-        check_rows(&summary_path, &rows)?;
+        let (rows, summary_cut) = strict_csv::read::<SummaryRow>(
+            &summary_path,
+            fsio::SUMMARY_LIMIT,
+            &SUMMARY_REQUIRED,
+            rules::SUMMARY,
+            device,
+        )?;
+        check_rows(&summary_path, &rows, spec.as_ref())?;
         let trace_path = dir.join(super::TRACE);
         let (mut trace, trace_cut) = if trace_path.symlink_metadata().is_ok() {
-            strict_csv::read::<PhaseRecord>(&trace_path, fsio::TRACE_LIMIT, &TRACE_REQUIRED)?
+            strict_csv::read::<PhaseRecord>(
+                &trace_path,
+                fsio::TRACE_LIMIT,
+                &TRACE_REQUIRED,
+                rules::TRACE,
+                device,
+            )?
         } else {
             (Vec::new(), false)
         };
+        // Each trial's steps and micro-batches, as its spec makes them: what its trace rows
+        // stay within.
+        let within: Vec<(usize, usize)> = rows
+            .iter()
+            .map(|r| {
+                spec.as_ref()
+                    .and_then(|s| s.trial_config(&r.variant, r.value))
+                    .map_or((MAX_STEPS, MAX_ACCUMULATION), |c| {
+                        (c.training.steps, c.training.techniques.accumulation)
+                    })
+            })
+            .collect();
         // A trial is complete when its summary row is written: trace rows of the one after the
         // last (a hard kill while they were written) are a part of a trial, left out.
         let last = rows.len();
@@ -88,25 +114,17 @@ impl ExperimentDir {
                 );
             }
             seen = t.trial;
-            let at = || format!("{}: row {}", trace_path.display(), i + 2);
-            if let Some((column, v)) = not_a_time(&[
-                ("phase_seconds", Some(t.phase_seconds)),
-                ("elapsed_seconds", Some(t.elapsed_seconds)),
-            ]) {
-                bail!("{}, column `{column}`: {v} is not a time a run measures (finite, not negative); the file is damaged", at());
+            let (steps, micros) = within.get(t.trial - 1).copied().unwrap_or((MAX_STEPS, MAX_ACCUMULATION));
+            if t.step > steps || t.micro >= micros.max(1) {
+                bail!(
+                    "{}: row {}, columns `step` and `micro`: step {} micro-batch {} is past the trial's {steps} \
+                     steps of {micros} micro-batches; the file is damaged",
+                    trace_path.display(),
+                    i + 2,
+                    t.step,
+                    t.micro
+                );
             }
-            if t.step > crate::spec::limits::MAX_STEPS || t.micro > crate::spec::limits::MAX_ACCUMULATION {
-                bail!("{}, columns `step` and `micro`: step {}.{} is past any spec's steps; the file is damaged", at(), t.step, t.micro);
-            }
-            let memory = [
-                ("memory_allocated", Some(t.memory_allocated)),
-                ("memory_reserved", Some(t.memory_reserved)),
-                ("max_memory_allocated", Some(t.max_memory_allocated)),
-                ("max_memory_reserved", Some(t.max_memory_reserved)),
-                ("device_used", t.device_used),
-                ("predicted_peak", t.predicted_peak),
-            ];
-            past_any_device(at, &memory)?;
         }
         let before = trace.len();
         trace.retain(|t| t.trial <= last);
@@ -291,42 +309,24 @@ impl std::fmt::Display for Lost {
     }
 }
 
-/// More bytes than any tensor may hold (2^63, libtorch's `int64_t` sizes, as the estimate and
-/// the spec's limits bound them): a count past it is a damaged file, not a measurement or a
-/// prediction, and would overflow what readers add and scale.
-const MAX_BYTES: u64 = 1 << 63;
-
-/// Refuses the first of `columns` past [`MAX_BYTES`], naming it and the row (`at`, called
-/// only then).
-fn past_any_device(at: impl Fn() -> String, columns: &[(&'static str, Option<u64>)]) -> Result<()> {
-    match columns.iter().find_map(|&(c, v)| v.filter(|&v| v > MAX_BYTES).map(|v| (c, v))) {
-        Some((column, v)) => {
-            bail!(
-                "{}, column `{column}`: {v} bytes is more memory than any device has; the file is damaged",
-                at()
-            )
-        }
-        None => Ok(()),
-    }
-}
-
-/// The first of `columns` that is not a time a run measures (finite, not negative), with its
-/// name: readers divide and scale by these, so one NaN or negative would turn a verdict.
+/// The first of `columns` that is not a time a run measures (finite, not negative, at most
+/// [`rules::MAX_SECONDS`]), with its name: readers divide and scale by these, so one NaN or negative would turn a verdict.
 pub(crate) fn not_a_time<K: Copy>(columns: &[(K, Option<f64>)]) -> Option<(K, f64)> {
-    columns.iter().find_map(|&(c, v)| v.filter(|v| !v.is_finite() || *v < 0.0).map(|v| (c, v)))
+    let bad = |v: &f64| !v.is_finite() || *v < 0.0 || *v > rules::MAX_SECONDS;
+    columns.iter().find_map(|&(c, v)| v.filter(bad).map(|v| (c, v)))
 }
 
 /// What a run writes of its rows, checked: trials numbered 1, 2, 3... as written (no repeat,
 /// no gap, nothing out of range), variant names a spec allows, swept keys oomlab sweeps, finite
 /// swept values, times finite and not negative, parameters with their bytes. Names and keys go
 /// into file names, so nothing else may come through; numbers are divided and scaled by.
-fn check_rows(path: &Path, rows: &[SummaryRow]) -> Result<()> {
+fn check_rows(path: &Path, rows: &[SummaryRow], spec: Option<&Spec>) -> Result<()> {
     for (i, r) in rows.iter().enumerate() {
         let at = || format!("{}: row {}", path.display(), i + 2);
         if r.trial != i + 1 {
             bail!(
-                "{}: trial {} where trial {} belongs (trials are numbered 1, 2, 3... as written); the file is \
-                 damaged or not oomlab's",
+                "{}, column `trial`: trial {} where trial {} belongs (trials are numbered 1, 2, 3... as written); the \
+                 file is damaged or not oomlab's",
                 at(),
                 r.trial,
                 i + 1
@@ -338,34 +338,9 @@ fn check_rows(path: &Path, rows: &[SummaryRow]) -> Result<()> {
         if r.value.is_some_and(|v| !v.is_finite()) {
             bail!("{}, column `value`: not a finite number", at());
         }
-        // Times a run measured, which charts, comparisons and claims divide and scale by.
-        let times = [
-            ("step_seconds", r.step_seconds),
-            ("data_seconds", r.data_seconds),
-            ("model_seconds", r.model_seconds),
-            ("steps_total_seconds", r.steps_total_seconds),
-            ("trial_seconds", r.trial_seconds),
-            ("final_scale", r.final_scale),
-        ];
-        if let Some((column, v)) = not_a_time(&times) {
-            bail!("{}, column `{column}`: {v} is not a time or scale a run measures (finite, not negative); the file is damaged", at());
+        if let Err((column, why)) = rules::check_summary_row(r, spec) {
+            bail!("{}, column `{column}`: {why}; the file is damaged", at());
         }
-        let memory = [
-            ("max_memory_allocated", Some(r.max_memory_allocated)),
-            ("max_memory_reserved", Some(r.max_memory_reserved)),
-            ("baseline_allocated", Some(r.baseline_allocated)),
-            ("after_allocated", Some(r.after_allocated)),
-            ("predicted_peak", r.predicted_peak),
-            ("oom_requested", r.oom_requested),
-            ("oom_allocated", r.oom_allocated),
-            ("oom_reserved", r.oom_reserved),
-            ("oom_total_capacity", r.oom_total_capacity),
-            ("oom_free", r.oom_free),
-            ("released_reserved", r.released_reserved),
-            ("emptied_reserved", r.emptied_reserved),
-            ("param_bytes", Some(r.param_bytes)),
-        ];
-        past_any_device(at, &memory)?;
         if (r.param_count == 0) != (r.param_bytes == 0) {
             bail!(
                 "{}, columns `param_count` and `param_bytes`: {} parameters of {} bytes; the file is damaged",
@@ -376,6 +351,33 @@ fn check_rows(path: &Path, rows: &[SummaryRow]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The spec a folder's manifest records (`spec_source`), parsed as a run parses it: what every
+/// row's swept value, steps and variant are checked against. Its text must be TOML naming this
+/// experiment, else the manifest is refused; a spec that is TOML but no longer validates (an
+/// older oomlab's, written before a rule of today's) is `None`, and its rows are held to the
+/// rules that need no spec.
+fn recorded_spec(dir: &Path, manifest: &Manifest) -> Result<Option<Spec>> {
+    let path = dir.join(super::MANIFEST);
+    let table: toml::Table = toml::from_str(&manifest.spec_source).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: key `spec_source`: the spec it records is not TOML ({}); the file is damaged",
+            path.display(),
+            e.message()
+        )
+    })?;
+    let name = table.get("experiment").and_then(|e| e.get("name")).and_then(|n| n.as_str());
+    if name != Some(manifest.experiment.as_str()) {
+        bail!(
+            "{}: key `spec_source`: the spec it records is experiment {}, the manifest's is {:?}; the file is \
+             damaged or not this folder's",
+            path.display(),
+            name.map_or("of no name".to_string(), |n| format!("{n:?}")),
+            manifest.experiment
+        );
+    }
+    Ok(crate::spec::parse(&manifest.spec_source, &manifest.spec_here()).ok())
 }
 
 /// What the manifest says of the rows, checked against them: each row's variant is one of the

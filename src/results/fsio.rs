@@ -114,6 +114,10 @@ fn kind(ft: &fs::FileType) -> &'static str {
     }
 }
 
+/// The random part of a temporary file's name: what `results::outputs` recognises as a copy
+/// of a listed file being written, with the listed name before it.
+pub const TEMP_RANDOM_LEN: usize = 6;
+
 /// A new file's mode as `File::create` gives it: 0666 less the umask. A temporary file is 0600,
 /// which renamed into place would keep the results from the rest of a cluster's group.
 fn as_created() -> std::fs::Permissions {
@@ -128,6 +132,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut tmp = tempfile::Builder::new()
         .prefix(&format!(".{name}."))
+        .rand_bytes(TEMP_RANDOM_LEN)
         .suffix(".tmp")
         .permissions(as_created())
         .tempfile_in(dir)
@@ -145,6 +150,7 @@ pub fn temp_beside(path: &Path) -> Result<tempfile::TempPath> {
     let ext = path.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
     Ok(tempfile::Builder::new()
         .prefix(&format!(".{name}."))
+        .rand_bytes(TEMP_RANDOM_LEN)
         // The library may choose its format by the extension.
         .suffix(&format!(".tmp{ext}"))
         .permissions(as_created())
@@ -168,10 +174,55 @@ pub fn create_new(path: &Path) -> Result<File> {
         .with_context(|| format!("creating {}", path.display()))
 }
 
+/// Folders made for a command, removed again when it ends if they are still empty: a command
+/// refused before it wrote anything leaves no trace, one that wrote keeps them (a folder with a
+/// file in it is never removed). Deepest first.
+#[derive(Debug, Default)]
+pub struct NewDirs(Vec<std::path::PathBuf>);
+
+impl NewDirs {
+    /// Makes `path` and the folders above it that are missing, remembering which those were.
+    pub fn create(path: &Path) -> Result<NewDirs> {
+        let missing = path
+            .ancestors()
+            .take_while(|p| !p.as_os_str().is_empty() && p.symlink_metadata().is_err())
+            .map(Path::to_path_buf)
+            .collect();
+        fs::create_dir_all(path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(NewDirs(missing))
+    }
+}
+
+impl Drop for NewDirs {
+    fn drop(&mut self) {
+        for dir in &self.0 {
+            // Fails, and so keeps it, unless it is empty.
+            let _ = fs::remove_dir(dir);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn new_folders_go_when_left_empty_and_stay_when_written() {
+        let tmp = tempfile::tempdir().unwrap();
+        let deep = tmp.path().join("a/b/c");
+        drop(NewDirs::create(&deep).unwrap());
+        assert!(!tmp.path().join("a").exists(), "an unused folder is not left behind");
+        let made = NewDirs::create(&deep).unwrap();
+        std::fs::write(tmp.path().join("a/b/kept"), "x").unwrap();
+        drop(made);
+        assert!(!deep.exists() && tmp.path().join("a/b/kept").exists());
+        // A folder that was there before is never removed.
+        let made = NewDirs::create(&tmp.path().join("a/b")).unwrap();
+        std::fs::remove_file(tmp.path().join("a/b/kept")).unwrap();
+        drop(made);
+        assert!(tmp.path().join("a/b").is_dir());
+    }
 
     /// Results are shared: what is written whole gets the mode any new file gets here (the
     /// umask's), not a temporary file's 0600.

@@ -69,6 +69,11 @@ pub struct Manifest {
     /// their sizes and SHA-256: a resume or merge refuses them changed. Absent when it reads none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<super::inputs::InputFile>,
+    /// The files oomlab wrote in this folder, by name, each listed before it is made: all that
+    /// `--force`, `--resume` and `merge` ever remove here (see [`super::outputs`]). Absent from
+    /// manifests written before the list was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outputs: Option<Vec<String>>,
 }
 
 /// A variant left out on this machine.
@@ -356,9 +361,20 @@ impl Manifest {
         .to_string()
     }
 
-    /// Writes to a temporary file and renames it over the old one: never half a manifest.
+    /// Writes to a temporary file and renames it over the old one: never half a manifest. The
+    /// outputs listed by the manifest there now are kept in the list (a chart claimed while
+    /// this copy was held is still oomlab's).
     pub fn write(&self, dir: &Path) -> Result<()> {
-        let text = serde_json::to_string_pretty(self)? + "\n";
+        let mut this = std::borrow::Cow::Borrowed(self);
+        if let Some(listed) = super::outputs::listed_on_disk(dir) {
+            let mine = this.to_mut().outputs.get_or_insert_with(Vec::new);
+            for name in listed {
+                if !mine.contains(&name) {
+                    mine.push(name);
+                }
+            }
+        }
+        let text = serde_json::to_string_pretty(&*this)? + "\n";
         super::fsio::write_atomic(&dir.join(super::MANIFEST), text.as_bytes())
     }
 

@@ -7,8 +7,9 @@ mod csv_out;
 pub mod experiment;
 pub mod fsio;
 pub mod inputs;
-mod lock;
+pub mod lock;
 pub mod manifest;
+pub mod outputs;
 pub mod perfetto;
 pub mod provenance;
 mod strict_csv;
@@ -70,52 +71,41 @@ pub fn write_trial(exporters: &mut [Box<dyn Exporter>], row: &SummaryRow) -> Res
     Ok(())
 }
 
-/// Whether `name`, in an experiment's folder, is something `run` (or `merge`) writes: its CSVs,
-/// manifest and trace.json, the charts, and the temporary files of all of them. What `--force`
-/// replaces; nothing else (`advice/`, a user's notes) is touched, nor `shards/`: shard runs'
-/// results, each replaced only by its own `run --shard I/N --force`, which may have cost a
-/// cluster hours.
-pub fn is_run_output(name: &str) -> bool {
-    let ours = [TRACE, SUMMARY, MANIFEST, perfetto::TRACE_JSON];
-    ours.contains(&name)
-        || name.ends_with(".png")
-        || name.ends_with(".svg")
-        || (name.starts_with('.') && (name.ends_with(".tmp") || name.contains(".tmp.")))
-        || name.ends_with(".resuming")
-}
-
 /// Makes the results folder for a run and locks it for this process. The lock comes first, so
 /// that of two runs to one folder only one checks, clears and writes it. A folder holding a
-/// run's results is refused unless `force`, in which case they are removed first (all that a run
-/// writes, so that no stale chart survives; nothing else, such as `advice/`).
-pub fn prepare_dir(dir: &Path, force: bool) -> Result<DirLock> {
+/// run's results is refused unless `force`, in which case the files its manifest lists as the
+/// run's own are removed first (so that no stale chart survives), and nothing else: not
+/// `advice/`, not `shards/`, not a file of the user's of any name. `legacy` names the files of a
+/// run whose manifest predates that list (what that run wrote, worked out from its rows).
+pub fn prepare_dir(dir: &Path, force: bool, legacy: &dyn Fn(&Path) -> Vec<String>) -> Result<DirLock> {
     if dir.exists() && !dir.is_dir() {
         bail!("{} is not a folder; give --out a folder to write results under", dir.display());
     }
     fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let lock = DirLock::acquire(dir)?;
-    let has_results = [TRACE, SUMMARY, MANIFEST, perfetto::TRACE_JSON]
-        .iter()
-        .any(|f| dir.join(f).symlink_metadata().is_ok());
+    let has_results = outputs::data_files().iter().any(|f| dir.join(f).symlink_metadata().is_ok());
     if has_results && !force {
         bail!(
-            "{} already holds results; pass --force to replace them, or --out DIR to write elsewhere",
-            dir.display()
+            "{} already holds results{}; pass --force to replace them, or --out DIR to write elsewhere",
+            dir.display(),
+            lock.stopped_run(dir).map(|s| format!(" ({s}; --resume continues it)")).unwrap_or_default()
         );
     }
-    if force {
-        let entries = fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
-        for e in entries {
-            let e = e?;
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name == LOCK || !is_run_output(&name) {
-                continue;
-            }
-            let path = e.path();
-            // A link is removed itself, never what it points at.
-            let folder = e.file_type().is_ok_and(|t| t.is_dir());
-            let removed = if folder { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
-            removed.with_context(|| format!("removing old results {}", path.display()))?;
+    if has_results {
+        let names = match outputs::read(dir) {
+            outputs::Listed::Names(names) => names,
+            outputs::Listed::Unlisted => legacy(dir),
+            outputs::Listed::NoManifest => bail!(
+                "{} holds files named like a run's but no manifest.json that oomlab can read, so nothing there is \
+                 known to be oomlab's; move them out of the folder, or write elsewhere with --out",
+                dir.display()
+            ),
+        };
+        for kept in outputs::remove(dir, &names)? {
+            note!(
+                "note: {} kept: it is a folder, and oomlab writes no folder of that name (the user's?)",
+                kept.display()
+            );
         }
     }
     Ok(lock)
@@ -125,36 +115,48 @@ pub fn prepare_dir(dir: &Path, force: bool) -> Result<DirLock> {
 mod tests {
     use super::*;
 
+    fn none(_: &Path) -> Vec<String> {
+        Vec::new()
+    }
+
     #[test]
-    fn existing_results_need_force() {
+    fn existing_results_need_force_which_removes_only_the_listed_files() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("cpu/exp");
-        drop(prepare_dir(&dir, false).unwrap());
+        drop(prepare_dir(&dir, false, &none).unwrap());
         fs::write(dir.join(SUMMARY), "old").unwrap();
+        fs::write(dir.join(MANIFEST), r#"{"outputs": ["manifest.json", "summary.csv", "stale.png"]}"#)
+            .unwrap();
         fs::write(dir.join("stale.png"), "old").unwrap();
+        fs::write(dir.join("thesis.png"), "the user's").unwrap();
         fs::create_dir_all(dir.join("advice")).unwrap();
         fs::write(dir.join("advice/advice.md"), "advise's own").unwrap();
         fs::write(dir.join("notes.txt"), "the user's").unwrap();
         fs::create_dir_all(dir.join("shards/1-of-2")).unwrap();
         fs::write(dir.join("shards/1-of-2").join(SUMMARY), "a shard's").unwrap();
-        let err = prepare_dir(&dir, false).unwrap_err().to_string();
+        let err = prepare_dir(&dir, false, &none).unwrap_err().to_string();
         assert!(err.contains("--force"), "{err}");
         assert!(dir.join(SUMMARY).exists(), "refusing must not touch the old results");
-        let held = prepare_dir(&dir, true).unwrap();
-        assert!(!dir.join(SUMMARY).exists() && !dir.join("stale.png").exists());
+        let held = prepare_dir(&dir, true, &none).unwrap();
         assert!(
-            dir.join("advice/advice.md").exists() && dir.join("notes.txt").exists(),
-            "--force replaces what run writes only"
+            !dir.join(SUMMARY).exists() && !dir.join("stale.png").exists() && !dir.join(MANIFEST).exists()
         );
+        for kept in ["advice/advice.md", "notes.txt", "thesis.png"] {
+            assert!(dir.join(kept).exists(), "--force removed {kept}, which its manifest does not list");
+        }
         assert!(dir.join("shards/1-of-2").join(SUMMARY).exists(), "a whole run's --force keeps the shards");
         fs::write(dir.join(SUMMARY), "another run's").unwrap();
-        let err = prepare_dir(&dir, true).unwrap_err().to_string();
+        let err = prepare_dir(&dir, true, &none).unwrap_err().to_string();
         assert!(err.contains("another oomlab run"), "{err}");
         assert!(dir.join(SUMMARY).exists(), "--force never clears a folder another run holds");
         drop(held);
+        // Files named like a run's, with no manifest: nothing there is known to be oomlab's.
+        let err = prepare_dir(&dir, true, &none).unwrap_err().to_string();
+        assert!(err.contains("no manifest.json"), "{err}");
+        assert!(dir.join(SUMMARY).exists());
         let file = tmp.path().join("a-file");
         fs::write(&file, "").unwrap();
-        let err = prepare_dir(&file, false).unwrap_err().to_string();
+        let err = prepare_dir(&file, false, &none).unwrap_err().to_string();
         assert!(err.contains("is not a folder"), "{err}");
     }
 }

@@ -11,12 +11,18 @@ use anyhow::{bail, Context, Result};
 use serde::de::{self, DeserializeOwned, Visitor};
 
 use super::fsio;
+use crate::schema::rules::{check_cell, rule_for, Device, Rule};
 
 /// The rows of a CSV file, and whether a last row cut short was left out.
+/// Each cell is also checked against its column's rule (`rules`: the file's table in
+/// `schema::rules`) before the row is parsed, so that a value no run writes is refused naming
+/// its column, whatever its type.
 pub(super) fn read<T: DeserializeOwned>(
     path: &Path,
     limit: u64,
     required: &[&str],
+    rules: &[(&str, Rule)],
+    device: Device,
 ) -> Result<(Vec<T>, bool)> {
     let bytes = fsio::read_limited(path, limit)?;
     // Writers flush as their buffers fill, so a kill can leave half a row: everything up to
@@ -61,6 +67,12 @@ pub(super) fn read<T: DeserializeOwned>(
         let record = record.with_context(|| format!("{}: row {at}", path.display()))?;
         if let Some(col) = record.iter().position(|f| f.contains(&0)) {
             bail!("{}: row {at}, column `{}`: a NUL byte", path.display(), names.get(col).map_or("?", |n| n));
+        }
+        for (name, cell) in names.iter().zip(record.iter()) {
+            let Some(rule) = rule_for(rules, name) else { continue };
+            if let Err(why) = check_cell(rule, &String::from_utf8_lossy(cell), device) {
+                bail!("{}: row {at}, column `{name}`: {why}; the file is damaged", path.display());
+            }
         }
         let row: T = record.deserialize(Some(&headers)).map_err(|e| {
             anyhow::anyhow!("{}: row {at}: {}", path.display(), describe(&e, &names, &record))
@@ -146,7 +158,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("summary.csv");
         std::fs::write(&p, text).unwrap();
-        read(&p, 1 << 20, &["trial", "status"])
+        read(&p, 1 << 20, &["trial", "status"], crate::schema::rules::SUMMARY, Device::default())
     }
 
     #[test]
@@ -179,7 +191,14 @@ mod tests {
         let text = std::fs::read_to_string(&committed).unwrap();
         let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
         assert!(header.contains(&"phase") && !header.contains(&"oom_phase"), "an old header: {header:?}");
-        let (old, _) = read::<SummaryRow>(&committed, 1 << 20, &["trial", "status"]).unwrap();
+        let (old, _) = read::<SummaryRow>(
+            &committed,
+            1 << 20,
+            &["trial", "status"],
+            crate::schema::rules::SUMMARY,
+            Device::default(),
+        )
+        .unwrap();
         let oom = old.iter().find(|r| r.status == Status::Oom).expect("the file has an OOM");
         assert_eq!((oom.phase, oom.step), (Some(Phase::Backward), Some(2)));
         assert!(old.iter().filter(|r| r.status == Status::Ok).all(|r| r.phase.is_none() && r.step.is_none()));
@@ -195,7 +214,14 @@ mod tests {
         let header: Vec<&str> = written.lines().next().unwrap().split(',').collect();
         assert!(header.contains(&"oom_phase") && header.contains(&"oom_step"), "{header:?}");
         assert!(!header.contains(&"phase") && !header.contains(&"step"), "{header:?}");
-        let (new, _) = read::<SummaryRow>(&path, 1 << 20, &["trial", "status"]).unwrap();
+        let (new, _) = read::<SummaryRow>(
+            &path,
+            1 << 20,
+            &["trial", "status"],
+            crate::schema::rules::SUMMARY,
+            Device::default(),
+        )
+        .unwrap();
         assert_eq!(new, old, "the same rows in the new names");
 
         let err = read_str(b"trial,status,phase,oom_phase\n1,oom,forward,forward\n").unwrap_err().to_string();

@@ -122,18 +122,31 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     }
     // What the spec reads besides itself, as it is now: a resume must find it unchanged.
     let inputs = results::inputs::of_spec(spec)?;
+    // A signal before anything is written ends the run with nothing to resume.
+    interrupt::check()?;
+    // Declared before the lock, so dropped after it: a run refused here leaves no folder.
+    let _made =
+        if opts.resume { results::fsio::NewDirs::default() } else { results::fsio::NewDirs::create(&dir)? };
+    // The files of the folder that are the run's own when its manifest predates their list.
+    let mut legacy = None;
     let (lock, done) = if opts.resume {
         if !dir.is_dir() {
             bail!("--resume: nothing to resume in {} (no such folder); run without --resume", dir.display());
         }
         let lock = results::DirLock::acquire(&dir)?;
         let done = resume::load(&dir, spec, &inputs, probe, opts.trace)?;
+        if let (Some(stopped), false) = (lock.stopped_run(&dir), opts.quiet) {
+            note!("--resume: {stopped}");
+        }
         if let (Some(lost), false) = (&done.lost, opts.quiet) {
             note!("--resume: {lost}: trial {} and those after it are measured again", lost.trial);
         }
+        if results::outputs::read(&dir) == results::outputs::Listed::Unlisted {
+            legacy = Some(crate::figures::drawn_by(&dir));
+        }
         (lock, done)
     } else {
-        let lock = results::prepare_dir(&dir, opts.force)?;
+        let lock = results::prepare_dir(&dir, opts.force, &crate::figures::drawn_by)?;
         if opts.force && opts.shard.is_none() && dir.join(crate::cluster::SHARDS).is_dir() && !opts.quiet {
             note!(
                 "note: {} kept: the shard runs' results, which `oomlab merge` would put together again in place \
@@ -148,6 +161,8 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     spec_as_run.run.device = requested;
     spec_as_run.run.set_budget(probe.budget());
     let mut manifest = start_manifest(&spec_as_run, requested, probe, slug);
+    // Listed before any of them is made.
+    manifest.outputs = Some(legacy.unwrap_or_else(results::outputs::data_files));
     manifest.trace = Some(opts.trace);
     manifest.inputs = inputs;
     manifest.shard = opts.shard.map(|s| shard::info(spec, s));
@@ -190,7 +205,8 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     let before = probe.counters()?;
     let trials_started = std::time::Instant::now();
     let mut probed = Vec::new();
-    let result = run_trials(plan, probe, &mut exporters, opts, &done, &mut probed, &manifest.not_run);
+    let folder = Folder { done: &done, not_run: &manifest.not_run, lock: &lock };
+    let result = run_trials(plan, probe, &mut exporters, opts, &folder, &mut probed);
     manifest.finished_at = Some(manifest::now());
     if let Ok(rows) = &result {
         // Only this process's trials: a resumed run's earlier ones were timed by theirs.
@@ -328,15 +344,23 @@ fn guide(
     Ok(estimate::search_guide(base, sweep, left, options))
 }
 
+/// What the folder a run writes holds for its trials: the trials done before a resume, the
+/// variants left out here, and its lock (which carries the run's heartbeat).
+struct Folder<'a> {
+    done: &'a Done,
+    not_run: &'a [manifest::NotRun],
+    lock: &'a results::DirLock,
+}
+
 fn run_trials(
     plan: &Plan,
     probe: &dyn MemoryProbe,
     exporters: &mut [Box<dyn Exporter>],
     opts: &RunOptions,
-    done: &Done,
+    folder: &Folder,
     probed: &mut Vec<Probed>,
-    not_run: &[manifest::NotRun],
 ) -> Result<Vec<SummaryRow>> {
+    let Folder { done, not_run, lock } = *folder;
     let spec = &plan.spec;
     let field = spec.sweep.as_ref().map(|s| s.field);
     let configs = spec.configs();
@@ -416,6 +440,9 @@ fn run_trials(
             }
             progress.start(&format!("trial {trial}  {label}"));
             progress::begin_trial(config.training.steps);
+            let on_cpu = probe.device() == tch::Device::Cpu;
+            let host = || if on_cpu { crate::probe::host_available() } else { None };
+            lock.beat(true, || results::lock::beat_line(trial, 0, "start", host()));
             let prediction = predict(&config, &options);
             let started = Instant::now();
             let mut traced = 0;
@@ -426,6 +453,10 @@ fn run_trials(
                     // drawn later anywhere draws this run's prediction.
                     let baseline = probe.snapshot()?.memory_allocated;
                     train::run_trial(&config, probe, trial, opts.trace, &mut |rec| {
+                        // Where the run is, for the next command if this process is killed.
+                        lock.beat(false, || {
+                            results::lock::beat_line(trial, rec.step, &rec.phase.to_string(), host())
+                        });
                         let mut rec = rec.clone();
                         rec.predicted_peak = prediction
                             .as_ref()
@@ -651,6 +682,7 @@ fn start_manifest(spec: &Spec, requested: DeviceChoice, probe: &dyn MemoryProbe,
         shards: Vec::new(),
         not_run: Vec::new(),
         inputs: Vec::new(),
+        outputs: None,
     }
 }
 
@@ -676,12 +708,21 @@ fn data_location(spec: &Spec, device: tch::Device) -> String {
 }
 
 /// Refuses a results root that is not a folder (a file, or a device such as /dev/null).
-pub fn check_out(out: &std::path::Path) -> Result<()> {
+/// Refuses a results root that is not a folder (a file, or a device such as /dev/null), and makes
+/// it: removed again when the returned guard drops if the command wrote nothing there.
+pub fn check_out(out: &std::path::Path) -> Result<results::fsio::NewDirs> {
+    refuse_out(out)?;
+    results::fsio::NewDirs::create(out)
+}
+
+/// Refuses a results root that is not a folder (a file, or a device such as /dev/null), before
+/// anything slow is done.
+pub fn refuse_out(out: &std::path::Path) -> Result<()> {
     if out.exists() && !out.is_dir() {
         bail!(
             "--out {} is not a folder (a file or a device); give a folder to write results under",
             out.display()
         );
     }
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))
+    Ok(())
 }

@@ -14,6 +14,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 
 use crate::probe::MemoryProbe;
+use crate::results::outputs::{self, SET_ASIDE};
 use crate::results::{self, ExperimentDir, Exporter, Manifest};
 use crate::schema::{PhaseRecord, SummaryRow, TraceLevel};
 use crate::spec::Spec;
@@ -134,26 +135,28 @@ pub fn load(
     Ok(Done { rows, trace, manifest: Some(exp.manifest), lost })
 }
 
-/// The files a resume sets aside while it writes them again.
-const SET_ASIDE: [&str; 3] = [results::SUMMARY, results::TRACE, results::perfetto::TRACE_JSON];
-
 fn set_aside_path(dir: &Path, name: &str) -> std::path::PathBuf {
-    dir.join(format!("{name}.resuming"))
+    dir.join(outputs::aside(name))
 }
 
-/// Puts back files a crashed resume had set aside: they hold what the folder had then.
+/// Puts back files a crashed resume had set aside: they hold what the folder had then. Only
+/// those the manifest lists as set aside by oomlab: a file of that name that is not is the
+/// user's, and never put over the run's.
 fn restore(dir: &Path) -> Result<()> {
     for name in SET_ASIDE {
         let aside = set_aside_path(dir, name);
-        if aside.exists() {
+        if aside.exists() && outputs::is_listed(dir, &outputs::aside(name)) {
             fs::rename(&aside, dir.join(name)).with_context(|| format!("restoring {}", aside.display()))?;
         }
     }
     Ok(())
 }
 
-/// Sets the folder's CSVs aside before the exporters create them again.
+/// Sets the folder's CSVs aside before the exporters create them again, each listed in the
+/// manifest as oomlab's before it is made.
 pub fn set_aside(dir: &Path) -> Result<()> {
+    let names: Vec<String> = SET_ASIDE.iter().map(|n| outputs::aside(n)).collect();
+    outputs::claim(dir, &names)?;
     for name in SET_ASIDE {
         let path = dir.join(name);
         if path.exists() {

@@ -92,6 +92,9 @@ pub fn is_name(name: &str) -> bool {
 }
 /// The bytes of one tensor: `nbytes` is an `int64_t` in libtorch.
 pub const MAX_TENSOR_BYTES: u128 = 1 << 63;
+/// The most memory a process on an x86-64 CPU can address (128 TiB, four-level paging): a CPU
+/// budget past it is no machine's, refused by `estimate` as `run` refuses one past the host's.
+pub const MAX_CPU_BUDGET: u64 = 1 << 47;
 /// A spec file's bytes: a spec is a page of TOML; this is thousands of variants.
 pub const MAX_SPEC_BYTES: u64 = 1 << 20;
 /// A CSV data set's bytes, checked before it is read: the values are held in host memory as

@@ -1,5 +1,7 @@
 //! What a run measures: memory snapshots per phase, and the outcome of each trial. These are the
 //! rows of `trace.csv` and `summary.csv`, and what charts and reports read back.
+pub mod rules;
+
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
