@@ -2,10 +2,14 @@
 """Export a PyTorch model as TorchScript for oomlab, with a spec beside it that is ready to run.
 
 The model is a torchvision model by name (`torchvision.models.get_model(NAME,
-num_classes=CLASSES)`) or any `module:callable` of your own that returns an `nn.Module` (the
-module is imported with the current folder on the path; the callable gets no arguments). It is
-scripted (`torch.jit.script`), or traced on an example batch with --trace (or when scripting
-fails, which is said). Its forward takes one batch of the --input kinds (images, tokens or
+num_classes=CLASSES)`), a Hugging Face `transformers` model class built from a config
+(`hf:GPT2LMHeadModel --config n_layer=2,n_embd=64,...`: random weights, nothing downloaded), or
+any `module:callable` of your own that returns an `nn.Module` (the module is imported with the
+current folder on the path; the callable gets no arguments). It is scripted
+(`torch.jit.script`), or traced on an example batch with --trace (or when scripting fails, which
+is said). A Hugging Face model (by hf: or returned by your callable) is traced in train mode,
+its forward returning the `.logits` of its output, made to run on any device and dtype
+(scripts/reference/hf_export.py says how). Its forward takes one batch of the --input kinds (images, tokens or
 features) and returns class logits `[batch, classes]`; or, with --input repeated in the tensors
 forms (float:6, int64:128:30522, bool:128), it takes each in turn and returns class logits in its
 last dimension (`[batch, ..., classes]`, cross_entropy) or values (--loss mse), whose shape the
@@ -20,6 +24,11 @@ Usage (through scripts/export-model, which finds the torch scripts/setup-libtorc
     scripts/export-model mobilenet_v3_small --input images:3x224x224 --classes 10
     scripts/export-model mypkg.models:make_net --input features:64 --classes 3 --trace
     scripts/export-model mypkg.models:regressor --input float:6 --input int64:5:50 --loss mse
+    scripts/export-model hf:GPT2LMHeadModel --config n_layer=2,n_head=2,n_embd=64,vocab_size=1000 \
+        --input int64:128:1000
+    scripts/export-model hf:BertForSequenceClassification --config num_labels=2 --input tokens:128:30522 --classes 2
+    scripts/export-model hf:T5ForConditionalGeneration --config d_model=64,num_layers=2 \
+        --input int64:64:32128 --input int64:16:32128
 """
 from __future__ import annotations
 
@@ -35,6 +44,9 @@ warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import hf_export  # noqa: E402
 
 
 def parse_input(text: str) -> dict:
@@ -103,7 +115,11 @@ def example(data: dict, rows: int) -> torch.Tensor:
     return torch.randn(rows, data["features"])
 
 
-def build(name: str, classes: int) -> nn.Module:
+def build(name: str, classes: int, config: list[str]) -> nn.Module:
+    if name.startswith("hf:"):
+        return hf_export.build(name[3:], hf_export.parse_config(config))
+    if config:
+        raise SystemExit("export-model: --config is read for hf: models only")
     if ":" in name:
         module, _, attr = name.partition(":")
         sys.path.insert(0, str(Path.cwd()))
@@ -151,6 +167,10 @@ def main() -> None:
                          "shaped as the output (tensors forms only)")
     ap.add_argument("--out", type=Path, help="the .pt to write (default models/<name>.pt)")
     ap.add_argument("--trace", action="store_true", help="trace on an example batch instead of scripting")
+    ap.add_argument("--config", action="append", default=[],
+                    help="an hf: model's config: KEY=VALUE pairs (repeated or comma-separated) or a .json file")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
+                    help="the dtype the file is saved in (default float32; oomlab's training.dtype converts it)")
     ap.add_argument("--budget", default="24GB", help="the memory the spec's search fits in (default 24GB)")
     ap.add_argument("--max-batch", type=int, default=1024, help="the largest batch the search tries (default 1024)")
     ap.add_argument("--spec", type=Path, help="the spec to write (default: the .pt's path with .toml)")
@@ -186,11 +206,22 @@ def main() -> None:
             raise SystemExit(f"export-model: {path} exists; pass --force to replace it")
 
     torch.manual_seed(0)
-    model = build(args.model, args.classes or 2)
+    model = build(args.model, args.classes or 2, args.config)
     model.train()
     x = tuple(tensor_example(e, 2) for e in entries) if tensors else example(data, 2)
     how = "traced"
-    if args.trace:
+    if hf_export.is_hf(model):
+        try:
+            scripted, how = hf_export.trace(model, x if tensors else (x,), getattr(torch, args.dtype))
+        except SystemExit:
+            raise
+        except Exception as e:  # noqa: BLE001 - the model's own error, whatever it is
+            raise SystemExit(f"export-model: tracing on 2 rows of --input {' '.join(args.input)} failed: "
+                             f"{last_line(e)}") from None
+        if args.dtype != "float32":
+            x = tuple(t.to(getattr(torch, args.dtype)) if t.is_floating_point() else t for t in x) if tensors \
+                else (x.to(getattr(torch, args.dtype)) if x.is_floating_point() else x)
+    elif args.trace:
         scripted = traced(model, x, args.input)
     else:
         try:
@@ -225,6 +256,8 @@ def main() -> None:
         shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
         raise SystemExit(f"export-model: the forward returns {shape} for 2 rows; oomlab needs class logits "
                          f"(2, {args.classes}): wrap the model so that forward returns one tensor of logits")
+    if not isinstance(logits, torch.Tensor):
+        raise SystemExit(f"export-model: the forward returns {type(logits).__name__}; oomlab needs one tensor of logits")
     if not any(True for _ in scripted.parameters()):
         raise SystemExit("export-model: the module has no parameters: there is nothing to train")
 
@@ -255,7 +288,9 @@ def main() -> None:
     data_keys = ", ".join(f"{k} = {toml_value(v)}" for k, v in data.items())
     loss = '\nloss = "mse"' if args.loss == "mse" else ""
     classes = "" if args.loss == "mse" else f"\nclasses = {args.classes}"
-    params = sum(p.numel() for p in scripted.parameters())
+    # Each tensor once, as torch.optim and oomlab count a tied weight (GPT-2's embedding and head).
+    params = sum(p.numel() for p in {id(p): p for p in scripted.parameters()}.values())
+    dtype_line = f'\ndtype = "{args.dtype}"' if args.dtype != "float32" else ""
     spec.write_text(f"""# Written by scripts/export-model {" ".join(sys.argv[1:])}
 # {args.model}, {how}: {params:,} parameters. The largest batch that fits {args.budget}:
 #   oomlab run {spec}        (on the GPU; on a CPU the budget caps host memory)
@@ -275,7 +310,7 @@ samples = {samples}{classes}
 optimizer = "adam"
 lr = 0.001
 batch_size = 1
-steps = 2
+steps = 2{dtype_line}
 
 [run]
 device = "auto"

@@ -670,7 +670,22 @@ class Script(Units):
 
     def forward(self, x):
         # A tensors kind's several inputs come as one tuple (gather), the forward's arguments.
-        return self.module(*x) if isinstance(x, tuple) else self.module(x)
+        out = self.module(*x) if isinstance(x, tuple) else self.module(x)
+        return logits_of(out)
+
+
+def logits_of(out):
+    """The logits in what a module returns, as a training loop reads them (oomlab's
+    nn::script::logits): the tensor; a tuple's or list's first tensor (return_dict=False); a
+    dict's "logits" (a Hugging Face ModelOutput, traced into a dict), else its first tensor.
+    The rest is dropped here, as `out = model(x)[0]` drops it."""
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, dict):
+        if isinstance(out.get("logits"), torch.Tensor):
+            return out["logits"]
+        out = list(out.values())
+    return next(t for t in out if isinstance(t, torch.Tensor))
 
 
 def loss_of(cfg: dict, out, y):

@@ -95,12 +95,29 @@ extern "C" {
         len: usize,
     ) -> c_int;
     fn oomlab_script_tag_device(module: *mut c_void);
+    fn oomlab_script_to(
+        module: *mut c_void,
+        device_type: c_int,
+        index: c_int,
+        dtype: c_int,
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
+    fn oomlab_tensor_identity(tensor: *mut c_void) -> *const c_void;
     fn oomlab_script_check_storage(module: *mut c_void, err: *mut c_char, len: usize) -> c_int;
     fn oomlab_script_children(
         module: *mut c_void,
         count: *mut i64,
         names: *mut c_char,
         names_len: usize,
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
+    fn oomlab_script_forward(
+        module: *mut c_void,
+        inputs: *const *mut c_void,
+        n: i64,
+        out: *mut *mut c_void,
         err: *mut c_char,
         len: usize,
     ) -> c_int;
@@ -426,13 +443,22 @@ pub fn set_allocator_settings(settings: &str) -> Result<(), String> {
     call(|e, l| unsafe { oomlab_set_allocator_settings(c.as_ptr(), e, l) })
 }
 
-/// Switches autocast for a device type (`tch::Device` CPU = 0, CUDA = 1) to a dtype.
-pub fn autocast_set(device_type: i32, enabled: bool, dtype: tch::Kind) -> Result<(), String> {
-    // c10::ScalarType numbering; tch keeps its own mapping private.
-    let kind = match dtype {
+/// c10::ScalarType's number for a floating-point kind (tch keeps its own mapping private); any
+/// other kind is float32's.
+fn scalar_type(kind: tch::Kind) -> c_int {
+    match kind {
         tch::Kind::Half => 5,
+        tch::Kind::Double => 7,
         tch::Kind::BFloat16 => 15,
         _ => 6,
+    }
+}
+
+/// Switches autocast for a device type (`tch::Device` CPU = 0, CUDA = 1) to a dtype.
+pub fn autocast_set(device_type: i32, enabled: bool, dtype: tch::Kind) -> Result<(), String> {
+    let kind = match dtype {
+        tch::Kind::Half | tch::Kind::BFloat16 => scalar_type(dtype),
+        _ => scalar_type(tch::Kind::Float),
     };
     // SAFETY: buffer from `call`.
     call(|e, l| unsafe { oomlab_autocast_set(device_type, enabled as c_int, kind, e, l) })
@@ -495,6 +521,22 @@ pub fn script_on_device(module: &tch::CModule) {
     unsafe { oomlab_script_tag_device(module_ptr(module)) }
 }
 
+/// Moves a TorchScript module to `device`, its floating-point parameters and buffers to `kind`
+/// and nothing else to another type (as Python's `nn.Module.to` does: integer buffers stay).
+pub fn script_to(module: &tch::CModule, device: tch::Device, kind: tch::Kind) -> Result<(), String> {
+    let (device_type, index) = device_numbers(device);
+    let dtype = scalar_type(kind);
+    // SAFETY: the module is live for the call; buffer from `call`.
+    call(|e, l| unsafe { oomlab_script_to(module_ptr(module), device_type, index, dtype, e, l) })
+}
+
+/// The tensor object `t` is (its `TensorImpl`): equal for two handles of one tensor, as
+/// Python's `id()` is for one parameter listed under two names.
+pub fn tensor_identity(t: &tch::Tensor) -> usize {
+    // SAFETY: `t` is live for the call; the pointer is compared, never followed.
+    unsafe { oomlab_tensor_identity(ptr(t)) as usize }
+}
+
 /// The names of a TorchScript module's top-level children, in order (`named_children()`).
 pub fn script_children(module: &tch::CModule) -> Result<Vec<String>, String> {
     let mut count = 0i64;
@@ -511,6 +553,19 @@ pub fn script_children(module: &tch::CModule) -> Result<Vec<String>, String> {
         return Err(format!("{count} children, {} names read", names.len()));
     }
     Ok(names)
+}
+
+/// A module's forward on `inputs`, and the logits in what it returns: the tensor, a tuple's or
+/// list's first tensor, or a dict's `"logits"` (else its first tensor); the rest is dropped.
+pub fn script_forward(module: &tch::CModule, inputs: &[&tch::Tensor]) -> Result<tch::Tensor, String> {
+    let handles: Vec<*mut c_void> = inputs.iter().map(|t| ptr(t)).collect();
+    let mut out = std::ptr::null_mut();
+    // SAFETY: the module and every input are live for the call; `out` receives one handle.
+    call(|e, l| unsafe {
+        oomlab_script_forward(module_ptr(module), handles.as_ptr(), handles.len() as i64, &mut out, e, l)
+    })?;
+    // SAFETY: a heap at::Tensor the shim made for us, now owned here.
+    Ok(unsafe { tch::Tensor::from_ptr(out as *mut torch_sys::C_tensor) })
 }
 
 /// Child `i`'s forward on `x` (the i-th of [`script_children`]).

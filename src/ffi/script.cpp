@@ -9,7 +9,9 @@
 #include "guarded.h"
 #include "log.h"
 
+#include <optional>
 #include <string>
+#include <vector>
 
 using oomlab::guarded;
 
@@ -44,6 +46,54 @@ int oomlab_script_child_forward(void* module, int64_t i, void* x, void** out, ch
       return;
     }
     TORCH_CHECK(false, "the module has no child ", i);
+  });
+}
+
+// The module's forward on `inputs` (`n` heap at::Tensor), and the logits in what it returns
+// into `*out` (a new heap at::Tensor), as a training loop reads them: the tensor itself; a
+// tuple's or list's first tensor (`return_dict=False`: logits first); a dict's "logits" (a
+// Hugging Face `ModelOutput`, traced into a dict), else its first tensor. The rest is dropped
+// here, as `out = model(x)[0]` drops it. (Not tch's `forward_is`: on an error it leaks its
+// inputs' IValues, and with them the batch.)
+int oomlab_script_forward(void* module, void* const* inputs, int64_t n, void** out, char* err,
+                          size_t len) noexcept {
+  return guarded(err, len, [&] {
+    std::vector<c10::IValue> args;
+    args.reserve(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) args.emplace_back(*static_cast<at::Tensor*>(inputs[i]));
+    c10::IValue r = static_cast<torch::jit::Module*>(module)->forward(std::move(args));
+    auto first = [](const std::vector<c10::IValue>& values) -> std::optional<at::Tensor> {
+      for (const auto& v : values) {
+        if (v.isTensor()) return v.toTensor();
+      }
+      return std::nullopt;
+    };
+    std::optional<at::Tensor> logits;
+    std::string what = r.tagKind();
+    if (r.isTensor()) {
+      logits = r.toTensor();
+    } else if (r.isTuple()) {
+      what = "a tuple";
+      logits = first(r.toTupleRef().elements().vec());
+    } else if (r.isList()) {
+      what = "a list";
+      logits = first(r.toListRef().vec());
+    } else if (r.isGenericDict()) {
+      what = "a dict";
+      std::vector<c10::IValue> values;
+      for (const auto& kv : r.toGenericDict()) {
+        if (kv.key().isString() && kv.key().toStringRef() == "logits" && kv.value().isTensor()) {
+          logits = kv.value().toTensor();
+          break;
+        }
+        values.push_back(kv.value());
+      }
+      if (!logits) logits = first(values);
+    }
+    TORCH_CHECK(logits.has_value(), "the module's forward returns ", what,
+                " without a tensor in it; return the logits (a tensor, or a tuple or dict whose "
+                "\"logits\" or first entry is one)");
+    *out = new at::Tensor(*logits);
   });
 }
 
@@ -100,6 +150,37 @@ void oomlab_script_tag_device(void* module) noexcept {
   } catch (...) {
     // A log without the tags: the recorded estimate then counts no parameter on the device.
   }
+}
+
+// Moves `module` to the device (`device_type` 0: CPU, 1: CUDA; `index`) and its floating-point
+// parameters and buffers to `dtype` (a c10::ScalarType), as `nn.Module.to(device, dtype)` does
+// in Python: an integer or boolean buffer (BERT's `position_ids`, a mask) keeps its type.
+// libtorch's `torch::jit::Module::to(device, dtype)` converts every tensor whatever its type,
+// which turns token ids into bfloat16 and fails every `gather` after. A tensor held under two
+// names (a tied weight) is the same tensor: converted once, still one.
+int oomlab_script_to(void* module, int device_type, int index, int dtype, char* err, size_t len) noexcept {
+  return guarded(err, len, [&] {
+    auto* m = static_cast<torch::jit::Module*>(module);
+    const c10::Device device = device_type == 1 ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index))
+                                                : c10::Device(c10::kCPU);
+    const auto kind = static_cast<c10::ScalarType>(dtype);
+    auto move = [&](at::Tensor t) {
+      if (!t.defined()) return;
+      const auto to = t.is_floating_point() ? kind : t.scalar_type();
+      if (t.device() == device && t.scalar_type() == to) return;
+      // As Module::to does: the tensor object stays (the optimizer and the graph hold it), its
+      // data is replaced.
+      t.set_data(t.to(device, to));
+    };
+    for (const auto& p : m->parameters(true)) move(p);
+    for (const auto& b : m->buffers(true)) move(b);
+  });
+}
+
+// The identity of a tensor object (its TensorImpl), as Python's `id(param)` tells one
+// parameter from another: two names of one tied weight give the same.
+const void* oomlab_tensor_identity(void* tensor) noexcept {
+  return static_cast<at::Tensor*>(tensor)->unsafeGetTensorImpl();
 }
 
 }  // extern "C"

@@ -170,7 +170,7 @@ impl Ops for Tensor {
     }
 
     fn script_forward(module: &tch::CModule, inputs: &[&Self]) -> Result<Self> {
-        module.forward_ts(inputs)
+        crate::ffi::script_forward(module, inputs).map_err(TchError::Torch)
     }
 
     fn script_loss(out: &Self, y: &Self, loss: crate::spec::Loss, classes: usize) -> Result<Self> {

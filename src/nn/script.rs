@@ -180,18 +180,19 @@ pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>
     })?;
     crate::ffi::script_on_device(&module);
     if place.kind != Kind::Float {
-        // `CModule::to` panics on a libtorch error (an out-of-memory among them).
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| module.to(place.device, place.kind, false)))
-            .map_err(|_| {
-                TchError::Torch(format!("converting {} to {:?} failed", path.display(), place.kind))
-            })?;
+        // Floating-point tensors only, as Python's `module.to(dtype)`: token ids stay int64.
+        crate::ffi::script_to(&module, place.device, place.kind).map_err(|why| {
+            TchError::Torch(format!("converting {} to {:?} failed: {why}", path.display(), place.kind))
+        })?;
     }
     crate::ffi::script_on_device(&module);
     module.f_set_train()?;
     // Every parameter, as `torch.optim.Adam(model.parameters())` takes them: one saved with
     // `requires_grad = False` (a frozen backbone) gets no gradient, so the optimizer skips it
-    // and makes it no state, as torch.optim does.
-    let params: Vec<Tensor> = module.named_parameters()?.into_iter().map(|(_, p)| p).collect();
+    // and makes it no state, as torch.optim does. A tensor listed under two names (GPT-2's
+    // embedding, tied to its head) is one parameter, as `parameters()` gives it once in Python:
+    // libtorch's list repeats it, which would give it two optimizer states and two updates.
+    let params = unique(module.named_parameters()?.into_iter().map(|(_, p)| p));
     if !params.is_empty() && !params.iter().any(Tensor::requires_grad) {
         return Err(TchError::FileFormat(format!(
             "{}: every parameter is saved with requires_grad = False: there is nothing to train (unfreeze \
@@ -207,6 +208,13 @@ pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>
         )));
     }
     Ok((Arc::new(module), params))
+}
+
+/// The tensors in order, each once: the first of the names a tied tensor has, as
+/// `nn.Module.parameters()` keeps it.
+fn unique(tensors: impl Iterator<Item = Tensor>) -> Vec<Tensor> {
+    let mut seen = std::collections::HashSet::new();
+    tensors.filter(|t| seen.insert(crate::ffi::tensor_identity(t))).collect()
 }
 
 /// An error in its own words: a file refused by [`load`] as its message says (without tch's
