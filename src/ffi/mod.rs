@@ -34,6 +34,7 @@ extern "C" {
     fn oomlab_cpu_events_stop(deltas: *mut i64, ptrs: *mut u64, cap: i64) -> i64;
     fn oomlab_cpu_events_mark(tag: u64);
     fn oomlab_cpu_events_tags(tags: *mut u8, cap: i64);
+    fn oomlab_cpu_events_threads(threads: *mut u16, cap: i64);
     fn oomlab_cpu_events_reduces(out: *mut i64, cap: i64) -> i64;
     fn oomlab_cpu_events_convs(out: *mut i64, cap: i64) -> i64;
     fn oomlab_cpu_events_tag(data: *const c_void, tag: c_int);
@@ -242,6 +243,9 @@ pub struct Log {
     /// Each convolution (`aten::convolution`, `aten::convolution_backward`), as cuDNN would
     /// be called for it on CUDA: the event `(0, CONV_MARK + i)` marks where the `i`-th begins.
     pub convs: Vec<Conv>,
+    /// Which thread of a parallel region made each event: 0 outside any, else 1 + its number in
+    /// the OpenMP region (whose threads interleave as the machine's load lets them).
+    pub threads: Vec<u16>,
 }
 
 /// The first pointer of a convolution's mark in a [`Log`] (the reductions' come below it).
@@ -261,6 +265,9 @@ pub struct Conv {
     pub kind: tch::Kind,
     /// `convolution_backward` (else the forward).
     pub backward: bool,
+    /// A backward's `output_mask`: whether it makes the input's, the weight's and the bias's
+    /// gradient (`None` where it was not read).
+    pub makes: Option<[bool; 3]>,
     /// A 2-D convolution with one stride and one padding for both sides, dilation 1, not
     /// transposed: one that cuDNN's table could hold.
     pub known: bool,
@@ -330,7 +337,10 @@ pub fn cpu_events_with_ops<T>(f: impl FnOnce() -> T) -> (T, Log) {
     // SAFETY: `flat` holds `n` convolutions.
     unsafe { oomlab_cpu_events_convs(flat.as_mut_ptr(), n as i64) };
     let convs = flat.chunks(14).map(conv_of).collect();
-    (out, Log { events, ops, tags, reduces, convs })
+    let mut threads = vec![0u16; events.len()];
+    // SAFETY: `threads` holds one slot per event read.
+    unsafe { oomlab_cpu_events_threads(threads.as_mut_ptr(), threads.len() as i64) };
+    (out, Log { events, ops, tags, reduces, convs, threads })
 }
 
 /// A convolution from the shim's 14 integers.
@@ -349,6 +359,8 @@ fn conv_of(c: &[i64]) -> Conv {
             _ => tch::Kind::Float,
         },
         backward: c[12] != 0,
+        // Above the flag, which gradients a backward makes, where the shim read them.
+        makes: (c[12] > 1).then(|| [c[12] & 2 != 0, c[12] & 4 != 0, c[12] & 8 != 0]),
         known: c[13] != 0,
     }
 }

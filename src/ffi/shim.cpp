@@ -147,6 +147,23 @@ std::unordered_map<uintptr_t, size_t>& live_events() {
 // Allocations on this thread are the host's while this is above 0 (`oomlab_cpu_events_host`).
 thread_local int t_host_scope = 0;
 
+// Which thread of a parallel region made each event: 0 outside any (the op's own thread), else
+// 1 + the thread's number in the OpenMP region (at::parallel_for's, oneDNN's). The threads of a
+// region run their chunks (a static schedule: thread k, chunk k) in whatever interleaving the
+// machine's load gives; the recorded estimate puts each region's events in one order that does
+// not depend on it (train::record). The OpenMP runtime is libtorch's (libgomp); weak, so that a
+// libtorch without one leaves every event at 0.
+extern "C" int omp_in_parallel(void) __attribute__((weak));
+extern "C" int omp_get_thread_num(void) __attribute__((weak));
+std::vector<uint16_t>& event_threads() {
+  static auto* v = new std::vector<uint16_t>();  // never destroyed
+  return *v;
+}
+uint16_t thread_code() {
+  if (omp_in_parallel == nullptr || omp_get_thread_num == nullptr || !omp_in_parallel()) return 0;
+  return static_cast<uint16_t>(1 + omp_get_thread_num());
+}
+
 // A sum of a contiguous tensor over its leading dimensions (autograd's `sum_to` of a bias's
 // gradient): `rows` summed into each of `cols` outputs, accumulating in `acc` bytes. CUDA's
 // reduction kernel may take a staging buffer for it (estimate/cuda_reduce.rs) that the CPU's
@@ -209,6 +226,13 @@ std::optional<Conv> conv_call(const at::RecordFunction& fn) {
   if (!x.defined() || !w.defined()) return std::nullopt;
   Conv c;
   c.backward = backward ? 1 : 0;
+  // Which gradients the backward makes (`output_mask`: the input's, the weight's, the bias's),
+  // above the flag: an input that needs none (the first layer's images) makes no data pass, and
+  // its weight's gradient may be the input's size at some batch.
+  if (backward && inputs.size() > first + 9 && inputs[first + 9].isBoolList()) {
+    const auto mask = inputs[first + 9].toBoolList();
+    if (mask.size() == 3) c.backward = 1 + 2 * mask[0] + 4 * mask[1] + 8 * mask[2];
+  }
   switch (x.scalar_type()) {
     case at::kHalf: c.dtype = 1; break;
     case at::kBFloat16: c.dtype = 2; break;
@@ -314,6 +338,7 @@ void push_locked(int64_t delta, uintptr_t ptr, int32_t op, uint8_t tag) {
   events().emplace_back(delta, ptr);
   event_ops().push_back(op);
   event_tags().push_back(tag);
+  event_threads().push_back(thread_code());
 }
 
 // Under g_events_mutex: a mark with this thread's op, if the log is on.
@@ -530,6 +555,7 @@ void oomlab_cpu_events_start(int with_ops) noexcept {
   events().clear();
   event_ops().clear();
   event_tags().clear();
+  event_threads().clear();
   live_events().clear();
   reduces().clear();
   convs().clear();
@@ -556,6 +582,14 @@ void oomlab_cpu_events_tags(uint8_t* tags, int64_t cap) noexcept {
   std::lock_guard<std::mutex> lock(g_events_mutex);
   const auto& v = event_tags();
   for (int64_t i = 0; i < static_cast<int64_t>(v.size()) && i < cap; ++i) tags[i] = v[i];
+}
+
+// Each event's thread of the last log (up to `cap`): 0 outside a parallel region, else 1 + the
+// thread's number in it.
+void oomlab_cpu_events_threads(uint16_t* threads, int64_t cap) noexcept {
+  std::lock_guard<std::mutex> lock(g_events_mutex);
+  const auto& v = event_threads();
+  for (int64_t i = 0; i < static_cast<int64_t>(v.size()) && i < cap; ++i) threads[i] = v[i];
 }
 
 // The convolutions the last log marks (up to `cap`), 14 integers each (`Conv`'s fields in order);

@@ -62,7 +62,8 @@ fn record_here(config: &Config) -> Result<Recording> {
     });
     ffi::cpu_set_cap(cap);
     let row = row?;
-    let ffi::Log { events, ops, tags, reduces, convs } = log;
+    let ffi::Log { events, ops, tags, reduces, convs, threads } = log;
+    let (events, ops, tags) = in_one_order(events, ops, tags, &threads);
     if !row.status.fitted() && row.status != Status::Diverged {
         bail!(
             "recording {} at batch {}: {:?}: {}",
@@ -83,6 +84,84 @@ fn record_here(config: &Config) -> Result<Recording> {
     let (events, ops, tags) =
         (events[kept.clone()].to_vec(), ops[kept.clone()].to_vec(), tags[kept].to_vec());
     Ok(Recording { events, ops, tags, reduces, convs, phases, row })
+}
+
+/// The first id [`in_one_order`] gives an allocation in place of its address: far above any
+/// mark's (`END`, `CONV_MARK` ...), and never an address a log holds.
+const OWN_IDS: u64 = 1 << 62;
+
+/// The log with each parallel region's events in one order, whatever the machine's load did
+/// with its threads. A region (a run of events that the threads of an OpenMP region made:
+/// `threads` is 1 + the thread's number, 0 outside one) interleaves its threads' events as they
+/// were scheduled, differently at each recording, so that two recordings of one step could not be
+/// told the same step (MobileNetV2's depthwise convolutions, the CPU flash attention's backward).
+/// Each thread runs a fixed chunk (a static schedule), in a fixed order; the region is given back
+/// as its threads' events dealt in turn, the first of each thread's, then the second of each,
+/// and so on: the threads running side by side, as on a quiet machine, so that a buffer each
+/// thread holds over its chunk is live in all of them at once, as the estimate counts it (on a
+/// busy machine a run may peak lower). An allocation is known by an id of its own, not its
+/// address, which another thread may have freed and been given again in between.
+fn in_one_order(
+    events: Vec<(i64, u64)>,
+    ops: Vec<String>,
+    tags: Vec<ffi::Where>,
+    threads: &[u16],
+) -> (Vec<(i64, u64)>, Vec<String>, Vec<ffi::Where>) {
+    if !threads.iter().any(|&t| t != 0) {
+        return (events, ops, tags);
+    }
+    // Addresses to ids, in the order the log has them.
+    let mut live: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    let mut next = OWN_IDS;
+    let events: Vec<(i64, u64)> = events
+        .into_iter()
+        .map(|(delta, ptr)| match delta {
+            0 => (delta, ptr),
+            d if d > 0 => {
+                live.insert(ptr, next);
+                next += 1;
+                (d, next - 1)
+            }
+            d => (d, live.remove(&ptr).unwrap_or(ptr)),
+        })
+        .collect();
+    let n = events.len();
+    let mut order: Vec<usize> = Vec::with_capacity(n);
+    let mut i = 0;
+    while i < n {
+        if threads.get(i).copied().unwrap_or(0) == 0 {
+            order.push(i);
+            i += 1;
+            continue;
+        }
+        let end = (i..n).find(|&j| threads.get(j).copied().unwrap_or(0) == 0).unwrap_or(n);
+        // Each thread's events of the region, in its own order, threads by their number.
+        let mut by_thread: std::collections::BTreeMap<u16, Vec<usize>> = std::collections::BTreeMap::new();
+        for j in i..end {
+            by_thread.entry(threads[j]).or_default().push(j);
+        }
+        let longest = by_thread.values().map(Vec::len).max().unwrap_or(0);
+        for k in 0..longest {
+            order.extend(by_thread.values().filter_map(|v| v.get(k)));
+        }
+        i = end;
+    }
+    let pick = |v: &[String], i: usize| v.get(i).cloned().unwrap_or_default();
+    // Ids renumbered in the new order, so that one order gives one log, to its ids.
+    let mut renamed: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    let ordered_events = order
+        .iter()
+        .map(|&i| match events[i] {
+            (d, id) if d != 0 && id >= OWN_IDS => {
+                let n = renamed.len() as u64;
+                (d, *renamed.entry(id).or_insert(OWN_IDS + n))
+            }
+            other => other,
+        })
+        .collect();
+    let ordered_ops = order.iter().map(|&i| pick(&ops, i)).collect();
+    let ordered_tags = order.iter().map(|&i| tags.get(i).copied().unwrap_or_default()).collect();
+    (ordered_events, ordered_ops, ordered_tags)
 }
 
 /// The CPU's counters without `CpuProbe`'s one-at-a-time lock: a recording may be made while a
@@ -116,5 +195,47 @@ impl MemoryProbe for Unguarded {
     }
     fn counters(&self) -> Result<Counters> {
         Ok(crate::probe::cpu_counters())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two threads' chunks, each a buffer held over its work, interleaved two ways by the
+    /// scheduler (side by side, one after the other, the second thread first), give one log; an
+    /// address freed by one thread and given again to the other is two allocations still.
+    #[test]
+    fn a_parallel_regions_events_come_in_one_order_whatever_the_load() {
+        let none = |n: usize| vec![ffi::Where::default(); n];
+        let ops = |n: usize| vec![String::new(); n];
+        // (delta, address, thread): before, thread 1's chunk, thread 2's chunk, after.
+        let logs: [&[(i64, u64, u16)]; 3] = [
+            &[(8, 100, 0), (4, 200, 1), (4, 300, 2), (-4, 200, 1), (-4, 300, 2), (-8, 100, 0)],
+            &[(8, 100, 0), (4, 200, 1), (-4, 200, 1), (4, 200, 2), (-4, 200, 2), (-8, 100, 0)],
+            &[(8, 100, 0), (4, 300, 2), (-4, 300, 2), (4, 200, 1), (-4, 200, 1), (-8, 100, 0)],
+        ];
+        let ordered: Vec<Vec<(i64, u64)>> = logs
+            .iter()
+            .map(|log| {
+                let events = log.iter().map(|&(d, p, _)| (d, p)).collect();
+                let threads: Vec<u16> = log.iter().map(|&(.., t)| t).collect();
+                in_one_order(events, ops(log.len()), none(log.len()), &threads).0
+            })
+            .collect();
+        let want = vec![
+            (8, OWN_IDS),
+            (4, OWN_IDS + 1),
+            (4, OWN_IDS + 2),
+            (-4, OWN_IDS + 1),
+            (-4, OWN_IDS + 2),
+            (-8, OWN_IDS),
+        ];
+        for got in &ordered {
+            assert_eq!(got, &want, "both buffers live at once, in one order");
+        }
+        // No parallel region: the log as it was.
+        let plain = vec![(8, 100), (-8, 100)];
+        assert_eq!(in_one_order(plain.clone(), ops(2), none(2), &[0, 0]).0, plain);
     }
 }

@@ -376,8 +376,14 @@ pub(super) fn cudnn_calls(
     if !conv.backward {
         return vec![(outputs.last().copied(), call(Pass::Forward))];
     }
-    let input = outputs.iter().copied().find(|&a| sizes[a] == bytes(&conv.input));
-    let weight = outputs.iter().copied().find(|&a| Some(a) != input && sizes[a] == bytes(&conv.weight));
+    // Which gradients it makes, where the call said: a weight's gradient may be the input's
+    // size at some batch (a patch embedding's 8x8 kernel over 32x32 images at batch 4).
+    let [wants_input, wants_weight, _] = conv.makes.unwrap_or([true, true, true]);
+    let input = outputs.iter().copied().find(|&a| wants_input && sizes[a] == bytes(&conv.input));
+    let weight = outputs
+        .iter()
+        .copied()
+        .find(|&a| wants_weight && Some(a) != input && sizes[a] == bytes(&conv.weight));
     let data = input.map(|a| (Some(a), call(Pass::Data)));
     data.into_iter().chain(weight.map(|a| (Some(a), call(Pass::Filter)))).collect()
 }
@@ -409,5 +415,41 @@ fn by_op(op: &str) -> String {
         String::new()
     } else {
         format!(" (made in {op})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A patch embedding's backward (8x8 kernel, 3 channels, 64 filters) over 32x32 images that
+    /// need no gradient: at batch 4 its weight's gradient is the input's size, 49,152 bytes, and
+    /// is still the filter pass, as the call's `output_mask` says.
+    #[test]
+    fn a_gradient_is_told_by_what_the_backward_makes_not_only_by_its_size() {
+        let conv = |makes| crate::ffi::Conv {
+            input: [4, 3, 32, 32],
+            weight: [64, 3, 8, 8],
+            stride: 8,
+            padding: 0,
+            groups: 1,
+            kind: tch::Kind::Float,
+            backward: true,
+            makes,
+            known: true,
+        };
+        let sizes = [49_152, 256];
+        let passes = |makes| -> Vec<Pass> {
+            cudnn_calls(0, &conv(makes), &[0, 1], &sizes)
+                .into_iter()
+                .map(|(_, s)| match s {
+                    Shape::Cudnn { pass, .. } => pass,
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        assert_eq!(passes(Some([false, true, true])), [Pass::Filter]);
+        // Read by size alone, as where the mask is not known, the first fits the input.
+        assert_eq!(passes(None), [Pass::Data]);
     }
 }
