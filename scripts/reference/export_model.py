@@ -260,6 +260,14 @@ def main() -> None:
         raise SystemExit(f"export-model: the forward returns {type(logits).__name__}; oomlab needs one tensor of logits")
     if not any(True for _ in scripted.parameters()):
         raise SystemExit("export-model: the module has no parameters: there is nothing to train")
+    # A model that cannot train on one row (a batch norm over a 1x1 map: "Expected more than 1
+    # value per channel when training") starts its search at 2, said in the spec.
+    start, start_note = 1, ""
+    try:
+        scripted(*[t[:1] for t in x]) if tensors else scripted(x[:1])
+    except Exception as e:  # noqa: BLE001 - the module's own error, whatever it is
+        start = 2
+        start_note = f"\n# It cannot train on one row ({last_line(e)}): the search starts at 2."
 
     # A forward that is its children run in turn (an nn.Sequential) can be checkpointed between
     # them: oomlab's model.units = "children", which the run checks again on the spec's data.
@@ -293,7 +301,7 @@ def main() -> None:
     dtype_line = f'\ndtype = "{args.dtype}"' if args.dtype != "float32" else ""
     spec.write_text(f"""# Written by scripts/export-model {" ".join(sys.argv[1:])}
 # {args.model}, {how}: {params:,} parameters. The largest batch that fits {args.budget}:
-#   oomlab run {spec}        (on the GPU; on a CPU the budget caps host memory)
+#   oomlab run {spec}        (on the GPU; on a CPU the budget caps host memory){start_note}
 [experiment]
 name = "{stem}"
 description = "{stem} (TorchScript): the largest batch that fits {args.budget}"
@@ -309,7 +317,7 @@ samples = {samples}{classes}
 [training]
 optimizer = "adam"
 lr = 0.001
-batch_size = 1
+batch_size = {start}
 steps = 2{dtype_line}
 
 [run]
@@ -318,7 +326,7 @@ budget = "{args.budget}"
 
 [sweep]
 field = "training.batch_size"
-search = {{ start = 1, factor = 2, max = {args.max_batch} }}
+search = {{ start = {start}, factor = 2, max = {args.max_batch} }}
 """)
     print(f"wrote {out} ({how}, {params:,} parameters) and {spec}")
 

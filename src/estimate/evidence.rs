@@ -227,6 +227,18 @@ pub const ATTENTION: Rule = Rule {
     reserved_margin: 0.15,
 };
 
+pub const UNCHECKED_OPS: Rule = Rule {
+    name: "unchecked-ops",
+    covers: "ops of a recorded module whose CUDA kernels are not the CPU's (separate kernels that are not \
+             structured, or a reduction's staging buffer; scripts/reference/aten_ops.py classifies them): \
+             their recorded allocations stand in for CUDA's",
+    confirmed: None,
+    // The activations' margin: such an op's outputs are the CPU's, and what CUDA takes besides is
+    // a transient of the order of its input, within a phase's activations.
+    margin: 0.15,
+    reserved_margin: 0.15,
+};
+
 pub const TORCHSCRIPT: Rule = Rule {
     name: "torchscript",
     covers: "a TorchScript module's step recorded on the CPU and replayed on CUDA's allocator: the host's \

@@ -105,6 +105,8 @@ extern "C" {
         len: usize,
     ) -> c_int;
     fn oomlab_tensor_identity(tensor: *mut c_void) -> *const c_void;
+    fn oomlab_script_attention_without_dropout(module: *mut c_void) -> i64;
+    fn oomlab_cpu_events_attns(out: *mut i64, cap: i64) -> i64;
     fn oomlab_script_check_storage(module: *mut c_void, err: *mut c_char, len: usize) -> c_int;
     fn oomlab_script_children(
         module: *mut c_void,
@@ -246,6 +248,28 @@ pub struct Log {
     /// Which thread of a parallel region made each event: 0 outside any, else 1 + its number in
     /// the OpenMP region (whose threads interleave as the machine's load lets them).
     pub threads: Vec<u16>,
+    /// Each call of the CPU flash-attention kernel: the event `(0, ATTN_MARK + i)` marks where
+    /// the `i`-th begins.
+    pub attns: Vec<Attn>,
+}
+
+/// The first pointer of a flash attention's mark in a [`Log`] (above the convolutions').
+pub const ATTN_MARK: u64 = 1 << 41;
+
+/// A call of the CPU flash-attention kernel, as the shim read it off the op's arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Attn {
+    /// The query's, key's and value's `[batch, heads, len, head_dim]`.
+    pub q: [i64; 4],
+    pub k: [i64; 4],
+    pub v: [i64; 4],
+    /// The query's dtype.
+    pub kind: tch::Kind,
+    /// The backward (else the forward).
+    pub backward: bool,
+    pub causal: bool,
+    /// Called with an attention mask.
+    pub masked: bool,
 }
 
 /// The first pointer of a convolution's mark in a [`Log`] (the reductions' come below it).
@@ -340,7 +364,29 @@ pub fn cpu_events_with_ops<T>(f: impl FnOnce() -> T) -> (T, Log) {
     let mut threads = vec![0u16; events.len()];
     // SAFETY: `threads` holds one slot per event read.
     unsafe { oomlab_cpu_events_threads(threads.as_mut_ptr(), threads.len() as i64) };
-    (out, Log { events, ops, tags, reduces, convs, threads })
+    // SAFETY: as for the convolutions, 16 integers an attention call.
+    let n = unsafe { oomlab_cpu_events_attns(std::ptr::null_mut(), 0) }.max(0) as usize;
+    let mut flat = vec![0i64; 16 * n];
+    // SAFETY: `flat` holds `n` calls.
+    unsafe { oomlab_cpu_events_attns(flat.as_mut_ptr(), n as i64) };
+    let attns = flat
+        .chunks(16)
+        .map(|a| Attn {
+            q: [a[0], a[1], a[2], a[3]],
+            k: [a[4], a[5], a[6], a[7]],
+            v: [a[8], a[9], a[10], a[11]],
+            kind: match a[12] {
+                1 => tch::Kind::Half,
+                2 => tch::Kind::BFloat16,
+                3 => tch::Kind::Double,
+                _ => tch::Kind::Float,
+            },
+            backward: a[13] != 0,
+            causal: a[14] != 0,
+            masked: a[15] != 0,
+        })
+        .collect();
+    (out, Log { events, ops, tags, reduces, convs, threads, attns })
 }
 
 /// A convolution from the shim's 14 integers.
@@ -540,6 +586,13 @@ pub fn script_to(module: &tch::CModule, device: tch::Device, kind: tch::Kind) ->
     let dtype = scalar_type(kind);
     // SAFETY: the module is live for the call; buffer from `call`.
     call(|e, l| unsafe { oomlab_script_to(module_ptr(module), device_type, index, dtype, e, l) })
+}
+
+/// Sets every `scaled_dot_product_attention`'s dropout in a TorchScript module's graphs to 0;
+/// how many it set (-1: the graphs could not be read).
+pub fn script_attention_without_dropout(module: &tch::CModule) -> i64 {
+    // SAFETY: the module is live for the call and not run meanwhile.
+    unsafe { oomlab_script_attention_without_dropout(module_ptr(module)) }
 }
 
 /// The tensor object `t` is (its `TensorImpl`): equal for two handles of one tensor, as

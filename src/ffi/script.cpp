@@ -9,6 +9,7 @@
 #include "guarded.h"
 #include "log.h"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -175,6 +176,36 @@ int oomlab_script_to(void* module, int device_type, int index, int dtype, char* 
     for (const auto& p : m->parameters(true)) move(p);
     for (const auto& b : m->buffers(true)) move(b);
   });
+}
+
+// Sets the dropout of every `aten::scaled_dot_product_attention` in `module`'s graphs (its
+// methods' and its submodules', recursively) to 0: for a recording made on the CPU to stand for
+// a CUDA step. The CPU runs attention with dropout through the math path (its [L, L] scores and
+// mask kept for the backward), where CUDA's fused kernels keep no mask (they draw it again from
+// a seed) and no scores: without dropout the CPU runs its flash kernel, whose outputs are the
+// fused kernels' and whose call the CUDA replay reads (`Attn`). Returns how many it set.
+int64_t oomlab_script_attention_without_dropout(void* module) noexcept {
+  try {
+    auto* m = static_cast<torch::jit::Module*>(module);
+    int64_t set = 0;
+    std::function<void(torch::jit::Block*)> walk = [&](torch::jit::Block* block) {
+      for (auto* node : block->nodes()) {
+        for (auto* b : node->blocks()) walk(b);
+        if (node->kind().toQualString() != std::string("aten::scaled_dot_product_attention")) continue;
+        if (node->inputs().size() < 5) continue;
+        auto* graph = node->owningGraph();
+        torch::jit::WithInsertPoint guard(node);
+        node->replaceInput(4, graph->insertConstant(0.0));
+        ++set;
+      }
+    };
+    for (const auto& mod : m->modules()) {
+      for (const auto& method : mod.get_methods()) walk(method.graph()->block());
+    }
+    return set;
+  } catch (...) {
+    return -1;
+  }
 }
 
 // The identity of a tensor object (its TensorImpl), as Python's `id(param)` tells one

@@ -192,6 +192,53 @@ std::vector<Conv>& convs() {
   return *v;
 }
 
+// A call of the CPU flash-attention kernel (`_scaled_dot_product_flash_attention_for_cpu`, or
+// its backward), with its query's, key's and value's shapes (`[batch, heads, len, head_dim]`):
+// on CUDA another kernel runs in its place, whose saved tensors and workspaces the recorded
+// estimate adds from these (estimate/graph/efficient.rs). The log marks where each begins:
+// an event (0, kAttnMark + its index here).
+struct Attn {
+  int64_t q[4] = {0, 0, 0, 0}, k[4] = {0, 0, 0, 0}, v[4] = {0, 0, 0, 0};
+  int64_t dtype = 0, backward = 0, causal = 0, masked = 0;
+};
+constexpr uint64_t kAttnMark = uint64_t{1} << 41;
+std::vector<Attn>& attns() {
+  static auto* v = new std::vector<Attn>();  // never destroyed
+  return *v;
+}
+
+std::optional<Attn> attn_call(const at::RecordFunction& fn) {
+  const bool backward = std::strcmp(fn.name(), "aten::_scaled_dot_product_flash_attention_for_cpu_backward") == 0;
+  if (!backward && std::strcmp(fn.name(), "aten::_scaled_dot_product_flash_attention_for_cpu") != 0) {
+    return std::nullopt;
+  }
+  const auto inputs = fn.inputs();
+  const size_t first = backward ? 1 : 0;
+  if (inputs.size() < first + 3) return std::nullopt;
+  Attn a;
+  a.backward = backward ? 1 : 0;
+  int64_t* dims[3] = {a.q, a.k, a.v};
+  for (size_t i = 0; i < 3; ++i) {
+    if (!inputs[first + i].isTensor()) return std::nullopt;
+    const auto& t = inputs[first + i].toTensor();
+    if (!t.defined() || t.dim() != 4) return std::nullopt;
+    for (int d = 0; d < 4; ++d) dims[i][d] = t.size(d);
+    if (i == 0) {
+      switch (t.scalar_type()) {
+        case at::kHalf: a.dtype = 1; break;
+        case at::kBFloat16: a.dtype = 2; break;
+        case at::kDouble: a.dtype = 3; break;
+        default: a.dtype = 0;
+      }
+    }
+  }
+  // After q, k, v (and, in the backward, out and logsumexp): dropout_p, is_causal, attn_mask.
+  const size_t causal = backward ? 7 : 4;
+  if (inputs.size() > causal && inputs[causal].isBool()) a.causal = inputs[causal].toBool();
+  if (inputs.size() > causal + 1 && inputs[causal + 1].isTensor()) a.masked = inputs[causal + 1].toTensor().defined();
+  return a;
+}
+
 // An int or concrete SymInt argument, or none.
 std::optional<int64_t> int_of(const c10::IValue& v) {
   if (v.isInt()) return v.toInt();
@@ -269,6 +316,8 @@ std::optional<Conv> conv_call(const at::RecordFunction& fn) {
 constexpr uint64_t kSpanBegin = 2, kSpanEnd = 3;
 bool opens_span(const char* name) {
   return std::strcmp(name, "aten::dropout") == 0 || std::strstr(name, "embedding_dense_backward") != nullptr ||
+         std::strstr(name, "scaled_dot_product_flash_attention_for_cpu") != nullptr ||
+         std::strstr(name, "ScaledDotProductFlashAttentionForCpuBackward") != nullptr ||
          std::strstr(name, "convolution") != nullptr || std::strstr(name, "Convolution") != nullptr ||
          std::strstr(name, "batch_norm") != nullptr || std::strstr(name, "BatchNorm") != nullptr ||
          std::strstr(name, "layer_norm") != nullptr || std::strstr(name, "LayerNorm") != nullptr;
@@ -495,6 +544,8 @@ void oomlab_cpu_events_start(int with_ops) noexcept {
         bool wrapped = false;
         // The convolution it is, if one: its start is marked, after the span's.
         std::optional<Conv> conv;
+        // The flash attention it is, if one: its start is marked, after the span's.
+        std::optional<Attn> attn;
         try {
           for (const auto& v : fn.inputs()) {
             if (!v.isTensor()) continue;
@@ -507,6 +558,7 @@ void oomlab_cpu_events_start(int with_ops) noexcept {
           }
           f.reduce = rows_reduced(fn);
           conv = conv_call(fn);
+          attn = attn_call(fn);
         } catch (...) {
           // An op whose inputs cannot be read: no tag, no reduction or convolution mark.
         }
@@ -518,12 +570,16 @@ void oomlab_cpu_events_start(int with_ops) noexcept {
         f.span = opens && !enclosed;
         const bool span = f.span;
         t_frames.push_back(std::move(f));
-        if (span || conv) {
+        if (span || conv || attn) {
           std::lock_guard<std::mutex> lock(g_events_mutex);
           if (span) mark_locked(kSpanBegin);
           if (conv && g_events_on.load()) {
             mark_locked(kConvMark + convs().size());
             convs().push_back(*conv);
+          }
+          if (attn && g_events_on.load()) {
+            mark_locked(kAttnMark + attns().size());
+            attns().push_back(*attn);
           }
         }
         return nullptr;
@@ -559,6 +615,7 @@ void oomlab_cpu_events_start(int with_ops) noexcept {
   live_events().clear();
   reduces().clear();
   convs().clear();
+  attns().clear();
   g_events_on.store(true);
 }
 
@@ -610,6 +667,27 @@ int64_t oomlab_cpu_events_convs(int64_t* out, int64_t cap) noexcept {
     o[11] = c.dtype;
     o[12] = c.backward;
     o[13] = c.known;
+  }
+  return static_cast<int64_t>(v.size());
+}
+
+// The flash attention calls the last log marks (up to `cap`), 16 integers each (`Attn`'s
+// fields in order); returns how many.
+int64_t oomlab_cpu_events_attns(int64_t* out, int64_t cap) noexcept {
+  std::lock_guard<std::mutex> lock(g_events_mutex);
+  const auto& v = attns();
+  for (int64_t i = 0; i < static_cast<int64_t>(v.size()) && i < cap; ++i) {
+    const Attn& a = v[i];
+    int64_t* o = out + 16 * i;
+    for (int d = 0; d < 4; ++d) {
+      o[d] = a.q[d];
+      o[4 + d] = a.k[d];
+      o[8 + d] = a.v[d];
+    }
+    o[12] = a.dtype;
+    o[13] = a.backward;
+    o[14] = a.causal;
+    o[15] = a.masked;
   }
   return static_cast<int64_t>(v.size());
 }

@@ -143,6 +143,27 @@ pub fn loss(out: &Tensor, y: &Tensor, loss: Loss, classes: usize) -> Result<Tens
     }
 }
 
+thread_local! {
+    /// Whether the modules this thread loads are for a recording that stands for a CUDA step
+    /// (see [`as_cuda_recording`]).
+    static FOR_CUDA: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` with the modules it loads made for a CPU recording of a CUDA step: every
+/// `scaled_dot_product_attention` without dropout (`ffi::script_attention_without_dropout`).
+/// CUDA's fused attention keeps no dropout mask and no scores; the CPU's, with dropout, is the
+/// math path, which keeps both; without, the CPU's flash kernel, which keeps what CUDA's keeps.
+pub fn as_cuda_recording<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FOR_CUDA.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(FOR_CUDA.with(|c| c.replace(true)));
+    f()
+}
+
 /// Loads a TorchScript module for training with libtorch's tensors: on `place.device`, its
 /// floating tensors in `place.kind`, in training mode, the graph executor run unoptimised.
 pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>)> {
@@ -186,6 +207,9 @@ pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>
         })?;
     }
     crate::ffi::script_on_device(&module);
+    if FOR_CUDA.with(|c| c.get()) {
+        crate::ffi::script_attention_without_dropout(&module);
+    }
     module.f_set_train()?;
     // Every parameter, as `torch.optim.Adam(model.parameters())` takes them: one saved with
     // `requires_grad = False` (a frozen backbone) gets no gradient, so the optimizer skips it

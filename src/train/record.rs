@@ -35,6 +35,8 @@ pub struct Recording {
     pub reduces: Vec<ffi::Reduce>,
     /// The convolutions whose starts the events mark (`(0, ffi::CONV_MARK + i)`).
     pub convs: Vec<ffi::Conv>,
+    /// The CPU flash-attention calls whose starts the events mark (`(0, ffi::ATTN_MARK + i)`).
+    pub attns: Vec<ffi::Attn>,
     /// The phases, in the order of the marks.
     pub phases: Vec<(usize, usize, Phase)>,
     /// The trial's summary: parameters, peaks, status.
@@ -46,6 +48,14 @@ pub struct Recording {
 /// another error in the trial is an error here: a recording is of a trial that ran.
 pub fn record(config: &Config) -> Result<Recording> {
     crate::probe::cpu_exclusive(|| record_here(config))
+}
+
+/// [`record`], of the step as it stands for a CUDA run: a TorchScript module's attention
+/// without dropout, so that the CPU runs its flash kernel, whose outputs are CUDA's fused
+/// kernels' (which keep no dropout mask), where with dropout it would run the math path and keep
+/// `[L, L]` scores that no CUDA kernel keeps (`nn::script::as_cuda_recording`).
+pub fn record_for_cuda(config: &Config) -> Result<Recording> {
+    crate::nn::script::as_cuda_recording(|| record(config))
 }
 
 fn record_here(config: &Config) -> Result<Recording> {
@@ -62,7 +72,7 @@ fn record_here(config: &Config) -> Result<Recording> {
     });
     ffi::cpu_set_cap(cap);
     let row = row?;
-    let ffi::Log { events, ops, tags, reduces, convs, threads } = log;
+    let ffi::Log { events, ops, tags, reduces, convs, threads, attns } = log;
     let (events, ops, tags) = in_one_order(events, ops, tags, &threads);
     if !row.status.fitted() && row.status != Status::Diverged {
         bail!(
@@ -83,7 +93,7 @@ fn record_here(config: &Config) -> Result<Recording> {
     let kept = marks[0] + 1..=marks[phases.len()];
     let (events, ops, tags) =
         (events[kept.clone()].to_vec(), ops[kept.clone()].to_vec(), tags[kept].to_vec());
-    Ok(Recording { events, ops, tags, reduces, convs, phases, row })
+    Ok(Recording { events, ops, tags, reduces, convs, attns, phases, row })
 }
 
 /// The first id [`in_one_order`] gives an allocation in place of its address: far above any
@@ -137,8 +147,8 @@ fn in_one_order(
         let end = (i..n).find(|&j| threads.get(j).copied().unwrap_or(0) == 0).unwrap_or(n);
         // Each thread's events of the region, in its own order, threads by their number.
         let mut by_thread: std::collections::BTreeMap<u16, Vec<usize>> = std::collections::BTreeMap::new();
-        for j in i..end {
-            by_thread.entry(threads[j]).or_default().push(j);
+        for (j, &t) in threads.iter().enumerate().take(end).skip(i) {
+            by_thread.entry(t).or_default().push(j);
         }
         let longest = by_thread.values().map(Vec::len).max().unwrap_or(0);
         for k in 0..longest {

@@ -66,6 +66,12 @@ impl Kernel {
     }
 }
 
+/// The backward's workspace for `[batch, heads, queries, head_dim]` where the kernel is the one
+/// modelled (see [`modelled`]): what a recorded step's CUDA replay adds.
+pub(crate) fn workspace_bytes(batch: i64, heads: i64, queries: i64, head_dim: i64) -> u64 {
+    F32_64X64_K64.workspace_bytes(batch, heads, queries, head_dim)
+}
+
 fn ceil_div(a: i64, b: i64) -> i64 {
     (a + b - 1) / b
 }

@@ -7,7 +7,16 @@ use anyhow::Result;
 
 use super::{accumulation, Fit, On, Replayed};
 use crate::spec::Config;
-use crate::train::record::{record, Recording};
+use crate::train::record::{record, record_for_cuda, Recording};
+
+/// A recording of `config`'s step, as it stands for a CUDA run where `for_cuda`.
+fn record_as(config: &Config, for_cuda: bool) -> Result<Recording> {
+    if for_cuda {
+        record_for_cuda(config)
+    } else {
+        record(config)
+    }
+}
 
 /// The batches a step is recorded at, tried in turn: the fit takes the first and last of a set,
 /// the middle checks it. Some CPU kernels (oneDNN's convolutions) take buffers at small batches
@@ -99,9 +108,12 @@ pub(super) fn fit_ladder(
             break;
         }
         // A first trial makes what libtorch keeps for the process (kernels' caches): not the step's.
-        record(&at(batches[0])).map_err(Failed)?;
-        let recordings: Vec<(usize, Recording)> =
-            batches.iter().map(|&b| record(&at(b)).map(|r| (b, r))).collect::<Result<_>>().map_err(Failed)?;
+        record_as(&at(batches[0]), for_cuda).map_err(Failed)?;
+        let recordings: Vec<(usize, Recording)> = batches
+            .iter()
+            .map(|&b| record_as(&at(b), for_cuda).map(|r| (b, r)))
+            .collect::<Result<_>>()
+            .map_err(Failed)?;
         match Fit::new(&recordings, for_cuda) {
             Ok(fit) => return Ok((Arc::new(fit), batches)),
             Err(e) => why.push(format!("at batches {batches:?}, {e:#}")),
@@ -241,7 +253,7 @@ pub(super) fn checked(config: &Config, batch: usize, for_cuda: bool) -> Result<A
     };
     let fit = Arc::new(match extended {
         Some(f) => f,
-        None => Fit::new(&[(batch, record(&at)?)], for_cuda)?,
+        None => Fit::new(&[(batch, record_as(&at, for_cuda)?)], for_cuda)?,
     });
     RECORDED.lock().unwrap_or_else(|e| e.into_inner()).push((key, fit.clone()));
     Ok(fit)

@@ -35,9 +35,9 @@ mod cuda_ops;
 mod ladder;
 mod parsed;
 
-use cuda_ops::{cuda_op, cuda_scope};
+use cuda_ops::{cuda_op, cuda_scope, OpOnCuda};
 use ladder::{at_batch, checked, checked_alike, data_on_host, fit, Found, CHECK_LIMIT};
-use parsed::{in_op, Parsed, Place, Shape, Span, CONV_DIMS};
+use parsed::{in_op, Parsed, Place, Shape, Span, ATTN_DIMS, CONV_DIMS};
 
 /// How long `advise` lets one option's batch ladder record before the larger sets are left
 /// untried: a step under autocast with much accumulation, on a CPU whose kernels change with
@@ -67,6 +67,13 @@ enum Event {
     /// measured it, is held for the kernel. `dims`: the input's NCHW, the weight's KCRS, stride,
     /// padding and groups, each `a + c * batch`; `known`: a call the table could hold.
     Cudnn { pass: Pass, dims: [(i64, i64); CONV_DIMS], dtype: &'static str, known: bool },
+    /// A CPU flash-attention backward has made its last gradient: CUDA's memory-efficient
+    /// kernel takes its delta's temporaries and its workspace there. `dims`: the query's, key's
+    /// and value's shapes, each `a + c * batch`.
+    AttnTemps { dims: [(i64, i64); ATTN_DIMS], kind: tch::Kind },
+    /// A CPU flash-attention forward has made its logsumexp, allocation `of`: CUDA's
+    /// memory-efficient kernel pads it to 32 rows, held while `of` lives.
+    AttnPad { of: usize, dims: [(i64, i64); ATTN_DIMS], kind: tch::Kind },
     /// A layer norm's backward has made its input's gradient (`input`'s bytes) and its weight's
     /// and bias's (each the allocation numbered, with its bytes), where it made them (see
     /// [`Shape::LayerNormGrads`]).
@@ -119,6 +126,10 @@ impl Fit {
         )?;
         let conv_dims =
             affine(&parsed, |p| &p.conv_dims, |k| format!("convolution {}'s shape", k / CONV_DIMS), "")?;
+        let attn_dims =
+            affine(&parsed, |p| &p.attn_dims, |k| format!("attention call {}'s shape", k / ATTN_DIMS), "")?;
+        let attn =
+            |k: usize| -> [(i64, i64); ATTN_DIMS] { std::array::from_fn(|d| attn_dims[k * ATTN_DIMS + d]) };
         let events = first
             .shapes
             .iter()
@@ -149,8 +160,10 @@ impl Fit {
                         dtype,
                         known,
                     }),
+                    Shape::AttnTemps { k, kind } => Some(Event::AttnTemps { dims: attn(k), kind }),
+                    Shape::AttnPad { k, of, kind } => Some(Event::AttnPad { of, dims: attn(k), kind }),
                     // Each allocation knows where it fell against the spans.
-                    Shape::SpanBegin | Shape::SpanEnd | Shape::ConvMark => None,
+                    Shape::SpanBegin | Shape::SpanEnd | Shape::ConvMark | Shape::AttnMark => None,
                 })
             })
             .flatten()
@@ -181,6 +194,8 @@ impl Fit {
         }
         let mut oom = None;
         let mut held: Vec<Option<Held>> = Vec::new();
+        // What CUDA holds besides an allocation, as long as it lives (a logsumexp's padding).
+        let mut besides: std::collections::HashMap<usize, Held> = std::collections::HashMap::new();
         let mut cudnn = cudnn_conv::Coverage::default();
         let mut phases = self.phases.iter();
         let mut out = Vec::new();
@@ -220,6 +235,40 @@ impl Fit {
                             ledger.at_op(self.made_by.get(of).map(String::as_str));
                         }
                         ledger.release(h);
+                    }
+                    if let Some(h) = besides.remove(&of) {
+                        ledger.release(h);
+                    }
+                }
+                Event::AttnTemps { dims, kind } => {
+                    if on.cuda.is_none() {
+                        continue;
+                    }
+                    let d: [i64; ATTN_DIMS] = dims.map(|x| at(x) as i64);
+                    if let Some(t) = efficient_temps(kind, &d) {
+                        // As `_efficient_attention_backward` takes them (efficient::backward):
+                        // the delta's product, sum and result; the product and sum go; then the
+                        // workspace; then the delta and the workspace.
+                        let [product, sum, delta] = t.delta.map(|b| ledger.hold(Category::Transient, b));
+                        ledger.release(sum);
+                        ledger.release(product);
+                        let workspace = ledger.hold(Category::Transient, t.workspace);
+                        ledger.release(delta);
+                        ledger.release(workspace);
+                    }
+                }
+                Event::AttnPad { of, dims, kind } => {
+                    if on.cuda.is_none() || held.get(of).is_none_or(Option::is_none) {
+                        continue;
+                    }
+                    let d: [i64; ATTN_DIMS] = dims.map(|x| at(x) as i64);
+                    if efficient_temps(kind, &d).is_some() {
+                        let (b, h, m) = (d[0], d[1], d[2]);
+                        let pad = (b * h * ((m + 31) / 32 * 32 - m) * 4) as u64;
+                        if pad > 0 {
+                            let category = current.map_or(Category::Transient, |(_, _, p)| category(p));
+                            besides.insert(of, ledger.hold(category, pad));
+                        }
                     }
                 }
                 Event::Start => ledger.reset_peak(),
@@ -334,10 +383,38 @@ impl Fit {
     /// CPU ([`cuda_op`]); the first that does not, named. Inside a library span the op's
     /// scratch is dropped and its outputs are CUDA's kernel's (the convolution and batch norm
     /// rules say what that leaves out).
-    fn cuda_ops(&self, data_on_host: bool) -> std::result::Result<(), String> {
-        self.allocations()
-            .filter(|&(_, place, span)| !place.host(data_on_host) && span == Span::Outside)
-            .try_for_each(|(op, ..)| cuda_op(op))
+    /// Returns the ops allowed unchecked ([`OpOnCuda::Unchecked`]), each once.
+    fn cuda_ops(&self, data_on_host: bool) -> std::result::Result<Vec<String>, String> {
+        let mut unchecked: Vec<String> = Vec::new();
+        for (op, ..) in
+            self.allocations().filter(|&(_, place, span)| !place.host(data_on_host) && span == Span::Outside)
+        {
+            if cuda_op(op)? == OpOnCuda::Unchecked {
+                let inner = op.rsplit(" > ").next().unwrap_or(op).to_string();
+                if !unchecked.contains(&inner) {
+                    unchecked.push(inner);
+                }
+            }
+        }
+        Ok(unchecked)
+    }
+
+    /// Whether the step calls the CPU's flash attention, and if so whether CUDA's
+    /// memory-efficient kernel, which the replay models, is the one every call would take
+    /// (else the CPU kernel's outputs stand in for another backend's).
+    fn attention(&self) -> Option<bool> {
+        let calls: Vec<bool> = self
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::AttnTemps { dims, kind } | Event::AttnPad { dims, kind, .. } => {
+                    let d: [i64; ATTN_DIMS] = dims.map(|(a, c)| a + c);
+                    Some(efficient_temps(*kind, &d).is_some())
+                }
+                _ => None,
+            })
+            .collect();
+        (!calls.is_empty()).then(|| calls.iter().all(|&m| m))
     }
 
     /// Whether the step runs a convolution (a library span whose op is one).
@@ -397,6 +474,28 @@ impl Replayed {
     fn peak(&self) -> u64 {
         self.phases.iter().map(|p| p.peak).max().unwrap_or(0)
     }
+}
+
+/// What CUDA's memory-efficient attention backward takes besides its gradients, for a call of
+/// `kind` with the query's, key's and value's shapes `d`: its delta's three temporaries (the
+/// product and sum of float32 `grad_out * out`, and the delta) and its workspace; `None` where
+/// that kernel is not modelled (another dtype or head dimension: the CPU's outputs stand in,
+/// under the attention rule's margin).
+struct EfficientTemps {
+    delta: [u64; 3],
+    workspace: u64,
+}
+
+fn efficient_temps(kind: tch::Kind, d: &[i64; ATTN_DIMS]) -> Option<EfficientTemps> {
+    let (b, h, m, k, kv) = (d[0], d[1], d[2], d[3], d[11]);
+    if !super::graph::efficient::modelled(kind, k) || k != kv {
+        return None;
+    }
+    let f = 4u64;
+    Some(EfficientTemps {
+        delta: [(b * m * h * kv) as u64 * f, (b * m * h) as u64 * f, (b * h * m) as u64 * f],
+        workspace: super::graph::efficient::workspace_bytes(b, h, m, k),
+    })
 }
 
 /// Where a phase's allocations are filed.
@@ -479,11 +578,12 @@ pub(super) fn predict(
     let recorded = as_run_on(config, options.target);
     let (fit, batches) = fit(&recorded, shape.samples, options.ladder_budget, cuda)
         .map_err(|e| anyhow::anyhow!("{path}: {e:#}; `oomlab run` measures it at the batch"))?;
-    if cuda {
-        fit.cuda_ops(data_on_host(config)).map_err(|why| {
+    let unchecked = match cuda {
+        true => fit.cuda_ops(data_on_host(config)).map_err(|why| {
             anyhow::anyhow!("{path}: {why}; `oomlab run` measures it on a GPU, and `--device cpu` estimates it on the CPU")
-        })?;
-    }
+        })?,
+        false => Vec::new(),
+    };
     let batch = config.training.batch_size;
     let (replayed, found) = at_batch(
         &fit,
@@ -523,6 +623,16 @@ pub(super) fn predict(
     if cuda && fit.convolves() {
         rules.push(evidence::CONVOLUTIONS);
     }
+    if cuda {
+        match fit.attention() {
+            Some(true) => rules.push(evidence::EFFICIENT_ATTENTION),
+            Some(false) => rules.push(evidence::ATTENTION),
+            None => {}
+        }
+        if !unchecked.is_empty() {
+            rules.push(evidence::UNCHECKED_OPS);
+        }
+    }
     let bound = evidence::bound(rules, &phases, baseline);
     let extended = match fit.extended {
         true => format!(
@@ -548,6 +658,27 @@ pub(super) fn predict(
         ));
         if cudnn.1 > 0 {
             notes.push(format!("cuda: {}", super::cudnn_note(cudnn)));
+        }
+        match fit.attention() {
+            Some(true) => notes.push(
+                "cuda: scaled_dot_product_attention recorded through the CPU's flash kernel (dropout set to 0 for \
+                 the recording: CUDA's fused kernels keep no mask), replayed as CUDA's memory-efficient kernel: \
+                 its output and logsumexp padded to 32 rows, its backward's delta and workspace"
+                    .to_string(),
+            ),
+            Some(false) => notes.push(
+                "cuda: scaled_dot_product_attention at a dtype or head dimension the replay does not model: the \
+                 CPU flash kernel's outputs stand in for CUDA's backend (the attention rule's margin)"
+                    .to_string(),
+            ),
+            None => {}
+        }
+        if !unchecked.is_empty() {
+            notes.push(format!(
+                "cuda: ops whose CUDA kernels are CUDA's own and not checked against the CPU's, their recorded \
+                 allocations standing in (the unchecked-ops rule's margin): {}",
+                unchecked.join(", ")
+            ));
         }
     }
     let prediction = Prediction {
@@ -594,6 +725,7 @@ mod tests {
             tags: Vec::new(),
             reduces: Vec::new(),
             convs: Vec::new(),
+            attns: Vec::new(),
             events,
             phases: vec![(0, 0, Phase::Model), (1, 0, Phase::Forward)],
             row: SummaryRow { param_count: 3, param_bytes: 12, ..SummaryRow::default() },

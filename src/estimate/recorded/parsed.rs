@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use anyhow::{bail, Result};
 
 use super::super::cudnn_conv::{self, Pass};
-use crate::ffi::{Where, CONV_MARK, REDUCE_MARK, SPAN_BEGIN, SPAN_END};
+use crate::ffi::{Where, ATTN_MARK, CONV_MARK, REDUCE_MARK, SPAN_BEGIN, SPAN_END};
 use crate::schema::Phase;
 use crate::train::record::{Recording, END, START};
 
@@ -47,6 +47,23 @@ pub(super) enum Shape {
     CudaTemp {
         of: usize,
     },
+    /// A call of the CPU flash-attention kernel begins (a library span: its scratch is the CPU
+    /// kernel's, its outputs what CUDA's fused kernels return).
+    AttnMark,
+    /// The `k`-th attention call, a backward, has made its last gradient: CUDA's
+    /// memory-efficient kernel then takes its delta's temporaries and its workspace, and frees
+    /// them before it returns ([`super::super::graph::efficient::backward`]).
+    AttnTemps {
+        k: usize,
+        kind: tch::Kind,
+    },
+    /// The `k`-th attention call, a forward, has made its logsumexp, allocation `of`: CUDA's
+    /// memory-efficient kernel pads it to 32 rows, which it holds as long as that lives.
+    AttnPad {
+        k: usize,
+        of: usize,
+        kind: tch::Kind,
+    },
     /// A layer norm's backward (`native_layer_norm_backward`, a library span) ends, having
     /// returned allocation `input` (the input's gradient) and `grads` (the weight's, the
     /// bias's, each where asked for): on CUDA, past 64 Ki rows, its weight and bias gradients
@@ -86,6 +103,8 @@ pub(super) struct Parsed {
     pub(super) dims: Vec<i64>,
     /// Each convolution's [`CONV_DIMS`] numbers, in turn.
     pub(super) conv_dims: Vec<i64>,
+    /// Each flash attention call's [`ATTN_DIMS`] numbers (query, key, value), in turn.
+    pub(super) attn_dims: Vec<i64>,
     pub(super) ops: Vec<String>,
     pub(super) made_by: Vec<String>,
 }
@@ -99,8 +118,11 @@ impl Parsed {
         let (mut shapes, mut sizes, mut live) = (Vec::new(), Vec::new(), HashMap::new());
         let mut dims = Vec::new();
         let mut conv_dims = Vec::new();
+        let mut attn_dims = Vec::new();
         // The convolution the span under way runs, if one: (its number, the recording's).
         let mut span_conv: Option<(usize, crate::ffi::Conv)> = None;
+        // The flash attention the span under way runs, if one.
+        let mut span_attn: Option<(usize, crate::ffi::Attn)> = None;
         let (mut ops, mut made_by): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
         // The first allocation of the library span under way, if one is; where each allocation's
         // shape is (one freed within its span is the library's scratch).
@@ -121,6 +143,14 @@ impl Parsed {
                     span_op = op(i);
                     Shape::SpanBegin
                 }
+                0 if ptr >= ATTN_MARK => {
+                    let Some(a) = r.attns.get((ptr - ATTN_MARK) as usize) else {
+                        bail!("event {i} marks an attention call the recording does not have");
+                    };
+                    span_attn = Some((attn_dims.len() / ATTN_DIMS, *a));
+                    attn_dims.extend(a.q.iter().chain(&a.k).chain(&a.v));
+                    Shape::AttnMark
+                }
                 0 if ptr >= CONV_MARK => {
                     let Some(c) = r.convs.get((ptr - CONV_MARK) as usize) else {
                         bail!("event {i} marks a convolution the recording does not have");
@@ -131,6 +161,7 @@ impl Parsed {
                 }
                 0 if ptr == SPAN_END => {
                     let conv = span_conv.take();
+                    let attn = span_attn.take();
                     if let Some(first) = span {
                         // What the span's op returned: what it made and did not free inside.
                         let outputs: Vec<usize> = (first..sizes.len())
@@ -143,6 +174,9 @@ impl Parsed {
                         let mut besides: Vec<(Option<usize>, Shape)> = Vec::new();
                         if let Some((k, conv)) = conv {
                             besides.extend(cudnn_calls(k, &conv, &outputs, &sizes));
+                        }
+                        if let Some((k, a)) = attn {
+                            besides.extend(attention_calls(k, &a, &outputs, &sizes));
                         }
                         // The span opens at the autograd node (`NativeLayerNormBackward0`).
                         if span_op.contains("LayerNormBackward") || span_op.contains("layer_norm_backward") {
@@ -249,14 +283,14 @@ impl Parsed {
             }
             i += run.max(1);
         }
-        Ok(Parsed { shapes, sizes, dims, conv_dims, ops, made_by })
+        Ok(Parsed { shapes, sizes, dims, conv_dims, attn_dims, ops, made_by })
     }
 
     /// Without what a CPU library allocated and freed inside its span (its scratch, which a
     /// CUDA run does not make) and the frees of it: what the CUDA replay reads, whatever
     /// scratch oneDNN takes at one batch and not at another.
     pub(super) fn without_scratch(self) -> Parsed {
-        let Parsed { shapes, sizes, dims, conv_dims, ops, made_by } = self;
+        let Parsed { shapes, sizes, dims, conv_dims, attn_dims, ops, made_by } = self;
         let mut kept = Vec::with_capacity(sizes.len());
         let mut next = 0;
         for s in &shapes {
@@ -274,6 +308,7 @@ impl Parsed {
                 Shape::Alloc { span: Span::Scratch, .. } => None,
                 Shape::Free(of) => renumber(of).map(Shape::Free),
                 Shape::CudaTemp { of } => renumber(of).map(|of| Shape::CudaTemp { of }),
+                Shape::AttnPad { k, of, kind } => renumber(of).map(|of| Shape::AttnPad { k, of, kind }),
                 Shape::LayerNormGrads { input, grads } => renumber(input)
                     .map(|input| Shape::LayerNormGrads { input, grads: grads.map(|g| g.and_then(renumber)) }),
                 other => Some(other),
@@ -288,7 +323,7 @@ impl Parsed {
             v.into_iter().zip(kept).filter(|(_, k)| k.is_some()).map(|(x, _)| x).collect()
         }
         let (sizes, made_by) = (kept_only(sizes, &kept), kept_only(made_by, &kept));
-        Parsed { shapes: out, sizes, dims, conv_dims, ops: out_ops, made_by }
+        Parsed { shapes: out, sizes, dims, conv_dims, attn_dims, ops: out_ops, made_by }
     }
 
     /// Event `i` in words, with its op and, for a free, the op that made what it frees.
@@ -315,6 +350,13 @@ impl Parsed {
             Some(Shape::LayerNormGrads { .. }) => "the end of a layer norm's backward".into(),
             Some(Shape::ConvMark) => format!("the start of a convolution{}", in_op(&self.ops[i])),
             Some(Shape::Cudnn { pass, .. }) => format!("cuDNN's {pass:?} call{}", in_op(&self.ops[i])),
+            Some(Shape::AttnMark) => format!("the start of an attention call{}", in_op(&self.ops[i])),
+            Some(Shape::AttnTemps { .. }) => {
+                format!("CUDA attention's backward temporaries{}", in_op(&self.ops[i]))
+            }
+            Some(Shape::AttnPad { .. }) => {
+                format!("CUDA attention's logsumexp padding{}", in_op(&self.ops[i]))
+            }
         }
     }
 }
@@ -386,6 +428,32 @@ pub(super) fn cudnn_calls(
         .find(|&a| wants_weight && Some(a) != input && sizes[a] == bytes(&conv.weight));
     let data = input.map(|a| (Some(a), call(Pass::Data)));
     data.into_iter().chain(weight.map(|a| (Some(a), call(Pass::Filter)))).collect()
+}
+
+/// The numbers each flash attention call is fitted by: its query's, key's and value's shapes.
+pub(super) const ATTN_DIMS: usize = 12;
+
+/// What CUDA's fused kernel does besides the CPU flash kernel's `outputs` (the allocations that
+/// outlived its span): a backward's delta temporaries and workspace after its last gradient; a
+/// forward's logsumexp padding (`[batch, heads, len]` in the accumulate type: the output of that
+/// size), each after the output it follows.
+fn attention_calls(
+    k: usize,
+    a: &crate::ffi::Attn,
+    outputs: &[usize],
+    sizes: &[i64],
+) -> Vec<(Option<usize>, Shape)> {
+    if a.backward {
+        return vec![(outputs.last().copied(), Shape::AttnTemps { k, kind: a.kind })];
+    }
+    let acc = if a.kind == tch::Kind::Double { 8 } else { 4 };
+    let lse = a.q[0] * a.q[1] * a.q[2] * acc;
+    outputs
+        .iter()
+        .copied()
+        .find(|&o| sizes[o] == lse)
+        .map(|of| vec![(Some(of), Shape::AttnPad { k, of, kind: a.kind })])
+        .unwrap_or_default()
 }
 
 /// A layer norm backward's outputs (the allocations that outlived its span, in order) as its
