@@ -9,7 +9,7 @@
 //! EPYC, a 40 x 5000 MLP's two Adam steps (for-loop) went from 5.7 million page faults in
 //! `optimizer_step` to 0.1 million, and the trial from 79 s to 50 s; the depth sweep is most of
 //! the CPU suite's time. Memory is the same to the byte (the counting allocator counts what is
-//! asked for; `tests/huge_pages.rs`); only time changes, which is why each manifest records it.
+//! asked for; `tests/suite/huge_pages.rs`); only time changes, which is why each manifest records it.
 //! A GPU's tensors do not pass through this allocator: it changes nothing there.
 
 /// PyTorch's variable.

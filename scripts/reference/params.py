@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch's parameters after training one oomlab configuration: the oracle of
-tests/pytorch_oracle.rs.
+tests/suite/pytorch_oracle.rs.
 
 Reads one validated config on stdin (the JSON form oomlab writes into manifest.json, as
 `spec.base`), trains it on the CPU with train.py's loop (its model of the config's kind: the

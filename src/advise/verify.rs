@@ -1,7 +1,7 @@
 //! `advise --verify N`: the top N options that fit and the N nearest misses, trained for real
 //! under the budget on the device, with what was predicted beside what was measured. On the CPU
 //! the estimate counts the allocator's bytes, so every option predicted to fit must train and
-//! every one predicted not to must run out of memory (`tests/advise.rs` holds it).
+//! every one predicted not to must run out of memory (`tests/suite/advise.rs` holds it).
 use anyhow::Result;
 use serde::Serialize;
 

@@ -34,7 +34,7 @@
 //! together), or the optimizer's step (Adam's temporaries of the largest parameter).
 //!
 //! On the CPU, oomlab's counting allocator counts exactly these bytes, so the model is exact
-//! there (`tests/estimate_accuracy.rs`, `tests/estimate_kinds.rs`; bf16 products through oneDNN
+//! there (`tests/suite/estimate_accuracy.rs`, `tests/suite/estimate_kinds.rs`; bf16 products through oneDNN
 //! take a scratch buffer the replay knows per CPU: [`onednn`]). On CUDA the replay runs through
 //! libtorch's caching allocator ([`caching`]: 512-byte blocks, pools, segments) with the cuBLAS
 //! and cuBLASLt workspaces libtorch keeps ([`workspace`]) and the kernels' own buffers (the

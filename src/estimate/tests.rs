@@ -41,7 +41,7 @@ pub(crate) fn transformer_config() -> Config {
 
 const SGD: OptimizerSpec = OptimizerSpec::Sgd { lr: 0.01, momentum: 0.0, weight_decay: 0.0 };
 
-/// The exact bytes `tests/cpu_budget_oom.rs` measures for plain SGD, depth 6, width 256.
+/// The exact bytes `tests/suite/cpu_budget_oom.rs` measures for plain SGD, depth 6, width 256.
 #[test]
 fn plain_sgd_matches_the_measured_accounting() {
     let (d, h, k, n, b) = (32u64, 256u64, 4u64, 32u64, 4u64);

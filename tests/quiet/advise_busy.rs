@@ -1,7 +1,7 @@
-//! `oomlab advise` calibrated on a machine made busy on purpose. In a file of its own because
-//! its load would make every other test's calibration in the same binary busy too (cargo runs a
+//! `oomlab advise` calibrated on a machine made busy on purpose. In `tests/quiet`, one test at a
+//! time, because its load would make every other test's calibration busy too (cargo runs a
 //! binary's tests at once, and binaries one after another).
-mod common;
+use crate::common;
 
 use common::advise::advise_json;
 use common::{tiny_spec, Sandbox};
@@ -33,6 +33,7 @@ fn twin(config: &Value, technique: &str, plain: Value) -> Option<Value> {
 /// 10% the rules allow for noise.
 #[test]
 fn a_busy_machines_calibration_breaks_no_rule_or_is_not_used() {
+    let _alone = common::alone();
     let sb = Sandbox::new();
     let text = tiny_spec("busy", "hidden = 256\ndepth = 4", None, "budget = \"4MiB\"\n")
         .replace("optimizer = \"sgd\"", "optimizer = \"adam\"")

@@ -1,8 +1,8 @@
-//! `oomlab advise` calibrated, its files written, its calibration cached and read back. In a file
-//! of its own: cargo runs a binary's tests at once, and the other advise tests' trainings would
-//! make this calibration's machine busy (a busy machine's calibration is refused, rightly, and
-//! then nothing is cached to read back); binaries run one after another.
-mod common;
+//! `oomlab advise` calibrated, its files written, its calibration cached and read back. In
+//! `tests/quiet`, one test at a time: cargo runs a binary's tests at once, and the suite's
+//! trainings would make this calibration's machine busy (a busy machine's calibration is refused,
+//! rightly, and then nothing is cached to read back); binaries run one after another.
+use crate::common;
 
 use common::advise::{advise_json, spec, stderr_of};
 use common::Sandbox;
@@ -10,6 +10,7 @@ use serde_json::Value;
 
 #[test]
 fn advice_names_what_fits_writes_its_files_and_keeps_them() {
+    let _alone = common::alone();
     let sb = Sandbox::new();
     let spec = spec(&sb, "150KiB");
     let out = sb.out().display().to_string();

@@ -1,7 +1,7 @@
 //! `oomlab advise` end to end on the CPU: its refusals, sweeps, other model kinds, and the claim
 //! that matters (its files and calibration cache are in `advise_calibrated.rs`): every option predicted to fit trains and every one predicted not to runs
 //! out of memory, for randomized configurations, trained for real under the budget.
-mod common;
+use crate::common;
 
 use std::path::Path;
 
@@ -110,7 +110,10 @@ fn a_real_trainings_step_count_is_advised_at_its_steady_state() {
     assert_eq!(a["written"]["error"], Value::Null, "{}", a["written"]);
     assert_eq!(a["written"]["verdict"], "fits", "{}", a["written"]);
     let two = oomlab::spec::parse(&text.replace("steps = 25000", "steps = 2"), &path).unwrap();
-    let peak = oomlab::estimate::predict(&two.base).unwrap().peak;
+    let peak = {
+        let _in_process = common::in_process();
+        oomlab::estimate::predict(&two.base).unwrap().peak
+    };
     assert_eq!(a["written"]["peak"].as_u64(), Some(peak));
     let notes = a["notes"].to_string();
     assert!(notes.contains("evaluated over 2 steps, not the spec's 25000"), "{notes}");
@@ -157,7 +160,10 @@ fn random_spec(rng: &mut Rng, i: usize) -> (String, u64) {
         2 + rng.below(6)
     );
     let spec = oomlab::spec::parse(&text, Path::new("r.toml")).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let peak = oomlab::estimate::predict(&spec.base).unwrap().peak;
+    let peak = {
+        let _in_process = common::in_process();
+        oomlab::estimate::predict(&spec.base).unwrap().peak
+    };
     let budget = (peak as f64 * (0.55 + 0.4 * rng.unit())) as u64;
     (text, budget)
 }
@@ -225,7 +231,10 @@ fn other_model_kinds_are_advised_and_verified() {
              [training]\noptimizer = \"adam\"\nbatch_size = {batch}\nsteps = 2\n[run]\ndevice = \"cpu\"\n"
         );
         let spec = oomlab::spec::parse(&text, Path::new("k.toml")).unwrap();
-        let peak = oomlab::estimate::predict(&spec.base).unwrap().peak;
+        let peak = {
+            let _in_process = common::in_process();
+            oomlab::estimate::predict(&spec.base).unwrap().peak
+        };
         let budget = (peak as f64 * 0.97) as u64;
         let path = sb.spec(&format!("{name}.toml"), &text).display().to_string();
         let a = advise_json(&sb, &[&path, "--budget", &format!("{budget}B"), "--verify", "2", "--no-write"]);

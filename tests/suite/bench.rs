@@ -1,5 +1,5 @@
 //! `oomlab bench --quick` end to end on the CPU, against the PyTorch 2.11 wheel that
-//! `scripts/setup-libtorch` installs (found as tests/pytorch_oracle.rs finds it): every
+//! `scripts/setup-libtorch` installs (found as tests/suite/pytorch_oracle.rs finds it): every
 //! contender's process runs, the files are written where they belong, both sides trained the
 //! same model (the parameters the configuration has, and equal final losses: the same seeds and
 //! kernels give the same bits), and BENCH files are replaced only with --force, nothing else in
@@ -11,12 +11,12 @@ use std::process::Command;
 
 use oomlab::bench::{Contender, Plan};
 
-mod common;
+use crate::common;
 use common::{torch_site, Sandbox};
 
 /// `oomlab bench --quick --device cpu --out OUT --threads 1` and `extra`.
 fn bench(out: &Path, extra: &[&str]) -> std::process::Output {
-    Command::new(assert_cmd::cargo::cargo_bin("oomlab"))
+    Command::new(common::bin())
         .args(["bench", "--quick", "--device", "cpu", "--threads", "1", "--out"])
         .arg(out)
         .args(extra)
@@ -127,7 +127,7 @@ fn quick_bench_runs_both_sides_on_the_same_model_and_writes_its_files() {
 fn a_bench_stopped_by_ctrl_c_keeps_its_samples_and_says_where() {
     let sb = Sandbox::new();
     let out = sb.out();
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("oomlab"))
+    let mut child = Command::new(common::bin())
         .args(["bench", "--quick", "--device", "cpu", "--threads", "1", "--out"])
         .arg(&out)
         .env("PYTHONPATH", torch_site())

@@ -12,7 +12,7 @@ use std::process::Command;
 use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
 
-mod common;
+use crate::common;
 use common::{compare_blocks_py as compare, torch_site, Sandbox};
 
 const SPEC: &str = r#"
@@ -41,7 +41,7 @@ fn root() -> &'static Path {
 
 /// `oomlab estimate SPEC --device cpu --brief --blocks FILE`, as a user runs it.
 fn estimate_blocks(spec: &Path, blocks: &Path) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_oomlab"))
+    Command::new(common::bin())
         .arg("estimate")
         .arg(spec)
         .args(["--device", "cpu", "--brief", "--blocks"])
@@ -56,7 +56,10 @@ fn the_estimates_blocks_align_with_pytorchs_history() {
     let spec_path = sb.spec("blocks.toml", SPEC);
     let spec = oomlab::spec::load(&spec_path).unwrap();
     let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
-    let report = run::run(&Plan::here(spec, Overrides::default()), &opts).unwrap();
+    let report = {
+        let _in_process = common::in_process();
+        run::run(&Plan::here(spec, Overrides::default()), &opts).unwrap()
+    };
 
     // PyTorch's history of the same trial.
     let history = sb.path().join("history.csv");

@@ -1,6 +1,6 @@
 //! The claims report from real (tiny) runs: the optimizer claim is judged from the trace, and
 //! claims whose experiments were not run say so.
-mod common;
+use crate::common;
 
 use common::Sandbox;
 use oomlab::claims::{self, Verdict};
@@ -9,6 +9,7 @@ use oomlab::run::{self, RunOptions};
 
 #[test]
 fn optimizer_state_is_judged_from_real_runs() {
+    let _in_process = common::in_process();
     let sb = Sandbox::new();
     let text = r#"
 [experiment]
@@ -205,6 +206,7 @@ fn run_tiny(sb: &Sandbox, name: &str, text: &str) -> std::path::PathBuf {
 /// judged by its rule from the largest batches a CNN and a Transformer fit.
 #[test]
 fn the_guides_examples_and_model_advice_are_judged_from_real_runs() {
+    let _in_process = common::in_process();
     let sb = Sandbox::new();
     let mlp = |name: &str, widths: &str, extra: &str| {
         format!(
@@ -350,6 +352,7 @@ fn the_guides_examples_and_model_advice_are_judged_from_real_runs() {
 /// time target.
 #[test]
 fn claims_are_judged_only_under_the_conditions_they_state() {
+    let _in_process = common::in_process();
     let sb = Sandbox::new();
     let text = "[experiment]\nname = \"depth_sweep\"\n[model]\nhidden = 5000\n[data]\nsamples = 64\nfeatures = 20\n\
                 classes = 2\n[training]\noptimizer = \"adam\"\nbatch_size = 32\nsteps = 2\n[run]\ndevice = \"cpu\"\n\

@@ -1,14 +1,9 @@
 //! The binary as a user meets it: help, bad input, a full run, overwriting, and a run killed
 //! mid-sweep.
-mod common;
+use crate::common::{self, oomlab};
 
-use assert_cmd::Command;
 use common::{tiny_spec, Sandbox};
 use predicates::prelude::*;
-
-fn oomlab() -> Command {
-    Command::cargo_bin("oomlab").unwrap()
-}
 
 #[test]
 fn help_teaches_with_examples() {
@@ -389,7 +384,7 @@ fn a_log_gets_a_progress_line_while_a_long_trial_trains() {
     let sb = Sandbox::new();
     let sweep = "[sweep]\nfield = \"training.steps\"\nvalues = [100000]\n";
     let spec = sb.spec("slow.toml", &tiny_spec("slow", "hidden = 64\ndepth = 2", None, sweep));
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("oomlab"))
+    let mut child = std::process::Command::new(common::bin())
         .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap()])
         .env("OOMLAB_PROGRESS_EVERY", "1")
         .stdout(std::process::Stdio::null())

@@ -4,19 +4,15 @@
 //! in one folder only; each experiment's charts in a folder of its own; a mix of device and
 //! experiment folders refused; an earlier comparison replaced only with --force; a damaged
 //! experiment folder left out with a warning.
+use crate::common::oomlab;
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use predicates::prelude::*;
 
 const AMD: &str = "cpu-amd-epyc";
 const INTEL: &str = "cpu-intel-r-xeon-r-processor";
 /// In both folders; checkpointing's spec files differ between the two.
 const SHARED: [&str; 4] = ["accumulation", "checkpointing", "depth_sweep", "width_sweep"];
-
-fn oomlab() -> Command {
-    Command::cargo_bin("oomlab").unwrap()
-}
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();

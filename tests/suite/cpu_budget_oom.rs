@@ -1,7 +1,7 @@
 //! End to end on CPU with real libtorch: a depth search under a budget chosen so that arithmetic
 //! predicts the boundary, then exact byte counts per phase, the baseline after every trial, and
 //! complete results on disk.
-mod common;
+use crate::common;
 
 use common::{tiny_spec, Sandbox};
 use oomlab::results::ExperimentDir;
@@ -22,6 +22,7 @@ fn params(depth: u64) -> u64 {
 
 #[test]
 fn depth_search_stops_where_arithmetic_says_and_memory_returns_to_baseline() {
+    let _in_process = common::in_process();
     let sandbox = Sandbox::new();
     // With plain SGD the step holds parameters and gradients (8 bytes per parameter) plus the
     // data set and a few small activations. Give depth 6 that, plus half a hidden layer: depth 6
@@ -109,6 +110,7 @@ fn depth_search_stops_where_arithmetic_says_and_memory_returns_to_baseline() {
 
 #[test]
 fn a_budget_above_available_memory_is_refused() {
+    let _in_process = common::in_process();
     let sandbox = Sandbox::new();
     let text = tiny_spec("too_big", "hidden = 8\ndepth = 1", Some(1 << 50), "");
     let spec = oomlab::spec::load(&sandbox.spec("t.toml", &text)).unwrap();
@@ -123,6 +125,7 @@ fn a_budget_above_available_memory_is_refused() {
 
 #[test]
 fn predicted_ooms_are_skipped_and_the_answer_holds() {
+    let _in_process = common::in_process();
     let sandbox = Sandbox::new();
     let data_bytes = N * D * 4 + N * 8;
     let budget = data_bytes + 8 * params(6) + 4 * (H * H + H);

@@ -1,6 +1,8 @@
 //! The CPU keeps nothing for the process: after warming up every technique, the counting
-//! allocator is back where it was. A test binary of its own, because the counter is the whole
-//! process's: tests running beside it in one binary would allocate under its feet.
+//! allocator is back where it was. It holds the suite's lock for libtorch work in this process
+//! (`common::in_process`), because the counter is the whole process's: a test allocating beside
+//! it would allocate under its feet.
+use crate::common;
 use oomlab::probe::{CpuProbe, MemoryProbe};
 use oomlab::spec::{Amp, Checkpoint, Config};
 use oomlab::train::warm_up;
@@ -17,6 +19,7 @@ fn config(amp: Amp, checkpoint: Checkpoint) -> Config {
 
 #[test]
 fn the_cpu_keeps_no_workspace() {
+    let _in_process = common::in_process();
     let probe = CpuProbe::new(None).unwrap();
     let before = probe.snapshot().unwrap().memory_allocated;
     let configs = [

@@ -6,9 +6,7 @@
 //! one exception is bf16, whose oneDNN matmuls take a workspace the model leaves out: a bf16
 //! forward or backward peak (and so the trial's) may fall short of the measurement by at most
 //! the largest workspace this test measures for the case's shapes, and never exceed it.
-mod common;
-
-use common::{compare, measure, Sandbox};
+use crate::common::{self, compare, measure, Sandbox};
 use oomlab::estimate::{self, Options};
 use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
@@ -129,6 +127,7 @@ fn tech(accumulation: usize, mode: Mode, history: History) -> Techniques {
 /// the byte: their temporaries differ (foreach holds whole-model lists), so do their peaks.
 #[test]
 fn every_optimizer_implementation_is_predicted_to_the_byte() {
+    let _in_process = common::in_process();
     let with = |i: OptimizerImpl, t: Techniques| Techniques { optimizer_impl: Some(i), ..t };
     let mut failures = Vec::new();
     let mut adam_peaks = vec![];
@@ -171,6 +170,7 @@ fn every_optimizer_implementation_is_predicted_to_the_byte() {
 
 #[test]
 fn predicted_memory_matches_the_counting_allocator() {
+    let _in_process = common::in_process();
     let cases = [
         case(SGD, 0, 64, 1, 64, 32),
         case(SGD, 1, 64, 8, 64, 32),
@@ -304,6 +304,7 @@ fn predicted_memory_matches_the_counting_allocator() {
 
 #[test]
 fn csv_data_is_predicted_too() {
+    let _in_process = common::in_process();
     let sandbox = Sandbox::new();
     let path = sandbox.spec("d.csv", &{
         let mut text = String::from("a,b,c,label\n");
@@ -327,6 +328,7 @@ fn csv_data_is_predicted_too() {
 /// The depth a real search under a CPU budget finds is the depth the model predicts.
 #[test]
 fn predicted_largest_depth_is_what_a_real_search_finds() {
+    let _in_process = common::in_process();
     let sandbox = Sandbox::new();
     let text = r#"[experiment]
 name = "estimate_vs_search"
@@ -395,11 +397,13 @@ fn the_estimate_command_prints_the_boundary() {
     );
     let spec_path = sandbox.spec("e.toml", &text);
     let spec = oomlab::spec::load(&spec_path).unwrap();
-    let expected = estimate::predict_spec(&spec, spec.run.budget, &Options::default()).unwrap()[0]
-        .exact_largest_fit
-        .unwrap();
-    let out = assert_cmd::Command::cargo_bin("oomlab")
-        .unwrap()
+    let expected = {
+        let _in_process = common::in_process();
+        estimate::predict_spec(&spec, spec.run.budget, &Options::default()).unwrap()[0]
+            .exact_largest_fit
+            .unwrap()
+    };
+    let out = common::oomlab()
         .current_dir(sandbox.path())
         .args(["estimate", spec_path.to_str().unwrap(), "--brief"])
         .assert()
@@ -412,8 +416,7 @@ fn the_estimate_command_prints_the_boundary() {
     assert!(out.contains("OOM predicted in backward, step 1"), "SGD runs out where the grads come: {out}");
     assert!(!sandbox.out().exists() && !sandbox.path().join("results").exists(), "nothing written");
     // The phase tables, unless --brief.
-    assert_cmd::Command::cargo_bin("oomlab")
-        .unwrap()
+    common::oomlab()
         .args(["estimate", spec_path.to_str().unwrap(), "--budget", "1MiB"])
         .assert()
         .success()

@@ -1,9 +1,8 @@
 //! `estimate`'s kernel profiles kept on disk (`kernel-profiles.json` in `$OOMLAB_CACHE`): each
 //! op measured once per machine, read back by the next call, and never taken from another
 //! machine, libtorch or revision. What the cache holds is shown to be used by changing it.
-mod common;
+use crate::common;
 
-use assert_cmd::Command;
 use common::Sandbox;
 use serde_json::Value;
 
@@ -12,8 +11,7 @@ const SPEC: &str = "[experiment]\nname = \"cached\"\n[model]\nkind = \"cnn\"\nar
 [training]\noptimizer = \"adam\"\nbatch_size = 8\nsteps = 2\n[run]\ndevice = \"cpu\"\n";
 
 fn estimate(sb: &Sandbox, spec: &std::path::Path) -> String {
-    let out = Command::cargo_bin("oomlab")
-        .unwrap()
+    let out = common::oomlab()
         .env("OOMLAB_CACHE", sb.path().join("cache"))
         .args(["estimate", spec.to_str().unwrap()])
         .output()

@@ -4,7 +4,7 @@
 //! and some through `oomlab run`, with a timeout. Whatever the input: no panic, no death by a
 //! signal, exit 0 (a spec that happens to be valid), 1 or 2; the key at fault named; no file
 //! written outside `--out`; a data file's contents never echoed.
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -391,7 +391,7 @@ struct Outcome {
 /// Runs the binary in `cwd` with `args`, killing it after [`TIMEOUT`].
 fn oomlab(cwd: &Path, logs: &Path, args: &[&std::ffi::OsStr], what: &str) -> Outcome {
     let (out_log, err_log) = (logs.join("stdout"), logs.join("stderr"));
-    let mut child = Command::new(assert_cmd::cargo::cargo_bin("oomlab"))
+    let mut child = Command::new(common::bin())
         .args(args)
         .current_dir(cwd)
         // Two workers on small machines: one thread each.

@@ -3,7 +3,7 @@
 //! `log2(range) + 3` at most; `oomlab estimate` predicts the guided run's probes; and the steps
 //! the summary calls needed are the ones the answer depends on (fewer finds a batch too large,
 //! more finds the same one).
-mod common;
+use crate::common;
 
 use common::Sandbox;
 use oomlab::estimate::{self, Options};
@@ -77,6 +77,7 @@ fn log2_ceil(n: u64) -> usize {
 
 #[test]
 fn a_guided_search_finds_the_unguided_answer_in_at_most_3_probes() {
+    let _in_process = common::in_process();
     let sb = Sandbox::new();
     let guided = run(&sb, "guided", "adam", 2, true);
     let unguided = run(&sb, "unguided", "adam", 2, false);
@@ -108,6 +109,7 @@ fn a_guided_search_finds_the_unguided_answer_in_at_most_3_probes() {
 
 #[test]
 fn the_steps_the_summary_needs_are_the_ones_the_answer_depends_on() {
+    let _in_process = common::in_process();
     let sb = Sandbox::new();
     let answer = |name: &str, optimizer: &str, steps: usize| {
         let r = run(&sb, name, optimizer, steps, true);
@@ -129,6 +131,7 @@ fn the_steps_the_summary_needs_are_the_ones_the_answer_depends_on() {
 /// why; elsewhere it runs like any other.
 #[test]
 fn an_anchor_is_every_variants_first_trial_and_a_variant_can_be_left_out() {
+    let _in_process = common::in_process();
     let sb = Sandbox::new();
     let plain = run(&sb, "plain", "adam", 2, true);
     let text = spec_text("anchored", "adam", 2, true)

@@ -1,6 +1,7 @@
 //! The estimate on CUDA against what an H100 measured (`tests/fixtures/h100`): the caching
 //! allocator's replay with libtorch's workspaces must give every trial's `max_memory_allocated`
 //! within 0.5%, its `max_memory_reserved` within 2%, and the lesson's largest depth exactly.
+use crate::common;
 use std::path::Path;
 
 use oomlab::estimate::{self, GpuArch, Options, Prediction};
@@ -48,6 +49,7 @@ fn measured() -> Vec<(usize, String, u64, u64)> {
 
 #[test]
 fn every_trial_within_half_a_percent_allocated_and_two_percent_reserved() {
+    let _in_process = common::in_process();
     let spec = depth_sweep();
     let rows = measured();
     assert_eq!(rows.iter().filter(|r| r.1 == "ok").count(), 7, "the fixture's seven depths that ran");
@@ -78,6 +80,7 @@ fn every_trial_within_half_a_percent_allocated_and_two_percent_reserved() {
 
 #[test]
 fn the_oom_is_where_the_h100_ran_out() {
+    let _in_process = common::in_process();
     let spec = depth_sweep();
     for (depth, status, ..) in measured().into_iter().filter(|r| r.1 == "oom") {
         let p = predict(&config_at(&spec, depth));
@@ -90,6 +93,7 @@ fn the_oom_is_where_the_h100_ran_out() {
 
 #[test]
 fn the_largest_depth_is_the_h100s() {
+    let _in_process = common::in_process();
     let spec = depth_sweep();
     let base = config_at(&spec, 1);
     let fit = estimate::largest_fit(&base, Field::Depth, BUDGET, 1, 256, &options(&base)).unwrap();
@@ -101,6 +105,7 @@ fn the_largest_depth_is_the_h100s() {
 /// `foreach=False` 42, `fused=True` 43.
 #[test]
 fn each_adam_implementation_has_pytorchs_largest_depth() {
+    let _in_process = common::in_process();
     let spec = depth_sweep();
     for (choice, want) in [(None, 34), (Some(OptimizerImpl::ForLoop), 42), (Some(OptimizerImpl::Fused), 43)] {
         let mut base = spec.base.with(Field::Depth, 1.0).unwrap();
@@ -113,6 +118,7 @@ fn each_adam_implementation_has_pytorchs_largest_depth() {
 /// Phase by phase at depth 8 (step 2, the steady state), end and peak within 0.5%.
 #[test]
 fn depth_eight_phase_by_phase() {
+    let _in_process = common::in_process();
     let spec = depth_sweep();
     let p = predict(&config_at(&spec, 8));
     let mut rd = csv::Reader::from_path("tests/fixtures/h100/h100-depth8-trace.csv").unwrap();
@@ -137,6 +143,7 @@ fn depth_eight_phase_by_phase() {
 /// the prediction used is confirmed (this sweep's regime) it is the prediction itself.
 #[test]
 fn the_bound_holds_every_measured_peak() {
+    let _in_process = common::in_process();
     let spec = depth_sweep();
     for (depth, status, allocated, reserved) in measured().into_iter().filter(|r| r.1 == "ok") {
         let p = predict(&config_at(&spec, depth));

@@ -13,7 +13,7 @@
 //! rest (convolutions at shapes whose cuDNN workspaces no GPU measured) to the bound. cuDNN's
 //! workspaces come from a table read off two of these histories (ResNet-50 at 224, ResNet-18 at
 //! batch 1024): the tests below hold the table to them and the replay to them block for block.
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -109,6 +109,7 @@ fn measured(experiment: &str) -> Vec<Measured> {
 
 #[test]
 fn every_validation_trial_within_half_a_percent_allocated_and_two_percent_reserved() {
+    let _in_process = common::in_process();
     let mut experiments: Vec<String> = std::fs::read_dir(FIXTURES)
         .unwrap()
         .filter_map(|e| e.ok())
@@ -194,6 +195,7 @@ fn every_validation_trial_within_half_a_percent_allocated_and_two_percent_reserv
 /// norm's span; without any of them it parts.
 #[test]
 fn the_scripted_vits_cuda_estimate_is_pytorchs_at_every_phase() {
+    let _in_process = common::in_process();
     let plan = Plan::new(
         spec_of("own_model"),
         Overrides { device: Some(DeviceChoice::Cuda(0)), budget: None },
@@ -226,7 +228,7 @@ fn the_scripted_vits_cuda_estimate_is_pytorchs_at_every_phase() {
 /// (`estimate --blocks`, written in `sb`) against PyTorch's `history`.
 fn compare_blocks(spec: &Path, history: &Path, sb: &common::Sandbox) -> String {
     let blocks = sb.path().join("blocks.csv");
-    let est = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"))
+    let est = std::process::Command::new(common::bin())
         .arg("estimate")
         .arg(spec)
         .args(["--device", "cuda", "--gpu", "h200", "--brief", "--blocks"])
@@ -374,6 +376,7 @@ fn a_reserved_gap_is_named_by_the_first_segment_where_the_two_part() {
     let text = String::from_utf8(out.stdout).unwrap();
     let made = text.lines().find(|l| l.starts_with("2,made,")).unwrap_or_else(|| panic!("{text}"));
     let made_reserved: u64 = made.split(',').nth(3).unwrap().parse().unwrap();
+    let _in_process = common::in_process();
     let spec = spec_of("amp_models");
     let plan = Plan::new(spec, Overrides { device: Some(DeviceChoice::Cuda(0)), budget: None }, true);
     let config = plan.spec.trial_config("resnet18_bf16", Some(1024.0)).unwrap();
@@ -411,7 +414,7 @@ fn the_cudnn_table_is_what_the_fixture_histories_give() {
         [("experiments/gpu/resnet50_224.toml", "resnet50_224"), ("experiments/amp_models.toml", "amp_models")]
     {
         let blocks = sb.path().join(format!("{fixture}.blocks.csv"));
-        let est = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"))
+        let est = std::process::Command::new(common::bin())
             .args(["estimate", spec, "--device", "cuda", "--gpu", "h200", "--brief", "--blocks"])
             .arg(&blocks)
             .output()
@@ -453,6 +456,7 @@ fn the_cudnn_table_is_what_the_fixture_histories_give() {
 /// at the measured shape, none at a batch no GPU measured (there the estimate is a lower bound).
 #[test]
 fn the_estimate_says_how_many_cudnn_calls_a_gpu_measured() {
+    let _in_process = common::in_process();
     let spec = spec_of("resnet50_224");
     let plan = Plan::new(spec, Overrides { device: Some(DeviceChoice::Cuda(0)), budget: None }, true);
     let options = plan.estimate_options(GpuArch::Hopper, 1);
@@ -476,20 +480,25 @@ fn the_estimate_says_how_many_cudnn_calls_a_gpu_measured() {
 /// 2-core AMD EPYC they are 4, 6 and 8, where they were 16, 24 and 32 with the scratch.)
 #[test]
 fn a_scripted_resnet50_at_224_gets_the_h200s_peaks() {
-    let sb = common::Sandbox::new();
-    common::export_modules(
-        &sb,
-        "import sys, torch, torchvision\ntorch.manual_seed(0)\n\
-         torch.jit.save(torch.jit.script(torchvision.models.resnet50(num_classes=10)), f\"{sys.argv[1]}/resnet50.pt\")\n",
-    );
-    let text = std::fs::read_to_string("experiments/gpu/resnet50_224.toml")
-        .unwrap()
-        .replace("kind = \"cnn\"\narch = \"resnet50\"", "kind = \"torchscript\"\npath = \"resnet50.pt\"");
-    assert!(text.contains("resnet50.pt"), "the fixture's spec names its model as this test reads it");
-    let config = spec::load(&sb.spec("resnet50_224.toml", &text)).unwrap().base;
-    let options = estimate::Options::cuda(GpuArch::Hopper, [&config]);
-    let p = estimate::predict_with(&config, estimate::data_shape(&config.data).unwrap(), &options).unwrap();
-    let measured = &measured("resnet50_224")[0];
-    assert_eq!((p.peak_allocated(), p.peak_reserved()), (measured.allocated, measured.reserved));
-    assert!(p.notes.iter().any(|n| n.contains("each of its 68 cuDNN calls")), "{:?}", p.notes);
+    // Minutes of recording a ResNet-50 at 224 x 224: in a process of its own, beside the others.
+    common::in_own_process(|| {
+        let sb = common::Sandbox::new();
+        common::export_modules(
+            &sb,
+            "import sys, torch, torchvision\ntorch.manual_seed(0)\n\
+             torch.jit.save(torch.jit.script(torchvision.models.resnet50(num_classes=10)), f\"{sys.argv[1]}/resnet50.pt\")\n",
+        );
+        let text = std::fs::read_to_string("experiments/gpu/resnet50_224.toml")
+            .unwrap()
+            .replace("kind = \"cnn\"\narch = \"resnet50\"", "kind = \"torchscript\"\npath = \"resnet50.pt\"");
+        assert!(text.contains("resnet50.pt"), "the fixture's spec names its model as this test reads it");
+        let _in_process = common::in_process();
+        let config = spec::load(&sb.spec("resnet50_224.toml", &text)).unwrap().base;
+        let options = estimate::Options::cuda(GpuArch::Hopper, [&config]);
+        let p =
+            estimate::predict_with(&config, estimate::data_shape(&config.data).unwrap(), &options).unwrap();
+        let measured = &measured("resnet50_224")[0];
+        assert_eq!((p.peak_allocated(), p.peak_reserved()), (measured.allocated, measured.reserved));
+        assert!(p.notes.iter().any(|n| n.contains("each of its 68 cuDNN calls")), "{:?}", p.notes);
+    })
 }

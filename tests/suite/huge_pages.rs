@@ -1,7 +1,7 @@
 //! Huge pages for CPU tensors (`THP_MEM_ALLOC_ENABLE`, on unless the environment says) change a
 //! step's page faults, never its memory: the same trial with and without has the same bytes in
 //! every phase, and each manifest records which it ran with.
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 
@@ -11,7 +11,7 @@ use oomlab::results::manifest::Manifest;
 /// Runs `spec` with the variable set to `value` (`None`: removed) into its own root.
 fn run(sb: &Sandbox, spec: &Path, root: &str, value: Option<&str>) -> PathBuf {
     let out = sb.path().join(root);
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"));
+    let mut cmd = std::process::Command::new(common::bin());
     cmd.args(["run", spec.to_str().unwrap(), "--quiet", "--out", out.to_str().unwrap()]);
     match value {
         Some(v) => cmd.env(oomlab::hugepages::VAR, v),

@@ -10,11 +10,9 @@
 //! (zero_grad allocates nothing, it only lets go of the gradients, so no budget makes it the
 //! phase that runs out; every other phase must have been hit.)
 //!
-//! The counting allocator counts the whole process, so the tests here take one lock and run one
-//! trial at a time.
-mod common;
-
-use std::sync::Mutex;
+//! The counting allocator counts the whole process, so the tests here hold the suite's lock for
+//! libtorch work in this process (`common::in_process`) and run one trial at a time.
+use crate::common;
 
 use common::rng::Rng;
 use common::Sandbox;
@@ -27,9 +25,6 @@ use oomlab::spec::{
     Amp, Checkpoint, Config, DataLocation, DataSpec, Dtype, History, Mode, ModelSpec, OptimizerImpl,
     OptimizerSpec, ScalerSpec, Techniques, TrainingSpec,
 };
-
-/// One test at a time in this binary: baselines are process-wide.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 const OPTIMIZERS: [OptimizerSpec; 4] = [
     OptimizerSpec::Sgd { lr: 0.01, momentum: 0.0, weight_decay: 0.0 },
@@ -114,7 +109,7 @@ fn allocated() -> u64 {
 
 #[test]
 fn an_oom_in_any_phase_under_any_technique_frees_everything() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _in_process = common::in_process();
     // Warm libtorch up once (thread pools, oneDNN's first-use allocations) outside any baseline.
     {
         let mut warm = draw(&mut Rng(1), 0);
@@ -210,7 +205,7 @@ fn an_oom_in_any_phase_under_any_technique_frees_everything() {
 /// before the search found its answer. Now it runs to its end, and the answer is the estimate's.
 #[test]
 fn an_fp16_checkpointed_batch_search_in_7_mib_finds_the_estimates_answer() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let _in_process = common::in_process();
     let sandbox = Sandbox::new();
     let text = r#"[experiment]
 name = "fp16_checkpointed_batch_search"

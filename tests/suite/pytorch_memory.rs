@@ -11,7 +11,7 @@
 //! and oomlab, which has no custom autograd Function through tch, keeps the head's input to
 //! read its gradient (one more activation where the head does not save it, as a Transformer's
 //! mean pooling and the CNNs' global average pooling, a mean in PyTorch, do not). Parameters
-//! under checkpointing are held to PyTorch's in `tests/pytorch_oracle.rs`.
+//! under checkpointing are held to PyTorch's in `tests/suite/pytorch_oracle.rs`.
 //!
 //! Without python3, a torch it can import, or g++ (to build the counting allocator once), this
 //! test fails and says so: it does not skip.
@@ -22,8 +22,7 @@ use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
 use oomlab::schema::PhaseRecord;
 
-mod common;
-use common::Sandbox;
+use crate::common::{self, Sandbox};
 
 const CNN: &str = r#"model = { kind = "cnn", arch = "plain", channels = 8, depth = 2 }
 data = { kind = "images", samples = 16, channels = 3, size = 8, classes = 4, seed = 0 }"#;
@@ -98,7 +97,10 @@ fn every_model_kind_allocates_what_pytorch_allocates_phase_by_phase() {
     let sb = Sandbox::new();
     let spec = oomlab::spec::load(&sb.spec("pytorch_memory.toml", &spec())).unwrap();
     let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
-    let report = run::run(&Plan::here(spec, Overrides::default()), &opts).unwrap();
+    let report = {
+        let _in_process = common::in_process();
+        run::run(&Plan::here(spec, Overrides::default()), &opts).unwrap()
+    };
     let ours = ExperimentDir::read(&report.dir).unwrap();
     assert_eq!(ours.rows.len(), VARIANTS.len());
     // train.py runs the trials oomlab trained ("ok") or ran out in: any other status would drop

@@ -16,10 +16,14 @@
 //! `scripts/reference/train.py` builds them as torch.nn and torchvision do, so equal parameters
 //! mean the same initialisation, the same forward and backward, and the same update.
 //!
+//! Each test runs PyTorch's side of all its configs in one Python process, started first, so that
+//! it trains while oomlab's side does (here, under the suite's lock for libtorch work in this
+//! process).
+//!
 //! Without python3, or a torch it can import, these tests fail and say so: they do not skip.
-use std::io::Write;
+use std::io::{BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 
 use oomlab::probe::CpuProbe;
 use oomlab::spec::{
@@ -28,8 +32,7 @@ use oomlab::spec::{
 };
 use oomlab::train;
 
-mod common;
-use common::torch_site;
+use crate::common::{self, torch_site};
 
 const IMPLS: [OptimizerImpl; 3] = [OptimizerImpl::ForLoop, OptimizerImpl::Foreach, OptimizerImpl::Fused];
 
@@ -59,32 +62,89 @@ fn config(optimizer: OptimizerSpec, implementation: OptimizerImpl, techniques: T
     }
 }
 
-/// PyTorch's parameters for `config`, flattened in the model's order.
-fn pytorch(config: &Config) -> Vec<f64> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let spawned = Command::new("python3")
-        .arg(root.join("scripts/reference/params.py"))
-        .env("PYTHONPATH", torch_site())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(e) => panic!("python3 is needed for PyTorch's side of this test and could not start: {e}"),
-    };
-    let json = serde_json::to_vec(config).unwrap();
-    child.stdin.take().unwrap().write_all(&json).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "scripts/reference/params.py failed (is torch importable from the setup-libtorch folder?):\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect()
+/// `params.py`'s `main()` on each config of a JSON list on stdin, in one Python process
+/// (importing torch takes seconds, training these models less): each config's parameters are
+/// written as params.py writes them, after their length in bytes (8 bytes, little-endian).
+/// params.py's `_bytes` (a list of every byte, slow for ResNet-18's 11 M parameters) is
+/// replaced by a copy of the same float64 memory.
+const DRIVER: &str = r#"
+import ctypes, io, json, struct, sys, types
+sys.path.insert(0, sys.argv[1])
+import params
+
+def _bytes(flat):
+    flat = flat.contiguous()
+    return ctypes.string_at(flat.data_ptr(), flat.numel() * flat.element_size())
+
+params._bytes = _bytes
+out = sys.stdout.buffer
+for i, cfg in enumerate(json.load(sys.stdin)):
+    print(f"config {i}:", file=sys.stderr, flush=True)
+    mine = types.SimpleNamespace(buffer=io.BytesIO())
+    sys.argv, sys.stdin, sys.stdout = ["params.py"], io.StringIO(json.dumps(cfg)), mine
+    params.main()
+    data = mine.buffer.getvalue()
+    out.write(struct.pack("<Q", len(data)) + data)
+    out.flush()
+"#;
+
+/// PyTorch's side of a test: `scripts/reference/params.py` on every config, in one Python process
+/// started before oomlab trains, so that the two train at once; read back config by config.
+struct Pytorch {
+    child: Child,
+    stdout: BufReader<ChildStdout>,
+    stderr: tempfile::NamedTempFile,
 }
 
-/// oomlab's parameters for `config`, flattened the same way.
+impl Pytorch {
+    fn start<'a>(configs: impl IntoIterator<Item = &'a Config>) -> Pytorch {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let stderr = tempfile::NamedTempFile::new().unwrap();
+        let spawned = Command::new("python3")
+            .args(["-c", DRIVER])
+            .arg(root.join("scripts/reference"))
+            .env("PYTHONPATH", torch_site())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr.reopen().unwrap())
+            .spawn();
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => panic!("python3 is needed for PyTorch's side of this test and could not start: {e}"),
+        };
+        let json = serde_json::to_vec(&configs.into_iter().collect::<Vec<_>>()).unwrap();
+        child.stdin.take().unwrap().write_all(&json).unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Pytorch { child, stdout, stderr }
+    }
+
+    /// PyTorch's parameters for the next config, flattened in the model's order.
+    fn next(&mut self, what: &str) -> Vec<f64> {
+        let mut len = [0u8; 8];
+        if self.stdout.read_exact(&mut len).is_err() {
+            let _ = self.child.wait();
+            panic!(
+                "{what}: scripts/reference/params.py failed (is torch importable from the setup-libtorch \
+                 folder?):\n{}",
+                std::fs::read_to_string(self.stderr.path()).unwrap_or_default()
+            );
+        }
+        let mut bytes = vec![0u8; u64::from_le_bytes(len) as usize];
+        self.stdout.read_exact(&mut bytes).unwrap();
+        bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap())).collect()
+    }
+}
+
+impl Drop for Pytorch {
+    fn drop(&mut self) {
+        // A test that failed early leaves no Python behind.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// oomlab's parameters for `config`, flattened the same way. The caller holds the in-process
+/// lock.
 fn oomlab(config: &Config) -> Vec<f64> {
     let probe = CpuProbe::new(None).unwrap();
     let params = train::trained_parameters(config, &probe).unwrap();
@@ -104,33 +164,41 @@ fn relative_difference(ours: &[f64], theirs: &[f64]) -> f64 {
     diff / scale
 }
 
-fn check(what: &str, config: &Config) {
-    // One intra-op thread on both sides, so split sums add up in the same order.
-    tch::set_num_threads(1);
-    let initial = {
-        let mut c = config.clone();
-        c.training.steps = 0;
-        oomlab(&c)
-    };
-    let (ours, theirs) = (oomlab(config), pytorch(config));
-    let moved = relative_difference(&initial, &theirs);
-    assert!(
-        moved > 1e-4,
-        "{what}: PyTorch's parameters hardly moved ({moved:e}); the test would prove nothing"
-    );
-    let rel = relative_difference(&ours, &theirs);
-    eprintln!("{what}: moved {moved:.2e}, differs {rel:.2e}");
-    assert!(rel <= 1e-9, "{what}: oomlab's parameters differ from PyTorch's by {rel:e} (relative)");
+/// Each config trained by oomlab and by PyTorch must end with the same parameters.
+fn check(cases: &[(String, Config)]) {
+    let mut pytorch = Pytorch::start(cases.iter().map(|(_, c)| c));
+    for (what, config) in cases {
+        let (initial, ours) = {
+            let _in_process = common::in_process();
+            // One intra-op thread on both sides, so split sums add up in the same order (the
+            // lock sets the count back).
+            tch::set_num_threads(1);
+            let mut c = config.clone();
+            c.training.steps = 0;
+            (oomlab(&c), oomlab(config))
+        };
+        let theirs = pytorch.next(what);
+        let moved = relative_difference(&initial, &theirs);
+        assert!(
+            moved > 1e-4,
+            "{what}: PyTorch's parameters hardly moved ({moved:e}); the test would prove nothing"
+        );
+        let rel = relative_difference(&ours, &theirs);
+        eprintln!("{what}: moved {moved:.2e}, differs {rel:.2e}");
+        assert!(rel <= 1e-9, "{what}: oomlab's parameters differ from PyTorch's by {rel:e} (relative)");
+    }
 }
 
 #[test]
 fn every_optimizer_in_every_implementation_equals_pytorch() {
+    let mut cases = vec![];
     for (name, optimizer) in optimizers() {
         for implementation in IMPLS {
             let c = config(optimizer, implementation, Techniques::default());
-            check(&format!("{name}, {}", implementation.as_str()), &c);
+            cases.push((format!("{name}, {}", implementation.as_str()), c));
         }
     }
+    check(&cases);
 }
 
 #[test]
@@ -143,14 +211,16 @@ fn with_the_fp16_grad_scaler_accumulation_and_checkpointing_too() {
     ];
     let adam = OptimizerSpec::Adam { lr: 1e-2, weight_decay: 1e-2 };
     let momentum = OptimizerSpec::Sgd { lr: 0.05, momentum: 0.9, weight_decay: 0.0 };
+    let mut cases = vec![];
     for (what, t) in techniques {
         for (name, optimizer) in [("adam", adam), ("sgd momentum", momentum)] {
             for implementation in IMPLS {
                 let c = config(optimizer, implementation, t);
-                check(&format!("{what}, {name}, {}", implementation.as_str()), &c);
+                cases.push((format!("{what}, {name}, {}", implementation.as_str()), c));
             }
         }
     }
+    check(&cases);
 }
 
 /// The model kinds beyond the lesson's MLP, each on data of its kind, small enough for the CPU.
@@ -191,15 +261,17 @@ fn every_model_kind_trains_as_pytorch_trains_it() {
         ("bf16", Techniques { amp: Amp::Bf16, ..Techniques::default() }),
         ("fp16 + scaler", Techniques { amp: fp16, ..Techniques::default() }),
     ];
+    let mut cases = vec![];
     for (kind, model, data) in kinds() {
         for (what, t) in techniques {
             let mut c = config(adam, OptimizerImpl::ForLoop, t);
             (c.model, c.data) = (model.clone(), data.clone());
             c.training.batch_size = 4;
             c.training.steps = 3;
-            check(&format!("{kind}, {what}"), &c);
+            cases.push((format!("{kind}, {what}"), c));
         }
     }
+    check(&cases);
 }
 
 /// `{ sequential = S }` against the real `torch.utils.checkpoint.checkpoint_sequential(
@@ -210,6 +282,7 @@ fn every_model_kind_trains_as_pytorch_trains_it() {
 #[test]
 fn checkpoint_sequential_trains_as_pytorchs_own() {
     let adam = OptimizerSpec::Adam { lr: 1e-2, weight_decay: 1e-2 };
+    let mut cases = vec![];
     for (kind, model, data) in kinds() {
         let mut cuts = vec![1, 2, model.units()];
         cuts.dedup();
@@ -219,7 +292,8 @@ fn checkpoint_sequential_trains_as_pytorchs_own() {
             (c.model, c.data) = (model.clone(), data.clone());
             c.training.batch_size = 4;
             c.training.steps = 3;
-            check(&format!("{kind}, checkpoint {}", t.checkpoint.name()), &c);
+            cases.push((format!("{kind}, checkpoint {}", t.checkpoint.name()), c));
         }
     }
+    check(&cases);
 }

@@ -4,7 +4,7 @@
 //! folder: it must finish and write the answer, the results and the charts the README promises.
 //! (`scripts/setup-libtorch` and the build, the command's other half, are what `scripts/test`
 //! has done before any test runs, on CI's fresh clone too.)
-mod common;
+use crate::common;
 
 use common::Sandbox;
 use oomlab::results::manifest::Manifest;
@@ -43,7 +43,7 @@ fn the_quick_start_runs_as_written() {
     let c = first_screen_commands();
     let args: Vec<&str> = c[0].split(" -- ").nth(1).expect("cargo run -- ARGS").split_whitespace().collect();
     let sb = Sandbox::new();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"))
+    let out = std::process::Command::new(common::bin())
         .args(&args)
         .args(["--out", sb.out().to_str().unwrap()])
         .output()
@@ -107,7 +107,7 @@ fn the_own_model_example_runs_as_written() {
     let oomlab = |line: &str| {
         let args: Vec<&str> =
             line.split(" -- ").nth(1).expect("cargo run -- ARGS").split_whitespace().collect();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"))
+        let out = std::process::Command::new(common::bin())
             .args(&args)
             .current_dir(sb.path())
             .output()

@@ -1,15 +1,15 @@
 //! The committed results re-plot byte-identical: `oomlab plot` on a copy of every experiment
 //! folder under `results/` and `oomlab claims` on every device folder rewrite exactly the charts,
-//! `trace.json` and `CLAIMS.md` that are committed, and nothing else.
+//! `trace.json` and `CLAIMS.md` that are committed, and nothing else. A test per device folder,
+//! so that the three run at once.
 //!
 //! This holds refactors of the readers, the chart kit and the claims to "behaviour unchanged".
 //! When a change to a chart or a claim is meant, redraw the committed results with the same two
 //! commands (`oomlab plot results/<device>/<experiment>`, `oomlab claims results/<device>`) and
 //! commit them with the change.
+use crate::common;
 use std::fs;
 use std::path::{Path, PathBuf};
-
-use assert_cmd::Command;
 
 fn copy_tree(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
@@ -50,7 +50,7 @@ fn subdirs(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn oomlab(cwd: &Path, args: &[&str]) {
-    let out = Command::cargo_bin("oomlab").unwrap().current_dir(cwd).args(args).output().unwrap();
+    let out = common::oomlab().current_dir(cwd).args(args).output().unwrap();
     assert!(
         out.status.success(),
         "oomlab {}: {}\n{}",
@@ -60,25 +60,39 @@ fn oomlab(cwd: &Path, args: &[&str]) {
     );
 }
 
+/// The device folders under `results/`, a test each (below): another folder fails
+/// [`every_device_folder_is_replotted`] until it has its test.
+const DEVICES: [&str; 3] = ["cpu-amd-epyc", "cpu-intel-r-xeon-r-processor", "nvidia-h200"];
+
 #[test]
-fn the_committed_results_replot_byte_identical() {
+fn every_device_folder_is_replotted() {
     let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("results");
+    let names: Vec<String> =
+        subdirs(&committed).iter().map(|d| d.file_name().unwrap().to_str().unwrap().to_string()).collect();
+    assert_eq!(names, DEVICES, "each folder under results/ needs its test in tests/suite/replot.rs");
+}
+
+/// `oomlab plot` on a copy of every experiment of `results/<device>`, then `oomlab claims` on the
+/// copy of the device folder: the copy must be the committed folder again, byte for byte, and
+/// nothing written beside it.
+fn replots_byte_identical(device: &str) {
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("results").join(device);
     let tmp = tempfile::tempdir().unwrap();
-    let copy = tmp.path().join("results");
+    let copy = tmp.path().join("results").join(device);
     copy_tree(&committed, &copy);
     let mut experiments = 0;
-    for device in subdirs(&committed) {
-        let name = device.file_name().unwrap().to_str().unwrap().to_string();
-        for exp in subdirs(&device).iter().filter(|d| d.join("manifest.json").exists()) {
-            let exp = format!("results/{name}/{}", exp.file_name().unwrap().to_str().unwrap());
-            oomlab(tmp.path(), &["plot", &exp]);
-            experiments += 1;
-        }
-        if device.join("CLAIMS.md").exists() {
-            oomlab(tmp.path(), &["claims", &format!("results/{name}")]);
-        }
+    for exp in subdirs(&committed).iter().filter(|d| d.join("manifest.json").exists()) {
+        let exp = format!("results/{device}/{}", exp.file_name().unwrap().to_str().unwrap());
+        oomlab(tmp.path(), &["plot", &exp]);
+        experiments += 1;
+    }
+    if committed.join("CLAIMS.md").exists() {
+        oomlab(tmp.path(), &["claims", &format!("results/{device}")]);
     }
     assert!(experiments > 0, "no experiment folders under {}", committed.display());
+    let mine = Path::new("results").join(device);
+    let beside: Vec<PathBuf> = files(tmp.path()).into_iter().filter(|f| !f.starts_with(&mine)).collect();
+    assert!(beside.is_empty(), "plot or claims wrote files outside the device's folder: {beside:?}");
     assert_eq!(files(&copy), files(&committed), "plot or claims wrote files that are not committed");
     let differ: Vec<PathBuf> = files(&committed)
         .into_iter()
@@ -89,4 +103,19 @@ fn the_committed_results_replot_byte_identical() {
         "re-plotting the committed results changed {differ:?}; if the change is meant, redraw them \
          (oomlab plot results/<device>/<experiment>, oomlab claims results/<device>) and commit"
     );
+}
+
+#[test]
+fn the_committed_amd_epyc_results_replot_byte_identical() {
+    replots_byte_identical(DEVICES[0]);
+}
+
+#[test]
+fn the_committed_xeon_results_replot_byte_identical() {
+    replots_byte_identical(DEVICES[1]);
+}
+
+#[test]
+fn the_committed_h200_results_replot_byte_identical() {
+    replots_byte_identical(DEVICES[2]);
 }

@@ -1,13 +1,12 @@
 //! `run --resume`: a sweep killed at several points and resumed ends with the results of an
 //! uninterrupted run (memory to the byte, same trials, same answer), and a resume that does not
 //! match what ran is refused with the difference named.
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
 use common::{tiny_spec, Sandbox};
 use oomlab::results::manifest::Answer;
 use oomlab::results::ExperimentDir;
@@ -28,7 +27,7 @@ fn search_spec(sb: &Sandbox) -> PathBuf {
 }
 
 fn oomlab(args: &[&str]) -> std::process::Output {
-    Process::new(assert_cmd::cargo::cargo_bin("oomlab")).args(args).output().unwrap()
+    Process::new(common::bin()).args(args).output().unwrap()
 }
 
 fn folder(out: &Path) -> PathBuf {
@@ -51,7 +50,7 @@ fn trace_memory(trace: &[PhaseRecord]) -> Vec<PhaseRecord> {
 
 /// Starts the run, waits until `trials` trials are in summary.csv, and SIGKILLs it.
 fn kill_after(spec: &Path, out: &Path, trials: usize) {
-    let mut child = Process::new(assert_cmd::cargo::cargo_bin("oomlab"))
+    let mut child = Process::new(common::bin())
         .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"])
         .spawn()
         .unwrap();
@@ -95,7 +94,7 @@ fn a_killed_search_resumed_equals_an_uninterrupted_one() {
             // Resume, and kill the resume too, one trial further.
             let args =
                 ["run", spec.to_str().unwrap(), "--out", cut_out.to_str().unwrap(), "--quiet", "--resume"];
-            let mut child = Process::new(assert_cmd::cargo::cargo_bin("oomlab")).args(args).spawn().unwrap();
+            let mut child = Process::new(common::bin()).args(args).spawn().unwrap();
             let dir = folder(&cut_out);
             let started = Instant::now();
             while std::fs::read_to_string(dir.join("summary.csv")).unwrap_or_default().lines().count()
@@ -140,7 +139,7 @@ fn a_resume_that_does_not_match_is_refused() {
     let spec = search_spec(&sb);
     let out = sb.out();
     let run = |extra: &[&str]| {
-        let mut cmd = Command::cargo_bin("oomlab").unwrap();
+        let mut cmd = common::oomlab();
         cmd.args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"]).args(extra);
         cmd.assert()
     };
@@ -279,7 +278,7 @@ fn a_resume_after_the_data_file_changed_is_refused() {
     let out = sb.out();
     kill_after(&spec, &out, 1);
     let resume = || {
-        let mut cmd = Command::cargo_bin("oomlab").unwrap();
+        let mut cmd = common::oomlab();
         cmd.args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet", "--resume"]);
         cmd.assert()
     };

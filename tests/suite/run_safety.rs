@@ -1,20 +1,15 @@
 //! A run as an unlucky or careless user meets it: stopped by a signal, a second run into the
 //! same folder, output to a closed pipe, a results root that is a device, trials that all
 //! error, and `--quiet`. Each through the real binary on the CPU.
-mod common;
+use crate::common::{self, oomlab};
 
 use std::path::PathBuf;
 use std::process::{Command as Process, Stdio};
 use std::time::{Duration, Instant};
 
-use assert_cmd::Command;
 use common::{long_run, tiny_spec, Sandbox};
 use oomlab::results::{ExperimentDir, LOCK};
 use predicates::prelude::*;
-
-fn oomlab() -> Command {
-    Command::cargo_bin("oomlab").unwrap()
-}
 
 fn signal(child: &std::process::Child, name: &str) {
     let ok = Process::new("kill").args([&format!("-{name}"), &child.id().to_string()]).status().unwrap();
@@ -76,7 +71,7 @@ fn ctrl_c_is_answered_at_once_and_a_second_abandons_the_trial() {
         .replace("steps = 1", "steps = 50");
     let spec = sb.spec("slow.toml", &text);
     let err_path = sb.path().join("stderr.txt");
-    let child = Process::new(assert_cmd::cargo::cargo_bin("oomlab"))
+    let child = Process::new(common::bin())
         .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&err_path).unwrap())
@@ -142,7 +137,7 @@ fn a_closed_pipe_does_not_stop_the_run() {
     let sb = Sandbox::new();
     let sweep = "[sweep]\nfield = \"model.depth\"\nvalues = [1, 2, 3]\n";
     let spec = sb.spec("p.toml", &tiny_spec("p", "hidden = 8\ndepth = 1", None, sweep));
-    let mut child = Process::new(assert_cmd::cargo::cargo_bin("oomlab"))
+    let mut child = Process::new(common::bin())
         .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -241,7 +236,7 @@ fn a_signal_while_charts_are_drawn_stops_them_and_resume_draws_them() {
             + &format!("[sweep]\nfield = \"model.depth\"\nvalues = [1, 2]\n{variants}");
         let spec = sb.spec("many.toml", &text);
         let run = |resume: bool| {
-            let mut cmd = Process::new(assert_cmd::cargo::cargo_bin("oomlab"));
+            let mut cmd = Process::new(common::bin());
             cmd.args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"]);
             if resume {
                 cmd.arg("--resume");
@@ -287,7 +282,7 @@ fn sighup_stops_a_run_as_sigterm_does() {
     let sweep = "[sweep]\nfield = \"training.steps\"\nvalues = [1, 100000, 100001]\n";
     let spec = sb.spec("long.toml", &tiny_spec("long", "hidden = 64\ndepth = 2", None, sweep));
     let err_path = sb.path().join("stderr.txt");
-    let child = Process::new(assert_cmd::cargo::cargo_bin("oomlab"))
+    let child = Process::new(common::bin())
         .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"])
         .stderr(std::fs::File::create(&err_path).unwrap())
         .spawn()
@@ -332,7 +327,7 @@ fn a_signal_before_the_run_writes_anything_leaves_nothing() {
     let spec = sb.spec("early.toml", &tiny_spec("early", "hidden = 8\ndepth = 1", None, ""));
     for (after_ms, name, code) in [(0, "TERM", 143), (150, "INT", 130), (300, "HUP", 129)] {
         let out = sb.path().join(format!("out-{after_ms}"));
-        let child = Process::new(assert_cmd::cargo::cargo_bin("oomlab"))
+        let child = Process::new(common::bin())
             .args(["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet"])
             .stderr(Stdio::piped())
             .spawn()

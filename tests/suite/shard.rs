@@ -1,19 +1,14 @@
 //! `run --shard I/N` and `oomlab merge` as processes on this machine (Slurm's arrays are
-//! `tests/slurm.rs`): sharded searches, whole per variant, merged equal a single process's run
+//! `tests/suite/slurm.rs`): sharded searches, whole per variant, merged equal a single process's run
 //! byte for byte in the memory columns; a missing, unfinished or different shard is named; an
 //! unfinished shard resumes; a merge is replaced only with --force.
-mod common;
+use crate::common::{self, oomlab};
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use common::{assert_same_trials, tiny_spec, Sandbox};
 use oomlab::results::ExperimentDir;
 use predicates::prelude::*;
-
-fn oomlab() -> Command {
-    Command::cargo_bin("oomlab").unwrap()
-}
 
 /// The one experiment folder under a results root (`<out>/<device>/<name>`).
 fn folder(out: &Path, name: &str) -> PathBuf {

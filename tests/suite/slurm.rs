@@ -5,7 +5,7 @@
 //! merged folders must equal the same spec run in one process, trial for trial and byte for byte
 //! in every column but the times. The daemons are stopped however the test ends (a guard's
 //! Drop). Without a Slurm it can start, the test fails and says why: it never skips.
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -179,7 +179,7 @@ fn job_arrays_of_shards_merged_equal_one_process() {
     let slurm = LocalSlurm::start();
     let sb = Sandbox::new();
     let spec = sb.spec("arrayed.toml", SPEC);
-    let oomlab = env!("CARGO_BIN_EXE_oomlab");
+    let oomlab = common::bin();
     let spec_arg = spec.to_str().unwrap();
 
     let single = sb.path().join("single");
@@ -250,7 +250,7 @@ fn per_gpu_kind_writes_the_scripts_to_submit() {
     let sb = Sandbox::new();
     let spec = sb.spec("arrayed.toml", SPEC);
     let out = sb.path().join("results");
-    let run = Command::new(env!("CARGO_BIN_EXE_oomlab"))
+    let run = Command::new(common::bin())
         .args([
             "slurm",
             spec.to_str().unwrap(),

@@ -1,5 +1,6 @@
 //! Each training technique through the real trial runner on CPU, under oomlab's counting
 //! allocator: it trains, and its memory moves the way the technique says.
+use crate::common;
 use oomlab::probe::CpuProbe;
 use oomlab::schema::{Phase, PhaseRecord, Status, SummaryRow};
 use oomlab::spec::{Amp, Checkpoint, Config, History, Mode, ScalerSpec};
@@ -34,6 +35,7 @@ fn after(trace: &[PhaseRecord], step: usize, phase: Phase) -> u64 {
 
 #[test]
 fn bf16_and_fp16_autocast_train_on_cpu() {
+    let _in_process = common::in_process();
     let mut c = base(2, 64, 32, 3);
     for amp in [Amp::Bf16, Amp::Fp16 { scaler: ScalerSpec::default() }] {
         c.training.techniques.amp = amp;
@@ -52,6 +54,7 @@ fn bf16_and_fp16_autocast_train_on_cpu() {
 
 #[test]
 fn autocast_halves_activations_but_caches_a_copy_of_the_weights() {
+    let _in_process = common::in_process();
     let kept = |c: &Config| {
         let (_, t) = run(c);
         after(&t, 1, Phase::Forward) - after(&t, 1, Phase::ToDevice)
@@ -77,6 +80,7 @@ fn autocast_halves_activations_but_caches_a_copy_of_the_weights() {
 
 #[test]
 fn accumulation_lowers_the_peak_at_the_same_effective_batch() {
+    let _in_process = common::in_process();
     let full = base(3, 512, 512, 2);
     let mut acc = full.clone();
     acc.training.batch_size = 64;
@@ -90,6 +94,7 @@ fn accumulation_lowers_the_peak_at_the_same_effective_batch() {
 
 #[test]
 fn checkpointing_keeps_less_after_forward() {
+    let _in_process = common::in_process();
     let plain = base(8, 512, 512, 1);
     let mut ck = plain.clone();
     ck.training.techniques.checkpoint = Checkpoint::Sqrt;
@@ -107,6 +112,7 @@ fn checkpointing_keeps_less_after_forward() {
 
 #[test]
 fn no_grad_keeps_nothing_and_kept_loss_tensors_leak() {
+    let _in_process = common::in_process();
     let mut c = base(4, 512, 256, 4);
     c.training.techniques.mode = Mode::ForwardNoGrad;
     let (o, t) = run(&c);

@@ -20,8 +20,7 @@ use oomlab::results::ExperimentDir;
 use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
 
-mod common;
-use common::{phases, torch_site, Sandbox};
+use crate::common::{self, phases, torch_site, Sandbox};
 
 /// Writes the modules: `mlp_scripted.pt` and `mlp_traced.pt` (oomlab's MLP over 8 features,
 /// widths 32 and 16, 4 classes, as `nn.Sequential`), `resnet18.pt` (torchvision's, 4 classes),
@@ -115,16 +114,27 @@ fn spec() -> String {
     s
 }
 
-/// Exports the modules into the sandbox; returns each file's `.debug_pkl` bytes.
+/// Exports the modules (once per process, into a shared folder) and puts them into the sandbox;
+/// returns each file's `.debug_pkl` bytes.
 fn export(sb: &Sandbox) -> BTreeMap<String, i64> {
-    let out = Command::new("python3")
-        .args(["-c", EXPORT])
-        .arg(sb.path())
-        .env("PYTHONPATH", torch_site())
-        .output()
-        .expect("python3 runs (PyTorch exports the modules)");
-    assert!(out.status.success(), "export failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout)
+    let dir = common::shared("torchscript EXPORT", |dir| {
+        let out = Command::new("python3")
+            .args(["-c", EXPORT])
+            .arg(dir)
+            .env("PYTHONPATH", torch_site())
+            .output()
+            .expect("python3 runs (PyTorch exports the modules)");
+        assert!(out.status.success(), "export failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        std::fs::write(dir.join("debug_pkl.txt"), &out.stdout).unwrap();
+    });
+    let modules: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|f| f.ends_with(".pt"))
+        .collect();
+    sb.copy_from(dir, &modules.iter().map(String::as_str).collect::<Vec<_>>());
+    std::fs::read_to_string(dir.join("debug_pkl.txt"))
+        .unwrap()
         .lines()
         .map(|l| {
             let (name, bytes) = l.split_once(' ').expect("name bytes");
@@ -139,7 +149,10 @@ fn a_scripted_module_allocates_what_the_kind_it_copies_does_and_what_pytorch_doe
     let debug = export(&sb);
     let spec = oomlab::spec::load(&sb.spec("torchscript.toml", &spec())).unwrap();
     let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
-    let report = run::run(&Plan::here(spec, Overrides::default()), &opts).unwrap();
+    let report = {
+        let _in_process = common::in_process();
+        run::run(&Plan::here(spec, Overrides::default()), &opts).unwrap()
+    };
     let ours = ExperimentDir::read(&report.dir).unwrap();
     assert_eq!(ours.rows.len(), VARIANTS.len());
     assert!(ours.rows.iter().all(|r| r.status.fitted()), "every trial trained");
@@ -204,7 +217,7 @@ fn sb_spec(file: &str) -> String {
 fn a_bad_module_is_refused_before_anything_is_written() {
     let sb = Sandbox::new();
     export(&sb);
-    let bin = env!("CARGO_BIN_EXE_oomlab");
+    let bin = common::bin();
     std::fs::create_dir_all(sb.path().join("a_folder.pt")).unwrap();
     for (file, says) in [
         ("not_torchscript.pt", "is not a TorchScript module"),
@@ -236,7 +249,7 @@ fn a_bad_module_is_refused_before_anything_is_written() {
         assert!(!out.status.success() && said.contains("zip_bomb.pt") && said.contains("zip bomb"), "{said}");
     }
     // The estimate records the module's step on the CPU, for the CPU and for CUDA (whose rules
-    // `tests/torchscript_cuda.rs` holds).
+    // `tests/suite/torchscript_cuda.rs` holds).
     let spec = sb.spec(
         "estimate.toml",
         "[experiment]\nname = \"e\"\n[model]\nkind = \"torchscript\"\npath = \"mlp_scripted.pt\"\n[data]\nsamples = 8\n\
@@ -259,6 +272,7 @@ fn a_bad_module_is_refused_before_anything_is_written() {
 fn the_recorded_estimate_of_a_module_is_exact_on_the_cpu_at_any_batch() {
     let sb = Sandbox::new();
     export(&sb);
+    let _in_process = common::in_process();
     let base = |model: &str, data: &str, training: &str| {
         format!(
             "[experiment]\nname = \"e\"\n[model]\nkind = \"torchscript\"\npath = \"{model}\"\n[data]\n{data}\n\
@@ -341,6 +355,7 @@ fn the_recorded_estimate_of_a_module_is_exact_on_the_cpu_at_any_batch() {
 fn a_recording_names_the_op_of_each_event() {
     let sb = Sandbox::new();
     export(&sb);
+    let _in_process = common::in_process();
     let text = "[experiment]\nname = \"r\"\n[model]\nkind = \"torchscript\"\npath = \"mlp_scripted.pt\"\n[data]\n\
                 samples = 8\nfeatures = 8\nclasses = 4\n[training]\noptimizer = \"sgd\"\nbatch_size = 4\nsteps = 1\n";
     let spec = oomlab::spec::load(&sb.spec("r.toml", text)).unwrap();
@@ -408,7 +423,10 @@ fn parameters_without_a_gradient_get_no_state_as_in_pytorch() {
     let spec_path = sb.spec("partly.toml", &text);
     let spec = oomlab::spec::load(&spec_path).unwrap();
     let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
-    let report = run::run(&Plan::here(spec, Overrides::default()), &opts).unwrap();
+    let report = {
+        let _in_process = common::in_process();
+        run::run(&Plan::here(spec, Overrides::default()), &opts).unwrap()
+    };
     let ours = ExperimentDir::read(&report.dir).unwrap();
     assert!(ours.rows.iter().all(|r| r.status.fitted()), "every trial trained: {:?}", ours.rows);
     let py_trace = sb.path().join("pytorch.csv");
@@ -424,7 +442,7 @@ fn parameters_without_a_gradient_get_no_state_as_in_pytorch() {
         assert_eq!(mine.final_loss, Some(py.final_loss), "{}: final loss", mine.variant);
     }
     // The recorded estimate (the step recorded through the same optimizers) gives the peak.
-    let bin = env!("CARGO_BIN_EXE_oomlab");
+    let bin = common::bin();
     let est = Command::new(bin).arg("estimate").arg(&spec_path).arg("--json").output().unwrap();
     assert!(est.status.success(), "{}", String::from_utf8_lossy(&est.stderr));
     let est: serde_json::Value = serde_json::from_slice(&est.stdout).unwrap();

@@ -15,7 +15,7 @@ use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
 use oomlab::schema::Phase;
 
-mod common;
+use crate::common;
 use common::Sandbox;
 
 /// `deep.pt`: nn.Sequential of 25 children (13 Linears of width 64, a ReLU after each but the
@@ -72,10 +72,16 @@ fn spec() -> String {
 #[test]
 fn a_chain_of_children_is_checkpointed_between_them_to_the_same_loss_and_estimated_to_the_byte() {
     let sb = Sandbox::new();
-    common::export_modules(&sb, EXPORT);
+    sb.copy_from(
+        common::exported("torchscript_children EXPORT", EXPORT),
+        &["deep.pt", "flat.pt", "dropout.pt"],
+    );
     let spec = oomlab::spec::load(&sb.spec("children.toml", &spec())).unwrap();
     let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
-    let report = run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).unwrap();
+    let report = {
+        let _in_process = common::in_process();
+        run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).unwrap()
+    };
     let ours = ExperimentDir::read(&report.dir).unwrap();
     let row = |v: &str| ours.rows.iter().find(|r| r.variant == v).unwrap();
     for r in &ours.rows {
@@ -139,6 +145,7 @@ fn a_chain_of_children_is_checkpointed_between_them_to_the_same_loss_and_estimat
 
     // The recorded estimate of the checkpointed step, inside and past the recorded batches.
     let variants: Vec<_> = spec.variants.iter().filter(|v| !v.name.ends_with("whole")).cloned().collect();
+    let _in_process = common::in_process();
     let failures = common::estimate_failures(&variants, &[5, 40]);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -146,7 +153,10 @@ fn a_chain_of_children_is_checkpointed_between_them_to_the_same_loss_and_estimat
 #[test]
 fn a_module_that_is_not_a_chain_of_its_children_or_a_segment_past_them_is_refused() {
     let sb = Sandbox::new();
-    common::export_modules(&sb, EXPORT);
+    sb.copy_from(
+        common::exported("torchscript_children EXPORT", EXPORT),
+        &["deep.pt", "flat.pt", "dropout.pt"],
+    );
     for (model, data, training, says) in [
         (
             "flat.pt",
@@ -169,7 +179,7 @@ fn a_module_that_is_not_a_chain_of_its_children_or_a_segment_past_them_is_refuse
         let spec = sb.spec("bad.toml", &text);
         common::refused_naming(&spec, &sb.out(), says, model);
         // The estimate checks it too before recording a step of it.
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"))
+        let out = std::process::Command::new(common::bin())
             .args(["estimate", "--device", "cpu"])
             .arg(&spec)
             .output()

@@ -14,8 +14,7 @@
 use oomlab::estimate::{self, GpuArch, Options, Prediction};
 use oomlab::spec::{Config, DataLocation, ModelSpec, OptimizerImpl, OptimizerSpec};
 
-mod common;
-use common::Sandbox;
+use crate::common::{self, Sandbox};
 
 /// `mlp.pt`: oomlab's MLP over 256 features, widths 1024 and 1024, 10 classes, as
 /// `nn.Sequential`; `dropout.pt`: one with dropout, whose mask CUDA keeps as bool; `elu.pt`:
@@ -49,6 +48,23 @@ torch.manual_seed(0)
 torch.jit.save(torch.jit.script(torchvision.models.resnet18(num_classes=10)), f"{sys.argv[1]}/resnet18.pt")
 "#;
 
+/// A sandbox holding `EXPORT`'s modules (exported once per process).
+fn with_mlps() -> Sandbox {
+    let sb = Sandbox::new();
+    sb.copy_from(
+        common::exported("torchscript_cuda EXPORT", EXPORT),
+        &["mlp.pt", "dropout.pt", "elu.pt", "bag.pt"],
+    );
+    sb
+}
+
+/// A sandbox holding `EXPORT_RESNET`'s module (exported once per process).
+fn with_resnet() -> Sandbox {
+    let sb = Sandbox::new();
+    sb.copy_from(common::exported("torchscript_cuda EXPORT_RESNET", EXPORT_RESNET), &["resnet18.pt"]);
+    sb
+}
+
 const SPEC: &str = "[experiment]\nname = \"cuda\"\n[model]\nwidths = [1024, 1024]\n[data]\nsamples = 4096\n\
                     features = 256\nclasses = 10\n[training]\noptimizer = \"adam\"\nbatch_size = 32\nsteps = 2\n";
 
@@ -73,8 +89,8 @@ fn bytes(p: &Prediction) -> Vec<(String, u64, u64, u64, u64)> {
 
 #[test]
 fn a_scripted_mlp_gets_the_built_in_mlps_cuda_bytes_phase_by_phase() {
-    let sb = Sandbox::new();
-    common::export_modules(&sb, EXPORT);
+    let sb = with_mlps();
+    let _in_process = common::in_process();
     let built_in = oomlab::spec::load(&sb.spec("mlp.toml", SPEC)).unwrap().base;
     let mut scripted = oomlab::spec::load(&sb.spec(
         "scripted.toml",
@@ -162,8 +178,8 @@ fn a_scripted_mlp_gets_the_built_in_mlps_cuda_bytes_phase_by_phase() {
 /// confirmed on a GPU: the bound carries cuDNN's rule, as the built-in's does.
 #[test]
 fn a_scripted_resnet_gets_the_built_in_resnets_cuda_bytes() {
-    let sb = Sandbox::new();
-    common::export_modules(&sb, EXPORT_RESNET);
+    let sb = with_resnet();
+    let _in_process = common::in_process();
     let [built_in, scripted] = resnets(&sb, 256, 32, 32);
     for batch in [8, 32] {
         let mut pair = [built_in.clone(), scripted.clone()];
@@ -198,8 +214,8 @@ fn a_scripted_resnet_gets_the_built_in_resnets_cuda_bytes() {
 /// as the built-in ResNet-18's, at the same calls: the same peaks, reserved memory included.
 #[test]
 fn a_scripted_resnet_takes_the_cudnn_workspaces_a_gpu_measured() {
-    let sb = Sandbox::new();
-    common::export_modules(&sb, EXPORT_RESNET);
+    let sb = with_resnet();
+    let _in_process = common::in_process();
     let [built_in, scripted] = resnets(&sb, 1024, 64, 1024);
     let (want, got) = (predict(&built_in), predict(&scripted));
     assert!(
@@ -241,8 +257,8 @@ fn cudnn_calls(c: &Config) -> Vec<(usize, oomlab::schema::Phase, String, u64)> {
 
 #[test]
 fn dropout_is_cudas_and_a_module_the_cpu_recording_cannot_stand_for_is_refused_naming_its_op() {
-    let sb = Sandbox::new();
-    common::export_modules(&sb, EXPORT);
+    let sb = with_mlps();
+    let _in_process = common::in_process();
     let refused = |model: &str, training: &str| {
         let text = SPEC
             .replace("widths = [1024, 1024]", &format!("kind = \"torchscript\"\npath = \"{model}\""))
@@ -292,8 +308,8 @@ fn dropout_is_cudas_and_a_module_the_cpu_recording_cannot_stand_for_is_refused_n
 /// scratch the CPU's kernel may take is left out; here it takes none): one request of the table's size.
 #[test]
 fn an_embeddings_backward_keeps_its_gradient_alone() {
-    let sb = Sandbox::new();
-    common::export_modules(&sb, EXPORT);
+    let sb = with_mlps();
+    let _in_process = common::in_process();
     let text = "[experiment]\nname = \"bag\"\n[model]\nkind = \"torchscript\"\npath = \"bag.pt\"\n[data]\n\
                 kind = \"tokens\"\nsamples = 512\nseq_len = 32\nvocab = 1000\nclasses = 10\nseed = 0\n[training]\n\
                 optimizer = \"sgd\"\nbatch_size = 64\nsteps = 1\n";
@@ -314,8 +330,8 @@ fn an_embeddings_backward_keeps_its_gradient_alone() {
 /// optimizer), shared, where a single estimate records its own. Both must give the same bytes.
 #[test]
 fn advises_shared_check_gives_what_each_options_own_recording_gives() {
-    let sb = Sandbox::new();
-    common::export_modules(&sb, EXPORT);
+    let sb = with_mlps();
+    let _in_process = common::in_process();
     let text = SPEC.replace("widths = [1024, 1024]", "kind = \"torchscript\"\npath = \"mlp.pt\"");
     let base = oomlab::spec::load(&sb.spec("scripted.toml", &text)).unwrap().base;
     let shape = estimate::data_shape(&base.data).unwrap();
@@ -341,8 +357,7 @@ fn advises_shared_check_gives_what_each_options_own_recording_gives() {
 /// accumulation is among those that fit where the spec as written does not.
 #[test]
 fn advise_weighs_a_scripted_modules_options_on_cuda() {
-    let sb = Sandbox::new();
-    common::export_modules(&sb, EXPORT);
+    let sb = with_mlps();
     let text = SPEC
         .replace("widths = [1024, 1024]", "kind = \"torchscript\"\npath = \"mlp.pt\"")
         .replace("batch_size = 32", "batch_size = 2048");

@@ -13,7 +13,7 @@ use oomlab::results::ExperimentDir;
 use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
 
-mod common;
+use crate::common;
 use common::{phases, Sandbox};
 
 /// `mixed.pt`: forward(x [B, 6] float, ids [B, 5] int64, mask [B, 5] bool) -> [B, 3], values
@@ -80,10 +80,16 @@ fn spec() -> String {
 #[test]
 fn a_module_of_several_inputs_or_a_per_token_loss_trains_as_pytorch_does_and_is_estimated_to_the_byte() {
     let sb = Sandbox::new();
-    common::export_modules(&sb, EXPORT);
+    sb.copy_from(
+        common::exported("torchscript_tensors EXPORT", EXPORT),
+        &["mixed.pt", "per_token.pt", "two_outputs.pt"],
+    );
     let spec = oomlab::spec::load(&sb.spec("tensors.toml", &spec())).unwrap();
     let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
-    let report = run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).unwrap();
+    let report = {
+        let _in_process = common::in_process();
+        run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).unwrap()
+    };
     let ours = ExperimentDir::read(&report.dir).unwrap();
     assert_eq!(ours.rows.len(), 4);
     for r in &ours.rows {
@@ -108,6 +114,7 @@ fn a_module_of_several_inputs_or_a_per_token_loss_trains_as_pytorch_does_and_is_
 
     // The recorded estimate, at batches inside and past the recorded ones.
     let variants = spec.variants.clone();
+    let _in_process = common::in_process();
     let failures = common::estimate_failures(&variants, &[5, 48]);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -115,7 +122,10 @@ fn a_module_of_several_inputs_or_a_per_token_loss_trains_as_pytorch_does_and_is_
 #[test]
 fn an_output_the_loss_cannot_read_or_a_wrong_input_count_is_refused_naming_the_file() {
     let sb = Sandbox::new();
-    common::export_modules(&sb, EXPORT);
+    sb.copy_from(
+        common::exported("torchscript_tensors EXPORT", EXPORT),
+        &["mixed.pt", "per_token.pt", "two_outputs.pt"],
+    );
     let mixed_data = MIXED.lines().nth(1).unwrap();
     for (model, data, says) in [
         // Two outputs where the target has three.

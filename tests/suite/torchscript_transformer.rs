@@ -14,7 +14,7 @@ use oomlab::results::ExperimentDir;
 use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
 
-mod common;
+use crate::common;
 use common::{phases, Sandbox};
 
 /// `encoder.pt`: the copy (vocabulary 100, d_model 32, 4 heads, 2 layers, feed-forward 64,
@@ -64,7 +64,10 @@ fn a_scripted_encoder_allocates_what_the_built_in_does_but_one_activation_of_the
     let spec = oomlab::spec::load(&sb.spec("encoder.toml", SPEC)).unwrap();
     let scripted = spec.variants.iter().find(|v| v.name == "scripted").unwrap().clone();
     let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
-    let report = run::run(&Plan::here(spec, Overrides::default()), &opts).unwrap();
+    let report = {
+        let _in_process = common::in_process();
+        run::run(&Plan::here(spec, Overrides::default()), &opts).unwrap()
+    };
     let ours = ExperimentDir::read(&report.dir).unwrap();
     let row = |variant: &str| ours.rows.iter().find(|r| r.variant == variant).unwrap();
     let (mine, theirs) = (row("scripted"), row("built_in"));
@@ -95,6 +98,7 @@ fn a_scripted_encoder_allocates_what_the_built_in_does_but_one_activation_of_the
     assert_eq!(mine.final_loss, Some(py.final_loss), "final loss");
 
     // The recorded estimate, against training, inside the recorded batches and past them.
+    let _in_process = common::in_process();
     let failures = common::estimate_failures(&[scripted], &[6, 24]);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -8,11 +8,7 @@ use oomlab::schema::{Phase, PhaseRecord, Status, SummaryRow, TraceLevel};
 use oomlab::spec::{Amp, Checkpoint, Config, Mode, OptimizerImpl};
 use oomlab::train::run_trial;
 
-mod common;
-use common::Sandbox;
-
-/// The CPU's counting allocator is one per process: one test at a time reads it.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+use crate::common::{self, Sandbox};
 
 /// `optimizer` is the spec's lines for it: `optimizer = "sgd"\nmomentum = 0.9`.
 fn base(optimizer: &str, batch: usize, steps: usize) -> Config {
@@ -114,7 +110,8 @@ fn check_steps(name: &str, phases: &[PhaseRecord], steps: &[PhaseRecord]) {
 
 #[test]
 fn every_level_measures_the_same_memory() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // The CPU's counting allocator is one per process: one test at a time reads it.
+    let _in_process = common::in_process();
     for (name, config) in configs() {
         let row = check_levels(name, &config, None);
         assert_eq!(row.status, Status::Ok, "{name}: {}", row.message);
@@ -129,7 +126,8 @@ fn every_level_measures_the_same_memory() {
 
 #[test]
 fn the_manifest_records_the_level_and_where_the_time_went() {
-    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // The CPU's counting allocator is one per process: one test at a time reads it.
+    let _in_process = common::in_process();
     let sb = Sandbox::new();
     let spec = sb.spec(
         "t.toml",
@@ -157,7 +155,7 @@ fn the_manifest_records_the_level_and_where_the_time_went() {
         assert_eq!(rows, expected, "{level:?}: trace rows");
         // A timeline asked of a run that traced nothing is said to be impossible, not skipped
         // in silence.
-        let plot = std::process::Command::new(env!("CARGO_BIN_EXE_oomlab"))
+        let plot = std::process::Command::new(common::bin())
             .args(["plot", report.dir.to_str().unwrap(), "--trial", "1"])
             .output()
             .unwrap();

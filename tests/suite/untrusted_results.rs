@@ -2,7 +2,7 @@
 //! and `run --resume` do with a real run's folder made hostile or damaged by hand, each through
 //! the real binary. Nothing may hang, read without bound, write outside the folder or through a
 //! link, take a damaged file for a whole one, or call a run complete over lost rows.
-mod common;
+use crate::common;
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
@@ -14,7 +14,7 @@ use oomlab::results::{ExperimentDir, RunStatus};
 use predicates::prelude::*;
 
 fn oomlab() -> Command {
-    let mut c = Command::cargo_bin("oomlab").unwrap();
+    let mut c = common::oomlab();
     // A reader that blocks would hang the test: a minute is far more than any command here needs.
     c.timeout(Duration::from_secs(60));
     c

@@ -1,19 +1,14 @@
 //! `oomlab plot` and `oomlab compare` as a user meets them, on result folders made by hand in a
 //! temp folder (no training), and `trace.json` from a real run, whole and killed.
-mod common;
+use crate::common::{self, oomlab};
 
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
 use common::{tiny_spec, Sandbox};
 use oomlab::results::{Exporter, SummaryCsv, TraceCsv};
 use oomlab::schema::{Phase, PhaseRecord, Status, SummaryRow};
 use predicates::prelude::*;
 use serde_json::{json, Value};
-
-fn oomlab() -> Command {
-    Command::cargo_bin("oomlab").unwrap()
-}
 
 const MIB: u64 = 1 << 20;
 
@@ -404,7 +399,10 @@ fn the_timeline_draws_the_prediction_its_run_recorded() {
     let dir = dir.parent().unwrap().to_path_buf();
     let exp = oomlab::results::ExperimentDir::read(&dir).unwrap();
     let config = oomlab::spec::load(&spec).unwrap().configs()[0].1.clone();
-    let predicted = oomlab::estimate::predict(&config).unwrap();
+    let predicted = {
+        let _in_process = common::in_process();
+        oomlab::estimate::predict(&config).unwrap()
+    };
     let base = exp.rows[0].baseline_allocated;
     assert!(!exp.trace.is_empty());
     for r in &exp.trace {

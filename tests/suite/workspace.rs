@@ -2,7 +2,7 @@
 //! Played on the CPU (the real trainer and counting allocator, plus bytes that appear at the
 //! first allocation and stay), a sweep must run every trial with the workspace in each baseline,
 //! and a genuine leak must still stop the run.
-mod common;
+use crate::common;
 
 use common::{tiny_spec, Sandbox};
 use oomlab::probe::fake::PlayedWorkspace;
@@ -24,6 +24,7 @@ fn options(sb: &Sandbox) -> RunOptions {
 
 #[test]
 fn a_persistent_workspace_is_baseline_not_a_leak() {
+    let _in_process = common::in_process();
     let sb = Sandbox::new();
     let spec = five_trial_sweep(&sb);
     let probe = PlayedWorkspace::new(WORKSPACE, 0).unwrap();
@@ -48,6 +49,7 @@ fn a_persistent_workspace_is_baseline_not_a_leak() {
 
 #[test]
 fn a_genuine_leak_still_stops_the_run() {
+    let _in_process = common::in_process();
     let sb = Sandbox::new();
     let spec = five_trial_sweep(&sb);
     let probe = PlayedWorkspace::new(WORKSPACE, 4096).unwrap();

@@ -5,7 +5,7 @@ use serde_json::Value;
 use super::{tiny_spec, Sandbox};
 
 pub fn oomlab(sb: &Sandbox) -> Command {
-    let mut c = Command::cargo_bin("oomlab").unwrap();
+    let mut c = super::oomlab();
     c.current_dir(sb.path()).env("OOMLAB_CACHE", sb.path().join("cache"));
     c
 }

@@ -1,6 +1,8 @@
-//! Helpers for integration tests: isolated temp folders and spec files.
+//! Helpers for integration tests: the binary, the lock for libtorch work in this process,
+//! fixtures made once per process, isolated temp folders and spec files.
 #![allow(dead_code)]
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use oomlab::estimate::{relative_error, Prediction};
 use oomlab::probe::CpuProbe;
@@ -10,6 +12,130 @@ use tempfile::TempDir;
 
 pub mod advise;
 pub mod rng;
+
+/// The `oomlab` binary this build made.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_oomlab")
+}
+
+/// `oomlab`, to be given its arguments.
+pub fn oomlab() -> assert_cmd::Command {
+    assert_cmd::Command::new(bin())
+}
+
+/// Held by a test for as long as it runs libtorch work in this process (see `main.rs`): one such
+/// test at a time, since the counting allocator, its event log and libtorch's thread count are
+/// the process's. Dropped, it sets libtorch's thread count back to what it found (a test may
+/// change it, as `pytorch_oracle`'s do). A test that panicked while holding it does not poison
+/// it for the others.
+pub struct InProcess {
+    threads: i32,
+    _lock: MutexGuard<'static, ()>,
+}
+
+pub fn in_process() -> InProcess {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let lock = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    HELD.with(|h| h.set(true));
+    InProcess { threads: tch::get_num_threads(), _lock: lock }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        if tch::get_num_threads() != self.threads {
+            tch::set_num_threads(self.threads);
+        }
+        HELD.with(|h| h.set(false));
+    }
+}
+
+thread_local! {
+    /// Whether this thread holds [`in_process`].
+    static HELD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Fails the test unless its thread holds [`in_process`]: the helpers below that run libtorch
+/// here call it, so that a test which forgets the lock fails rather than measures another's
+/// bytes now and then.
+#[track_caller]
+pub fn assert_in_process() {
+    assert!(HELD.with(|h| h.get()), "libtorch work in the test process without common::in_process()");
+}
+
+/// Runs `body`, the whole of the calling test, in a process of its own: this test binary,
+/// asked for that one test. For the longest tests that run libtorch work here: in a process of
+/// their own they hold [`in_process`] without keeping the others waiting, and run beside them.
+/// The test fails if the process does (its output said), or if it ran no test of that name.
+/// Where each test already has a process of its own (nextest), or libtest names no test on this
+/// thread (one thread: the main one), `body` runs here.
+pub fn in_own_process(body: impl FnOnce()) {
+    const VAR: &str = "OOMLAB_TEST_IN_OWN_PROCESS";
+    let name = std::thread::current().name().map(str::to_string);
+    let here = std::env::var_os(VAR).is_some()
+        || std::env::var("NEXTEST_EXECUTION_MODE").is_ok_and(|m| m == "process-per-test");
+    let Some(name) = name.filter(|n| !here && n != "main") else {
+        return body();
+    };
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name.as_str(), "--exact", "--test-threads", "1", "--nocapture"])
+        .env(VAR, &name)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("the test binary runs");
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{name}, in a process of its own, failed:\n{said}");
+    assert!(said.contains("test result: ok. 1 passed"), "{name}: no test of that name ran:\n{said}");
+    print!("{said}");
+}
+
+/// Held by a test of `tests/quiet` for all of its run: one at a time there.
+pub fn alone() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A folder made once per process by `make` (given the empty folder) and kept to the process's
+/// end, for fixtures that take long to make: modules PyTorch exports, shared by every test that
+/// trains them. A test copies what it needs into its own sandbox ([`Sandbox::copy_from`]) and
+/// never writes here. Removed when the process exits; `make` failing fails every test that asks.
+pub fn shared(name: &str, make: impl FnOnce(&Path)) -> &'static Path {
+    type Cell = OnceLock<PathBuf>;
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    static CELLS: Mutex<Vec<(String, &'static Cell)>> = Mutex::new(Vec::new());
+    let root = ROOT.get_or_init(|| {
+        let root = tempfile::Builder::new().prefix("oomlab-fixtures-").tempdir().unwrap().keep();
+        static PATH: OnceLock<PathBuf> = OnceLock::new();
+        PATH.set(root.clone()).unwrap();
+        extern "C" fn remove() {
+            if let Some(p) = PATH.get() {
+                let _ = std::fs::remove_dir_all(p);
+            }
+        }
+        // SAFETY: `remove` is a plain function, fit to run at exit.
+        unsafe { libc::atexit(remove) };
+        root
+    });
+    let cell: &'static Cell = {
+        let mut cells = CELLS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match cells.iter().find(|(n, _)| n == name) {
+            Some((_, cell)) => cell,
+            None => {
+                let cell: &'static Cell = Box::leak(Box::default());
+                cells.push((name.to_string(), cell));
+                cell
+            }
+        }
+    };
+    // Made by the first test to ask; another asking meanwhile waits for it. A `make` that
+    // panics leaves it unmade, for the next to try (and fail on its own).
+    cell.get_or_init(|| {
+        let dir = root.join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        make(&dir);
+        dir
+    })
+}
 
 /// A temp folder that lives as long as the value; results and specs go inside it.
 pub struct Sandbox {
@@ -35,6 +161,18 @@ impl Sandbox {
     /// The results root.
     pub fn out(&self) -> PathBuf {
         self.path().join("results")
+    }
+
+    /// Puts each file of `files` from the folder `from` (a [`shared`] fixture) into the sandbox,
+    /// under the same name: a hard link where the two are on one file system (the tests only
+    /// read them), else a copy.
+    pub fn copy_from(&self, from: &Path, files: &[&str]) {
+        for f in files {
+            let (src, dst) = (from.join(f), self.path().join(f));
+            if std::fs::hard_link(&src, &dst).is_err() {
+                std::fs::copy(&src, &dst).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+            }
+        }
     }
 }
 
@@ -73,7 +211,7 @@ pub fn long_run(sb: &Sandbox) -> (std::process::Child, PathBuf) {
     use std::time::{Duration, Instant};
     let sweep = "[sweep]\nfield = \"training.steps\"\nvalues = [1, 100000, 100001]\n";
     let spec = sb.spec("long.toml", &tiny_spec("long", "hidden = 64\ndepth = 2", None, sweep));
-    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("oomlab"))
+    let child = std::process::Command::new(bin())
         .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"])
         .spawn()
         .unwrap();
@@ -171,8 +309,10 @@ pub fn torch_site() -> &'static Path {
     })
 }
 
-/// Runs a real trial of `config` on the CPU (the counting allocator); returns its records with the baseline taken off, and its peak.
+/// Runs a real trial of `config` on the CPU (the counting allocator); returns its records with
+/// the baseline taken off, and its peak. The caller holds [`in_process`].
 pub fn measure(config: &Config) -> (Vec<PhaseRecord>, u64) {
+    assert_in_process();
     let probe = CpuProbe::new(None).expect("CPU probe");
     let mut records = Vec::new();
     let outcome = oomlab::train::run_trial(config, &probe, 0, oomlab::schema::TraceLevel::Phases, &mut |r| {
@@ -250,6 +390,7 @@ pub fn onednn_linear_scratch(amp: oomlab::spec::Amp, linears: &[(i64, i64, i64)]
     use oomlab::probe::MemoryProbe;
     use oomlab::spec::Amp;
     use tch::{Device, Kind, Tensor};
+    assert_in_process();
     let kind = match amp {
         amp if !oomlab::estimate::onednn::lowp_matmul(&amp) => return 0,
         Amp::Fp16 { .. } => Kind::Half,
@@ -357,11 +498,21 @@ pub fn parted_from_built_in(mine: &Phases, theirs: &Phases, kept: i64, forward_e
 /// sandbox), from a file: `torch.jit.script` reads a class's source, which `python3 -c` has none
 /// of.
 pub fn export_modules(sb: &Sandbox, python: &str) {
-    let script = sb.path().join("export_modules.py");
+    export_into(sb.path(), python);
+}
+
+/// [`export_modules`] once per process into a [`shared`] folder named `name` (a script writes
+/// the same modules each time: its seeds are fixed); the folder, for [`Sandbox::copy_from`].
+pub fn exported(name: &str, python: &str) -> &'static Path {
+    shared(name, |dir| export_into(dir, python))
+}
+
+fn export_into(dir: &Path, python: &str) {
+    let script = dir.join("export_modules.py");
     std::fs::write(&script, python).unwrap();
     let out = std::process::Command::new("python3")
         .arg(&script)
-        .arg(sb.path())
+        .arg(dir)
         .env("PYTHONPATH", torch_site())
         .output()
         .expect("python3 runs (PyTorch exports the modules)");
@@ -370,6 +521,7 @@ pub fn export_modules(sb: &Sandbox, python: &str) {
 
 /// Where the estimate of each variant's config parts from training it, at each of `batches`.
 pub fn estimate_failures(variants: &[oomlab::spec::Variant], batches: &[usize]) -> Vec<String> {
+    assert_in_process();
     let mut failures = Vec::new();
     for variant in variants {
         for &batch in batches {
@@ -388,8 +540,7 @@ pub fn estimate_failures(variants: &[oomlab::spec::Variant], batches: &[usize]) 
 
 /// `oomlab run spec --out out` must fail, saying `says` and naming `file`, and write nothing.
 pub fn refused_naming(spec: &Path, out: &Path, says: &str, file: &str) {
-    let bin = env!("CARGO_BIN_EXE_oomlab");
-    let run = std::process::Command::new(bin).arg("run").arg(spec).arg("--out").arg(out).output().unwrap();
+    let run = std::process::Command::new(bin()).arg("run").arg(spec).arg("--out").arg(out).output().unwrap();
     let err = String::from_utf8_lossy(&run.stderr);
     assert!(!run.status.success(), "{says}: refused");
     assert!(err.contains(says) && err.contains(file), "{says}: {err}");
