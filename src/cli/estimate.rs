@@ -122,8 +122,24 @@ pub fn run(args: EstimateArgs) -> Result<()> {
         }
     }
     let options = plan.estimate_options(arch, usize::try_from(tch::get_num_threads()).unwrap_or(1));
-    let sweeps = estimate::predict_spec(&plan.spec, plan.budget, &options)
-        .with_context(|| format!("estimating {}", args.spec.display()))?;
+    let each = estimate::predict_each(&plan.spec, plan.budget, &options);
+    let (mut sweeps, mut refused) = (Vec::new(), Vec::new());
+    for (variant, p) in each {
+        match p {
+            Ok(p) => sweeps.push(p),
+            Err(e) => refused.push((variant, e)),
+        }
+    }
+    // One variant's refusal does not sink the others: they are reported, then the refusals.
+    let why = |(variant, e): &(Option<String>, anyhow::Error)| match variant {
+        Some(v) => format!("variant {v}: {e:#}"),
+        None => format!("{e:#}"),
+    };
+    if sweeps.is_empty() {
+        if let Some(first) = refused.first() {
+            anyhow::bail!("estimating {}: {}", args.spec.display(), why(first));
+        }
+    }
     if let Some(path) = &args.blocks {
         write_blocks(path, &sweeps)?;
     }
@@ -132,6 +148,16 @@ pub fn run(args: EstimateArgs) -> Result<()> {
     } else {
         let not_run = plan.not_run(crate::probe::CpuCaps::here());
         say_raw!("{}", render(&plan.spec, &sweeps, plan.budget, plan.target, args.brief, &not_run));
+    }
+    if !refused.is_empty() {
+        let lines: Vec<String> = refused.iter().map(why).collect();
+        anyhow::bail!(
+            "estimating {}: {} of {} variants not estimated (the others are above):\n  {}",
+            args.spec.display(),
+            refused.len(),
+            refused.len() + sweeps.len(),
+            lines.join("\n  ")
+        );
     }
     Ok(())
 }

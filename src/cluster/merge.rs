@@ -79,6 +79,13 @@ pub fn merge(dir: &Path, force: bool) -> Result<(Spec, RunReport)> {
 /// different counts, or one is missing (each missing one named).
 fn read_shards(dir: &Path) -> Result<Vec<(Shard, ExperimentDir)>> {
     let folder = dir.join(SHARDS);
+    if !dir.exists() {
+        bail!(
+            "{}: no such folder: give the experiment folder that `oomlab run SPEC --shard I/N` wrote its shards under \
+             (<out>/<device>/<experiment>)",
+            dir.display()
+        );
+    }
     if !folder.is_dir() {
         bail!(
             "{} holds no shards (no {}/ folder): give the experiment folder that `oomlab run SPEC --shard I/N` \

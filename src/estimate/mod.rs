@@ -74,8 +74,8 @@ pub use prediction::{relative_error, PhasePrediction, PredictedOom, Prediction};
 pub use recorded::ADVISE_LADDER_BUDGET;
 pub use steps::{describe_steps, steps_needed, StepsNeeded};
 pub use sweeps::{
-    largest_fit, largest_sure_fit, predict_spec, predict_sweep, search_guide, Guide, SweepPoint,
-    SweepPrediction,
+    largest_fit, largest_sure_fit, predict_each, predict_spec, predict_sweep, search_guide, Guide,
+    SweepPoint, SweepPrediction,
 };
 pub use terms::{DataShape, Target};
 pub use workspace::{GpuArch, NamedGpu, Workspaces};

@@ -108,14 +108,26 @@ fn guide_within(
 /// Predicts every variant's sweep of a spec under `budget` (the run plan's, which
 /// has merged the command line's with the spec's).
 pub fn predict_spec(spec: &Spec, budget: Option<u64>, options: &Options) -> Result<Vec<SweepPrediction>> {
+    predict_each(spec, budget, options).into_iter().map(|(_, p)| p).collect()
+}
+
+/// [`predict_spec`], each variant on its own: one that cannot be estimated (a module whose step
+/// the estimate refuses) leaves the others their answers. Each with its variant's name.
+pub fn predict_each(
+    spec: &Spec,
+    budget: Option<u64>,
+    options: &Options,
+) -> Vec<(Option<String>, Result<SweepPrediction>)> {
     let mut allowance = Allowance::default();
     spec.configs()
         .into_iter()
         .map(|(variant, base)| {
-            let mut p =
-                sweep_within(base, spec.sweep.as_ref(), spec.run.on_oom, budget, options, &mut allowance)?;
-            p.variant = variant.map(str::to_string);
-            Ok(p)
+            let p = sweep_within(base, spec.sweep.as_ref(), spec.run.on_oom, budget, options, &mut allowance)
+                .map(|mut p| {
+                    p.variant = variant.map(str::to_string);
+                    p
+                });
+            (variant.map(str::to_string), p)
         })
         .collect()
 }

@@ -381,6 +381,8 @@ fn run_trials(
     let options = plan.estimate_options(probe.gpu_arch().unwrap_or_default(), threads);
     let mut rows = Vec::new();
     let rounds = spec.run.rounds;
+    // The reasons the estimate gave no prediction, each said once.
+    let mut unpredicted: Vec<String> = Vec::new();
     // Round after round, every variant and value once a round (`run.rounds`; 1 round otherwise).
     for (round, (v, (variant, base))) in
         (1..=rounds).flat_map(|r| configs.iter().copied().enumerate().map(move |c| (r, c)))
@@ -443,7 +445,19 @@ fn run_trials(
             let on_cpu = probe.device() == tch::Device::Cpu;
             let host = || if on_cpu { crate::probe::host_available() } else { None };
             lock.beat(true, || results::lock::beat_line(trial, 0, "start", host()));
-            let prediction = predict(&config, &options);
+            let prediction = match predict(&config, &options) {
+                Ok(p) => Some(p),
+                Err(why) => {
+                    // Said once per variant and reason: the trial's predicted_peak stays empty.
+                    let name = variant.map(|v| format!("[{v}] ")).unwrap_or_default();
+                    let line = format!("{name}no estimate beside the measurement: {why:#}");
+                    if !unpredicted.contains(&line) {
+                        progress.say(&line);
+                        unpredicted.push(line);
+                    }
+                    None
+                }
+            };
             let started = Instant::now();
             let mut traced = 0;
             let mut row = match predicted_oom(spec, prediction.as_ref(), probe)? {
@@ -497,8 +511,8 @@ fn run_trials(
 /// The estimate for a trial's configuration; `None` where the model does not reach (a
 /// TorchScript module outside the CUDA recording's scope, past the replay's bounds, or a CSV
 /// data set it cannot read).
-fn predict(config: &Config, options: &estimate::Options) -> Option<estimate::Prediction> {
-    estimate::data_shape(&config.data).and_then(|s| estimate::predict_with(config, s, options)).ok()
+fn predict(config: &Config, options: &estimate::Options) -> Result<estimate::Prediction> {
+    estimate::data_shape(&config.data).and_then(|s| estimate::predict_with(config, s, options))
 }
 
 /// When the spec asks (`run.skip_predicted_oom`), a trial whose predicted peak is over the budget

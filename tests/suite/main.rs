@@ -22,6 +22,7 @@ mod block_history;
 mod claims;
 mod cli;
 mod compare_devices;
+mod corpus;
 mod cpu_budget_oom;
 mod cpu_warmup;
 mod estimate_accuracy;
@@ -32,7 +33,7 @@ mod fuzz_specs;
 mod guided_finder;
 mod h100_evidence;
 mod h200_evidence;
-mod hf_models;
+
 mod huge_pages;
 mod oom_recovery;
 mod pytorch_memory;

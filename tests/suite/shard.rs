@@ -227,6 +227,13 @@ fn a_shard_is_checked_on_the_command_line() {
         .assert()
         .failure()
         .stderr(predicate::str::contains("holds no shards"));
+    let missing = sb.path().join("no-such-run");
+    oomlab()
+        .args(["merge", missing.to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("no-such-run: no such folder"));
+    assert!(!missing.exists(), "nothing made");
 }
 
 /// `oomlab slurm` refuses, before it writes a script, what its tasks could not run: a spec that

@@ -18,7 +18,9 @@ use crate::common::{self, Sandbox};
 
 /// `mlp.pt`: oomlab's MLP over 256 features, widths 1024 and 1024, 10 classes, as
 /// `nn.Sequential`; `dropout.pt`: one with dropout, whose mask CUDA keeps as bool; `elu.pt`:
-/// one with an op the estimate has not checked on CUDA; `bag.pt`: a bag of token embeddings.
+/// one with ELU, a structured kernel (its output alone allocated, on either device);
+/// `sorted.pt`: one that sorts, whose CUDA kernel takes temporaries the CPU's does not; `bag.pt`:
+/// a bag of token embeddings.
 const EXPORT: &str = r#"
 import sys, torch, torch.nn as nn
 out = sys.argv[1]
@@ -28,6 +30,17 @@ torch.jit.save(torch.jit.script(mlp), f"{out}/mlp.pt")
 drop = nn.Sequential(nn.Linear(256, 64), nn.Dropout(0.1), nn.ReLU(), nn.Linear(64, 10))
 torch.jit.save(torch.jit.script(drop), f"{out}/dropout.pt")
 torch.jit.save(torch.jit.script(nn.Sequential(nn.Linear(256, 64), nn.ELU(), nn.Linear(64, 10))), f"{out}/elu.pt")
+
+class Sorted(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(256, 64)
+        self.b = nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.b(torch.sort(self.a(x), dim=1).values)
+
+torch.jit.save(torch.jit.script(Sorted()), f"{out}/sorted.pt")
 
 class Bag(nn.Module):
     def __init__(self):
@@ -53,7 +66,7 @@ fn with_mlps() -> Sandbox {
     let sb = Sandbox::new();
     sb.copy_from(
         common::exported("torchscript_cuda EXPORT", EXPORT),
-        &["mlp.pt", "dropout.pt", "elu.pt", "bag.pt"],
+        &["mlp.pt", "dropout.pt", "elu.pt", "sorted.pt", "bag.pt"],
     );
     sb
 }
@@ -298,8 +311,38 @@ fn dropout_is_cudas_and_a_module_the_cpu_recording_cannot_stand_for_is_refused_n
     let (row, logits) = (32 * 64 * 4, 32 * 10 * 4);
     assert_eq!(on_cpu, [row, row, 8, 4, row, row, logits, logits, 4, 4]);
     assert_eq!(on_cuda, [row, 32 * 64, row, row, logits, logits, 4, 4]);
-    let e = refused("elu.pt", "");
-    assert!(e.contains("aten::elu") && e.contains("not been checked"), "{e}");
+    // A structured kernel is estimated (scripts/reference/aten_ops.py's table); a sort is refused
+    // by name, with why.
+    let elu = oomlab::spec::load(&sb.spec(
+        "elu.toml",
+        &SPEC.replace("widths = [1024, 1024]", "kind = \"torchscript\"\npath = \"elu.pt\""),
+    ))
+    .unwrap()
+    .base;
+    estimate::predict_with(&elu, estimate::data_shape(&elu.data).unwrap(), &cuda(&elu))
+        .unwrap_or_else(|e| panic!("ELU on CUDA: {e:#}"));
+    let e = refused("sorted.pt", "");
+    assert!(e.contains("aten::sort") && e.contains("temporaries the CPU's does not"), "{e}");
+    // One variant refused does not sink the others: they are answered, the refusal is named,
+    // and the command fails.
+    let both = SPEC.replace("widths = [1024, 1024]", "kind = \"torchscript\"\npath = \"elu.pt\"")
+        + "[[variant]]\nname = \"elu\"\n[[variant]]\nname = \"sorts\"\n\
+           model = { kind = \"torchscript\", path = \"sorted.pt\" }\n";
+    let out = common::oomlab()
+        .arg("estimate")
+        .arg(sb.spec("both.toml", &both))
+        .args(["--device", "cuda", "--gpu", "h100"])
+        .output()
+        .unwrap();
+    let (said, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("[elu]\ntrial          peak ") && !said.contains("[sorts]"), "{said}");
+    assert!(
+        err.contains("1 of 2 variants not estimated")
+            && err.contains("variant sorts: ")
+            && err.contains("aten::sort"),
+        "{err}"
+    );
     let e = refused("mlp.pt", "amp = \"bf16\"\n");
     assert!(e.contains("training.amp") && e.contains("oomlab run"), "{e}");
 }

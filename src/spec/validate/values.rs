@@ -154,6 +154,24 @@ impl Cx<'_> {
     /// A memory cap: a size ("16GiB") or a whole number of bytes, more than 0.
     pub(super) fn budget(&mut self, v: &Value, span: &Range<usize>, key: &str) -> Result<u64, SpecError> {
         let bytes = match v {
+            // A quoted number without a unit is a size with its unit forgotten far more often
+            // than bytes written on purpose (`budget = "2048"` ran as 2 KiB): refused, as
+            // `--budget 2048` is; bytes are a plain number.
+            Value::String(s)
+                if !s.trim().is_empty() && s.trim().bytes().all(|b| b.is_ascii_digit() || b == b'.') =>
+            {
+                let t = s.trim();
+                return Err(self.at(
+                    span,
+                    Problem::value(
+                        key,
+                        format!(
+                            "{s:?} has no unit: write \"{t}GiB\" (or \"{t}MiB\"), or {key} = {t} without quotes if \
+                             you mean bytes"
+                        ),
+                    ),
+                ));
+            }
             Value::String(s) => {
                 parse_size(s).map_err(|e| self.at(span, Problem::value(key, e.to_string())))?
             }

@@ -178,7 +178,7 @@ impl Sandbox {
 
 /// A tiny synthetic MLP spec trained on CPU; `extra` is appended (e.g. a [sweep] table).
 pub fn tiny_spec(name: &str, model: &str, budget: Option<u64>, extra: &str) -> String {
-    let budget = budget.map(|b| format!("budget = \"{b}\"\n")).unwrap_or_default();
+    let budget = budget.map(|b| format!("budget = \"{b}B\"\n")).unwrap_or_default();
     format!(
         r#"[experiment]
 name = "{name}"

@@ -37,6 +37,14 @@ fn bad_size_names_run_budget() {
 }
 
 #[test]
+fn a_quoted_number_without_a_unit_is_refused_with_the_unit_it_likely_meant() {
+    let e = err(&format!("{MINIMAL}[run]\nbudget = \"2048\"\n"));
+    assert!(e.starts_with("experiments/x.toml:17:10: run.budget: \"2048\" has no unit"), "{e}");
+    assert!(e.contains("\"2048GiB\"") && e.contains("run.budget = 2048 without quotes"), "{e}");
+    assert_eq!(parse_at(&format!("{MINIMAL}[run]\nbudget = \"2048B\"\n")).unwrap().run.budget, Some(2048));
+}
+
+#[test]
 fn budget_may_be_bytes_but_not_zero_or_negative() {
     let spec = parse_at(&format!("{MINIMAL}[run]\nbudget = 1048576\n")).unwrap();
     assert_eq!(spec.run.budget, Some(1 << 20));
