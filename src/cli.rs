@@ -99,7 +99,7 @@ pub enum Command {
     /// an out-of-memory ends the trial, not the run, and is recorded with what its message says.
     #[command(after_help = run::RUN_EXAMPLES)]
     Run(run::RunArgs),
-    /// Show what libtorch sees: CUDA devices with their memory, the CPU, and versions.
+    /// Show what libtorch sees: CUDA devices with their memory, the CPU and the host's memory, and versions.
     Devices,
     /// Judge every claim of the lesson and its guides from a device's results; writes CLAIMS.md.
     ///

@@ -14,6 +14,15 @@ pub fn print() -> Result<()> {
     say!("  threads: {}", tch::get_num_threads());
     say!();
     say!("cpu      {}", cpu_name());
+    // What a CPU run's budget is held against (the estimate notes a budget above the total).
+    match crate::probe::host_available() {
+        Some((available, total)) => say!(
+            "         memory: {} total, {} available",
+            ByteSize::b(total).display().iec(),
+            ByteSize::b(available).display().iec()
+        ),
+        None => say!("         memory: unknown (no /proc/meminfo)"),
+    }
     let n = if tch::Cuda::is_available() { tch::Cuda::device_count() as usize } else { 0 };
     if n == 0 {
         say!("cuda     none seen (no GPU, or no driver): runs use the CPU");

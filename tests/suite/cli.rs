@@ -240,8 +240,23 @@ fn a_run_writes_results_and_refuses_to_overwrite_without_force() {
 }
 
 #[test]
-fn devices_lists_libtorch() {
-    oomlab().arg("devices").assert().success().stdout(predicate::str::contains("libtorch 2.11.0"));
+fn devices_lists_libtorch_and_the_hosts_memory() {
+    let out = oomlab().arg("devices").assert().success().get_output().stdout.clone();
+    let said = String::from_utf8_lossy(&out);
+    assert!(said.contains("libtorch 2.11.0"), "{said}");
+    // The total as /proc/meminfo has it, in the tool's units.
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let kib: u64 = meminfo
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let total = bytesize::ByteSize::b(kib * 1024).display().iec().to_string();
+    assert!(said.contains(&format!("memory: {total} total, ")), "{said}");
 }
 
 #[test]
