@@ -382,15 +382,34 @@ fn whole_as_integer<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The header a writer of these rows writes.
-    fn header<T: Serialize>(row: &T) -> Vec<String> {
+    pub(crate) fn header<T: Serialize>(row: &T) -> Vec<String> {
         let mut w = csv::Writer::from_writer(Vec::new());
         w.serialize(row).unwrap();
         let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
         text.lines().next().unwrap().split(',').map(str::to_string).collect()
+    }
+
+    /// A trace row, for its header: every column written.
+    pub(crate) fn a_record() -> PhaseRecord {
+        PhaseRecord {
+            trial: 1,
+            step: 1,
+            micro: 0,
+            phase: Phase::Forward,
+            memory_allocated: 0,
+            memory_reserved: 0,
+            max_memory_allocated: 0,
+            max_memory_reserved: 0,
+            device_used: None,
+            phase_seconds: 0.0,
+            elapsed_seconds: 0.0,
+            predicted_peak: None,
+            page_faults: None,
+        }
     }
 
     /// The column names of a markdown table's rows (`| \`name\` | unit | meaning |`).
@@ -411,22 +430,7 @@ mod tests {
         let section = &readme[start..];
         let section = &section[..section.find("\n## ").unwrap_or(section.len())];
         let (trace, summary) = section.split_once("`summary.csv`, one row per trial:").expect("two tables");
-        let record = PhaseRecord {
-            trial: 1,
-            step: 1,
-            micro: 0,
-            phase: Phase::Forward,
-            memory_allocated: 0,
-            memory_reserved: 0,
-            max_memory_allocated: 0,
-            max_memory_reserved: 0,
-            device_used: None,
-            phase_seconds: 0.0,
-            elapsed_seconds: 0.0,
-            predicted_peak: None,
-            page_faults: None,
-        };
-        assert_eq!(table(trace), header(&record), "trace.csv's columns in README.md");
+        assert_eq!(table(trace), header(&a_record()), "trace.csv's columns in README.md");
         assert_eq!(table(summary), header(&SummaryRow::default()), "summary.csv's columns in README.md");
         for line in section.lines().filter(|l| l.starts_with("| `")) {
             let unit = line.split('|').nth(2).unwrap_or_default().trim();

@@ -401,31 +401,10 @@ mod tests {
     /// without its rule fails here.
     #[test]
     fn every_column_of_both_files_has_a_rule() {
-        let header = |text: String| -> Vec<String> {
-            text.lines().next().unwrap().split(',').map(String::from).collect()
-        };
-        let mut w = csv::Writer::from_writer(Vec::new());
-        w.serialize(SummaryRow::default()).unwrap();
-        let summary = header(String::from_utf8(w.into_inner().unwrap()).unwrap());
+        use crate::schema::tests::{a_record, header};
+        let summary = header(&SummaryRow::default());
         assert_eq!(summary, SUMMARY.iter().map(|(c, _)| c.to_string()).collect::<Vec<_>>());
-        let record = super::super::PhaseRecord {
-            trial: 1,
-            step: 1,
-            micro: 0,
-            phase: Phase::Forward,
-            memory_allocated: 0,
-            memory_reserved: 0,
-            max_memory_allocated: 0,
-            max_memory_reserved: 0,
-            device_used: None,
-            phase_seconds: 0.0,
-            elapsed_seconds: 0.0,
-            predicted_peak: None,
-            page_faults: None,
-        };
-        let mut w = csv::Writer::from_writer(Vec::new());
-        w.serialize(record).unwrap();
-        let trace = header(String::from_utf8(w.into_inner().unwrap()).unwrap());
+        let trace = header(&a_record());
         assert_eq!(trace, TRACE.iter().map(|(c, _)| c.to_string()).collect::<Vec<_>>());
     }
 

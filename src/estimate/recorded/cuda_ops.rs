@@ -54,13 +54,24 @@ pub(super) enum OpOnCuda {
 /// sources).
 const ATEN_OPS: &str = include_str!("aten_ops.csv");
 
-/// Op `name`'s class and why, from [`ATEN_OPS`].
+/// Op `name`'s class and why, from [`ATEN_OPS`], read into a map once per process: a recording
+/// asks for each of its device allocations.
 fn aten_class(name: &str) -> Option<(&'static str, &'static str)> {
-    ATEN_OPS.lines().filter(|l| !l.starts_with('#')).skip(1).find_map(|l| {
-        let mut it = l.splitn(3, ',');
-        (it.next()? == name).then_some(())?;
-        Some((it.next()?, it.next().unwrap_or("")))
-    })
+    static CLASSES: std::sync::OnceLock<
+        std::collections::HashMap<&'static str, (&'static str, &'static str)>,
+    > = std::sync::OnceLock::new();
+    let classes = CLASSES.get_or_init(|| {
+        ATEN_OPS
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .skip(1)
+            .filter_map(|l| {
+                let mut it = l.splitn(3, ',');
+                Some((it.next()?, (it.next()?, it.next().unwrap_or(""))))
+            })
+            .collect()
+    });
+    classes.get(name).copied()
 }
 
 /// Whether op `label` (as a recording names it: "outer > innermost") allocates on CUDA what it

@@ -623,8 +623,11 @@ pub(super) fn predict(
     if cuda && fit.convolves() {
         rules.push(evidence::CONVOLUTIONS);
     }
+    // Whether the step attends, and through the kernel the replay models (read once, for the
+    // rule and the note).
+    let attention = if cuda { fit.attention() } else { None };
     if cuda {
-        match fit.attention() {
+        match attention {
             Some(true) => rules.push(evidence::EFFICIENT_ATTENTION),
             Some(false) => rules.push(evidence::ATTENTION),
             None => {}
@@ -659,7 +662,7 @@ pub(super) fn predict(
         if cudnn.1 > 0 {
             notes.push(format!("cuda: {}", super::cudnn_note(cudnn)));
         }
-        match fit.attention() {
+        match attention {
             Some(true) => notes.push(
                 "cuda: scaled_dot_product_attention recorded through the CPU's flash kernel (dropout set to 0 for \
                  the recording: CUDA's fused kernels keep no mask), replayed as CUDA's memory-efficient kernel: \
