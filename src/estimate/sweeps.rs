@@ -92,16 +92,23 @@ fn guide_within(
     options: &Options,
     allowance: &mut Allowance,
 ) -> Option<Guide> {
-    let SweepMode::Search { max, guided, .. } = sweep.mode else { return None };
+    let SweepMode::Search { start, max, guided, .. } = sweep.mode else { return None };
     Some(match budget {
         _ if !guided => Guide::Unguided("guided = false in the spec".into()),
         None => Guide::Unguided("no budget to predict against".into()),
         // The guess promises a fit: taken at the bound, so that where rules are unconfirmed
         // (CUDA past the lesson's sweep) the search starts below the boundary and climbs.
-        Some(b) => match fit_within(base, sweep.field, b, (1, max), options, allowance, JudgedAt::Bound) {
-            Ok(v) => Guide::Guess(v.unwrap_or(0)),
-            Err(e) => Guide::Unguided(format!("the estimate does not cover it ({e:#})")),
-        },
+        Some(b) => {
+            let mut from =
+                |lo| fit_within(base, sweep.field, b, (lo, max), options, allowance, JudgedAt::Bound);
+            // A search that starts above 1 may do so because the model cannot train on one row
+            // (a batch norm over a 1x1 map): the estimate of 1 fails as the trial would, and the
+            // guess is then sought from the search's start.
+            match from(1).or_else(|e| if start > 1 { from(start) } else { Err(e) }) {
+                Ok(v) => Guide::Guess(v.unwrap_or(0)),
+                Err(e) => Guide::Unguided(format!("the estimate does not cover it ({e:#})")),
+            }
+        }
     })
 }
 

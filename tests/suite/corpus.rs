@@ -1,23 +1,26 @@
 //! The models people train, as a user brings them: every entry of `tests/fixtures/corpus.toml`
 //! (torchvision classifiers by name; Hugging Face `transformers` GPT-2, Llama, BERT, DistilBERT,
-//! ViT and T5 built from small configs), exported exactly as README says
-//! (`scripts/export-model <export>`), then each
+//! ViT and T5 built from small configs), exported with README's arguments by the Python behind
+//! `scripts/export-model <export>` (all in one interpreter), then each
 //! - trained by oomlab and by plain PyTorch (`scripts/reference/train.py --cpu-memory` loading
-//!   the same file): the same bytes over the trial's baseline, phase by phase, the same final
+//!   the same file; all of them in one interpreter too): the same bytes over the trial's baseline, phase by phase, the same final
 //!   loss, and the parameter count the exporter reports (GPT-2's tied embedding and head counted
 //!   and trained once);
-//! - estimated on the CPU to the byte, at a batch past the recorded ones;
-//! - estimated for CUDA without a GPU: an answer, or the refusal its entry names (a refusal
-//!   that is gone fails too, so that the entry is updated). For the Transformers, attention is
-//!   replayed as CUDA's memory-efficient kernel. What a GPU measures waits for one.
+//! - estimated on the CPU to the byte, at the batch it trained at, past the recorded ones;
+//! - estimated for CUDA without a GPU, its exported search included: an answer, the search
+//!   guided by it (from the search's start where the model cannot train on one row), or the
+//!   refusal its entry names (a refusal that is gone fails too, so that the entry is updated).
+//!   For the Transformers, attention is replayed as CUDA's memory-efficient kernel. What a GPU
+//!   measures waits for one.
 //!
 //! Without python3, torch, torchvision and transformers (scripts/setup-libtorch installs them),
 //! this test fails and says so.
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use oomlab::results::ExperimentDir;
 use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
+use oomlab::schema::PhaseRecord;
 
 use crate::common::{self, oomlab, phases, Sandbox};
 
@@ -40,6 +43,9 @@ struct Entry {
     attention: bool,
 }
 
+/// The batch every model trains at here.
+const BATCH: usize = 12;
+
 fn corpus() -> Vec<Entry> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/corpus.toml");
     let corpus: Corpus = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -50,36 +56,20 @@ fn corpus() -> Vec<Entry> {
     corpus.model
 }
 
-/// Every model exported once per process by `scripts/export-model`, with the spec it writes
-/// beside each; two at a time.
+/// Every model exported once per process by `scripts/export-model`'s Python with the entry's
+/// arguments, with the spec it writes beside each: all in one interpreter, which imports torch,
+/// torchvision and transformers once (seconds) rather than once a model.
 fn exported() -> &'static Path {
     common::shared("corpus", |dir| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let models = corpus();
-        for pair in models.chunks(2) {
-            let children: Vec<_> = pair
-                .iter()
-                .map(|m| {
-                    let child = std::process::Command::new(root.join("scripts/export-model"))
-                        .args(m.export.split_whitespace())
-                        .arg("--out")
-                        .arg(dir.join(format!("{}.pt", m.name)))
-                        .stdout(std::process::Stdio::piped())
-                        .stderr(std::process::Stdio::piped())
-                        .spawn()
-                        .expect("scripts/export-model runs");
-                    (m.name.clone(), child)
-                })
-                .collect();
-            for (name, child) in children {
-                let out = child.wait_with_output().unwrap();
-                assert!(
-                    out.status.success(),
-                    "export-model {name} failed:\n{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-        }
+        let argvs: Vec<Vec<String>> = corpus()
+            .iter()
+            .map(|m| {
+                let out = dir.join(format!("{}.pt", m.name)).display().to_string();
+                m.export.split_whitespace().map(str::to_string).chain(["--out".into(), out]).collect()
+            })
+            .collect();
+        common::python_main_each(&root.join("scripts/reference/export_model.py"), &argvs);
     })
 }
 
@@ -91,8 +81,8 @@ fn exported_params(dir: &Path, name: &str) -> u64 {
     count.replace(',', "").parse().unwrap()
 }
 
-/// The exported spec, made small: 64 samples, batch 4 (or the search's start, if larger), two
-/// steps, Adam, on the CPU, without its search.
+/// The exported spec, made small: 64 samples, batch 12 (past the batches the CPU estimate
+/// records at, 4, 6 and 8), two steps, Adam, on the CPU, without its search.
 fn small_spec(dir: &Path, name: &str) -> String {
     let text = std::fs::read_to_string(dir.join(format!("{name}.toml"))).unwrap();
     let mut table: toml::Table = text.parse().unwrap();
@@ -100,8 +90,7 @@ fn small_spec(dir: &Path, name: &str) -> String {
     let data = table["data"].as_table_mut().unwrap();
     data.insert("samples".into(), toml::Value::Integer(64));
     let training = table["training"].as_table_mut().unwrap();
-    let start = training["batch_size"].as_integer().unwrap();
-    training.insert("batch_size".into(), toml::Value::Integer(start.max(4)));
+    training.insert("batch_size".into(), toml::Value::Integer(BATCH as i64));
     training.insert("steps".into(), toml::Value::Integer(2));
     let run = table["run"].as_table_mut().unwrap();
     run.insert("device".into(), "cpu".into());
@@ -113,18 +102,31 @@ fn small_spec(dir: &Path, name: &str) -> String {
 fn the_models_people_train_train_as_pytorch_trains_them_and_are_estimated() {
     let dir = exported();
     let mut failures = Vec::new();
+    // oomlab trains each; then PyTorch trains them all, in one Python process.
+    let mut trained = Vec::new();
     for entry in corpus() {
-        let name = entry.name.as_str();
+        let name = entry.name.clone();
         let sb = Sandbox::new();
         sb.copy_from(dir, &[&format!("{name}.pt")]);
-        let path = sb.spec(&format!("{name}.toml"), &small_spec(dir, name));
+        let path = sb.spec(&format!("{name}.toml"), &small_spec(dir, &name));
         let spec = oomlab::spec::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
         let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
         let report = {
             let _in_process = common::in_process();
             run::run(&Plan::here(spec.clone(), Overrides::default()), &opts).unwrap()
         };
-        let ours = ExperimentDir::read(&report.dir).unwrap();
+        trained.push((entry, sb, spec, report.dir));
+    }
+    let runs: Vec<(PathBuf, PathBuf)> = trained
+        .iter()
+        .map(|(_, sb, _, dir)| (dir.join("summary.csv"), sb.path().join("pytorch.csv")))
+        .collect();
+    let runs: Vec<(&Path, &Path)> = runs.iter().map(|(a, b)| (a.as_path(), b.as_path())).collect();
+    let pytorch = common::pytorch_cpu_memory_each(&runs);
+
+    for ((entry, sb, spec, report), (py_summary, py_trace)) in trained.iter().zip(pytorch) {
+        let name = entry.name.as_str();
+        let ours = ExperimentDir::read(report).unwrap();
         let mine = &ours.rows[0];
         assert!(mine.status.fitted(), "{name}: {:?} {}", mine.status, mine.message);
         if mine.param_count != exported_params(dir, name) {
@@ -135,8 +137,6 @@ fn the_models_people_train_train_as_pytorch_trains_them_and_are_estimated() {
             ));
         }
 
-        let (py_summary, py_trace) =
-            common::pytorch_cpu_memory(&report.dir.join("summary.csv"), &sb.path().join("pytorch.csv"));
         let py = py_summary.iter().find(|p| p.trial == mine.trial).unwrap();
         if py.status != "ok" {
             failures.push(format!("{name}: PyTorch did not train it ({})", py.status));
@@ -154,20 +154,50 @@ fn the_models_people_train_train_as_pytorch_trains_them_and_are_estimated() {
             }
         }
 
-        {
+        // The CPU estimate, recorded at smaller batches, against this run at BATCH.
+        let predicted = {
             let _in_process = common::in_process();
-            failures.extend(common::estimate_failures(&spec.variants, &[12]));
+            oomlab::estimate::predict(&spec.base)
+        };
+        match predicted {
+            Err(e) => failures.push(format!("{name}: no CPU estimate: {e:#}")),
+            Ok(predicted) => {
+                let base = mine.baseline_allocated;
+                let records: Vec<_> = ours
+                    .trace
+                    .iter()
+                    .filter(|r| r.trial == mine.trial)
+                    .map(|r| PhaseRecord {
+                        memory_allocated: r.memory_allocated - base,
+                        max_memory_allocated: r.max_memory_allocated - base,
+                        ..r.clone()
+                    })
+                    .collect();
+                let what = format!("{name}'s CPU estimate at batch {BATCH}");
+                failures.extend(
+                    common::compare(&what, &predicted, &records, mine.max_memory_allocated - base, 0).0,
+                );
+            }
         }
 
+        // The spec as exported, its search included: the estimate guides it (a search from 2, for
+        // a model that cannot train on one row, is guided from there).
+        sb.spec(
+            &format!("{name}-search.toml"),
+            &std::fs::read_to_string(dir.join(format!("{name}.toml"))).unwrap(),
+        );
         let cuda = oomlab()
             .current_dir(sb.path())
-            .args(["estimate", &format!("{name}.toml"), "--device", "cuda", "--gpu", "h100"])
+            .args(["estimate", &format!("{name}-search.toml"), "--device", "cuda", "--gpu", "h100"])
             .output()
             .unwrap();
         let (out, err) = (String::from_utf8_lossy(&cuda.stdout), String::from_utf8_lossy(&cuda.stderr));
         match &entry.cuda_refused {
-            None if !cuda.status.success() || !out.contains("trial          peak ") => {
+            None if !cuda.status.success() || !out.contains("largest batch_size predicted to fit in ") => {
                 failures.push(format!("{name}: no CUDA estimate:\n{out}{err}"))
+            }
+            None if !out.contains("search guided by the estimate") => {
+                failures.push(format!("{name}: the search is not guided by the CUDA estimate:\n{out}{err}"))
             }
             None => {
                 if entry.attention != out.contains("replayed as CUDA's memory-efficient kernel") {

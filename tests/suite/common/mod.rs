@@ -436,24 +436,61 @@ pub struct PySummary {
 /// trace written to `out` and its summary beside it; returns both, read. Fails the test, with
 /// what Python said, if it fails.
 pub fn pytorch_cpu_memory(summary: &Path, out: &Path) -> (Vec<PySummary>, Vec<PhaseRecord>) {
+    pytorch_cpu_memory_each(&[(summary, out)]).pop().unwrap()
+}
+
+/// [`pytorch_cpu_memory`] for several runs, in one Python process: `import torch` alone takes
+/// seconds, once instead of once a run.
+pub fn pytorch_cpu_memory_each(runs: &[(&Path, &Path)]) -> Vec<(Vec<PySummary>, Vec<PhaseRecord>)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let argvs: Vec<Vec<String>> = runs
+        .iter()
+        .map(|(summary, out)| {
+            ["--device", "cpu", "--cpu-memory", "--summary"]
+                .iter()
+                .map(|s| s.to_string())
+                .chain([summary.display().to_string(), "--out".into(), out.display().to_string()])
+                .collect()
+        })
+        .collect();
+    python_main_each(&root.join("scripts/reference/train.py"), &argvs);
+    runs.iter()
+        .map(|(_, out)| (read_csv(Path::new(&format!("{}.summary.csv", out.display()))), read_csv(out)))
+        .collect()
+}
+
+/// Runs the `main()` of the Python script `script` once for each of `argvs` (its command-line
+/// arguments, as `sys.argv[1:]`), all in one interpreter, with the wheel's torch importable:
+/// what running the script once per argument list does, but for the seconds each new Python
+/// spends importing torch. Fails the test, with what Python said, at the first that fails.
+pub fn python_main_each(script: &Path, argvs: &[Vec<String>]) {
+    const EACH: &str = r#"
+import json, os, runpy, sys
+script, argvs = sys.argv[1], json.loads(sys.argv[2])
+sys.path.insert(0, os.path.dirname(script))
+main = runpy.run_path(script, run_name="each")["main"]
+for argv in argvs:
+    sys.argv = [script, *argv]
+    try:
+        main()
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            sys.exit(f"{os.path.basename(script)} {' '.join(argv)}: exit {e.code}")
+"#;
     let run = std::process::Command::new("python3")
-        .arg(root.join("scripts/reference/train.py"))
-        .args(["--device", "cpu", "--cpu-memory", "--summary"])
-        .arg(summary)
-        .arg("--out")
-        .arg(out)
+        .args(["-c", EACH])
+        .arg(script)
+        .arg(serde_json::to_string(argvs).unwrap())
         .env("PYTHONPATH", torch_site())
         .output()
-        .expect("python3 runs (the PyTorch oracle)");
+        .expect("python3 runs");
     assert!(
         run.status.success(),
-        "train.py failed:\n{}\n{}",
+        "{} failed:\n{}\n{}",
+        script.display(),
         String::from_utf8_lossy(&run.stdout),
         String::from_utf8_lossy(&run.stderr)
     );
-    let summaries = read_csv(Path::new(&format!("{}.summary.csv", out.display())));
-    (summaries, read_csv(out))
 }
 
 /// A trial's phases, (step, micro, phase) -> (allocated, peak), over its baseline `base`: how
@@ -522,6 +559,7 @@ fn export_into(dir: &Path, python: &str) {
 /// Where the estimate of each variant's config parts from training it, at each of `batches`.
 pub fn estimate_failures(variants: &[oomlab::spec::Variant], batches: &[usize]) -> Vec<String> {
     assert_in_process();
+    assert!(!variants.is_empty() && !batches.is_empty(), "nothing to estimate");
     let mut failures = Vec::new();
     for variant in variants {
         for &batch in batches {
