@@ -84,7 +84,7 @@ Examples:
       is 'not judged here', with the reason).";
 
 #[derive(Debug, Parser)]
-#[command(name = "oomlab", version = crate::results::manifest::VERSION, about = "Reproduce, measure and explain GPU memory in neural-network training", long_about = None, after_help = EXAMPLES)]
+#[command(name = "oomlab", version = crate::revision::VERSION, about = "Reproduce, measure and explain GPU memory in neural-network training", long_about = None, after_help = EXAMPLES)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -217,7 +217,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Devices => devices::print(),
         Command::Claims { dir } => {
             let path = crate::claims::write(&dir)?;
-            say_raw!("{}", crate::results::fsio::read_text(&path, crate::results::fsio::SMALL_LIMIT)?);
+            say_raw!("{}", crate::fsio::read_text(&path, crate::fsio::SMALL_LIMIT)?);
             note!("wrote {}", path.display());
             Ok(())
         }

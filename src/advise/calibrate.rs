@@ -150,7 +150,7 @@ impl Calibrator<'_> {
         // Round 2 (and a third when the rules fail): every run measured now, again, in order.
         self.again(ROUNDS - 1)?;
         let mut cal = self.assemble(&plans, &update_runs);
-        let caps = (!self.cuda).then(crate::probe::CpuCaps::here);
+        let caps = (!self.cuda).then(crate::device::CpuCaps::here);
         let mut broken = super::sanity::check(&cal, caps);
         if !broken.is_empty() && !self.session.is_empty() {
             self.again(1)?;
@@ -371,7 +371,7 @@ fn describe_run(c: &Config) -> String {
 /// What identifies a run's timing: the machine (host and device), oomlab's version and git
 /// revision, libtorch's version, the threads and the configuration.
 fn cache_key(device: &str, config: &Config) -> Result<String> {
-    let revision = crate::results::manifest::git_info().revision;
+    let revision = crate::revision::git_info().revision;
     Ok(serde_json::to_string(&(
         gethostname::gethostname().to_string_lossy(),
         device,
@@ -397,7 +397,7 @@ impl Cache {
         let path = crate::cache::dir().map(|d| d.join("calibration.json"));
         let entries = path
             .as_ref()
-            .and_then(|p| crate::results::fsio::read_text(p, crate::results::fsio::SMALL_LIMIT).ok())
+            .and_then(|p| crate::fsio::read_text(p, crate::fsio::SMALL_LIMIT).ok())
             .and_then(|text| serde_json::from_str(&text).ok())
             .unwrap_or_default();
         Cache { path, entries }
@@ -409,7 +409,7 @@ impl Cache {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
-        crate::results::fsio::write_atomic(path, serde_json::to_string(&self.entries)?.as_bytes())
+        crate::fsio::write_atomic(path, serde_json::to_string(&self.entries)?.as_bytes())
     }
 }
 

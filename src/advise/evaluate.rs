@@ -152,7 +152,7 @@ impl Evaluator {
     /// every kernel: 24 s for fp16 and 48 s for bf16 on experiments/own_model's small ViT on a
     /// 2-core AMD EPYC, per option, and its recordings there did not agree across batches).
     fn not_recorded_here(&self, config: &Config) -> Option<String> {
-        use crate::probe::HalfPrecision;
+        use crate::device::HalfPrecision;
         if self.target != Target::Cpu || !matches!(config.model, crate::spec::ModelSpec::Torchscript(_)) {
             return None;
         }
@@ -161,7 +161,7 @@ impl Evaluator {
             crate::spec::Amp::Fp16 { .. } => HalfPrecision::Fp16,
             crate::spec::Amp::Bf16 => HalfPrecision::Bf16,
         };
-        (!crate::probe::CpuCaps::here().has(p)).then(|| {
+        (!crate::device::CpuCaps::here().has(p)).then(|| {
             format!(
                 "not estimated: a TorchScript module's estimate records its step on this CPU, which has no {} \
                  matrix instructions ({}), so each recording under {} autocast takes tens of seconds to minutes; \
@@ -261,11 +261,11 @@ mod tests {
             loss: Default::default(),
             units: Default::default(),
         });
-        let caps = crate::probe::CpuCaps::here();
+        let caps = crate::device::CpuCaps::here();
         let cpu = evaluator(Target::Cpu);
         for (amp, p) in [
-            (Amp::Fp16 { scaler: ScalerSpec::default() }, crate::probe::HalfPrecision::Fp16),
-            (Amp::Bf16, crate::probe::HalfPrecision::Bf16),
+            (Amp::Fp16 { scaler: ScalerSpec::default() }, crate::device::HalfPrecision::Fp16),
+            (Amp::Bf16, crate::device::HalfPrecision::Bf16),
         ] {
             script.training.techniques.amp = amp;
             let why = cpu.not_recorded_here(&script);

@@ -277,7 +277,7 @@ fn device_words(here: Option<&str>, target: Target, gpu: Option<NamedGpu>) -> St
 /// The name of the plan's device when it is on this machine.
 fn device_here(plan: &Plan) -> Result<Option<String>> {
     match plan.device.resolve() {
-        Ok(tch::Device::Cpu) => Ok(Some(crate::probe::cpu_name())),
+        Ok(tch::Device::Cpu) => Ok(Some(crate::device::cpu_name())),
         Ok(d @ tch::Device::Cuda(_)) => {
             // With the budget: the first CUDA probe of a process sets the allocator's memory
             // fraction, and `CudaProbe::new` refuses a later, different one.
@@ -309,7 +309,7 @@ fn timing_for(
     match &req.timing {
         TimingChoice::Off => Ok((TimingSource::None { why: "--no-calibrate".into() }, None)),
         TimingChoice::File(path) => {
-            let text = crate::results::fsio::read_text(path, crate::results::fsio::SMALL_LIMIT)
+            let text = crate::fsio::read_text(path, crate::fsio::SMALL_LIMIT)
                 .with_context(|| format!("--calibration {}: cannot read it", path.display()))?;
             let cal: Calibration = serde_json::from_str(&text).with_context(|| {
                 format!(

@@ -382,7 +382,7 @@ pub fn write(dir: &Path, a: &Advice, force: bool) -> Result<Vec<PathBuf>> {
     }
     let put = |name: &str, text: String| -> Result<PathBuf> {
         let path = dir.join(name);
-        crate::results::fsio::write_atomic(&path, text.as_bytes())?;
+        crate::fsio::write_atomic(&path, text.as_bytes())?;
         Ok(path)
     };
     let mut written = vec![put("advice.json", serde_json::to_string_pretty(a)? + "\n")?];

@@ -22,7 +22,7 @@ use super::timing::{Calibration, PassCell, PassKey};
 /// is larger still.
 const TOLERANCE: f64 = 0.10;
 
-use crate::probe::CpuCaps;
+use crate::device::CpuCaps;
 
 /// The rules `cal` breaks, in words (empty: it passes).
 pub fn check(cal: &Calibration, caps: Option<CpuCaps>) -> Vec<String> {

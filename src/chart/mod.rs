@@ -105,14 +105,14 @@ pub fn render(chart: &impl Chart, dir: &Path) -> Result<Rendered> {
     register_fonts()?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let Rendered { png, svg } = files(chart, dir);
-    let tmp = crate::results::fsio::temp_beside(&png)?;
+    let tmp = crate::fsio::temp_beside(&png)?;
     draw_into(chart, BitMapBackend::new(&tmp, SIZE).into_drawing_area())
         .with_context(|| format!("drawing {}", png.display()))?;
-    crate::results::fsio::persist(tmp, &png)?;
-    let tmp = crate::results::fsio::temp_beside(&svg)?;
+    crate::fsio::persist(tmp, &png)?;
+    let tmp = crate::fsio::temp_beside(&svg)?;
     draw_into(chart, SVGBackend::new(&tmp, SIZE).into_drawing_area())
         .with_context(|| format!("drawing {}", svg.display()))?;
-    crate::results::fsio::persist(tmp, &svg)?;
+    crate::fsio::persist(tmp, &svg)?;
     Ok(Rendered { png, svg })
 }
 

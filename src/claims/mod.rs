@@ -256,7 +256,7 @@ pub fn write(dir: &Path) -> Result<std::path::PathBuf> {
     let refs: Vec<(&str, &ExperimentDir)> = found.iter().map(|(n, e)| (*n, e)).collect();
     let text = markdown(dir, &claims) + &suite::section(&refs, EXPERIMENTS.len());
     let path = dir.join("CLAIMS.md");
-    crate::results::fsio::write_atomic(&path, text.as_bytes())?;
+    crate::fsio::write_atomic(&path, text.as_bytes())?;
     Ok(path)
 }
 

@@ -163,7 +163,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
 
     let started = std::time::Instant::now();
     // Before the rounds: the code that ran, not what the tree holds when they end.
-    let git = manifest::git_info();
+    let git = crate::revision::git_info();
     let load_before = load_average();
     let total: usize = plan.configs.len() * plan.contenders.len() * plan.rounds;
     note!(
@@ -183,9 +183,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
             partial.display()
         ),
     );
-    let mut save = |samples: &[runner::Sample]| {
-        crate::results::fsio::write_atomic(&partial, report::csv(samples).as_bytes())
-    };
+    let mut save =
+        |samples: &[runner::Sample]| crate::fsio::write_atomic(&partial, report::csv(samples).as_bytes());
     let samples = runner::run_rounds(&plan, &launcher, &mut |line| note!("{line}"), &mut save)?;
     let analysis = bench::analyse(&plan, &samples)?;
     for c in analysis.configs.iter().filter(|c| c.same_model.loss_difference > report::LOSS_TOLERANCE) {
@@ -204,12 +203,12 @@ pub fn run(args: BenchArgs) -> Result<()> {
 
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let csv_path = dir.join(BENCH_CSV);
-    crate::results::fsio::write_atomic(&csv_path, report::csv(&samples).as_bytes())?;
+    crate::fsio::write_atomic(&csv_path, report::csv(&samples).as_bytes())?;
     let rendered = chart::render(&crate::bench::chart::chart(&analysis, &device_name), &dir)?;
     let md = dir.join(BENCH_MD);
     let text =
         report::markdown(&header, &analysis) + &bench::estimate_times::markdown(&times, estimate_device);
-    crate::results::fsio::write_atomic(&md, text.as_bytes())?;
+    crate::fsio::write_atomic(&md, text.as_bytes())?;
     // Complete: bench.csv holds every sample.
     let _ = std::fs::remove_file(&partial);
 
@@ -256,7 +255,7 @@ fn header(
     launcher: &runner::Launcher,
     device_name: &str,
     samples: &[runner::Sample],
-    git: manifest::GitInfo,
+    git: crate::revision::GitInfo,
     load_before: Option<f64>,
     started: std::time::Instant,
 ) -> Header {

@@ -114,7 +114,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         files.extend([r.png, r.svg]);
     }
     let md = out.join(COMPARE_MD);
-    crate::results::fsio::write_atomic(&md, comparison::markdown(&c, &names).as_bytes())?;
+    crate::fsio::write_atomic(&md, comparison::markdown(&c, &names).as_bytes())?;
     for s in &c.folders {
         say!("{}  {}", s.label(), s.dir.display());
     }
@@ -229,7 +229,7 @@ fn run_devices(args: &CompareArgs, listing: Vec<Vec<(String, PathBuf)>>) -> Resu
     }
     let d = DeviceComparison { folders, compared, only_in_one: grouped.only_in_one, warnings };
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    crate::results::fsio::write_atomic(&md, devices::markdown(&d).as_bytes())?;
+    crate::fsio::write_atomic(&md, devices::markdown(&d).as_bytes())?;
     for s in &d.folders {
         say!("{}: {}  {}", s.letter, s.devices.join(", "), s.dir.display());
     }

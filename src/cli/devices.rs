@@ -2,8 +2,9 @@
 use anyhow::Result;
 use bytesize::ByteSize;
 
+use crate::device::cpu_name;
 use crate::ffi;
-use crate::probe::{cpu_name, CudaProbe, MemoryProbe};
+use crate::probe::{CudaProbe, MemoryProbe};
 
 pub fn print() -> Result<()> {
     say!("libtorch {} (headers built against)", ffi::torch_version());
@@ -15,7 +16,7 @@ pub fn print() -> Result<()> {
     say!();
     say!("cpu      {}", cpu_name());
     // What a CPU run's budget is held against (the estimate notes a budget above the total).
-    match crate::probe::host_available() {
+    match crate::device::host_available() {
         Some((available, total)) => say!(
             "         memory: {} total, {} available",
             ByteSize::b(total).display().iec(),

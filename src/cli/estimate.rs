@@ -90,7 +90,7 @@ fn write_blocks(path: &std::path::Path, sweeps: &[SweepPrediction]) -> Result<()
         }
     }
     let bytes = w.into_inner().map_err(|e| anyhow::anyhow!("--blocks: {e}"))?;
-    crate::results::fsio::write_atomic(path, &bytes).with_context(|| format!("--blocks {}", path.display()))
+    crate::fsio::write_atomic(path, &bytes).with_context(|| format!("--blocks {}", path.display()))
 }
 
 pub fn run(args: EstimateArgs) -> Result<()> {
@@ -111,7 +111,7 @@ pub fn run(args: EstimateArgs) -> Result<()> {
             );
         }
     }
-    if let (Target::Cpu, Some(b), Some(host)) = (plan.target, plan.budget, crate::probe::host_memory()) {
+    if let (Target::Cpu, Some(b), Some(host)) = (plan.target, plan.budget, crate::device::host_memory()) {
         if b > host {
             note!(
                 "note: the budget ({}) is more than this host's memory ({}): what is predicted to fit it may not fit \
@@ -146,7 +146,7 @@ pub fn run(args: EstimateArgs) -> Result<()> {
     if args.json {
         say!("{}", serde_json::to_string_pretty(&sweeps)?);
     } else {
-        let not_run = plan.not_run(crate::probe::CpuCaps::here());
+        let not_run = plan.not_run(crate::device::CpuCaps::here());
         say_raw!("{}", render(&plan.spec, &sweeps, plan.budget, plan.target, args.brief, &not_run));
     }
     if !refused.is_empty() {

@@ -111,7 +111,7 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
         shard: args.shard,
     };
     if !args.quiet {
-        for (variant, p) in plan.slow_here(crate::probe::CpuCaps::here()) {
+        for (variant, p) in plan.slow_here(crate::device::CpuCaps::here()) {
             let which = variant.map_or("the spec".to_string(), |v| format!("variant {v}"));
             note!(
                 "note: {which} runs in {} on a CPU without {} matrix instructions ({}): libtorch converts around \

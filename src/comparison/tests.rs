@@ -1,8 +1,9 @@
 //! The comparison's tests, and the fixtures other modules' tests build on (`pub(crate)`: a
 //! manifest, a depth sweep's rows, two devices' folders of one experiment).
 use super::*;
-use crate::results::manifest::{DeviceInfo, GitInfo, HostInfo, Versions};
+use crate::results::manifest::{DeviceInfo, HostInfo, Versions};
 use crate::results::Manifest;
+use crate::revision::GitInfo;
 use crate::schema::{Phase, Status};
 
 pub(crate) const GIB: u64 = 1 << 30;

@@ -179,7 +179,7 @@ pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>
         return Err(TchError::FileFormat(format!("{}: {why}", path.display())));
     }
     // Its records' declared sizes before libtorch inflates any: a zip bomb is refused here.
-    super::archive::check(path, crate::probe::host_memory())
+    super::archive::check(path, crate::device::host_memory())
         .map_err(|why| TchError::FileFormat(format!("{} {why}", path.display())))?;
     let mut module = CModule::load_on_device(path, place.device).map_err(|e| {
         let why = e.to_string();

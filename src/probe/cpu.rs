@@ -41,7 +41,7 @@ impl CpuProbe {
     pub fn new(budget: Option<u64>) -> Result<Self> {
         let only = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         ffi::cpu_install().map_err(anyhow::Error::msg).context("installing the counting CPU allocator")?;
-        let (total, available) = meminfo()?;
+        let (total, available) = crate::device::meminfo()?;
         if let Some(b) = budget {
             let live = ffi::cpu_stats().allocated.max(0) as u64;
             if b > available + live {
@@ -56,7 +56,7 @@ impl CpuProbe {
         }
         ffi::cpu_set_cap(budget);
         HELD_HERE.with(|h| h.set(true));
-        Ok(CpuProbe { budget, capacity: total, name: cpu_name(), _only: only })
+        Ok(CpuProbe { budget, capacity: total, name: crate::device::cpu_name(), _only: only })
     }
 }
 
@@ -112,36 +112,4 @@ pub fn snapshot() -> MemSnapshot {
 /// The out-of-memory errors the counting allocator has raised (it never retries).
 pub fn counters() -> Counters {
     Counters { num_ooms: ffi::cpu_stats().num_ooms.max(0) as u64, num_alloc_retries: 0 }
-}
-
-/// This host's memory (MemTotal), where /proc/meminfo says.
-pub fn host_memory() -> Option<u64> {
-    meminfo().ok().map(|(total, _)| total)
-}
-
-/// (MemAvailable, MemTotal) in bytes: how much memory the host has left, of how much.
-pub fn host_available() -> Option<(u64, u64)> {
-    meminfo().ok().map(|(total, available)| (available, total))
-}
-
-/// (MemTotal, MemAvailable) in bytes, from /proc/meminfo.
-fn meminfo() -> Result<(u64, u64)> {
-    let text = std::fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
-    let field = |name: &str| -> Option<u64> {
-        let line = text.lines().find(|l| l.starts_with(name))?;
-        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        Some(kib * 1024)
-    };
-    match (field("MemTotal:"), field("MemAvailable:")) {
-        (Some(t), Some(a)) => Ok((t, a)),
-        _ => bail!("/proc/meminfo has no MemTotal or MemAvailable line"),
-    }
-}
-
-/// "CPU (AMD EPYC)": the model name from /proc/cpuinfo.
-pub fn cpu_name() -> String {
-    match super::cpuinfo_field(&super::cpuinfo(), "model name") {
-        "" => "CPU".to_string(),
-        m => format!("CPU ({m})"),
-    }
 }

@@ -145,10 +145,10 @@ impl MemoryProbe for CudaProbe {
             num_alloc_retries: s.num_alloc_retries.max(0) as u64,
         })
     }
-    fn gpu_arch(&self) -> Option<crate::estimate::GpuArch> {
+    fn compute_capability(&self) -> Option<(i32, i32)> {
         let cc =
             self.nvml.as_ref()?.device_by_index(self.index as u32).ok()?.cuda_compute_capability().ok()?;
-        Some(crate::estimate::GpuArch::from_capability(cc.major, cc.minor))
+        Some((cc.major, cc.minor))
     }
     fn driver_version(&self) -> Option<String> {
         self.nvml.as_ref()?.sys_driver_version().ok()

@@ -5,16 +5,11 @@ use anyhow::Result;
 
 use crate::schema::MemSnapshot;
 
-mod caps;
 mod cpu;
 mod cuda;
 pub mod fake;
 
-pub use caps::{cpuinfo, cpuinfo_field, isa_here as cpu_isa, CpuCaps, HalfPrecision};
-pub use cpu::{
-    counters as cpu_counters, cpu_name, exclusive as cpu_exclusive, host_available, host_memory,
-    snapshot as cpu_snapshot, CpuProbe,
-};
+pub use cpu::{counters as cpu_counters, exclusive as cpu_exclusive, snapshot as cpu_snapshot, CpuProbe};
 pub use cuda::CudaProbe;
 
 /// Counters that only go up over a process's life.
@@ -62,8 +57,9 @@ pub trait MemoryProbe {
     fn driver_version(&self) -> Option<String> {
         None
     }
-    /// The GPU's generation, as far as libtorch's workspace sizes depend on it.
-    fn gpu_arch(&self) -> Option<crate::estimate::GpuArch> {
+    /// The GPU's CUDA compute capability (major, minor), where NVML reads it: what the estimate
+    /// tells GPU generations apart by (`estimate::GpuArch::from_capability`).
+    fn compute_capability(&self) -> Option<(i32, i32)> {
         None
     }
 }

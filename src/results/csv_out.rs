@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use super::{fsio, Exporter};
+use super::Exporter;
+use crate::fsio;
 use crate::schema::{PhaseRecord, SummaryRow};
 
 /// A CSV file written a trial at a time.

@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 
 use super::manifest::{Answer, Manifest};
-use super::{fsio, strict_csv};
+use super::strict_csv;
+use crate::fsio;
 use crate::schema::{rules, Phase, PhaseRecord, Status, SummaryRow, TraceLevel};
 use crate::spec::limits::{MAX_ACCUMULATION, MAX_STEPS};
 use crate::spec::{Field, Spec};

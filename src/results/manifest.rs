@@ -6,6 +6,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use super::experiment::not_a_time;
+use crate::revision::GitInfo;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Manifest {
@@ -253,19 +254,12 @@ pub struct Versions {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct GitInfo {
-    pub revision: Option<String>,
-    /// Uncommitted changes to tracked files outside results/ when the run started.
-    pub dirty: Option<bool>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostInfo {
     pub hostname: String,
     pub os: String,
     pub cpu: String,
     /// The CPU's vector and matrix extensions that oneDNN picks kernels by
-    /// ([`crate::probe::cpu_isa`]): one model name can hide two generations. Absent from
+    /// ([`crate::device::cpu_isa`]): one model name can hide two generations. Absent from
     /// runs made before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_isa: Option<String>,
@@ -375,12 +369,12 @@ impl Manifest {
             }
         }
         let text = serde_json::to_string_pretty(&*this)? + "\n";
-        super::fsio::write_atomic(&dir.join(super::MANIFEST), text.as_bytes())
+        crate::fsio::write_atomic(&dir.join(super::MANIFEST), text.as_bytes())
     }
 
     pub fn read(dir: &Path) -> Result<Manifest> {
         let path = dir.join(super::MANIFEST);
-        let text = super::fsio::read_text(&path, super::fsio::MANIFEST_LIMIT)?;
+        let text = crate::fsio::read_text(&path, crate::fsio::MANIFEST_LIMIT)?;
         // Where a value is of the wrong type, the key it is under ("device.capacity_bytes").
         let mut json = serde_json::Deserializer::from_str(&text);
         let manifest: Manifest = serde_path_to_error::deserialize(&mut json).map_err(|e| {
@@ -454,32 +448,6 @@ impl Manifest {
     }
 }
 
-/// The revision of the source tree this binary was built from, and whether it had changes
-/// (outside results/), as build.rs saw them: the code that runs, wherever the binary was copied
-/// to. Shared by the manifest, the bench, advise's calibration cache and the estimate's kernel
-/// cache.
-pub fn git_info() -> GitInfo {
-    let revision = env!("OOMLAB_BUILT_GIT_REVISION");
-    GitInfo {
-        revision: (!revision.is_empty()).then(|| revision.to_string()),
-        dirty: match env!("OOMLAB_BUILT_GIT_DIRTY") {
-            "true" => Some(true),
-            "false" => Some(false),
-            _ => None,
-        },
-    }
-}
-
-/// `oomlab --version`: the package version and the revision it was built from.
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (git ",
-    env!("OOMLAB_BUILT_GIT_REVISION"),
-    ", ",
-    env!("OOMLAB_BUILT_GIT_TREE"),
-    ")"
-);
-
 pub fn now() -> String {
     jiff::Timestamp::now().round(jiff::Unit::Second).map(|t| t.to_string()).unwrap_or_default()
 }
@@ -521,24 +489,6 @@ impl std::fmt::Display for ResumeCommand<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::Command;
-
-    /// A binary built in a checkout carries its revision, for the machines it is copied to.
-    #[test]
-    fn a_build_in_a_checkout_embeds_its_revision() {
-        let in_checkout = Command::new("git")
-            .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !in_checkout {
-            return; // built outside a git checkout: nothing to embed
-        }
-        let built = git_info();
-        let revision = built.revision.expect("build.rs embedded no revision");
-        assert!(revision.len() == 40 && revision.chars().all(|c| c.is_ascii_hexdigit()), "{revision}");
-        assert!(built.dirty.is_some());
-        assert!(VERSION.contains(&revision), "{VERSION}");
-    }
 
     /// The hint is pasted into a shell as printed: a path with a space or a quote stays one word.
     #[test]

@@ -5,7 +5,6 @@
 //! leaves every completed trial readable. Comparing runs is reading two such folders.
 mod csv_out;
 pub mod experiment;
-pub mod fsio;
 pub mod inputs;
 pub mod lock;
 pub mod manifest;

@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use super::{fsio, perfetto, Manifest, MANIFEST, SUMMARY, TRACE};
+use super::{perfetto, Manifest, MANIFEST, SUMMARY, TRACE};
+use crate::fsio;
 
 /// The files every run writes, listed in its first manifest, before any is made.
 pub fn data_files() -> Vec<String> {

@@ -67,7 +67,7 @@ impl PerfettoTrace {
 
     /// Creates `dir/trace.json` with `process_name` as the name of its one process.
     pub fn create_named(dir: &Path, process_name: &str) -> Result<PerfettoTrace> {
-        PerfettoTrace::create_at(dir.join(TRACE_JSON), process_name, super::fsio::create_new)
+        PerfettoTrace::create_at(dir.join(TRACE_JSON), process_name, crate::fsio::create_new)
     }
 
     /// Creates the file at `path` with `open` (a new file, or one made for it beforehand).
@@ -186,7 +186,7 @@ pub fn write_trace_json(dir: &Path, trace: &[PhaseRecord], rows: &[SummaryRow]) 
     };
     let path = dir.join(TRACE_JSON);
     // Written whole beside the old file, then renamed over it.
-    let tmp = super::fsio::temp_beside(&path)?;
+    let tmp = crate::fsio::temp_beside(&path)?;
     let open = |p: &Path| {
         File::options().write(true).truncate(true).open(p).with_context(|| format!("writing {}", p.display()))
     };
@@ -209,7 +209,7 @@ pub fn write_trace_json(dir: &Path, trace: &[PhaseRecord], rows: &[SummaryRow]) 
         out.trial(row)?;
     }
     out.finish()?;
-    super::fsio::persist(tmp, &path)?;
+    crate::fsio::persist(tmp, &path)?;
     Ok(path)
 }
 

@@ -2,7 +2,7 @@
 //! place for every file that records them (a run's manifest, the bench's BENCH.md, advise's
 //! advice.json). Each file keeps its own field names, so that committed results still read; what
 //! they record is gathered here once.
-use super::manifest::{git_info, GitInfo};
+use crate::revision::{git_info, GitInfo};
 
 /// This process's machine, versions and revision.
 #[derive(Debug, Clone)]
@@ -32,8 +32,8 @@ impl Provenance {
         Provenance {
             hostname: gethostname::gethostname().to_string_lossy().into_owned(),
             os: format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
-            cpu: crate::probe::cpu_name(),
-            cpu_isa: crate::probe::cpu_isa(),
+            cpu: crate::device::cpu_name(),
+            cpu_isa: crate::device::cpu_isa(),
             torch_threads: tch::get_num_threads(),
             huge_pages: crate::hugepages::describe(),
             oomlab: env!("CARGO_PKG_VERSION"),

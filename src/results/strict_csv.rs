@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::de::{self, DeserializeOwned, Visitor};
 
-use super::fsio;
+use crate::fsio;
 use crate::schema::rules::{check_cell, rule_for, Device, Rule};
 
 /// The rows of a CSV file, and whether a last row cut short was left out.

@@ -19,7 +19,8 @@ use std::path::Path;
 use super::plan::Plan;
 use crate::advise::timing::Calibration;
 use crate::estimate::{self, Options, Target};
-use crate::results::{fsio, ExperimentDir};
+use crate::fsio;
+use crate::results::ExperimentDir;
 
 /// Past this, `run` warns (issue #31: a bf16 trial that ran over 6 minutes unannounced).
 pub const LONG_RUN_SECONDS: f64 = 600.0;
@@ -52,7 +53,7 @@ impl Expected {
 /// go to `dir`; `None` when nothing measured here says.
 pub fn expect(plan: &Plan, device: &str, dir: &Path, options: &Options) -> Option<Expected> {
     last_run(plan, device, dir)
-        .or_else(|| calibrated(plan, device, dir, options, &plan.not_run(crate::probe::CpuCaps::here())))
+        .or_else(|| calibrated(plan, device, dir, options, &plan.not_run(crate::device::CpuCaps::here())))
 }
 
 /// The last complete run of the same spec text on this device, in `dir`.
@@ -186,8 +187,8 @@ mod tests {
 
         // A variant this CPU leaves out is not in the time: `run` will not train it.
         let mut plan = plan;
-        plan.spec.variants[0].skip_on_cpu_without = Some(crate::probe::HalfPrecision::Bf16);
-        let without = crate::probe::CpuCaps { bf16: false, fp16: false };
+        plan.spec.variants[0].skip_on_cpu_without = Some(crate::device::HalfPrecision::Bf16);
+        let without = crate::device::CpuCaps { bf16: false, fp16: false };
         let left_out = plan.not_run(without);
         assert_eq!(left_out.len(), 1);
         let fewer = calibrated(&plan, &cal.device, tmp.path(), &options, &left_out).unwrap();

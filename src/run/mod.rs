@@ -117,7 +117,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     // Before the folder is prepared (`--force` clears it): the last run's times are in it.
     if opts.shard.is_none() {
         let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1);
-        let options = plan.estimate_options(probe.gpu_arch().unwrap_or_default(), threads);
+        let options = plan.estimate_options(gpu_arch(probe), threads);
         say_expected(expected::expect(plan, &probe.name(), &dir, &options).as_ref(), opts.quiet);
     }
     // What the spec reads besides itself, as it is now: a resume must find it unchanged.
@@ -126,7 +126,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     interrupt::check()?;
     // Declared before the lock, so dropped after it: a run refused here leaves no folder.
     let _made =
-        if opts.resume { results::fsio::NewDirs::default() } else { results::fsio::NewDirs::create(&dir)? };
+        if opts.resume { crate::fsio::NewDirs::default() } else { crate::fsio::NewDirs::create(&dir)? };
     // The files of the folder that are the run's own when its manifest predates their list.
     let mut legacy = None;
     let (lock, done) = if opts.resume {
@@ -167,7 +167,7 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     manifest.inputs = inputs;
     manifest.shard = opts.shard.map(|s| shard::info(spec, s));
     manifest.trials = done.rows.len();
-    manifest.not_run = plan.not_run(crate::probe::CpuCaps::here());
+    manifest.not_run = plan.not_run(crate::device::CpuCaps::here());
     if let Some(was) = &done.manifest {
         manifest.resumed_at = was.resumed_at.iter().cloned().chain([manifest.started_at.clone()]).collect();
         manifest.started_at = was.started_at.clone();
@@ -279,6 +279,15 @@ pub fn mark_on_abandon(dir: &std::path::Path) {
 }
 
 /// What a trial's status tells the sweep.
+/// The probe's GPU generation, as the estimate tells them apart (a CPU's, or a GPU whose
+/// capability NVML cannot read: the default).
+fn gpu_arch(probe: &dyn MemoryProbe) -> estimate::GpuArch {
+    probe
+        .compute_capability()
+        .map(|(major, minor)| estimate::GpuArch::from_capability(major, minor))
+        .unwrap_or_default()
+}
+
 fn fit(status: Status) -> Fit {
     match status {
         Status::Ok | Status::Diverged => Fit::Fits,
@@ -378,7 +387,7 @@ fn run_trials(
         progress.say(&format!("[{}] not run here: {}", n.variant, n.why));
     }
     let threads = usize::try_from(tch::get_num_threads()).unwrap_or(1);
-    let options = plan.estimate_options(probe.gpu_arch().unwrap_or_default(), threads);
+    let options = plan.estimate_options(gpu_arch(probe), threads);
     let mut rows = Vec::new();
     let rounds = spec.run.rounds;
     // The reasons the estimate gave no prediction, each said once.
@@ -443,7 +452,7 @@ fn run_trials(
             progress.start(&format!("trial {trial}  {label}"));
             progress::begin_trial(config.training.steps);
             let on_cpu = probe.device() == tch::Device::Cpu;
-            let host = || if on_cpu { crate::probe::host_available() } else { None };
+            let host = || if on_cpu { crate::device::host_available() } else { None };
             lock.beat(true, || results::lock::beat_line(trial, 0, "start", host()));
             let prediction = match predict(&config, &options) {
                 Ok(p) => Some(p),
@@ -724,9 +733,9 @@ fn data_location(spec: &Spec, device: tch::Device) -> String {
 /// Refuses a results root that is not a folder (a file, or a device such as /dev/null).
 /// Refuses a results root that is not a folder (a file, or a device such as /dev/null), and makes
 /// it: removed again when the returned guard drops if the command wrote nothing there.
-pub fn check_out(out: &std::path::Path) -> Result<results::fsio::NewDirs> {
+pub fn check_out(out: &std::path::Path) -> Result<crate::fsio::NewDirs> {
     refuse_out(out)?;
-    results::fsio::NewDirs::create(out)
+    crate::fsio::NewDirs::create(out)
 }
 
 /// Refuses a results root that is not a folder (a file, or a device such as /dev/null), before

@@ -54,7 +54,7 @@ impl Plan {
 
     /// The variants this machine does not run, and why: on the CPU, those that ask for matrix
     /// instructions of a low precision it lacks (`skip_on_cpu_without`); none on CUDA.
-    pub fn not_run(&self, caps: crate::probe::CpuCaps) -> Vec<crate::results::manifest::NotRun> {
+    pub fn not_run(&self, caps: crate::device::CpuCaps) -> Vec<crate::results::manifest::NotRun> {
         if self.target != Target::Cpu {
             return Vec::new();
         }
@@ -73,8 +73,8 @@ impl Plan {
     /// times fp32's time. Those a spec skips here (`skip_on_cpu_without`) are not among them.
     pub fn slow_here(
         &self,
-        caps: crate::probe::CpuCaps,
-    ) -> Vec<(Option<String>, crate::probe::HalfPrecision)> {
+        caps: crate::device::CpuCaps,
+    ) -> Vec<(Option<String>, crate::device::HalfPrecision)> {
         if self.target != Target::Cpu {
             return Vec::new();
         }
@@ -176,8 +176,8 @@ budget = { cpu = "128MiB", cuda = "192MiB" }
         let text = format!("{SPEC}[[variant]]\nname = \"full\"\n[[variant]]\nname = \"half\"\nskip_on_cpu_without = \"fp16\"\n");
         let spec = crate::spec::parse(&text, std::path::Path::new("x.toml")).unwrap();
         let (none, fp16) = (
-            crate::probe::CpuCaps { bf16: true, fp16: false },
-            crate::probe::CpuCaps { bf16: false, fp16: true },
+            crate::device::CpuCaps { bf16: true, fp16: false },
+            crate::device::CpuCaps { bf16: false, fp16: true },
         );
         let cpu = Plan::new(spec.clone(), Overrides::default(), false);
         let out = cpu.not_run(none);
@@ -194,7 +194,7 @@ budget = { cpu = "128MiB", cuda = "192MiB" }
     /// (to warn of its time); one the spec skips here, one in fp32 and any on CUDA are not.
     #[test]
     fn half_precision_without_its_instructions_is_named_unless_skipped() {
-        use crate::probe::{CpuCaps, HalfPrecision};
+        use crate::device::{CpuCaps, HalfPrecision};
         let text = format!(
             "{SPEC}[[variant]]\nname = \"full\"\n[[variant]]\nname = \"bf\"\ntraining = {{ amp = \"bf16\" }}\n\
              [[variant]]\nname = \"fp\"\nskip_on_cpu_without = \"fp16\"\ntraining = {{ amp = \"fp16\" }}\n\

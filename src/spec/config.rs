@@ -7,8 +7,8 @@ use super::{
 
 impl Config {
     /// The 16-bit precision its products run in, if any: autocast's, else the parameters' dtype.
-    pub fn half_precision(&self) -> Option<crate::probe::HalfPrecision> {
-        use crate::probe::HalfPrecision;
+    pub fn half_precision(&self) -> Option<crate::device::HalfPrecision> {
+        use crate::device::HalfPrecision;
         match (self.training.techniques.amp, self.training.dtype) {
             (Amp::Bf16, _) | (Amp::Off, Dtype::Bfloat16) => Some(HalfPrecision::Bf16),
             (Amp::Fp16 { .. }, _) | (Amp::Off, Dtype::Float16) => Some(HalfPrecision::Fp16),

@@ -82,14 +82,14 @@ pub struct Variant {
     pub name: String,
     pub config: Config,
     /// Not run on a CPU without this precision's matrix instructions, where its trials would take
-    /// tens of times fp32's (`probe::CpuCaps`); the run records why (`Manifest::not_run`).
+    /// tens of times fp32's (`device::CpuCaps`); the run records why (`Manifest::not_run`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub skip_on_cpu_without: Option<crate::probe::HalfPrecision>,
+    pub skip_on_cpu_without: Option<crate::device::HalfPrecision>,
 }
 
 impl Variant {
     /// Why this variant is not run on a CPU with `caps` (`None`: it runs).
-    pub fn skipped_on(&self, caps: crate::probe::CpuCaps) -> Option<String> {
+    pub fn skipped_on(&self, caps: crate::device::CpuCaps) -> Option<String> {
         let p = self.skip_on_cpu_without.filter(|&p| !caps.has(p))?;
         Some(format!(
             "this CPU has no {} matrix instructions ({}), without which libtorch takes tens of times \

@@ -10,7 +10,7 @@ use serde_json::Value;
 /// Whether this CPU has matrix instructions for bf16 (a CPU without them runs bf16 slower), as
 /// advise's rules read it.
 fn cpu_has_bf16() -> bool {
-    oomlab::probe::CpuCaps::here().bf16
+    oomlab::device::CpuCaps::here().bf16
 }
 
 /// The option's configuration with one technique put back as written (`None`: it had none).

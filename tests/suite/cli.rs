@@ -449,7 +449,7 @@ fn estimate_names_the_variants_a_run_here_leaves_out() {
     let spec = sb.spec("skips.toml", &text);
     let plan = oomlab::run::plan::Plan::here(oomlab::spec::load(&spec).unwrap(), Default::default());
     let skipped: Vec<String> =
-        plan.not_run(oomlab::probe::CpuCaps::here()).into_iter().map(|n| n.variant).collect();
+        plan.not_run(oomlab::device::CpuCaps::here()).into_iter().map(|n| n.variant).collect();
     let out = oomlab().args(["estimate", spec.to_str().unwrap(), "--brief"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();

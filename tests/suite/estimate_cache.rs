@@ -37,7 +37,7 @@ fn kernel_profiles_are_measured_once_per_machine_and_checked() {
     let spec = sb.spec("cached.toml", SPEC);
     let file = sb.path().join("cache").join("kernel-profiles.json");
     let first = estimate(&sb, &spec);
-    let git = oomlab::results::manifest::git_info();
+    let git = oomlab::revision::git_info();
     if git.dirty != Some(false) {
         // The binary's code may differ from the revision it names: nothing is kept.
         assert!(!file.exists(), "a build from a tree with changes keeps no profiles on disk");

@@ -55,7 +55,7 @@ fn every_committed_cpu_trial_is_predicted() {
     let dirs = cpu_result_dirs();
     let mut failures = Vec::new();
     let (mut ran, mut ooms, mut skipped, mut worst) = (0, 0, 0, 0f64);
-    let (here, isa) = (oomlab::probe::cpu_name(), oomlab::probe::cpu_isa());
+    let (here, isa) = (oomlab::device::cpu_name(), oomlab::device::cpu_isa());
     for dir in &dirs {
         let exp = ExperimentDir::read(dir).unwrap();
         let manifest = &exp.manifest;

@@ -150,7 +150,7 @@ fn an_anchor_is_every_variants_first_trial_and_a_variant_can_be_left_out() {
         assert_eq!(answer.first_oom, plain.answer.first_oom, "{v}");
     }
     let half_rows = report.rows.iter().filter(|r| r.variant == "half").count();
-    if oomlab::probe::CpuCaps::here().bf16 {
+    if oomlab::device::CpuCaps::here().bf16 {
         assert!(report.manifest.not_run.is_empty() && half_rows > 0);
     } else {
         assert_eq!(half_rows, 0);

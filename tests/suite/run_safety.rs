@@ -244,7 +244,7 @@ fn a_signal_while_charts_are_drawn_stops_them_and_resume_draws_them() {
             cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap()
         };
         let child = run(false);
-        let dir = sb.out().join(oomlab::device::slug(&oomlab::probe::cpu_name())).join("many");
+        let dir = sb.out().join(oomlab::device::slug(&oomlab::device::cpu_name())).join("many");
         let started = Instant::now();
         let rows = || std::fs::read_to_string(dir.join("summary.csv")).map_or(0, |t| t.lines().count());
         while rows() < 513 {

@@ -193,10 +193,10 @@ fn machine() -> Option<&'static str> {
     static MACHINE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     MACHINE
         .get_or_init(|| {
-            let git = crate::results::manifest::git_info();
+            let git = crate::revision::git_info();
             let revision = git.revision.filter(|_| git.dirty == Some(false))?;
-            let info = crate::probe::cpuinfo();
-            let field = |name: &str| crate::probe::cpuinfo_field(&info, name);
+            let info = crate::device::cpuinfo();
+            let field = |name: &str| crate::device::cpuinfo_field(&info, name);
             Some(format!(
                 "{} | {} | libtorch {} | oomlab {revision}",
                 field("model name"),
@@ -216,7 +216,7 @@ fn stored_path() -> Option<PathBuf> {
 /// file cannot be read (it is a cache).
 fn load_stored() -> HashMap<(Key, usize), Profile> {
     let Some(path) = stored_path() else { return HashMap::new() };
-    let text = crate::results::fsio::read_text(&path, crate::results::fsio::SMALL_LIMIT).ok();
+    let text = crate::fsio::read_text(&path, crate::fsio::SMALL_LIMIT).ok();
     match text.and_then(|t| serde_json::from_str::<Stored>(&t).ok()) {
         Some(s) if Some(s.machine.as_str()) == machine() => s.entries.into_iter().collect(),
         _ => HashMap::new(),
@@ -235,7 +235,7 @@ fn save_stored(map: &HashMap<(Key, usize), Profile>) {
     if let Some(dir) = path.parent() {
         let _ = std::fs::create_dir_all(dir);
     }
-    let _ = crate::results::fsio::write_atomic(&path, text.as_bytes());
+    let _ = crate::fsio::write_atomic(&path, text.as_bytes());
 }
 
 fn kind_code(k: Kind) -> i32 {

@@ -10,7 +10,7 @@ use super::messages::{line_col, Problem};
 use super::sweep::Draft;
 use super::{kinds, Cx, Scope, SpecError};
 use crate::device::DeviceChoice;
-use crate::probe::HalfPrecision;
+use crate::device::HalfPrecision;
 use crate::spec::raw::{
     overlay_table, RawData, RawModel, RawRun, RawScaler, RawSpec, RawTraining, RawVariant, Tab, Table, S,
 };

@@ -229,11 +229,11 @@ fn a_variant_can_be_left_out_on_a_cpu_without_its_precision() {
     let text = format!("{MINIMAL}\n[[variant]]\nname = \"half\"\nskip_on_cpu_without = \"bf16\"\ntraining.amp = \"bf16\"\n\n[[variant]]\nname = \"full\"\n");
     let spec = parse_at(&text).unwrap();
     let (half, full) = (&spec.variants[0], &spec.variants[1]);
-    assert_eq!(half.skip_on_cpu_without, Some(crate::probe::HalfPrecision::Bf16));
+    assert_eq!(half.skip_on_cpu_without, Some(crate::device::HalfPrecision::Bf16));
     assert_eq!(full.skip_on_cpu_without, None);
     let (none, bf16) = (
-        crate::probe::CpuCaps { bf16: false, fp16: true },
-        crate::probe::CpuCaps { bf16: true, fp16: false },
+        crate::device::CpuCaps { bf16: false, fp16: true },
+        crate::device::CpuCaps { bf16: true, fp16: false },
     );
     let why = half.skipped_on(none).unwrap();
     assert!(why.contains("no bf16 matrix instructions (AVX512-BF16 or AMX-BF16)"), "{why}");

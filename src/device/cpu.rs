@@ -1,8 +1,10 @@
-//! What this CPU has matrix instructions for. libtorch runs bf16 and fp16 on any x86 CPU, but
+//! What this host is: its CPU's name and memory (from /proc), the instruction sets oneDNN picks
+//! kernels by, and what the CPU has matrix instructions for. libtorch runs bf16 and fp16 on any x86 CPU, but
 //! without these it converts to fp32 and back around every kernel (oneDNN's reference paths):
 //! measured on a 2-core AMD EPYC (AVX2 only), a ResNet-18 bf16 step took 33x fp32's time per
 //! sample and a Transformer encoder's 26x. Memory is the same either way; only time differs, and
 //! so whether a spec can afford a low-precision variant (`skip_on_cpu_without`).
+use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
 /// A low precision that has matrix instructions of its own on some CPUs.
@@ -67,6 +69,38 @@ impl CpuCaps {
             HalfPrecision::Bf16 => self.bf16,
             HalfPrecision::Fp16 => self.fp16,
         }
+    }
+}
+
+/// This host's memory (MemTotal), where /proc/meminfo says.
+pub fn host_memory() -> Option<u64> {
+    meminfo().ok().map(|(total, _)| total)
+}
+
+/// (MemAvailable, MemTotal) in bytes: how much memory the host has left, of how much.
+pub fn host_available() -> Option<(u64, u64)> {
+    meminfo().ok().map(|(total, available)| (available, total))
+}
+
+/// (MemTotal, MemAvailable) in bytes, from /proc/meminfo.
+pub fn meminfo() -> Result<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
+    let field = |name: &str| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(name))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    };
+    match (field("MemTotal:"), field("MemAvailable:")) {
+        (Some(t), Some(a)) => Ok((t, a)),
+        _ => bail!("/proc/meminfo has no MemTotal or MemAvailable line"),
+    }
+}
+
+/// "CPU (AMD EPYC)": the model name from /proc/cpuinfo.
+pub fn cpu_name() -> String {
+    match cpuinfo_field(&cpuinfo(), "model name") {
+        "" => "CPU".to_string(),
+        m => format!("CPU ({m})"),
     }
 }
 

@@ -1,5 +1,15 @@
 //! Which device a run uses: `auto`, `cpu`, `cuda` or `cuda:N`, as written in a spec or on the
-//! command line, and its resolution against what libtorch sees.
+//! command line, and its resolution against what libtorch sees; and what the CPU is (`cpu`: its
+//! name's source, its instruction sets, the half precisions it has matrix instructions for),
+//! which the spec, the probes and the estimate all read.
+
+mod cpu;
+
+pub use cpu::{
+    cpu_name, cpuinfo, cpuinfo_field, host_available, host_memory, isa_here as cpu_isa, meminfo, CpuCaps,
+    HalfPrecision,
+};
+
 use std::fmt;
 use std::str::FromStr;
 
