@@ -45,6 +45,7 @@ pub mod results;
 pub mod revision;
 pub mod run;
 pub mod schema;
+pub mod shell;
 pub mod spec;
 pub mod sweep;
 pub mod train;

@@ -23,8 +23,10 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::candidates::Candidate;
-use super::timing::{calibration_config, Calibration, ModelShape, PassCell, PassKey, UpdateCell, UpdateKey};
 use crate::bench::stats::median;
+use crate::estimate::timing::{
+    calibration_config, Calibration, ModelShape, PassCell, PassKey, UpdateCell, UpdateKey,
+};
 use crate::estimate::DataShape;
 use crate::probe::MemoryProbe;
 use crate::run::progress::Progress;

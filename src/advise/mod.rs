@@ -16,7 +16,6 @@ mod point;
 mod rank;
 pub mod report;
 pub mod sanity;
-pub mod timing;
 pub mod verify;
 
 use std::path::PathBuf;
@@ -24,10 +23,10 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
+pub use crate::estimate::timing::{Calibration, TimingSource};
 pub use candidates::{Candidate, Change, Effect};
 pub use evaluate::{Evaluated, Verdict};
 pub use point::Point;
-pub use timing::{Calibration, TimingSource};
 pub use verify::Verified;
 
 use crate::estimate::{DataShape, GpuArch, NamedGpu, Target};

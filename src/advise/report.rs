@@ -399,7 +399,7 @@ pub fn write(dir: &Path, a: &Advice, force: bool) -> Result<Vec<PathBuf>> {
 
 /// How a calibrated step time is made, in words that name the calibration model's real size.
 fn timing_method() -> String {
-    use super::timing::{CALIBRATION_DEPTH, CALIBRATION_WIDTH};
+    use crate::estimate::timing::{CALIBRATION_DEPTH, CALIBRATION_WIDTH};
     format!(
         "Each option's step is its micro-batches' passes plus one update: `k * (alpha + beta * m) + update`. \
          A pass (gather, forward, backward, with checkpointing's recompute) was timed on an MLP of the spec's \
@@ -421,7 +421,7 @@ mod tests {
     /// the lesson's 5000-wide, 6-deep MLP, the one the text names.
     #[test]
     fn the_timing_method_names_the_model_really_timed() {
-        use crate::advise::timing::calibration_config;
+        use crate::estimate::timing::calibration_config;
         use crate::estimate::DataShape;
         let adam = crate::spec::OptimizerSpec::Adam { lr: 0.001, weight_decay: 0.0 };
         let spec = crate::estimate::tests::config(6, 5000, 32, adam);

@@ -13,7 +13,7 @@
 //! of 1 and at the largest both were measured at compares them everywhere between. Beyond that
 //! the lines are extrapolated, and two fitted at small batches may cross far out: the ranking
 //! then floors a checkpointed pass at its plain twin's time (`Calibration::step_seconds`).
-use super::timing::{Calibration, PassCell, PassKey};
+use crate::estimate::timing::{Calibration, PassCell, PassKey};
 
 /// Within this, two passes count as equally fast: timing noise on the same work. A tiny model's
 /// pass hardly grows with the micro-batch, and two rounds of it differ by a few percent on a
@@ -94,7 +94,7 @@ fn describe(k: &PassKey) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::advise::timing::ModelShape;
+    use crate::estimate::timing::ModelShape;
 
     const SHAPE: ModelShape = ModelShape { layers: 2, macs_per_sample: 1000.0, params: 100 };
 

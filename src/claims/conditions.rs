@@ -105,7 +105,7 @@ fn differs(spec: &Spec, field: Field, value: f64) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::comparison::tests::manifest;
+    use crate::results::fixtures::manifest;
 
     const LESSON: Conditions = Conditions {
         budget: Some(("15.90GiB", "the lesson's 15.90 GiB GPU")),

@@ -141,7 +141,7 @@ fn fmt_secs(s: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::comparison::tests::manifest;
+    use crate::results::fixtures::manifest;
 
     fn exp(timings: Option<RunTimings>, device: &str) -> ExperimentDir {
         let mut m = manifest("e", device, None, 1 << 30);

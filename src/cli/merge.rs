@@ -6,7 +6,8 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use super::report;
-use crate::cluster::{merge, Shard};
+use crate::cluster::merge;
+use crate::run::shard::Shard;
 use crate::run::RunReport;
 
 #[derive(Debug, clap::Args)]

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use super::{merge, report, DeviceBudget};
-use crate::cluster::Shard;
 use crate::results::RunStatus;
 use crate::run::plan::Plan;
+use crate::run::shard::Shard;
 use crate::run::{self as runner, RunOptions};
 use crate::schema::TraceLevel;
 use crate::spec;

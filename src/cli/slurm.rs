@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::cluster::{shard, slurm};
+use crate::cluster::slurm;
 use crate::device::DeviceChoice;
+use crate::run::shard;
 use crate::schema::TraceLevel;
 use crate::spec;
 
@@ -38,7 +39,7 @@ pub struct SlurmArgs {
     pub specs: Vec<PathBuf>,
     /// Shards (array tasks) per spec; default: one per independent unit of the spec (a list
     /// value per variant, or a variant's whole search).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=crate::cluster::shard::MAX_SHARDS as i64))]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=crate::run::shard::MAX_SHARDS as i64))]
     pub shards: Option<u32>,
     /// Results root, on storage every node sees: the tasks write
     /// OUT/<device>/<experiment>/shards/I-of-N/, the merge OUT/<device>/<experiment>/.
@@ -165,7 +166,7 @@ pub fn run(args: SlurmArgs) -> Result<()> {
                  rounds = 1",
                 path.display(),
                 spec.run.rounds,
-                slurm::quote(&path.to_string_lossy())
+                crate::shell::quote(&path.to_string_lossy())
             );
         }
         spec::csv_data::preflight(&spec)?;

@@ -13,8 +13,6 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
-use super::shard::{self, Shard, Unit};
-use super::{slurm, SHARDS};
 use crate::results::manifest::{Answer, Manifest, RunStatus, ShardRun};
 use crate::results::outputs::Listed;
 use crate::results::timings::RunTimings;
@@ -22,6 +20,7 @@ use crate::results::{
     experiment, DirLock, ExperimentDir, Exporter, PerfettoTrace, SummaryCsv, TraceCsv, MANIFEST, SUMMARY,
     TRACE,
 };
+use crate::run::shard::{self, Shard, Unit, SHARDS};
 use crate::run::RunReport;
 use crate::schema::{PhaseRecord, SummaryRow};
 use crate::spec::{self, Spec};
@@ -119,7 +118,7 @@ fn read_shards(dir: &Path) -> Result<Vec<(Shard, ExperimentDir)>> {
             let names: Vec<String> = found.iter().map(Shard::folder).collect();
             let others: Vec<String> = counts
                 .iter()
-                .map(|n| format!("`rm -r {}/*-of-{n}`", slurm::quote(&folder.to_string_lossy())))
+                .map(|n| format!("`rm -r {}/*-of-{n}`", crate::shell::quote(&folder.to_string_lossy())))
                 .collect();
             bail!(
                 "{} holds shards of {} different runs ({}): a merge takes the N shards of one run; keep one run's \
@@ -555,7 +554,7 @@ mod tests {
         let put = |device: &str, name: &str, resolved: &str| {
             let at = root.path().join(device).join("e").join(SHARDS).join(shard.folder());
             std::fs::create_dir_all(&at).unwrap();
-            let mut m = crate::comparison::tests::manifest("e", name, None, 1);
+            let mut m = crate::results::fixtures::manifest("e", name, None, 1);
             m.device.resolved = resolved.into();
             m.write(&at).unwrap();
         };
@@ -596,7 +595,7 @@ mod tests {
         let put = |device: &str, shard: Shard, resolved: &str| {
             let at = root.path().join(device).join("e").join(SHARDS).join(shard.folder());
             std::fs::create_dir_all(&at).unwrap();
-            let mut m = crate::comparison::tests::manifest("e", "some device", None, 1);
+            let mut m = crate::results::fixtures::manifest("e", "some device", None, 1);
             m.device.resolved = resolved.into();
             m.trials = 0;
             m.write(&at).unwrap();

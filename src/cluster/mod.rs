@@ -1,5 +1,5 @@
 //! A sweep across a cluster: a spec's independent trials dealt out to processes
-//! (`run --shard I/N`, [`shard`]), their folders merged back into one experiment folder
+//! (`run --shard I/N`, `run::shard`), their folders merged back into one experiment folder
 //! (`oomlab merge`, [`merge`]), and the Slurm job arrays that run them (`oomlab slurm`,
 //! [`slurm`]).
 //!
@@ -8,10 +8,4 @@
 //! process runs them (variants in spec order, each with its sweep values in order), so the merged
 //! folder reads, charts and compares as one run's.
 pub mod merge;
-pub mod shard;
 pub mod slurm;
-
-pub use shard::Shard;
-
-/// The folder inside an experiment's folder that holds its shards.
-pub const SHARDS: &str = "shards";

@@ -12,20 +12,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-/// The Slurm job this process runs as: "1234_2" (array job 1234, task 2), or the job id; `None`
-/// outside Slurm.
-pub fn job_here() -> Option<String> {
-    job_from(|k| std::env::var(k).ok())
-}
-
-/// [`job_here`] from an environment.
-fn job_from(env: impl Fn(&str) -> Option<String>) -> Option<String> {
-    let var = |k: &str| env(k).filter(|v| !v.is_empty());
-    match (var("SLURM_ARRAY_JOB_ID"), var("SLURM_ARRAY_TASK_ID")) {
-        (Some(job), Some(task)) => Some(format!("{job}_{task}")),
-        _ => var("SLURM_JOB_ID"),
-    }
-}
+use crate::shell::quote;
 
 /// What a job asks Slurm for, as given on the command line (checked by [`check_value`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -73,15 +60,6 @@ pub struct ArrayJob {
     pub resources: Resources,
     /// Where Slurm writes the tasks' output, absolute.
     pub logs: PathBuf,
-}
-
-/// A word for the shell, quoted when it needs to be.
-pub fn quote(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c)) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
 }
 
 fn path(p: &Path) -> String {
@@ -374,18 +352,5 @@ mod tests {
         assert_eq!(merge, "sbatch --dependency=afterany:$jid /s/a-merge.sbatch");
         let all = submit_script(&[w]);
         assert!(all.contains("set -euo pipefail\n# oomlab-depth_sweep-a100\njid=$(sbatch"), "{all}");
-    }
-
-    #[test]
-    fn inside_a_slurm_array_the_job_is_named() {
-        fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-            let pairs: Vec<(String, String)> =
-                pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-            move |k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
-        }
-        let task = [("SLURM_JOB_ID", "1236"), ("SLURM_ARRAY_JOB_ID", "1234"), ("SLURM_ARRAY_TASK_ID", "2")];
-        assert_eq!(job_from(env(&task)).as_deref(), Some("1234_2"));
-        assert_eq!(job_from(env(&[("SLURM_JOB_ID", "99")])).as_deref(), Some("99"));
-        assert_eq!(job_from(env(&[])), None);
     }
 }

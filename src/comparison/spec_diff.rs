@@ -178,7 +178,7 @@ fn shown(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::comparison::tests::manifest;
+    use crate::results::fixtures::manifest;
     use serde_json::json;
 
     fn pair(a: Value, b: Value) -> Vec<String> {

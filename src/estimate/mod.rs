@@ -63,6 +63,7 @@ mod recorded;
 mod steps;
 mod sweeps;
 pub mod terms;
+pub mod timing;
 pub mod workspace;
 
 use anyhow::{bail, Result};

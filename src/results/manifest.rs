@@ -84,7 +84,7 @@ pub struct NotRun {
     pub why: String,
 }
 
-/// Which shard of a spec's trials a run was, and what it ran (see `cluster::shard`).
+/// Which shard of a spec's trials a run was, and what it ran (see `run::shard`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardInfo {
     pub index: usize,
@@ -467,7 +467,7 @@ pub struct ResumeCommand<'a> {
 
 impl std::fmt::Display for ResumeCommand<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use crate::cluster::slurm::quote;
+        use crate::shell::quote;
         let path = |p: &Path| quote(&p.to_string_lossy());
         write!(f, "oomlab run {} --out {}", path(self.spec), path(self.out))?;
         if let Some(d) = &self.device {
@@ -512,7 +512,7 @@ mod tests {
     /// one started here keeps the short path it was given. (Tests run in the package's root.)
     #[test]
     fn the_spec_is_named_from_here_even_when_the_run_started_elsewhere() {
-        let mut m = crate::comparison::tests::manifest("depth_sweep", "cpu", None, 1);
+        let mut m = crate::results::fixtures::manifest("depth_sweep", "cpu", None, 1);
         let elsewhere = tempfile::tempdir().unwrap();
         let abs = elsewhere.path().join("experiments/depth_sweep.toml");
         std::fs::create_dir_all(abs.parent().unwrap()).unwrap();

@@ -17,7 +17,7 @@
 use std::path::Path;
 
 use super::plan::Plan;
-use crate::advise::timing::Calibration;
+use crate::estimate::timing::Calibration;
 use crate::estimate::{self, Options, Target};
 use crate::fsio;
 use crate::results::ExperimentDir;

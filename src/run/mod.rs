@@ -4,6 +4,7 @@ pub mod expected;
 pub mod plan;
 pub mod progress;
 pub mod resume;
+pub mod shard;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -11,8 +12,6 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use bytesize::ByteSize;
 
-use crate::cluster::shard::{self, Selection};
-use crate::cluster::{Shard, SHARDS};
 use crate::device::{self, DeviceChoice};
 use crate::estimate;
 use crate::ffi;
@@ -28,6 +27,7 @@ use crate::train::{self, Workspace};
 use plan::Plan;
 use progress::Progress;
 use resume::Done;
+use shard::{Selection, Shard, SHARDS};
 
 /// Where and how a run writes; what it runs is the [`Plan`].
 #[derive(Debug, Clone, Default)]
@@ -147,11 +147,11 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
         (lock, done)
     } else {
         let lock = results::prepare_dir(&dir, opts.force, &crate::figures::drawn_by)?;
-        if opts.force && opts.shard.is_none() && dir.join(crate::cluster::SHARDS).is_dir() && !opts.quiet {
+        if opts.force && opts.shard.is_none() && dir.join(SHARDS).is_dir() && !opts.quiet {
             note!(
                 "note: {} kept: the shard runs' results, which `oomlab merge` would put together again in place \
                  of this run's",
-                dir.join(crate::cluster::SHARDS).display()
+                dir.join(SHARDS).display()
             );
         }
         (lock, Done::default())
@@ -450,7 +450,7 @@ fn run_trials(
                 continue;
             }
             progress.start(&format!("trial {trial}  {label}"));
-            progress::begin_trial(config.training.steps);
+            train::position::begin_trial(config.training.steps);
             let on_cpu = probe.device() == tch::Device::Cpu;
             let host = || if on_cpu { crate::device::host_available() } else { None };
             lock.beat(true, || results::lock::beat_line(trial, 0, "start", host()));
@@ -490,7 +490,7 @@ fn run_trials(
                     })?
                 }
             };
-            progress::end_trial();
+            train::position::end_trial();
             let cuda = matches!(probe.device(), tch::Device::Cuda(_));
             (this.probes, this.seconds) = (this.probes + 1, this.seconds + started.elapsed().as_secs_f64());
             fill_config(&mut row, trial, variant, field.map(|f| (f, value)), &config, cuda);

@@ -2,7 +2,7 @@
 //! on a terminal whose line says where the trial under way is (step k of n, the phase, its time
 //! so far and what is left), one plain line per trial otherwise, so logs stay readable.
 //!
-//! The training loop says where it is with [`enter`] at each phase's start; a ticker thread
+//! The training loop says where it is at each phase's start (`train::position`); a ticker thread
 //! redraws the line from that every quarter second, so a phase of minutes still shows its clock.
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,51 +10,11 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::schema::Phase;
-
-/// Where the trial under way is.
-#[derive(Debug, Clone, Copy)]
-struct Position {
-    steps: usize,
-    started: Instant,
-    /// The step and phase now under way (step 0: the set-up).
-    step: usize,
-    phase: Option<Phase>,
-    /// When step 1 started: the steps' pace is measured from there.
-    first_step: Option<Instant>,
-}
-
-static POSITION: Mutex<Option<Position>> = Mutex::new(None);
-
-/// A trial of `steps` training steps starts now.
-pub fn begin_trial(steps: usize) {
-    if let Ok(mut p) = POSITION.lock() {
-        *p = Some(Position { steps, started: Instant::now(), step: 0, phase: None, first_step: None });
-    }
-}
-
-/// The trial under way enters `phase` of `step`.
-pub fn enter(step: usize, phase: Phase) {
-    if let Ok(mut guard) = POSITION.lock() {
-        if let Some(p) = guard.as_mut() {
-            if step >= 1 && p.first_step.is_none() {
-                p.first_step = Some(Instant::now());
-            }
-            (p.step, p.phase) = (step, Some(phase));
-        }
-    }
-}
-
-/// No trial under way.
-pub fn end_trial() {
-    if let Ok(mut p) = POSITION.lock() {
-        *p = None;
-    }
-}
+use crate::train::position::{self, Position};
 
 /// "step 3 of 10, backward, 1m 04s in, about 2m 10s left": where the trial under way is.
 fn where_now() -> Option<String> {
-    Some(describe((*POSITION.lock().ok()?)?))
+    Some(describe(position::now()?))
 }
 
 /// A duration as both lines show it: "0.4s" under ten seconds (a small trial's step), "12s" under
@@ -221,6 +181,7 @@ impl Drop for Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::Phase;
 
     #[test]
     fn a_log_line_says_what_is_under_way_and_how_far_along() {

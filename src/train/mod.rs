@@ -10,6 +10,7 @@ pub mod data;
 mod diverged;
 pub mod optim;
 mod phase_times;
+pub mod position;
 pub mod preflight;
 pub mod record;
 mod recorder;

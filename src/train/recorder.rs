@@ -131,7 +131,7 @@ impl<'a> Recorder<'a> {
         // Set-up phases are measured one by one at every level: once a trial, they cost nothing.
         let per_phase = step == 0 || matches!(self.level, TraceLevel::Phases | TraceLevel::Sync);
         self.last_step = self.last_step.max(step);
-        crate::run::progress::enter(step, phase);
+        super::position::enter(step, phase);
         let out = if per_phase {
             self.flush_before(step.saturating_sub(1))?;
             self.probe.reset_peak()?;

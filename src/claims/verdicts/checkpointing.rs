@@ -270,7 +270,7 @@ pub(super) fn accumulation(get: Get) -> Claim {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::comparison::tests::manifest;
+    use crate::results::fixtures::manifest;
     use crate::schema::{Phase, PhaseRecord, SummaryRow};
 
     /// The checkpointing experiment with each variant's step times, round after round: `times`

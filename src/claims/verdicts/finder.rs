@@ -73,7 +73,7 @@ pub(super) fn finder(get: Get) -> Claim {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::comparison::tests::manifest;
+    use crate::results::fixtures::manifest;
     use crate::results::manifest::Answer;
     use crate::results::ExperimentDir;
     use crate::schema::{Status, SummaryRow};

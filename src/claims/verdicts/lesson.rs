@@ -143,7 +143,7 @@ fn depth_judged(get: Get) -> Claim {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::comparison::tests::manifest;
+    use crate::results::fixtures::manifest;
     use crate::results::ExperimentDir;
     use crate::schema::SummaryRow;
 

@@ -266,7 +266,7 @@ mod kept_tests {
 #[cfg(test)]
 mod capped_tests {
     use super::*;
-    use crate::comparison::tests::manifest;
+    use crate::results::fixtures::manifest;
     use crate::results::manifest::Answer;
 
     /// A search that ran out of memory somewhere has an exact answer; one that never did has a

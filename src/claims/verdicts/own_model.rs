@@ -48,7 +48,7 @@ pub(super) fn own_model(get: Get) -> Claim {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::comparison::tests::manifest;
+    use crate::results::fixtures::manifest;
     use crate::results::manifest::Answer;
     use crate::results::ExperimentDir;
 

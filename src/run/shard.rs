@@ -17,6 +17,9 @@ use crate::results::manifest::ShardInfo;
 use crate::spec::{OnOom, Spec, SweepMode};
 use crate::sweep::{Fit, Strategy};
 
+/// The folder inside an experiment's folder that holds its shards.
+pub const SHARDS: &str = "shards";
+
 /// The most shards a run is split into: more than any spec has trials to deal, and few enough
 /// that a merge can name each one missing.
 pub const MAX_SHARDS: usize = 100_000;
@@ -152,7 +155,7 @@ pub fn info(spec: &Spec, shard: Shard) -> ShardInfo {
         count: shard.count,
         units: dealt(spec, shard).into_iter().map(|u| describe(spec, all[u])).collect(),
         of_units: all.len(),
-        slurm_job: super::slurm::job_here(),
+        slurm_job: job_here(),
     }
 }
 
@@ -242,6 +245,21 @@ impl Strategy for Only {
     }
     fn len_hint(&self) -> Option<usize> {
         Some(self.keep.len())
+    }
+}
+
+/// The Slurm job this process runs as: "1234_2" (array job 1234, task 2), or the job id; `None`
+/// outside Slurm.
+pub fn job_here() -> Option<String> {
+    job_from(|k| std::env::var(k).ok())
+}
+
+/// [`job_here`] from an environment.
+fn job_from(env: impl Fn(&str) -> Option<String>) -> Option<String> {
+    let var = |k: &str| env(k).filter(|v| !v.is_empty());
+    match (var("SLURM_ARRAY_JOB_ID"), var("SLURM_ARRAY_TASK_ID")) {
+        (Some(job), Some(task)) => Some(format!("{job}_{task}")),
+        _ => var("SLURM_JOB_ID"),
     }
 }
 
@@ -344,5 +362,18 @@ mod tests {
             order.record(v, Fit::Oom);
         }
         assert_eq!(seen, [20.0, 40.0]);
+    }
+
+    #[test]
+    fn inside_a_slurm_array_the_job_is_named() {
+        fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+            let pairs: Vec<(String, String)> =
+                pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            move |k| pairs.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+        }
+        let task = [("SLURM_JOB_ID", "1236"), ("SLURM_ARRAY_JOB_ID", "1234"), ("SLURM_ARRAY_TASK_ID", "2")];
+        assert_eq!(job_from(env(&task)).as_deref(), Some("1234_2"));
+        assert_eq!(job_from(env(&[("SLURM_JOB_ID", "99")])).as_deref(), Some("99"));
+        assert_eq!(job_from(env(&[])), None);
     }
 }
