@@ -310,13 +310,6 @@ impl std::fmt::Display for Lost {
     }
 }
 
-/// The first of `columns` that is not a time a run measures (finite, not negative, at most
-/// [`rules::MAX_SECONDS`]), with its name: readers divide and scale by these, so one NaN or negative would turn a verdict.
-pub(crate) fn not_a_time<K: Copy>(columns: &[(K, Option<f64>)]) -> Option<(K, f64)> {
-    let bad = |v: &f64| !v.is_finite() || *v < 0.0 || *v > rules::MAX_SECONDS;
-    columns.iter().find_map(|&(c, v)| v.filter(bad).map(|v| (c, v)))
-}
-
 /// What a run writes of its rows, checked: trials numbered 1, 2, 3... as written (no repeat,
 /// no gap, nothing out of range), variant names a spec allows, swept keys oomlab sweeps, finite
 /// swept values, times finite and not negative, parameters with their bytes. Names and keys go

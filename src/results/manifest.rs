@@ -5,8 +5,8 @@ use std::path::Path;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use super::experiment::not_a_time;
 use crate::revision::GitInfo;
+use crate::schema::rules::not_a_time;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Manifest {

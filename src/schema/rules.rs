@@ -388,6 +388,13 @@ pub fn words_of<T: Named>() -> Vec<&'static str> {
     T::ALL.iter().map(|c| c.as_str()).collect()
 }
 
+/// The first of `columns` that is not a time a run measures (finite, not negative, at most
+/// [`MAX_SECONDS`]), with its name: readers divide and scale by these, so one NaN or negative would turn a verdict.
+pub fn not_a_time<K: Copy>(columns: &[(K, Option<f64>)]) -> Option<(K, f64)> {
+    let bad = |v: &f64| !v.is_finite() || *v < 0.0 || *v > MAX_SECONDS;
+    columns.iter().find_map(|&(c, v)| v.filter(bad).map(|v| (c, v)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
