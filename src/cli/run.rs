@@ -70,6 +70,7 @@ pub struct RunArgs {
 /// overrides, with `--resume`.
 fn resume_command(args: &RunArgs) -> String {
     crate::results::manifest::ResumeCommand {
+        program: &crate::shell::program(),
         spec: &args.spec,
         out: &args.out,
         device: args.target.device.map(|d| d.to_string()),

@@ -344,6 +344,7 @@ impl Manifest {
         let out = dir.ancestors().nth(up).filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let spec = self.spec_here();
         ResumeCommand {
+            program: &crate::shell::program(),
             spec: &spec,
             out,
             device: Some(self.device.requested.clone()).filter(|d| d != "auto"),
@@ -455,6 +456,8 @@ pub fn now() -> String {
 /// The `oomlab run ... --resume` that carries on a run as it was started, every word quoted for
 /// the shell: built from the arguments while a run starts, and from its manifest afterwards.
 pub struct ResumeCommand<'a> {
+    /// How this binary is run here (`shell::program`).
+    pub program: &'a str,
     pub spec: &'a Path,
     pub out: &'a Path,
     /// As given, where not `auto`.
@@ -469,12 +472,12 @@ impl std::fmt::Display for ResumeCommand<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         use crate::shell::quote;
         let path = |p: &Path| quote(&p.to_string_lossy());
-        write!(f, "oomlab run {} --out {}", path(self.spec), path(self.out))?;
+        write!(f, "{} run {} --out {}", self.program, path(self.spec), path(self.out))?;
         if let Some(d) = &self.device {
             write!(f, " --device {}", quote(d))?;
         }
         if let Some(b) = self.budget {
-            write!(f, " --budget {b}B")?;
+            write!(f, " --budget {}", crate::spec::typed_size(b))?;
         }
         if self.trace != crate::schema::TraceLevel::Phases {
             write!(f, " --trace {}", self.trace.as_str())?;
@@ -494,6 +497,7 @@ mod tests {
     #[test]
     fn a_resume_command_quotes_what_the_shell_would_split() {
         let cmd = ResumeCommand {
+            program: "oomlab",
             spec: Path::new("my specs/it's.toml"),
             out: Path::new("runs"),
             device: Some("cpu".into()),
@@ -504,7 +508,7 @@ mod tests {
         .to_string();
         assert_eq!(
             cmd,
-            r"oomlab run 'my specs/it'\''s.toml' --out runs --device cpu --budget 1024B --shard 2/3 --resume"
+            r"oomlab run 'my specs/it'\''s.toml' --out runs --device cpu --budget 1KiB --shard 2/3 --resume"
         );
     }
 
@@ -522,7 +526,8 @@ mod tests {
         // experiments/depth_sweep.toml here is this repository's, not the file that ran.
         assert_eq!(m.spec_here(), abs);
         let dir = Path::new("out/cpu/depth_sweep");
-        assert!(m.resume_command(dir).starts_with(&format!("oomlab run {} --out out", abs.display())));
+        let program = crate::shell::program();
+        assert!(m.resume_command(dir).starts_with(&format!("{program} run {} --out out", abs.display())));
         // Started here: the path as typed.
         let here = Path::new("experiments/depth_sweep.toml");
         m.spec_file = Some(here.canonicalize().unwrap().display().to_string());

@@ -23,7 +23,7 @@ pub use model::{
     CnnSpec, ConvKind, Loss, MlpSpec, ModelSpec, ResNet, ScriptSpec, ScriptUnits, TransformerSpec,
 };
 pub use names::Named;
-pub use size::{against, exact_bytes, format_against, format_size, parse_size};
+pub use size::{against, exact_bytes, format_against, format_size, parse_size, typed_size};
 pub use validate::{parse, SpecError};
 
 /// Reads and validates the spec at `path`.

@@ -111,6 +111,28 @@ pub fn exact_bytes(bytes: u64) -> String {
     out + " B"
 }
 
+/// A size as a person types it and [`parse_size`] reads it back to the byte: the unit that writes
+/// it as the smallest whole number ("2GiB", "24GB", "1536MiB"), else bytes ("1000001B"). For
+/// commands printed to be pasted (the resume hint).
+pub fn typed_size(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 8] = [
+        ("TiB", 1 << 40),
+        ("TB", 1_000_000_000_000),
+        ("GiB", 1 << 30),
+        ("GB", 1_000_000_000),
+        ("MiB", 1 << 20),
+        ("MB", 1_000_000),
+        ("KiB", 1 << 10),
+        ("KB", 1_000),
+    ];
+    UNITS
+        .iter()
+        .filter(|(_, f)| bytes > 0 && bytes.is_multiple_of(*f))
+        .map(|(u, f)| (bytes / f, *u))
+        .min_by_key(|(n, _)| *n)
+        .map_or_else(|| format!("{bytes}B"), |(n, u)| format!("{n}{u}"))
+}
+
 /// `bytes` beside a `budget` it is measured against, so that the two are never mistaken for
 /// each other: the usual size where the two read apart, else every byte and by how much it is
 /// over or under ("33,554,944 B, 512 B over the 32.00 MiB budget").
@@ -135,6 +157,22 @@ pub fn against(bytes: u64, budget: u64) -> (String, Option<String>) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_typed_size_is_the_smallest_whole_number_and_reads_back_exactly() {
+        for (bytes, typed) in [
+            (2u64 << 30, "2GiB"),
+            (24_000_000_000, "24GB"),
+            (1536 << 20, "1536MiB"),
+            (1024, "1KiB"),
+            (1_000_001, "1000001B"),
+            (0, "0B"),
+            (3 << 40, "3TiB"),
+        ] {
+            assert_eq!(super::typed_size(bytes), typed);
+            assert_eq!(super::parse_size(typed), Ok(bytes), "{typed}");
+        }
+    }
+
     use super::*;
 
     const GIB: f64 = (1u64 << 30) as f64;

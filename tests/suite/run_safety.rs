@@ -275,7 +275,9 @@ fn a_signal_while_charts_are_drawn_stops_them_and_resume_draws_them() {
 }
 
 /// SIGHUP (the terminal closed, an ssh session dropped) stops a run as SIGTERM does: exit 129,
-/// the folder `interrupted` with trial 1 whole, released, and the `--resume` command printed.
+/// the folder `interrupted` with trial 1 whole, released, and the `--resume` command printed,
+/// which a shell runs as pasted: this binary by the path it has from here (it is not on PATH), the
+/// budget as it was typed.
 #[test]
 fn sighup_stops_a_run_as_sigterm_does() {
     let sb = Sandbox::new();
@@ -284,6 +286,7 @@ fn sighup_stops_a_run_as_sigterm_does() {
     let err_path = sb.path().join("stderr.txt");
     let child = Process::new(common::bin())
         .args(["run", spec.to_str().unwrap(), "--out", sb.out().to_str().unwrap(), "--quiet"])
+        .args(["--device", "cpu", "--budget", "1GiB"])
         .stderr(std::fs::File::create(&err_path).unwrap())
         .spawn()
         .unwrap();
@@ -304,6 +307,28 @@ fn sighup_stops_a_run_as_sigterm_does() {
     assert!(!dir.join(LOCK).exists(), "the folder is released");
     let err = std::fs::read_to_string(&err_path).unwrap();
     assert!(err.contains("SIGHUP") && err.contains("--resume"), "{err}");
+
+    // The hint, pasted into a shell here, resumes the run: it takes the folder's lock.
+    let hint =
+        err.lines().skip_while(|l| !l.starts_with("resume with")).nth(1).unwrap_or_else(|| panic!("{err}"));
+    assert!(hint.contains(" --budget 1GiB ") && !hint.starts_with("  oomlab "), "{hint}");
+    let mut pasted = Process::new("sh")
+        .args(["-c", &format!("exec {}", hint.trim())])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !dir.join(LOCK).exists() {
+        if let Some(status) = pasted.try_wait().unwrap() {
+            let mut said = String::new();
+            std::io::Read::read_to_string(pasted.stderr.as_mut().unwrap(), &mut said).unwrap();
+            panic!("`{}` ended ({status}) without resuming:\n{said}", hint.trim());
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "`{}` never took the folder", hint.trim());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    signal(&pasted, "TERM");
+    assert_eq!(exit_code(pasted), Some(143), "the resumed run stops as any run does");
 }
 
 /// Whether process `pid` holds SIGTERM blocked or handled: from the first thing it runs (its
