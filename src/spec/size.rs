@@ -5,19 +5,20 @@
 //! 10^9, which is 7% away from what someone who means GiB expects. Display goes through
 //! `bytesize`, which formats IEC units correctly.
 
-/// Units we accept, lower case, with their size in bytes. Single letters ("G") are left out on
-/// purpose: they are ambiguous between GB and GiB, and a budget off by 7% is a silent error.
+/// Units we accept (in any case), spelt as [`typed_size`] writes them, with their size in bytes.
+/// Single letters ("G") are left out on purpose: they are ambiguous between GB and GiB, and a
+/// budget off by 7% is a silent error.
 const UNITS: [(&str, u64); 10] = [
-    ("b", 1),
-    ("kb", 1_000),
-    ("mb", 1_000_000),
-    ("gb", 1_000_000_000),
-    ("tb", 1_000_000_000_000),
-    ("kib", 1 << 10),
-    ("mib", 1 << 20),
-    ("gib", 1 << 30),
-    ("tib", 1 << 40),
-    ("pib", 1 << 50),
+    ("B", 1),
+    ("KB", 1_000),
+    ("MB", 1_000_000),
+    ("GB", 1_000_000_000),
+    ("TB", 1_000_000_000_000),
+    ("KiB", 1 << 10),
+    ("MiB", 1 << 20),
+    ("GiB", 1 << 30),
+    ("TiB", 1 << 40),
+    ("PiB", 1 << 50),
 ];
 
 /// How a size should be written, appended to every parse error.
@@ -90,8 +91,7 @@ fn unit_factor(unit: &str) -> Option<u64> {
     if unit.is_empty() {
         return Some(1);
     }
-    let lower = unit.to_ascii_lowercase();
-    UNITS.iter().find(|(name, _)| *name == lower).map(|&(_, f)| f)
+    UNITS.iter().find(|(name, _)| name.eq_ignore_ascii_case(unit)).map(|&(_, f)| f)
 }
 
 /// A size for messages, in IEC units with two decimals: "15.90 GiB", "512.00 MiB", "100 B" (the
@@ -115,16 +115,6 @@ pub fn exact_bytes(bytes: u64) -> String {
 /// it as the smallest whole number ("2GiB", "24GB", "1536MiB"), else bytes ("1000001B"). For
 /// commands printed to be pasted (the resume hint).
 pub fn typed_size(bytes: u64) -> String {
-    const UNITS: [(&str, u64); 8] = [
-        ("TiB", 1 << 40),
-        ("TB", 1_000_000_000_000),
-        ("GiB", 1 << 30),
-        ("GB", 1_000_000_000),
-        ("MiB", 1 << 20),
-        ("MB", 1_000_000),
-        ("KiB", 1 << 10),
-        ("KB", 1_000),
-    ];
     UNITS
         .iter()
         .filter(|(_, f)| bytes > 0 && bytes.is_multiple_of(*f))

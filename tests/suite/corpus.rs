@@ -20,7 +20,6 @@ use std::path::{Path, PathBuf};
 use oomlab::results::ExperimentDir;
 use oomlab::run::plan::{Overrides, Plan};
 use oomlab::run::{self, RunOptions};
-use oomlab::schema::PhaseRecord;
 
 use crate::common::{self, oomlab, phases, Sandbox};
 
@@ -163,16 +162,8 @@ fn the_models_people_train_train_as_pytorch_trains_them_and_are_estimated() {
             Err(e) => failures.push(format!("{name}: no CPU estimate: {e:#}")),
             Ok(predicted) => {
                 let base = mine.baseline_allocated;
-                let records: Vec<_> = ours
-                    .trace
-                    .iter()
-                    .filter(|r| r.trial == mine.trial)
-                    .map(|r| PhaseRecord {
-                        memory_allocated: r.memory_allocated - base,
-                        max_memory_allocated: r.max_memory_allocated - base,
-                        ..r.clone()
-                    })
-                    .collect();
+                let records =
+                    common::over_baseline(ours.trace.iter().filter(|r| r.trial == mine.trial), base);
                 let what = format!("{name}'s CPU estimate at batch {BATCH}");
                 failures.extend(
                     common::compare(&what, &predicted, &records, mine.max_memory_allocated - base, 0).0,

@@ -326,11 +326,19 @@ pub fn measure(config: &Config) -> (Vec<PhaseRecord>, u64) {
     let ran = outcome.status == Status::Ok || (half && outcome.status == Status::Diverged);
     assert!(ran, "{:?}: {}", outcome.status, outcome.message);
     let base = outcome.baseline_allocated;
-    for r in &mut records {
-        r.memory_allocated -= base;
-        r.max_memory_allocated -= base;
-    }
-    (records, outcome.max_memory_allocated - base)
+    (over_baseline(&records, base), outcome.max_memory_allocated - base)
+}
+
+/// `records` with the trial's baseline `base` taken off their bytes, as [`compare`] takes them.
+pub fn over_baseline<'a>(records: impl IntoIterator<Item = &'a PhaseRecord>, base: u64) -> Vec<PhaseRecord> {
+    records
+        .into_iter()
+        .map(|r| PhaseRecord {
+            memory_allocated: r.memory_allocated - base,
+            max_memory_allocated: r.max_memory_allocated - base,
+            ..r.clone()
+        })
+        .collect()
 }
 
 /// Compares a prediction with a trial: every phase's end and peak, and the trial's peak, to
