@@ -1,17 +1,18 @@
 //! Compiles `src/ffi/shim.cpp` against the libtorch that torch-sys found, and makes the final
-//! binaries load that libtorch, CUDA included, without `LD_LIBRARY_PATH`.
+//! binaries load that libtorch without `LD_LIBRARY_PATH`.
 //!
-//! torch-sys's own link flags stop at its rlib: without the flags below a binary has no RUNPATH
-//! and, since nothing in it names a libtorch_cuda symbol, the linker drops libtorch_cuda and CUDA
-//! is never seen (tch-rs issues 907 and 980).
+//! torch-sys's own link flags stop at its rlib: without the flags below a binary has no RUNPATH.
+//! libtorch_cuda is not linked (nothing names its symbols; tch-rs issues 907 and 980): the shim
+//! loads it from beside libc10 at the first question about CUDA (`libtorch::cuda`).
 use std::path::{Path, PathBuf};
 
 /// The shim's sources: a change to any of them recompiles it.
-const SHIM: [&str; 6] = [
+const SHIM: [&str; 7] = [
     "src/ffi/shim.cpp",
     "src/ffi/optim.cpp",
     "src/ffi/events.cpp",
     "src/ffi/script.cpp",
+    "src/ffi/meta.cpp",
     "src/ffi/guarded.h",
     "src/ffi/log.h",
 ];
@@ -32,7 +33,10 @@ fn main() {
     println!("cargo:rustc-link-search=native={}", lib.display());
     println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib.display());
     println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
-    for name in ["torch_cuda", "torch", "torch_cpu", "c10"] {
+    // Not libtorch_cuda, nor libtorch (a stub that needs libtorch_cuda): oomlab loads CUDA when
+    // first asked about it (`libtorch::cuda`), so that a command that never is starts without it
+    // and the CUDA libraries it pulls in.
+    for name in ["torch_cpu", "c10"] {
         if lib.join(format!("lib{name}.so")).exists() {
             println!("cargo:rustc-link-arg=-l{name}");
         }

@@ -275,7 +275,7 @@ fn device_words(here: Option<&str>, target: Target, gpu: Option<NamedGpu>) -> St
 
 /// The name of the plan's device when it is on this machine.
 fn device_here(plan: &Plan) -> Result<Option<String>> {
-    match plan.device.resolve() {
+    match plan.device.resolve(crate::libtorch::cuda::devices()) {
         Ok(tch::Device::Cpu) => Ok(Some(crate::device::cpu_name())),
         Ok(d @ tch::Device::Cuda(_)) => {
             // With the budget: the first CUDA probe of a process sets the allocator's memory
@@ -346,7 +346,8 @@ fn timing_for(
                 );
                 return Ok((TimingSource::None { why }, None));
             };
-            let device = req.plan.device.resolve().map_err(anyhow::Error::msg)?;
+            let device =
+                req.plan.device.resolve(crate::libtorch::cuda::devices()).map_err(anyhow::Error::msg)?;
             // On CUDA under the budget, as every CUDA probe of this process must be (see
             // `device_here`); on the CPU without it, so that calibration measures freely.
             let budget = if device.is_cuda() { req.plan.budget } else { None };

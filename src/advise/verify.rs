@@ -49,7 +49,7 @@ pub fn verify(
     quiet: bool,
 ) -> Result<Vec<Verified>> {
     let picked = chosen(&advice.options, n);
-    let device = plan.device.resolve().map_err(anyhow::Error::msg)?;
+    let device = plan.device.resolve(crate::libtorch::cuda::devices()).map_err(anyhow::Error::msg)?;
     let probe = crate::run::open_probe(device, Some(advice.budget))?;
     let configs: Vec<crate::spec::Config> = picked
         .iter()

@@ -24,7 +24,7 @@ pub fn run(level: TraceLevel, request: &Request) -> Result<Report> {
     let mut config = parsed.base;
     config.training.steps = request.warmup + request.steps;
     let choice: DeviceChoice = request.device.parse().map_err(anyhow::Error::msg)?;
-    let device = choice.resolve().map_err(anyhow::Error::msg)?;
+    let device = choice.resolve(crate::libtorch::cuda::devices()).map_err(anyhow::Error::msg)?;
     let probe = run::open_probe(device, None)?;
 
     let warmup = request.warmup;

@@ -100,8 +100,7 @@ fn loop_script() -> PathBuf {
 }
 
 pub fn run(args: BenchArgs) -> Result<()> {
-    let cuda_devices = tch::Cuda::device_count().max(0) as usize;
-    let device = args.device.resolve_among(cuda_devices).map_err(anyhow::Error::msg)?;
+    let device = args.device.resolve(crate::libtorch::cuda::devices()).map_err(anyhow::Error::msg)?;
     let cuda = device.is_cuda();
     let mut plan = Plan::new(cuda, args.quick)?;
     if args.configs.iter().any(|c| c == "list") {
@@ -294,7 +293,11 @@ fn load_average() -> Option<f64> {
 /// `oomlab bench-worker`: one contender, one process (see `bench::protocol`).
 pub fn worker(args: WorkerArgs) -> Result<()> {
     if args.describe {
-        let device = args.device.unwrap_or_default().resolve().map_err(anyhow::Error::msg)?;
+        let device = args
+            .device
+            .unwrap_or_default()
+            .resolve(crate::libtorch::cuda::devices())
+            .map_err(anyhow::Error::msg)?;
         let probe = crate::run::open_probe(device, None)?;
         say!("{}", probe.name());
         return Ok(());

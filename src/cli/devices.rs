@@ -24,8 +24,10 @@ pub fn print() -> Result<()> {
         ),
         None => say!("         memory: unknown (no /proc/meminfo)"),
     }
-    let n = if tch::Cuda::is_available() { tch::Cuda::device_count() as usize } else { 0 };
-    if n == 0 {
+    let n = crate::libtorch::cuda::devices();
+    if let Some(why) = crate::libtorch::cuda::load_error() {
+        say!("cuda     libtorch_cuda would not load: {why}");
+    } else if n == 0 {
         say!("cuda     none seen (no GPU, or no driver): runs use the CPU");
     }
     for i in 0..n {

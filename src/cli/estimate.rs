@@ -35,6 +35,21 @@ pub struct EstimateArgs {
     /// written), so the rows add up to the estimate's memory. Not overwritten.
     #[arg(long, value_name = "FILE")]
     pub blocks: Option<PathBuf>,
+    /// With cuda, for a TorchScript module: where its step is recorded. meta (the default):
+    /// on libtorch's meta device, every op's outputs as shapes, no arithmetic and no memory, in
+    /// seconds whatever the model's size (on this CPU instead where an op has no meta kernel or
+    /// the step uses mixed precision; the notes say which). cpu: through this CPU's kernels, as
+    /// long as training the step takes: the check of a meta recording. A CPU estimate always
+    /// records on the CPU, whose libraries' scratch it counts.
+    #[arg(long, value_enum, default_value_t = RecordOn::Meta, value_name = "WHERE")]
+    pub record_on: RecordOn,
+}
+
+/// Where a TorchScript module's step is recorded for a CUDA estimate (`--record-on`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RecordOn {
+    Meta,
+    Cpu,
 }
 
 /// One row of `--blocks`.
@@ -95,6 +110,7 @@ fn write_blocks(path: &std::path::Path, sweeps: &[SweepPrediction]) -> Result<()
 
 pub fn run(args: EstimateArgs) -> Result<()> {
     let plan = Plan::here(spec::load(&args.spec)?, args.target.overrides());
+    crate::train::record::allow_meta(args.record_on == RecordOn::Meta);
     // A module of the user's is checked before it is recorded, as before a run: a bad file, an
     // output its loss cannot read, children that are not its forward.
     crate::train::preflight::preflight(&plan.spec)?;
@@ -195,7 +211,7 @@ pub(super) fn parse_gpu(s: &str) -> Result<NamedGpu, String> {
 
 /// The generation of the first GPU libtorch sees, from NVML.
 pub(super) fn local_gpu() -> Option<GpuArch> {
-    if !tch::Cuda::is_available() {
+    if !crate::libtorch::cuda::available() {
         return None;
     }
     let nvml = nvml_wrapper::Nvml::init().ok()?;

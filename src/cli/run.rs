@@ -99,7 +99,7 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
     // The probe first: a budget on CUDA is the caching allocator's memory fraction, which holds
     // only if it is set before anything makes the allocator, and loading a TorchScript module in
     // the preflight did (an H200 accepted 22.4 GiB under a 22.4 GiB budget).
-    let device = plan.device.resolve().map_err(anyhow::Error::msg)?;
+    let device = plan.device.resolve(crate::libtorch::cuda::devices()).map_err(anyhow::Error::msg)?;
     let probe = runner::open_probe(device, plan.budget)?;
     spec::csv_data::preflight(&plan.spec)?;
     crate::train::preflight::preflight(&plan.spec)?;

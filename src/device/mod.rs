@@ -50,14 +50,9 @@ impl fmt::Display for DeviceChoice {
 }
 
 impl DeviceChoice {
-    /// The concrete device, given the CUDA devices libtorch sees.
-    pub fn resolve(self) -> Result<tch::Device, String> {
-        self.resolve_among(tch::Cuda::device_count().max(0) as usize)
-    }
-
     /// The concrete device on a machine with `cuda_devices` CUDA devices: `auto` is `cuda:0`
     /// where there is one, else the CPU; `cuda:N` must exist.
-    pub fn resolve_among(self, cuda_devices: usize) -> Result<tch::Device, String> {
+    pub fn resolve(self, cuda_devices: usize) -> Result<tch::Device, String> {
         match self {
             DeviceChoice::Cpu => Ok(tch::Device::Cpu),
             DeviceChoice::Auto if cuda_devices > 0 => Ok(tch::Device::Cuda(0)),
@@ -103,14 +98,14 @@ mod tests {
     #[test]
     fn resolves_against_the_devices_there_are() {
         use tch::Device;
-        assert_eq!(DeviceChoice::Auto.resolve_among(0), Ok(Device::Cpu));
-        assert_eq!(DeviceChoice::Auto.resolve_among(2), Ok(Device::Cuda(0)));
-        assert_eq!(DeviceChoice::Cpu.resolve_among(4), Ok(Device::Cpu));
-        assert_eq!(DeviceChoice::Cuda(0).resolve_among(1), Ok(Device::Cuda(0)));
-        assert_eq!(DeviceChoice::Cuda(3).resolve_among(4), Ok(Device::Cuda(3)));
-        let none = DeviceChoice::Cuda(0).resolve_among(0).unwrap_err();
+        assert_eq!(DeviceChoice::Auto.resolve(0), Ok(Device::Cpu));
+        assert_eq!(DeviceChoice::Auto.resolve(2), Ok(Device::Cuda(0)));
+        assert_eq!(DeviceChoice::Cpu.resolve(4), Ok(Device::Cpu));
+        assert_eq!(DeviceChoice::Cuda(0).resolve(1), Ok(Device::Cuda(0)));
+        assert_eq!(DeviceChoice::Cuda(3).resolve(4), Ok(Device::Cuda(3)));
+        let none = DeviceChoice::Cuda(0).resolve(0).unwrap_err();
         assert!(none.contains("no CUDA device") && none.contains("--device cpu"), "{none}");
-        let past = DeviceChoice::Cuda(2).resolve_among(2).unwrap_err();
+        let past = DeviceChoice::Cuda(2).resolve(2).unwrap_err();
         assert!(past.contains("sees 2 CUDA device(s): cuda:0..cuda:1"), "{past}");
     }
 

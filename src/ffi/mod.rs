@@ -88,6 +88,16 @@ extern "C" {
         len: usize,
     ) -> c_int;
     fn oomlab_rng_state(device_type: c_int, index: c_int, err: *mut c_char, len: usize) -> *mut c_void;
+    fn oomlab_meta_install(err: *mut c_char, len: usize) -> c_int;
+    fn oomlab_cpu_pause(on: c_int);
+    fn oomlab_meta_empty(
+        sizes: *const i64,
+        n: usize,
+        dtype: c_int,
+        err: *mut c_char,
+        len: usize,
+    ) -> *mut c_void;
+    fn oomlab_to_meta(t: *mut c_void, err: *mut c_char, len: usize) -> *mut c_void;
     fn oomlab_set_rng_state(
         device_type: c_int,
         index: c_int,
@@ -134,6 +144,7 @@ extern "C" {
     ) -> c_int;
     fn oomlab_torch_version() -> *const c_char;
     fn oomlab_cuda_runtime_version() -> c_long;
+    fn oomlab_cuda_load(err: *mut c_char, len: usize) -> c_int;
     fn oomlab_libtorch_path(out: *mut c_char, len: usize) -> c_int;
     fn oomlab_optim_new(
         kind: c_int,
@@ -501,12 +512,18 @@ pub fn set_allocator_settings(settings: &str) -> Result<(), String> {
     call(|e, l| unsafe { oomlab_set_allocator_settings(c.as_ptr(), e, l) })
 }
 
-/// c10::ScalarType's number for a floating-point kind (tch keeps its own mapping private); any
-/// other kind is float32's.
+/// c10::ScalarType's number for a kind (tch keeps its own mapping private): the floating-point
+/// ones, the integers and bool a data set holds; any other kind is float32's.
 fn scalar_type(kind: tch::Kind) -> c_int {
     match kind {
+        tch::Kind::Uint8 => 0,
+        tch::Kind::Int8 => 1,
+        tch::Kind::Int16 => 2,
+        tch::Kind::Int => 3,
+        tch::Kind::Int64 => 4,
         tch::Kind::Half => 5,
         tch::Kind::Double => 7,
+        tch::Kind::Bool => 11,
         tch::Kind::BFloat16 => 15,
         _ => 6,
     }
@@ -528,9 +545,56 @@ pub fn autocast_enabled(device_type: i32) -> bool {
 }
 
 /// The shim's numbering of a device: (type, index), CPU = 0, CUDA = 1.
+/// The meta device, as tch names it: tch has no meta device, and reads a meta tensor's device
+/// as `Mps` (torch-sys's `at_device` answers -2 for every device it does not know). oomlab never
+/// runs on MPS, so `Mps` means meta throughout: a step recorded without arithmetic or memory
+/// (`train::record`), its tensors shapes only, their bytes counted by [`meta_install`]'s
+/// allocator.
+pub const META: tch::Device = tch::Device::Mps;
+
+/// Installs the counting allocator for the meta device (after the CPU's, [`cpu_install`]);
+/// idempotent. Meta tensors' bytes then count and log as CPU tensors' do.
+pub fn meta_install() -> Result<(), String> {
+    cpu_install()?;
+    // SAFETY: buffer from `call`.
+    call(|e, l| unsafe { oomlab_meta_install(e, l) })
+}
+
+/// Pauses (`true`) or resumes the counting of the CPU's own allocations, for a step recorded on
+/// the meta device, whose log is the meta device's alone.
+pub fn cpu_pause(on: bool) {
+    // SAFETY: a plain value.
+    unsafe { oomlab_cpu_pause(c_int::from(on)) }
+}
+
+/// `t` on the meta device: its shape and dtype, no data.
+pub fn to_meta(t: &tch::Tensor) -> Result<tch::Tensor, String> {
+    let mut raw = std::ptr::null_mut();
+    // SAFETY: `t` is a live at::Tensor for the call; a non-null result is a heap `at::Tensor*`
+    // we now own; buffer from `call`.
+    call(|e, l| {
+        raw = unsafe { oomlab_to_meta(t.as_ptr() as *mut c_void, e, l) };
+        c_int::from(raw.is_null())
+    })?;
+    Ok(unsafe { tch::Tensor::from_ptr(raw as *mut torch_sys::C_tensor) })
+}
+
+/// A new tensor of `shape` and `kind` on the meta device: a factory's output there.
+pub fn meta_empty(shape: &[i64], kind: tch::Kind) -> Result<tch::Tensor, String> {
+    let mut raw = std::ptr::null_mut();
+    // SAFETY: `shape` outlives the call; a non-null result is a heap `at::Tensor*` we now own;
+    // buffer from `call`.
+    call(|e, l| {
+        raw = unsafe { oomlab_meta_empty(shape.as_ptr(), shape.len(), scalar_type(kind), e, l) };
+        c_int::from(raw.is_null())
+    })?;
+    Ok(unsafe { tch::Tensor::from_ptr(raw as *mut torch_sys::C_tensor) })
+}
+
 fn device_numbers(device: tch::Device) -> (c_int, c_int) {
     match device {
         tch::Device::Cuda(i) => (1, i as c_int),
+        META => (14, -1),
         _ => (0, -1),
     }
 }
@@ -738,8 +802,28 @@ pub fn torch_version() -> String {
     unsafe { CStr::from_ptr(oomlab_torch_version()) }.to_string_lossy().into_owned()
 }
 
+/// libtorch_cuda, loaded once, on the first call (the shim's `oomlab_cuda_load`: the binary does
+/// not link it, so that a command that never asks about CUDA starts without it): `Ok(false)`
+/// where this libtorch has none, `Err` where it would not load (a missing CUDA library).
+pub fn cuda_load() -> Result<bool, String> {
+    static LOADED: std::sync::OnceLock<Result<bool, String>> = std::sync::OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            let mut loaded = 0;
+            // SAFETY: buffer from `call`.
+            call(|e, l| {
+                loaded = unsafe { oomlab_cuda_load(e, l) };
+                c_int::from(loaded < 0)
+            })?;
+            Ok(loaded == 1)
+        })
+        .clone()
+}
+
 /// The CUDA runtime libtorch was built with, as "13.0"; `None` when libtorch has none.
 pub fn cuda_runtime_version() -> Option<String> {
+    // libtorch answers from its CUDA hooks, which it caches at the first question.
+    cuda_load().ok()?;
     // SAFETY: no arguments.
     let v = unsafe { oomlab_cuda_runtime_version() };
     (v > 0).then(|| format!("{}.{}", v / 1000, (v % 1000) / 10))

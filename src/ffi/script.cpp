@@ -10,6 +10,7 @@
 #include "log.h"
 
 #include <functional>
+#include <unordered_map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -153,7 +154,7 @@ void oomlab_script_tag_device(void* module) noexcept {
   }
 }
 
-// Moves `module` to the device (`device_type` 0: CPU, 1: CUDA; `index`) and its floating-point
+// Moves `module` to the device (`device_type` 0: CPU, 1: CUDA, 14: meta; `index`) and its floating-point
 // parameters and buffers to `dtype` (a c10::ScalarType), as `nn.Module.to(device, dtype)` does
 // in Python: an integer or boolean buffer (BERT's `position_ids`, a mask) keeps its type.
 // libtorch's `torch::jit::Module::to(device, dtype)` converts every tensor whatever its type,
@@ -162,9 +163,30 @@ void oomlab_script_tag_device(void* module) noexcept {
 int oomlab_script_to(void* module, int device_type, int index, int dtype, char* err, size_t len) noexcept {
   return guarded(err, len, [&] {
     auto* m = static_cast<torch::jit::Module*>(module);
-    const c10::Device device = device_type == 1 ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index))
-                                                : c10::Device(c10::kCPU);
+    const c10::Device device = device_type == 1    ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index))
+                               : device_type == 14 ? c10::Device(c10::kMeta)
+                                                   : c10::Device(c10::kCPU);
     const auto kind = static_cast<c10::ScalarType>(dtype);
+    if (device.is_meta()) {
+      // A CPU tensor cannot take a meta tensor's data (`set_data` refuses the change of
+      // device type), so each slot of each submodule is given a meta copy instead, before any
+      // optimizer or graph run holds the old one; a tensor under two names gets one copy.
+      std::unordered_map<c10::TensorImpl*, at::Tensor> made;
+      auto on_meta = [&](const at::Tensor& t) {
+        auto it = made.find(t.unsafeGetTensorImpl());
+        if (it != made.end()) return it->second;
+        const auto to = t.is_floating_point() ? kind : t.scalar_type();
+        auto copy = t.to(device, to).detach();
+        copy.set_requires_grad(t.requires_grad());
+        made.emplace(t.unsafeGetTensorImpl(), copy);
+        return copy;
+      };
+      for (auto sub : m->modules()) {
+        for (const auto& p : sub.named_parameters(false)) sub.register_parameter(p.name, on_meta(p.value), false);
+        for (const auto& b : sub.named_buffers(false)) sub.register_buffer(b.name, on_meta(b.value));
+      }
+      return;
+    }
     auto move = [&](at::Tensor t) {
       if (!t.defined()) return;
       const auto to = t.is_floating_point() ? kind : t.scalar_type();

@@ -25,6 +25,7 @@
 #include "log.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -436,12 +437,21 @@ void counted_delete(void* data) {
   // c.inner frees the memory here, outside the lock.
 }
 
+// While a step is recorded on the meta device, the CPU's own allocations (the module as loaded,
+// the data made before it moves to meta, a scalar) are not the step's: they go uncounted, and
+// the log holds the meta device's alone, as a GPU's allocator would see the step.
+std::atomic<bool> g_cpu_paused{false};
+
 struct CountingAllocator final : c10::Allocator {
   c10::Allocator* inner;
-  explicit CountingAllocator(c10::Allocator* a) : inner(a) {}
+  // The CPU's allocator, which a meta recording pauses; the meta device's is never paused.
+  bool pausable;
+  CountingAllocator(c10::Allocator* a, bool cpu) : inner(a), pausable(cpu) {}
 
   c10::DataPtr allocate(size_t n) override {
     if (n == 0) return inner->allocate(0);  // no bytes to count, and no unique pointer to key
+    // Uncounted, it keeps the inner allocator's own deleter, so its free is not counted either.
+    if (pausable && g_cpu_paused.load()) return inner->allocate(n);
     const auto bytes = static_cast<int64_t>(n);
     const int64_t before = g_cpu.current.fetch_add(bytes);
     const int64_t cap = g_cpu.cap.load();
@@ -516,12 +526,71 @@ extern "C" {
 int oomlab_cpu_install(char* err, size_t len) noexcept {
   return guarded(err, len, [] {
     static CountingAllocator* installed = [] {
-      auto* a = new CountingAllocator(c10::GetDefaultCPUAllocator());
+      auto* a = new CountingAllocator(c10::GetDefaultCPUAllocator(), /*cpu=*/true);
       c10::SetCPUAllocator(a, /*priority=*/100);
       return a;
     }();
     (void)installed;
   });
+}
+
+// The meta device's memory: none at all. Each allocation gets an address of its own (never read:
+// a meta kernel computes shapes only) far above any real one and below the recording's own ids
+// (train::record's OWN_IDS, 1 << 62), so that the log keys it as it keys a CPU allocation.
+struct MetaMemory final : c10::Allocator {
+  std::atomic<uint64_t> next{uint64_t(1) << 61};
+  static void nothing(void*) {}
+  c10::DataPtr allocate(size_t n) override {
+    void* p = reinterpret_cast<void*>(next.fetch_add((n + 127) / 64 * 64));
+    return {p, p, &nothing, c10::Device(c10::DeviceType::Meta)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &nothing; }
+  void copy_data(void*, const void*, std::size_t) const override {}
+};
+
+// Installs the counting allocator for the meta device (once): a meta tensor's bytes are counted
+// and logged as a CPU tensor's are, into the same counters, so that a step run on meta reads as
+// a step run on the CPU without its kernels' arithmetic or memory (`train::record`'s meta
+// recording). The CPU's counting allocator comes first.
+void oomlab_meta_register();  // meta.cpp
+
+int oomlab_meta_install(char* err, size_t len) noexcept {
+  return guarded(err, len, [] {
+    oomlab_meta_register();
+    static CountingAllocator* installed = [] {
+      auto* a = new CountingAllocator(new MetaMemory(), /*cpu=*/false);
+      c10::SetAllocator(c10::DeviceType::Meta, a, /*priority=*/100);
+      return a;
+    }();
+    (void)installed;
+  });
+}
+
+// Pauses (1) or resumes (0) the counting of the CPU's allocations: see g_cpu_paused.
+void oomlab_cpu_pause(int on) noexcept { g_cpu_paused.store(on != 0); }
+
+// A copy of `t` on the meta device (its shape, strides' layout and dtype; no data), as a new
+// heap tensor the caller owns; null with `err` on failure.
+void* oomlab_to_meta(void* t, char* err, size_t len) noexcept {
+  void* out = nullptr;
+  guarded(err, len, [&] {
+    const auto& src = *static_cast<at::Tensor*>(t);
+    out = new at::Tensor(src.to(c10::Device(c10::DeviceType::Meta)));
+  });
+  return out;
+}
+
+// A new contiguous tensor of `sizes` and `dtype` (a c10::ScalarType) on the meta device: what a
+// factory (randn, randint, zeros, arange) makes there, as a heap tensor the caller owns; null with
+// `err` on failure.
+void* oomlab_meta_empty(const int64_t* sizes, size_t n, int dtype, char* err, size_t len) noexcept {
+  void* out = nullptr;
+  guarded(err, len, [&] {
+    const auto options =
+        at::TensorOptions().device(c10::DeviceType::Meta).dtype(static_cast<c10::ScalarType>(dtype));
+    out = new at::Tensor(at::empty(c10::IntArrayRef(sizes, n), options));
+  });
+  return out;
 }
 
 void oomlab_cpu_set_cap(int64_t bytes) noexcept { g_cpu.cap.store(bytes); }
@@ -906,6 +975,32 @@ long oomlab_cuda_runtime_version() noexcept {
   } catch (...) {
     return 0;
   }
+}
+
+// Loads libtorch_cuda from the folder libc10 was loaded from, as the binary's own link would have
+// at its start: its static initialisers register CUDA's hooks, allocator, guard and kernels. The
+// binary does not link it (build.rs), so that a command that never asks about CUDA does not pay
+// for loading it and the CUDA libraries it pulls in (a third of every start's time on a CPU
+// machine). Call it before anything asks libtorch about CUDA, and before the first backward
+// (the autograd engine sizes its device threads once): libtorch caches the answers. 1: loaded;
+// 0: the libtorch has no libtorch_cuda (a CPU-only build); -1: it failed to load (`err` says why).
+int oomlab_cuda_load(char* err, size_t len) noexcept {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&c10::GetCPUAllocator), &info) == 0 || !info.dli_fname) {
+    set_err(err, len, "cannot tell where libc10 was loaded from");
+    return -1;
+  }
+  std::string path(info.dli_fname);
+  path = path.substr(0, path.find_last_of('/') + 1) + "libtorch_cuda.so";
+  if (access(path.c_str(), F_OK) != 0) {
+    return 0;
+  }
+  if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+    const char* why = dlerror();
+    set_err(err, len, (path + ": " + (why ? why : "dlopen failed")).c_str());
+    return -1;
+  }
+  return 1;
 }
 
 // The file libc10 was loaded from at run time, which may differ from the one linked against.

@@ -181,7 +181,10 @@ pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>
     // Its records' declared sizes before libtorch inflates any: a zip bomb is refused here.
     super::archive::check(path, crate::device::host_memory())
         .map_err(|why| TchError::FileFormat(format!("{} {why}", path.display())))?;
-    let mut module = CModule::load_on_device(path, place.device).map_err(|e| {
+    // A step recorded on the meta device loads the module on the CPU (uncounted: see
+    // `ffi::cpu_pause`) and moves its tensors to meta below.
+    let load_on = if place.device == crate::ffi::META { tch::Device::Cpu } else { place.device };
+    let mut module = CModule::load_on_device(path, load_on).map_err(|e| {
         let why = e.to_string();
         let why = libtorch_words(&why);
         TchError::FileFormat(format!(
@@ -200,7 +203,7 @@ pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>
         ))
     })?;
     crate::ffi::script_on_device(&module);
-    if place.kind != Kind::Float {
+    if place.kind != Kind::Float || load_on != place.device {
         // Floating-point tensors only, as Python's `module.to(dtype)`: token ids stay int64.
         crate::ffi::script_to(&module, place.device, place.kind).map_err(|why| {
             TchError::Torch(format!("converting {} to {:?} failed: {why}", path.display(), place.kind))

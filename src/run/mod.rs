@@ -92,7 +92,7 @@ pub fn open_probe(device: tch::Device, budget: Option<u64>) -> Result<Box<dyn Me
 
 /// Runs a plan on the device it asks for, with its budget in force.
 pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunReport> {
-    let device = plan.device.resolve().map_err(anyhow::Error::msg)?;
+    let device = plan.device.resolve(crate::libtorch::cuda::devices()).map_err(anyhow::Error::msg)?;
     let probe = open_probe(device, plan.budget)?;
     run_on(plan, opts, &*probe)
 }

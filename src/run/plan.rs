@@ -87,11 +87,17 @@ impl Plan {
             .collect()
     }
 
-    /// The spec as written, on this machine (`auto` asks libtorch whether it sees a GPU).
+    /// The spec as written, on this machine (`auto` asks libtorch whether it sees a GPU). Where
+    /// the spec may run on a GPU, libtorch's CUDA is loaded here, before the command runs any step
+    /// (libtorch sizes what it keeps per device at the first; see `libtorch::cuda`).
     pub fn here(spec: Spec, overrides: Overrides) -> Plan {
         let cuda = match overrides.device.unwrap_or(spec.run.device) {
-            DeviceChoice::Auto => tch::Cuda::is_available(),
-            _ => false,
+            DeviceChoice::Auto => crate::libtorch::cuda::available(),
+            DeviceChoice::Cuda(_) => {
+                crate::libtorch::cuda::devices();
+                false
+            }
+            DeviceChoice::Cpu => false,
         };
         Plan::new(spec, overrides, cuda)
     }

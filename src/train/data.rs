@@ -2,6 +2,7 @@
 //! with a learnable target, or a CSV file with a header and an integer label column.
 use tch::{Device, Kind, Tensor};
 
+use crate::ffi;
 use crate::spec::{csv_data, DataSpec, InputDtype};
 
 #[derive(Debug)]
@@ -38,8 +39,8 @@ pub fn make(spec: &DataSpec, kind: Kind, device: Device) -> Result<Dataset, tch:
     match spec {
         DataSpec::Synthetic { samples, features, classes, seed } => {
             tch::manual_seed(*seed as i64);
-            let x = Tensor::f_randn([*samples as i64, *features as i64], (kind, device))?;
-            let teacher = Tensor::f_randn([*features as i64, *classes as i64], (kind, device))?;
+            let x = randn(&[*samples as i64, *features as i64], kind, device)?;
+            let teacher = randn(&[*features as i64, *classes as i64], kind, device)?;
             let y = x.f_matmul(&teacher)?.f_argmax(1, false)?;
             Ok(Dataset { x, extra: Vec::new(), y, features: *features, classes: *classes })
         }
@@ -47,8 +48,8 @@ pub fn make(spec: &DataSpec, kind: Kind, device: Device) -> Result<Dataset, tch:
             // As above, the teacher reading the flattened pixels.
             tch::manual_seed(*seed as i64);
             let (s, c, h) = (*samples as i64, *channels as i64, *size as i64);
-            let x = Tensor::f_randn([s, c, h, h], (kind, device))?;
-            let teacher = Tensor::f_randn([c * h * h, *classes as i64], (kind, device))?;
+            let x = randn(&[s, c, h, h], kind, device)?;
+            let teacher = randn(&[c * h * h, *classes as i64], kind, device)?;
             let y = x.f_reshape([s, -1])?.f_matmul(&teacher)?.f_argmax(1, false)?;
             Ok(Dataset { x, extra: Vec::new(), y, features: (c * h * h) as usize, classes: *classes })
         }
@@ -59,10 +60,9 @@ pub fn make(spec: &DataSpec, kind: Kind, device: Device) -> Result<Dataset, tch:
             // [samples, classes] table, never a [samples, seq_len, classes] one-hot.
             tch::manual_seed(*seed as i64);
             let k = *classes as i64;
-            let x =
-                Tensor::f_randint(*vocab as i64, [*samples as i64, *seq_len as i64], (Kind::Int64, device))?;
+            let x = randint(*vocab as i64, &[*samples as i64, *seq_len as i64], Kind::Int64, device)?;
             let residues = x.f_remainder(k)?;
-            let mut counts = Tensor::f_zeros([*samples as i64, k], (Kind::Int64, device))?;
+            let mut counts = zeros(&[*samples as i64, k], Kind::Int64, device)?;
             let _ = counts.f_scatter_add_(1, &residues, &residues.f_ones_like()?)?;
             let y = counts.f_argmax(1, false)?;
             Ok(Dataset { x, extra: Vec::new(), y, features: *seq_len, classes: *classes })
@@ -70,11 +70,9 @@ pub fn make(spec: &DataSpec, kind: Kind, device: Device) -> Result<Dataset, tch:
         DataSpec::Csv { path, label } => {
             let t = csv_data::read(path, label).map_err(|e| tch::TchError::FileFormat(format!("{e:#}")))?;
             let n = t.labels.len() as i64;
-            let x = Tensor::f_from_slice(&t.values)?
-                .f_reshape([n, t.features as i64])?
-                .f_to_kind(kind)?
-                .f_to_device(device)?;
-            let y = Tensor::f_from_slice(&t.labels)?.f_to_device(device)?;
+            let x = Tensor::f_from_slice(&t.values)?.f_reshape([n, t.features as i64])?.f_to_kind(kind)?;
+            let x = to(&x, device)?;
+            let y = to(&Tensor::f_from_slice(&t.labels)?, device)?;
             Ok(Dataset { x, extra: Vec::new(), y, features: t.features, classes: t.classes })
         }
         DataSpec::Tensors { samples, inputs, target, classes, seed } => {
@@ -88,22 +86,55 @@ pub fn make(spec: &DataSpec, kind: Kind, device: Device) -> Result<Dataset, tch:
             for input in inputs {
                 let shape = rows(&input.shape);
                 made.push(match input.dtype {
-                    InputDtype::Float => Tensor::f_randn(&shape, (kind, device))?,
-                    InputDtype::Int64 { high } => {
-                        Tensor::f_randint(high as i64, &shape, (Kind::Int64, device))?
-                    }
-                    InputDtype::Bool => Tensor::f_randint(2, &shape, (Kind::Bool, device))?,
+                    InputDtype::Float => randn(&shape, kind, device)?,
+                    InputDtype::Int64 { high } => randint(high as i64, &shape, Kind::Int64, device)?,
+                    InputDtype::Bool => randint(2, &shape, Kind::Bool, device)?,
                 });
             }
             let shape = rows(target);
             let y = match classes {
-                Some(k) => Tensor::f_randint(*k as i64, &shape, (Kind::Int64, device))?,
-                None => Tensor::f_randn(&shape, (kind, device))?,
+                Some(k) => randint(*k as i64, &shape, Kind::Int64, device)?,
+                None => randn(&shape, kind, device)?,
             };
             let x = made.remove(0);
             let features = inputs[0].shape.iter().product();
             Ok(Dataset { x, extra: made, y, features, classes: classes.unwrap_or(0) })
         }
+    }
+}
+
+/// Standard normal values of `shape` on `device`; on the meta device (which tch cannot name in a
+/// factory call, [`ffi::META`]) the shape alone, made there.
+fn randn(shape: &[i64], kind: Kind, device: Device) -> Result<Tensor, tch::TchError> {
+    match device {
+        ffi::META => ffi::meta_empty(shape, kind).map_err(tch::TchError::Torch),
+        _ => Tensor::f_randn(shape, (kind, device)),
+    }
+}
+
+/// Integers in `0..high` of `shape` on `device` (on the meta device, the shape alone).
+fn randint(high: i64, shape: &[i64], kind: Kind, device: Device) -> Result<Tensor, tch::TchError> {
+    match device {
+        ffi::META => ffi::meta_empty(shape, kind).map_err(tch::TchError::Torch),
+        _ => Tensor::f_randint(high, shape, (kind, device)),
+    }
+}
+
+/// Zeros of `shape` on `device` (on the meta device, the shape alone).
+fn zeros(shape: &[i64], kind: Kind, device: Device) -> Result<Tensor, tch::TchError> {
+    match device {
+        ffi::META => ffi::meta_empty(shape, kind).map_err(tch::TchError::Torch),
+        _ => Tensor::f_zeros(shape, (kind, device)),
+    }
+}
+
+/// `t` on `device`, as `t.to(device)`: itself where it is there already, else a copy (on the
+/// meta device, its shape).
+pub fn to(t: &Tensor, device: Device) -> Result<Tensor, tch::TchError> {
+    match device {
+        d if t.device() == d => Ok(t.shallow_clone()),
+        ffi::META => ffi::to_meta(t).map_err(tch::TchError::Torch),
+        _ => t.f_to_device(device),
     }
 }
 

@@ -41,6 +41,19 @@ pub struct Recording {
     pub phases: Vec<(usize, usize, Phase)>,
     /// The trial's summary: parameters, peaks, status.
     pub row: SummaryRow,
+    /// Where the step ran: on the meta device (shapes only), or on the CPU.
+    pub on: RecordedOn,
+}
+
+/// Where a recorded step ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecordedOn {
+    /// On the meta device: every op's outputs made as shapes, no arithmetic and no memory, its
+    /// bytes counted ([`record_on_meta`]).
+    Meta,
+    /// On this CPU, through its kernels; where a recording on meta was asked for, why it was not
+    /// made there (an op without a meta kernel, a technique meta cannot run).
+    Cpu { not_meta: Option<String> },
 }
 
 /// Runs `config` on the CPU with the counting allocator's event log on. Without a budget: a
@@ -54,15 +67,105 @@ pub fn record(config: &Config) -> Result<Recording> {
 /// without dropout, so that the CPU runs its flash kernel, whose outputs are CUDA's fused
 /// kernels' (which keep no dropout mask), where with dropout it would run the math path and keep
 /// `[L, L]` scores that no CUDA kernel keeps (`nn::script::as_cuda_recording`).
+///
+/// The step runs on the meta device where it can ([`record_on_meta`]: in seconds, whatever the
+/// model's size), else on this CPU, the recording saying why not on meta.
 pub fn record_for_cuda(config: &Config) -> Result<Recording> {
-    crate::nn::script::as_cuda_recording(|| record(config))
+    if !META_ALLOWED.load(std::sync::atomic::Ordering::Relaxed) {
+        return crate::nn::script::as_cuda_recording(|| record(config));
+    }
+    crate::nn::script::as_cuda_recording(|| match record_on_meta(config) {
+        Ok(r) => Ok(r),
+        Err(why) => {
+            let mut r = record(config)?;
+            r.on = RecordedOn::Cpu { not_meta: Some(format!("{why:#}")) };
+            Ok(r)
+        }
+    })
+}
+
+/// Whether [`record_for_cuda`] may record on the meta device: set once by a command
+/// (`estimate --record-on cpu` forbids it, to check a meta recording against the CPU's).
+static META_ALLOWED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Lets [`record_for_cuda`] record on the meta device (the default), or not.
+pub fn allow_meta(allowed: bool) {
+    META_ALLOWED.store(allowed, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// [`record`], with the step on libtorch's meta device: every op's outputs made as shapes (its
+/// meta kernel, oomlab's own where libtorch has none: `src/ffi/meta.cpp`), no arithmetic and no
+/// memory, each meta tensor's bytes counted and logged as a CPU tensor's would be, the CPU's own
+/// allocations (the module as loaded, before it moves to meta) not counted. What a kernel makes
+/// besides its outputs (the CPU libraries' scratch) is not in it; the CUDA replay leaves that out
+/// anyway. A step whose values decide what it allocates cannot run there (mixed precision's grad
+/// scaler reads its found-inf flag; autocast has no meta dispatch): an error says so.
+pub fn record_on_meta(config: &Config) -> Result<Recording> {
+    if config.training.techniques.amp != crate::spec::Amp::Off {
+        bail!("mixed precision does not run on the meta device (autocast has no meta dispatch)");
+    }
+    ffi::meta_install().map_err(anyhow::Error::msg)?;
+    crate::probe::cpu_exclusive(|| {
+        ffi::cpu_pause(true);
+        let r = record_on(config, ffi::META);
+        ffi::cpu_pause(false);
+        let r = r?;
+        Ok(Recording { on: RecordedOn::Meta, ..summed_in_place(r) })
+    })
+}
+
+/// Whether an op, as the log names it, is the autograd engine's sum of two gradients for one
+/// input (`InputBuffer::accumulate`): an `aten::add` outside any backward node's ops.
+fn engine_sum(op: &str) -> bool {
+    op == "aten::add" || (op.starts_with("autograd::engine") && op.ends_with("> aten::add"))
+}
+
+/// A meta recording with the autograd engine's gradient sums made as the CPU (and CUDA) makes
+/// them. Where two gradients for one input meet and the first is held by nothing else, the engine
+/// adds the second into it in place; but libtorch counts a meta tensor as "subclass-like"
+/// (`kTensorSubclassLike` has the meta backend), for which it adds out of place: a new sum, then
+/// the old buffer freed. Such an allocation in a backward, freed buffer right after, is taken back
+/// to the in-place add: both events go, and the sum is the old buffer under its old identity.
+fn summed_in_place(mut r: Recording) -> Recording {
+    let n = r.events.len();
+    let (mut events, mut ops, mut tags) =
+        (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut same: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    let mut phase = 0;
+    let mut i = 0;
+    while i < n {
+        let (delta, ptr) = r.events[i];
+        if (delta, ptr) == (0, END) {
+            phase += 1;
+        }
+        let backward = r.phases.get(phase).is_some_and(|p| p.2 == Phase::Backward);
+        let op = r.ops.get(i).map_or("", String::as_str);
+        if delta > 0 && backward && engine_sum(op) && r.events.get(i + 1).is_some_and(|e| e.0 == -delta) {
+            let old = r.events[i + 1].1;
+            same.insert(ptr, *same.get(&old).unwrap_or(&old));
+            i += 2;
+            continue;
+        }
+        let ptr = if delta < 0 { same.remove(&ptr).unwrap_or(ptr) } else { ptr };
+        events.push((delta, ptr));
+        ops.push(op.to_string());
+        tags.push(r.tags.get(i).copied().unwrap_or_default());
+        i += 1;
+    }
+    (r.events, r.ops, r.tags) = (events, ops, tags);
+    r
 }
 
 fn record_here(config: &Config) -> Result<Recording> {
+    record_on(config, tch::Device::Cpu)
+}
+
+/// A recording of `config`'s step run on `device`: the CPU, or the meta device.
+fn record_on(config: &Config, device: tch::Device) -> Result<Recording> {
     ffi::cpu_install().map_err(anyhow::Error::msg)?;
     let cap = ffi::cpu_cap();
     ffi::cpu_set_cap(None);
-    let probe = Unguarded;
+    let probe = Unguarded { device };
     let mut phases = Vec::new();
     let (row, log) = ffi::cpu_events_with_ops(|| {
         super::run_trial(config, &probe, 0, TraceLevel::Phases, &mut |r: &PhaseRecord| {
@@ -93,7 +196,17 @@ fn record_here(config: &Config) -> Result<Recording> {
     let kept = marks[0] + 1..=marks[phases.len()];
     let (events, ops, tags) =
         (events[kept.clone()].to_vec(), ops[kept.clone()].to_vec(), tags[kept].to_vec());
-    Ok(Recording { events, ops, tags, reduces, convs, attns, phases, row })
+    Ok(Recording {
+        events,
+        ops,
+        tags,
+        reduces,
+        convs,
+        attns,
+        phases,
+        row,
+        on: RecordedOn::Cpu { not_meta: None },
+    })
 }
 
 /// The first id [`in_one_order`] gives an allocation in place of its address: far above any
@@ -176,11 +289,14 @@ fn in_one_order(
 
 /// The CPU's counters without `CpuProbe`'s one-at-a-time lock: a recording may be made while a
 /// run holds its probe (a guided search asks the estimate between trials).
-struct Unguarded;
+struct Unguarded {
+    /// The CPU, or the meta device, whose bytes the CPU's counters count too.
+    device: tch::Device,
+}
 
 impl MemoryProbe for Unguarded {
     fn device(&self) -> tch::Device {
-        tch::Device::Cpu
+        self.device
     }
     fn name(&self) -> String {
         "CPU (recording)".into()

@@ -217,6 +217,8 @@ fn keep(t: &Techniques, loss: &Tensor, kept: &mut Kept) -> Result<(), TchError> 
     match t.history {
         History::None => {}
         History::LossTensor => kept.tensors.push(loss.shallow_clone()),
+        // A step recorded on the meta device has no values to read; the number costs no memory.
+        History::LossValue if loss.device() == crate::ffi::META => kept.values.push(0.0),
         History::LossValue => kept.values.push(loss.f_double_value(&[])?),
     }
     Ok(())
@@ -237,15 +239,21 @@ type Batch = (Tensor, Vec<Tensor>, Tensor);
 fn gather(data: &Dataset, index: usize, batch: usize, device: Device) -> Result<Batch, TchError> {
     let n = data.samples() as i64;
     let start = (index * batch) as i64 % n;
-    let range = Tensor::f_arange_start(start, start + batch as i64, (tch::Kind::Int64, data.x.device()))?;
+    let range = match data.x.device() {
+        // tch cannot name the meta device in a factory call; the indices' values are not read.
+        crate::ffi::META => {
+            crate::ffi::meta_empty(&[batch as i64], tch::Kind::Int64).map_err(TchError::Torch)?
+        }
+        here => Tensor::f_arange_start(start, start + batch as i64, (tch::Kind::Int64, here))?,
+    };
     let idx = scalar::remainder(&range, n)?;
     drop(range);
     if data.extra.is_empty() {
         // As before the tensors kind: both gathered, then both moved.
         let (x, y) = (data.x.f_index_select(0, &idx)?, data.y.f_index_select(0, &idx)?);
-        return Ok((on_device(x.f_to_device(device)?), Vec::new(), on_device(y.f_to_device(device)?)));
+        return Ok((on_device(data::to(&x, device)?), Vec::new(), on_device(data::to(&y, device)?)));
     }
-    let take = |t: &Tensor| t.f_index_select(0, &idx)?.f_to_device(device).map(on_device);
+    let take = |t: &Tensor| data::to(&t.f_index_select(0, &idx)?, device).map(on_device);
     let extra = data.extra.iter().map(take).collect::<Result<_, _>>()?;
     Ok((take(&data.x)?, extra, take(&data.y)?))
 }

@@ -9,7 +9,8 @@
 //! - estimated on the CPU to the byte, at the batch it trained at, past the recorded ones;
 //! - estimated for CUDA without a GPU, its exported search included: an answer, the search
 //!   guided by it (from the search's start where the model cannot train on one row), or the
-//!   refusal its entry names (a refusal that is gone fails too, so that the entry is updated).
+//!   refusal its entry names (a refusal that is gone fails too, so that the entry is updated);
+//!   its step recorded on the meta device, the answer the same as a recording on this CPU gives.
 //!   For the Transformers, attention is replayed as CUDA's memory-efficient kernel. What a GPU
 //!   measures waits for one.
 //!
@@ -177,12 +178,36 @@ fn the_models_people_train_train_as_pytorch_trains_them_and_are_estimated() {
             &format!("{name}-search.toml"),
             &std::fs::read_to_string(dir.join(format!("{name}.toml"))).unwrap(),
         );
-        let cuda = oomlab()
-            .current_dir(sb.path())
-            .args(["estimate", &format!("{name}-search.toml"), "--device", "cuda", "--gpu", "h100"])
-            .output()
-            .unwrap();
+        let estimate = |on: &str| {
+            let spec = format!("{name}-search.toml");
+            let args = ["estimate", &spec, "--device", "cuda", "--gpu", "h100", "--record-on", on];
+            oomlab().current_dir(sb.path()).args(args).output().unwrap()
+        };
+        let cuda = estimate("meta");
         let (out, err) = (String::from_utf8_lossy(&cuda.stdout), String::from_utf8_lossy(&cuda.stderr));
+        // Recorded on the meta device, its answer is the one a recording on this CPU gives, phase by
+        // phase (the notes aside, which say where each was recorded).
+        if cuda.status.success() {
+            let on_cpu = estimate("cpu");
+            let without_notes = |o: &[u8]| {
+                String::from_utf8_lossy(o)
+                    .lines()
+                    .filter(|l| !l.contains("recorded on "))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            };
+            if !out.contains("recorded on the meta device") {
+                failures
+                    .push(format!("{name}: its CUDA estimate was not recorded on the meta device:\n{out}"));
+            }
+            if without_notes(&cuda.stdout) != without_notes(&on_cpu.stdout) {
+                failures.push(format!(
+                    "{name}: recorded on the meta device, its CUDA estimate is not the CPU recording's:\n{out}\n\
+                     recorded on this CPU:\n{}",
+                    String::from_utf8_lossy(&on_cpu.stdout)
+                ));
+            }
+        }
         match &entry.cuda_refused {
             None if !cuda.status.success() || !out.contains("largest batch_size predicted to fit in ") => {
                 failures.push(format!("{name}: no CUDA estimate:\n{out}{err}"))

@@ -298,7 +298,8 @@ mod tests {
 
         fn fit(self) -> Fit {
             let (events, made_by, phases) = (self.events, self.made_by, self.phases);
-            Fit { events, made_by, phases, param_count: 2, param_bytes: 8, extended: false }
+            let on = crate::train::record::RecordedOn::Cpu { not_meta: None };
+            Fit { events, made_by, phases, param_count: 2, param_bytes: 8, extended: false, on }
         }
     }
 

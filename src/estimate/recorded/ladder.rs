@@ -7,7 +7,7 @@ use anyhow::Result;
 
 use super::{accumulation, Fit, On, Replayed};
 use crate::spec::Config;
-use crate::train::record::{record, record_for_cuda, Recording};
+use crate::train::record::{record, record_for_cuda, RecordedOn, Recording};
 
 /// A recording of `config`'s step, as it stands for a CUDA run where `for_cuda`.
 fn record_as(config: &Config, for_cuda: bool) -> Result<Recording> {
@@ -129,7 +129,8 @@ pub(super) fn fit_ladder(
 }
 
 /// Above this peak, a batch past the recorded ones is not checked by a recording of its own:
-/// a recording runs the step on this host without a cap.
+/// a recording runs the step on this host without a cap (one on the meta device takes no
+/// memory, and is checked at any batch).
 pub(super) const CHECK_LIMIT: u64 = 512 << 20;
 
 /// How the step at the batch asked for was found.
@@ -170,7 +171,8 @@ pub(super) fn at_batch(
     // The check is of the recording (the CPU's bytes), whatever the target.
     let cpu = On::default();
     let fitted = fit.replay(batch, None, &cpu)?;
-    if fitted.peak() > CHECK_LIMIT {
+    // On the meta device a recording takes no memory: any batch is checked.
+    if fitted.peak() > CHECK_LIMIT && fit.on != RecordedOn::Meta {
         return Ok((replayed, Found::Unchecked { peak: fitted.peak() }));
     }
     if alike(batch) {
@@ -216,7 +218,7 @@ pub(super) fn checked_alike(
     let held = || -> Result<bool> {
         let (fit, _) = fit(&like, samples, budget, for_cuda)?;
         let fitted = fit.replay(batch, None, &cpu)?;
-        if fitted.peak() > CHECK_LIMIT {
+        if fitted.peak() > CHECK_LIMIT && fit.on != RecordedOn::Meta {
             return Ok(false);
         }
         Ok(checked(&like, batch, for_cuda)?.replay(batch, None, &cpu)?.bytes() == fitted.bytes())

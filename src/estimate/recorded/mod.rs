@@ -28,7 +28,7 @@ use super::prediction::{PhasePrediction, PredictedOom, Prediction};
 use super::{cuda_reduce, evidence, DataShape, Options, Target};
 use crate::schema::Phase;
 use crate::spec::Config;
-use crate::train::record::Recording;
+use crate::train::record::{RecordedOn, Recording};
 
 mod accumulation;
 mod cuda_ops;
@@ -91,6 +91,8 @@ pub struct Fit {
     param_bytes: u64,
     /// Its micro-batches extended from a recording of [`accumulation::RECORDED`].
     extended: bool,
+    /// Where the step was recorded (the first recording's; all of a fit's are made alike).
+    on: RecordedOn,
 }
 
 impl Fit {
@@ -176,6 +178,7 @@ impl Fit {
             param_count: r.row.param_count,
             param_bytes: r.row.param_bytes,
             extended: false,
+            on: r.on.clone(),
         })
     }
 
@@ -645,8 +648,15 @@ pub(super) fn predict(
         ),
         false => String::new(),
     };
+    let on = match &fit.on {
+        RecordedOn::Meta => {
+            "on the meta device (every op's outputs as shapes: no arithmetic, no memory)".to_string()
+        }
+        RecordedOn::Cpu { not_meta: None } => "on this CPU".to_string(),
+        RecordedOn::Cpu { not_meta: Some(why) } => format!("on this CPU (not on the meta device: {why})"),
+    };
     let mut notes = vec![format!(
-        "{}: its step recorded on this CPU at batches {batches:?} (every allocation and free{extended}), each size \
+        "{}: its step recorded {on} at batches {batches:?} (every allocation and free{extended}), each size \
          fitted as affine in the batch and checked, {how}; bytes are filed by the phase that made them",
         config.model.describe(),
     )];
@@ -732,6 +742,7 @@ mod tests {
             events,
             phases: vec![(0, 0, Phase::Model), (1, 0, Phase::Forward)],
             row: SummaryRow { param_count: 3, param_bytes: 12, ..SummaryRow::default() },
+            on: RecordedOn::Cpu { not_meta: None },
         }
     }
 
