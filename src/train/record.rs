@@ -78,7 +78,7 @@ pub fn record_for_cuda(config: &Config) -> Result<Recording> {
         Ok(r) => Ok(r),
         Err(why) => {
             let mut r = record(config)?;
-            r.on = RecordedOn::Cpu { not_meta: Some(format!("{why:#}")) };
+            r.on = RecordedOn::Cpu { not_meta: Some(no_meta_kernel(&format!("{why:#}"))) };
             Ok(r)
         }
     })
@@ -112,6 +112,19 @@ pub fn record_on_meta(config: &Config) -> Result<Recording> {
         let r = r?;
         Ok(Recording { on: RecordedOn::Meta, ..summed_in_place(r) })
     })
+}
+
+/// Why a step did not run on the meta device, in a few words: the op libtorch found no meta kernel
+/// for, where that was it (its message goes on about PT2 compilation), else the error as said.
+fn no_meta_kernel(error: &str) -> String {
+    const NONE: &str = ": attempted to run this operator with Meta tensors";
+    match error.find(NONE) {
+        Some(at) => {
+            let op = error[..at].rsplit([' ', '\n']).next().unwrap_or_default();
+            format!("{op} has no meta kernel")
+        }
+        None => crate::nn::script::libtorch_words(error).lines().next().unwrap_or_default().to_string(),
+    }
 }
 
 /// Whether an op, as the log names it, is the autograd engine's sum of two gradients for one
@@ -327,6 +340,73 @@ impl MemoryProbe for Unguarded {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A recording of a model phase and a backward phase, each event with its op.
+    fn recording(events: &[(i64, u64, &str)], phases: &[Phase]) -> Recording {
+        Recording {
+            events: events.iter().map(|&(d, p, _)| (d, p)).collect(),
+            ops: events.iter().map(|&(.., op)| op.to_string()).collect(),
+            tags: vec![ffi::Where::default(); events.len()],
+            reduces: Vec::new(),
+            convs: Vec::new(),
+            attns: Vec::new(),
+            phases: phases.iter().map(|&p| (1, 0, p)).collect(),
+            row: SummaryRow::default(),
+            on: RecordedOn::Meta,
+        }
+    }
+
+    /// In a backward, the engine's out-of-place sum whose old buffer is freed straight after is
+    /// the CPU's in-place add: both events go, and the sum's free is the old buffer's. The same
+    /// pattern in a forward (a module's own `x = x + y`) is the module's, and stays.
+    #[test]
+    fn a_meta_recordings_engine_sums_are_taken_back_in_place() {
+        let events = [
+            (0, START, ""),
+            (8, 100, "aten::add"),
+            (-4, 50, ""),
+            (4, 60, "aten::add"),
+            (-4, 100, ""),
+            (0, END, ""),
+            (0, START, ""),
+            (16, 200, "AddmmBackward0 > aten::mm"),
+            (16, 300, "AddmmBackward0 > aten::mm"),
+            (16, 400, "aten::add"),
+            (-16, 200, ""),
+            (16, 500, "aten::add"),
+            (-16, 400, ""),
+            (-16, 300, ""),
+            (-16, 500, ""),
+            (0, END, ""),
+        ];
+        let got = summed_in_place(recording(&events, &[Phase::Forward, Phase::Backward]));
+        let want: Vec<(i64, u64)> = vec![
+            (0, START),
+            (8, 100),
+            (-4, 50),
+            (4, 60),
+            (-4, 100),
+            (0, END),
+            (0, START),
+            (16, 200),
+            (16, 300),
+            (-16, 300),
+            (-16, 200),
+            (0, END),
+        ];
+        assert_eq!(got.events, want);
+        assert_eq!(got.ops.len(), want.len());
+        assert_eq!(got.ops[7], "AddmmBackward0 > aten::mm");
+    }
+
+    #[test]
+    fn a_missing_meta_kernel_is_named_in_a_few_words() {
+        let said = "recording x.pt at batch 4: Internal torch error: aten::index_select: attempted to run this \
+                    operator with Meta tensors, but there was no fake impl or Meta kernel registered. You may have \
+                    run into this message while using an operator with PT2 compilation APIs";
+        assert_eq!(no_meta_kernel(said), "aten::index_select has no meta kernel");
+        assert_eq!(no_meta_kernel("mixed precision does not run"), "mixed precision does not run");
+    }
 
     /// Two threads' chunks, each a buffer held over its work, interleaved two ways by the
     /// scheduler (side by side, one after the other, the second thread first), give one log; an
