@@ -544,7 +544,6 @@ pub fn autocast_enabled(device_type: i32) -> bool {
     unsafe { oomlab_autocast_enabled(device_type) != 0 }
 }
 
-/// The shim's numbering of a device: (type, index), CPU = 0, CUDA = 1.
 /// The meta device, as tch names it: tch has no meta device, and reads a meta tensor's device
 /// as `Mps` (torch-sys's `at_device` answers -2 for every device it does not know). oomlab never
 /// runs on MPS, so `Mps` means meta throughout: a step recorded without arithmetic or memory
@@ -567,30 +566,32 @@ pub fn cpu_pause(on: bool) {
     unsafe { oomlab_cpu_pause(c_int::from(on)) }
 }
 
-/// `t` on the meta device: its shape and dtype, no data.
-pub fn to_meta(t: &tch::Tensor) -> Result<tch::Tensor, String> {
+/// The tensor a shim call makes and hands over (a heap `at::Tensor*`, null with the error in
+/// the buffer on failure), owned by tch from here.
+fn made(f: impl FnOnce(*mut c_char, usize) -> *mut c_void) -> Result<tch::Tensor, String> {
     let mut raw = std::ptr::null_mut();
-    // SAFETY: `t` is a live at::Tensor for the call; a non-null result is a heap `at::Tensor*`
-    // we now own; buffer from `call`.
     call(|e, l| {
-        raw = unsafe { oomlab_to_meta(t.as_ptr() as *mut c_void, e, l) };
+        raw = f(e, l);
         c_int::from(raw.is_null())
     })?;
+    // SAFETY: `raw` is a live, heap-allocated at::Tensor, as tch's own C tensors are.
     Ok(unsafe { tch::Tensor::from_ptr(raw as *mut torch_sys::C_tensor) })
+}
+
+/// `t` on the meta device: its shape and dtype, no data.
+pub fn to_meta(t: &tch::Tensor) -> Result<tch::Tensor, String> {
+    // SAFETY: `t` is a live at::Tensor for the call; buffer from `made`.
+    made(|e, l| unsafe { oomlab_to_meta(t.as_ptr() as *mut c_void, e, l) })
 }
 
 /// A new tensor of `shape` and `kind` on the meta device: a factory's output there.
 pub fn meta_empty(shape: &[i64], kind: tch::Kind) -> Result<tch::Tensor, String> {
-    let mut raw = std::ptr::null_mut();
-    // SAFETY: `shape` outlives the call; a non-null result is a heap `at::Tensor*` we now own;
-    // buffer from `call`.
-    call(|e, l| {
-        raw = unsafe { oomlab_meta_empty(shape.as_ptr(), shape.len(), scalar_type(kind), e, l) };
-        c_int::from(raw.is_null())
-    })?;
-    Ok(unsafe { tch::Tensor::from_ptr(raw as *mut torch_sys::C_tensor) })
+    // SAFETY: `shape` outlives the call; buffer from `made`.
+    made(|e, l| unsafe { oomlab_meta_empty(shape.as_ptr(), shape.len(), scalar_type(kind), e, l) })
 }
 
+/// The shim's numbering of a device: (type, index), as c10::DeviceType numbers them: CPU = 0,
+/// CUDA = 1, meta = 14.
 fn device_numbers(device: tch::Device) -> (c_int, c_int) {
     match device {
         tch::Device::Cuda(i) => (1, i as c_int),
@@ -603,14 +604,8 @@ fn device_numbers(device: tch::Device) -> (c_int, c_int) {
 /// `torch.get_rng_state()` (or `torch.cuda.get_rng_state()`) returns.
 pub fn rng_state(device: tch::Device) -> Result<tch::Tensor, String> {
     let (kind, index) = device_numbers(device);
-    let mut raw = std::ptr::null_mut();
-    // SAFETY: buffer from `call`; a non-null result is a heap `at::Tensor*` we now own.
-    call(|e, l| {
-        raw = unsafe { oomlab_rng_state(kind, index, e, l) };
-        c_int::from(raw.is_null())
-    })?;
-    // SAFETY: `raw` is a live, heap-allocated at::Tensor, as tch's own C tensors are.
-    Ok(unsafe { tch::Tensor::from_ptr(raw as *mut torch_sys::C_tensor) })
+    // SAFETY: buffer from `made`.
+    made(|e, l| unsafe { oomlab_rng_state(kind, index, e, l) })
 }
 
 /// Puts a state from [`rng_state`] back into the device's default generator.

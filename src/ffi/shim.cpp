@@ -517,6 +517,14 @@ c10::DeviceAllocator* cuda_allocator_uninitialised() {
   return c10::getDeviceAllocator(c10::DeviceType::CUDA);
 }
 
+// The file libc10 was loaded from at run time (which may differ from the one linked against), or
+// null where the loader cannot tell.
+const char* libc10_file() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&c10::GetCPUAllocator), &info) == 0 || !info.dli_fname) return nullptr;
+  return info.dli_fname;
+}
+
 }  // namespace
 
 extern "C" {
@@ -548,12 +556,12 @@ struct MetaMemory final : c10::Allocator {
   void copy_data(void*, const void*, std::size_t) const override {}
 };
 
-// Installs the counting allocator for the meta device (once): a meta tensor's bytes are counted
-// and logged as a CPU tensor's are, into the same counters, so that a step run on meta reads as
-// a step run on the CPU without its kernels' arithmetic or memory (`train::record`'s meta
-// recording). The CPU's counting allocator comes first.
 void oomlab_meta_register();  // meta.cpp
 
+// Installs the counting allocator for the meta device, and oomlab's meta kernels (once): a meta
+// tensor's bytes are counted and logged as a CPU tensor's are, into the same counters, so that a
+// step run on meta reads as a step run on the CPU without its kernels' arithmetic or memory
+// (`train::record`'s meta recording). The CPU's counting allocator comes first.
 int oomlab_meta_install(char* err, size_t len) noexcept {
   return guarded(err, len, [] {
     oomlab_meta_register();
@@ -985,12 +993,12 @@ long oomlab_cuda_runtime_version() noexcept {
 // (the autograd engine sizes its device threads once): libtorch caches the answers. 1: loaded;
 // 0: the libtorch has no libtorch_cuda (a CPU-only build); -1: it failed to load (`err` says why).
 int oomlab_cuda_load(char* err, size_t len) noexcept {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&c10::GetCPUAllocator), &info) == 0 || !info.dli_fname) {
+  const char* libc10 = libc10_file();
+  if (libc10 == nullptr) {
     set_err(err, len, "cannot tell where libc10 was loaded from");
     return -1;
   }
-  std::string path(info.dli_fname);
+  std::string path(libc10);
   path = path.substr(0, path.find_last_of('/') + 1) + "libtorch_cuda.so";
   if (access(path.c_str(), F_OK) != 0) {
     return 0;
@@ -1005,11 +1013,9 @@ int oomlab_cuda_load(char* err, size_t len) noexcept {
 
 // The file libc10 was loaded from at run time, which may differ from the one linked against.
 int oomlab_libtorch_path(char* out, size_t len) noexcept {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&c10::GetCPUAllocator), &info) == 0 || !info.dli_fname) {
-    return 1;
-  }
-  set_err(out, len, info.dli_fname);
+  const char* libc10 = libc10_file();
+  if (libc10 == nullptr) return 1;
+  set_err(out, len, libc10);
   return 0;
 }
 

@@ -71,16 +71,14 @@ pub fn record(config: &Config) -> Result<Recording> {
 /// The step runs on the meta device where it can ([`record_on_meta`]: in seconds, whatever the
 /// model's size), else on this CPU, the recording saying why not on meta.
 pub fn record_for_cuda(config: &Config) -> Result<Recording> {
-    if !META_ALLOWED.load(std::sync::atomic::Ordering::Relaxed) {
-        return crate::nn::script::as_cuda_recording(|| record(config));
-    }
-    crate::nn::script::as_cuda_recording(|| match record_on_meta(config) {
-        Ok(r) => Ok(r),
-        Err(why) => {
-            let mut r = record(config)?;
-            r.on = RecordedOn::Cpu { not_meta: Some(no_meta_kernel(&format!("{why:#}"))) };
-            Ok(r)
+    crate::nn::script::as_cuda_recording(|| {
+        if !META_ALLOWED.load(std::sync::atomic::Ordering::Relaxed) {
+            return record(config);
         }
+        record_on_meta(config).or_else(|why| {
+            let not_meta = Some(no_meta_kernel(&format!("{why:#}")));
+            Ok(Recording { on: RecordedOn::Cpu { not_meta }, ..record(config)? })
+        })
     })
 }
 
