@@ -208,6 +208,14 @@ Tensor hardtanh_backward(const Tensor& grad_output, const Tensor& self, const Sc
   return iter.output();
 }
 
+// Mirrors hardswish_backward and hardsigmoid_backward (Activation.cpp): a binary TensorIterator
+// over (grad_output, self), its result made as the CPU's.
+Tensor hard_backward(const Tensor& grad_output, const Tensor& self) {
+  Tensor result;
+  auto iter = TensorIterator::borrowing_binary_op(result, grad_output, self);
+  return iter.output();
+}
+
 // Mirrors relu (Activation.cpp): at::clamp_min(self, 0).
 Tensor relu(const Tensor& self) {
   TORCH_CHECK(self.scalar_type() != at::kBool, "Boolean inputs not supported for relu");
@@ -330,6 +338,8 @@ extern "C" void oomlab_meta_register() {
     m->impl("hardtanh", oomlab_meta::hardtanh);
     m->impl("hardtanh.out", oomlab_meta::hardtanh_out);
     m->impl("hardtanh_backward", oomlab_meta::hardtanh_backward);
+    m->impl("hardswish_backward", oomlab_meta::hard_backward);
+    m->impl("hardsigmoid_backward", oomlab_meta::hard_backward);
     m->impl("relu", oomlab_meta::relu);
     m->impl("abs.out", oomlab_meta::abs_out);
     m->impl("floor_divide", oomlab_meta::floor_divide);
