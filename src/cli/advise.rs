@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::advise::{self, report, Request, TimingChoice};
 use crate::device;
-use crate::estimate::GpuArch;
+use crate::estimate::{GpuArch, Target};
 use crate::run::plan::Plan;
 use crate::spec;
 
@@ -85,7 +85,11 @@ pub fn run(args: AdviseArgs) -> Result<()> {
     }
     let plan = Plan::here(spec::load(&args.spec)?, args.target.overrides());
     spec::csv_data::preflight(&plan.spec)?;
-    crate::train::preflight::preflight(&plan.spec)?;
+    // For a GPU, on the meta device where the step will be recorded: no arithmetic.
+    match plan.target {
+        Target::Cuda => crate::train::preflight::preflight_shapes(&plan.spec)?,
+        Target::Cpu => crate::train::preflight::preflight(&plan.spec)?,
+    }
     if !args.no_write {
         let _out = crate::run::check_out(&args.out)?;
     }

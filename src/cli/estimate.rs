@@ -35,17 +35,18 @@ pub struct EstimateArgs {
     /// written), so the rows add up to the estimate's memory. Not overwritten.
     #[arg(long, value_name = "FILE")]
     pub blocks: Option<PathBuf>,
-    /// With cuda, for a TorchScript module: where its step is recorded. meta (the default):
-    /// on libtorch's meta device, every op's outputs as shapes, no arithmetic and no memory, in
-    /// seconds whatever the model's size (on this CPU instead where an op has no meta kernel or
-    /// the step uses mixed precision; the notes say which). cpu: through this CPU's kernels, as
-    /// long as training the step takes: the check of a meta recording. A CPU estimate always
-    /// records on the CPU, whose libraries' scratch it counts.
-    #[arg(long, value_enum, default_value_t = RecordOn::Meta, value_name = "WHERE")]
-    pub record_on: RecordOn,
+    /// For a TorchScript module: where its step is recorded. meta: on libtorch's meta device,
+    /// every op's outputs as shapes, no arithmetic and no memory, in seconds whatever the
+    /// model's size (on this CPU instead where an op has no meta kernel or the step uses mixed
+    /// precision; the notes say which); without its CPU libraries' own scratch, which a CPU run
+    /// also takes. cpu: through this CPU's kernels, as long as training the step takes: every
+    /// byte a CPU run takes, and the check of a meta recording. [default: meta with cuda, cpu
+    /// with cpu]
+    #[arg(long, value_enum, value_name = "WHERE")]
+    pub record_on: Option<RecordOn>,
 }
 
-/// Where a TorchScript module's step is recorded for a CUDA estimate (`--record-on`).
+/// Where a TorchScript module's step is recorded (`--record-on`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum RecordOn {
     Meta,
@@ -110,10 +111,21 @@ fn write_blocks(path: &std::path::Path, sweeps: &[SweepPrediction]) -> Result<()
 
 pub fn run(args: EstimateArgs) -> Result<()> {
     let plan = Plan::here(spec::load(&args.spec)?, args.target.overrides());
-    crate::train::record::allow_meta(args.record_on == RecordOn::Meta);
+    use crate::train::record::{choose, RecordWhere};
+    choose(match args.record_on {
+        None => RecordWhere::Default,
+        Some(RecordOn::Meta) => RecordWhere::Meta,
+        Some(RecordOn::Cpu) => RecordWhere::Cpu,
+    });
     // A module of the user's is checked before it is recorded, as before a run: a bad file, an
     // output its loss cannot read, children that are not its forward.
-    crate::train::preflight::preflight(&plan.spec)?;
+    // For a GPU, on the meta device where the step will be recorded: no arithmetic.
+    match (plan.target, args.record_on) {
+        (Target::Cuda, _) | (Target::Cpu, Some(RecordOn::Meta)) => {
+            crate::train::preflight::preflight_shapes(&plan.spec)?
+        }
+        (Target::Cpu, _) => crate::train::preflight::preflight(&plan.spec)?,
+    }
     let arch = arch_for(plan.target, args.gpu, plan.budget)?;
     // The estimate answers for the budget; a run here would meet the machine's own limit first.
     if let (Target::Cpu, Some(b)) = (plan.target, plan.budget) {

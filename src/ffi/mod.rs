@@ -90,6 +90,7 @@ extern "C" {
     fn oomlab_rng_state(device_type: c_int, index: c_int, err: *mut c_char, len: usize) -> *mut c_void;
     fn oomlab_meta_install(err: *mut c_char, len: usize) -> c_int;
     fn oomlab_cpu_pause(on: c_int);
+    fn oomlab_meta_pause(on: c_int);
     fn oomlab_meta_empty(
         sizes: *const i64,
         n: usize,
@@ -564,6 +565,14 @@ pub fn meta_install() -> Result<(), String> {
 pub fn cpu_pause(on: bool) {
     // SAFETY: a plain value.
     unsafe { oomlab_cpu_pause(c_int::from(on)) }
+}
+
+/// Pauses (`true`) or resumes the counting of the meta device's allocations: what is made
+/// meanwhile is never counted, nor its free (`nn::script`'s kept modules hold such placeholders
+/// between recordings).
+pub fn meta_pause(on: bool) {
+    // SAFETY: sets an atomic flag.
+    unsafe { oomlab_meta_pause(c_int::from(on)) }
 }
 
 /// The tensor a shim call makes and hands over (a heap `at::Tensor*`, null with the error in

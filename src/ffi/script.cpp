@@ -176,7 +176,9 @@ int oomlab_script_to(void* module, int device_type, int index, int dtype, char* 
         auto it = made.find(t.unsafeGetTensorImpl());
         if (it != made.end()) return it->second;
         const auto to = t.is_floating_point() ? kind : t.scalar_type();
-        auto copy = t.to(device, to).detach();
+        // A copy even of a meta tensor (a module kept on meta and given fresh slots for the
+        // next recording: `nn::script::load`), made as the first was.
+        auto copy = t.to(device, to, /*non_blocking=*/false, /*copy=*/true).detach();
         copy.set_requires_grad(t.requires_grad());
         made.emplace(t.unsafeGetTensorImpl(), copy);
         return copy;

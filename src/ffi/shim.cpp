@@ -442,16 +442,21 @@ void counted_delete(void* data) {
 // the log holds the meta device's alone, as a GPU's allocator would see the step.
 std::atomic<bool> g_cpu_paused{false};
 
+// While set, the meta device's allocations go uncounted as well: the placeholders a module kept
+// for the next recording holds meanwhile (`oomlab_meta_pause`).
+std::atomic<bool> g_meta_paused{false};
+
 struct CountingAllocator final : c10::Allocator {
   c10::Allocator* inner;
-  // The CPU's allocator, which a meta recording pauses; the meta device's is never paused.
+  // The CPU's allocator, which a meta recording pauses (`g_cpu_paused`); else the meta device's
+  // (`g_meta_paused`).
   bool pausable;
   CountingAllocator(c10::Allocator* a, bool cpu) : inner(a), pausable(cpu) {}
 
   c10::DataPtr allocate(size_t n) override {
     if (n == 0) return inner->allocate(0);  // no bytes to count, and no unique pointer to key
     // Uncounted, it keeps the inner allocator's own deleter, so its free is not counted either.
-    if (pausable && g_cpu_paused.load()) return inner->allocate(n);
+    if ((pausable ? g_cpu_paused : g_meta_paused).load()) return inner->allocate(n);
     const auto bytes = static_cast<int64_t>(n);
     const int64_t before = g_cpu.current.fetch_add(bytes);
     const int64_t cap = g_cpu.cap.load();
@@ -576,6 +581,9 @@ int oomlab_meta_install(char* err, size_t len) noexcept {
 
 // Pauses (1) or resumes (0) the counting of the CPU's allocations: see g_cpu_paused.
 void oomlab_cpu_pause(int on) noexcept { g_cpu_paused.store(on != 0); }
+
+// Pauses (1) or resumes (0) the counting of the meta device's allocations: see g_meta_paused.
+void oomlab_meta_pause(int on) noexcept { g_meta_paused.store(on != 0); }
 
 // A copy of `t` on the meta device (its shape, strides' layout and dtype; no data), as a new
 // heap tensor the caller owns; null with `err` on failure.

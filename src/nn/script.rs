@@ -164,6 +164,30 @@ pub fn as_cuda_recording<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// What tells one meta module from another in [`META_MODULES`]: the file (its path, length and
+/// time of change), the floating-point type, and whether made for a CUDA recording.
+type MetaKey = (std::path::PathBuf, u64, Option<std::time::SystemTime>, Kind, bool);
+
+/// Modules loaded for the meta device, kept for the next load of the same file: a meta module
+/// holds no data, and reading a large file again for each recording (an estimate makes six or
+/// more) would take most of the estimate's time (a 500 MB GPT-2 small: seconds a load). A kept
+/// module is handed out only while nobody else holds it, with fresh tensors in every slot.
+static META_MODULES: std::sync::Mutex<Vec<(MetaKey, Arc<CModule>)>> = std::sync::Mutex::new(Vec::new());
+
+/// Lets go of the tensors of every kept meta module that nobody holds (the last recording's
+/// parameters, their gradients): each slot gets an uncounted placeholder of its shape. For
+/// before a recording's log opens (`train::record`): freed inside it, they would read as
+/// memory the step frees that it never made.
+pub fn release_kept() {
+    let modules = META_MODULES.lock().unwrap_or_else(|e| e.into_inner());
+    for (key, module) in modules.iter().filter(|(_, m)| Arc::strong_count(m) == 1) {
+        crate::ffi::meta_pause(true);
+        // On failure the module keeps its tensors; the next load replaces them all the same.
+        let _ = crate::ffi::script_to(module, crate::ffi::META, key.3);
+        crate::ffi::meta_pause(false);
+    }
+}
+
 /// Loads a TorchScript module for training with libtorch's tensors: on `place.device`, its
 /// floating tensors in `place.kind`, in training mode, the graph executor run unoptimised.
 pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>)> {
@@ -178,6 +202,47 @@ pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>
         };
         return Err(TchError::FileFormat(format!("{}: {why}", path.display())));
     }
+    if place.device != crate::ffi::META {
+        let module = Arc::new(read(path, place)?);
+        let params = trained(path, &module)?;
+        return Ok((module, params));
+    }
+    let for_cuda = FOR_CUDA.with(|c| c.get());
+    let meta = std::fs::metadata(path).ok();
+    let key: MetaKey = (
+        path.to_path_buf(),
+        meta.as_ref().map_or(0, |m| m.len()),
+        meta.and_then(|m| m.modified().ok()),
+        place.kind,
+        for_cuda,
+    );
+    let kept = {
+        let modules = META_MODULES.lock().unwrap_or_else(|e| e.into_inner());
+        modules.iter().find(|(k, m)| *k == key && Arc::strong_count(m) == 1).map(|(_, m)| Arc::clone(m))
+    };
+    let module = match kept {
+        Some(module) => {
+            // Fresh tensors in its slots, made as the first load made them: the last recording's
+            // gradients and optimizer state went with the old ones.
+            crate::ffi::script_to(&module, place.device, place.kind).map_err(TchError::Torch)?;
+            crate::ffi::script_on_device(&module);
+            module
+        }
+        None => {
+            let module = Arc::new(read(path, place)?);
+            let mut modules = META_MODULES.lock().unwrap_or_else(|e| e.into_inner());
+            modules.retain(|(k, _)| k.0 != key.0);
+            modules.push((key, Arc::clone(&module)));
+            module
+        }
+    };
+    let params = trained(path, &module)?;
+    Ok((module, params))
+}
+
+/// The module in `path` read, checked and made ready: its tensors on `place.device` in
+/// `place.kind`, in training mode.
+fn read(path: &Path, place: Place) -> Result<CModule> {
     // Its records' declared sizes before libtorch inflates any: a zip bomb is refused here.
     super::archive::check(path, crate::device::host_memory())
         .map_err(|why| TchError::FileFormat(format!("{} {why}", path.display())))?;
@@ -214,6 +279,11 @@ pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>
         crate::ffi::script_attention_without_dropout(&module);
     }
     module.f_set_train()?;
+    Ok(module)
+}
+
+/// The parameters to train, each once; an error where there are none.
+fn trained(path: &Path, module: &CModule) -> Result<Vec<Tensor>> {
     // Every parameter, as `torch.optim.Adam(model.parameters())` takes them: one saved with
     // `requires_grad = False` (a frozen backbone) gets no gradient, so the optimizer skips it
     // and makes it no state, as torch.optim does. A tensor listed under two names (GPT-2's
@@ -234,7 +304,7 @@ pub fn load(path: &Path, place: Place) -> Result<(Arc<CModule>, Vec<tch::Tensor>
             path.display()
         )));
     }
-    Ok((Arc::new(module), params))
+    Ok(params)
 }
 
 /// The tensors in order, each once: the first of the names a tied tensor has, as

@@ -6,15 +6,38 @@
 //! turn and that the checkpointed segments fit in them.
 //! A module that fails any of these would fail every trial; it is refused at once instead, with
 //! the file and what is wrong.
+//!
+//! An estimate for a GPU, which records its step on the meta device, checks on meta too
+//! ([`preflight_shapes`]): the checks read shapes, dtypes and whether the output needs a
+//! gradient, none of which needs the arithmetic that makes a large model's forward take tens of
+//! seconds on a CPU.
 use anyhow::{Context, Result};
 use tch::{Device, Kind};
 
 use crate::nn::script::Script;
-use crate::nn::CPU_F32;
+use crate::nn::{Place, CPU_F32};
 use crate::spec::{Checkpoint, ModelSpec, Spec};
 
 /// Checks every TorchScript module of `spec`'s configurations, on the CPU in float32.
 pub fn preflight(spec: &Spec) -> Result<()> {
+    check(spec, CPU_F32)
+}
+
+/// [`preflight`], on the meta device where it can run there: for an estimate whose step is
+/// recorded on meta (`train::record`). Anything meta cannot check (an op without
+/// a meta kernel; children to compare by value) is checked on the CPU, whose answer, pass or
+/// error, is the one given.
+pub fn preflight_shapes(spec: &Spec) -> Result<()> {
+    let on_meta = crate::ffi::meta_install().is_ok()
+        && check(spec, Place { kind: Kind::Float, device: crate::ffi::META }).is_ok();
+    if on_meta {
+        return Ok(());
+    }
+    preflight(spec)
+}
+
+/// The checks, with the module and two rows of data on `place` (the CPU, or meta).
+fn check(spec: &Spec, place: Place) -> Result<()> {
     let mut checked = Vec::new();
     for (variant, config) in spec.configs() {
         let ModelSpec::Torchscript(script) = &config.model else { continue };
@@ -30,13 +53,13 @@ pub fn preflight(spec: &Spec) -> Result<()> {
         // libtorch's own words, without its C++ backtrace.
         let said = |e: tch::TchError| anyhow::anyhow!("{}", crate::nn::script::words(&e));
         // Two rows are all the check reads: a data set oomlab makes is made with no more.
-        let data = super::data::make(&config.data.with_samples_at_most(2), Kind::Float, Device::Cpu)
+        let data = super::data::make(&config.data.with_samples_at_most(2), place.kind, place.device)
             .map_err(said)
             .with_context(|| {
                 format!("{}: making two rows of its data ({} data)", at(), config.data.kind())
             })?;
         let mut module: Script<tch::Tensor> =
-            Script::new(script, data.classes, CPU_F32).map_err(said).with_context(at)?;
+            Script::new(script, data.classes, place).map_err(said).with_context(at)?;
         let rows = |t: &tch::Tensor| t.f_narrow(0, 0, data.samples().min(2) as i64);
         let extra = data.extra.iter().map(rows).collect::<Result<Vec<_>, _>>().with_context(at)?;
         let (x, y) = (rows(&data.x).with_context(at)?, rows(&data.y).with_context(at)?);
@@ -70,6 +93,9 @@ pub fn preflight(spec: &Spec) -> Result<()> {
             );
         }
         if !module.children().is_empty() {
+            if place.device != Device::Cpu {
+                anyhow::bail!("{}: its children are compared with its forward by value, on the CPU", at());
+            }
             chain(&mut module, &x).map_err(|e| anyhow::anyhow!("{} {e}", at()))?;
             segments_fit(module.units(), config.training.techniques.checkpoint)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;

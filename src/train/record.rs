@@ -65,30 +65,67 @@ pub fn record(config: &Config) -> Result<Recording> {
 
 /// [`record`], of the step as it stands for a CUDA run: a TorchScript module's attention
 /// without dropout, so that the CPU runs its flash kernel, whose outputs are CUDA's fused
-/// kernels' (which keep no dropout mask), where with dropout it would run the math path and keep
+/// kernels' (which keep no mask), where with dropout it would run the math path and keep
 /// `[L, L]` scores that no CUDA kernel keeps (`nn::script::as_cuda_recording`).
 ///
 /// The step runs on the meta device where it can ([`record_on_meta`]: in seconds, whatever the
 /// model's size), else on this CPU, the recording saying why not on meta.
 pub fn record_for_cuda(config: &Config) -> Result<Recording> {
-    crate::nn::script::as_cuda_recording(|| {
-        if !META_ALLOWED.load(std::sync::atomic::Ordering::Relaxed) {
-            return record(config);
-        }
-        record_on_meta(config).or_else(|why| {
-            let not_meta = Some(no_meta_kernel(&format!("{why:#}")));
-            Ok(Recording { on: RecordedOn::Cpu { not_meta }, ..record(config)? })
-        })
+    crate::nn::script::as_cuda_recording(|| match meta_for(true) {
+        true => on_meta_or_cpu(config),
+        false => record(config),
     })
 }
 
-/// Whether [`record_for_cuda`] may record on the meta device: set once by a command
-/// (`estimate --record-on cpu` forbids it, to check a meta recording against the CPU's).
-static META_ALLOWED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+/// [`record`], of the step as it stands for a CPU run: through this CPU's kernels, which count
+/// their libraries' scratch too, unless the meta device was asked for ([`choose`]).
+pub fn record_for_cpu(config: &Config) -> Result<Recording> {
+    match meta_for(false) {
+        true => on_meta_or_cpu(config),
+        false => record(config),
+    }
+}
 
-/// Lets [`record_for_cuda`] record on the meta device (the default), or not.
-pub fn allow_meta(allowed: bool) {
-    META_ALLOWED.store(allowed, std::sync::atomic::Ordering::Relaxed);
+/// [`record_on_meta`], else [`record`] with the reason meta could not record it.
+fn on_meta_or_cpu(config: &Config) -> Result<Recording> {
+    record_on_meta(config).or_else(|why| {
+        let not_meta = Some(no_meta_kernel(&format!("{why:#}")));
+        Ok(Recording { on: RecordedOn::Cpu { not_meta }, ..record(config)? })
+    })
+}
+
+/// Where recordings are made: a command's choice (`estimate --record-on`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordWhere {
+    /// On the meta device for a CUDA estimate; through the CPU's kernels for a CPU one, whose
+    /// libraries' scratch a meta recording leaves out.
+    Default,
+    /// On the meta device for both (where the step can run there).
+    Meta,
+    /// Through the CPU's kernels for both: the check of a meta recording.
+    Cpu,
+}
+
+/// The choice [`choose`] set, as a number: 0 default, 1 meta, 2 cpu.
+static RECORD_WHERE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// Sets where recordings are made, once, for the command.
+pub fn choose(at: RecordWhere) {
+    let n = match at {
+        RecordWhere::Default => 0,
+        RecordWhere::Meta => 1,
+        RecordWhere::Cpu => 2,
+    };
+    RECORD_WHERE.store(n, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether a recording for a CUDA (`for_cuda`) or a CPU estimate is made on the meta device.
+fn meta_for(for_cuda: bool) -> bool {
+    match RECORD_WHERE.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => for_cuda,
+        1 => true,
+        _ => false,
+    }
 }
 
 /// [`record`], with the step on libtorch's meta device: every op's outputs made as shapes (its
@@ -176,6 +213,8 @@ fn record_on(config: &Config, device: tch::Device) -> Result<Recording> {
     ffi::cpu_install().map_err(anyhow::Error::msg)?;
     let cap = ffi::cpu_cap();
     ffi::cpu_set_cap(None);
+    // A module kept from the last recording lets go of its tensors before the log opens.
+    crate::nn::script::release_kept();
     let probe = Unguarded { device };
     let mut phases = Vec::new();
     let (row, log) = ffi::cpu_events_with_ops(|| {

@@ -159,6 +159,25 @@ fn the_models_people_train_train_as_pytorch_trains_them_and_are_estimated() {
             let _in_process = common::in_process();
             oomlab::estimate::predict(&spec.base)
         };
+        // Recorded on meta (`--record-on meta`), the CPU estimate leaves out the CPU libraries'
+        // scratch alone, and says so: at most what the CPU recording predicts.
+        let on_meta = oomlab()
+            .current_dir(sb.path())
+            .args(["estimate", &format!("{name}.toml"), "--device", "cpu", "--record-on", "meta", "--json"])
+            .output()
+            .unwrap();
+        let on_meta: serde_json::Value = serde_json::from_slice(&on_meta.stdout)
+            .unwrap_or_else(|e| panic!("{name}: {e}: {}", String::from_utf8_lossy(&on_meta.stderr)));
+        let meta = &on_meta[0]["points"][0]["prediction"];
+        if !meta["notes"][0].as_str().unwrap_or_default().contains("recorded on the meta device") {
+            failures.push(format!("{name}: its CPU estimate was not recorded on meta: {}", meta["notes"]));
+        }
+        if let (Ok(p), Some(m)) = (&predicted, meta["peak"].as_u64()) {
+            if m > p.peak {
+                failures
+                    .push(format!("{name}: recorded on meta, its CPU estimate's peak {m} is over the CPU's"));
+            }
+        }
         match predicted {
             Err(e) => failures.push(format!("{name}: no CPU estimate: {e:#}")),
             Ok(predicted) => {

@@ -7,14 +7,14 @@ use anyhow::Result;
 
 use super::{accumulation, Fit, On, Replayed};
 use crate::spec::Config;
-use crate::train::record::{record, record_for_cuda, RecordedOn, Recording};
+use crate::train::record::{record_for_cpu, record_for_cuda, RecordedOn, Recording};
 
 /// A recording of `config`'s step, as it stands for a CUDA run where `for_cuda`.
 fn record_as(config: &Config, for_cuda: bool) -> Result<Recording> {
     if for_cuda {
         record_for_cuda(config)
     } else {
-        record(config)
+        record_for_cpu(config)
     }
 }
 

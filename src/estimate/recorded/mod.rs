@@ -649,8 +649,14 @@ pub(super) fn predict(
         false => String::new(),
     };
     let on = match &fit.on {
-        RecordedOn::Meta => {
+        RecordedOn::Meta if cuda => {
             "on the meta device (every op's outputs as shapes: no arithmetic, no memory)".to_string()
+        }
+        // What a CPU run takes besides its ops' outputs (oneDNN's and MKL's buffers) is not in it.
+        RecordedOn::Meta => {
+            "on the meta device (every op's outputs as shapes: no arithmetic, no memory; the \
+                             CPU libraries' own scratch, which a run here also takes, left out)"
+                .to_string()
         }
         RecordedOn::Cpu { not_meta: None } => "on this CPU".to_string(),
         RecordedOn::Cpu { not_meta: Some(why) } => format!("on this CPU (not on the meta device: {why})"),
