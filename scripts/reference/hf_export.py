@@ -12,7 +12,9 @@ three things wrong, which this module mends:
    becomes "the device of a parameter" and every float64 dtype constant "the dtype of a floating
    parameter"; the model's own float32 upcasts (softmax in float32, RMSNorm) are left as they
    are, and float64's finfo min/max become -inf/inf ([`make_portable`]). A model that branches in
-   Python on its weights' dtype (T5) is traced in the dtype it will train in, and runs in that one.
+   Python on its weights' dtype (T5) is traced in the dtype it will train in, and runs in that one;
+   so is a model whose float64 copy would not fit this machine's memory beside it (a 1 B-parameter
+   decoder takes 8 GB in float64 besides its 4 GB in float32) ([`too_big_for_float64`]).
 2. Under a trace, transformers' masking code assumes padded or packed batches and passes a
    materialized `[B, 1, L, L]` causal mask to attention (`is_causal=False`, which on CUDA rules
    out the flash kernel). oomlab's batches neither pad nor pack: [`NoMaskUnderTrace`] keeps
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -117,6 +120,17 @@ def dtype_specific(model: nn.Module) -> bool:
     branch of the dtype it ran in (T5's feed-forward keeps float32 where its weights are not
     half): such a file runs in the dtype it is saved in only."""
     return getattr(model.config, "model_type", "") in ("t5", "mt5", "umt5", "longt5")
+
+
+def too_big_for_float64(model: nn.Module) -> bool:
+    """Whether tracing `model` in float64 would need more than this machine's memory: its float64
+    copy beside the float32 one it is built in, with room for the trace's activations and the
+    save (half the memory)."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return False
+    return sum(p.numel() for p in model.parameters()) * (8 + 4) > memory // 2
 
 
 class NoMaskUnderTrace:
@@ -249,17 +263,21 @@ def trace(model: nn.Module, example: tuple, dtype: torch.dtype) -> tuple[torch.j
     wrapped = Logits(model)
     wrapped.train()
     specific = dtype_specific(model)
-    at = dtype if specific else torch.float64
+    big = not specific and too_big_for_float64(model)
+    at = dtype if specific or big else torch.float64
     wrapped.to(at)
     example = tuple(x.to(at) if x.is_floating_point() else x for x in example)
     with NoMaskUnderTrace():
         traced = torch.jit.trace(wrapped, example, check_trace=False)
-    unmended = make_portable(traced, at, patch_dtype=not specific)
+    unmended = make_portable(traced, at, patch_dtype=not (specific or big))
     if unmended:
         raise SystemExit("export-model: the trace holds what would tie it to this machine: " + "; ".join(unmended))
     traced.to(dtype)
     how = f"traced (train mode, in {str(at).replace('torch.', '')}, device- and dtype-portable)"
+    name = str(dtype).replace("torch.", "")
     if specific:
-        how = (f"traced in {str(dtype).replace('torch.', '')} (train mode; it branches on its dtype, so it runs "
-               f"in {str(dtype).replace('torch.', '')} only)")
+        how = f"traced in {name} (train mode; it branches on its dtype, so it runs in {name} only)"
+    elif big:
+        how = (f"traced in {name} (train mode; its float64 copy would not fit this machine's memory beside it, so "
+               f"it runs in {name} only: for another training.dtype export it with --dtype)")
     return traced, how

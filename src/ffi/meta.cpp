@@ -317,6 +317,14 @@ const Tensor& resize_(const Tensor& self, c10::SymIntArrayRef size_sym, std::opt
   return self;
 }
 
+// A fused optimizer's step (`_fused_adam_`, `_fused_adamw_`, `_fused_sgd_`, `_fused_adagrad_`):
+// in place on every list it is given, with nothing allocated, on the CPU as on CUDA (whose
+// kernels take the lists as launch arguments); on meta, nothing to do. Boxed, so that one
+// function serves every overload: the arguments are dropped, and the op returns nothing.
+void fused_optimizer_step(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  torch::jit::drop(*stack, op.schema().arguments().size());
+}
+
 }  // namespace oomlab_meta
 
 // Registered when a step is first recorded on meta (`oomlab_meta_install`), not at the program's
@@ -345,6 +353,10 @@ extern "C" void oomlab_meta_register() {
     m->impl("floor_divide", oomlab_meta::floor_divide);
     m->impl("_scaled_dot_product_flash_attention_for_cpu", oomlab_meta::sdpa_flash_cpu);
     m->impl("_scaled_dot_product_flash_attention_for_cpu_backward", oomlab_meta::sdpa_flash_cpu_backward);
+    for (const char* fused : {"_fused_adam_", "_fused_adam_.tensor_lr", "_fused_adamw_", "_fused_adamw_.tensor_lr",
+                              "_fused_sgd_", "_fused_sgd_.tensor_lr", "_fused_adagrad_", "_fused_adagrad_.tensor_lr"}) {
+      m->impl(fused, torch::CppFunction::makeFromBoxedFunction<&oomlab_meta::fused_optimizer_step>());
+    }
     return m;
   }();
   static auto* autograd = [] {

@@ -147,6 +147,10 @@ fn a_scripted_mlp_gets_the_built_in_mlps_cuda_bytes_phase_by_phase() {
                 got.notes
             );
             let case = format!("{optimizer:?} {implementation:?} accumulation {accumulation} on device {on_device} batch {batch}");
+            // Every implementation runs on meta (the fused ones through oomlab's meta kernels).
+            if !got.notes.iter().any(|n| n.contains("recorded on the meta device")) {
+                failures.push(format!("{case}: not recorded on the meta device: {:?}", got.notes));
+            }
             if bytes(&want) != bytes(&got)
                 || (want.baseline_allocated, want.baseline_reserved)
                     != (got.baseline_allocated, got.baseline_reserved)
