@@ -67,7 +67,11 @@ impl Guide {
     /// "guided by the estimate (predicted 19215)" or "unguided: <why>".
     pub fn describe(&self) -> String {
         match self {
-            Guide::Guess(0) => "guided by the estimate (predicted: nothing fits)".into(),
+            // The guess is taken at the bound (see `guide_within`), which may put 1 over the
+            // budget where the estimate itself fits a few (a large model's optimizer step).
+            Guide::Guess(0) => {
+                "guided by the estimate (at its bound not even 1 fits: tried from 1 up)".into()
+            }
             Guide::Guess(g) => format!("guided by the estimate (predicted {g})"),
             Guide::Unguided(why) => format!("unguided: {why}"),
         }

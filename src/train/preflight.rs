@@ -30,6 +30,8 @@ pub fn preflight(spec: &Spec) -> Result<()> {
 pub fn preflight_shapes(spec: &Spec) -> Result<()> {
     let on_meta = crate::ffi::meta_install().is_ok()
         && check(spec, Place { kind: Kind::Float, device: crate::ffi::META }).is_ok();
+    // The modules it loaded are kept for the recordings, without the bytes their tensors count.
+    crate::nn::script::release_kept();
     if on_meta {
         return Ok(());
     }

@@ -224,6 +224,9 @@ fn record_on(config: &Config, device: tch::Device) -> Result<Recording> {
         })
     });
     ffi::cpu_set_cap(cap);
+    // And after it closes: a kept module's tensors are counted like any other, and would stay in
+    // the process's allocated bytes until the next recording (under a later run's budget).
+    crate::nn::script::release_kept();
     let row = row?;
     let ffi::Log { events, ops, tags, reduces, convs, threads, attns } = log;
     let (events, ops, tags) = in_one_order(events, ops, tags, &threads);

@@ -129,6 +129,9 @@ fn a_scripted_mlp_gets_the_built_in_mlps_cuda_bytes_phase_by_phase() {
         (momentum, Some(OptimizerImpl::ForLoop), 9, true),
     ];
     let mut failures = Vec::new();
+    // What the process holds before: the recordings' modules, kept on meta for the next, must not
+    // keep counted bytes after them (a later run in the process would have less of its budget).
+    let before = oomlab::ffi::cpu_stats().allocated;
     for (optimizer, implementation, accumulation, on_device) in cases {
         for batch in [32, 2048] {
             let mut pair = [built_in.clone(), scripted.clone()];
@@ -180,6 +183,7 @@ fn a_scripted_mlp_gets_the_built_in_mlps_cuda_bytes_phase_by_phase() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert_eq!(oomlab::ffi::cpu_stats().allocated, before, "bytes left allocated by the recordings");
     // The estimate says what it did, and that no GPU has confirmed it yet.
     scripted.training.batch_size = 64;
     let p = predict(&scripted);
