@@ -85,11 +85,8 @@ pub fn run(args: AdviseArgs) -> Result<()> {
     }
     let plan = Plan::here(spec::load(&args.spec)?, args.target.overrides());
     spec::csv_data::preflight(&plan.spec)?;
-    // For a GPU, on the meta device where the step will be recorded: no arithmetic.
-    match plan.target {
-        Target::Cuda => crate::train::preflight::preflight_shapes(&plan.spec)?,
-        Target::Cpu => crate::train::preflight::preflight(&plan.spec)?,
-    }
+    // Where the step will be recorded (on meta: no arithmetic).
+    crate::train::preflight::for_estimate(&plan.spec, plan.target == Target::Cuda)?;
     if !args.no_write {
         let _out = crate::run::check_out(&args.out)?;
     }

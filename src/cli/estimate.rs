@@ -119,13 +119,8 @@ pub fn run(args: EstimateArgs) -> Result<()> {
     });
     // A module of the user's is checked before it is recorded, as before a run: a bad file, an
     // output its loss cannot read, children that are not its forward.
-    // For a GPU, on the meta device where the step will be recorded: no arithmetic.
-    match (plan.target, args.record_on) {
-        (Target::Cuda, _) | (Target::Cpu, Some(RecordOn::Meta)) => {
-            crate::train::preflight::preflight_shapes(&plan.spec)?
-        }
-        (Target::Cpu, _) => crate::train::preflight::preflight(&plan.spec)?,
-    }
+    // Where the step will be recorded (on meta: no arithmetic).
+    crate::train::preflight::for_estimate(&plan.spec, plan.target == Target::Cuda)?;
     let arch = arch_for(plan.target, args.gpu, plan.budget)?;
     // The estimate answers for the budget; a run here would meet the machine's own limit first.
     if let (Target::Cpu, Some(b)) = (plan.target, plan.budget) {

@@ -175,10 +175,10 @@ type MetaKey = (std::path::PathBuf, u64, Option<std::time::SystemTime>, Kind, bo
 static META_MODULES: std::sync::Mutex<Vec<(MetaKey, Arc<CModule>)>> = std::sync::Mutex::new(Vec::new());
 
 /// Lets go of the tensors of every kept meta module that nobody holds (the last recording's
-/// parameters, their gradients): each slot gets an uncounted placeholder of its shape. Before a
-/// recording's log opens (`train::record`): freed inside it, they would read as memory the step
-/// frees that it never made; and once a module is done with: counted, they would stay in the
-/// process's allocated bytes (a later run's budget).
+/// parameters, their gradients): each slot gets an uncounted placeholder of its shape. Called
+/// once a recording or a preflight is done with its module (`train::record`,
+/// `train::preflight`): counted, its tensors would stay in the process's allocated bytes (a later
+/// run's budget), and be freed inside the next recording's log as memory the step never made.
 pub fn release_kept() {
     let modules = META_MODULES.lock().unwrap_or_else(|e| e.into_inner());
     for (key, module) in modules.iter().filter(|(_, m)| Arc::strong_count(m) == 1) {

@@ -7,8 +7,8 @@
 //! A module that fails any of these would fail every trial; it is refused at once instead, with
 //! the file and what is wrong.
 //!
-//! An estimate for a GPU, which records its step on the meta device, checks on meta too
-//! ([`preflight_shapes`]): the checks read shapes, dtypes and whether the output needs a
+//! An estimate whose step is recorded on the meta device checks on meta too
+//! ([`for_estimate`]): the checks read shapes, dtypes and whether the output needs a
 //! gradient, none of which needs the arithmetic that makes a large model's forward take tens of
 //! seconds on a CPU.
 use anyhow::{Context, Result};
@@ -23,11 +23,22 @@ pub fn preflight(spec: &Spec) -> Result<()> {
     check(spec, CPU_F32)
 }
 
-/// [`preflight`], on the meta device where it can run there: for an estimate whose step is
-/// recorded on meta (`train::record`). Anything meta cannot check (an op without
-/// a meta kernel; children to compare by value) is checked on the CPU, whose answer, pass or
-/// error, is the one given.
-pub fn preflight_shapes(spec: &Spec) -> Result<()> {
+/// The checks before an estimate's recordings: on the meta device where those are made there
+/// (`train::record::meta_for`), else [`preflight`]. For CUDA, with the module loaded as a CUDA
+/// recording loads it (`nn::script::as_cuda_recording`), so that the first recording takes the
+/// module these checks kept rather than reading its file again.
+pub fn for_estimate(spec: &Spec, for_cuda: bool) -> Result<()> {
+    match (super::record::meta_for(for_cuda), for_cuda) {
+        (false, _) => preflight(spec),
+        (true, true) => crate::nn::script::as_cuda_recording(|| preflight_shapes(spec)),
+        (true, false) => preflight_shapes(spec),
+    }
+}
+
+/// [`preflight`], on the meta device where it can run there. Anything meta cannot check (an op
+/// without a meta kernel; children to compare by value) is checked on the CPU, whose answer,
+/// pass or error, is the one given.
+fn preflight_shapes(spec: &Spec) -> Result<()> {
     let on_meta = crate::ffi::meta_install().is_ok()
         && check(spec, Place { kind: Kind::Float, device: crate::ffi::META }).is_ok();
     // The modules it loaded are kept for the recordings, without the bytes their tensors count.

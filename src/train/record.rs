@@ -119,8 +119,9 @@ pub fn choose(at: RecordWhere) {
     RECORD_WHERE.store(n, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Whether a recording for a CUDA (`for_cuda`) or a CPU estimate is made on the meta device.
-fn meta_for(for_cuda: bool) -> bool {
+/// Whether a recording for a CUDA (`for_cuda`) or a CPU estimate is made on the meta device
+/// (where the step can run there).
+pub fn meta_for(for_cuda: bool) -> bool {
     match RECORD_WHERE.load(std::sync::atomic::Ordering::Relaxed) {
         0 => for_cuda,
         1 => true,
@@ -213,8 +214,6 @@ fn record_on(config: &Config, device: tch::Device) -> Result<Recording> {
     ffi::cpu_install().map_err(anyhow::Error::msg)?;
     let cap = ffi::cpu_cap();
     ffi::cpu_set_cap(None);
-    // A module kept from the last recording lets go of its tensors before the log opens.
-    crate::nn::script::release_kept();
     let probe = Unguarded { device };
     let mut phases = Vec::new();
     let (row, log) = ffi::cpu_events_with_ops(|| {
@@ -224,8 +223,9 @@ fn record_on(config: &Config, device: tch::Device) -> Result<Recording> {
         })
     });
     ffi::cpu_set_cap(cap);
-    // And after it closes: a kept module's tensors are counted like any other, and would stay in
-    // the process's allocated bytes until the next recording (under a later run's budget).
+    // A kept module's tensors are counted like any other: let go of once the log closes, they
+    // neither stay in the process's allocated bytes (a later run's budget) nor are freed inside
+    // the next recording's log.
     crate::nn::script::release_kept();
     let row = row?;
     let ffi::Log { events, ops, tags, reduces, convs, threads, attns } = log;
