@@ -199,6 +199,15 @@ pub const EFFICIENT_ATTENTION: Rule = Rule {
     margin: 0.15,
     reserved_margin: 0.0,
 };
+pub const EFFICIENT_ATTENTION_BIAS: Rule = Rule {
+    name: "attention-efficient-bias",
+    covers: "memory-efficient attention with a mask that needs a gradient (T5's position bias), float32 heads \
+             of 32 to 64: recorded on the meta device as PyTorch 2.11's CUDA sources allocate (the mask expanded, \
+             its gradient [batch, heads, queries, keys rounded up to 16]), not yet measured on a GPU",
+    confirmed: None,
+    margin: 0.15,
+    reserved_margin: 0.15,
+};
 pub const CUDNN_ATTENTION: Rule = Rule {
     name: "attention-cudnn",
     covers: "scaled_dot_product_attention through cuDNN (fp16 and bf16 on Hopper), at the shapes an H200 \

@@ -8,6 +8,10 @@
 // makes (scratch, casts, column buffers) are not allocated. Each kernel names the CPU kernel it
 // mirrors (aten/src/ATen/native/...).
 //
+// One exception, CUDA's memory-efficient attention (below), which the CPU does not have: its
+// kernels allocate everything CUDA's do on the device, temporaries included, because no replay
+// adds them afterwards.
+//
 // `oomlab_meta_register` registers them, once: the shape functions for the Meta key, and
 // scaled_dot_product_attention's backend choice for AutogradMeta.
 #include <ATen/ATen.h>
@@ -19,6 +23,7 @@
 #include <ATen/ops/scaled_dot_product_attention_native.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <limits>
 
 namespace oomlab_meta {
@@ -270,8 +275,99 @@ std::tuple<Tensor, Tensor, Tensor> sdpa_flash_cpu_backward(const Tensor& grad_ou
 // runs), asks the CPU's own choice function (_fused_sdp_choice_cpp, which reads only shapes,
 // dtypes, strides and flags) and takes the same path: the flash-for-CPU op (with its bool mask
 // made additive as the CPU does), or else the composite unchanged (the math path).
+// ---------------------------------------------------------------- CUDA's memory-efficient attention
+// Whether the step recorded stands for a CUDA step (`oomlab_meta_sdpa_as_cuda`): then an
+// attention whose mask needs a gradient (T5's learned position bias) runs as CUDA runs it, where
+// the CPU would take its math path, which keeps [L, L] scores and their gradients that no CUDA
+// kernel keeps.
+std::atomic<bool> g_sdpa_as_cuda{false};
+
+// The case the estimate models (src/estimate/graph/efficient.rs): float32, query and value heads
+// alike, of 32 to 64 and a multiple of 4: the backward kernel `fmha_cutlassB_f32_aligned_64x64`,
+// whose workspace is known. Other dtypes and heads keep the math path (and the CUDA estimate
+// refuses it, naming why).
+bool efficient_modelled(const Tensor& q, const Tensor& k, const Tensor& v) {
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || q.scalar_type() != kFloat) return false;
+  const int64_t d = q.size(3);
+  return d == v.size(3) && d >= 32 && d <= 64 && d % 4 == 0;
+}
+
+// Mirrors scaled_dot_product_attention's efficient_attention case on CUDA (attention.cpp):
+// preprocess_mask pads a mask whose strides are not multiples of 8 (pad_bias: `pad` by
+// 8 - last % 8 columns, then sliced back) and expands it to [B, H, M, N] (a view, whose backward
+// sums the bias gradient back to the mask's shape); the logsumexp is kept only when the query,
+// key or value needs a gradient (should_compute_logsumexp).
+Tensor sdpa_efficient_front(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, double dropout_p,
+                            bool is_causal, std::optional<double> scale) {
+  Tensor m = mask;
+  bool aligned = m.stride(-1) == 1;
+  for (int64_t i = 0; i + 1 < m.dim(); ++i) aligned = aligned && m.stride(i) % 8 == 0;
+  if (!aligned) {
+    const int64_t last = m.size(-1);
+    m = at::pad(m, {0, 8 - last % 8}).slice(-1, 0, last);
+  }
+  m = m.expand({q.size(0), q.size(1), q.size(2), k.size(2)});
+  const bool lse = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  return std::get<0>(at::_scaled_dot_product_efficient_attention(q, k, v, m, lse, dropout_p, is_causal, scale));
+}
+
+// Mirrors _scaled_dot_product_efficient_attention_cuda and _efficient_attention_forward
+// (transformers/cuda/attention.cu; torch/_meta_registrations.py agrees): the output made
+// [B, M, H, Kv] and returned transposed; the logsumexp [B, H, M rounded up to 32] in float
+// (kAlignLSE), without rows when not asked for; dropout's seed and offset on the host, as CUDA
+// keeps them outside graph capture (Note [Seed and Offset Device]). float32 needs no output
+// accumulator.
+std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_efficient(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                          const std::optional<Tensor>& attn_bias,
+                                                          bool compute_log_sumexp, double dropout_p, bool is_causal,
+                                                          std::optional<double> scale) {
+  const int64_t B = q.size(0), H = q.size(1), M = q.size(2), Kv = v.size(3);
+  Tensor out = at::empty({B, M, H, Kv}, q.options());
+  Tensor lse = at::empty({B, H, compute_log_sumexp ? (M + 31) / 32 * 32 : 0}, q.options().dtype(kFloat));
+  Tensor seed = at::empty({}, at::dtype(kLong));
+  Tensor offset = at::empty({}, at::dtype(kLong));
+  return {out.transpose(1, 2), lse, seed, offset};
+}
+
+// Mirrors _scaled_dot_product_efficient_attention_backward_cuda and _efficient_attention_backward
+// (transformers/cuda/attention_backward.cu), float32, in their order: the incoming gradient
+// transposed to [B, M, H, Kv] and made contiguous (a copy unless it is); the three gradients,
+// each new [B, _, H, _]; the bias's gradient where asked, its last dimension padded to 16 and
+// sliced back; float32's delta computed outside the kernel, (grad_out * out).sum(-1) transposed
+// and made contiguous, whose product and sum are freed at once; then the kernel's workspace (the
+// query gradient's split-key tiles: src/estimate/graph/efficient.rs, measured on an H200),
+// freed with the delta and the copy when the kernel returns.
+std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_efficient_backward(
+    const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_bias,
+    const Tensor& out, const Tensor& logsumexp, const Tensor& philox_seed, const Tensor& philox_offset,
+    double dropout_p, std::array<bool, 4> grad_input_mask, bool is_causal, std::optional<double> scale) {
+  if (!grad_out.defined()) return {};
+  const int64_t B = q.size(0), H = q.size(1), M = q.size(2), K = q.size(3), N = k.size(2), Kv = v.size(3);
+  Tensor g = grad_out.transpose(1, 2).contiguous();
+  Tensor grad_q = at::empty({B, M, H, K}, q.options());
+  Tensor grad_k = at::empty({B, N, H, K}, k.options());
+  Tensor grad_v = at::empty({B, N, H, Kv}, v.options());
+  Tensor grad_bias;
+  if (grad_input_mask[3] && attn_bias.defined()) {
+    std::vector<int64_t> sizes = attn_bias.sizes().vec();
+    const int64_t last = sizes.back();
+    sizes.back() = (last + 15) / 16 * 16;
+    grad_bias = at::empty(sizes, attn_bias.options()).slice(-1, 0, last);
+  }
+  Tensor delta = (g * out.transpose(1, 2)).sum(-1).transpose(-2, -1).contiguous();
+  const int64_t tile = 4 + 64 * 64;
+  const int64_t per_bh = ((M + 63) / 64 * ((K + 63) / 64) * tile + 3) / 4 * 4;
+  Tensor workspace = at::empty({B * H * per_bh * 4}, q.options().dtype(kByte));
+  return {grad_q.transpose(1, 2), grad_k.transpose(1, 2), grad_v.transpose(1, 2), grad_bias};
+}
+
 Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& attn_mask,
             double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa) {
+  // CUDA takes its memory-efficient kernel here (flash and cuDNN take no float32, and no mask).
+  if (g_sdpa_as_cuda.load() && attn_mask.has_value() && attn_mask->defined() && attn_mask->requires_grad() &&
+      at::GradMode::is_enabled() && !enable_gqa && efficient_modelled(q, k, v)) {
+    return sdpa_efficient_front(q, k, v, *attn_mask, dropout_p, is_causal, scale);
+  }
   const int64_t choice = at::native::_fused_sdp_choice_cpp(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa);
   if (choice == static_cast<int64_t>(at::SDPBackend::flash_attention)) {
     std::optional<Tensor> mask = attn_mask;
@@ -353,6 +449,8 @@ extern "C" void oomlab_meta_register() {
     m->impl("floor_divide", oomlab_meta::floor_divide);
     m->impl("_scaled_dot_product_flash_attention_for_cpu", oomlab_meta::sdpa_flash_cpu);
     m->impl("_scaled_dot_product_flash_attention_for_cpu_backward", oomlab_meta::sdpa_flash_cpu_backward);
+    m->impl("_scaled_dot_product_efficient_attention", oomlab_meta::sdpa_efficient);
+    m->impl("_scaled_dot_product_efficient_attention_backward", oomlab_meta::sdpa_efficient_backward);
     for (const char* fused : {"_fused_adam_", "_fused_adam_.tensor_lr", "_fused_adamw_", "_fused_adamw_.tensor_lr",
                               "_fused_sgd_", "_fused_sgd_.tensor_lr", "_fused_adagrad_", "_fused_adagrad_.tensor_lr"}) {
       m->impl(fused, torch::CppFunction::makeFromBoxedFunction<&oomlab_meta::fused_optimizer_step>());
@@ -367,3 +465,6 @@ extern "C" void oomlab_meta_register() {
   (void)meta;
   (void)autograd;
 }
+
+// Whether the steps recorded from here stand for CUDA steps (1) or not (0): see g_sdpa_as_cuda.
+extern "C" void oomlab_meta_sdpa_as_cuda(int on) noexcept { oomlab_meta::g_sdpa_as_cuda.store(on != 0); }

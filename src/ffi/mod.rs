@@ -91,6 +91,7 @@ extern "C" {
     fn oomlab_meta_install(err: *mut c_char, len: usize) -> c_int;
     fn oomlab_cpu_pause(on: c_int);
     fn oomlab_meta_pause(on: c_int);
+    fn oomlab_meta_sdpa_as_cuda(on: c_int);
     fn oomlab_meta_empty(
         sizes: *const i64,
         n: usize,
@@ -573,6 +574,14 @@ pub fn cpu_pause(on: bool) {
 pub fn meta_pause(on: bool) {
     // SAFETY: sets an atomic flag.
     unsafe { oomlab_meta_pause(c_int::from(on)) }
+}
+
+/// Whether the steps recorded on the meta device from here stand for CUDA steps (`true`):
+/// then an attention whose mask needs a gradient runs as CUDA's memory-efficient kernel, which
+/// the CPU does not have (the shim's `g_sdpa_as_cuda`).
+pub fn meta_sdpa_as_cuda(on: bool) {
+    // SAFETY: sets an atomic flag.
+    unsafe { oomlab_meta_sdpa_as_cuda(c_int::from(on)) }
 }
 
 /// The tensor a shim call makes and hands over (a heap `at::Tensor*`, null with the error in

@@ -153,14 +153,18 @@ thread_local! {
 /// `scaled_dot_product_attention` without dropout (`ffi::script_attention_without_dropout`).
 /// CUDA's fused attention keeps no dropout mask and no scores; the CPU's, with dropout, is the
 /// math path, which keeps both; without, the CPU's flash kernel, which keeps what CUDA's keeps.
+/// On the meta device, an attention whose mask needs a gradient (T5's position bias) runs as
+/// CUDA's memory-efficient kernel, which the CPU has not (`ffi::meta_sdpa_as_cuda`).
 pub fn as_cuda_recording<T>(f: impl FnOnce() -> T) -> T {
     struct Restore(bool);
     impl Drop for Restore {
         fn drop(&mut self) {
             FOR_CUDA.with(|c| c.set(self.0));
+            crate::ffi::meta_sdpa_as_cuda(self.0);
         }
     }
     let _restore = Restore(FOR_CUDA.with(|c| c.replace(true)));
+    crate::ffi::meta_sdpa_as_cuda(true);
     f()
 }
 

@@ -41,6 +41,11 @@ struct Entry {
     /// replay as CUDA's memory-efficient kernel (and say so).
     #[serde(default)]
     attention: bool,
+    /// Its attention takes a mask that needs a gradient: the CUDA recording runs CUDA's
+    /// memory-efficient kernel on the meta device (and says so), which no CPU recording can
+    /// stand for (it takes the math path, and is refused naming it).
+    #[serde(default)]
+    attention_bias: bool,
 }
 
 /// The batch every model trains at here.
@@ -206,7 +211,18 @@ fn the_models_people_train_train_as_pytorch_trains_them_and_are_estimated() {
         let (out, err) = (String::from_utf8_lossy(&cuda.stdout), String::from_utf8_lossy(&cuda.stderr));
         // Recorded on the meta device, its answer is the one a recording on this CPU gives, phase by
         // phase (the notes aside, which say where each was recorded).
-        if cuda.status.success() {
+        if cuda.status.success() && entry.attention_bias {
+            let on_cpu = estimate("cpu");
+            let cpu_err = String::from_utf8_lossy(&on_cpu.stderr);
+            if !out.contains("mask that needs a gradient recorded on the meta device") {
+                failures
+                    .push(format!("{name}: its attention bias was not recorded as CUDA's kernel:\n{out}"));
+            }
+            if on_cpu.status.success() || !cpu_err.contains("math path") {
+                failures
+                    .push(format!("{name}: recorded on this CPU, the math path was not refused:\n{cpu_err}"));
+            }
+        } else if cuda.status.success() {
             let on_cpu = estimate("cpu");
             let without_notes = |o: &[u8]| {
                 String::from_utf8_lossy(o)

@@ -348,6 +348,62 @@ fn the_recorded_estimate_of_a_module_is_exact_on_the_cpu_at_any_batch() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// `thirds.pt`: an MLP whose forward takes one tensor more at a batch divisible by 3, as a CPU
+/// library may take a buffer at some batches and not at others (oneDNN's depthwise
+/// convolutions, on some CPUs): each set of the ladder (4, 6, 8; 16, 24, 32; ...) has a batch
+/// that parts from the others.
+const THIRDS: &str = r#"
+import sys, torch, torch.nn as nn
+torch.manual_seed(0)
+
+class Thirds(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 32)
+        self.b = nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.a(x))
+        if x.shape[0] % 3 == 0:
+            h = h * 2.0
+        return self.b(h)
+
+torch.jit.save(torch.jit.script(Thirds()), f"{sys.argv[1]}/thirds.pt")
+"#;
+
+/// Where no set of the ladder agrees, the step is recorded at the batch asked, and that is the
+/// answer there, exact (it said so); past the data set's rows it is refused, naming why.
+#[test]
+fn a_step_no_ladder_fits_is_recorded_at_the_batch_itself() {
+    let sb = Sandbox::new();
+    sb.copy_from(common::exported("torchscript THIRDS", THIRDS), &["thirds.pt"]);
+    let _in_process = common::in_process();
+    let text = "[experiment]\nname = \"t\"\n[model]\nkind = \"torchscript\"\npath = \"thirds.pt\"\n[data]\n\
+                samples = 64\nfeatures = 8\nclasses = 4\n[training]\noptimizer = \"adam\"\nbatch_size = 4\n\
+                steps = 2\n[run]\ndevice = \"cpu\"\n";
+    let spec = oomlab::spec::load(&sb.spec("thirds.toml", text)).unwrap();
+    let mut failures = Vec::new();
+    for batch in [10, 12] {
+        let mut config = spec.base.clone();
+        config.training.batch_size = batch;
+        let predicted = oomlab::estimate::predict(&config).unwrap_or_else(|e| panic!("batch {batch}: {e:#}"));
+        let note = &predicted.notes[0];
+        assert!(
+            note.contains(&format!("at batch {batch} itself"))
+                && note.contains("at batches [4, 6, 8], its step allocates differently"),
+            "{note}"
+        );
+        let (records, peak) = common::measure(&config);
+        failures
+            .extend(common::compare(&format!("thirds at batch {batch}"), &predicted, &records, peak, 0).0);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let mut config = spec.base.clone();
+    config.training.batch_size = 65;
+    let e = format!("{:#}", oomlab::estimate::predict(&config).unwrap_err());
+    assert!(e.contains("past the data set's 64 rows") && e.contains("allocates differently"), "{e}");
+}
+
 /// A recording names the op of each event, which the estimate's messages quote where two
 /// recordings part or a size is not affine in the batch: a scripted MLP's Linears, its loss and
 /// its backward's nodes, each by name.

@@ -61,6 +61,30 @@ torch.manual_seed(0)
 torch.jit.save(torch.jit.script(torchvision.models.resnet18(num_classes=10)), f"{sys.argv[1]}/resnet18.pt")
 "#;
 
+/// `biased.pt`: self-attention over 20 tokens of 2 heads of 40, its mask a learned bias
+/// `[1, 2, 20, 20]` (as T5's relative position bias), so that the mask needs a gradient.
+const EXPORT_BIASED: &str = r#"
+import sys, torch, torch.nn as nn, torch.nn.functional as F
+torch.manual_seed(0)
+
+class Biased(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(256, 20 * 80)
+        self.qkv = nn.Linear(80, 240)
+        self.bias = nn.Parameter(torch.zeros(1, 2, 20, 20))
+        self.head = nn.Linear(80, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b = x.shape[0]
+        h = self.embed(x).view(b, 20, 80)
+        q, k, v = self.qkv(h).view(b, 20, 3, 2, 40).permute(2, 0, 3, 1, 4).unbind(0)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=self.bias)
+        return self.head(a.transpose(1, 2).reshape(b, 20, 80).mean(1))
+
+torch.jit.save(torch.jit.script(Biased()), f"{sys.argv[1]}/biased.pt")
+"#;
+
 /// A sandbox holding `EXPORT`'s modules (exported once per process).
 fn with_mlps() -> Sandbox {
     let sb = Sandbox::new();
@@ -353,6 +377,49 @@ fn dropout_is_cudas_and_a_module_the_cpu_recording_cannot_stand_for_is_refused_n
     );
     let e = refused("mlp.pt", "amp = \"bf16\"\n");
     assert!(e.contains("training.amp") && e.contains("oomlab run"), "{e}");
+}
+
+/// An attention whose mask needs a gradient runs on CUDA as its memory-efficient kernel (the
+/// CPU's math path keeps `[L, L]` scores that CUDA does not): recorded on the meta device as
+/// PyTorch 2.11's CUDA sources allocate it. At batch 32, 2 heads of 40 over 20 tokens: the
+/// mask, its rows of 20 not a multiple of 8, padded to 24 columns (`preprocess_mask`); the
+/// logsumexp padded to 32 rows; no scores; in the backward the mask's gradient, expanded to the
+/// batch and padded to 32 columns, and the kernel's workspace (one 64 x 64 tile of the query
+/// gradient a batch and head).
+#[test]
+fn an_attention_mask_that_needs_a_gradient_is_cudas_memory_efficient_kernel() {
+    let sb = Sandbox::new();
+    sb.copy_from(common::exported("torchscript_cuda EXPORT_BIASED", EXPORT_BIASED), &["biased.pt"]);
+    let _in_process = common::in_process();
+    let text = SPEC.replace("widths = [1024, 1024]", "kind = \"torchscript\"\npath = \"biased.pt\"");
+    let config = oomlab::spec::load(&sb.spec("biased.toml", &text)).unwrap().base;
+    let shape = estimate::data_shape(&config.data).unwrap();
+    // On the CPU it is the CPU's math path, estimated as ever.
+    estimate::predict(&config).unwrap_or_else(|e| panic!("on the CPU: {e:#}"));
+    let (p, blocks) =
+        estimate::predict_blocks(&config, shape, &cuda(&config)).unwrap_or_else(|e| panic!("{e:#}"));
+    let requests = |phase, site: &str| -> Vec<u64> {
+        blocks
+            .iter()
+            .filter(|b| b.phase == phase && b.step == 1 && b.action == "alloc" && b.site.contains(site))
+            .map(|b| b.requested)
+            .collect()
+    };
+    use oomlab::schema::Phase::{Backward, Forward};
+    let forward = requests(Forward, "");
+    let (pad, lse, scores) = (2 * 20 * 24 * 4, 32 * 2 * 32 * 4, 32 * 2 * 20 * 20 * 4);
+    assert!(requests(Forward, "pad").contains(&pad), "{forward:?}");
+    assert!(requests(Forward, "efficient_attention").contains(&lse), "{forward:?}");
+    assert!(!forward.contains(&scores), "the math path's scores: {forward:?}");
+    let backward = requests(Backward, "EfficientAttentionBackward");
+    let (grad_bias, workspace) = (32 * 2 * 20 * 32 * 4, 32 * 2 * 4100 * 4);
+    assert!(backward.contains(&grad_bias) && backward.contains(&workspace), "{backward:?}");
+    assert!(p.notes.iter().any(|n| n.contains("mask that needs a gradient recorded on the meta device")));
+    assert!(
+        p.bound.unconfirmed_names().contains("attention-efficient-bias"),
+        "{}",
+        p.bound.unconfirmed_names()
+    );
 }
 
 /// An embedding's backward keeps its gradient alone on CUDA, as the built-in replay does (the

@@ -7,7 +7,8 @@ use crate::spec::Config;
 pub(super) const CUDA_OTHERWISE: [(&str, &str); 2] = [
     ("attention", "the CPU ran attention through its math path (an attention mask that needs a gradient, as T5's \
       position bias, or a shape its flash kernel does not take) and CUDA runs a fused attention kernel, with other \
-      saved tensors"),
+      saved tensors (recorded on the meta device, the default, a mask that needs a gradient runs as CUDA's \
+      memory-efficient kernel for float32 heads of 32 to 64)"),
     ("mkldnn", "it is oneDNN's, a CPU library"),
 ];
 
@@ -37,6 +38,19 @@ pub(super) const CUDA_SAME: &[&str] = &[
     // (`Shape::CudaTemp`).
     "_softmax_backward_data",
 ];
+
+/// Whether op `label` is (or is inside) CUDA's memory-efficient attention, forward or backward
+/// (its autograd node), which a step recorded for CUDA on the meta device calls where an
+/// attention mask needs a gradient: their meta kernels allocate what CUDA's do, temporaries and
+/// workspace included (a CPU has no such kernel to record); and the mask's padding before it
+/// (`preprocess_mask` pads rows whose strides are not multiples of 8), which neither CPU path
+/// does.
+pub(super) fn efficient_on_meta(label: &str) -> bool {
+    let lower = label.to_lowercase();
+    lower.contains("_scaled_dot_product_efficient_attention")
+        || lower.contains("efficientattentionbackward")
+        || lower.ends_with("scaled_dot_product_attention > aten::constant_pad_nd")
+}
 
 /// How far a CUDA replay may take an op's recorded allocations for CUDA's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,8 +97,13 @@ pub(super) fn cuda_op(label: &str) -> std::result::Result<OpOnCuda, String> {
     let lower = label.to_lowercase();
     let inner = label.rsplit(" > ").next().unwrap_or(label);
     let name = inner.strip_prefix("aten::").unwrap_or(inner);
-    // The CPU's flash kernel is a library span whose outputs the replay makes CUDA's; any other
-    // attention path allocating here (the math path's scores) is not what CUDA's fused kernels do.
+    // The CPU's flash kernel is a library span whose outputs the replay makes CUDA's; CUDA's
+    // memory-efficient kernel is recorded only on meta, by kernels that allocate as CUDA's do
+    // (ffi/meta.cpp); any other attention path allocating here (the math path's scores) is not
+    // what CUDA's fused kernels do.
+    if efficient_on_meta(label) {
+        return Ok(OpOnCuda::Same);
+    }
     if !lower.contains("flash_attention_for_cpu") {
         if let Some((_, why)) = CUDA_OTHERWISE.iter().find(|(op, _)| lower.contains(op)) {
             return Err(format!("allocates in {label}, where {why}: not modelled from a CPU recording"));
@@ -159,6 +178,14 @@ mod tests {
             cuda_op("aten::scaled_dot_product_attention > aten::_scaled_dot_product_flash_attention_for_cpu"),
             Ok(OpOnCuda::Same)
         );
+        // CUDA's memory-efficient kernel, recorded on meta as CUDA allocates, forward and backward.
+        for op in [
+            "aten::scaled_dot_product_attention > aten::_scaled_dot_product_efficient_attention",
+            "autograd::engine::evaluate_function: ScaledDotProductEfficientAttentionBackward0 > aten::mul",
+            "aten::scaled_dot_product_attention > aten::constant_pad_nd",
+        ] {
+            assert_eq!(cuda_op(op), Ok(OpOnCuda::Same), "{op}");
+        }
         let e = cuda_op(
             "aten::scaled_dot_product_attention > aten::_scaled_dot_product_attention_math > aten::bmm",
         )

@@ -134,7 +134,7 @@ pub(super) fn fit_ladder(
 pub(super) const CHECK_LIMIT: u64 = 512 << 20;
 
 /// How the step at the batch asked for was found.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(super) enum Found {
     /// Within the recorded batches, where the fit was checked.
     Fitted,
@@ -148,6 +148,48 @@ pub(super) enum Found {
     Corrected { off: f64 },
     /// Past them, and not checked: the fit's peak there is over [`CHECK_LIMIT`].
     Unchecked { peak: u64 },
+    /// No set of the ladder agreed (`why`: a CPU library's buffers that change with the batch,
+    /// as oneDNN's depthwise convolutions take on some CPUs at small batches): the step was
+    /// recorded at the batch itself ([`own_batch`]).
+    Own { why: String },
+}
+
+/// The step of `config` at `batch` where no set of the ladder agreed (`why`): recorded at the
+/// batch itself, an exact answer at that batch, where that recording can be made. Within the
+/// ladder's largest batch the data set holds (`top`), the ladder's own recordings were as large;
+/// past it, only where the step at `top`, scaled to the batch, stays within [`CHECK_LIMIT`] (a
+/// recording runs the step on this host without a cap; one on meta takes no memory). Else the
+/// refusal stands, saying why.
+pub(super) fn own_batch(
+    config: &Config,
+    samples: usize,
+    batch: usize,
+    for_cuda: bool,
+    why: String,
+) -> Result<(Arc<Fit>, Found)> {
+    let refused = |more: String| Err(anyhow::anyhow!("{why}{more}"));
+    let Some(top) = LADDER.iter().map(|b| b[2]).filter(|&b| b <= samples).max() else {
+        return refused(String::new());
+    };
+    if batch > samples {
+        return refused(format!(
+            "; nor can the step be recorded at batch {batch}, past the data set's {samples} rows"
+        ));
+    }
+    if batch > top {
+        let at_top = checked(config, top, for_cuda)?;
+        let cpu = super::On::default();
+        let scaled = at_top.replay(top, None, &cpu)?.peak() as f64 * batch as f64 / top as f64;
+        if at_top.on != RecordedOn::Meta && scaled > CHECK_LIMIT as f64 {
+            return refused(format!(
+                "; nor is it recorded at batch {batch} itself: about {} there, over oomlab's {} limit for one \
+                 recording on this host",
+                crate::spec::format_size(scaled as u64),
+                crate::spec::format_size(CHECK_LIMIT)
+            ));
+        }
+    }
+    Ok((checked(config, batch, for_cuda)?, Found::Own { why }))
 }
 
 /// The step at `batch` under `cap`: the fit's replay within the recorded `batches`; past them

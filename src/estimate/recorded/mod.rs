@@ -36,7 +36,7 @@ mod ladder;
 mod parsed;
 
 use cuda_ops::{cuda_op, cuda_scope, OpOnCuda};
-use ladder::{at_batch, checked, checked_alike, data_on_host, fit, Found, CHECK_LIMIT};
+use ladder::{at_batch, checked, checked_alike, data_on_host, fit, own_batch, Found, CHECK_LIMIT};
 use parsed::{in_op, Parsed, Place, Shape, Span, ATTN_DIMS, CONV_DIMS};
 
 /// How long `advise` lets one option's batch ladder record before the larger sets are left
@@ -420,6 +420,12 @@ impl Fit {
         (!calls.is_empty()).then(|| calls.iter().all(|&m| m))
     }
 
+    /// Whether the step, recorded on meta for CUDA, ran CUDA's memory-efficient attention with a
+    /// mask that needs a gradient ([`cuda_ops::efficient_on_meta`]).
+    fn efficient_with_bias(&self) -> bool {
+        self.made_by.iter().any(|op| cuda_ops::efficient_on_meta(op))
+    }
+
     /// Whether the step runs a convolution (a library span whose op is one).
     fn convolves(&self) -> bool {
         self.allocations()
@@ -556,6 +562,15 @@ fn affine(
     Ok(coefficients)
 }
 
+/// A ladder's refusal in short: each set's first words, up to where its recordings part
+/// ("at batches [4, 6, 8], its step allocates differently at batch 4 and batch 6").
+fn in_short(why: &str) -> String {
+    why.split("; at batches")
+        .map(|set| set.split(": the recordings part").next().unwrap_or(set).trim_start_matches("; "))
+        .collect::<Vec<_>>()
+        .join("; at batches")
+}
+
 /// Predicts a trial of `config` (a TorchScript module) from its recorded step; with `record`,
 /// every allocation and free of the replay too.
 pub(super) fn predict(
@@ -579,24 +594,36 @@ pub(super) fn predict(
     }
     // The step CUDA runs: its default optimizer implementation (foreach), recorded on the CPU.
     let recorded = as_run_on(config, options.target);
-    let (fit, batches) = fit(&recorded, shape.samples, options.ladder_budget, cuda)
-        .map_err(|e| anyhow::anyhow!("{path}: {e:#}; `oomlab run` measures it at the batch"))?;
+    let batch = config.training.batch_size;
+    // No set of the ladder agreed: the step recorded at the batch itself, where it can be.
+    let fitted = match fit(&recorded, shape.samples, options.ladder_budget, cuda) {
+        Ok((fit, batches)) => Ok((fit, batches, None)),
+        Err(e) => own_batch(&recorded, shape.samples, batch, cuda, format!("{e:#}"))
+            .map(|(fit, found)| (fit, [batch; 3], Some(found))),
+    };
+    let (fit, batches, own) =
+        fitted.map_err(|e| anyhow::anyhow!("{path}: {e:#}; `oomlab run` measures it at the batch"))?;
     let unchecked = match cuda {
         true => fit.cuda_ops(data_on_host(config)).map_err(|why| {
             anyhow::anyhow!("{path}: {why}; `oomlab run` measures it on a GPU, and `--device cpu` estimates it on the CPU")
         })?,
         false => Vec::new(),
     };
-    let batch = config.training.batch_size;
-    let (replayed, found) = at_batch(
-        &fit,
-        batches,
-        batch,
-        options.limit,
-        On::of(config, options, record),
-        |b| options.shared_checks && checked_alike(&recorded, shape.samples, options.ladder_budget, cuda, b),
-        |b| checked(&recorded, b, cuda),
-    )?;
+    let (replayed, found) = match own {
+        Some(found) => (fit.replay(batch, options.limit, &On::of(config, options, record))?, found),
+        None => at_batch(
+            &fit,
+            batches,
+            batch,
+            options.limit,
+            On::of(config, options, record),
+            |b| {
+                options.shared_checks
+                    && checked_alike(&recorded, shape.samples, options.ladder_budget, cuda, b)
+            },
+            |b| checked(&recorded, b, cuda),
+        )?,
+    };
     let how = match found {
         Found::Fitted => format!("replayed at batch {batch}"),
         Found::Checked => format!(
@@ -610,6 +637,11 @@ pub(super) fn predict(
             "but at batch {batch}, past them, the fit was {:+.2}% off the peak of a recording there (a kernel \
              whose buffers change with the batch): these are that recording's bytes",
             off * 100.0
+        ),
+        Found::Own { ref why } => format!(
+            "no set of the ladder's batches agreed ({}), so these are that recording's bytes, exact at this batch \
+             alone (a kernel's buffers that change with the batch, as oneDNN's on some CPUs)",
+            in_short(why)
         ),
         Found::Unchecked { peak } => format!(
             "replayed at batch {batch}, extrapolated and not checked (a check would record a step of {} on this \
@@ -634,6 +666,9 @@ pub(super) fn predict(
             Some(true) => rules.push(evidence::EFFICIENT_ATTENTION),
             Some(false) => rules.push(evidence::ATTENTION),
             None => {}
+        }
+        if fit.efficient_with_bias() {
+            rules.push(evidence::EFFICIENT_ATTENTION_BIAS);
         }
         if !unchecked.is_empty() {
             rules.push(evidence::UNCHECKED_OPS);
@@ -661,11 +696,18 @@ pub(super) fn predict(
         RecordedOn::Cpu { not_meta: None } => "on this CPU".to_string(),
         RecordedOn::Cpu { not_meta: Some(why) } => format!("on this CPU (not on the meta device: {why})"),
     };
-    let mut notes = vec![format!(
-        "{}: its step recorded {on} at batches {batches:?} (every allocation and free{extended}), each size \
-         fitted as affine in the batch and checked, {how}; bytes are filed by the phase that made them",
-        config.model.describe(),
-    )];
+    let mut notes = vec![match found {
+        Found::Own { .. } => format!(
+            "{}: its step recorded {on} at batch {batch} itself (every allocation and free{extended}): {how}; bytes \
+             are filed by the phase that made them",
+            config.model.describe(),
+        ),
+        _ => format!(
+            "{}: its step recorded {on} at batches {batches:?} (every allocation and free{extended}), each size \
+             fitted as affine in the batch and checked, {how}; bytes are filed by the phase that made them",
+            config.model.describe(),
+        ),
+    }];
     if cuda {
         notes.push(format!(
             "cuda: the recording's device allocations (the host's left out: the data set and each batch's \
@@ -691,6 +733,15 @@ pub(super) fn predict(
                     .to_string(),
             ),
             None => {}
+        }
+        if fit.efficient_with_bias() {
+            notes.push(
+                "cuda: scaled_dot_product_attention with a mask that needs a gradient recorded on the meta device \
+                 as CUDA's memory-efficient kernel runs it (the CPU would take its math path, keeping [L, L] scores \
+                 CUDA does not): output, logsumexp padded to 32 rows, the mask's gradient padded to 16 columns, \
+                 the backward's delta and workspace (the attention-efficient-bias rule's margin)"
+                    .to_string(),
+            );
         }
         if !unchecked.is_empty() {
             notes.push(format!(
