@@ -29,6 +29,7 @@ Usage (through scripts/export-model, which finds the torch scripts/setup-libtorc
     scripts/export-model hf:BertForSequenceClassification --config num_labels=2 --input tokens:128:30522 --classes 2
     scripts/export-model hf:T5ForConditionalGeneration --config d_model=64,num_layers=2 \
         --input int64:64:32128 --input int64:16:32128
+    scripts/export-model hf:GPT2LMHeadModel --blocks --input int64:1024:50257   # units: its blocks
 """
 from __future__ import annotations
 
@@ -167,6 +168,9 @@ def main() -> None:
                          "shaped as the output (tensors forms only)")
     ap.add_argument("--out", type=Path, help="the .pt to write (default models/<name>.pt)")
     ap.add_argument("--trace", action="store_true", help="trace on an example batch instead of scripting")
+    ap.add_argument("--blocks", action="store_true",
+                    help="a Hugging Face decoder (GPT-2, Llama-like) as the chain of its embedding, blocks and head, "
+                         "so that training.checkpoint cuts between blocks (model.units = \"children\")")
     ap.add_argument("--config", action="append", default=[],
                     help="an hf: model's config: KEY=VALUE pairs (repeated or comma-separated) or a .json file")
     ap.add_argument("--dtype", choices=["float32", "bfloat16", "float16"], default="float32",
@@ -212,7 +216,8 @@ def main() -> None:
     how = "traced"
     if hf_export.is_hf(model):
         try:
-            scripted, how = hf_export.trace(model, x if tensors else (x,), getattr(torch, args.dtype))
+            export = hf_export.trace_blocks if args.blocks else hf_export.trace
+            scripted, how = export(model, x if tensors else (x,), getattr(torch, args.dtype))
         except SystemExit:
             raise
         except Exception as e:  # noqa: BLE001 - the model's own error, whatever it is
@@ -221,6 +226,9 @@ def main() -> None:
         if args.dtype != "float32":
             x = tuple(t.to(getattr(torch, args.dtype)) if t.is_floating_point() else t for t in x) if tensors \
                 else (x.to(getattr(torch, args.dtype)) if x.is_floating_point() else x)
+    elif args.blocks:
+        raise SystemExit("export-model: --blocks takes a Hugging Face decoder (hf:GPT2LMHeadModel, "
+                         "hf:LlamaForCausalLM, ...)")
     elif args.trace:
         scripted = traced(model, x, args.input)
     else:
@@ -278,10 +286,14 @@ def main() -> None:
         scripted.eval()
         with torch.no_grad():
             try:
+                # A trace keeps dropout on (train mode is its constant): both draw from one state.
+                state = torch.get_rng_state()
                 h = one
                 for child in children:
                     h = child(h)
+                torch.set_rng_state(state)
                 whole = scripted(one)
+                torch.set_rng_state(state)
                 chain = h.shape == whole.shape and torch.allclose(h, whole, rtol=1e-5, atol=1e-6)
             except Exception:  # noqa: BLE001 - a child that does not take its predecessor's output
                 chain = False

@@ -258,6 +258,105 @@ def make_portable(traced: torch.jit.ScriptModule, trace_dtype: torch.dtype, patc
     return unmended
 
 
+class _GPT2Embed(nn.Module):
+    """GPT-2's embedding stage, as `GPT2Model.forward` computes it: tokens plus positions, dropout."""
+
+    def __init__(self, t: nn.Module):
+        super().__init__()
+        self.wte, self.wpe, self.drop = t.wte, t.wpe, t.drop
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0)
+        return self.drop(self.wte(ids) + self.wpe(pos))
+
+
+class _TokenEmbed(nn.Module):
+    """A Llama-like decoder's embedding stage: its token embedding alone."""
+
+    def __init__(self, embed: nn.Module):
+        super().__init__()
+        self.embed = embed
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.embed(ids)
+
+
+class _Block(nn.Module):
+    """One decoder block, taking and giving the hidden states; a Llama-like block computes its
+    rotary position embeddings itself (from the model's one `rotary_emb`), where the whole model
+    computes them once for every block: two `[1, L, head_dim]` tensors a block."""
+
+    def __init__(self, block: nn.Module, rotary: nn.Module | None = None):
+        super().__init__()
+        self.block, self.rotary = block, rotary
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        if self.rotary is None:
+            out = self.block(h)
+        else:
+            pos = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
+            out = self.block(h, position_embeddings=self.rotary(h, pos), position_ids=pos)
+        return out[0] if isinstance(out, tuple) else out
+
+
+class _Head(nn.Module):
+    """The final norm and the LM head (tied to the embedding where the model ties them)."""
+
+    def __init__(self, norm: nn.Module, head: nn.Module):
+        super().__init__()
+        self.norm, self.head = norm, head
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.head(self.norm(h))
+
+
+def stages(model: nn.Module) -> list[nn.Module] | None:
+    """A decoder as the chain of its embedding, each block and its head, each taking the one
+    before's output, as `gradient_checkpointing_enable()` cuts it (per block); None for a model
+    that is not GPT-2 or Llama-like (`model.embed_tokens`, `.layers`, `.norm`, `.rotary_emb`)."""
+    t = getattr(model, "transformer", None)
+    if t is not None and all(hasattr(t, a) for a in ("wte", "wpe", "drop", "h", "ln_f")):
+        return [_GPT2Embed(t)] + [_Block(b) for b in t.h] + [_Head(t.ln_f, model.lm_head)]
+    m = getattr(model, "model", None)
+    if m is not None and all(hasattr(m, a) for a in ("embed_tokens", "layers", "norm", "rotary_emb")):
+        return [_TokenEmbed(m.embed_tokens)] + [_Block(b, m.rotary_emb) for b in m.layers] + \
+            [_Head(m.norm, model.lm_head)]
+    return None
+
+
+def trace_blocks(model: nn.Module, example: tuple, dtype: torch.dtype) -> tuple[torch.jit.ScriptModule, str]:
+    """`model` (a decoder: [`stages`]) as an `nn.Sequential` of its stages, each traced in train mode
+    on what the one before gives and made portable as [`trace`] does, so that oomlab's
+    `model.units = "children"` checkpoints it per block. Its weights are the model's (a tied head
+    stays tied)."""
+    if family(model) != "decoder" or len(example) != 1 or stages(model) is None:
+        raise SystemExit(f"export-model: --blocks takes a GPT-2 or Llama-like decoder (one --input of tokens); "
+                         f"{type(model).__name__} is not one")
+    model.train()
+    specific = dtype_specific(model)
+    big = not specific and too_big_for_float64(model)
+    at = dtype if specific or big else torch.float64
+    model.to(at)
+    chain, x = [], example[0]
+    with NoMaskUnderTrace():
+        for stage in stages(model):
+            traced = torch.jit.trace(stage, (x,), check_trace=False)
+            unmended = make_portable(traced, at, patch_dtype=not (specific or big))
+            if unmended:
+                raise SystemExit("export-model: the trace holds what would tie it to this machine: " + "; ".join(unmended))
+            chain.append(traced)
+            with torch.no_grad():
+                x = stage(x)
+    scripted = torch.jit.script(nn.Sequential(*chain))
+    scripted.to(dtype)
+    name = str(dtype).replace("torch.", "")
+    how = (f"traced per block (train mode, in {str(at).replace('torch.', '')}, device- and dtype-portable; its "
+           f"embedding, {len(chain) - 2} blocks and head in turn)")
+    if big:
+        how = f"traced per block in {name} (train mode; too big for a float64 copy here, so it runs in {name} only)"
+    return scripted, how
+
+
 def trace(model: nn.Module, example: tuple, dtype: torch.dtype) -> tuple[torch.jit.ScriptModule, str]:
     """The wrapped model traced in train mode as described above, saved-ready in `dtype`; and how."""
     wrapped = Logits(model)

@@ -46,6 +46,10 @@ struct Entry {
     /// stand for (it takes the math path, and is refused naming it).
     #[serde(default)]
     attention_bias: bool,
+    /// Its `training.checkpoint` (a model exported `--blocks`, whose units are its blocks): it
+    /// trains checkpointed, as PyTorch's `checkpoint_sequential` over the same children does
+    /// (`{ sequential = S }`).
+    checkpoint: Option<toml::Value>,
 }
 
 /// The batch every model trains at here.
@@ -86,11 +90,21 @@ fn exported_params(dir: &Path, name: &str) -> u64 {
     count.replace(',', "").parse().unwrap()
 }
 
+/// The spec the exporter wrote for `entry`, with its checkpoint where it has one.
+fn exported_spec(dir: &Path, entry: &Entry) -> toml::Table {
+    let text = std::fs::read_to_string(dir.join(format!("{}.toml", entry.name))).unwrap();
+    let mut table: toml::Table = text.parse().unwrap();
+    if let Some(checkpoint) = &entry.checkpoint {
+        let training = table["training"].as_table_mut().unwrap();
+        training.insert("checkpoint".into(), checkpoint.clone());
+    }
+    table
+}
+
 /// The exported spec, made small: 64 samples, batch 12 (past the batches the CPU estimate
 /// records at, 4, 6 and 8), two steps, Adam, on the CPU, without its search.
-fn small_spec(dir: &Path, name: &str) -> String {
-    let text = std::fs::read_to_string(dir.join(format!("{name}.toml"))).unwrap();
-    let mut table: toml::Table = text.parse().unwrap();
+fn small_spec(dir: &Path, entry: &Entry) -> String {
+    let mut table = exported_spec(dir, entry);
     table.remove("sweep");
     let data = table["data"].as_table_mut().unwrap();
     data.insert("samples".into(), toml::Value::Integer(64));
@@ -113,7 +127,7 @@ fn the_models_people_train_train_as_pytorch_trains_them_and_are_estimated() {
         let name = entry.name.clone();
         let sb = Sandbox::new();
         sb.copy_from(dir, &[&format!("{name}.pt")]);
-        let path = sb.spec(&format!("{name}.toml"), &small_spec(dir, &name));
+        let path = sb.spec(&format!("{name}.toml"), &small_spec(dir, &entry));
         let spec = oomlab::spec::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
         let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
         let report = {
@@ -198,10 +212,7 @@ fn the_models_people_train_train_as_pytorch_trains_them_and_are_estimated() {
 
         // The spec as exported, its search included: the estimate guides it (a search from 2, for
         // a model that cannot train on one row, is guided from there).
-        sb.spec(
-            &format!("{name}-search.toml"),
-            &std::fs::read_to_string(dir.join(format!("{name}.toml"))).unwrap(),
-        );
+        sb.spec(&format!("{name}-search.toml"), &toml::to_string(&exported_spec(dir, entry)).unwrap());
         let estimate = |on: &str| {
             let spec = format!("{name}-search.toml");
             let args = ["estimate", &spec, "--device", "cuda", "--gpu", "h100", "--record-on", on];
