@@ -24,6 +24,10 @@ three things wrong, which this module mends:
 
 Tied weights (GPT-2's embedding and head) stay one tensor through trace, save, load and dtype
 conversion; oomlab's loader (and `nn.Module.parameters()`) counts them once.
+
+With `--blocks` a decoder is traced stage by stage instead ([`trace_blocks`]): its embedding, each
+block and its head, saved as an `nn.Sequential` of the traced stages, whose children oomlab's
+`model.units = "children"` checkpoints between.
 """
 from __future__ import annotations
 
