@@ -267,14 +267,6 @@ std::tuple<Tensor, Tensor, Tensor> sdpa_flash_cpu_backward(const Tensor& grad_ou
   return {make(q), make(k), make(v)};
 }
 
-// scaled_dot_product_attention (CompositeImplicitAutograd) picks its backend with
-// _fused_sdp_choice_stub (a DispatchStub, attention.cpp), which has no entry for the meta device:
-// on meta it always takes the math path, where the CPU takes its flash kernel when it can (no
-// dropout, no attn_weights...). A Meta kernel for the `_fused_sdp_choice` op would not be
-// called. So this kernel, registered for AutogradMeta (above autograd, where the composite
-// runs), asks the CPU's own choice function (_fused_sdp_choice_cpp, which reads only shapes,
-// dtypes, strides and flags) and takes the same path: the flash-for-CPU op (with its bool mask
-// made additive as the CPU does), or else the composite unchanged (the math path).
 // ---------------------------------------------------------------- CUDA's memory-efficient attention
 // Whether the step recorded stands for a CUDA step (`oomlab_meta_sdpa_as_cuda`): then an
 // attention whose mask needs a gradient (T5's learned position bias) runs as CUDA runs it, where
@@ -361,6 +353,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_efficient_backward(
   return {grad_q.transpose(1, 2), grad_k.transpose(1, 2), grad_v.transpose(1, 2), grad_bias};
 }
 
+// scaled_dot_product_attention (CompositeImplicitAutograd) picks its backend with
+// _fused_sdp_choice_stub (a DispatchStub, attention.cpp), which has no entry for the meta device:
+// on meta it always takes the math path, where the CPU takes its flash kernel when it can (no
+// dropout, no attn_weights...). A Meta kernel for the `_fused_sdp_choice` op would not be
+// called. So this kernel, registered for AutogradMeta (above autograd, where the composite
+// runs), asks the CPU's own choice function (_fused_sdp_choice_cpp, which reads only shapes,
+// dtypes, strides and flags) and takes the same path: the flash-for-CPU op (with its bool mask
+// made additive as the CPU does), or else the composite unchanged (the math path). In a step
+// that stands for a CUDA step, an attention whose mask needs a gradient goes to CUDA's
+// memory-efficient kernel first (above).
 Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& attn_mask,
             double dropout_p, bool is_causal, std::optional<double> scale, bool enable_gqa) {
   // CUDA takes its memory-efficient kernel here (flash and cuDNN take no float32, and no mask).
