@@ -7,12 +7,13 @@
 use std::path::{Path, PathBuf};
 
 /// The shim's sources: a change to any of them recompiles it.
-const SHIM: [&str; 7] = [
+const SHIM: [&str; 8] = [
     "src/ffi/shim.cpp",
     "src/ffi/optim.cpp",
     "src/ffi/events.cpp",
     "src/ffi/script.cpp",
     "src/ffi/meta.cpp",
+    "src/ffi/meta_autocast.cpp",
     "src/ffi/guarded.h",
     "src/ffi/log.h",
 ];

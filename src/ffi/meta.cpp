@@ -423,6 +423,12 @@ void fused_optimizer_step(const c10::OperatorHandle& op, torch::jit::Stack* stac
   torch::jit::drop(*stack, op.schema().arguments().size());
 }
 
+// The grad scaler's check (`_amp_foreach_non_finite_check_and_unscale_`): in place on the
+// gradients and found_inf, allocating nothing on the CPU or on CUDA (whose kernel takes the lists
+// as launch arguments). On meta no value is read or written: a step recorded there never finds an
+// inf and is never skipped (`train::amp::GradScaler`).
+void amp_check_and_unscale(at::TensorList grads, Tensor& found_inf, const Tensor& inv_scale) {}
+
 }  // namespace oomlab_meta
 
 // Registered when a step is first recorded on meta (`oomlab_meta_install`), not at the program's
@@ -453,6 +459,7 @@ extern "C" void oomlab_meta_register() {
     m->impl("_scaled_dot_product_flash_attention_for_cpu_backward", oomlab_meta::sdpa_flash_cpu_backward);
     m->impl("_scaled_dot_product_efficient_attention", oomlab_meta::sdpa_efficient);
     m->impl("_scaled_dot_product_efficient_attention_backward", oomlab_meta::sdpa_efficient_backward);
+    m->impl("_amp_foreach_non_finite_check_and_unscale_", oomlab_meta::amp_check_and_unscale);
     for (const char* fused : {"_fused_adam_", "_fused_adam_.tensor_lr", "_fused_adamw_", "_fused_adamw_.tensor_lr",
                               "_fused_sgd_", "_fused_sgd_.tensor_lr", "_fused_adagrad_", "_fused_adagrad_.tensor_lr"}) {
       m->impl(fused, torch::CppFunction::makeFromBoxedFunction<&oomlab_meta::fused_optimizer_step>());

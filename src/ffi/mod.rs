@@ -92,6 +92,7 @@ extern "C" {
     fn oomlab_cpu_pause(on: c_int);
     fn oomlab_meta_pause(on: c_int);
     fn oomlab_meta_sdpa_as_cuda(on: c_int);
+    fn oomlab_meta_autocast(dtype: c_int, err: *mut c_char, len: usize) -> c_int;
     fn oomlab_meta_empty(
         sizes: *const i64,
         n: usize,
@@ -539,6 +540,15 @@ pub fn autocast_set(device_type: i32, enabled: bool, dtype: tch::Kind) -> Result
     };
     // SAFETY: buffer from `call`.
     call(|e, l| unsafe { oomlab_autocast_set(device_type, enabled as c_int, kind, e, l) })
+}
+
+/// Switches CUDA's autocast for meta tensors (`meta_autocast.cpp`: PyTorch 2.11's CUDA op lists,
+/// for a step recorded on the meta device that stands for a CUDA step) on with a low-precision
+/// dtype, or off (`None`), which clears its cast cache.
+pub fn meta_autocast(dtype: Option<tch::Kind>) -> Result<(), String> {
+    let code = dtype.map_or(-1, scalar_type);
+    // SAFETY: buffer from `call`.
+    call(|e, l| unsafe { oomlab_meta_autocast(code, e, l) })
 }
 
 pub fn autocast_enabled(device_type: i32) -> bool {

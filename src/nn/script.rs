@@ -168,6 +168,11 @@ pub fn as_cuda_recording<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// Whether this thread is inside [`as_cuda_recording`]: a step it records stands for a CUDA step.
+pub fn recording_for_cuda() -> bool {
+    FOR_CUDA.with(|c| c.get())
+}
+
 /// What tells one meta module from another in [`META_MODULES`]: the file (its path, length and
 /// time of change), the floating-point type, and whether made for a CUDA recording.
 type MetaKey = (std::path::PathBuf, u64, Option<std::time::SystemTime>, Kind, bool);

@@ -29,10 +29,10 @@ use crate::ffi;
 use crate::spec::{Amp, ScalerSpec};
 
 thread_local! {
-    /// The dtype a live guard has switched autocast to, per device type (CPU, CUDA), on this
+    /// The dtype a live guard has switched autocast to, per device type (CPU, CUDA, meta as CUDA), on this
     /// thread. libtorch's autocast state is thread-local, so this is too. It lets a nested guard
     /// hand back its outer guard's state on drop instead of switching autocast off under it.
-    static CURRENT: Cell<[Option<Kind>; 2]> = const { Cell::new([None, None]) };
+    static CURRENT: Cell<[Option<Kind>; 3]> = const { Cell::new([None, None, None]) };
 }
 
 /// RAII: autocast on for the device type with the amp dtype while alive; off (and its cache
@@ -53,7 +53,7 @@ impl Autocast {
         let Some(kind) = amp_kind(amp) else { return Ok(None) };
         let device_type = device_type(device)?;
         let outer = current(device_type);
-        ffi::autocast_set(device_type, true, kind).map_err(TchError::Torch)?;
+        switch(device_type, Some(kind)).map_err(TchError::Torch)?;
         set_current(device_type, Some(kind));
         Ok(Some(Autocast { device_type, outer, _thread_bound: PhantomData }))
     }
@@ -64,11 +64,17 @@ impl Drop for Autocast {
         // Disabling clears the cast cache in the shim; re-enabling for an outer guard does not,
         // so the outer forward keeps its cached weight copies, as in PyTorch. A failure here has
         // nowhere to go (drop may run during an unwind), and the shim never throws.
-        let _ = match self.outer {
-            Some(kind) => ffi::autocast_set(self.device_type, true, kind),
-            None => ffi::autocast_set(self.device_type, false, Kind::Float),
-        };
+        let _ = switch(self.device_type, self.outer);
         set_current(self.device_type, self.outer);
+    }
+}
+
+/// A 0-d tensor of `v` on `device`; on the meta device (which tch cannot name in a factory call,
+/// [`ffi::META`]) its shape alone.
+fn full_0d(v: f64, kind: Kind, device: Device) -> Result<Tensor, TchError> {
+    match device {
+        ffi::META => ffi::meta_empty(&[], kind).map_err(TchError::Torch),
+        _ => scalar::full_0d(v, (kind, device)),
     }
 }
 
@@ -81,12 +87,31 @@ fn amp_kind(amp: &Amp) -> Option<Kind> {
     }
 }
 
-/// c10's DeviceType numbering, for the shim: CPU = 0, CUDA = 1.
+/// c10's DeviceType numbering, for the shim: CPU = 0, CUDA = 1; and [`META_AS_CUDA`].
 fn device_type(device: Device) -> Result<i32, TchError> {
     match device {
         Device::Cpu => Ok(0),
         Device::Cuda(_) => Ok(1),
+        ffi::META if crate::nn::script::recording_for_cuda() => Ok(META_AS_CUDA),
+        ffi::META => Err(TchError::Torch(
+            "autocast on the meta device runs CUDA's op lists only, for a step recorded for a CUDA estimate; \
+             a CPU step under autocast is recorded on the CPU"
+                .into(),
+        )),
         other => Err(TchError::Torch(format!("autocast: unsupported device {other:?}"))),
+    }
+}
+
+/// Meta tensors under CUDA's autocast: a step recorded on the meta device for a CUDA estimate,
+/// which libtorch's own autocast never casts (`ffi::meta_autocast`).
+const META_AS_CUDA: i32 = 2;
+
+/// Autocast for a device type on with a dtype, or off (its cast cache cleared).
+fn switch(device_type: i32, kind: Option<Kind>) -> Result<(), String> {
+    match (device_type, kind) {
+        (META_AS_CUDA, kind) => ffi::meta_autocast(kind),
+        (_, Some(kind)) => ffi::autocast_set(device_type, true, kind),
+        (_, None) => ffi::autocast_set(device_type, false, Kind::Float),
     }
 }
 
@@ -123,8 +148,8 @@ impl GradScaler {
     /// The scale and growth tracker, made on first use (the scale first).
     fn state(&self) -> Result<&(Tensor, Tensor), TchError> {
         if self.state.get().is_none() {
-            let scale = scalar::full_0d(self.spec.init_scale, (Kind::Float, self.device))?;
-            let tracker = scalar::full_0d(0.0, (Kind::Int, self.device))?;
+            let scale = full_0d(self.spec.init_scale, Kind::Float, self.device)?;
+            let tracker = full_0d(0.0, Kind::Int, self.device)?;
             let _ = self.state.set((scale, tracker));
         }
         Ok(self.state.get().expect("made above"))
@@ -153,7 +178,7 @@ impl GradScaler {
         }
         let found_inf = self.unscale_grads(params)?;
         // Reading found_inf syncs the device; PyTorch's `_maybe_opt_step` does the same.
-        let skipped = found_inf.f_double_value(&[])? != 0.0;
+        let skipped = self.found(&found_inf)?;
         if !skipped {
             opt.step()?;
         }
@@ -171,7 +196,7 @@ impl GradScaler {
         params: impl IntoIterator<Item = &'a Tensor>,
     ) -> Result<bool, TchError> {
         let found_inf = {
-            let dummy_inv_scale = scalar::full_0d(1.0, (Kind::Float, self.device))?;
+            let dummy_inv_scale = full_0d(1.0, Kind::Float, self.device)?;
             // PyTorch's `_check_inf_per_device` allows fp16 gradients (`allow_fp16=True`).
             self.check_and_unscale(params, &dummy_inv_scale, true)?
         };
@@ -180,9 +205,18 @@ impl GradScaler {
         opt.step_scaled(&grad_scale, &summed)?;
         drop(grad_scale); // `del optimizer.grad_scale`; the sum goes when step() returns
         drop(summed);
-        let skipped = found_inf.f_double_value(&[])? != 0.0;
+        let skipped = self.found(&found_inf)?;
         self.update(&found_inf)?;
         Ok(skipped)
+    }
+
+    /// Whether `found_inf` says a gradient was inf or NaN. A step recorded on the meta device has
+    /// no values to find one in: its steps are all taken, as a CUDA step is but for an overflow.
+    fn found(&self, found_inf: &Tensor) -> Result<bool, TchError> {
+        if self.device == ffi::META {
+            return Ok(false);
+        }
+        Ok(found_inf.f_double_value(&[])? != 0.0)
     }
 
     /// The current scale (the initial one before the first `scale()`, as `get_scale()`).
@@ -220,7 +254,7 @@ impl GradScaler {
         inv_scale: &Tensor,
         allow_fp16: bool,
     ) -> Result<Tensor, TchError> {
-        let mut found_inf = Tensor::f_zeros([0i64; 0], (Kind::Float, self.device))?;
+        let mut found_inf = full_0d(0.0, Kind::Float, self.device)?;
         for param in params {
             // A handle to the parameter's own gradient, so the in-place unscale changes it.
             let mut grad = param.f_grad()?;

@@ -88,7 +88,16 @@ pub fn record_for_cpu(config: &Config) -> Result<Recording> {
 
 /// [`record_on_meta`], else [`record`] with the reason meta could not record it.
 fn on_meta_or_cpu(config: &Config) -> Result<Recording> {
+    let under_cuda_autocast =
+        config.training.techniques.amp != crate::spec::Amp::Off && crate::nn::script::recording_for_cuda();
     record_on_meta(config).or_else(|why| {
+        // The CPU's autocast casts other ops, to other dtypes: its recording is not CUDA's step.
+        if under_cuda_autocast {
+            bail!(
+                "under training.amp its step stands for CUDA's only recorded on the meta device, where {}",
+                no_meta_kernel(&format!("{why:#}"))
+            );
+        }
         let not_meta = Some(no_meta_kernel(&format!("{why:#}")));
         Ok(Recording { on: RecordedOn::Cpu { not_meta }, ..record(config)? })
     })
@@ -135,10 +144,12 @@ pub fn meta_for(for_cuda: bool) -> bool {
 /// allocations (the module as loaded, before it moves to meta) not counted. What a kernel makes
 /// besides its outputs (the CPU libraries' scratch) is not in it; the CUDA replay leaves that out
 /// anyway. A step whose values decide what it allocates cannot run there (mixed precision's grad
-/// scaler reads its found-inf flag; autocast has no meta dispatch): an error says so.
+/// scaler reads its found-inf flag, so on meta no step is skipped; libtorch's autocast casts no
+/// meta tensor, so CUDA's op lists run there instead, for a CUDA estimate only: a CPU step under
+/// autocast is recorded on the CPU): an error says so.
 pub fn record_on_meta(config: &Config) -> Result<Recording> {
-    if config.training.techniques.amp != crate::spec::Amp::Off {
-        bail!("mixed precision does not run on the meta device (autocast has no meta dispatch)");
+    if config.training.techniques.amp != crate::spec::Amp::Off && !crate::nn::script::recording_for_cuda() {
+        bail!("mixed precision runs on the meta device with CUDA's op lists only (for a CUDA estimate)");
     }
     ffi::meta_install().map_err(anyhow::Error::msg)?;
     crate::probe::cpu_exclusive(|| {

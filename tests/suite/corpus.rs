@@ -12,7 +12,9 @@
 //!   refusal its entry names (a refusal that is gone fails too, so that the entry is updated);
 //!   its step recorded on the meta device, the answer the same as a recording on this CPU gives.
 //!   For the Transformers, attention is replayed as CUDA's memory-efficient kernel. What a GPU
-//!   measures waits for one.
+//!   measures waits for one;
+//! - estimated for CUDA under bf16 autocast, CUDA's op lists run on the meta device: an answer,
+//!   or the refusal its entry names (`amp_cuda_refused`).
 //!
 //! Without python3, torch, torchvision and transformers (scripts/setup-libtorch installs them),
 //! this test fails and says so.
@@ -46,6 +48,8 @@ struct Entry {
     /// stand for (it takes the math path, and is refused naming it).
     #[serde(default)]
     attention_bias: bool,
+    /// Words of the refusal CUDA's estimate under autocast gives it, where it is refused.
+    amp_cuda_refused: Option<String>,
     /// Its `training.checkpoint` (a model exported `--blocks`, whose units are its blocks): it
     /// trains checkpointed, as PyTorch's `checkpoint_sequential` over the same children does
     /// (`{ sequential = S }`).
@@ -253,6 +257,26 @@ fn the_models_people_train_train_as_pytorch_trains_them_and_are_estimated() {
                     String::from_utf8_lossy(&on_cpu.stdout)
                 ));
             }
+        }
+        // Under autocast, the step recorded on the meta device runs CUDA's op lists: an answer at
+        // the batch, or the refusal the entry names.
+        let amp_spec = small_spec(dir, entry).replace("[training]\n", "[training]\namp = \"bf16\"\n");
+        sb.spec(&format!("{name}-amp.toml"), &amp_spec);
+        let amp = oomlab()
+            .current_dir(sb.path())
+            .args(["estimate", &format!("{name}-amp.toml"), "--device", "cuda", "--gpu", "h100", "--brief"])
+            .output()
+            .unwrap();
+        let (amp_out, amp_err) = (String::from_utf8_lossy(&amp.stdout), String::from_utf8_lossy(&amp.stderr));
+        match &entry.amp_cuda_refused {
+            None if !amp.status.success() || !amp_out.contains("recorded on the meta device") => {
+                failures.push(format!("{name}: no CUDA estimate under autocast:\n{amp_out}{amp_err}"))
+            }
+            Some(words) if amp.status.success() || !amp_err.contains(words.as_str()) => failures.push(format!(
+                "{name}: the CUDA estimate under autocast was to be refused for \"{words}\" (update the corpus \
+                 entry if it is no longer):\n{amp_out}{amp_err}"
+            )),
+            _ => {}
         }
         match &entry.cuda_refused {
             None if !cuda.status.success() || !out.contains("largest batch_size predicted to fit in ") => {

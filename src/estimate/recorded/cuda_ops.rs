@@ -104,6 +104,11 @@ pub(super) fn cuda_op(label: &str) -> std::result::Result<OpOnCuda, String> {
     if efficient_on_meta(label) {
         return Ok(OpOnCuda::Same);
     }
+    // Autocast's cast of an argument (a float32 mask to the low dtype) before the attention runs:
+    // CUDA's autocast makes the same copy (`ffi/meta_autocast.cpp` runs its lists).
+    if lower.ends_with("scaled_dot_product_attention > aten::_to_copy") {
+        return Ok(OpOnCuda::Same);
+    }
     if !lower.contains("flash_attention_for_cpu") {
         if let Some((_, why)) = CUDA_OTHERWISE.iter().find(|(op, _)| lower.contains(op)) {
             return Err(format!("allocates in {label}, where {why}: not modelled from a CPU recording"));
@@ -134,10 +139,11 @@ pub(super) fn cuda_op(label: &str) -> std::result::Result<OpOnCuda, String> {
     }
 }
 
-/// Why a CPU recording of `config`'s step does not say what CUDA allocates, if it does not.
-pub(super) fn cuda_scope(config: &Config) -> std::result::Result<(), String> {
+/// Why a recording of `config`'s step does not say what CUDA allocates, if it does not; `on_meta`:
+/// recorded on the meta device, where CUDA's autocast runs (`ffi/meta_autocast.cpp`).
+pub(super) fn cuda_scope(config: &Config, on_meta: bool) -> std::result::Result<(), String> {
     use crate::spec::{Amp, Dtype, Named};
-    if config.training.techniques.amp != Amp::Off {
+    if config.training.techniques.amp != Amp::Off && !on_meta {
         return Err(format!(
             "cannot do under training.amp = \"{}\": CPU autocast casts other ops, to other dtypes, than CUDA's",
             config.training.techniques.amp.as_str()
@@ -170,6 +176,12 @@ mod tests {
             assert_eq!(cuda_op(op), Ok(OpOnCuda::Same), "{op}");
         }
         assert_eq!(cuda_op("aten::_adaptive_avg_pool2d"), Ok(OpOnCuda::Same));
+        // Autocast's cast of attention's mask is CUDA's too; the math path's scores are not.
+        assert_eq!(cuda_op("aten::scaled_dot_product_attention > aten::_to_copy"), Ok(OpOnCuda::Same));
+        assert!(cuda_op(
+            "aten::scaled_dot_product_attention > aten::_scaled_dot_product_attention_math > aten::bmm"
+        )
+        .is_err());
         // Separate kernels, or a reduction's staging: allowed, unchecked.
         assert_eq!(cuda_op("aten::_masked_softmax"), Ok(OpOnCuda::Unchecked));
         assert_eq!(cuda_op("aten::amax"), Ok(OpOnCuda::Unchecked));

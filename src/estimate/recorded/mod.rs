@@ -585,7 +585,7 @@ pub(super) fn predict(
     };
     let cuda = options.target == Target::Cuda;
     if cuda {
-        cuda_scope(config).map_err(|why| {
+        cuda_scope(config, crate::train::record::meta_for(true)).map_err(|why| {
             anyhow::anyhow!(
                 "{path}: the CUDA estimate of a TorchScript module replays its step recorded on the CPU, which {why}; \
                  `oomlab run` measures it on a GPU, and `--device cpu` estimates it on the CPU"
@@ -742,6 +742,22 @@ pub(super) fn predict(
                  the backward's delta and workspace (the attention-efficient-bias rule's margin)"
                     .to_string(),
             );
+        }
+        if recorded.training.techniques.amp != crate::spec::Amp::Off {
+            notes.push(format!(
+                "cuda: training.amp = \"{}\" recorded on the meta device under CUDA's autocast: PyTorch 2.11's \
+                 CUDA op lists (ATen/autocast_mode.h: matmuls and convolutions in {}, losses, norms, softmax and \
+                 sums in float32, the widest type for the rest of its lists) and cast cache{}",
+                recorded.training.techniques.amp.as_str(),
+                match recorded.training.techniques.amp {
+                    crate::spec::Amp::Bf16 => "bf16",
+                    _ => "fp16",
+                },
+                match recorded.training.techniques.amp {
+                    crate::spec::Amp::Fp16 { .. } => ", the grad scaler's steps all taken",
+                    _ => "",
+                }
+            ));
         }
         if !unchecked.is_empty() {
             notes.push(format!(
