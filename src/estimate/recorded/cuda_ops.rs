@@ -145,7 +145,8 @@ pub(super) fn cuda_scope(config: &Config, on_meta: bool) -> std::result::Result<
     use crate::spec::{Amp, Dtype, Named};
     if config.training.techniques.amp != Amp::Off && !on_meta {
         return Err(format!(
-            "cannot do under training.amp = \"{}\": CPU autocast casts other ops, to other dtypes, than CUDA's",
+            "cannot do under training.amp = \"{}\": CPU autocast casts other ops, to other dtypes, than CUDA's \
+             (recorded on the meta device, the default, the step runs CUDA's)",
             config.training.techniques.amp.as_str()
         ));
     }
