@@ -22,7 +22,6 @@ fn main() {
     for path in SHIM {
         println!("cargo:rerun-if-changed={path}");
     }
-    embed_git_revision();
     let lib = PathBuf::from(
         std::env::var("DEP_TCH_LIBTORCH_LIB")
             .expect("torch-sys did not report its libtorch folder; run scripts/setup-libtorch"),
@@ -82,39 +81,4 @@ fn compile_shim(lib: &Path) {
         .warnings(false)
         .compile("oomlab_shim");
     std::fs::write(&stamp, lib.to_str().unwrap_or_default()).expect("writing the shim's stamp in OUT_DIR");
-}
-
-/// What the binary is built from: a change to any of them outside a commit makes the build
-/// "with uncommitted changes". README, scripts and results are not: editing them leaves the
-/// binary the revision's.
-const BUILT_FROM: [&str; 4] = ["src", "build.rs", "Cargo.toml", "Cargo.lock"];
-
-/// The revision this binary is built from and whether its sources had changes, embedded so that
-/// every result names the code that made it wherever the binary runs (a GPU machine given the
-/// binary, with a checkout of another revision or none). Re-read when HEAD moves or anything the
-/// crate is built from changes; not when git's index does (`git status` rewrites it), which
-/// rebuilt the crate before every quick start.
-fn embed_git_revision() {
-    for path in [".git/HEAD", ".git/refs/heads", ".git/packed-refs"].into_iter().chain(BUILT_FROM) {
-        if Path::new(path).exists() {
-            println!("cargo:rerun-if-changed={path}");
-        }
-    }
-    let git = |args: &[&str]| -> Option<String> {
-        let out = std::process::Command::new("git").args(args).output().ok()?;
-        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-    };
-    let revision = git(&["rev-parse", "HEAD"]).unwrap_or_default();
-    let dirty =
-        git(&[&["status", "--porcelain", "--untracked-files=no", "--"][..], &BUILT_FROM[..]].concat())
-            .map(|s| if s.is_empty() { "false" } else { "true" })
-            .unwrap_or_default();
-    println!("cargo:rustc-env=OOMLAB_BUILT_GIT_REVISION={revision}");
-    println!("cargo:rustc-env=OOMLAB_BUILT_GIT_DIRTY={dirty}");
-    let tree = match dirty {
-        "false" => "clean",
-        "true" => "with uncommitted changes",
-        _ => "no git",
-    };
-    println!("cargo:rustc-env=OOMLAB_BUILT_GIT_TREE={tree}");
 }

@@ -21,32 +21,25 @@ macro_rules! note {
     ($($arg:tt)*) => {{ use std::io::Write as _; let _ = writeln!(std::io::stderr(), $($arg)*); }};
 }
 
+// The ground floor, under the paths every layer and test has always named it by.
+pub use oomlab_core::{
+    cache, device, fsio, hugepages, interrupt, markdown, revision, schema, shell, spec, sweep, units,
+};
+
 pub mod advise;
 pub mod bench;
-pub mod cache;
 pub mod chart;
 pub mod claims;
 pub mod cli;
 pub mod cluster;
 pub mod comparison;
-pub mod device;
 pub mod estimate;
 pub mod ffi;
 pub mod figures;
-pub mod fsio;
-pub mod hugepages;
-pub mod interrupt;
 pub mod libtorch;
-pub mod markdown;
 pub mod nn;
 pub mod oom;
 pub mod probe;
 pub mod results;
-pub mod revision;
 pub mod run;
-pub mod schema;
-pub mod shell;
-pub mod spec;
-pub mod sweep;
 pub mod train;
-pub mod units;

@@ -195,7 +195,7 @@ def main() -> None:
     if (args.classes is not None and args.classes < 1) or not 2 <= args.max_batch <= 100_000_000:
         raise SystemExit("export-model: --classes must be at least 1 and --max-batch from 2 to 100000000 "
                          "(oomlab's largest batch)")
-    # oomlab's sizes (src/spec/size.rs): a number, then B, KB, MB, GB, TB, KiB, MiB, GiB, TiB or PiB.
+    # oomlab's sizes (crates/core/src/spec/size.rs): a number, then B, KB, MB, GB, TB, KiB, MiB, GiB, TiB or PiB.
     if not re.fullmatch(r"[0-9]+(\.[0-9]+)? *([kmgt]?b|[kmgtp]ib)?", args.budget.strip(), re.IGNORECASE):
         raise SystemExit(f"export-model: --budget {args.budget!r} is not a size: write it like 24GB, 15.90GiB "
                          "or 512MiB")

@@ -425,7 +425,8 @@ pub(crate) mod tests {
     /// nothing else: a column added or renamed without its line there fails here.
     #[test]
     fn the_readme_lists_every_column_with_its_unit() {
-        let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
         let start = readme.find("### Columns of trace.csv and summary.csv").expect("the column reference");
         let section = &readme[start..];
         let section = &section[..section.find("\n## ").unwrap_or(section.len())];

@@ -1,0 +1,19 @@
+//! oomlab's ground floor, which every other layer stands on and which stands on none of them:
+//! sizes as people read them ([`units`]), the device a spec asks for ([`device`]), the experiment
+//! spec, typed and checked once ([`spec`]), what a run measures ([`schema`]), which values a sweep
+//! tries ([`sweep`]), files written whole and read as untrusted ([`fsio`]), Markdown tables
+//! ([`markdown`]), commands for a shell ([`shell`]), interrupts ([`interrupt`]), the cache folder
+//! ([`cache`]), huge pages ([`hugepages`]) and the revision the binary was built from
+//! ([`revision`]). Nothing here runs libtorch: tch's `Kind` and `Device` are named as values only.
+pub mod cache;
+pub mod device;
+pub mod fsio;
+pub mod hugepages;
+pub mod interrupt;
+pub mod markdown;
+pub mod revision;
+pub mod schema;
+pub mod shell;
+pub mod spec;
+pub mod sweep;
+pub mod units;
