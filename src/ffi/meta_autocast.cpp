@@ -29,6 +29,7 @@
 
 #include "guarded.h"
 
+#include <atomic>
 #include <mutex>
 #include <tuple>
 #include <unordered_map>
@@ -40,8 +41,11 @@ using at::Tensor;
 
 constexpr c10::DispatchKey KEY = c10::DispatchKey::TESTING_ONLY_GenericMode;
 
-// The low-precision dtype of the autocast in force (CUDA's `get_autocast_dtype(kCUDA)`).
-thread_local ScalarType g_low = at::kHalf;
+// The low-precision dtype of the autocast in force (CUDA's `get_autocast_dtype(kCUDA)`). For the
+// process, not the thread: the included key travels with libtorch's thread-local state to the
+// threads a step forks work to (`at::launch`), and they must cast to the same dtype; recordings
+// run one at a time (`probe::cpu_exclusive`).
+std::atomic<ScalarType> g_low{at::kHalf};
 
 // CUDA's `is_eligible`, with a meta tensor where CUDA's asks for a CUDA one.
 inline bool eligible(const Tensor& t) {
@@ -59,7 +63,7 @@ std::mutex cache_mutex;
 
 Tensor cached_cast(ScalarType to, const Tensor& arg) {
   if (!eligible(arg) || arg.scalar_type() == to) return arg;
-  const bool can_cache = to == g_low && arg.scalar_type() == at::kFloat && arg.requires_grad() && arg.is_leaf() &&
+  const bool can_cache = to == g_low.load() && arg.scalar_type() == at::kFloat && arg.requires_grad() && arg.is_leaf() &&
                          !arg.is_view() && !at::caching::is_cached_tensor(arg);
   if (!can_cache) return arg.to(to);
   const std::lock_guard<std::mutex> lock(cache_mutex);
@@ -100,8 +104,9 @@ inline ScalarType prioritize(ScalarType current, const Tensor& next) {
   if (!eligible(next)) return current;
   const ScalarType n = next.scalar_type();
   if (current == at::kFloat || n == at::kFloat) return at::kFloat;
-  TORCH_CHECK(current == g_low && n == g_low, "Unexpected floating ScalarType in at::autocast::prioritize");
-  return g_low;
+  const ScalarType low = g_low.load();
+  TORCH_CHECK(current == low && n == low, "Unexpected floating ScalarType in at::autocast::prioritize");
+  return low;
 }
 inline ScalarType prioritize(ScalarType current, const at::TensorList& list) {
   for (const auto& t : list) current = prioritize(current, t);
@@ -147,7 +152,7 @@ template <class Redispatch, Redispatch* F, class Ret, class... Args>
 struct Wrap_<CastPolicy::lower_precision_fp, Redispatch, F, Ret, c10::guts::typelist::typelist<Args...>> {
   static Ret call(Args... args) {
     c10::impl::ExcludeDispatchKeyGuard off(KEY);
-    return (*F)(cached_cast(g_low, args)...);
+    return (*F)(cached_cast(g_low.load(), args)...);
   }
 };
 
@@ -181,7 +186,7 @@ template <class Redispatch, Redispatch* F, class Ret, class... Args>
 struct Wrap_<CastPolicy::promote, Redispatch, F, Ret, c10::guts::typelist::typelist<Args...>> {
   static Ret call(Args... args) {
     c10::impl::ExcludeDispatchKeyGuard off(KEY);
-    const ScalarType to = promote_type(g_low, args...);
+    const ScalarType to = promote_type(g_low.load(), args...);
     return (*F)(cached_cast(to, args)...);
   }
 };
@@ -254,7 +259,7 @@ extern "C" int oomlab_meta_autocast(int dtype, char* err, size_t len) noexcept {
       return;
     }
     register_once();
-    oomlab_ac::g_low = static_cast<at::ScalarType>(dtype);
+    oomlab_ac::g_low.store(static_cast<at::ScalarType>(dtype));
     c10::impl::tls_set_dispatch_key_included(oomlab_ac::KEY, true);
   });
 }

@@ -342,7 +342,9 @@ pub fn libtorch_words(text: &str) -> &str {
 }
 
 /// libtorch's TorchScript executor as eager PyTorch runs: no profiling executor, no optimised
-/// graph, no fusers, so each op is the op eager PyTorch would run.
+/// graph, no fusers, so each op is the op eager PyTorch would run. Without the optimised graph
+/// TorchScript's own autocast pass (which inserts casts into the graph) does not run either: the
+/// dispatcher's autocast, or on meta `ffi::meta_autocast`'s, is the only one, as in eager PyTorch.
 fn eager_executor() -> Result<()> {
     tch::jit::f_set_profiling_mode(false)?;
     tch::jit::f_set_graph_executor_optimize(false)?;

@@ -94,7 +94,8 @@ fn on_meta_or_cpu(config: &Config) -> Result<Recording> {
         // The CPU's autocast casts other ops, to other dtypes: its recording is not CUDA's step.
         if under_cuda_autocast {
             bail!(
-                "under training.amp its step stands for CUDA's only recorded on the meta device, where {}",
+                "under training.amp a step for CUDA is recorded on the meta device, with CUDA's autocast (a CPU \
+                 recording would run the CPU's), and there it stopped: {}",
                 no_meta_kernel(&format!("{why:#}"))
             );
         }
@@ -143,10 +144,10 @@ pub fn meta_for(for_cuda: bool) -> bool {
 /// memory, each meta tensor's bytes counted and logged as a CPU tensor's would be, the CPU's own
 /// allocations (the module as loaded, before it moves to meta) not counted. What a kernel makes
 /// besides its outputs (the CPU libraries' scratch) is not in it; the CUDA replay leaves that out
-/// anyway. A step whose values decide what it allocates cannot run there (mixed precision's grad
-/// scaler reads its found-inf flag, so on meta no step is skipped; libtorch's autocast casts no
-/// meta tensor, so CUDA's op lists run there instead, for a CUDA estimate only: a CPU step under
-/// autocast is recorded on the CPU): an error says so.
+/// anyway. No value is read there: the grad scaler never finds an inf, so no step is skipped.
+/// libtorch's autocast casts no meta tensor, so under `training.amp` CUDA's op lists run on meta
+/// instead (`ffi::meta_autocast`), for a step recorded for CUDA only; a CPU step under autocast is
+/// refused here (and recorded on the CPU, with the CPU's autocast).
 pub fn record_on_meta(config: &Config) -> Result<Recording> {
     if config.training.techniques.amp != crate::spec::Amp::Off && !crate::nn::script::recording_for_cuda() {
         bail!("mixed precision runs on the meta device with CUDA's op lists only (for a CUDA estimate)");

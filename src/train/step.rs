@@ -132,7 +132,9 @@ fn train_step(
         let scaler_ref = scaler.as_deref();
         rec.phase(step, Phase::Backward, || {
             // The recompute inside a checkpointed backward is a forward: it runs under autocast
-            // as the first forward did, as PyTorch's checkpoint does.
+            // as the first forward did. This keeps autocast on for the whole backward, where
+            // torch.utils.checkpoint turns it on for the recompute alone (found in review, not yet
+            // changed: the backward's own ops may cast under amp here and not in PyTorch).
             let _autocast = if segment.is_some() { Autocast::enter(device, &t.amp)? } else { None };
             let mut l = loss.shallow_clone();
             if t.accumulation > 1 {

@@ -743,7 +743,7 @@ pub(super) fn predict(
                     .to_string(),
             );
         }
-        if recorded.training.techniques.amp != crate::spec::Amp::Off {
+        if recorded.training.techniques.amp != crate::spec::Amp::Off && matches!(fit.on, RecordedOn::Meta) {
             notes.push(format!(
                 "cuda: training.amp = \"{}\" recorded on the meta device under CUDA's autocast: PyTorch 2.11's \
                  CUDA op lists (ATen/autocast_mode.h: matmuls and convolutions in {}, losses, norms, softmax and \
