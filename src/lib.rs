@@ -25,6 +25,8 @@ macro_rules! note {
 pub use oomlab_core::{
     cache, device, fsio, hugepages, interrupt, markdown, revision, schema, shell, spec, sweep, units,
 };
+// libtorch: the shim, its quirks, out-of-memory, probes.
+pub use oomlab_torch::{ffi, libtorch, oom, probe};
 
 pub mod advise;
 pub mod bench;
@@ -34,12 +36,8 @@ pub mod cli;
 pub mod cluster;
 pub mod comparison;
 pub mod estimate;
-pub mod ffi;
 pub mod figures;
-pub mod libtorch;
 pub mod nn;
-pub mod oom;
-pub mod probe;
 pub mod results;
 pub mod run;
 pub mod train;

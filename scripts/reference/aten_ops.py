@@ -139,7 +139,7 @@ MODELLED = [
     ("sum", "CUDA's reduction staging for a sum over leading dimensions: the replay adds it",
      "aten/src/ATen/native/cuda/Reduce.cuh; src/estimate/cuda_reduce.rs"),
     ("embedding_dense_backward", "CUDA sorts the indices: a library span, whose output alone the replay keeps",
-     "aten/src/ATen/native/cuda/Embedding.cu; src/ffi/shim.cpp (opens_span)"),
+     "aten/src/ATen/native/cuda/Embedding.cu; crates/torch/src/ffi/shim.cpp (opens_span)"),
     ("native_layer_norm_backward", "past 64 Ki rows CUDA sums partial rows: the replay adds them",
      "aten/src/ATen/native/cuda/layer_norm_kernel.cu; src/estimate/cuda_reduce.rs (layer_norm_partial_rows)"),
     ("native_dropout", "a library span: CUDA's mask is bool, a byte an element, as the replay takes it",
@@ -147,7 +147,7 @@ MODELLED = [
     ("convolution_backward", "a library span (cuDNN on CUDA): its outputs kept, each call's workspace from "
      "a table a GPU measured", "aten/src/ATen/native/cudnn/Conv_v8.cpp; src/estimate/cudnn_conv.rs"),
     ("native_batch_norm", "a library span (cuDNN's or the native kernel on CUDA): its outputs kept",
-     "aten/src/ATen/native/cuda/Normalization.cu; src/ffi/shim.cpp (opens_span)"),
+     "aten/src/ATen/native/cuda/Normalization.cu; crates/torch/src/ffi/shim.cpp (opens_span)"),
     ("native_batch_norm_backward", "native_batch_norm's", "aten/src/ATen/native/cuda/Normalization.cu"),
     ("_scaled_dot_product_flash_attention_for_cpu", "a library span: its output and logsumexp kept as CUDA's "
      "memory-efficient kernel returns them; the replay pads the logsumexp to 32 rows",

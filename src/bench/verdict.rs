@@ -256,7 +256,7 @@ fn what_runs(phase: &str) -> &'static str {
         "forward" => "the Linear and ReLU layers and the cross-entropy (under autocast or checkpointing where asked)",
         "backward" => "libtorch's autograd engine on both sides, the recompute of checkpointed segments included",
         "optimizer_step" => {
-            "torch.optim's update op for op (oomlab's in C++, src/ffi/optim.cpp; PyTorch's in Python over the \
+            "torch.optim's update op for op (oomlab's in C++, crates/torch/src/ffi/optim.cpp; PyTorch's in Python over the \
              same ATen ops), with the grad scaler's unscale under fp16"
         }
         "zero_grad" => "setting every gradient to None",

@@ -2,7 +2,7 @@
 //! PyTorch 2.11, in the implementation PyTorch would pick (foreach on CUDA, the for-loop on the
 //! CPU) or the one a spec names (`training.optimizer_impl`).
 //!
-//! The ops run in C++ (`src/ffi/optim.cpp`), the same ops in the same order as
+//! The ops run in C++ (`crates/torch/src/ffi/optim.cpp`), the same ops in the same order as
 //! `torch/optim/{sgd,adam}.py`, because what a step costs in memory is which temporaries it makes
 //! and how long they live: the foreach Adam holds a square root of every parameter at once, the
 //! for-loop one a parameter's, the fused one none. libtorch's own C++ optimizers (which oomlab

@@ -140,7 +140,7 @@ pub fn meta_for(for_cuda: bool) -> bool {
 }
 
 /// [`record`], with the step on libtorch's meta device: every op's outputs made as shapes (its
-/// meta kernel, oomlab's own where libtorch has none: `src/ffi/meta.cpp`), no arithmetic and no
+/// meta kernel, oomlab's own where libtorch has none: `crates/torch/src/ffi/meta.cpp`), no arithmetic and no
 /// memory, each meta tensor's bytes counted and logged as a CPU tensor's would be, the CPU's own
 /// allocations (the module as loaded, before it moves to meta) not counted. What a kernel makes
 /// besides its outputs (the CPU libraries' scratch) is not in it; the CUDA replay leaves that out

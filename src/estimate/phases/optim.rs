@@ -1,5 +1,5 @@
 //! The optimizer step, replayed: `torch.optim`'s SGD, Adam and AdamW of PyTorch 2.11 in each
-//! implementation, as `train::optim` runs them (`src/ffi/optim.cpp`, which mirrors
+//! implementation, as `train::optim` runs them (`crates/torch/src/ffi/optim.cpp`, which mirrors
 //! `torch/optim/{sgd,adam}.py` op for op, Python's variable lifetimes included).
 //!
 //! What differs between the implementations is the temporaries:

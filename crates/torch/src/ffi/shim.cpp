@@ -995,7 +995,7 @@ long oomlab_cuda_runtime_version() noexcept {
 
 // Loads libtorch_cuda from the folder libc10 was loaded from, as the binary's own link would have
 // at its start: its static initialisers register CUDA's hooks, allocator, guard and kernels. The
-// binary does not link it (build.rs), so that a command that never asks about CUDA does not pay
+// binary does not link it (`link_libtorch.rs`), so that a command that never asks about CUDA does not pay
 // for loading it and the CUDA libraries it pulls in (a third of every start's time on a CPU
 // machine). Call it before anything asks libtorch about CUDA, and before the first backward
 // (the autograd engine sizes its device threads once): libtorch caches the answers. 1: loaded;

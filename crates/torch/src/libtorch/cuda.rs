@@ -1,5 +1,5 @@
 //! CUDA as libtorch sees it, asked through here only: the binary does not link libtorch_cuda
-//! (build.rs), which with the CUDA libraries it pulls in is a third of every start's time on a
+//! (`link_libtorch.rs`), which with the CUDA libraries it pulls in is a third of every start's time on a
 //! machine without a GPU, and loads it at the first question (`ffi::cuda_load`). libtorch caches
 //! what it first learns about CUDA (its hooks; the autograd engine's device threads, at the first
 //! backward), so a command that may train on a GPU asks here before anything else runs libtorch:

@@ -39,7 +39,7 @@
 //! current process reads `Including non-PyTorch memory, this process has X memory in use.`
 //! instead (inside a container PIDs differ, so the own process can show up as `Process N`).
 //!
-//! **oomlab's CPU budget** (the counting CPU allocator in `src/ffi/shim.cpp`) words its refusal
+//! **oomlab's CPU budget** (the counting CPU allocator in `ffi/shim.cpp`) words its refusal
 //! like 2.x on purpose, with `CPU budget` as the device, so the same parser reads both.
 //!
 //! Two generic forms are OOMs too but carry little: `CUDA error: out of memory` (a `cudaMalloc`

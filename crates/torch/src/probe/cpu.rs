@@ -1,4 +1,4 @@
-//! The CPU probe: oomlab's counting allocator (see `src/ffi/shim.cpp`) installed as libtorch's CPU
+//! The CPU probe: oomlab's counting allocator (see `ffi/shim.cpp`) installed as libtorch's CPU
 //! allocator. The CPU has no caching allocator, so reserved always equals allocated.
 use std::sync::{Mutex, MutexGuard};
 
