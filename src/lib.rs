@@ -27,6 +27,8 @@ pub use oomlab_core::{
 };
 // libtorch: the shim, its quirks, out-of-memory, probes.
 pub use oomlab_torch::{ffi, libtorch, oom, probe};
+// Training: the networks and the trial.
+pub use oomlab_train::{nn, train};
 
 pub mod advise;
 pub mod bench;
@@ -37,7 +39,5 @@ pub mod cluster;
 pub mod comparison;
 pub mod estimate;
 pub mod figures;
-pub mod nn;
 pub mod results;
 pub mod run;
-pub mod train;

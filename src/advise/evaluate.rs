@@ -254,7 +254,7 @@ mod tests {
     #[test]
     fn autocast_recordings_this_cpu_cannot_run_fast_are_left_out() {
         let adam = OptimizerSpec::Adam { lr: 1e-3, weight_decay: 0.0 };
-        let mlp = crate::estimate::tests::config(2, 8, 4, adam);
+        let mlp = crate::spec::examples::mlp(2, 8, 4, adam);
         let mut script = mlp.clone();
         script.model = ModelSpec::Torchscript(ScriptSpec {
             path: "missing.pt".into(),

@@ -75,7 +75,7 @@ fn by_time(a: &Evaluated, b: &Evaluated) -> Ordering {
 pub(super) mod tests {
     use super::*;
     use crate::advise::candidates::{enumerate, Effect};
-    use crate::estimate::tests::config;
+    use crate::spec::examples::mlp as config;
     use crate::spec::OptimizerSpec;
 
     const ADAM: OptimizerSpec = OptimizerSpec::Adam { lr: 0.001, weight_decay: 0.0 };

@@ -424,7 +424,7 @@ mod tests {
         use crate::estimate::timing::calibration_config;
         use crate::estimate::DataShape;
         let adam = crate::spec::OptimizerSpec::Adam { lr: 0.001, weight_decay: 0.0 };
-        let spec = crate::estimate::tests::config(6, 5000, 32, adam);
+        let spec = crate::spec::examples::mlp(6, 5000, 32, adam);
         let shape = DataShape { samples: 32, features: 5000, classes: 10 };
         let timed = calibration_config(&spec, shape, 32, None);
         let (depth, width) = (timed.model.units(), timed.model.width());

@@ -144,8 +144,8 @@ impl Allowance {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimate::tests::config;
     use crate::estimate::{predict, predict_with, Options, Target};
+    use crate::spec::examples::mlp as config;
     use crate::spec::{DataSpec, OptimizerSpec};
 
     const ADAM: OptimizerSpec = OptimizerSpec::Adam { lr: 0.001, weight_decay: 0.0 };

@@ -189,8 +189,8 @@ mod tests {
     /// over batch x sequence rows; none on the CPU.
     #[test]
     fn each_linears_backward_takes_it_on_cuda_only() {
-        use crate::estimate::tests::config;
         use crate::estimate::Target;
+        use crate::spec::examples::mlp as config;
         use crate::spec::{DataSpec, OptimizerSpec};
         let sgd = OptimizerSpec::Sgd { lr: 0.01, momentum: 0.0, weight_decay: 0.0 };
         let mut mlp = config(4, 2048, 4096, sgd);

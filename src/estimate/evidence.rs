@@ -445,7 +445,7 @@ mod tests {
     /// autocast on Hopper (cuDNN attention) too, but not on another GPU (flash, not modelled).
     #[test]
     fn the_regime_decides_which_rules_are_unconfirmed() {
-        use crate::estimate::tests::config;
+        use crate::spec::examples::mlp as config;
         let mut lesson = config(8, 5000, 32, adam());
         lesson.data = crate::spec::DataSpec::Synthetic { samples: 1024, features: 20, classes: 2, seed: 0 };
         let p = cuda(&lesson);
@@ -521,7 +521,7 @@ mod tests {
     /// A budget between the prediction and its bound: fits as predicted, not surely.
     #[test]
     fn fits_surely_asks_the_bound() {
-        use crate::estimate::tests::config;
+        use crate::spec::examples::mlp as config;
         let mut c = config(4, 1024, 1024, adam());
         c.data = crate::spec::DataSpec::Synthetic { samples: 1024, features: 256, classes: 4, seed: 0 };
         let p = cuda(&c);

@@ -103,8 +103,8 @@ pub fn describe_steps(config: &Config) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimate::tests::config;
     use crate::estimate::{predict_with, DataShape, Options, Prediction, Target};
+    use crate::spec::examples::mlp as config;
     use crate::spec::{Checkpoint, DataSpec, OptimizerImpl, ScalerSpec, Techniques};
 
     const SGD: OptimizerSpec = OptimizerSpec::Sgd { lr: 0.01, momentum: 0.0, weight_decay: 0.0 };

@@ -329,7 +329,7 @@ impl Shapes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimate::tests::config;
+    use crate::spec::examples::mlp as config;
     use crate::spec::OptimizerSpec;
 
     const ADAM: OptimizerSpec = OptimizerSpec::Adam { lr: 0.001, weight_decay: 0.0 };

@@ -4,25 +4,10 @@
 //! queries and the view gather; and `config`, the trial they build on (`sweeps`' tests use it too).
 use super::*;
 use crate::schema::Phase;
-use crate::spec::{
-    Checkpoint, DataLocation, DataSpec, History, Mode, ModelSpec, OptimizerSpec, Techniques, TrainingSpec,
-};
+use crate::spec::{Checkpoint, DataSpec, History, Mode, ModelSpec, OptimizerSpec, Techniques};
 
-pub(crate) fn config(depth: usize, hidden: usize, batch: usize, optimizer: OptimizerSpec) -> Config {
-    Config {
-        model: ModelSpec::mlp(hidden, depth),
-        data: DataSpec::Synthetic { samples: 32, features: 32, classes: 4, seed: 0 },
-        location: DataLocation::Host,
-        training: TrainingSpec {
-            optimizer,
-            batch_size: batch,
-            steps: 2,
-            dtype: Dtype::Float32,
-            seed: 0,
-            techniques: Techniques::default(),
-        },
-    }
-}
+/// The small MLP trial the tests build on ([`crate::spec::examples::mlp`]).
+pub(crate) use crate::spec::examples::mlp as config;
 
 /// A one-layer encoder (d_model 128, 4 heads of 32) over 16 sequences of 64 tokens, Adam.
 pub(crate) fn transformer_config() -> Config {

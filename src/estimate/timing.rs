@@ -336,7 +336,7 @@ pub fn calibration_config(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimate::tests::config;
+    use crate::spec::examples::mlp as config;
 
     const ADAM: OptimizerSpec = OptimizerSpec::Adam { lr: 0.001, weight_decay: 0.0 };
 

@@ -11,6 +11,7 @@ use crate::device::DeviceChoice;
 
 mod config;
 pub mod csv_data;
+pub mod examples;
 pub mod limits;
 mod model;
 mod names;

@@ -28,6 +28,32 @@ pub fn exclusive<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
+/// The CPU's counters held as [`exclusive`] holds them, for as long as the guard lives: for a
+/// test that allocates CPU tensors without a probe, so that a probe's test elsewhere in the same
+/// process counts its own bytes alone (and tests that seed libtorch's one generator do not
+/// interleave). [`exclusive`] inside passes; a [`CpuProbe`] made inside would wait for ever.
+pub struct Alone {
+    _only: Option<MutexGuard<'static, ()>>,
+}
+
+/// See [`Alone`].
+pub fn alone() -> Alone {
+    if HELD_HERE.with(|h| h.get()) {
+        return Alone { _only: None };
+    }
+    let only = ONE_AT_A_TIME.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    HELD_HERE.with(|h| h.set(true));
+    Alone { _only: Some(only) }
+}
+
+impl Drop for Alone {
+    fn drop(&mut self) {
+        if self._only.is_some() {
+            HELD_HERE.with(|h| h.set(false));
+        }
+    }
+}
+
 pub struct CpuProbe {
     budget: Option<u64>,
     capacity: u64,

@@ -9,7 +9,10 @@ mod cpu;
 mod cuda;
 pub mod fake;
 
-pub use cpu::{counters as cpu_counters, exclusive as cpu_exclusive, snapshot as cpu_snapshot, CpuProbe};
+pub use cpu::{
+    alone as cpu_alone, counters as cpu_counters, exclusive as cpu_exclusive, snapshot as cpu_snapshot,
+    CpuProbe,
+};
 pub use cuda::CudaProbe;
 
 /// Counters that only go up over a process's life.

@@ -314,6 +314,7 @@ mod tests {
 
     #[test]
     fn accumulated_gradient_equals_the_full_batch() {
+        let _alone = crate::probe::cpu_alone();
         let init: Vec<Tensor> =
             Mlp::new(8, &[16, 16], 3, CPU_F32).unwrap().parameters().map(|p: &Tensor| p.copy()).collect();
         // One data set too: it is drawn from the same shared generator.
@@ -330,6 +331,7 @@ mod tests {
 
     #[test]
     fn gather_takes_consecutive_rows_and_wraps() {
+        let _alone = crate::probe::cpu_alone();
         let spec = DataSpec::Synthetic { samples: 10, features: 2, classes: 2, seed: 0 };
         let d = data::make(&spec, Kind::Float, Device::Cpu).unwrap();
         let (x, _, y) = gather(&d, 1, 4, Device::Cpu).unwrap();

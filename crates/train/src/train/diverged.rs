@@ -49,7 +49,7 @@ mod tests {
     use crate::spec::ResNet;
 
     fn resnet(size: usize, dtype: Dtype, amp: Amp) -> Config {
-        let mut c = crate::estimate::tests::config(
+        let mut c = crate::spec::examples::mlp(
             1,
             8,
             4,
@@ -64,6 +64,7 @@ mod tests {
 
     #[test]
     fn the_fault_is_named_where_a_strided_convolution_sees_one_pixel() {
+        let _alone = crate::probe::cpu_alone();
         let cpu = tch::Device::Cpu;
         for size in [8, 16] {
             let m = message(f64::NAN, &resnet(size, Dtype::Float32, Amp::Bf16), cpu);
@@ -80,7 +81,7 @@ mod tests {
         assert_eq!(message(f64::NAN, &resnet(32, Dtype::Float32, Amp::Bf16), cpu), plain);
         assert_eq!(message(f64::NAN, &resnet(8, Dtype::Float32, Amp::Off), cpu), plain);
         assert_eq!(message(f64::NAN, &resnet(8, Dtype::Float32, Amp::Bf16), tch::Device::Cuda(0)), plain);
-        let mlp = crate::estimate::tests::config(
+        let mlp = crate::spec::examples::mlp(
             2,
             8,
             4,

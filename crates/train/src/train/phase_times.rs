@@ -72,6 +72,7 @@ mod tests {
 
     #[test]
     fn phase_times_keep_the_timed_steps_and_sum_micro_batches() {
+        let _alone = crate::probe::cpu_alone();
         let mut p = PhaseTimes::new(1, 2);
         for r in [
             rec(0, 0, Phase::Model, 9.0),
@@ -91,6 +92,7 @@ mod tests {
 
     #[test]
     fn phases_add_up_per_step_and_a_missing_one_counts_nothing() {
+        let _alone = crate::probe::cpu_alone();
         let mut p = PhaseTimes::new(1, 2);
         for r in
             [rec(2, 0, Phase::Forward, 1.0), rec(3, 0, Phase::Forward, 2.0), rec(3, 0, Phase::Backward, 0.25)]

@@ -144,6 +144,7 @@ mod tests {
 
     #[test]
     fn synthetic_data_is_seeded_and_shaped() {
+        let _alone = crate::probe::cpu_alone();
         let spec = DataSpec::Synthetic { samples: 64, features: 5, classes: 3, seed: 7 };
         let a = make(&spec, Kind::Float, Device::Cpu).unwrap();
         let b = make(&spec, Kind::Float, Device::Cpu).unwrap();
@@ -156,6 +157,7 @@ mod tests {
 
     #[test]
     fn images_and_tokens_are_seeded_and_shaped() {
+        let _alone = crate::probe::cpu_alone();
         let spec = DataSpec::Images { samples: 6, channels: 3, size: 4, classes: 5, seed: 2 };
         let a = make(&spec, Kind::Float, Device::Cpu).unwrap();
         assert_eq!((a.x.size(), a.y.size(), a.features), (vec![6, 3, 4, 4], vec![6], 48));
@@ -176,6 +178,7 @@ mod tests {
 
     #[test]
     fn tensors_are_made_input_by_input_with_their_target() {
+        let _alone = crate::probe::cpu_alone();
         use crate::spec::TensorInput;
         let input = |shape: &[usize], dtype| TensorInput { name: "i".into(), shape: shape.to_vec(), dtype };
         let inputs = vec![
@@ -210,6 +213,7 @@ mod tests {
 
     #[test]
     fn csv_is_read_with_its_label_column() {
+        let _alone = crate::probe::cpu_alone();
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("d.csv");
         std::fs::write(&p, "a,label,b\n1.5,0,2\n3,2,4\n").unwrap();

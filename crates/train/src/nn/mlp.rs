@@ -56,6 +56,7 @@ mod tests {
 
     #[test]
     fn shapes_and_counts_follow_the_widths() {
+        let _alone = crate::probe::cpu_alone();
         let m = Mlp::<Tensor>::new(20, &[50, 50, 50], 10, CPU).unwrap();
         assert_eq!(m.layers.len(), 4);
         let expected = (20 * 50 + 50) + 2 * (50 * 50 + 50) + (50 * 10 + 10);
@@ -68,6 +69,7 @@ mod tests {
 
     #[test]
     fn no_hidden_layer_is_a_linear_classifier() {
+        let _alone = crate::probe::cpu_alone();
         let m = Mlp::<Tensor>::new(5, &[], 3, CPU).unwrap();
         assert_eq!(m.layers.len(), 1);
         assert_eq!(m.parameters().map(|p| p.numel()).sum::<usize>(), 5 * 3 + 3);
@@ -75,6 +77,7 @@ mod tests {
 
     #[test]
     fn init_is_bounded_by_fan_in() {
+        let _alone = crate::probe::cpu_alone();
         let m = Mlp::<Tensor>::new(100, &[10], 2, CPU).unwrap();
         let max = m.layers[0].weight.abs().max().double_value(&[]);
         assert!(max <= 0.1 + 1e-6 && max > 0.05, "max |w| = {max}");

@@ -80,6 +80,7 @@ mod tests {
 
     #[test]
     fn a_stored_module_passes_and_its_bytes_are_counted() {
+        let _alone = crate::probe::cpu_alone();
         let a = archive(&[("m/data/0", &[0u8; 4000], false), ("m/data.pkl", b"pickle", false)]);
         let d = check(a.path(), Some(1 << 30)).unwrap();
         assert_eq!(d, Declared { records: 2, bytes: 4006 });

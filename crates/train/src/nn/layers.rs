@@ -256,6 +256,7 @@ mod tests {
 
     #[test]
     fn bounds_follow_torch_nn_init() {
+        let _alone = crate::probe::cpu_alone();
         // kaiming_uniform_(a=sqrt(5)) reduces to 1/sqrt(fan_in), up to rounding.
         for fan in [1, 3, 27, 576, 4608] {
             let b = kaiming_uniform_bound(fan);
@@ -267,6 +268,7 @@ mod tests {
 
     #[test]
     fn conv_shapes_and_bias() {
+        let _alone = crate::probe::cpu_alone();
         let place = Place { kind: Kind::Float, device: Device::Cpu };
         let s = ConvShape { inputs: 8, outputs: 8, kernel: 3, stride: 1, padding: 1, groups: 8, bias: true };
         let c = Conv2d::<Tensor>::new(s, place).unwrap();

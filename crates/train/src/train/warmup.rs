@@ -127,6 +127,7 @@ mod tests {
 
     #[test]
     fn tiny_keeps_the_techniques_and_shrinks_the_sizes() {
+        let _alone = crate::probe::cpu_alone();
         let c = config(Amp::Bf16, Checkpoint::Sqrt);
         let t = tiny(&c);
         assert_eq!(t.model, ModelSpec::mlp(8, 2));
@@ -141,6 +142,7 @@ mod tests {
     /// checkpointing) as the plain step.
     #[test]
     fn tiny_warms_a_sequential_cut_up_as_what_it_runs() {
+        let _alone = crate::probe::cpu_alone();
         let t = tiny(&config(Amp::Off, Checkpoint::Sequential(5)));
         assert_eq!(t.training.techniques.checkpoint, Checkpoint::Every(1));
         let t = tiny(&config(Amp::Off, Checkpoint::Sequential(1)));

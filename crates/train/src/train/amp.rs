@@ -335,6 +335,7 @@ mod tests {
 
     #[test]
     fn an_inf_or_nan_gradient_skips_the_step_and_backs_off() {
+        let _alone = crate::probe::cpu_alone();
         // The fused step unscales and skips in its kernel, the others before the step.
         let cases =
             [OptimizerImpl::ForLoop, OptimizerImpl::Fused].map(|i| [(i, f64::INFINITY), (i, f64::NAN)]);
@@ -365,6 +366,7 @@ mod tests {
 
     #[test]
     fn the_scale_grows_after_growth_interval_clean_steps_not_before() {
+        let _alone = crate::probe::cpu_alone();
         let spec = ScalerSpec { init_scale: 8.0, growth_interval: 3, ..ScalerSpec::default() };
         let (w, b) = (leaf(&[1.0, 2.0, 3.0]), leaf(&[0.1, 0.2]));
         let opt = sgd(&[&w, &b], 0.01);
@@ -381,6 +383,7 @@ mod tests {
 
     #[test]
     fn a_clean_step_equals_an_unscaled_sgd_step() {
+        let _alone = crate::probe::cpu_alone();
         for implementation in [OptimizerImpl::ForLoop, OptimizerImpl::Fused] {
             clean_step_equals_unscaled(implementation);
         }
@@ -412,6 +415,7 @@ mod tests {
 
     #[test]
     fn autocast_sets_the_dtype_and_drop_restores_float() {
+        let _alone = crate::probe::cpu_alone();
         assert_eq!(linear_out_kind(), Kind::Float);
         for (amp, kind) in [(Amp::Bf16, Kind::BFloat16), (fp16(), Kind::Half)] {
             {
@@ -426,6 +430,7 @@ mod tests {
 
     #[test]
     fn a_panic_inside_the_guard_leaves_autocast_off() {
+        let _alone = crate::probe::cpu_alone();
         let result = catch_unwind(AssertUnwindSafe(|| {
             let _guard = Autocast::enter(CPU, &Amp::Bf16).unwrap();
             assert!(ffi::autocast_enabled(0));
@@ -439,6 +444,7 @@ mod tests {
 
     #[test]
     fn a_nested_guard_hands_back_the_outer_dtype() {
+        let _alone = crate::probe::cpu_alone();
         let outer = Autocast::enter(CPU, &Amp::Bf16).unwrap();
         {
             let _inner = Autocast::enter(CPU, &fp16()).unwrap();
@@ -452,6 +458,7 @@ mod tests {
 
     #[test]
     fn off_gives_no_guard_and_leaves_autocast_off() {
+        let _alone = crate::probe::cpu_alone();
         assert!(Autocast::enter(CPU, &Amp::Off).unwrap().is_none());
         assert!(!ffi::autocast_enabled(0));
         assert_eq!(linear_out_kind(), Kind::Float);
@@ -459,6 +466,7 @@ mod tests {
 
     #[test]
     fn fp16_gradients_are_refused_as_pytorch_does() {
+        let _alone = crate::probe::cpu_alone();
         let w = Tensor::from_slice(&[1.0f32, 2.0]).to_kind(Kind::Half).set_requires_grad(true);
         let opt = sgd(&[&w], 0.1);
         let mut scaler = GradScaler::new(&ScalerSpec::default(), CPU).unwrap();
@@ -468,6 +476,7 @@ mod tests {
 
     #[test]
     fn fp16_autocast_with_the_scaler_trains_an_mlp() {
+        let _alone = crate::probe::cpu_alone();
         tch::manual_seed(0);
         let (n, features, classes) = (64, 10, 3);
         let x = Tensor::randn([n, features as i64], (Kind::Float, CPU));

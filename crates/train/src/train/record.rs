@@ -413,6 +413,7 @@ mod tests {
     /// pattern in a forward (a module's own `x = x + y`) is the module's, and stays.
     #[test]
     fn a_meta_recordings_engine_sums_are_taken_back_in_place() {
+        let _alone = crate::probe::cpu_alone();
         let events = [
             (0, START, ""),
             (8, 100, "aten::add"),
@@ -453,6 +454,7 @@ mod tests {
 
     #[test]
     fn a_missing_meta_kernel_is_named_in_a_few_words() {
+        let _alone = crate::probe::cpu_alone();
         let said = "recording x.pt at batch 4: Internal torch error: aten::index_select: attempted to run this \
                     operator with Meta tensors, but there was no fake impl or Meta kernel registered. You may have \
                     run into this message while using an operator with PT2 compilation APIs";
@@ -465,6 +467,7 @@ mod tests {
     /// address freed by one thread and given again to the other is two allocations still.
     #[test]
     fn a_parallel_regions_events_come_in_one_order_whatever_the_load() {
+        let _alone = crate::probe::cpu_alone();
         let none = |n: usize| vec![ffi::Where::default(); n];
         let ops = |n: usize| vec![String::new(); n];
         // (delta, address, thread): before, thread 1's chunk, thread 2's chunk, after.

@@ -355,6 +355,7 @@ mod tests {
 
     #[test]
     fn segments_cover_the_hidden_layers_in_order() {
+        let _alone = crate::probe::cpu_alone();
         assert_eq!(segment_ranges(5, 2), vec![0..2, 2..4, 4..5]);
         assert_eq!(segment_ranges(5, 5), vec![0..5]);
         assert_eq!(segment_ranges(5, 9), vec![0..5]);
@@ -363,6 +364,7 @@ mod tests {
 
     #[test]
     fn gradients_and_loss_equal_the_plain_path() {
+        let _alone = crate::probe::cpu_alone();
         let (depth, width) = (5, 32);
         let sqrt = Checkpoint::Sqrt.segment_len(depth).unwrap();
         for len in [1, 2, 3, sqrt, depth, depth + 2] {
@@ -379,6 +381,7 @@ mod tests {
 
     #[test]
     fn grads_accumulate_over_micro_batches() {
+        let _alone = crate::probe::cpu_alone();
         let (plain, ckpt) = twins(16, 32, 5);
         let micro = [batch(16, 8), batch(16, 8)];
         // Two micro-batches, each loss halved and scaled like a grad scaler would.
@@ -403,6 +406,7 @@ mod tests {
 
     #[test]
     fn keeps_one_tensor_per_segment_plus_the_head_input() {
+        let _alone = crate::probe::cpu_alone();
         let depth = 8;
         let (model, _) = twins(16, 32, depth);
         let (x, y) = batch(16, 8);
@@ -427,6 +431,7 @@ mod tests {
     /// segments` units, then the rest plain; one segment is no checkpointing at all.
     #[test]
     fn sequential_cuts_as_checkpoint_sequential() {
+        let _alone = crate::probe::cpu_alone();
         let cut = |s, units| Checkpoint::Sequential(s).segments(units);
         let seq = |ranges: Vec<Range<usize>>, plain| Some(Segments { checkpointed: ranges, plain });
         assert_eq!(cut(1, 8), None);
@@ -444,6 +449,7 @@ mod tests {
 
     #[test]
     fn sequential_gradients_and_loss_equal_the_plain_path() {
+        let _alone = crate::probe::cpu_alone();
         let (depth, width) = (5, 32);
         for segments in 2..=depth {
             let cut = Checkpoint::Sequential(segments).segments(depth).unwrap();
@@ -508,6 +514,7 @@ mod tests {
 
     #[test]
     fn depth_zero_has_nothing_to_checkpoint() {
+        let _alone = crate::probe::cpu_alone();
         let (plain, ckpt) = twins(16, 32, 0);
         let (x, y) = batch(16, 8);
         let c = forward_every(&ckpt, &x, &y, 3).unwrap();
@@ -522,6 +529,7 @@ mod tests {
 
     #[test]
     fn zero_length_segments_are_refused() {
+        let _alone = crate::probe::cpu_alone();
         let (model, _) = twins(16, 32, 2);
         let (x, y) = batch(16, 8);
         assert!(forward_every(&model, &x, &y, 0).is_err());
@@ -529,6 +537,7 @@ mod tests {
 
     #[test]
     fn backward_under_no_grad_still_recomputes() {
+        let _alone = crate::probe::cpu_alone();
         let (plain, ckpt) = twins(16, 32, 4);
         let (x, y) = batch(16, 8);
         plain_step(&plain, &x, &y, 1.0);
@@ -565,6 +574,7 @@ mod tests {
 
     #[test]
     fn recompute_runs_under_the_callers_autocast() {
+        let _alone = crate::probe::cpu_alone();
         let (plain, ckpt) = twins(16, 32, 5);
         let (x, y) = batch(16, 8);
         let _autocast = CpuAutocast::on();
