@@ -29,6 +29,8 @@ pub use oomlab_core::{
 pub use oomlab_torch::{ffi, libtorch, oom, probe};
 // Training: the networks and the trial.
 pub use oomlab_train::{nn, train};
+// The estimate.
+pub use oomlab_estimate::estimate;
 
 pub mod advise;
 pub mod bench;
@@ -37,7 +39,6 @@ pub mod claims;
 pub mod cli;
 pub mod cluster;
 pub mod comparison;
-pub mod estimate;
 pub mod figures;
 pub mod results;
 pub mod run;

@@ -4,7 +4,7 @@
 oomlab's CUDA estimate of a TorchScript module replays the module's step recorded on the CPU
 (every allocation labelled with the innermost op that made it, as "aten::linear > aten::addmm")
 through CUDA's caching allocator. Whether an op's CUDA allocations are the CPU's is read from
-src/estimate/recorded/aten_ops.csv, which this script writes from PyTorch's own sources: the
+crates/estimate/src/estimate/recorded/aten_ops.csv, which this script writes from PyTorch's own sources: the
 native_functions.yaml of the wheel that scripts/setup-libtorch installs (torchgen, packaged with
 torch), parsed by torchgen itself. An op, by its name before the overload's dot (as a recording's
 label shows it, without `aten::`), is:
@@ -41,7 +41,7 @@ Usage (the table is committed; running it again must reproduce it byte for byte,
 `cargo test --lib estimate::recorded::cuda_ops` checks where python3 and the wheel are here):
 
     PYTHONPATH="$(dirname "$(scripts/setup-libtorch)")" scripts/reference/aten_ops.py \\
-        > src/estimate/recorded/aten_ops.csv
+        > crates/estimate/src/estimate/recorded/aten_ops.csv
 """
 from __future__ import annotations
 
@@ -135,28 +135,28 @@ STAGING = [(op, REDUCE_WHY, REDUCE_SRC) for op in [
 MODELLED = [
     ("_softmax_backward_data", "CUDA's kernel computes grad * output into a temporary of the output's size: "
      "the replay adds it", "aten/src/ATen/native/cuda/SoftMax.cu (softmax_backward_cuda_out); "
-     "src/estimate/recorded/parsed.rs (Shape::CudaTemp)"),
+     "crates/estimate/src/estimate/recorded/parsed.rs (Shape::CudaTemp)"),
     ("sum", "CUDA's reduction staging for a sum over leading dimensions: the replay adds it",
-     "aten/src/ATen/native/cuda/Reduce.cuh; src/estimate/cuda_reduce.rs"),
+     "aten/src/ATen/native/cuda/Reduce.cuh; crates/estimate/src/estimate/cuda_reduce.rs"),
     ("embedding_dense_backward", "CUDA sorts the indices: a library span, whose output alone the replay keeps",
      "aten/src/ATen/native/cuda/Embedding.cu; crates/torch/src/ffi/shim.cpp (opens_span)"),
     ("native_layer_norm_backward", "past 64 Ki rows CUDA sums partial rows: the replay adds them",
-     "aten/src/ATen/native/cuda/layer_norm_kernel.cu; src/estimate/cuda_reduce.rs (layer_norm_partial_rows)"),
+     "aten/src/ATen/native/cuda/layer_norm_kernel.cu; crates/estimate/src/estimate/cuda_reduce.rs (layer_norm_partial_rows)"),
     ("native_dropout", "a library span: CUDA's mask is bool, a byte an element, as the replay takes it",
-     "aten/src/ATen/native/cuda/Dropout.cu; src/estimate/recorded/parsed.rs (Span::Mask)"),
+     "aten/src/ATen/native/cuda/Dropout.cu; crates/estimate/src/estimate/recorded/parsed.rs (Span::Mask)"),
     ("convolution_backward", "a library span (cuDNN on CUDA): its outputs kept, each call's workspace from "
-     "a table a GPU measured", "aten/src/ATen/native/cudnn/Conv_v8.cpp; src/estimate/cudnn_conv.rs"),
+     "a table a GPU measured", "aten/src/ATen/native/cudnn/Conv_v8.cpp; crates/estimate/src/estimate/cudnn_conv.rs"),
     ("native_batch_norm", "a library span (cuDNN's or the native kernel on CUDA): its outputs kept",
      "aten/src/ATen/native/cuda/Normalization.cu; crates/torch/src/ffi/shim.cpp (opens_span)"),
     ("native_batch_norm_backward", "native_batch_norm's", "aten/src/ATen/native/cuda/Normalization.cu"),
     ("_scaled_dot_product_flash_attention_for_cpu", "a library span: its output and logsumexp kept as CUDA's "
      "memory-efficient kernel returns them; the replay pads the logsumexp to 32 rows",
      "aten/src/ATen/native/transformers/cuda/attention.cu (_efficient_attention_forward); "
-     "src/estimate/recorded/parsed.rs (Shape::AttnPad)"),
+     "crates/estimate/src/estimate/recorded/parsed.rs (Shape::AttnPad)"),
     ("_scaled_dot_product_flash_attention_for_cpu_backward", "a library span: its gradients kept; the replay "
      "adds the memory-efficient backward's delta and workspace",
      "aten/src/ATen/native/transformers/cuda/attention_backward.cu (_efficient_attention_backward); "
-     "src/estimate/recorded/parsed.rs (Shape::AttnTemps)"),
+     "crates/estimate/src/estimate/recorded/parsed.rs (Shape::AttnTemps)"),
     ("_batch_norm_with_update", "native_batch_norm's", "aten/src/ATen/native/cuda/Normalization.cu"),
     ("_native_batch_norm_legit", "native_batch_norm's", "aten/src/ATen/native/cuda/Normalization.cu"),
 ]
@@ -250,7 +250,7 @@ def table() -> str:
             classes[op] = (cls, f"{why} ({source})")
     lines = [
         f"# Which ATen ops CUDA allocates for as the CPU does (PyTorch {torch_version()}): see",
-        "# src/estimate/recorded/cuda_ops.rs. Made by scripts/reference/aten_ops.py from the wheel's",
+        "# crates/estimate/src/estimate/recorded/cuda_ops.rs. Made by scripts/reference/aten_ops.py from the wheel's",
         f"# torchgen/packaged/ATen/native/native_functions.yaml (sha256 {digest[:16]}) and the",
         "# script's hand lists; do not edit by hand: change the script and run it again.",
         "op,class,why",

@@ -2,7 +2,7 @@
 """Reads cuDNN's convolution workspaces off a GPU run's allocation history, into oomlab's table.
 
 oomlab's CUDA estimate takes a convolution's cuDNN workspace from a table measured on a GPU
-(src/estimate/cudnn_workspaces.csv; why: src/estimate/cudnn_conv.rs). This script fills it from
+(crates/estimate/src/estimate/cudnn_workspaces.csv; why: crates/estimate/src/estimate/cudnn_conv.rs). This script fills it from
 a real run: `oomlab estimate SPEC --device cuda --gpu GPU --blocks EST.csv` marks every cuDNN
 call (action `cudnn`, the call in `site`), and PyTorch's history of the same spec
 (`scripts/validate-gpu`, `validation/<experiment>.history.csv`) holds the workspace as an
@@ -20,7 +20,7 @@ Usage (on the machine that has the results; no GPU needed):
         --blocks /tmp/r50.blocks.csv
     scripts/reference/cudnn_workspaces.py --blocks /tmp/r50.blocks.csv \\
         --history results/nvidia-h200/validation/resnet50_224.history.csv \\
-        --gpu h200 --source 'results/nvidia-h200 (f631eed)' --table src/estimate/cudnn_workspaces.csv
+        --gpu h200 --source 'results/nvidia-h200 (f631eed)' --table crates/estimate/src/estimate/cudnn_workspaces.csv
 """
 import argparse
 import csv

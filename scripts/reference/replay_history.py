@@ -2,7 +2,7 @@
 """Replays PyTorch's own CUDA allocation history (train.py --history) through the caching
 allocator's rules, twice: breaking ties among equal free blocks by device address, as
 c10/cuda/CUDACachingAllocator.cpp does (its pools are ordered by size, then address), and by
-the order the segments were made, as oomlab's estimate assumes (src/estimate/caching.rs: the
+the order the segments were made, as oomlab's estimate assumes (crates/estimate/src/estimate/caching.rs: the
 driver, not PyTorch, picks addresses, so the estimate cannot know them).
 
 Why: where the estimate's allocations and frees are PyTorch's, event for event, and its peak

@@ -437,7 +437,7 @@ fn the_cudnn_table_is_what_the_fixture_histories_give() {
         let text = String::from_utf8(out.stdout).unwrap();
         read.extend(text.lines().skip(1).map(|l| l.rsplit_once(',').unwrap().0.to_string()));
     }
-    let shipped: Vec<String> = std::fs::read_to_string("src/estimate/cudnn_workspaces.csv")
+    let shipped: Vec<String> = std::fs::read_to_string("crates/estimate/src/estimate/cudnn_workspaces.csv")
         .unwrap()
         .lines()
         .filter(|l| !l.starts_with('#'))

@@ -274,7 +274,7 @@ std::tuple<Tensor, Tensor, Tensor> sdpa_flash_cpu_backward(const Tensor& grad_ou
 // kernel keeps.
 std::atomic<bool> g_sdpa_as_cuda{false};
 
-// The case the estimate models (src/estimate/graph/efficient.rs): float32, query and value heads
+// The case the estimate models (crates/estimate/src/estimate/graph/efficient.rs): float32, query and value heads
 // alike, of 32 to 64 and a multiple of 4: the backward kernel `fmha_cutlassB_f32_aligned_64x64`,
 // whose workspace is known. Other dtypes and heads keep the math path (and the CUDA estimate
 // refuses it, naming why).
@@ -327,7 +327,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_efficient(const Tensor& q, const
 // each new [B, _, H, _]; the bias's gradient where asked, its last dimension padded to 16 and
 // sliced back; float32's delta computed outside the kernel, (grad_out * out).sum(-1) transposed
 // and made contiguous, whose product and sum are freed at once; then the kernel's workspace (the
-// query gradient's split-key tiles: src/estimate/graph/efficient.rs, measured on an H200),
+// query gradient's split-key tiles: crates/estimate/src/estimate/graph/efficient.rs, measured on an H200),
 // freed with the delta and the copy when the kernel returns.
 std::tuple<Tensor, Tensor, Tensor, Tensor> sdpa_efficient_backward(
     const Tensor& grad_out, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_bias,

@@ -94,7 +94,7 @@ LastRefusal g_refusal;
 CpuCounters g_cpu;
 
 // OOMLAB_ALLOC_LOG=1 prints every counted allocation and free ("+bytes live" / "-bytes live")
-// to stderr: the ground truth to read when the memory model in src/estimate disagrees with a
+// to stderr: the ground truth to read when the memory model in crates/estimate/src/estimate disagrees with a
 // measurement.
 const bool g_log = std::getenv("OOMLAB_ALLOC_LOG") != nullptr;
 

@@ -241,7 +241,7 @@ mod tests {
     /// a new PyTorch comes with a new table. Skipped (said) where the wheel is not installed.
     #[test]
     fn the_table_is_the_scripts() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
         let Ok(torch) = std::fs::canonicalize(root.join(".libtorch")) else {
             eprintln!("no .libtorch link here: the table's check waits for scripts/setup-libtorch");
             return;
