@@ -5,6 +5,26 @@
 //! ([`markdown`]), commands for a shell ([`shell`]), interrupts ([`interrupt`]), the cache folder
 //! ([`cache`]), huge pages ([`hugepages`]) and the revision the binary was built from
 //! ([`revision`]). Nothing here runs libtorch: tch's `Kind` and `Device` are named as values only.
+/// `println!` that never panics: a closed stdout (`oomlab run … | head -3`) ends the output,
+/// not the work.
+#[macro_export]
+macro_rules! say {
+    () => {{ use std::io::Write as _; let _ = writeln!(std::io::stdout()); }};
+    ($($arg:tt)*) => {{ use std::io::Write as _; let _ = writeln!(std::io::stdout(), $($arg)*); }};
+}
+
+/// `print!` that never panics (see [`say!`]).
+#[macro_export]
+macro_rules! say_raw {
+    ($($arg:tt)*) => {{ use std::io::Write as _; let _ = write!(std::io::stdout(), $($arg)*); }};
+}
+
+/// `eprintln!` that never panics (see [`say!`]).
+#[macro_export]
+macro_rules! note {
+    ($($arg:tt)*) => {{ use std::io::Write as _; let _ = writeln!(std::io::stderr(), $($arg)*); }};
+}
+
 pub mod cache;
 pub mod device;
 pub mod fsio;

@@ -5,8 +5,8 @@
 //! leaves every completed trial readable. Comparing runs is reading two such folders.
 mod csv_out;
 pub mod experiment;
-#[cfg(test)]
-pub(crate) mod fixtures;
+#[cfg(any(test, feature = "test-support"))]
+pub mod fixtures;
 pub mod inputs;
 pub mod lock;
 pub mod manifest;

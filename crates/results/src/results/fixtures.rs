@@ -4,9 +4,9 @@ use super::manifest::{DeviceInfo, HostInfo, Versions};
 use super::Manifest;
 use crate::revision::GitInfo;
 
-pub(crate) const GIB: u64 = 1 << 30;
+pub const GIB: u64 = 1 << 30;
 
-pub(crate) fn manifest(experiment: &str, device: &str, budget: Option<u64>, capacity: u64) -> Manifest {
+pub fn manifest(experiment: &str, device: &str, budget: Option<u64>, capacity: u64) -> Manifest {
     Manifest {
         experiment: experiment.into(),
         spec_path: format!("experiments/{experiment}.toml"),

@@ -23,8 +23,8 @@ pub mod legend;
 pub mod scale;
 pub mod style;
 mod sweep_peak;
-#[cfg(test)]
-pub(crate) mod test_support;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 mod timeline;
 mod tradeoff;
 

@@ -528,8 +528,9 @@ mod tests {
         let dir = Path::new("out/cpu/depth_sweep");
         let program = crate::shell::program();
         assert!(m.resume_command(dir).starts_with(&format!("{program} run {} --out out", abs.display())));
-        // Started here: the path as typed.
-        let here = Path::new("experiments/depth_sweep.toml");
+        // Started here (a unit test runs in its crate's folder): the path as typed.
+        let here = Path::new("Cargo.toml");
+        m.spec_path = here.display().to_string();
         m.spec_file = Some(here.canonicalize().unwrap().display().to_string());
         assert_eq!(m.spec_here(), here);
         // The file that ran is gone: as given.

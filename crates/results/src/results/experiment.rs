@@ -461,7 +461,8 @@ mod tests {
     /// summary row never came are left out, and said to be.
     #[test]
     fn a_folder_cut_mid_trial_reads_as_its_whole_trials() {
-        let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("results/cpu-amd-epyc/depth_sweep");
+        let committed =
+            Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("results/cpu-amd-epyc/depth_sweep");
         let tmp = tempfile::tempdir().unwrap();
         // As the killed run left it: still running, no trial counted.
         let mut manifest = Manifest::read(&committed).unwrap();
@@ -486,7 +487,8 @@ mod tests {
     /// and the keys it does sweep, or none, read back as written.
     #[test]
     fn a_field_oomlab_does_not_sweep_is_refused_with_its_row_and_column() {
-        let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("results/cpu-amd-epyc/depth_sweep");
+        let committed =
+            Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("results/cpu-amd-epyc/depth_sweep");
         let tmp = tempfile::tempdir().unwrap();
         Manifest::read(&committed).unwrap().write(tmp.path()).unwrap();
         std::fs::copy(committed.join(super::super::TRACE), tmp.path().join(super::super::TRACE)).unwrap();
