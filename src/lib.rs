@@ -19,11 +19,10 @@ pub use oomlab_train::{nn, train};
 pub use oomlab_estimate::estimate;
 // Results: the folder, the charts, the figures.
 pub use oomlab_results::{chart, figures, results};
+// Runs: the plan carried out, Slurm and shards, the bench.
+pub use oomlab_run::{bench, cluster, run};
 
 pub mod advise;
-pub mod bench;
 pub mod claims;
 pub mod cli;
-pub mod cluster;
 pub mod comparison;
-pub mod run;

@@ -4,7 +4,7 @@
 Usage (the bench runs it; by hand, for a look):
     bench_loop.py --mode default|sync < request.json
 
-The request (JSON on stdin, see src/bench/protocol.rs) holds the configuration as oomlab
+The request (JSON on stdin, see crates/run/src/bench/protocol.rs) holds the configuration as oomlab
 validated it (`config`, the form manifest.json holds), the device, the warm-up and timed steps
 and the intra-op threads. The data, model, optimizer, autocast and checkpointing come from
 train.py, the oracle the tests hold oomlab to, so that both sides train the same model the same

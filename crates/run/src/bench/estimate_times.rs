@@ -32,7 +32,7 @@ impl EstimateTime {
 /// The committed specs (`experiments/*.toml` of the source tree this binary was built from), by
 /// name; with `quick`, the lesson's depth sweep alone.
 pub fn committed_specs(quick: bool) -> Result<Vec<PathBuf>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments");
+    let dir = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("experiments");
     let mut specs: Vec<PathBuf> = std::fs::read_dir(&dir)
         .with_context(|| {
             format!("reading {} (the bench needs the source tree it was built from)", dir.display())
