@@ -4,6 +4,11 @@
 //! into trials; each trial trains a real libtorch model ([`nn`]) through `tch` ([`train`]) while a
 //! [`probe`] reads the allocator at every phase boundary; out-of-memory is caught and parsed as
 //! data ([`oom`]); [`results`] writes CSVs and a manifest as trials finish; [`chart`] draws them.
+//!
+//! Each floor of that house is a crate of the workspace (`crates/`), so that no layer can import
+//! one above it: core, torch, train, then estimate and results, run, reports. This package is the
+//! top floor, the command line ([`cli`]); its library hands every floor's modules on under one
+//! name, as `oomlab::spec`, `oomlab::estimate`, ..., for the binary and the tests.
 #[macro_use]
 extern crate oomlab_core;
 
@@ -21,8 +26,7 @@ pub use oomlab_estimate::estimate;
 pub use oomlab_results::{chart, figures, results};
 // Runs: the plan carried out, Slurm and shards, the bench.
 pub use oomlab_run::{bench, cluster, run};
+// Reports: advice, the claims judged, comparisons.
+pub use oomlab_reports::{advise, claims, comparison};
 
-pub mod advise;
-pub mod claims;
 pub mod cli;
-pub mod comparison;
