@@ -1,4 +1,5 @@
-// Included by the build script of every crate whose binaries run libtorch (`include!`), so that
+// Included by the build script of every crate whose binaries run libtorch (`include!`: torch's
+// own, and `link_main.rs`, which the others name), so that
 // each (its test binaries, the `oomlab` binary) loads the libtorch torch-sys found without
 // `LD_LIBRARY_PATH`: torch-sys's own link flags stop at its rlib, and link arguments do not pass
 // from one crate to another, so each crate's script gives its own. Needs torch-sys as a direct
