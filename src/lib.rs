@@ -14,7 +14,7 @@ extern crate oomlab_core;
 
 // The ground floor, under the paths every layer and test has always named it by.
 pub use oomlab_core::{
-    cache, device, fsio, hugepages, interrupt, markdown, revision, schema, shell, spec, sweep, units,
+    cache, device, fsio, hugepages, interrupt, markdown, revision, schema, shell, spec, step, sweep, units,
 };
 // libtorch: the shim, its quirks, out-of-memory, probes.
 pub use oomlab_torch::{ffi, libtorch, oom, probe};

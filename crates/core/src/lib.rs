@@ -35,5 +35,6 @@ pub mod revision;
 pub mod schema;
 pub mod shell;
 pub mod spec;
+pub mod step;
 pub mod sweep;
 pub mod units;

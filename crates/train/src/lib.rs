@@ -7,5 +7,5 @@ pub mod nn;
 pub mod train;
 
 // The floors below, under the paths these modules name them by.
-use oomlab_core::{device, interrupt, schema, spec};
+use oomlab_core::{device, interrupt, schema, spec, step};
 use oomlab_torch::{ffi, libtorch, oom, probe};

@@ -310,7 +310,8 @@ pub fn torch_site() -> &'static Path {
 }
 
 /// Runs a real trial of `config` on the CPU (the counting allocator); returns its records with
-/// the baseline taken off, and its peak. The caller holds [`in_process`].
+/// the baseline taken off, and its peak; they are the phases of the trial's plan
+/// ([`oomlab::step::phases`]). The caller holds [`in_process`].
 pub fn measure(config: &Config) -> (Vec<PhaseRecord>, u64) {
     assert_in_process();
     let probe = CpuProbe::new(None).expect("CPU probe");
@@ -325,6 +326,11 @@ pub fn measure(config: &Config) -> (Vec<PhaseRecord>, u64) {
     let half = config.training.dtype == oomlab::spec::Dtype::Float16;
     let ran = outcome.status == Status::Ok || (half && outcome.status == Status::Diverged);
     assert!(ran, "{:?}: {}", outcome.status, outcome.message);
+    // The trainer and the estimate's replay execute one description of the trial
+    // (`oomlab::step`): what was measured is its phases ([`compare`] holds a prediction's to them).
+    let measured: Vec<_> = records.iter().map(|r| (r.step, r.micro, r.phase)).collect();
+    let planned: Vec<_> = oomlab::step::phases(config).collect();
+    assert_eq!(measured, planned, "the measured phases are the plan's");
     let base = outcome.baseline_allocated;
     (over_baseline(&records, base), outcome.max_memory_allocated - base)
 }

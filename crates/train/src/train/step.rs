@@ -1,7 +1,9 @@
-//! One training step, composed from the techniques a spec asks for, each in its own module:
-//! gradient accumulation (here: the loop over micro-batches), mixed precision (`amp`: autocast
-//! and the grad scaler), activation checkpointing (`checkpoint`), forward-only modes and what
-//! the loop keeps of each loss (the guide's leak).
+//! The real trainer: the actions of the trial's one description ([`crate::step::plan`], which
+//! the estimate's replay executes too) carried out on libtorch, each phase measured by the
+//! recorder. The techniques a spec asks for each live in their own module: gradient
+//! accumulation (the plan's loop over micro-batches), mixed precision (`amp`: autocast and the
+//! grad scaler), activation checkpointing (`nn::checkpoint`), forward-only modes and what the
+//! loop keeps of each loss (the guide's leak).
 //!
 //! Phases, in order: to_device, forward, backward (once per micro-batch), then optimizer_step
 //! and zero_grad once per step. zero_grad sets gradients to none, which frees them.
@@ -15,7 +17,8 @@ use super::Learned;
 use crate::libtorch::{autograd, scalar};
 use crate::nn::{checkpoint, Input, Model, Place};
 use crate::schema::Phase;
-use crate::spec::{csv_data, Amp, Config, DataLocation, DataSpec, History, Mode, Techniques};
+use crate::spec::{csv_data, Config, DataLocation, DataSpec, History};
+use crate::step::{self, Action, Event, Executor};
 
 /// What the loop keeps of past losses, alive until the trial ends.
 #[derive(Default)]
@@ -24,171 +27,218 @@ struct Kept {
     values: Vec<f64>,
 }
 
+/// Trains `config` as [`step::plan`] describes it, each phase measured by `rec`; returns the
+/// trained model.
 pub(super) fn train(
     config: &Config,
     device: Device,
     rec: &mut Recorder,
     learned: &mut Learned,
 ) -> Result<Model<Tensor>, Stop> {
-    let kind = config.training.dtype.kind();
-    let t = &config.training.techniques;
-    // With the data on the host (a DataLoader's way) only each batch reaches the device.
-    let home = match config.location {
-        DataLocation::Host => Device::Cpu,
-        DataLocation::Device => device,
-    };
-    let data = rec.phase(0, Phase::Data, || {
-        let data = data::make(&config.data, kind, home)?;
-        if let DataSpec::Csv { path, .. } = &config.data {
-            csv_data::enough_rows(path, data.samples(), config.training.batch_size)
-                .map_err(|e| tch::TchError::FileFormat(format!("{e:#}")))?;
-        }
-        Ok(data)
-    })?;
-    (learned.samples, learned.features, learned.classes) = (data.samples(), data.features, data.classes);
-    let (model, opt, mut scaler) = rec.phase(0, Phase::Model, || {
-        tch::manual_seed(config.training.seed as i64);
-        let input = Input::of(&config.data, data.features, data.classes);
-        let model = Model::new(&config.model, input, Place { kind, device })?;
-        let opt = Optimizer::new(&config.training.optimizer, t.optimizer_impl, &model)?;
-        let scaler = match &t.amp {
-            Amp::Fp16 { scaler } => Some(GradScaler::new(scaler, device)?),
-            _ => None,
-        };
-        Ok((model, opt, scaler))
-    })?;
-    learned.param_count = model.param_count();
-    learned.param_bytes = model.param_bytes();
-
-    // The set-up ends here: under a benchmark, the first step's start.
-    rec.end_step()?;
-    let mut kept = Kept::default();
-    let mut skipped = 0;
-    for step in 1..=config.training.steps {
-        let loss = match t.mode {
-            Mode::Train => {
-                let last = step == config.training.steps;
-                let (loss, mean, skip) =
-                    train_step(config, &data, &model, &opt, scaler.as_mut(), step, last, rec, &mut kept)?;
-                skipped += usize::from(skip);
-                (loss, mean)
-            }
-            Mode::Forward | Mode::ForwardNoGrad => {
-                (forward_step(config, &data, &model, step, rec, &mut kept)?, None)
-            }
-        };
-        rec.end_step()?;
-        if step == config.training.steps {
-            learned.final_loss = loss.1.or_else(|| loss.0.f_double_value(&[]).ok());
-        }
-    }
-    if let Some(s) = &scaler {
-        learned.skipped_steps = Some(skipped);
-        learned.final_scale = s.scale_value().ok();
+    let mut trainer = Trainer::new(config, device, rec, learned);
+    step::drive(config, &mut trainer)?;
+    if let Some(s) = &trainer.scaler {
+        trainer.learned.skipped_steps = Some(trainer.skipped);
+        trainer.learned.final_scale = s.scale_value().ok();
     }
     // Measured while the trial's tensors are all alive, as the last phase left them.
-    rec.finish()?;
-    drop(kept);
-    Ok(model)
+    trainer.rec.finish()?;
+    drop(std::mem::take(&mut trainer.kept));
+    Ok(trainer.model.take().expect("the plan makes the model first"))
 }
 
-/// Forward and backward for each micro-batch, then one optimizer step and zero_grad.
-/// Returns the last micro-batch's loss, with `read_loss` the mean of the micro-batches' losses
-/// (the effective batch's loss, comparable with an unaccumulated run's), and whether the grad
-/// scaler skipped the step.
-#[allow(clippy::too_many_arguments)]
-fn train_step(
-    config: &Config,
-    data: &Dataset,
-    model: &Model<Tensor>,
-    opt: &Optimizer,
-    scaler: Option<&mut GradScaler>,
-    step: usize,
-    read_loss: bool,
-    rec: &mut Recorder,
-    kept: &mut Kept,
-) -> Result<(Tensor, Option<f64>, bool), Stop> {
-    let t = &config.training.techniques;
-    let device = model.device();
-    // None: the plain path (no checkpointing, or `{ sequential = 1 }`, which checkpoints nothing).
-    let segment = t.checkpoint.segments(model.units());
-    let mut last = None;
-    // Read between phases: reading a value allocates nothing the trace would see.
-    let mut sum = read_loss.then_some(0.0);
-    for micro in 0..t.accumulation {
-        rec.micro = micro;
-        let index = (step - 1) * t.accumulation + micro;
-        let (x, extra, y) =
-            rec.phase(step, Phase::ToDevice, || gather(data, index, config.training.batch_size, device))?;
-        let fwd = rec.phase(step, Phase::Forward, || {
-            let _autocast = Autocast::enter(device, &t.amp)?;
-            Ok(match &segment {
-                None => Forward::Plain(model.loss(&model.forward_inputs(&x, &extra)?, &y)?),
-                Some(cut) => Forward::Checkpointed(checkpoint::forward(model, &x, &y, cut)?),
-            })
-        })?;
-        let loss = fwd.loss().shallow_clone();
-        keep(t, &loss, kept).map_err(|e| stop(e, step, Phase::Forward))?;
-        let scaler_ref = scaler.as_deref();
-        rec.phase(step, Phase::Backward, || {
-            // The recompute inside a checkpointed backward is a forward: it runs under autocast
-            // as the first forward did. This keeps autocast on for the whole backward, where
-            // torch.utils.checkpoint turns it on for the recompute alone (found in review, not yet
-            // changed: the backward's own ops may cast under amp here and not in PyTorch).
-            let _autocast = if segment.is_some() { Autocast::enter(device, &t.amp)? } else { None };
-            let mut l = loss.shallow_clone();
-            if t.accumulation > 1 {
-                // Each micro-batch's mean loss counts 1/n, so the sum is the effective batch's mean.
-                l = scalar::div(&l, t.accumulation as f64)?;
-            }
-            if let Some(s) = scaler_ref {
-                l = s.scale(&l)?;
-            }
-            fwd.backward(&l)
-        })?;
-        // The micro-batch and its loss go when this iteration ends; only the last loss lives on
-        // through optimizer_step and zero_grad (the caller reads it).
-        if let Some(s) = sum.as_mut() {
-            match loss.f_double_value(&[]) {
-                Ok(v) => *s += v,
-                Err(_) => sum = None,
-            }
-        }
-        if micro + 1 == t.accumulation {
-            last = Some(loss);
+/// The real trainer: a trial's tensors between its actions, each action run on libtorch.
+struct Trainer<'c, 'r, 'p> {
+    config: &'c Config,
+    device: Device,
+    rec: &'r mut Recorder<'p>,
+    learned: &'r mut Learned,
+    data: Option<Dataset>,
+    model: Option<Model<Tensor>>,
+    opt: Option<Optimizer>,
+    scaler: Option<GradScaler>,
+    /// The micro-batch under way, from its gather to the end of its iteration.
+    batch: Option<Batch>,
+    /// Its forward, until backward consumes it (a forward-only step's, until the iteration ends).
+    forward: Option<Forward>,
+    /// Its loss, until the iteration ends.
+    loss: Option<Tensor>,
+    /// The step's last loss: it lives on through optimizer_step and zero_grad, to the step's end.
+    last: Option<Tensor>,
+    /// The last step's micro-batch losses, summed, and how many (None once one cannot be read).
+    sum: Option<(f64, usize)>,
+    kept: Kept,
+    /// Steps the grad scaler skipped.
+    skipped: usize,
+}
+
+impl<'c, 'r, 'p> Trainer<'c, 'r, 'p> {
+    fn new(config: &'c Config, device: Device, rec: &'r mut Recorder<'p>, learned: &'r mut Learned) -> Self {
+        Trainer {
+            config,
+            device,
+            rec,
+            learned,
+            data: None,
+            model: None,
+            opt: None,
+            scaler: None,
+            batch: None,
+            forward: None,
+            loss: None,
+            last: None,
+            sum: Some((0.0, 0)),
+            kept: Kept::default(),
+            skipped: 0,
         }
     }
-    rec.micro = 0;
-    let skipped = rec.phase(step, Phase::OptimizerStep, || match scaler {
-        Some(s) => s.step(opt, model.parameters()),
-        None => opt.step().map(|()| false),
-    })?;
-    rec.phase(step, Phase::ZeroGrad, || opt.zero_grad())?;
-    let mean = sum.map(|s| s / t.accumulation as f64);
-    Ok((last.expect("accumulation >= 1"), mean, skipped))
 }
 
-/// Forward and loss only: with gradient tracking (a validation loop that forgot no_grad) or
-/// under no_grad.
-fn forward_step(
-    config: &Config,
-    data: &Dataset,
-    model: &Model<Tensor>,
-    step: usize,
-    rec: &mut Recorder,
-    kept: &mut Kept,
-) -> Result<Tensor, Stop> {
-    let t = &config.training.techniques;
-    let device = model.device();
-    let (x, extra, y) =
-        rec.phase(step, Phase::ToDevice, || gather(data, step - 1, config.training.batch_size, device))?;
-    let loss = rec.phase(step, Phase::Forward, || {
-        let _no_grad = (t.mode == Mode::ForwardNoGrad).then(tch::no_grad_guard);
-        let _autocast = Autocast::enter(device, &t.amp)?;
-        model.loss(&model.forward_inputs(&x, &extra)?, &y)
-    })?;
-    keep(t, &loss, kept).map_err(|e| stop(e, step, Phase::Forward))?;
-    Ok(loss)
+impl Executor for Trainer<'_, '_, '_> {
+    type Error = Stop;
+
+    fn execute(&mut self, Event { step, micro, action }: Event) -> Result<(), Stop> {
+        let config = self.config;
+        let kind = config.training.dtype.kind();
+        self.rec.micro = micro;
+        match action {
+            Action::Data => {
+                // With the data on the host (a DataLoader's way) only each batch reaches the device.
+                let home = match config.location {
+                    DataLocation::Host => Device::Cpu,
+                    DataLocation::Device => self.device,
+                };
+                let data = self.rec.phase(0, Phase::Data, || {
+                    let data = data::make(&config.data, kind, home)?;
+                    if let DataSpec::Csv { path, .. } = &config.data {
+                        csv_data::enough_rows(path, data.samples(), config.training.batch_size)
+                            .map_err(|e| tch::TchError::FileFormat(format!("{e:#}")))?;
+                    }
+                    Ok(data)
+                })?;
+                let l = &mut *self.learned;
+                (l.samples, l.features, l.classes) = (data.samples(), data.features, data.classes);
+                self.data = Some(data);
+            }
+            Action::Model => {
+                let data = self.data.as_ref().expect("the data before the model");
+                let (device, t) = (self.device, &config.training.techniques);
+                let (model, opt, scaler) = self.rec.phase(0, Phase::Model, || {
+                    tch::manual_seed(config.training.seed as i64);
+                    let input = Input::of(&config.data, data.features, data.classes);
+                    let model = Model::new(&config.model, input, Place { kind, device })?;
+                    let opt = Optimizer::new(&config.training.optimizer, t.optimizer_impl, &model)?;
+                    let scaler = match &t.amp {
+                        crate::spec::Amp::Fp16 { scaler } => Some(GradScaler::new(scaler, device)?),
+                        _ => None,
+                    };
+                    Ok((model, opt, scaler))
+                })?;
+                self.learned.param_count = model.param_count();
+                self.learned.param_bytes = model.param_bytes();
+                (self.model, self.opt, self.scaler) = (Some(model), Some(opt), scaler);
+            }
+            Action::Gather { index } => {
+                let data = self.data.as_ref().expect("the data before a batch");
+                let device = self.model.as_ref().expect("the model before a batch").device();
+                let batch = config.training.batch_size;
+                self.batch =
+                    Some(self.rec.phase(step, Phase::ToDevice, || gather(data, index, batch, device))?);
+            }
+            Action::Forward { grad, autocast, checkpoint: cut } => {
+                let model = self.model.as_ref().expect("the model before a forward");
+                let (x, extra, y) = self.batch.as_ref().expect("a batch before its forward");
+                let device = model.device();
+                let fwd = self.rec.phase(step, Phase::Forward, || {
+                    let _no_grad = (!grad).then(tch::no_grad_guard);
+                    let _autocast = Autocast::enter(device, &autocast)?;
+                    // None: the plain path (no checkpointing, or `{ sequential = 1 }`, which
+                    // checkpoints nothing).
+                    Ok(match cut.segments(model.units()) {
+                        None => Forward::Plain(model.loss(&model.forward_inputs(x, extra)?, y)?),
+                        Some(cut) => Forward::Checkpointed(checkpoint::forward(model, x, y, &cut)?),
+                    })
+                })?;
+                self.loss = Some(fwd.loss().shallow_clone());
+                self.forward = Some(fwd);
+            }
+            Action::Keep(history) => {
+                let loss = self.loss.as_ref().expect("a loss to keep");
+                keep(history, loss, &mut self.kept).map_err(|e| stop(e, step, Phase::Forward))?;
+            }
+            Action::Backward { divide_by, scaled, autocast } => {
+                let fwd = self.forward.take().expect("a forward before its backward");
+                let loss = self.loss.as_ref().expect("a loss to backpropagate");
+                let scaler = self.scaler.as_ref().filter(|_| scaled);
+                let device = self.device_of_model();
+                self.rec.phase(step, Phase::Backward, || {
+                    // The recompute inside a checkpointed backward is a forward: it runs under
+                    // autocast as the first forward did. This keeps autocast on for the whole
+                    // backward, where torch.utils.checkpoint turns it on for the recompute alone
+                    // (found in review, not yet changed: the backward's own ops may cast under amp
+                    // here and not in PyTorch).
+                    let checkpointed = matches!(fwd, Forward::Checkpointed(_));
+                    let _autocast = if checkpointed { Autocast::enter(device, &autocast)? } else { None };
+                    let mut l = loss.shallow_clone();
+                    if divide_by > 1 {
+                        // Each micro-batch's mean loss counts 1/n, so the sum is the effective
+                        // batch's mean.
+                        l = scalar::div(&l, divide_by as f64)?;
+                    }
+                    if let Some(s) = scaler {
+                        l = s.scale(&l)?;
+                    }
+                    fwd.backward(&l)
+                })?;
+            }
+            Action::EndMicro { last } => {
+                // The micro-batch and its loss go when this iteration ends; only the last loss
+                // lives on through optimizer_step and zero_grad (the step's end reads it).
+                self.forward = None;
+                self.batch = None;
+                let loss = self.loss.take().expect("a loss at the iteration's end");
+                // The last step's losses are read between phases: reading a value allocates
+                // nothing the trace would see.
+                if step == config.training.steps {
+                    self.sum = self.sum.zip(loss.f_double_value(&[]).ok()).map(|((s, n), v)| (s + v, n + 1));
+                }
+                if last {
+                    self.last = Some(loss);
+                }
+            }
+            Action::OptimizerStep { scaled } => {
+                let (model, opt) =
+                    (self.model.as_ref().expect("model"), self.opt.as_ref().expect("optimizer"));
+                let scaler = self.scaler.as_mut().filter(|_| scaled);
+                let skipped = self.rec.phase(step, Phase::OptimizerStep, || match scaler {
+                    Some(s) => s.step(opt, model.parameters()),
+                    None => opt.step().map(|()| false),
+                })?;
+                self.skipped += usize::from(skipped);
+            }
+            Action::ZeroGrad => {
+                let opt = self.opt.as_ref().expect("optimizer");
+                self.rec.phase(step, Phase::ZeroGrad, || opt.zero_grad())?;
+            }
+            Action::EndStep { last } => {
+                self.rec.end_step()?;
+                let loss = self.last.take();
+                if last && step > 0 {
+                    // The mean of the micro-batches' losses: the effective batch's loss,
+                    // comparable with an unaccumulated run's.
+                    let mean = self.sum.filter(|&(_, n)| n > 0).map(|(s, n)| s / n as f64);
+                    self.learned.final_loss = mean.or_else(|| loss.and_then(|l| l.f_double_value(&[]).ok()));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Trainer<'_, '_, '_> {
+    fn device_of_model(&self) -> Device {
+        self.model.as_ref().map_or(self.device, |m| m.device())
+    }
 }
 
 /// The forward pass's result, plain or checkpointed; each knows its own backward.
@@ -215,8 +265,8 @@ impl Forward {
 
 /// Keeps what the spec's history asks of this loss: the tensor (and with it its graph) or a
 /// plain number (which waits for the device, like `loss.item()`).
-fn keep(t: &Techniques, loss: &Tensor, kept: &mut Kept) -> Result<(), TchError> {
-    match t.history {
+fn keep(history: History, loss: &Tensor, kept: &mut Kept) -> Result<(), TchError> {
+    match history {
         History::None => {}
         History::LossTensor => kept.tensors.push(loss.shallow_clone()),
         // A step recorded on the meta device has no values to read; the number costs no memory.
@@ -275,7 +325,7 @@ mod tests {
     use crate::nn::{mlp::Mlp, CPU_F32};
     use crate::probe::fake::FakeProbe;
     use crate::schema::PhaseRecord;
-    use crate::spec::{DataLocation, DataSpec, Dtype, ModelSpec, OptimizerSpec, TrainingSpec};
+    use crate::spec::{DataLocation, DataSpec, Dtype, ModelSpec, OptimizerSpec, Techniques, TrainingSpec};
 
     fn config(batch: usize, accumulation: usize) -> Config {
         Config {
@@ -293,7 +343,7 @@ mod tests {
         }
     }
 
-    /// One real train_step with SGD at lr 1, so each parameter moves by exactly its gradient,
+    /// One real training step (the plan's step 1) with SGD at lr 1, so each parameter moves by exactly its gradient,
     /// from the parameters `init` (the same for every call: the global generator is shared with
     /// the tests running beside this one, so a seed alone does not give the same model).
     fn gradient_step(c: &Config, data: &data::Dataset, init: &[Tensor]) -> Vec<Tensor> {
@@ -308,8 +358,20 @@ mod tests {
         let probe = FakeProbe::default();
         let mut sink = |_: &PhaseRecord| Ok(());
         let mut rec = Recorder::new(&probe, 1, crate::schema::TraceLevel::Phases, &mut sink).unwrap();
-        let _ = train_step(c, data, &model, &opt, None, 1, false, &mut rec, &mut Kept::default()).unwrap();
+        let mut learned = Learned::default();
+        let mut trainer = Trainer::new(c, Device::Cpu, &mut rec, &mut learned);
+        (trainer.data, trainer.model, trainer.opt) = (Some(shared(data)), Some(model), Some(opt));
+        for event in step::plan(c).filter(|e| e.step == 1) {
+            trainer.execute(event).unwrap();
+        }
+        let model = trainer.model.take().unwrap();
         model.parameters().into_iter().zip(before).map(|(p, b)| b - p).collect()
+    }
+
+    /// The same data set's tensors, for another trainer.
+    fn shared(d: &data::Dataset) -> data::Dataset {
+        let extra = d.extra.iter().map(Tensor::shallow_clone).collect();
+        data::Dataset { x: d.x.shallow_clone(), extra, y: d.y.shallow_clone(), ..*d }
     }
 
     #[test]

@@ -16,7 +16,7 @@ use super::ledger::{BlockEvent, Ledger, Shared};
 use super::terms::{Target, Terms};
 use super::{GpuArch, Options, PhasePrediction};
 use crate::schema::Phase;
-use crate::spec::{Amp, Config, OptimizerImpl};
+use crate::spec::{Config, OptimizerImpl};
 
 use super::ledger::Category::Transient;
 
@@ -104,9 +104,8 @@ impl<'a> Sim<'a> {
     }
 
     /// `GradScaler.step` (with fp16) and the optimizer's step ([`optim`]).
-    fn optimizer_step(&mut self) {
+    fn optimizer_step(&mut self, scaled: bool) {
         let implementation = self.optimizer_impl();
-        let scaled = matches!(self.config.training.techniques.amp, Amp::Fp16 { .. });
         if scaled && implementation == OptimizerImpl::Fused {
             return self.scaled_fused_step();
         }

@@ -1,7 +1,8 @@
 //! A trial of any model kind, replayed through the model's own code (`nn`) over symbolic
 //! tensors ([`crate::estimate::graph`]): the data set, the model, each batch, the forward (plain
 //! or checkpointed, through `nn::checkpoint` itself: its cut of the units, the plain units of
-//! `{ sequential = S }` included) and its backward, as `train::step` makes them; the
+//! `{ sequential = S }` included) and its backward, as `train::step` makes them, both executing
+//! the trial's one description ([`crate::step::plan`]); the
 //! optimizer's step ([`super::optim`]) over the model's parameters. A kept loss (the history)
 //! is filed, with what its graph saved, as the history's once its iteration ends.
 //!
@@ -23,7 +24,9 @@ use crate::estimate::Target;
 use crate::nn::checkpoint::{self, Checkpointed};
 use crate::nn::{Input, Model, Ops, Place};
 use crate::schema::Phase;
-use crate::spec::{Amp, DataLocation, DataSpec, History, Mode, Segments};
+use crate::spec::{Amp, DataLocation, DataSpec, History, Segments};
+use crate::step::{self, Action, Event, Executor};
+use std::convert::Infallible;
 
 /// What the replay holds of a trial of a model of any kind.
 pub(super) struct Net {
@@ -34,6 +37,17 @@ pub(super) struct Net {
     model: Option<Model<Sym>>,
     /// The fp16 grad scaler's scale and growth tracker, made at its first `scale()`.
     scaler: Option<(Sym, Sym)>,
+    /// The micro-batch under way (input, target), from its gather to its iteration's end.
+    batch: Option<(Sym, Sym)>,
+    /// Its forward, until backward consumes it (a forward-only step's, until the iteration ends).
+    graph: Option<Graph>,
+    /// Its loss, and whether the loop keeps it (`history = "loss_tensor"`), until the iteration
+    /// ends.
+    loss: Option<(Sym, bool)>,
+    /// The step's last loss, alive through optimizer_step and zero_grad to the step's end.
+    last: Option<(Sym, bool)>,
+    /// The losses the loop keeps, with what their graphs saved, to the trial's end.
+    kept: Vec<Sym>,
 }
 
 /// What a forward left for its backward.
@@ -55,7 +69,18 @@ impl Net {
     pub(super) fn new(sim: &Sim) -> Net {
         let ctx = Ctx::new(sim.ledger.clone(), sim.t.target, sim.threads, sim.gpu);
         let installed = ctx.install();
-        Net { ctx, _installed: installed, data: None, model: None, scaler: None }
+        Net {
+            ctx,
+            _installed: installed,
+            data: None,
+            model: None,
+            scaler: None,
+            batch: None,
+            graph: None,
+            loss: None,
+            last: None,
+            kept: Vec::new(),
+        }
     }
 }
 
@@ -81,59 +106,15 @@ impl Sim<'_> {
         self.net.as_ref().expect("a model of any kind is replayed through `net`")
     }
 
-    /// Replays the whole trial (`train::step::train`).
-    /// Replays the whole trial, as `train::run_trial` runs it.
+    fn net_mut(&mut self) -> &mut Net {
+        self.net.as_mut().expect("a model of any kind is replayed through `net`")
+    }
+
+    /// Replays the whole trial, as `train::step` trains it: the actions of [`step::plan`].
     pub(in crate::estimate) fn run(mut self) -> Replay {
-        self.phase(0, 0, Phase::Data, Self::net_data);
-        self.phase(0, 0, Phase::Model, Self::net_model);
-        let tech = self.config.training.techniques;
-        let accumulation = tech.accumulation.max(1);
-        let units = self.config.model.units();
-        // None: the plain path (no checkpointing, or `{ sequential = 1 }`).
-        let segment = tech.checkpoint.segments(units);
-        let keep = tech.history == History::LossTensor;
-        let mut kept: Vec<Sym> = Vec::new();
-        for step in 1..=self.config.training.steps {
-            match tech.mode {
-                Mode::Train => {
-                    let mut last = None;
-                    for micro in 0..accumulation {
-                        let (x, y) = self.phase(step, micro, Phase::ToDevice, |s| s.net_gather());
-                        let graph = self
-                            .phase(step, micro, Phase::Forward, |s| s.net_forward(&x, &y, segment.as_ref()));
-                        let loss = graph.loss();
-                        self.phase(step, micro, Phase::Backward, |s| s.net_backward(graph, &loss));
-                        drop((y, x));
-                        // A micro-batch's iteration ends here but the last's, whose loss lives
-                        // on through optimizer_step and zero_grad.
-                        if micro + 1 == accumulation {
-                            last = Some(loss);
-                        } else if keep {
-                            kept.push(into_history(loss));
-                        }
-                    }
-                    self.phase(step, 0, Phase::OptimizerStep, Self::optimizer_step);
-                    self.phase(step, 0, Phase::ZeroGrad, Self::net_zero_grad);
-                    if let Some(loss) = last.filter(|_| keep) {
-                        kept.push(into_history(loss));
-                    }
-                }
-                Mode::Forward | Mode::ForwardNoGrad => {
-                    let (x, y) = self.phase(step, 0, Phase::ToDevice, |s| s.net_gather());
-                    let no_grad = tech.mode == Mode::ForwardNoGrad;
-                    let loss = self.phase(step, 0, Phase::Forward, |s| {
-                        let _grad = s.net().ctx.grad_mode(!no_grad);
-                        s.net_forward(&x, &y, None).loss()
-                    });
-                    drop((y, x));
-                    if keep {
-                        kept.push(into_history(loss));
-                    }
-                }
-            }
-        }
-        drop(kept);
-        // The model and the data go with the trial, after its last phase.
+        let Ok(()) = step::drive(self.config, &mut self);
+        // What the loop kept goes first, then the model and the data, after the last phase.
+        drop(std::mem::take(&mut self.net_mut().kept));
         let net = self.net.take().expect("replayed through net");
         let (ledger, oom, phases) = (self.ledger.clone(), self.oom, std::mem::take(&mut self.out));
         let cudnn = net.ctx.cudnn_calls.borrow().counts();
@@ -222,9 +203,9 @@ impl Sim<'_> {
 
     /// The forward and the loss, with grad tracking (or as the caller's grad mode says), plain
     /// or checkpointed.
-    fn net_forward(&mut self, x: &Sym, y: &Sym, segment: Option<&Segments>) -> Graph {
+    fn net_forward(&mut self, x: &Sym, y: &Sym, autocast: Option<Kind>, segment: Option<&Segments>) -> Graph {
         // `train::step`: the forward under autocast, whose cache goes when the phase ends.
-        let _autocast = self.net().ctx.autocast_mode(self.autocast_kind());
+        let _autocast = self.net().ctx.autocast_mode(autocast);
         let model = self.net().model.as_ref().expect("model first");
         let graph = match segment {
             None => {
@@ -245,15 +226,22 @@ impl Sim<'_> {
         graph
     }
 
-    /// `train_step`'s backward phase: the loss divided by the micro-batches, then backward.
-    fn net_backward(&mut self, graph: Graph, loss: &Sym) {
-        let tech = self.config.training.techniques;
+    /// The backward phase (`Action::Backward`): the loss divided by the micro-batches, scaled by
+    /// the grad scaler, then backward.
+    fn net_backward(
+        &mut self,
+        graph: Graph,
+        loss: &Sym,
+        divide_by: usize,
+        scale: bool,
+        autocast: Option<Kind>,
+    ) {
         // A checkpointed backward recomputes under autocast, as the forward ran.
         let checkpointed = matches!(graph, Graph::Checkpointed(_));
-        let kind = if checkpointed { self.autocast_kind() } else { None };
+        let kind = if checkpointed { autocast } else { None };
         let _autocast = self.net().ctx.autocast_mode(kind);
-        let mut scaled = if tech.accumulation > 1 { loss.div_scalar() } else { loss.handle() };
-        if matches!(tech.amp, Amp::Fp16 { .. }) {
+        let mut scaled = if divide_by > 1 { loss.div_scalar() } else { loss.handle() };
+        if scale {
             // GradScaler.scale: its fp32 scale and int32 growth tracker at the first call, then
             // `loss * scale` (the divided loss gone once the product exists).
             let net = self.net.as_mut().expect("net");
@@ -274,21 +262,94 @@ impl Sim<'_> {
         }
     }
 
-    /// Autocast's dtype in this trial, `None` without mixed precision.
-    fn autocast_kind(&self) -> Option<Kind> {
-        match self.config.training.techniques.amp {
-            Amp::Off => None,
-            Amp::Fp16 { .. } => Some(Kind::Half),
-            Amp::Bf16 => Some(Kind::BFloat16),
-        }
-    }
-
     /// `zero_grad()`: every `.grad` set to none, parameter by parameter.
     fn net_zero_grad(&mut self) {
         let model = self.net().model.as_ref().expect("model first");
         for p in model.parameters() {
             p.drop_grad();
         }
+    }
+}
+
+/// The replay's meaning of each action: `train::step`'s, over symbolic tensors.
+impl Executor for Sim<'_> {
+    type Error = Infallible;
+
+    fn execute(&mut self, Event { step, micro, action }: Event) -> Result<(), Infallible> {
+        match action {
+            Action::Data => self.phase(0, 0, Phase::Data, Self::net_data),
+            Action::Model => self.phase(0, 0, Phase::Model, Self::net_model),
+            Action::Gather { .. } => {
+                let batch = self.phase(step, micro, Phase::ToDevice, |s| s.net_gather());
+                self.net_mut().batch = Some(batch);
+            }
+            Action::Forward { grad, autocast, checkpoint } => {
+                let (x, y) = self.net_mut().batch.take().expect("a batch before its forward");
+                let segment = checkpoint.segments(self.config.model.units());
+                let graph = self.phase(step, micro, Phase::Forward, |s| {
+                    let _grad = s.net().ctx.grad_mode(grad);
+                    s.net_forward(&x, &y, autocast_kind(autocast), segment.as_ref())
+                });
+                let net = self.net_mut();
+                (net.batch, net.loss) = (Some((x, y)), Some((graph.loss(), false)));
+                net.graph = Some(graph);
+            }
+            Action::Keep(history) => {
+                // A number kept costs nothing; a tensor keeps its graph, filed as the history's
+                // once its iteration ends.
+                if let Some((_, keep)) = self.net_mut().loss.as_mut() {
+                    *keep = history == History::LossTensor;
+                }
+            }
+            Action::Backward { divide_by, scaled, autocast } => {
+                let net = self.net_mut();
+                let graph = net.graph.take().expect("a forward before its backward");
+                let loss = net.loss.as_ref().map(|(l, _)| l.handle()).expect("a loss to backpropagate");
+                self.phase(step, micro, Phase::Backward, |s| {
+                    s.net_backward(graph, &loss, divide_by, scaled, autocast_kind(autocast))
+                });
+            }
+            Action::EndMicro { last } => {
+                let net = self.net_mut();
+                drop(net.graph.take());
+                drop(net.batch.take().map(|(x, y)| (y, x)));
+                let loss = net.loss.take().expect("a loss at the iteration's end");
+                if last {
+                    net.last = Some(loss);
+                } else {
+                    net.release(loss);
+                }
+            }
+            Action::OptimizerStep { scaled } => {
+                self.phase(step, micro, Phase::OptimizerStep, |s| s.optimizer_step(scaled))
+            }
+            Action::ZeroGrad => self.phase(step, micro, Phase::ZeroGrad, Self::net_zero_grad),
+            Action::EndStep { .. } => {
+                let net = self.net_mut();
+                if let Some(loss) = net.last.take() {
+                    net.release(loss);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Net {
+    /// A loss whose iteration has ended: kept as the history's, or gone.
+    fn release(&mut self, (loss, keep): (Sym, bool)) {
+        if keep {
+            self.kept.push(into_history(loss));
+        }
+    }
+}
+
+/// Autocast's dtype for `amp`, `None` without mixed precision.
+fn autocast_kind(amp: Amp) -> Option<Kind> {
+    match amp {
+        Amp::Off => None,
+        Amp::Fp16 { .. } => Some(Kind::Half),
+        Amp::Bf16 => Some(Kind::BFloat16),
     }
 }
 
