@@ -1,12 +1,11 @@
-//! `oomlab merge DIR`: a sharded run put together (`cluster::merge`), its charts drawn and its
-//! answer printed as `run` prints one; and what a shard says when it is done.
+//! `oomlab merge DIR`: a sharded run put together and its charts drawn (`run::pipeline::merge`),
+//! its answer printed as `run` prints one; and what a shard says when it is done.
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::report;
-use crate::cluster::merge;
+use crate::run::pipeline;
 use crate::run::shard::Shard;
 use crate::run::RunReport;
 
@@ -24,16 +23,8 @@ pub struct MergeArgs {
 }
 
 pub fn run(args: MergeArgs) -> Result<()> {
-    let (spec, mut report) =
-        merge::merge(&args.dir, args.force).with_context(|| format!("merging {}", args.dir.display()))?;
-    let drawing = Instant::now();
-    let cuda = report.manifest.device.is_cuda();
-    let charts = report::charts(&report, spec.run.budget_on(cuda))?;
-    // Not `charts_drawn`: the total is the shards' summed time, not this process's.
-    if let Some(t) = &mut report.manifest.timings {
-        t.charts = Some(drawing.elapsed().as_secs_f64());
-    }
-    report.manifest.write(&report.dir)?;
+    let (spec, done) = pipeline::merge(&args.dir, args.force)?;
+    let report = &done.report;
     if !args.quiet {
         let n = report.manifest.shards.len();
         say!("merged {n} shards into {}:", report.dir.display());
@@ -49,9 +40,9 @@ pub fn run(args: MergeArgs) -> Result<()> {
                 s.resolved
             );
         }
-        report::print(&spec, &report, &charts);
+        report::print(&spec, report, &done.charts);
     }
-    report::check_some_trial_ran(&report)
+    done.check_some_trial_ran()
 }
 
 /// After a shard's run: whether it had anything to run, and the merge to run when all are done.

@@ -1,23 +1,14 @@
 //! What `run` says at the end: the answer to the spec's question, and the charts it drew.
 use std::path::PathBuf;
 
-use anyhow::Result;
 use bytesize::ByteSize;
 
 use crate::estimate;
-use crate::figures;
-use crate::results::{manifest::Answer, ExperimentDir};
+use crate::results::manifest::Answer;
 use crate::run::{describe, details, RunReport};
 use crate::schema::Status;
 use crate::spec::{Amp, Config, Field, Spec, SweepMode};
 use crate::units::count;
-
-/// Draws the run's charts into its results folder, as `oomlab plot` would; returns the files
-/// written. `spec_budget`: the spec's own budget for the device (the plan's), named on the
-/// charts beside a `--budget` that replaced it.
-pub fn charts(report: &RunReport, spec_budget: Option<u64>) -> Result<Vec<PathBuf>> {
-    figures::draw_charts(&ExperimentDir::read(&report.dir)?, &[], spec_budget)
-}
 
 pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {
     let m = &report.manifest;
@@ -165,20 +156,4 @@ fn scaler_line(c: &Config, variant: &str, report: &RunReport) -> Option<String> 
             ran.len()
         ),
     })
-}
-
-/// An error when no trial completed for a reason other than memory (every one errored: a CSV
-/// that does not parse, a technique the dtype cannot run): the run measured nothing, and its
-/// exit status says so. Out of memory is a result, not a failure.
-pub fn check_some_trial_ran(report: &RunReport) -> Result<()> {
-    let first = report.rows.first();
-    if first.is_some() && report.rows.iter().all(|r| r.status == Status::Error) {
-        anyhow::bail!(
-            "no trial completed: every trial ({}) stopped with an error, the first: {} (summary.csv in {})",
-            report.rows.len(),
-            first.map_or("", |r| r.message.as_str()),
-            report.dir.display()
-        );
-    }
-    Ok(())
 }

@@ -1,14 +1,13 @@
-//! `oomlab run`: its arguments, the command that resumes it, and the pipeline from a spec to
-//! its folder of results and charts.
+//! `oomlab run`: its arguments, the command that resumes it, and what it prints of the run that
+//! `run::pipeline` makes from a spec.
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use super::{merge, report, DeviceBudget};
-use crate::results::RunStatus;
 use crate::run::plan::Plan;
 use crate::run::shard::Shard;
-use crate::run::{self as runner, RunOptions};
+use crate::run::{pipeline, RunOptions};
 use crate::schema::TraceLevel;
 use crate::spec;
 
@@ -85,93 +84,24 @@ fn parse_shard(s: &str) -> Result<Shard, String> {
     s.parse()
 }
 
-/// Runs a spec: the plan resolved once, the trials, then the charts from the same plan.
+/// Runs a spec: the plan resolved once, the trials and the charts (`run::pipeline`), then what
+/// they answer.
 pub(super) fn run(args: RunArgs) -> Result<()> {
     let plan = Plan::here(spec::load(&args.spec)?, args.target.overrides());
-    crate::interrupt::set_resume_command(resume_command(&args));
-    if args.resume && !args.out.exists() {
-        anyhow::bail!(
-            "--resume: nothing to resume under --out {} (no such folder); run without --resume",
-            args.out.display()
-        );
-    }
-    runner::refuse_out(&args.out)?;
-    // The probe first: a budget on CUDA is the caching allocator's memory fraction, which holds
-    // only if it is set before anything makes the allocator, and loading a TorchScript module in
-    // the preflight did (an H200 accepted 22.4 GiB under a 22.4 GiB budget).
-    let device = plan.device.resolve(crate::libtorch::cuda::devices()).map_err(anyhow::Error::msg)?;
-    let probe = runner::open_probe(device, plan.budget)?;
-    spec::csv_data::preflight(&plan.spec)?;
-    crate::train::preflight::preflight(&plan.spec)?;
     let opts = RunOptions {
-        out: args.out,
+        out: args.out.clone(),
         force: args.force,
         resume: args.resume,
         quiet: args.quiet,
         trace: args.trace,
         shard: args.shard,
     };
+    let done = pipeline::run_spec(&args.spec, &plan, &opts, resume_command(&args))?;
     if !args.quiet {
-        for (variant, p) in plan.slow_here(crate::device::CpuCaps::here()) {
-            let which = variant.map_or("the spec".to_string(), |v| format!("variant {v}"));
-            note!(
-                "note: {which} runs in {} on a CPU without {} matrix instructions ({}): libtorch converts around \
-                 every kernel, tens of times fp32's time a step (`oomlab estimate` gives its memory in seconds; \
-                 skip_on_cpu_without = \"{}\" on a variant leaves it out on such CPUs)",
-                p.key(),
-                p.key(),
-                p.instructions(),
-                p.key()
-            );
-        }
-    }
-    crate::interrupt::install()?;
-    crate::interrupt::arm();
-    // Made now, and removed again if the run is refused before it writes anything there.
-    let _out = runner::check_out(&opts.out)?;
-    let mut report =
-        runner::run_on(&plan, &opts, &*probe).with_context(|| format!("running {}", args.spec.display()))?;
-    // While the charts are drawn a signal stops them between two (every trial is kept), and a
-    // second marks the folder interrupted before the process exits, as during the trials.
-    crate::interrupt::set_wording(
-        "stopping after the chart under way (every trial is kept); Ctrl-C again to stop at once".into(),
-        format!(
-            "after the chart under way: every trial is in {}, and `--resume` draws the charts",
-            report.dir.display()
-        ),
-    );
-    runner::mark_on_abandon(&report.dir);
-    let drawing = std::time::Instant::now();
-    // A shard's charts would show a slice: the merge draws them.
-    let charts =
-        if args.shard.is_some() { Ok(Vec::new()) } else { report::charts(&report, plan.spec_budget) };
-    let charts = match charts {
-        Ok(charts) => charts,
-        Err(e) if e.is::<crate::interrupt::Interrupted>() => {
-            // Stopped between two charts: every trial is on disk; `--resume` draws the charts.
-            report.manifest.status = RunStatus::Interrupted;
-            report.manifest.write(&report.dir)?;
-            return Err(e);
-        }
-        Err(e) => {
-            // The measurements are whole, the folder is not: `--resume` draws the charts again.
-            report.manifest.status = RunStatus::Failed(format!("drawing the charts: {e:#}"));
-            report.manifest.write(&report.dir)?;
-            return Err(e.context(format!(
-                "the trials are in {}, but not its charts; once that is mended, `oomlab run {} --resume` draws \
-                 them",
-                report.dir.display(),
-                args.spec.display()
-            )));
-        }
-    };
-    crate::interrupt::clear_abandon();
-    report.charts_drawn(drawing.elapsed().as_secs_f64())?;
-    if !args.quiet {
-        report::print(&plan.spec, &report, &charts);
+        report::print(&plan.spec, &done.report, &done.charts);
         if let Some(s) = args.shard {
-            merge::shard_done(s, &report);
+            merge::shard_done(s, &done.report);
         }
     }
-    report::check_some_trial_ran(&report)
+    done.check_some_trial_ran()
 }

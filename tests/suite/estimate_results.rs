@@ -39,7 +39,7 @@ fn cpu_result_dirs() -> Vec<PathBuf> {
         for dir in experiments.flatten().map(|e| e.path()) {
             if dir.join("manifest.json").is_file() {
                 let m = Manifest::read(&dir).expect("a readable manifest");
-                if m.device.resolved == "cpu" {
+                if m.device.resolved == oomlab::device::RunDevice::Cpu {
                     dirs.push(dir);
                 }
             }

@@ -49,6 +49,67 @@ impl fmt::Display for DeviceChoice {
     }
 }
 
+/// The device a run used: the CPU or CUDA device N (what `auto` and `cuda` resolve to). Written
+/// `cpu` or `cuda:N`, and only those are read back: readers ask one question of it, CPU or GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunDevice {
+    Cpu,
+    Cuda(usize),
+}
+
+impl RunDevice {
+    /// The device libtorch runs on (anything but CUDA is the CPU here).
+    pub fn of(device: tch::Device) -> RunDevice {
+        match device {
+            tch::Device::Cuda(i) => RunDevice::Cuda(i),
+            _ => RunDevice::Cpu,
+        }
+    }
+
+    pub fn is_cuda(self) -> bool {
+        matches!(self, RunDevice::Cuda(_))
+    }
+}
+
+impl fmt::Display for RunDevice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunDevice::Cpu => f.write_str("cpu"),
+            RunDevice::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+impl FromStr for RunDevice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.strip_prefix("cuda:").map(str::parse::<u32>) {
+            _ if s == "cpu" => Ok(RunDevice::Cpu),
+            Some(Ok(n)) => Ok(RunDevice::Cuda(n as usize)),
+            _ => Err(format!("{s:?} is not a device a run uses (\"cpu\" or \"cuda:N\")")),
+        }
+    }
+}
+
+/// Serde as the words a person writes (`Display` out, `FromStr` in), so that files say `cuda:0`.
+macro_rules! serde_as_text {
+    ($t:ty) => {
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let text = <String as serde::Deserialize>::deserialize(d)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+serde_as_text!(DeviceChoice);
+serde_as_text!(RunDevice);
+
 impl DeviceChoice {
     /// The concrete device on a machine with `cuda_devices` CUDA devices: `auto` is `cuda:0`
     /// where there is one, else the CPU; `cuda:N` must exist.

@@ -5,7 +5,9 @@ pub mod rules;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-use crate::spec::{CnnSpec, DataSpec, ModelSpec};
+use crate::spec::{
+    AmpKind, CnnSpec, DataSpec, Dtype, History, Mode, ModelSpec, Named, OptimizerImpl, OptimizerKind,
+};
 
 /// A phase of a trial. `Data` and `Model` happen once per trial (step 0); the others once per
 /// training step, in this order.
@@ -239,20 +241,29 @@ pub struct SummaryRow {
     /// A token data set's `data.seq_len` and `data.vocab`; empty for others.
     pub seq_len: Option<usize>,
     pub vocab: Option<usize>,
-    pub optimizer: String,
+    // The spec's closed sets, written as the spec writes them and read back as the same types
+    // ([`word`]); `None` (an empty cell) in results from before the column.
+    /// sgd, sgd_momentum, adam, adamw.
+    #[serde(deserialize_with = "word")]
+    pub optimizer: Option<OptimizerKind>,
     /// How torch.optim ran it: for_loop, foreach or fused (empty in results from before the
     /// choice, made with libtorch's C++ optimizers).
-    pub optimizer_impl: String,
-    pub dtype: String,
+    #[serde(deserialize_with = "word")]
+    pub optimizer_impl: Option<OptimizerImpl>,
+    #[serde(deserialize_with = "word")]
+    pub dtype: Option<Dtype>,
     pub accumulation: usize,
     /// off, fp16, bf16.
-    pub amp: String,
+    #[serde(deserialize_with = "word")]
+    pub amp: Option<AmpKind>,
     /// none, sqrt, the units per segment, or `sequential:S` (`Checkpoint::name`).
     pub checkpoint: String,
     /// train, forward, forward_no_grad.
-    pub mode: String,
+    #[serde(deserialize_with = "word")]
+    pub mode: Option<Mode>,
     /// none, loss_tensor, loss_value.
-    pub history: String,
+    #[serde(deserialize_with = "word")]
+    pub history: Option<History>,
     /// Peaks over the whole trial, in bytes.
     pub max_memory_allocated: u64,
     pub max_memory_reserved: u64,
@@ -381,6 +392,28 @@ fn whole_as_integer<S: serde::Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok
     }
 }
 
+/// A variant a run on this machine leaves out (`skip_on_cpu_without`), and why: in a manifest,
+/// and said where an estimate gives its prediction (which is for a machine that runs it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotRun {
+    pub variant: String,
+    pub why: String,
+}
+
+/// Reads one of summary.csv's closed-set columns: the spec's word for a choice
+/// ([`Named::as_str`], which is also what serde writes); an empty cell (a file from before the
+/// column) is `None`, and any other word an error that names it and the words it could be.
+fn word<'de, D: serde::Deserializer<'de>, T: Named>(d: D) -> Result<Option<T>, D::Error> {
+    let text = Option::<String>::deserialize(d)?;
+    match text.as_deref().map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(w) => T::from_name(w).map(Some).ok_or_else(|| {
+            let words: Vec<&str> = T::ALL.iter().map(|c| c.as_str()).collect();
+            serde::de::Error::custom(format!("`{w}` is not one of {}", words.join(", ")))
+        }),
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -506,5 +539,41 @@ pub(crate) mod tests {
         let back: Vec<SummaryRow> =
             csv::Reader::from_reader(text.as_bytes()).deserialize().map(Result::unwrap).collect();
         assert_eq!(back.iter().map(|r| r.value).collect::<Vec<_>>(), [Some(311.0), Some(0.001), None]);
+    }
+
+    /// The closed-set columns are written as the spec's words and read back as the same
+    /// choices; an empty cell (an older file) reads as none, and a word oomlab never writes is
+    /// an error naming it.
+    #[test]
+    fn closed_set_columns_round_trip_as_words() {
+        let row = SummaryRow {
+            optimizer: Some(OptimizerKind::AdamW),
+            optimizer_impl: Some(OptimizerImpl::Foreach),
+            dtype: Some(Dtype::Bfloat16),
+            amp: Some(AmpKind::Fp16),
+            mode: Some(Mode::ForwardNoGrad),
+            history: Some(History::LossTensor),
+            ..SummaryRow::default()
+        };
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.serialize(&row).unwrap();
+        w.serialize(SummaryRow::default()).unwrap();
+        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+        let first: Vec<&str> = text.lines().nth(1).unwrap().split(',').collect();
+        let cell = |name: &str| first[header.iter().position(|c| *c == name).unwrap()];
+        let words = ["optimizer", "optimizer_impl", "dtype", "amp", "mode", "history"].map(cell);
+        assert_eq!(words, ["adamw", "foreach", "bfloat16", "fp16", "forward_no_grad", "loss_tensor"]);
+        let back: Vec<SummaryRow> =
+            csv::Reader::from_reader(text.as_bytes()).deserialize().map(Result::unwrap).collect();
+        assert_eq!(back, [row, SummaryRow::default()]);
+
+        let bad = text.replace("forward_no_grad", "sideways");
+        let err =
+            csv::Reader::from_reader(bad.as_bytes()).deserialize::<SummaryRow>().next().unwrap().unwrap_err();
+        assert!(
+            err.to_string().contains("`sideways` is not one of train, forward, forward_no_grad"),
+            "{err}"
+        );
     }
 }

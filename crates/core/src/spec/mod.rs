@@ -134,7 +134,7 @@ pub struct Config {
 }
 
 /// Where the data set lives during training.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DataLocation {
     /// In host memory, as the lesson's DataLoader keeps it: each step's batch is gathered there
@@ -288,7 +288,7 @@ impl Default for Techniques {
 
 /// The implementations of `torch.optim`'s SGD, Adam and AdamW. TOML:
 /// `optimizer_impl = "for_loop" | "foreach" | "fused"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OptimizerImpl {
     /// One parameter at a time (`foreach=False`): a parameter's temporaries at once.
@@ -326,6 +326,49 @@ pub enum Amp {
     Off,
     Fp16 { scaler: ScalerSpec },
     Bf16,
+}
+
+/// Autocast's dtype, without the grad scaler's settings: summary.csv's `amp` column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AmpKind {
+    Off,
+    Fp16,
+    Bf16,
+}
+
+impl Amp {
+    pub fn kind(&self) -> AmpKind {
+        match self {
+            Amp::Off => AmpKind::Off,
+            Amp::Fp16 { .. } => AmpKind::Fp16,
+            Amp::Bf16 => AmpKind::Bf16,
+        }
+    }
+}
+
+/// Which optimizer, as summary.csv names it: plain SGD and SGD with momentum apart, since
+/// only the second keeps state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OptimizerKind {
+    Sgd,
+    SgdMomentum,
+    Adam,
+    #[serde(rename = "adamw")]
+    AdamW,
+}
+
+impl OptimizerKind {
+    /// State tensors the optimizer keeps per parameter, each the parameter's size: the one
+    /// table of them (momentum's buffer; Adam's and AdamW's two moments).
+    pub fn state_tensors(self) -> u64 {
+        match self {
+            OptimizerKind::Sgd => 0,
+            OptimizerKind::SgdMomentum => 1,
+            OptimizerKind::Adam | OptimizerKind::AdamW => 2,
+        }
+    }
 }
 
 /// PyTorch's GradScaler settings (same defaults). Invariants: init_scale > 0,
@@ -426,7 +469,7 @@ pub fn segment_ranges(depth: usize, len: usize) -> Vec<std::ops::Range<usize>> {
 }
 
 /// What a step does. TOML: `mode = "train" | "forward" | "forward_no_grad"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Mode {
     /// Forward, backward, optimizer step, zero_grad.
@@ -438,7 +481,7 @@ pub enum Mode {
 }
 
 /// What the loop keeps of each step's loss. TOML: `history = "none" | "loss_tensor" | "loss_value"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum History {
     None,
@@ -468,7 +511,7 @@ pub enum OptimizerSpec {
 }
 
 /// The dtype of parameters and data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Dtype {
     Float32,
@@ -478,6 +521,26 @@ pub enum Dtype {
 }
 
 impl Dtype {
+    /// Bytes per element: the one table of element sizes.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Dtype::Float32 => 4,
+            Dtype::Float64 => 8,
+            Dtype::Bfloat16 | Dtype::Float16 => 2,
+        }
+    }
+
+    /// Bytes per element of the loss and the other values reduced in full precision: float64 in
+    /// a float64 model, float32 in every other (a half-precision model's and autocast's losses
+    /// are computed in float32).
+    pub fn loss_bytes(self) -> u64 {
+        if self == Dtype::Float64 {
+            8
+        } else {
+            4
+        }
+    }
+
     pub fn kind(self) -> tch::Kind {
         match self {
             Dtype::Float32 => tch::Kind::Float,
@@ -699,11 +762,15 @@ impl OptimizerSpec {
     }
 
     pub fn name(&self) -> &'static str {
+        self.kind().as_str()
+    }
+
+    pub fn kind(&self) -> OptimizerKind {
         match self {
-            OptimizerSpec::Sgd { momentum, .. } if *momentum != 0.0 => "sgd_momentum",
-            OptimizerSpec::Sgd { .. } => "sgd",
-            OptimizerSpec::Adam { .. } => "adam",
-            OptimizerSpec::AdamW { .. } => "adamw",
+            OptimizerSpec::Sgd { momentum, .. } if *momentum != 0.0 => OptimizerKind::SgdMomentum,
+            OptimizerSpec::Sgd { .. } => OptimizerKind::Sgd,
+            OptimizerSpec::Adam { .. } => OptimizerKind::Adam,
+            OptimizerSpec::AdamW { .. } => OptimizerKind::AdamW,
         }
     }
 }

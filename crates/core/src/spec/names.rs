@@ -2,7 +2,10 @@
 //! `summary.csv` and in messages; [`Named::ALL`] is what the validator accepts and lists in
 //! "must be one of". The manifest's JSON (serde's `snake_case`) spells them the same, which a
 //! test holds.
-use super::{Amp, Checkpoint, DataLocation, Dtype, History, Loss, Mode, OnOom, OptimizerImpl, ScriptUnits};
+use super::{
+    Amp, AmpKind, Checkpoint, DataLocation, Dtype, History, Loss, Mode, OnOom, OptimizerImpl, OptimizerKind,
+    ScriptUnits,
+};
 
 /// A choice among fixed words.
 pub trait Named: Copy + 'static {
@@ -29,6 +32,12 @@ macro_rules! named {
                 }
             }
         }
+        /// The spec's word, as messages and files write it.
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
     };
 }
 
@@ -40,15 +49,13 @@ named!(OptimizerImpl { ForLoop => "for_loop", Foreach => "foreach", Fused => "fu
 named!(OnOom { Continue => "continue", Stop => "stop" });
 named!(Loss { CrossEntropy => "cross_entropy", Mse => "mse" });
 named!(ScriptUnits { Whole => "whole", Children => "children" });
+named!(AmpKind { Off => "off", Fp16 => "fp16", Bf16 => "bf16" });
+named!(OptimizerKind { Sgd => "sgd", SgdMomentum => "sgd_momentum", Adam => "adam", AdamW => "adamw" });
 
 impl Amp {
     /// "off", "fp16" or "bf16", as `training.amp` says it.
     pub fn as_str(&self) -> &'static str {
-        match self {
-            Amp::Off => "off",
-            Amp::Fp16 { .. } => "fp16",
-            Amp::Bf16 => "bf16",
-        }
+        self.kind().as_str()
     }
 }
 
@@ -84,6 +91,8 @@ mod tests {
         same_as_serde::<History>();
         same_as_serde::<OptimizerImpl>();
         same_as_serde::<OnOom>();
+        same_as_serde::<AmpKind>();
+        same_as_serde::<OptimizerKind>();
         assert_eq!(Checkpoint::Every(4).name(), "4");
         assert_eq!(Checkpoint::Sequential(4).name(), "sequential:4");
         // The manifest's JSON keeps the spec's own forms.

@@ -60,6 +60,7 @@ mod options;
 mod phases;
 mod prediction;
 mod recorded;
+pub mod report;
 mod steps;
 mod sweeps;
 pub mod terms;
@@ -187,7 +188,7 @@ fn replay(
         if let (Target::Cpu, crate::spec::ModelSpec::Transformer(m), DataSpec::Tokens { seq_len, .. }) =
             (options.target, &config.model, &config.data)
         {
-            let acc_bytes = if t.dtype == crate::spec::Dtype::Float64 { 8 } else { 4 };
+            let acc_bytes = t.dtype.loss_bytes();
             let racy = flash_backward_racy(
                 t.batch_size as i64,
                 m.nhead as i64,
@@ -230,7 +231,7 @@ fn replay(
             format!("{:?}: kernels that accumulate in float32 may add temporaries", t.dtype).to_lowercase(),
         );
     }
-    if matches!(tech.amp, Amp::Fp16 { .. }) && terms::state_tensors_per_param(&t.optimizer) > 0 {
+    if matches!(tech.amp, Amp::Fp16 { .. }) && t.optimizer.kind().state_tensors() > 0 {
         notes.push(
             "fp16: assumes the grad scaler skips no step; a skipped first step (inf/NaN gradients) \
              makes the optimizer's state arrive a step later"

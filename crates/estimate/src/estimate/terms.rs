@@ -51,15 +51,6 @@ impl Target {
     }
 }
 
-/// Bytes of one element of the training dtype.
-pub fn elt_size(dtype: Dtype) -> u64 {
-    match dtype {
-        Dtype::Float32 => 4,
-        Dtype::Float64 => 8,
-        Dtype::Bfloat16 | Dtype::Float16 => 2,
-    }
-}
-
 /// Every size the phases need, for one configuration.
 #[derive(Debug, Clone)]
 pub struct Terms {
@@ -77,7 +68,7 @@ pub struct Terms {
 impl Terms {
     /// A model with these parameters (`nn::Model::parameters`' element counts, in its order).
     pub fn new(shape: DataShape, params: Vec<u64>, batch: usize, dtype: Dtype, target: Target) -> Self {
-        Terms { elt: elt_size(dtype), dtype, params, shape, batch: batch as u64, target }
+        Terms { elt: dtype.bytes(), dtype, params, shape, batch: batch as u64, target }
     }
 
     /// The parameter tensors in the order the optimizer holds them (for an MLP `Mlp::parameters`:
@@ -111,21 +102,9 @@ impl Terms {
     }
 }
 
-/// How many parameter-sized state tensors an optimizer keeps per parameter, from its first step
-/// on: SGD none; SGD with momentum its `momentum_buffer` (a clone of the first gradient); Adam
-/// and AdamW `exp_avg` and `exp_avg_sq` (`zeros_like` the parameter). (amsgrad, which would add
-/// `max_exp_avg_sq`, is never turned on by oomlab.)
-pub fn state_tensors_per_param(opt: &OptimizerSpec) -> u64 {
-    match *opt {
-        OptimizerSpec::Sgd { momentum, .. } if momentum != 0.0 => 1,
-        OptimizerSpec::Sgd { .. } => 0,
-        OptimizerSpec::Adam { .. } | OptimizerSpec::AdamW { .. } => 2,
-    }
-}
-
 /// Optimizer state bytes once every parameter has some.
 pub fn optimizer_state_bytes(opt: &OptimizerSpec, terms: &Terms) -> u64 {
-    state_tensors_per_param(opt).saturating_mul(terms.param_bytes())
+    opt.kind().state_tensors().saturating_mul(terms.param_bytes())
 }
 
 #[cfg(test)]

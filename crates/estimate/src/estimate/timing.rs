@@ -23,29 +23,30 @@ use serde::{Deserialize, Serialize};
 
 use crate::estimate::DataShape;
 use crate::spec::{
-    Amp, Checkpoint, Config, DataSpec, History, Mode, ModelSpec, Named, OptimizerImpl, OptimizerSpec,
+    Amp, AmpKind, Checkpoint, Config, DataLocation, DataSpec, Dtype, History, Mode, ModelSpec, Named,
+    OptimizerImpl, OptimizerKind, OptimizerSpec,
 };
 
 /// What a micro-batch's time depends on besides its size: the key of a pass measurement.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PassKey {
-    pub mode: String,
-    pub dtype: String,
-    pub amp: String,
+    pub mode: Mode,
+    pub dtype: Dtype,
+    pub amp: AmpKind,
     pub checkpointed: bool,
-    pub location: String,
+    pub location: DataLocation,
 }
 
 impl PassKey {
     pub fn of(c: &Config) -> PassKey {
         let t = &c.training;
         PassKey {
-            mode: t.techniques.mode.as_str().into(),
-            dtype: t.dtype.as_str().into(),
-            amp: t.techniques.amp.as_str().into(),
+            mode: t.techniques.mode,
+            dtype: t.dtype,
+            amp: t.techniques.amp.kind(),
             // `{ sequential = 1 }` recomputes nothing: PyTorch runs it plain.
             checkpointed: t.techniques.checkpoint.segments(c.model.units()).is_some(),
-            location: c.location.as_str().into(),
+            location: c.location,
         }
     }
 }
@@ -53,8 +54,8 @@ impl PassKey {
 /// What an update's time depends on: the key of an update measurement.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct UpdateKey {
-    pub optimizer: String,
-    pub implementation: String,
+    pub optimizer: OptimizerKind,
+    pub implementation: OptimizerImpl,
     /// The fp16 grad scaler unscales and checks the gradients in the update.
     pub scaled: bool,
 }
@@ -64,8 +65,8 @@ impl UpdateKey {
     pub fn of(c: &Config, cuda: bool) -> Option<UpdateKey> {
         let t = &c.training;
         (t.techniques.mode == Mode::Train).then(|| UpdateKey {
-            optimizer: t.optimizer.name().into(),
-            implementation: OptimizerImpl::resolve(t.techniques.optimizer_impl, cuda).as_str().into(),
+            optimizer: t.optimizer.kind(),
+            implementation: OptimizerImpl::resolve(t.techniques.optimizer_impl, cuda),
             scaled: matches!(t.techniques.amp, Amp::Fp16 { .. }),
         })
     }
@@ -230,12 +231,19 @@ impl Calibration {
             let checkpointed = if key.checkpointed { ", checkpointed" } else { "" };
             out.push(format!(
                 "a {} pass ({}, amp {}{checkpointed}, data on the {})",
-                key.mode, key.dtype, key.amp, key.location
+                key.mode.as_str(),
+                key.dtype.as_str(),
+                key.amp.as_str(),
+                key.location.as_str()
             ));
         }
         if let Some(key) = UpdateKey::of(c, cuda).filter(|k| !self.updates.iter().any(|u| &u.key == k)) {
             let scaled = if key.scaled { " with the grad scaler" } else { "" };
-            out.push(format!("the {} update ({}{scaled})", key.optimizer, key.implementation));
+            out.push(format!(
+                "the {} update ({}{scaled})",
+                key.optimizer.as_str(),
+                key.implementation.as_str()
+            ));
         }
         out
     }

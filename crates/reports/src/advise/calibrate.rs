@@ -354,7 +354,12 @@ fn describe_pass(k: &PassKey) -> String {
 }
 
 fn describe_update(k: &UpdateKey) -> String {
-    format!("{} {}{}", k.optimizer, k.implementation, if k.scaled { " with the grad scaler" } else { "" })
+    format!(
+        "{} {}{}",
+        k.optimizer.as_str(),
+        k.implementation.as_str(),
+        if k.scaled { " with the grad scaler" } else { "" }
+    )
 }
 
 fn describe_run(c: &Config) -> String {

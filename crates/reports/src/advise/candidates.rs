@@ -20,8 +20,8 @@
 use serde::Serialize;
 
 use crate::spec::{
-    Amp, Checkpoint, CnnSpec, Config, DataLocation, Mode, ModelSpec, Named, OptimizerImpl, OptimizerSpec,
-    ScalerSpec, ScriptUnits,
+    Amp, AmpKind, Checkpoint, CnnSpec, Config, DataLocation, Mode, ModelSpec, Named, OptimizerImpl,
+    OptimizerSpec, ScalerSpec, ScriptUnits,
 };
 
 /// The most micro-batches per step `advise` proposes: past this, a step is mostly overhead.
@@ -60,11 +60,11 @@ pub enum Change {
     /// `accumulation` micro-batches of `micro_batch` per optimizer step.
     Accumulation { accumulation: usize, micro_batch: usize },
     /// `training.amp`.
-    Amp { amp: String },
+    Amp { amp: AmpKind },
     /// `training.checkpoint`.
     Checkpoint { checkpoint: String },
     /// `training.optimizer_impl`.
-    OptimizerImpl { optimizer_impl: String },
+    OptimizerImpl { optimizer_impl: OptimizerImpl },
     /// `data.location = "host"`.
     DataOnHost,
     /// A smaller batch, everything else as written.
@@ -88,7 +88,7 @@ impl Change {
             | Change::NoGrad
             | Change::InferenceBatch { .. } => Effect::Same,
             // Turning autocast off gives precision back; any other amp lowers it.
-            Change::Amp { amp } if amp == "off" => Effect::FullPrecision,
+            Change::Amp { amp: AmpKind::Off } => Effect::FullPrecision,
             Change::Amp { .. } => Effect::Precision,
             Change::Batch { .. } | Change::Optimizer { .. } => Effect::Changed,
         }
@@ -101,9 +101,9 @@ impl Change {
             Change::Accumulation { accumulation, micro_batch } => {
                 format!("micro-batch {micro_batch} x {accumulation}")
             }
-            Change::Amp { amp } => format!("amp {amp}"),
+            Change::Amp { amp } => format!("amp {}", amp.as_str()),
             Change::Checkpoint { checkpoint } => format!("checkpoint {checkpoint}"),
-            Change::OptimizerImpl { optimizer_impl } => format!("{optimizer_impl} optimizer"),
+            Change::OptimizerImpl { optimizer_impl } => format!("{} optimizer", optimizer_impl.as_str()),
             Change::DataOnHost => "data on host".into(),
             Change::Batch { batch_size, was } => format!("batch {batch_size} (was {was})"),
             Change::Optimizer { optimizer, was } => format!("{optimizer} (was {was})"),
@@ -266,13 +266,13 @@ fn with_knobs(base: &Config, effective: usize, written: Knobs, knobs: Knobs) -> 
         });
     }
     if knobs.amp != written.amp {
-        changes.push(Change::Amp { amp: knobs.amp.as_str().into() });
+        changes.push(Change::Amp { amp: knobs.amp.kind() });
     }
     if knobs.checkpoint != written.checkpoint {
         changes.push(Change::Checkpoint { checkpoint: knobs.checkpoint.name() });
     }
     if knobs.optimizer_impl != written.optimizer_impl {
-        changes.push(Change::OptimizerImpl { optimizer_impl: knobs.optimizer_impl.as_str().into() });
+        changes.push(Change::OptimizerImpl { optimizer_impl: knobs.optimizer_impl });
     }
     if knobs.location != written.location {
         changes.push(Change::DataOnHost);

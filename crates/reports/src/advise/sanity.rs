@@ -14,6 +14,7 @@
 //! the lines are extrapolated, and two fitted at small batches may cross far out: the ranking
 //! then floors a checkpointed pass at its plain twin's time (`Calibration::step_seconds`).
 use crate::estimate::timing::{Calibration, PassCell, PassKey};
+use crate::spec::{AmpKind, Named};
 
 /// Within this, two passes count as equally fast: timing noise on the same work. A tiny model's
 /// pass hardly grows with the micro-batch, and two rounds of it differ by a few percent on a
@@ -68,16 +69,19 @@ pub fn check(cal: &Calibration, caps: Option<CpuCaps>) -> Vec<String> {
         }
     }
     if let Some(caps) = caps {
-        for (amp, has) in [("bf16", caps.bf16), ("fp16", caps.fp16)] {
+        for (amp, has) in [(AmpKind::Bf16, caps.bf16), (AmpKind::Fp16, caps.fp16)] {
             if has {
                 continue;
             }
             for low in cal.passes.iter().filter(|c| c.key.amp == amp) {
-                if let Some(full) = find(&PassKey { amp: "off".into(), ..low.key.clone() }) {
+                if let Some(full) = find(&PassKey { amp: AmpKind::Off, ..low.key.clone() }) {
                     slower(
                         low,
                         full,
-                        &format!("{amp} measured faster than fp32 on a CPU without {amp} instructions"),
+                        &format!(
+                            "{0} measured faster than fp32 on a CPU without {0} instructions",
+                            amp.as_str()
+                        ),
                     );
                 }
             }
@@ -88,23 +92,24 @@ pub fn check(cal: &Calibration, caps: Option<CpuCaps>) -> Vec<String> {
 
 fn describe(k: &PassKey) -> String {
     let ck = if k.checkpointed { ", checkpointed" } else { "" };
-    format!("{} amp {}{ck}", k.dtype, k.amp)
+    format!("{} amp {}{ck}", k.dtype.as_str(), k.amp.as_str())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::estimate::timing::ModelShape;
+    use crate::spec::{DataLocation, Dtype, Mode};
 
     const SHAPE: ModelShape = ModelShape { layers: 2, macs_per_sample: 1000.0, params: 100 };
 
     fn key(amp: &str, checkpointed: bool) -> PassKey {
         PassKey {
-            mode: "train".into(),
-            dtype: "float32".into(),
-            amp: amp.into(),
+            mode: Mode::Train,
+            dtype: Dtype::Float32,
+            amp: AmpKind::from_name(amp).expect("an amp word"),
             checkpointed,
-            location: "host".into(),
+            location: DataLocation::Host,
         }
     }
 

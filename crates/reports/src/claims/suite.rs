@@ -145,7 +145,7 @@ mod tests {
 
     fn exp(timings: Option<RunTimings>, device: &str) -> ExperimentDir {
         let mut m = manifest("e", device, None, 1 << 30);
-        m.device.resolved = device.into();
+        m.device.resolved = device.parse().expect("a run's device");
         m.host.torch_threads = 2;
         m.timings = timings;
         ExperimentDir { dir: "e".into(), manifest: m, rows: Vec::new(), trace: Vec::new(), cut_row: false }

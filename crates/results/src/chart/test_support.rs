@@ -18,8 +18,8 @@ pub fn summary(trial: usize, variant: &str, value: Option<f64>, status: Status) 
         field: value.map(|_| crate::spec::Field::BatchSize),
         value,
         status,
-        dtype: "float32".into(),
-        amp: "off".into(),
+        dtype: Some(crate::spec::Dtype::Float32),
+        amp: Some(crate::spec::AmpKind::Off),
         ..SummaryRow::default()
     }
 }

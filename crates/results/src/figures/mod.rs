@@ -286,7 +286,7 @@ mod tests {
     #[test]
     fn subtitles_say_the_budget_the_run_had_and_the_specs_when_overridden() {
         let mut m = crate::results::fixtures::manifest("depth_sweep", "AMD EPYC", Some(2 << 30), 64 << 30);
-        m.device.resolved = "cpu".into();
+        m.device.resolved = crate::device::RunDevice::Cpu;
         m.spec_source =
             "[experiment]\nname = \"depth_sweep\"\n[model]\nhidden = 8\ndepth = 1\n[data]\nsamples = 8\n\
                          features = 2\nclasses = 2\n[training]\noptimizer = \"sgd\"\nbatch_size = 4\n[run]\n\

@@ -18,8 +18,8 @@ pub fn manifest(experiment: &str, device: &str, budget: Option<u64>, capacity: u
         ),
         spec: serde_json::json!({"description": "How deep before out of memory?"}),
         device: DeviceInfo {
-            requested: "auto".into(),
-            resolved: "cuda:0".into(),
+            requested: crate::device::DeviceChoice::Auto,
+            resolved: crate::device::RunDevice::Cuda(0),
             name: device.into(),
             slug: crate::device::slug(device),
             capacity_bytes: capacity,

@@ -5,6 +5,7 @@ use std::path::Path;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+use crate::device::{DeviceChoice, RunDevice};
 use crate::revision::GitInfo;
 use crate::schema::rules::not_a_time;
 
@@ -77,12 +78,8 @@ pub struct Manifest {
     pub outputs: Option<Vec<String>>,
 }
 
-/// A variant left out on this machine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NotRun {
-    pub variant: String,
-    pub why: String,
-}
+/// A variant left out on this machine (defined below, where the estimate's report names it too).
+pub use crate::schema::NotRun;
 
 /// Which shard of a spec's trials a run was, and what it ran (see `run::shard`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -222,9 +219,9 @@ impl<'de> Deserialize<'de> for RunStatus {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeviceInfo {
     /// As asked: "auto", "cpu", "cuda:0".
-    pub requested: String,
-    /// As used: "cpu", "cuda:0".
-    pub resolved: String,
+    pub requested: DeviceChoice,
+    /// As used: "cpu", "cuda:0" (nothing else reads back).
+    pub resolved: RunDevice,
     pub name: String,
     pub slug: String,
     pub capacity_bytes: u64,
@@ -236,7 +233,7 @@ pub struct DeviceInfo {
 impl DeviceInfo {
     /// Whether the run was on a GPU (`cuda:N`); anything else a checked manifest holds is `cpu`.
     pub fn is_cuda(&self) -> bool {
-        self.resolved.starts_with("cuda:")
+        self.resolved.is_cuda()
     }
 }
 
@@ -347,7 +344,7 @@ impl Manifest {
             program: &crate::shell::program(),
             spec: &spec,
             out,
-            device: Some(self.device.requested.clone()).filter(|d| d != "auto"),
+            device: (self.device.requested != DeviceChoice::Auto).then(|| self.device.requested.to_string()),
             budget: self.device.budget_bytes,
             // Runs from before --trace synchronised at every phase.
             trace: self.trace.unwrap_or(TraceLevel::Sync),
@@ -404,13 +401,6 @@ impl Manifest {
                 self.experiment
             );
             return Err(("experiment".into(), why));
-        }
-        // Readers ask one question of it, CPU or GPU, which only these two forms answer alike.
-        let gpu = self.device.resolved.strip_prefix("cuda:").is_some_and(|i| i.parse::<u32>().is_ok());
-        if !gpu && self.device.resolved != "cpu" {
-            let why =
-                format!("{:?} is not a device a run uses (\"cpu\" or \"cuda:N\")", self.device.resolved);
-            return Err(("device.resolved".into(), why));
         }
         if !crate::spec::limits::name_chars_ok(&self.device.slug) {
             let why = format!(

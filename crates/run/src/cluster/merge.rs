@@ -13,6 +13,7 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
+use crate::device::DeviceChoice;
 use crate::results::manifest::{Answer, Manifest, RunStatus, ShardRun};
 use crate::results::outputs::Listed;
 use crate::results::timings::RunTimings;
@@ -232,13 +233,13 @@ fn elsewhere(dir: &Path, shard: Shard, here_cpu: bool) -> Option<String> {
                  one (`oomlab slurm --gres gpu:1 --device cuda`: a task without a GPU then fails instead of \
                  running on the CPU), then run that shard again",
                 d.name,
-                if d.requested == "auto" { ", or `--device auto` found none" } else { "" }
+                if d.requested == DeviceChoice::Auto { ", or `--device auto` found none" } else { "" }
             ),
             Some(d) if here_cpu => format!(
                 "that task ran on {}, these on the CPU: some nodes had no GPU{}; give every task a GPU and \
                  make it use one (`oomlab slurm --gres gpu:1 --device cuda`), then run the CPU's shards again",
                 d.name,
-                if d.requested == "auto" { ", or `--device auto` found none there" } else { "" }
+                if d.requested == DeviceChoice::Auto { ", or `--device auto` found none there" } else { "" }
             ),
             _ => "the tasks ran on more than one kind of GPU; give the array one with `oomlab slurm --gres \
                   gpu:KIND:1`, or one array per kind with --per-gpu-kind"
@@ -493,7 +494,7 @@ fn shard_run(shard: Shard, m: &Manifest) -> ShardRun {
         shard: shard.to_string(),
         host: m.host.hostname.clone(),
         device: m.device.name.clone(),
-        resolved: m.device.resolved.clone(),
+        resolved: m.device.resolved.to_string(),
         torch_threads: m.host.torch_threads,
         slurm_job: m.shard.as_ref().and_then(|s| s.slurm_job.clone()),
         started_at: m.started_at.clone(),
@@ -555,7 +556,7 @@ mod tests {
             let at = root.path().join(device).join("e").join(SHARDS).join(shard.folder());
             std::fs::create_dir_all(&at).unwrap();
             let mut m = crate::results::fixtures::manifest("e", name, None, 1);
-            m.device.resolved = resolved.into();
+            m.device.resolved = resolved.parse().expect("a run's device");
             m.write(&at).unwrap();
         };
         let h100 = root.path().join("nvidia-h100/e");
@@ -596,7 +597,7 @@ mod tests {
             let at = root.path().join(device).join("e").join(SHARDS).join(shard.folder());
             std::fs::create_dir_all(&at).unwrap();
             let mut m = crate::results::fixtures::manifest("e", "some device", None, 1);
-            m.device.resolved = resolved.into();
+            m.device.resolved = resolved.parse().expect("a run's device");
             m.trials = 0;
             m.write(&at).unwrap();
             drop(SummaryCsv::create(&at).unwrap());

@@ -1,6 +1,7 @@
 //! Running a spec: open the probe for the device, prepare the results folder, run the trials
 //! in the order the sweep asks, export each as it finishes, and work out the answer.
 pub mod expected;
+pub mod pipeline;
 pub mod plan;
 pub mod progress;
 pub mod resume;
@@ -21,7 +22,7 @@ use crate::results::manifest::{self, DeviceInfo, HostInfo, Manifest, RunStatus, 
 use crate::results::timings::{self, RunTimings};
 use crate::results::{self, experiment, Exporter, PerfettoTrace, SummaryCsv, TraceCsv};
 use crate::schema::{Status, SummaryRow, TraceLevel};
-use crate::spec::{Config, DataLocation, Field, Named, OptimizerImpl, Spec, Sweep, SweepMode};
+use crate::spec::{Config, DataLocation, Field, OptimizerImpl, Spec, Sweep, SweepMode};
 use crate::sweep::{self, Fit};
 use crate::train::{self, Workspace};
 use plan::Plan;
@@ -629,12 +630,12 @@ fn fill_config(
     row.value = swept.map(|(_, v)| v);
     row.set_model(&config.model, &config.data);
     row.batch_size = config.training.batch_size;
-    row.optimizer = config.training.optimizer.name().to_string();
-    row.optimizer_impl = OptimizerImpl::resolve(t.optimizer_impl, cuda).as_str().into();
-    row.dtype = config.training.dtype.as_str().into();
+    row.optimizer = Some(config.training.optimizer.kind());
+    row.optimizer_impl = Some(OptimizerImpl::resolve(t.optimizer_impl, cuda));
+    row.dtype = Some(config.training.dtype);
     row.accumulation = t.accumulation;
-    (row.amp, row.checkpoint) = (t.amp.as_str().into(), t.checkpoint.name());
-    (row.mode, row.history) = (t.mode.as_str().into(), t.history.as_str().into());
+    (row.amp, row.checkpoint) = (Some(t.amp.kind()), t.checkpoint.name());
+    (row.mode, row.history) = (Some(t.mode), Some(t.history));
 }
 
 fn start_manifest(spec: &Spec, requested: DeviceChoice, probe: &dyn MemoryProbe, slug: String) -> Manifest {
@@ -660,11 +661,8 @@ fn start_manifest(spec: &Spec, requested: DeviceChoice, probe: &dyn MemoryProbe,
         spec_source: spec.source.clone(),
         spec: serde_json::to_value(spec).unwrap_or_default(),
         device: DeviceInfo {
-            requested: requested.to_string(),
-            resolved: match device {
-                tch::Device::Cuda(i) => format!("cuda:{i}"),
-                _ => "cpu".into(),
-            },
+            requested,
+            resolved: device::RunDevice::of(device),
             name: probe.name(),
             slug,
             capacity_bytes: probe.capacity(),

@@ -176,9 +176,9 @@ mod tests {
         assert!(c.why.contains("reached its max"), "{}", c.why);
 
         let mut cpu = search;
-        cpu.manifest.device.resolved = "cpu".into();
+        cpu.manifest.device.resolved = crate::device::RunDevice::Cpu;
         let mut halve = dir("find_batch_halving", &halving, None);
-        halve.manifest.device.resolved = "cpu".into();
+        halve.manifest.device.resolved = crate::device::RunDevice::Cpu;
         let c = judge(&cpu, &halve);
         assert_eq!(c.verdict, Verdict::Confirmed, "{c:#?}");
         assert!(c.why.contains("14849 ran out") && !c.why.contains("reserved"), "{}", c.why);

@@ -21,7 +21,7 @@ mod troubleshooting;
 use super::{Claim, Verdict};
 use crate::results::ExperimentDir as Experiment;
 use crate::schema::{Phase, Status};
-use crate::spec::{format_size, Dtype, Named, OptimizerImpl};
+use crate::spec::{format_size, Dtype, Named, OptimizerImpl, OptimizerKind};
 use cache::{empty_cache, reserved};
 use checkpointing::{accumulation, checkpoint_memory, checkpoint_time};
 use devices::{cuda_context, multi_gpu};
@@ -129,15 +129,16 @@ impl Kept {
     /// `None` for a row that does not name its optimizer and dtype (a summary.csv from before
     /// those columns): nothing is counted for it.
     fn of(r: &crate::schema::SummaryRow) -> Option<Kept> {
-        let (optimizer, state, copies) = match r.optimizer.as_str() {
-            "adam" => ("Adam", "Adam's two moments", 4),
-            "adamw" => ("AdamW", "AdamW's two moments", 4),
-            "sgd_momentum" => ("SGD with momentum", "its momentum buffer", 3),
-            "sgd" => ("plain SGD", "no optimizer state", 2),
-            _ => return None,
+        let kind = r.optimizer?;
+        let (optimizer, state) = match kind {
+            OptimizerKind::Adam => ("Adam", "Adam's two moments"),
+            OptimizerKind::AdamW => ("AdamW", "AdamW's two moments"),
+            OptimizerKind::SgdMomentum => ("SGD with momentum", "its momentum buffer"),
+            OptimizerKind::Sgd => ("plain SGD", "no optimizer state"),
         };
-        let element = crate::estimate::terms::elt_size(Dtype::from_name(&r.dtype)?);
-        Some(Kept { optimizer, state, bytes: copies * element })
+        // The weights and their gradients, then the optimizer's state tensors.
+        let copies = 2 + kind.state_tensors();
+        Some(Kept { optimizer, state, bytes: copies * r.dtype?.bytes() })
     }
 }
 
@@ -183,7 +184,7 @@ fn default_adam(e: &Experiment) -> (&'static str, &'static str) {
 fn state_ratio_of(e: &Experiment, r: &crate::schema::SummaryRow) -> Option<f64> {
     let after_model = e.allocated_after(r.trial, 0, Phase::Model)? as f64;
     let after_zero_grad = e.allocated_after(r.trial, 1, Phase::ZeroGrad)? as f64;
-    let loss = if r.dtype == "float64" { 8.0 } else { 4.0 };
+    let loss = r.dtype.map_or(4, Dtype::loss_bytes) as f64;
     Some((after_zero_grad - after_model - loss) / r.param_bytes as f64)
 }
 
@@ -245,8 +246,8 @@ mod kept_tests {
     #[test]
     fn each_optimizer_keeps_its_copies_in_the_rows_dtype() {
         let row = |optimizer: &str, dtype: &str| crate::schema::SummaryRow {
-            optimizer: optimizer.into(),
-            dtype: dtype.into(),
+            optimizer: crate::spec::OptimizerKind::from_name(optimizer),
+            dtype: crate::spec::Dtype::from_name(dtype),
             ..Default::default()
         };
         for (optimizer, dtype, bytes) in [

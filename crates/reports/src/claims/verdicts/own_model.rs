@@ -54,7 +54,7 @@ mod tests {
 
     fn dir(guess: Option<u64>, largest: u64, first_oom: u64) -> ExperimentDir {
         let mut m = manifest("own_model", "CPU", Some(64 << 20), 1 << 34);
-        m.device.resolved = "cpu".into();
+        m.device.resolved = crate::device::RunDevice::Cpu;
         m.answers = vec![Answer {
             largest_fit: Some(largest),
             first_oom: Some(first_oom),
@@ -90,7 +90,7 @@ mod tests {
     #[test]
     fn an_unguided_search_on_a_gpu_is_not_judged() {
         let mut d = dir(None, 46, 47);
-        d.manifest.device.resolved = "cuda:0".into();
+        d.manifest.device.resolved = crate::device::RunDevice::Cuda(0);
         let get = |e: &str| (e == "own_model").then_some(&d);
         assert_eq!(own_model(&get).verdict, Verdict::NotJudged);
     }

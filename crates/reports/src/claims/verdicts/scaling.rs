@@ -7,11 +7,7 @@ use crate::schema::Phase;
 /// The guide's memory equation for one trial, in bytes: parameters `4N`, activations `4BLH`,
 /// optimizer state (Adam's `2 x 4N`; momentum's `4N` by the same reasoning) and batch `4BD`.
 fn equation(r: &crate::schema::SummaryRow, params: u64, depth: usize) -> f64 {
-    let state = match r.optimizer.as_str() {
-        "adam" | "adamw" => 2.0,
-        "sgd_momentum" => 1.0,
-        _ => 0.0,
-    };
+    let state = r.optimizer.map_or(0, |o| o.state_tensors()) as f64;
     let (n, b) = (params as f64, r.batch_size as f64);
     4.0 * n + 4.0 * b * depth as f64 * r.hidden as f64 + state * 4.0 * n + 4.0 * b * r.features as f64
 }
@@ -182,6 +178,7 @@ pub(super) fn width_quadratic(get: Get) -> Claim {
 mod tests {
     use super::*;
     use crate::schema::SummaryRow;
+    use crate::spec::Named;
 
     fn row(depth: usize, hidden: usize, batch: usize, optimizer: &str) -> SummaryRow {
         SummaryRow {
@@ -190,7 +187,7 @@ mod tests {
             batch_size: batch,
             features: 21,
             classes: 10,
-            optimizer: optimizer.into(),
+            optimizer: crate::spec::OptimizerKind::from_name(optimizer),
             ..SummaryRow::default()
         }
     }

@@ -44,7 +44,7 @@ impl CategoryBar {
         let baseline = row.baseline_allocated;
         let data = first(Phase::Data).unwrap_or(baseline);
         let model = first(Phase::Model).unwrap_or(data);
-        let loss = if row.dtype == "float64" { 8 } else { 4 };
+        let loss = row.dtype.map_or(4, crate::spec::Dtype::loss_bytes);
         let optimizer = first(Phase::ZeroGrad).map_or(0, |z| z.saturating_sub(model).saturating_sub(loss));
         let gradients = match (first(Phase::OptimizerStep), first(Phase::ZeroGrad)) {
             (Some(step), Some(zero)) => step.saturating_sub(zero),
@@ -68,7 +68,7 @@ impl CategoryBar {
                 activations,
             ],
             peak: row.max_memory_allocated.saturating_sub(baseline),
-            autocast: !matches!(row.amp.as_str(), "" | "off"),
+            autocast: row.amp.is_some_and(|a| a != crate::spec::AmpKind::Off),
         }
     }
 }

@@ -53,7 +53,7 @@ fn categories_are_differences_at_phase_ends() {
     assert!(!bar.autocast);
 
     // float64 keeps an 8-byte loss: the optimizer state is 4 bytes less than with 4.
-    row.dtype = "float64".into();
+    row.dtype = Some(crate::spec::Dtype::Float64);
     assert_eq!(CategoryBar::from_trace("adam", &row, &train_trace(1)).bytes[2], 7996);
 }
 
@@ -68,7 +68,7 @@ fn forward_only_trials_have_no_optimizer_state_nor_gradients() {
         rec(2, 2, 0, Phase::Forward, 5072),
     ];
     let mut row = summary(2, "no_grad", None, Status::Ok);
-    row.mode = "forward_no_grad".into();
+    row.mode = Some(crate::spec::Mode::ForwardNoGrad);
     row.max_memory_allocated = 7000;
     let bar = CategoryBar::from_trace("no_grad", &row, &t);
     assert_eq!(bar.bytes, [1000, 4000, 0, 0, 64, 4]);
@@ -86,7 +86,8 @@ fn renders_png_and_svg_with_names_and_categories() {
     for (trial, name) in [(1, "sgd"), (2, "adam"), (3, "adam_amp")] {
         let mut row = summary(trial, name, None, Status::Ok);
         row.max_memory_allocated = (17_104 + trial as u64 * 300) << 10;
-        row.amp = if name == "adam_amp" { "bf16".into() } else { "off".into() };
+        row.amp =
+            Some(if name == "adam_amp" { crate::spec::AmpKind::Bf16 } else { crate::spec::AmpKind::Off });
         rows.push(row);
         trace.extend(train_trace(trial).into_iter().map(|mut r| {
             r.memory_allocated <<= 10;
