@@ -11,7 +11,7 @@
 //! what a module the recording cannot stand for gets: the op, and why.
 //!
 //! Without python3 and a torch it can import, this test fails and says so.
-use oomlab::estimate::{self, GpuArch, Options, Prediction};
+use oomlab::estimate::{self, BlockAction, GpuArch, Options, Prediction};
 use oomlab::spec::{Config, DataLocation, ModelSpec, OptimizerImpl, OptimizerSpec};
 
 use crate::common::{self, Sandbox};
@@ -304,7 +304,7 @@ fn cudnn_calls(c: &Config) -> Vec<(usize, oomlab::schema::Phase, String, u64)> {
     let (_, blocks) = estimate::predict_blocks(c, shape, &cuda(c)).unwrap();
     blocks
         .into_iter()
-        .filter(|b| b.action == "cudnn")
+        .filter(|b| b.action == BlockAction::Cudnn)
         .map(|b| (b.step, b.phase, b.site, b.requested))
         .collect()
 }
@@ -336,7 +336,9 @@ fn dropout_is_cudas_and_a_module_the_cpu_recording_cannot_stand_for_is_refused_n
         let (_, blocks) = estimate::predict_blocks(&dropout, shape, options).unwrap();
         blocks
             .iter()
-            .filter(|b| b.phase == oomlab::schema::Phase::Forward && b.step == 1 && b.action == "alloc")
+            .filter(|b| {
+                b.phase == oomlab::schema::Phase::Forward && b.step == 1 && b.action == BlockAction::Alloc
+            })
             .map(|b| b.requested)
             .collect::<Vec<_>>()
     };
@@ -479,7 +481,9 @@ fn an_attention_mask_that_needs_a_gradient_is_cudas_memory_efficient_kernel() {
     let requests = |phase, site: &str| -> Vec<u64> {
         blocks
             .iter()
-            .filter(|b| b.phase == phase && b.step == 1 && b.action == "alloc" && b.site.contains(site))
+            .filter(|b| {
+                b.phase == phase && b.step == 1 && b.action == BlockAction::Alloc && b.site.contains(site)
+            })
             .map(|b| b.requested)
             .collect()
     };
@@ -515,7 +519,7 @@ fn an_embeddings_backward_keeps_its_gradient_alone() {
             .unwrap();
     let in_backward: Vec<u64> = blocks
         .iter()
-        .filter(|b| b.action == "alloc" && b.site.contains("EmbeddingBackward0"))
+        .filter(|b| b.action == BlockAction::Alloc && b.site.contains("EmbeddingBackward0"))
         .map(|b| b.requested)
         .collect();
     assert_eq!(in_backward, [1000 * 64 * 4], "{blocks:?}");

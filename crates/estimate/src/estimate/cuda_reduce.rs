@@ -178,7 +178,11 @@ mod tests {
         let (_, events) = crate::estimate::predict_blocks(c, shape, &options).unwrap();
         events
             .iter()
-            .filter(|e| e.action == "alloc" && e.step == 1 && e.phase == crate::schema::Phase::Backward)
+            .filter(|e| {
+                e.action == crate::estimate::ledger::BlockAction::Alloc
+                    && e.step == 1
+                    && e.phase == crate::schema::Phase::Backward
+            })
             .filter(|e| e.site.contains("kernels.rs"))
             .map(|e| e.requested)
             .collect()

@@ -19,12 +19,12 @@ pub struct BlockEvent {
     pub step: usize,
     pub micro: usize,
     pub phase: Phase,
-    /// "alloc" or "free"; on CUDA also "segment_alloc", just before the allocation that made
+    /// Alloc or free; on CUDA also a segment's alloc, just before the allocation that made
     /// the segment (`requested` and `block` are then the segment's size), as a GPU's history
-    /// records `cudaMalloc`; and "cudnn", a mark where a cuDNN convolution takes its workspace
+    /// records `cudaMalloc`; and a cuDNN mark, where a convolution takes its workspace
     /// (`requested` the replay's size, 0 where unmeasured; `site` the call; no allocation).
-    /// Between phases, `outside_` before the action, under the phase that follows.
-    pub action: &'static str,
+    /// Between phases, the `Outside` form, under the phase that follows.
+    pub action: BlockAction,
     /// The bytes asked for (a tensor's storage).
     pub requested: u64,
     /// The bytes the allocator counts for it: on CUDA the block (512-byte rounding, an unsplit
@@ -37,14 +37,50 @@ pub struct BlockEvent {
     pub site: String,
 }
 
-/// An event's action between phases, as train.py's history names it.
-fn outside(action: &'static str) -> &'static str {
-    match action {
-        "alloc" => "outside_alloc",
-        "free" => "outside_free",
-        "segment_alloc" => "outside_segment_alloc",
-        "segment_free" => "outside_segment_free",
-        other => other,
+/// What an allocator event did, in the words of PyTorch's allocation history (which
+/// `scripts/reference/compare.py` reads beside the estimate's `--blocks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BlockAction {
+    Alloc,
+    Free,
+    /// CUDA: a segment made (`cudaMalloc`), just before the allocation that made it.
+    SegmentAlloc,
+    SegmentFree,
+    /// A mark where a cuDNN convolution takes its workspace (no allocation of its own).
+    Cudnn,
+    /// The same, between phases: filed under the phase that follows.
+    OutsideAlloc,
+    OutsideFree,
+    OutsideSegmentAlloc,
+    OutsideSegmentFree,
+}
+
+impl BlockAction {
+    /// The word PyTorch's history (and `--blocks`) writes for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BlockAction::Alloc => "alloc",
+            BlockAction::Free => "free",
+            BlockAction::SegmentAlloc => "segment_alloc",
+            BlockAction::SegmentFree => "segment_free",
+            BlockAction::Cudnn => "cudnn",
+            BlockAction::OutsideAlloc => "outside_alloc",
+            BlockAction::OutsideFree => "outside_free",
+            BlockAction::OutsideSegmentAlloc => "outside_segment_alloc",
+            BlockAction::OutsideSegmentFree => "outside_segment_free",
+        }
+    }
+
+    /// The action between phases, as train.py's history names it.
+    fn outside(self) -> BlockAction {
+        match self {
+            BlockAction::Alloc => BlockAction::OutsideAlloc,
+            BlockAction::Free => BlockAction::OutsideFree,
+            BlockAction::SegmentAlloc => BlockAction::OutsideSegmentAlloc,
+            BlockAction::SegmentFree => BlockAction::OutsideSegmentFree,
+            other => other,
+        }
     }
 }
 
@@ -250,14 +286,14 @@ impl Ledger {
         log
     }
 
-    fn note(&mut self, action: &'static str, requested: u64, block: u64, c: Category, site: &Location) {
+    fn note(&mut self, action: BlockAction, requested: u64, block: u64, c: Category, site: &Location) {
         self.note_in(action, requested, block, c, site, block);
     }
 
     /// [`Self::note`] in the pool of a block of `pooled` bytes (a segment is in its request's).
     fn note_in(
         &mut self,
-        action: &'static str,
+        action: BlockAction,
         requested: u64,
         block: u64,
         c: Category,
@@ -279,7 +315,7 @@ impl Ledger {
     /// as `outside_` to be labelled by the next phase (until then, the last one's).
     fn log_event(
         &mut self,
-        action: &'static str,
+        action: BlockAction,
         requested: u64,
         block: u64,
         c: Category,
@@ -295,7 +331,7 @@ impl Ledger {
             }
             None => {
                 let phase = log.last().map_or(Phase::Data, |e| e.phase);
-                let action = outside(action);
+                let action = action.outside();
                 self.between.push(BlockEvent {
                     step,
                     micro,
@@ -335,9 +371,9 @@ impl Ledger {
         };
         if bytes > 0 && self.log.is_some() {
             if let Some(segment) = made {
-                self.note_in("segment_alloc", segment, segment, c, site, counted);
+                self.note_in(BlockAction::SegmentAlloc, segment, segment, c, site, counted);
             }
-            self.note("alloc", bytes, counted, c, site);
+            self.note(BlockAction::Alloc, bytes, counted, c, site);
         }
         let slot = self.live.get_mut(c);
         *slot = slot.saturating_add(counted);
@@ -364,7 +400,7 @@ impl Ledger {
         };
         if self.log.is_some() {
             for &(asked, block) in &freed {
-                self.note("free", asked, block, c, site);
+                self.note(BlockAction::Free, asked, block, c, site);
             }
         }
         let counted = freed.iter().map(|f| f.1).sum();
@@ -456,7 +492,7 @@ impl Ledger {
     /// for a script to read the size off a GPU's history; then those bytes held for the kernel
     /// and freed (none where unknown).
     #[track_caller]
-    pub fn hold_workspace(&mut self, action: &'static str, bytes: Option<u64>, what: String) {
+    pub fn hold_workspace(&mut self, action: BlockAction, bytes: Option<u64>, what: String) {
         self.log_event(action, bytes.unwrap_or(0), 0, Category::Transient, "-", what);
         if let Some(bytes) = bytes.filter(|&b| b > 0) {
             let held = self.hold(Category::Transient, bytes);
@@ -518,7 +554,7 @@ impl Ledger {
             (None, _) => held.bytes,
         };
         if held.bytes > 0 && self.log.is_some() {
-            self.note("free", held.bytes, counted, held.c, site);
+            self.note(BlockAction::Free, held.bytes, counted, held.c, site);
         }
         self.uncount(held.c, counted);
     }
@@ -560,7 +596,7 @@ impl Shared {
     }
 
     #[track_caller]
-    pub fn hold_workspace(&self, action: &'static str, bytes: Option<u64>, what: String) {
+    pub fn hold_workspace(&self, action: BlockAction, bytes: Option<u64>, what: String) {
         self.0.borrow_mut().hold_workspace(action, bytes, what)
     }
 

@@ -70,7 +70,7 @@ pub mod workspace;
 use anyhow::{bail, Result};
 
 pub use graph::flash_backward_racy;
-pub use ledger::{BlockEvent, Categories, Category, Ledger};
+pub use ledger::{BlockAction, BlockEvent, Categories, Category, Ledger};
 pub use options::Options;
 pub use prediction::{relative_error, PhasePrediction, PredictedOom, Prediction};
 pub use recorded::ADVISE_LADDER_BUDGET;

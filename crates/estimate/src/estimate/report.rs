@@ -17,7 +17,7 @@ struct BlockRow<'a> {
     step: usize,
     micro: usize,
     phase: crate::schema::Phase,
-    action: &'a str,
+    action: crate::estimate::BlockAction,
     requested: u64,
     block: u64,
     category: &'a str,

@@ -346,7 +346,7 @@ impl ConvBackward {
             dtype: cudnn_conv::dtype_name(self.dt.0),
         };
         let bytes = cudnn_conv::workspace(ctx.gpu, &call);
-        ctx.ledger.hold_workspace("cudnn", bytes, call.to_string());
+        ctx.ledger.hold_workspace(crate::estimate::ledger::BlockAction::Cudnn, bytes, call.to_string());
         ctx.cudnn_calls.borrow_mut().add(call, bytes.is_some());
     }
 }

@@ -292,7 +292,11 @@ impl Fit {
                         dtype,
                     };
                     let bytes = if known { cudnn_conv::workspace(gpu, &call) } else { None };
-                    ledger.hold_workspace("cudnn", bytes, call.to_string());
+                    ledger.hold_workspace(
+                        crate::estimate::ledger::BlockAction::Cudnn,
+                        bytes,
+                        call.to_string(),
+                    );
                     cudnn.add(call, bytes.is_some());
                 }
                 Event::CudaTemp { a, c } => {
@@ -1053,8 +1057,8 @@ mod tests {
             replayed
                 .blocks
                 .iter()
-                .filter(|e| e.action != "segment_alloc")
-                .map(|e| (e.action, e.requested))
+                .filter(|e| e.action != crate::estimate::ledger::BlockAction::SegmentAlloc)
+                .map(|e| (e.action.as_str(), e.requested))
                 .collect()
         };
         // 256 rows of 512: 131,072 normalized rows, over 64 Ki: 4096 partial rows (the grid's
