@@ -143,6 +143,16 @@ mod tests {
         c
     }
 
+    /// The micro-batch indices the events gather, in order.
+    fn gathered(events: impl Iterator<Item = Event>) -> Vec<usize> {
+        events
+            .filter_map(|e| match e.action {
+                Action::Gather { index } => Some(index),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn names(c: &Config) -> Vec<String> {
         phases(c).map(|(s, m, p)| format!("{s}.{m} {}", p.as_str())).collect()
     }
@@ -168,14 +178,7 @@ mod tests {
         };
         let c = config(2, t);
         let step2: Vec<Event> = plan(&c).filter(|e| e.step == 2).collect();
-        let gathered: Vec<usize> = step2
-            .iter()
-            .filter_map(|e| match e.action {
-                Action::Gather { index } => Some(index),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(gathered, [3, 4, 5], "step 2's micro-batches follow step 1's");
+        assert_eq!(gathered(step2.iter().copied()), [3, 4, 5], "step 2's micro-batches follow step 1's");
         let backward = step2.iter().find(|e| matches!(e.action, Action::Backward { .. })).unwrap();
         assert_eq!(backward.action, Action::Backward { divide_by: 3, scaled: true, autocast: t.amp });
         let lasts: Vec<bool> = step2
@@ -202,13 +205,7 @@ mod tests {
                 forward.action,
                 Action::Forward { grad, autocast: Amp::Off, checkpoint: Checkpoint::None }
             );
-            let gathered: Vec<usize> = plan(&c)
-                .filter_map(|e| match e.action {
-                    Action::Gather { index } => Some(index),
-                    _ => None,
-                })
-                .collect();
-            assert_eq!(gathered, [0, 1, 2]);
+            assert_eq!(gathered(plan(&c)), [0, 1, 2]);
         }
     }
 

@@ -338,6 +338,16 @@ pub enum AmpKind {
 }
 
 impl Amp {
+    /// Autocast's dtype: the one table of it, for the trainer, the estimate and its rules;
+    /// `None` without mixed precision.
+    pub fn autocast(&self) -> Option<tch::Kind> {
+        match self {
+            Amp::Off => None,
+            Amp::Fp16 { .. } => Some(tch::Kind::Half),
+            Amp::Bf16 => Some(tch::Kind::BFloat16),
+        }
+    }
+
     pub fn kind(&self) -> AmpKind {
         match self {
             Amp::Off => AmpKind::Off,

@@ -328,11 +328,7 @@ pub fn rules(config: &Config, phases: &[PhasePrediction], target: Target, gpu: G
 /// `gpu`: the one PyTorch 2.11 picks where it is modelled (cuDNN for half types on Hopper,
 /// memory-efficient for float32 heads of 32 to 64), else the math path's.
 pub fn attention(config: &Config, t: &TransformerSpec, gpu: GpuArch) -> Rule {
-    let kind = match config.training.techniques.amp {
-        Amp::Off => config.training.dtype.kind(),
-        Amp::Fp16 { .. } => tch::Kind::Half,
-        Amp::Bf16 => tch::Kind::BFloat16,
-    };
+    let kind = config.training.techniques.amp.autocast().unwrap_or(config.training.dtype.kind());
     let head = (t.d_model / t.nhead.max(1)) as i64;
     let seq = match config.data {
         DataSpec::Tokens { seq_len, .. } => seq_len as i64,

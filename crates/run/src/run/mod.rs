@@ -91,11 +91,15 @@ pub fn open_probe(device: tch::Device, budget: Option<u64>) -> Result<Box<dyn Me
     })
 }
 
+/// The probe of the device a plan asks for, with its budget in force.
+pub fn plan_probe(plan: &Plan) -> Result<Box<dyn MemoryProbe>> {
+    let device = plan.device.resolve(crate::libtorch::cuda::devices()).map_err(anyhow::Error::msg)?;
+    open_probe(device, plan.budget)
+}
+
 /// Runs a plan on the device it asks for, with its budget in force.
 pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunReport> {
-    let device = plan.device.resolve(crate::libtorch::cuda::devices()).map_err(anyhow::Error::msg)?;
-    let probe = open_probe(device, plan.budget)?;
-    run_on(plan, opts, &*probe)
+    run_on(plan, opts, &*plan_probe(plan)?)
 }
 
 /// Runs a plan on an open probe: warms up, then runs and exports every trial.

@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 
 use super::plan::Plan;
-use super::{check_out, mark_on_abandon, open_probe, refuse_out, run_on, RunOptions, RunReport};
+use super::{check_out, mark_on_abandon, plan_probe, refuse_out, run_on, RunOptions, RunReport};
 use crate::figures;
 use crate::interrupt;
 use crate::results::{manifest::RunStatus, ExperimentDir};
@@ -56,8 +56,7 @@ pub fn run_spec(spec_path: &Path, plan: &Plan, opts: &RunOptions, resume: String
     // The probe first: a budget on CUDA is the caching allocator's memory fraction, which holds
     // only if it is set before anything makes the allocator, and loading a TorchScript module in
     // the preflight did (an H200 accepted 22.4 GiB under a 22.4 GiB budget).
-    let device = plan.device.resolve(crate::libtorch::cuda::devices()).map_err(anyhow::Error::msg)?;
-    let probe = open_probe(device, plan.budget)?;
+    let probe = plan_probe(plan)?;
     crate::spec::csv_data::preflight(&plan.spec)?;
     crate::train::preflight::preflight(&plan.spec)?;
     if !opts.quiet {

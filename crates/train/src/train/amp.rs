@@ -50,7 +50,7 @@ pub struct Autocast {
 impl Autocast {
     /// None when amp is Off.
     pub fn enter(device: Device, amp: &Amp) -> Result<Option<Autocast>, TchError> {
-        let Some(kind) = amp_kind(amp) else { return Ok(None) };
+        let Some(kind) = amp.autocast() else { return Ok(None) };
         let device_type = device_type(device)?;
         let outer = current(device_type);
         switch(device_type, Some(kind)).map_err(TchError::Torch)?;
@@ -75,15 +75,6 @@ fn full_0d(v: f64, kind: Kind, device: Device) -> Result<Tensor, TchError> {
     match device {
         ffi::META => ffi::meta_empty(&[], kind).map_err(TchError::Torch),
         _ => scalar::full_0d(v, (kind, device)),
-    }
-}
-
-/// The autocast dtype of an amp setting; None for Off.
-fn amp_kind(amp: &Amp) -> Option<Kind> {
-    match amp {
-        Amp::Off => None,
-        Amp::Fp16 { .. } => Some(Kind::Half),
-        Amp::Bf16 => Some(Kind::BFloat16),
     }
 }
 

@@ -24,7 +24,7 @@ use crate::estimate::Target;
 use crate::nn::checkpoint::{self, Checkpointed};
 use crate::nn::{Input, Model, Ops, Place};
 use crate::schema::Phase;
-use crate::spec::{Amp, DataLocation, DataSpec, History, Segments};
+use crate::spec::{DataLocation, DataSpec, History, Segments};
 use crate::step::{self, Action, Event, Executor};
 use std::convert::Infallible;
 
@@ -288,7 +288,7 @@ impl Executor for Sim<'_> {
                 let segment = checkpoint.segments(self.config.model.units());
                 let graph = self.phase(step, micro, Phase::Forward, |s| {
                     let _grad = s.net().ctx.grad_mode(grad);
-                    s.net_forward(&x, &y, autocast_kind(autocast), segment.as_ref())
+                    s.net_forward(&x, &y, autocast.autocast(), segment.as_ref())
                 });
                 let net = self.net_mut();
                 (net.batch, net.loss) = (Some((x, y)), Some((graph.loss(), false)));
@@ -306,7 +306,7 @@ impl Executor for Sim<'_> {
                 let graph = net.graph.take().expect("a forward before its backward");
                 let loss = net.loss.as_ref().map(|(l, _)| l.handle()).expect("a loss to backpropagate");
                 self.phase(step, micro, Phase::Backward, |s| {
-                    s.net_backward(graph, &loss, divide_by, scaled, autocast_kind(autocast))
+                    s.net_backward(graph, &loss, divide_by, scaled, autocast.autocast())
                 });
             }
             Action::EndMicro { last } => {
@@ -341,15 +341,6 @@ impl Net {
         if keep {
             self.kept.push(into_history(loss));
         }
-    }
-}
-
-/// Autocast's dtype for `amp`, `None` without mixed precision.
-fn autocast_kind(amp: Amp) -> Option<Kind> {
-    match amp {
-        Amp::Off => None,
-        Amp::Fp16 { .. } => Some(Kind::Half),
-        Amp::Bf16 => Some(Kind::BFloat16),
     }
 }
 
