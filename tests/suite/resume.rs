@@ -245,7 +245,7 @@ fn a_folder_with_the_old_summary_header_resumes_in_the_new_one() {
     let oom = &before.rows[1];
     assert_eq!(oom.status, oomlab::schema::Status::Oom, "depth 64 is over the budget");
     assert!(oom.phase.is_some() && oom.step.is_some(), "read through the old names: {oom:?}");
-    assert!(before.rows.iter().all(|r| r.model_kind.is_empty()));
+    assert!(before.rows.iter().all(|r| r.model_kind.is_none()));
 
     let done =
         oomlab(&["run", spec.to_str().unwrap(), "--out", out.to_str().unwrap(), "--quiet", "--resume"]);
@@ -258,7 +258,9 @@ fn a_folder_with_the_old_summary_header_resumes_in_the_new_one() {
     assert_eq!(after.manifest.status, oomlab::results::RunStatus::Complete);
     assert!(after.rows.len() > k, "the search went on: {} trials", after.rows.len());
     assert_eq!(after.rows[..k], before.rows[..], "the kept rows as they were");
-    assert!(after.rows[k..].iter().all(|r| r.model_kind == "mlp" && r.depth == r.value.unwrap() as usize));
+    assert!(after.rows[k..]
+        .iter()
+        .all(|r| r.model_kind == Some(oomlab::spec::ModelKind::Mlp) && r.depth == r.value.unwrap() as usize));
 }
 
 /// The spec names its data set's file, not what is in it: a resume after the file was replaced

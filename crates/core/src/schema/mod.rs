@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 use crate::spec::{
-    AmpKind, CnnSpec, DataSpec, Dtype, History, Mode, ModelSpec, Named, OptimizerImpl, OptimizerKind,
+    AmpKind, CnnSpec, DataSpec, Dtype, History, Mode, ModelKind, ModelSpec, Named, OptimizerImpl,
+    OptimizerKind,
 };
 
 /// A phase of a trial. `Data` and `Model` happen once per trial (step 0); the others once per
@@ -210,7 +211,8 @@ pub struct SummaryRow {
     /// results from before model kinds.
     pub model: String,
     /// `mlp`, `cnn` or `transformer` (`model.kind`); empty in older results.
-    pub model_kind: String,
+    #[serde(deserialize_with = "word")]
+    pub model_kind: Option<ModelKind>,
     /// The model's depth and width in its own terms (`ModelSpec::depth`, `ModelSpec::width`):
     /// an MLP's hidden layers and their (widest) width; for the other kinds, as they have always
     /// been written, a plain CNN's blocks and channels, a ResNet's number and 64, a Transformer's
@@ -353,7 +355,7 @@ impl SummaryRow {
     /// `depth` and `hidden` for every kind, and the kind's own columns (empty for the others).
     pub fn set_model(&mut self, model: &ModelSpec, data: &DataSpec) {
         self.model = model.describe();
-        self.model_kind = model.kind().to_string();
+        self.model_kind = Some(model.kind());
         (self.depth, self.hidden) = (model.depth(), model.width());
         (self.arch, self.channels) = match *model {
             ModelSpec::Cnn(CnnSpec::Resnet(r)) => (r.as_str().to_string(), None),
@@ -486,16 +488,16 @@ pub(crate) mod tests {
 
         let mlp = of(&ModelSpec::mlp(5000, 4), &synthetic);
         assert_eq!(
-            (mlp.model.as_str(), mlp.model_kind.as_str(), mlp.depth, mlp.hidden),
-            ("mlp 4x5000", "mlp", 4, 5000)
+            (mlp.model.as_str(), mlp.model_kind, mlp.depth, mlp.hidden),
+            ("mlp 4x5000", Some(ModelKind::Mlp), 4, 5000)
         );
         assert_eq!((mlp.arch.as_str(), mlp.channels, mlp.d_model, mlp.num_layers), ("", None, None, None));
         assert_eq!((mlp.image_size, mlp.seq_len), (None, None));
 
         let resnet = of(&ModelSpec::Cnn(CnnSpec::Resnet(ResNet::R50)), &images);
         assert_eq!(
-            (resnet.model_kind.as_str(), resnet.arch.as_str(), resnet.channels),
-            ("cnn", "resnet50", None)
+            (resnet.model_kind, resnet.arch.as_str(), resnet.channels),
+            (Some(ModelKind::Cnn), "resnet50", None)
         );
         assert_eq!((resnet.depth, resnet.hidden), (50, 64), "as written before the kind's columns");
         assert_eq!((resnet.image_channels, resnet.image_size, resnet.seq_len), (Some(3), Some(32), None));
@@ -517,7 +519,7 @@ pub(crate) mod tests {
             norm_first: false,
         };
         let t = of(&ModelSpec::Transformer(t), &tokens);
-        assert_eq!(t.model_kind, "transformer");
+        assert_eq!(t.model_kind, Some(ModelKind::Transformer));
         assert_eq!(
             (t.d_model, t.nhead, t.num_layers, t.dim_feedforward),
             (Some(512), Some(8), Some(6), Some(2048))

@@ -398,7 +398,7 @@ pub fn not_a_time<K: Copy>(columns: &[(K, Option<f64>)]) -> Option<(K, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{Dtype, Field, History, Mode, OptimizerImpl};
+    use crate::spec::{Dtype, Field, History, Mode, ModelKind, OptimizerImpl};
 
     fn rule(table: &[(&str, Rule)], column: &str) -> Rule {
         table.iter().find(|(c, _)| *c == column).unwrap_or_else(|| panic!("no rule for {column}")).1
@@ -425,6 +425,7 @@ mod tests {
         assert_eq!(words("dtype"), words_of::<Dtype>());
         assert_eq!(words("optimizer_impl"), words_of::<OptimizerImpl>());
         assert_eq!(words("mode"), words_of::<Mode>());
+        assert_eq!(words("model_kind"), words_of::<ModelKind>());
         assert_eq!(words("history"), words_of::<History>());
         let phases: Vec<&str> = [
             Phase::Data,

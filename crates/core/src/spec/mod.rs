@@ -21,7 +21,7 @@ mod validate;
 
 pub use config::Invalid;
 pub use model::{
-    CnnSpec, ConvKind, Loss, MlpSpec, ModelSpec, ResNet, ScriptSpec, ScriptUnits, TransformerSpec,
+    CnnSpec, ConvKind, Loss, MlpSpec, ModelKind, ModelSpec, ResNet, ScriptSpec, ScriptUnits, TransformerSpec,
 };
 pub use names::Named;
 pub use size::{against, exact_bytes, format_against, format_size, parse_size, typed_size};

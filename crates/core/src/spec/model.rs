@@ -9,6 +9,16 @@
 //! class logits and is never checkpointed.
 use serde::Serialize;
 
+/// `model.kind`: which of [`ModelSpec`]'s kinds (summary.csv's `model_kind` column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelKind {
+    Mlp,
+    Cnn,
+    Transformer,
+    Torchscript,
+}
+
 /// Which model, and its sizes. The data set gives the input shape and the classes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -191,13 +201,13 @@ impl ModelSpec {
         ModelSpec::Mlp(MlpSpec::Uniform { hidden, depth })
     }
 
-    /// `"mlp"`, `"cnn"`, `"transformer"` or `"torchscript"`, as `model.kind` says it.
-    pub fn kind(&self) -> &'static str {
+    /// Its kind, as `model.kind` says it.
+    pub fn kind(&self) -> ModelKind {
         match self {
-            ModelSpec::Mlp(_) => "mlp",
-            ModelSpec::Cnn(_) => "cnn",
-            ModelSpec::Transformer(_) => "transformer",
-            ModelSpec::Torchscript(_) => "torchscript",
+            ModelSpec::Mlp(_) => ModelKind::Mlp,
+            ModelSpec::Cnn(_) => ModelKind::Cnn,
+            ModelSpec::Transformer(_) => ModelKind::Transformer,
+            ModelSpec::Torchscript(_) => ModelKind::Torchscript,
         }
     }
 
@@ -295,13 +305,13 @@ impl MlpSpec {
 
 /// The data kind a model reads when `data.kind` is left out, and the kinds it can read (the
 /// validator's default and `Config::check`'s rule, written once).
-pub(crate) fn data_kinds(model_kind: &str) -> &'static [&'static str] {
+pub(crate) fn data_kinds(model_kind: ModelKind) -> &'static [&'static str] {
     match model_kind {
-        "cnn" => &["images"],
-        "transformer" => &["tokens"],
+        ModelKind::Cnn => &["images"],
+        ModelKind::Transformer => &["tokens"],
         // A module of the user's reads whatever its forward takes.
-        "torchscript" => &["synthetic", "csv", "images", "tokens", "tensors"],
-        _ => &["synthetic", "csv"],
+        ModelKind::Torchscript => &["synthetic", "csv", "images", "tokens", "tensors"],
+        ModelKind::Mlp => &["synthetic", "csv"],
     }
 }
 

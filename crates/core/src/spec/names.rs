@@ -3,8 +3,8 @@
 //! "must be one of". The manifest's JSON (serde's `snake_case`) spells them the same, which a
 //! test holds.
 use super::{
-    Amp, AmpKind, Checkpoint, DataLocation, Dtype, History, Loss, Mode, OnOom, OptimizerImpl, OptimizerKind,
-    ScriptUnits,
+    Amp, AmpKind, Checkpoint, DataLocation, Dtype, History, Loss, Mode, ModelKind, OnOom, OptimizerImpl,
+    OptimizerKind, ScriptUnits,
 };
 
 /// A choice among fixed words.
@@ -49,6 +49,7 @@ named!(OptimizerImpl { ForLoop => "for_loop", Foreach => "foreach", Fused => "fu
 named!(OnOom { Continue => "continue", Stop => "stop" });
 named!(Loss { CrossEntropy => "cross_entropy", Mse => "mse" });
 named!(ScriptUnits { Whole => "whole", Children => "children" });
+named!(ModelKind { Mlp => "mlp", Cnn => "cnn", Transformer => "transformer", Torchscript => "torchscript" });
 named!(AmpKind { Off => "off", Fp16 => "fp16", Bf16 => "bf16" });
 named!(OptimizerKind { Sgd => "sgd", SgdMomentum => "sgd_momentum", Adam => "adam", AdamW => "adamw" });
 
@@ -92,6 +93,7 @@ mod tests {
         same_as_serde::<OptimizerImpl>();
         same_as_serde::<OnOom>();
         same_as_serde::<AmpKind>();
+        same_as_serde::<ModelKind>();
         same_as_serde::<OptimizerKind>();
         assert_eq!(Checkpoint::Every(4).name(), "4");
         assert_eq!(Checkpoint::Sequential(4).name(), "sequential:4");

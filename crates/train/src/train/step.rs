@@ -101,6 +101,8 @@ impl Executor for Trainer<'_, '_, '_> {
         let config = self.config;
         let kind = config.training.dtype.kind();
         self.rec.micro = micro;
+        // The phase that measures the action: the plan's table (`Action::phase`), as the replay's.
+        let measured = || action.phase().expect("an action a phase measures");
         match action {
             Action::Data => {
                 // With the data on the host (a DataLoader's way) only each batch reaches the device.
@@ -108,7 +110,7 @@ impl Executor for Trainer<'_, '_, '_> {
                     DataLocation::Host => Device::Cpu,
                     DataLocation::Device => self.device,
                 };
-                let data = self.rec.phase(0, Phase::Data, || {
+                let data = self.rec.phase(0, measured(), || {
                     let data = data::make(&config.data, kind, home)?;
                     if let DataSpec::Csv { path, .. } = &config.data {
                         csv_data::enough_rows(path, data.samples(), config.training.batch_size)
@@ -123,7 +125,7 @@ impl Executor for Trainer<'_, '_, '_> {
             Action::Model => {
                 let data = self.data.as_ref().expect("the data before the model");
                 let (device, t) = (self.device, &config.training.techniques);
-                let (model, opt, scaler) = self.rec.phase(0, Phase::Model, || {
+                let (model, opt, scaler) = self.rec.phase(0, measured(), || {
                     tch::manual_seed(config.training.seed as i64);
                     let input = Input::of(&config.data, data.features, data.classes);
                     let model = Model::new(&config.model, input, Place { kind, device })?;
@@ -142,14 +144,13 @@ impl Executor for Trainer<'_, '_, '_> {
                 let data = self.data.as_ref().expect("the data before a batch");
                 let device = self.model.as_ref().expect("the model before a batch").device();
                 let batch = config.training.batch_size;
-                self.batch =
-                    Some(self.rec.phase(step, Phase::ToDevice, || gather(data, index, batch, device))?);
+                self.batch = Some(self.rec.phase(step, measured(), || gather(data, index, batch, device))?);
             }
             Action::Forward { grad, autocast, checkpoint: cut } => {
                 let model = self.model.as_ref().expect("the model before a forward");
                 let (x, extra, y) = self.batch.as_ref().expect("a batch before its forward");
                 let device = model.device();
-                let fwd = self.rec.phase(step, Phase::Forward, || {
+                let fwd = self.rec.phase(step, measured(), || {
                     let _no_grad = (!grad).then(tch::no_grad_guard);
                     let _autocast = Autocast::enter(device, &autocast)?;
                     // None: the plain path (no checkpointing, or `{ sequential = 1 }`, which
@@ -171,7 +172,7 @@ impl Executor for Trainer<'_, '_, '_> {
                 let loss = self.loss.as_ref().expect("a loss to backpropagate");
                 let scaler = self.scaler.as_ref().filter(|_| scaled);
                 let device = self.device_of_model();
-                self.rec.phase(step, Phase::Backward, || {
+                self.rec.phase(step, measured(), || {
                     // The recompute inside a checkpointed backward is a forward: it runs under
                     // autocast as the first forward did. This keeps autocast on for the whole
                     // backward, where torch.utils.checkpoint turns it on for the recompute alone
@@ -210,7 +211,7 @@ impl Executor for Trainer<'_, '_, '_> {
                 let (model, opt) =
                     (self.model.as_ref().expect("model"), self.opt.as_ref().expect("optimizer"));
                 let scaler = self.scaler.as_mut().filter(|_| scaled);
-                let skipped = self.rec.phase(step, Phase::OptimizerStep, || match scaler {
+                let skipped = self.rec.phase(step, measured(), || match scaler {
                     Some(s) => s.step(opt, model.parameters()),
                     None => opt.step().map(|()| false),
                 })?;
@@ -218,7 +219,7 @@ impl Executor for Trainer<'_, '_, '_> {
             }
             Action::ZeroGrad => {
                 let opt = self.opt.as_ref().expect("optimizer");
-                self.rec.phase(step, Phase::ZeroGrad, || opt.zero_grad())?;
+                self.rec.phase(step, measured(), || opt.zero_grad())?;
             }
             Action::EndStep { last } => {
                 self.rec.end_step()?;

@@ -6,8 +6,9 @@ use std::ops::Range;
 
 use super::messages::Problem;
 use super::{span, Cx, SpecError};
-use crate::spec::model::data_kinds;
+use crate::spec::model::{data_kinds, ModelKind};
 use crate::spec::raw::{RawData, RawInput, RawModel, Tab, S};
+use crate::spec::Named;
 use crate::spec::{
     CnnSpec, ConvKind, DataLocation, DataSpec, Field, InputDtype, Loss, MlpSpec, ModelSpec, ResNet,
     ScriptUnits, TensorInput, TransformerSpec,
@@ -26,7 +27,10 @@ pub(super) fn model_kind(m: &Tab<RawModel>) -> String {
 pub(super) fn data_kind(d: &Tab<RawData>, model_kind: &str) -> String {
     d.as_ref()
         .and_then(|t| t.get_ref().0.kind.as_ref())
-        .map_or(data_kinds(model_kind)[0].into(), |k| k.get_ref().clone())
+        // An unknown model kind is refused where it is written; until then it reads as an MLP's.
+        .map_or(data_kinds(ModelKind::from_name(model_kind).unwrap_or(ModelKind::Mlp))[0].into(), |k| {
+            k.get_ref().clone()
+        })
 }
 
 impl Cx<'_> {

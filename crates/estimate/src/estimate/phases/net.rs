@@ -23,7 +23,6 @@ use crate::estimate::ledger::Category::{
 use crate::estimate::Target;
 use crate::nn::checkpoint::{self, Checkpointed};
 use crate::nn::{Input, Model, Ops, Place};
-use crate::schema::Phase;
 use crate::spec::{DataLocation, DataSpec, History, Segments};
 use crate::step::{self, Action, Event, Executor};
 use std::convert::Infallible;
@@ -276,17 +275,19 @@ impl Executor for Sim<'_> {
     type Error = Infallible;
 
     fn execute(&mut self, Event { step, micro, action }: Event) -> Result<(), Infallible> {
+        // The phase that measures the action: the plan's table (`Action::phase`), as the trainer's.
+        let measured = || action.phase().expect("an action a phase measures");
         match action {
-            Action::Data => self.phase(0, 0, Phase::Data, Self::net_data),
-            Action::Model => self.phase(0, 0, Phase::Model, Self::net_model),
+            Action::Data => self.phase(0, 0, measured(), Self::net_data),
+            Action::Model => self.phase(0, 0, measured(), Self::net_model),
             Action::Gather { .. } => {
-                let batch = self.phase(step, micro, Phase::ToDevice, |s| s.net_gather());
+                let batch = self.phase(step, micro, measured(), |s| s.net_gather());
                 self.net_mut().batch = Some(batch);
             }
             Action::Forward { grad, autocast, checkpoint } => {
                 let (x, y) = self.net_mut().batch.take().expect("a batch before its forward");
                 let segment = checkpoint.segments(self.config.model.units());
-                let graph = self.phase(step, micro, Phase::Forward, |s| {
+                let graph = self.phase(step, micro, measured(), |s| {
                     let _grad = s.net().ctx.grad_mode(grad);
                     s.net_forward(&x, &y, autocast.autocast(), segment.as_ref())
                 });
@@ -305,7 +306,7 @@ impl Executor for Sim<'_> {
                 let net = self.net_mut();
                 let graph = net.graph.take().expect("a forward before its backward");
                 let loss = net.loss.as_ref().map(|(l, _)| l.handle()).expect("a loss to backpropagate");
-                self.phase(step, micro, Phase::Backward, |s| {
+                self.phase(step, micro, measured(), |s| {
                     s.net_backward(graph, &loss, divide_by, scaled, autocast.autocast())
                 });
             }
@@ -321,9 +322,9 @@ impl Executor for Sim<'_> {
                 }
             }
             Action::OptimizerStep { scaled } => {
-                self.phase(step, micro, Phase::OptimizerStep, |s| s.optimizer_step(scaled))
+                self.phase(step, micro, measured(), |s| s.optimizer_step(scaled))
             }
-            Action::ZeroGrad => self.phase(step, micro, Phase::ZeroGrad, Self::net_zero_grad),
+            Action::ZeroGrad => self.phase(step, micro, measured(), Self::net_zero_grad),
             Action::EndStep { .. } => {
                 let net = self.net_mut();
                 if let Some(loss) = net.last.take() {

@@ -4,6 +4,7 @@ use super::{claim, kept_by_forward, not_run, pct, size, Get};
 use crate::claims::{fit, Claim, Verdict};
 use crate::results::ExperimentDir as Experiment;
 use crate::schema::Phase;
+use crate::spec::ModelKind;
 
 pub(super) fn no_grad(get: Get) -> Claim {
     const C: &str = "torch.no_grad() during validation saves memory";
@@ -25,8 +26,8 @@ pub(super) fn no_grad(get: Get) -> Claim {
     );
     let verdict = if saving > 0.2 { Verdict::Confirmed } else { Verdict::Partly };
     // What is kept is the model's: an MLP's saved inputs are its ReLUs' outputs.
-    let kept = match e.rows.first().map(|r| r.model_kind.as_str()) {
-        Some("mlp") => {
+    let kept = match e.rows.first().and_then(|r| r.model_kind) {
+        Some(ModelKind::Mlp) => {
             "one activation per hidden layer (the ReLU's output, which the next Linear saves as \
                         its input)"
         }
