@@ -8,8 +8,14 @@ use std::path::{Path, PathBuf};
 include!("link_libtorch.rs");
 
 /// The shim's sources: a change to any of them recompiles it.
-const SHIM: [&str; 8] = [
+const SHIM: [&str; 14] = [
     "src/ffi/shim.cpp",
+    "src/ffi/dist.cpp",
+    "src/ffi/gloo/gloo/algorithm.h",
+    "src/ffi/gloo/gloo/common/error.h",
+    "src/ffi/gloo/gloo/context.h",
+    "src/ffi/gloo/gloo/rendezvous/store.h",
+    "src/ffi/gloo/gloo/transport/device.h",
     "src/ffi/optim.cpp",
     "src/ffi/events.cpp",
     "src/ffi/script.cpp",
@@ -57,6 +63,8 @@ fn compile_shim(lib: &Path) {
         .files(SHIM.iter().filter(|s| s.ends_with(".cpp")))
         .include(root.join("include"))
         .include(root.join("include/torch/csrc/api/include"))
+        // gloo's names, which the wheel's ProcessGroupGloo.hpp includes (src/ffi/gloo/README.md).
+        .include("src/ffi/gloo")
         .flag("-std=c++17")
         .flag("-D_GLIBCXX_USE_CXX11_ABI=1")
         // libtorch is built with NDEBUG, and some of its headers' classes have debug-only members

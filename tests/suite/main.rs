@@ -25,6 +25,7 @@ mod compare_devices;
 mod corpus;
 mod cpu_budget_oom;
 mod cpu_warmup;
+mod ddp_engine;
 mod estimate_accuracy;
 mod estimate_cache;
 mod estimate_kinds;

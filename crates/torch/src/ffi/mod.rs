@@ -1,10 +1,12 @@
 //! Raw bindings to `shim.cpp`: libtorch's allocator statistics, the CPU counting allocator,
 //! autocast switches and version facts; and to `optim.cpp`: PyTorch's optimizers as
-//! `torch.optim` runs them; and to `events.cpp`: CUDA events for phase durations. Safe wrappers
-//! live here and in `probe` and `train`.
+//! `torch.optim` runs them; to `events.cpp`: CUDA events for phase durations; and to `dist.cpp`
+//! (in [`dist`]): torch.distributed's process group and DDP's reducer. Safe wrappers live here
+//! and in `probe` and `train`.
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_long, c_void, CStr};
 
+pub mod dist;
 mod events;
 pub use events::CudaEvent;
 

@@ -1,0 +1,139 @@
+//! DDP's engine as oomlab drives it (`oomlab::ffi::dist`: libtorch's gloo process group and
+//! DistributedDataParallel's C++ reducer, wrapped as DDP's Python wraps a module) against
+//! PyTorch's own `DistributedDataParallel` on CPU processes over gloo
+//! (`scripts/reference/ddp_buckets.py`): at world sizes 2 and 3, default and small bucket caps,
+//! every rank's buckets after the wrap and after each step (one bucket of every gradient at the
+//! first step, rebuilt in the order the gradients came at the second), rank 0's weights on every
+//! rank, and every gradient the mean of the ranks' own.
+use std::sync::Arc;
+use std::time::Duration;
+
+use oomlab::ffi::dist::{Ddp, DdpOptions, Group, Rendezvous};
+use serde::Deserialize;
+use tch::{Kind, Tensor};
+
+use crate::common::{self, Sandbox};
+
+/// An MLP's widths: three Linear layers, parameters of 192 to 8 bytes.
+const WIDTHS: [i64; 4] = [3, 16, 8, 2];
+const STEPS: usize = 2;
+
+/// One rank's answers, as the oracle writes them.
+#[derive(Debug, Deserialize, PartialEq)]
+struct RankRecord {
+    buckets: Vec<Vec<u64>>,
+    weight: Vec<f64>,
+    grads: Vec<Vec<f64>>,
+}
+
+/// `ddp_buckets.py`'s starting values: distinct per parameter and per rank, exact in float32.
+fn weights(shape: &[i64], index: usize, rank: usize) -> Tensor {
+    let n: i64 = shape.iter().product();
+    let t = Tensor::arange(n, (Kind::Float, tch::Device::Cpu)).remainder(7.0) / 8.0 + (index + rank) as f64;
+    t.reshape(shape)
+}
+
+/// The oracle's run, through oomlab's engine: ranks as threads of this process.
+fn oomlab_ranks(world: usize, cap: Option<u64>) -> Vec<RankRecord> {
+    let sb = Sandbox::new();
+    let at = Rendezvous::File(sb.path().join("store"));
+    let ranks: Vec<_> = (0..world)
+        .map(|rank| {
+            let at = at.clone();
+            std::thread::spawn(move || {
+                let group = Arc::new(Group::join(&at, rank, world, Duration::from_secs(120)).unwrap());
+                let mut params = Vec::new();
+                for (i, pair) in WIDTHS.windows(2).enumerate() {
+                    params.push(weights(&[pair[1], pair[0]], 2 * i, rank).set_requires_grad(true));
+                    params.push(weights(&[pair[1]], 2 * i + 1, rank).set_requires_grad(true));
+                }
+                let refs: Vec<&Tensor> = params.iter().collect();
+                let opts = DdpOptions { bucket_cap_bytes: cap, ..DdpOptions::default() };
+                let ddp = Ddp::new(&group, &refs, &[], opts).unwrap();
+                let first: Vec<f64> = Vec::try_from(params[0].flatten(0, -1).narrow(0, 0, 4)).unwrap();
+                let mut record =
+                    RankRecord { buckets: vec![ddp.bucket_bytes().unwrap()], weight: first, grads: vec![] };
+                for _ in 0..STEPS {
+                    for p in params.iter_mut() {
+                        p.zero_grad();
+                    }
+                    ddp.pre_forward().unwrap();
+                    let mut h =
+                        Tensor::ones([5, WIDTHS[0]], (Kind::Float, tch::Device::Cpu)) * (rank + 1) as f64;
+                    for (i, layer) in params.chunks(2).enumerate() {
+                        if i > 0 {
+                            h = h.relu();
+                        }
+                        h = h.linear(&layer[0], Some(&layer[1]));
+                    }
+                    let loss = h.sum(Kind::Float);
+                    ddp.post_forward(&[&loss]).unwrap();
+                    loss.backward();
+                    record.buckets.push(ddp.bucket_bytes().unwrap());
+                    let grads =
+                        params.iter().flat_map(|p| Vec::<f64>::try_from(p.grad().flatten(0, -1)).unwrap());
+                    record.grads.push(grads.collect());
+                }
+                record
+            })
+        })
+        .collect();
+    ranks.into_iter().map(|r| r.join().unwrap()).collect()
+}
+
+fn pytorch_ranks(world: usize, cap: Option<u64>) -> Vec<RankRecord> {
+    let sb = Sandbox::new();
+    let out = sb.path().join("ddp.json");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/reference/ddp_buckets.py");
+    let widths: Vec<String> = WIDTHS.iter().map(i64::to_string).collect();
+    let mut cmd = std::process::Command::new("python3");
+    cmd.arg(&script).args(["--widths", &widths.join(","), "--world", &world.to_string()]);
+    cmd.args(["--steps", &STEPS.to_string()]).arg("--out").arg(&out);
+    if let Some(cap) = cap {
+        cmd.args(["--bucket-cap-bytes", &cap.to_string()]);
+    }
+    let ran = cmd.env("PYTHONPATH", common::torch_site()).output().expect("python3 runs");
+    assert!(ran.status.success(), "PyTorch's DDP failed:\n{}", String::from_utf8_lossy(&ran.stderr));
+    serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap()
+}
+
+#[test]
+fn ddp_holds_the_buckets_and_gradients_pytorchs_ddp_holds_on_every_rank() {
+    // Each case's PyTorch processes run while this process's ranks do theirs.
+    let cases = [(2, None), (2, Some(256)), (3, Some(64))];
+    let oracle: Vec<_> =
+        cases.iter().map(|&(world, cap)| std::thread::spawn(move || pytorch_ranks(world, cap))).collect();
+    for (&(world, cap), oracle) in cases.iter().zip(oracle) {
+        let ours = {
+            let _in_process = common::in_process();
+            oomlab_ranks(world, cap)
+        };
+        let theirs = oracle.join().unwrap();
+        let case = format!("world {world}, bucket cap {cap:?}");
+        assert_eq!(ours.len(), world, "{case}");
+        assert_eq!(theirs.len(), world, "{case}");
+        // The first step's one bucket of every gradient (872 bytes), then rebuilt under the cap.
+        let total: u64 = WIDTHS.windows(2).map(|p| ((p[0] * p[1] + p[1]) * 4) as u64).sum();
+        for (rank, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+            assert_eq!(a.buckets, b.buckets, "{case}, rank {rank}: the reducer's buckets");
+            assert_eq!(a.buckets[0], [total], "{case}, rank {rank}");
+            assert_eq!(a.weight, b.weight, "{case}, rank {rank}: rank 0's weights after the wrap");
+            assert_eq!(a.weight, theirs[0].weight, "{case}, rank {rank}");
+            assert_eq!(a.grads.len(), STEPS, "{case}");
+            for (step, (ga, gb)) in a.grads.iter().zip(&b.grads).enumerate() {
+                assert_eq!(ga.len(), gb.len(), "{case}, rank {rank}, step {step}");
+                for (x, y) in ga.iter().zip(gb) {
+                    assert!(
+                        (x - y).abs() <= 1e-6 * y.abs().max(1.0),
+                        "{case}, rank {rank}, step {step}: {x} {y}"
+                    );
+                }
+            }
+        }
+        if let Some(cap) = cap {
+            let rebuilt = &ours[0].buckets[STEPS];
+            assert!(rebuilt.len() > 1, "{case}: rebuilt under the cap: {rebuilt:?}");
+            assert!(rebuilt.iter().sum::<u64>() == total && rebuilt.iter().all(|&b| b > 0), "{case}: {cap}");
+        }
+    }
+}
