@@ -137,3 +137,74 @@ fn ddp_holds_the_buckets_and_gradients_pytorchs_ddp_holds_on_every_rank() {
         }
     }
 }
+
+/// The estimate's buckets (`oomlab::estimate::ddp`, from the parameters' sizes alone) against
+/// the real reducer's, at the wrap and once rebuilt, for random parameter sizes and caps, with
+/// and without `find_unused_parameters`: the same buckets, in the same order.
+#[test]
+fn the_estimates_buckets_are_the_reducers_for_random_models() {
+    use oomlab::estimate::ddp::{self, Param};
+    let mut rng = common::rng::Rng(0x5eed_0dd9);
+    let _in_process = common::in_process();
+    for case in 0..24 {
+        let n = 2 + rng.below(10);
+        // Mostly small parameters, now and then one past the default first bucket (1 MiB).
+        let sizes: Vec<i64> = (0..n)
+            .map(|_| {
+                let most = if rng.below(4) == 0 { 400_000 } else { 3000 };
+                1 + rng.below(most) as i64
+            })
+            .collect();
+        let cap = match rng.below(3) {
+            0 => None,
+            _ => Some(64 + rng.below(40_000) as u64),
+        };
+        let opts = DdpOptions {
+            bucket_cap_bytes: cap,
+            find_unused_parameters: rng.below(3) == 0,
+            ..DdpOptions::default()
+        };
+        let sb = Sandbox::new();
+        let at = Rendezvous::File(sb.path().join("store"));
+        let ranks: Vec<_> = (0..2)
+            .map(|rank| {
+                let (at, sizes) = (at.clone(), sizes.clone());
+                std::thread::spawn(move || {
+                    let group = Arc::new(Group::join(&at, rank, 2, Duration::from_secs(120)).unwrap());
+                    let params: Vec<Tensor> = sizes
+                        .iter()
+                        .map(|&s| Tensor::ones([s], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true))
+                        .collect();
+                    let refs: Vec<&Tensor> = params.iter().collect();
+                    let ddp = Ddp::new(&group, &refs, &[], opts).unwrap();
+                    let mut seen = vec![ddp.bucket_bytes().unwrap()];
+                    for _ in 0..2 {
+                        ddp.pre_forward().unwrap();
+                        // A chain, each parameter after the last: the gradients come last first.
+                        let mut h = Tensor::zeros([], (Kind::Float, tch::Device::Cpu));
+                        for p in &params {
+                            h += p.sum(Kind::Float);
+                        }
+                        ddp.post_forward(&[&h]).unwrap();
+                        h.backward();
+                        seen.push(ddp.bucket_bytes().unwrap());
+                    }
+                    seen
+                })
+            })
+            .collect();
+        let seen: Vec<Vec<Vec<u64>>> = ranks.into_iter().map(|r| r.join().unwrap()).collect();
+        let params: Vec<Param> = sizes.iter().map(|&s| Param { bytes: 4 * s as u64, key: 0 }).collect();
+        let bytes = |b: Vec<ddp::Bucket>| b.into_iter().map(|b| b.bytes).collect::<Vec<u64>>();
+        let wrap = bytes(ddp::at_wrap(&params, &opts));
+        let ready: Vec<usize> = (0..n).rev().collect();
+        let second =
+            if ddp::rebuilds(&opts) { bytes(ddp::rebuilt(&params, &ready, &opts)) } else { wrap.clone() };
+        let what = format!("case {case}: sizes {sizes:?}, {opts:?}");
+        for s in &seen {
+            assert_eq!(s[0], wrap, "{what}: at the wrap");
+            assert_eq!(s[1], wrap, "{what}: after the first step");
+            assert_eq!(s[2], second, "{what}: after the second step");
+        }
+    }
+}

@@ -52,6 +52,7 @@ pub mod bounds;
 pub mod caching;
 pub mod cuda_reduce;
 pub mod cudnn_conv;
+pub mod ddp;
 pub mod evidence;
 pub mod graph;
 mod ledger;
