@@ -117,7 +117,8 @@ impl Group {
                 )
             };
             c_int::from(raw.is_null())
-        })?;
+        })
+        .map_err(|raw| join_error(&raw, rendezvous, rank, size, timeout))?;
         Ok(Group { raw: NonNull::new(raw).expect("checked above"), rank, size })
     }
 
@@ -253,6 +254,33 @@ impl Drop for Ddp {
     }
 }
 
+/// c10d's words for a failed rendezvous, with what happened and what to do in front: the two a
+/// user meets are a port another process holds and ranks that never all arrive.
+fn join_error(raw: &str, at: &Rendezvous, rank: usize, size: usize, timeout: Duration) -> String {
+    let lower = raw.to_lowercase();
+    let (place, cause) = match at {
+        Rendezvous::Tcp { host, port } => (format!("{host}:{port}"), Some(port)),
+        Rendezvous::File(path) => (path.display().to_string(), None),
+    };
+    let head = format!("rank {rank} of {size} could not join the others at {place}");
+    if let Some(port) =
+        cause.filter(|_| lower.contains("eaddrinuse") || lower.contains("address already in use"))
+    {
+        return format!(
+            "{head}: port {port} is in use by another process; give the ranks another port (MASTER_PORT) or end \
+             that process ({raw})"
+        );
+    }
+    if lower.contains("timeout") || lower.contains("timed out") {
+        return format!(
+            "{head}: not every rank arrived within {} s (a rank that failed to start, or was started with another \
+             world size or store); start all {size} ranks, or give them longer ({raw})",
+            timeout.as_secs_f64()
+        );
+    }
+    format!("{head}: {raw}")
+}
+
 fn to_int(n: usize) -> Result<c_int, String> {
     c_int::try_from(n).map_err(|_| format!("{n} is too large for a rank or world size"))
 }
@@ -286,6 +314,28 @@ mod tests {
         let out = ranks.into_iter().map(|r| r.join().unwrap()).collect();
         std::fs::remove_dir_all(&dir).ok();
         out
+    }
+
+    /// A port another process holds, and ranks that never all arrive: refused with what to do,
+    /// within the timeout, never a hang.
+    #[test]
+    fn a_port_in_use_and_a_missing_rank_are_refused_in_words() {
+        let _ = crate::ffi::cuda_load();
+        let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = held.local_addr().unwrap().port();
+        let at = Rendezvous::Tcp { host: "127.0.0.1".into(), port };
+        let err = Group::join(&at, 0, 1, Duration::from_secs(5)).err().expect("the port is held");
+        assert!(err.contains(&format!("port {port} is in use")) && err.contains("MASTER_PORT"), "{err}");
+
+        let dir = std::env::temp_dir().join(format!("oomlab-dist-alone-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let started = std::time::Instant::now();
+        let err = Group::join(&Rendezvous::File(dir.join("store")), 0, 2, Duration::from_secs(2))
+            .err()
+            .expect("rank 1 never comes");
+        std::fs::remove_dir_all(&dir).ok();
+        assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+        assert!(err.contains("rank 0 of 2 could not join") && err.contains("within 2 s"), "{err}");
     }
 
     #[test]
