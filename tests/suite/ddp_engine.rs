@@ -208,3 +208,71 @@ fn the_estimates_buckets_are_the_reducers_for_random_models() {
         }
     }
 }
+
+/// What a rank's wrap leaves allocated, counted by oomlab's CPU allocator (the counts of both
+/// ranks of this process, which hold the same): its buckets' flat buffers, as
+/// `estimate::ddp::wrap_bytes` says, for random models and caps.
+#[test]
+fn a_ranks_wrap_leaves_its_buckets_allocated() {
+    use oomlab::estimate::ddp::{self, Param};
+    use std::sync::Barrier;
+    let _in_process = common::in_process();
+    let _probe = oomlab::probe::CpuProbe::new(None).expect("the counting allocator");
+    let mut rng = common::rng::Rng(0x0b0c_4e75);
+    for case in 0..8 {
+        let n = 2 + rng.below(8);
+        let sizes: Vec<i64> = (0..n).map(|_| 1 + rng.below(5000) as i64).collect();
+        let cap = if rng.below(2) == 0 { None } else { Some(64 + rng.below(8000) as u64) };
+        let opts = DdpOptions { bucket_cap_bytes: cap, ..DdpOptions::default() };
+        let sb = Sandbox::new();
+        let at = Rendezvous::File(sb.path().join("store"));
+        let sync = Arc::new(Barrier::new(3));
+        let ranks: Vec<_> = (0..2)
+            .map(|rank| {
+                let (at, sizes, sync) = (at.clone(), sizes.clone(), Arc::clone(&sync));
+                std::thread::spawn(move || {
+                    let group = Arc::new(Group::join(&at, rank, 2, Duration::from_secs(120)).unwrap());
+                    let params: Vec<Tensor> = sizes
+                        .iter()
+                        .map(|&s| Tensor::ones([s], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true))
+                        .collect();
+                    let refs: Vec<&Tensor> = params.iter().collect();
+                    sync.wait(); // counted before the wrap
+                    sync.wait();
+                    let ddp = Ddp::new(&group, &refs, &[], opts).unwrap();
+                    sync.wait(); // counted after
+                    sync.wait();
+                    drop(ddp);
+                })
+            })
+            .collect();
+        let params: Vec<Param> = sizes.iter().map(|&s| Param { bytes: 4 * s as u64, key: 0 }).collect();
+        let total: u64 = params.iter().map(|p| p.bytes).sum();
+        assert_eq!(ddp::wrap_bytes(&params, &opts), total, "the first step's buckets hold every gradient");
+        sync.wait();
+        let before = oomlab::ffi::cpu_stats().allocated;
+        sync.wait();
+        sync.wait();
+        // Rank 0's broadcast of its parameters runs on gloo's thread, whose work item keeps the
+        // flat copy until that thread lets it go, after the wrap has returned: on a busy machine
+        // the count holds it a moment longer (seen: one copy of the parameters). What stays is
+        // the buckets.
+        let mut after = oomlab::ffi::cpu_stats().allocated;
+        let settled = std::time::Instant::now() + Duration::from_secs(10);
+        while (after - before) as u64 != 2 * ddp::wrap_bytes(&params, &opts)
+            && std::time::Instant::now() < settled
+        {
+            std::thread::sleep(Duration::from_millis(20));
+            after = oomlab::ffi::cpu_stats().allocated;
+        }
+        sync.wait();
+        for r in ranks {
+            r.join().unwrap();
+        }
+        assert_eq!(
+            (after - before) as u64,
+            2 * ddp::wrap_bytes(&params, &opts),
+            "case {case}: sizes {sizes:?}, {opts:?}"
+        );
+    }
+}

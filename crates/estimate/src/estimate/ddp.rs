@@ -89,6 +89,13 @@ pub fn at_wrap(params: &[Param], opts: &DdpOptions) -> Vec<Bucket> {
     buckets
 }
 
+/// What a rank's wrap leaves allocated once it returns: its buckets' flat buffers and nothing
+/// else the CPU allocator counts (measured: `tests/suite/ddp_engine.rs`). Rank 0's broadcast
+/// of the parameters and buffers is transient.
+pub fn wrap_bytes(params: &[Param], opts: &DdpOptions) -> u64 {
+    at_wrap(params, opts).iter().map(|b| b.bytes).sum()
+}
+
 /// Whether the reducer rebuilds its buckets at the second step (`should_rebuild_buckets`).
 pub fn rebuilds(opts: &DdpOptions) -> bool {
     opts.static_graph || !opts.find_unused_parameters
