@@ -14,10 +14,6 @@ use crate::spec::{
     ScriptUnits, TensorInput, TransformerSpec,
 };
 
-/// The model kinds, as `model.kind` writes them.
-const MODEL_KINDS: [(&str, &str); 4] =
-    [("mlp", "mlp"), ("cnn", "cnn"), ("transformer", "transformer"), ("torchscript", "torchscript")];
-
 /// The kind a raw model table asks for (`mlp` when it does not say).
 pub(super) fn model_kind(m: &Tab<RawModel>) -> String {
     m.as_ref().and_then(|t| t.get_ref().0.kind.as_ref()).map_or("mlp".into(), |k| k.get_ref().clone())
@@ -41,8 +37,8 @@ impl Cx<'_> {
         swept: Option<Field>,
     ) -> Result<ModelSpec, SpecError> {
         let kind = match &m.kind {
-            Some(k) => self.word(k, "model.kind", &MODEL_KINDS)?,
-            None => "mlp",
+            Some(k) => self.named(k, "model.kind")?,
+            None => ModelKind::Mlp,
         };
         let mlp = [("model.hidden", span(&m.hidden)), ("model.widths", span(&m.widths))];
         let cnn = [
@@ -64,21 +60,21 @@ impl Cx<'_> {
         };
         let script =
             [("model.path", span(&m.path)), ("model.loss", span(&m.loss)), ("model.units", span(&m.units))];
-        if kind != "torchscript" {
+        if kind != ModelKind::Torchscript {
             self.reject(&script, &only("torchscript"))?;
         }
         match kind {
-            "mlp" => {
+            ModelKind::Mlp => {
                 self.reject(&cnn, &only("cnn"))?;
                 self.reject(&transformer, &only("transformer"))?;
                 self.mlp(table, m, swept).map(ModelSpec::Mlp)
             }
-            "cnn" => {
+            ModelKind::Cnn => {
                 self.reject(&mlp, &only("mlp"))?;
                 self.reject(&transformer, &only("transformer"))?;
                 self.cnn(table, m, swept).map(ModelSpec::Cnn)
             }
-            "torchscript" => {
+            ModelKind::Torchscript => {
                 let theirs = r#"is the module's own (kind = "torchscript" trains the saved module as it is); remove it"#;
                 self.reject(&mlp, theirs)?;
                 self.reject(&cnn, theirs)?;
@@ -96,7 +92,7 @@ impl Cx<'_> {
                 };
                 Ok(ModelSpec::Torchscript(crate::spec::ScriptSpec { path: self.resolve(&path), loss, units }))
             }
-            _ => {
+            ModelKind::Transformer => {
                 self.reject(&mlp, &only("mlp"))?;
                 self.reject(&cnn, &only("cnn"))?;
                 self.reject(&[("model.depth", span(&m.depth))], &only("mlp\" or \"cnn"))?;
