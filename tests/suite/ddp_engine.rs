@@ -33,52 +33,67 @@ fn weights(shape: &[i64], index: usize, rank: usize) -> Tensor {
     t.reshape(shape)
 }
 
-/// The oracle's run, through oomlab's engine: ranks as threads of this process.
-fn oomlab_ranks(world: usize, cap: Option<u64>) -> Vec<RankRecord> {
+/// Runs `each` on every rank of a world of `size`, ranks as threads of this process meeting at a
+/// fresh file; their answers in rank order.
+fn ranks<T: Send + 'static>(size: usize, each: impl Fn(Arc<Group>) -> T + Send + Sync + 'static) -> Vec<T> {
     let sb = Sandbox::new();
     let at = Rendezvous::File(sb.path().join("store"));
-    let ranks: Vec<_> = (0..world)
+    let each = Arc::new(each);
+    let threads: Vec<_> = (0..size)
         .map(|rank| {
-            let at = at.clone();
+            let (at, each) = (at.clone(), Arc::clone(&each));
             std::thread::spawn(move || {
-                let group = Arc::new(Group::join(&at, rank, world, Duration::from_secs(120)).unwrap());
-                let mut params = Vec::new();
-                for (i, pair) in WIDTHS.windows(2).enumerate() {
-                    params.push(weights(&[pair[1], pair[0]], 2 * i, rank).set_requires_grad(true));
-                    params.push(weights(&[pair[1]], 2 * i + 1, rank).set_requires_grad(true));
-                }
-                let refs: Vec<&Tensor> = params.iter().collect();
-                let opts = DdpOptions { bucket_cap_bytes: cap, ..DdpOptions::default() };
-                let ddp = Ddp::new(&group, &refs, &[], opts).unwrap();
-                let first: Vec<f64> = Vec::try_from(params[0].flatten(0, -1).narrow(0, 0, 4)).unwrap();
-                let mut record =
-                    RankRecord { buckets: vec![ddp.bucket_bytes().unwrap()], weight: first, grads: vec![] };
-                for _ in 0..STEPS {
-                    for p in params.iter_mut() {
-                        p.zero_grad();
-                    }
-                    ddp.pre_forward().unwrap();
-                    let mut h =
-                        Tensor::ones([5, WIDTHS[0]], (Kind::Float, tch::Device::Cpu)) * (rank + 1) as f64;
-                    for (i, layer) in params.chunks(2).enumerate() {
-                        if i > 0 {
-                            h = h.relu();
-                        }
-                        h = h.linear(&layer[0], Some(&layer[1]));
-                    }
-                    let loss = h.sum(Kind::Float);
-                    ddp.post_forward(&[&loss]).unwrap();
-                    loss.backward();
-                    record.buckets.push(ddp.bucket_bytes().unwrap());
-                    let grads =
-                        params.iter().flat_map(|p| Vec::<f64>::try_from(p.grad().flatten(0, -1)).unwrap());
-                    record.grads.push(grads.collect());
-                }
-                record
+                each(Arc::new(Group::join(&at, rank, size, Duration::from_secs(120)).unwrap()))
             })
         })
         .collect();
-    ranks.into_iter().map(|r| r.join().unwrap()).collect()
+    threads.into_iter().map(|r| r.join().unwrap()).collect()
+}
+
+/// Float32 parameters of `sizes` elements, ones, needing a gradient.
+fn params_of(sizes: &[i64]) -> Vec<Tensor> {
+    sizes
+        .iter()
+        .map(|&s| Tensor::ones([s], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true))
+        .collect()
+}
+
+/// The oracle's run, through oomlab's engine: ranks as threads of this process.
+fn oomlab_ranks(world: usize, cap: Option<u64>) -> Vec<RankRecord> {
+    ranks(world, move |group| {
+        let rank = group.rank();
+        let mut params = Vec::new();
+        for (i, pair) in WIDTHS.windows(2).enumerate() {
+            params.push(weights(&[pair[1], pair[0]], 2 * i, rank).set_requires_grad(true));
+            params.push(weights(&[pair[1]], 2 * i + 1, rank).set_requires_grad(true));
+        }
+        let refs: Vec<&Tensor> = params.iter().collect();
+        let opts = DdpOptions { bucket_cap_bytes: cap, ..DdpOptions::default() };
+        let ddp = Ddp::new(&group, &refs, &[], opts).unwrap();
+        let first: Vec<f64> = Vec::try_from(params[0].flatten(0, -1).narrow(0, 0, 4)).unwrap();
+        let mut record =
+            RankRecord { buckets: vec![ddp.bucket_bytes().unwrap()], weight: first, grads: vec![] };
+        for _ in 0..STEPS {
+            for p in params.iter_mut() {
+                p.zero_grad();
+            }
+            ddp.pre_forward().unwrap();
+            let mut h = Tensor::ones([5, WIDTHS[0]], (Kind::Float, tch::Device::Cpu)) * (rank + 1) as f64;
+            for (i, layer) in params.chunks(2).enumerate() {
+                if i > 0 {
+                    h = h.relu();
+                }
+                h = h.linear(&layer[0], Some(&layer[1]));
+            }
+            let loss = h.sum(Kind::Float);
+            ddp.post_forward(&[&loss]).unwrap();
+            loss.backward();
+            record.buckets.push(ddp.bucket_bytes().unwrap());
+            let grads = params.iter().flat_map(|p| Vec::<f64>::try_from(p.grad().flatten(0, -1)).unwrap());
+            record.grads.push(grads.collect());
+        }
+        record
+    })
 }
 
 fn pytorch_ranks(world: usize, cap: Option<u64>) -> Vec<RankRecord> {
@@ -164,36 +179,27 @@ fn the_estimates_buckets_are_the_reducers_for_random_models() {
             find_unused_parameters: rng.below(3) == 0,
             ..DdpOptions::default()
         };
-        let sb = Sandbox::new();
-        let at = Rendezvous::File(sb.path().join("store"));
-        let ranks: Vec<_> = (0..2)
-            .map(|rank| {
-                let (at, sizes) = (at.clone(), sizes.clone());
-                std::thread::spawn(move || {
-                    let group = Arc::new(Group::join(&at, rank, 2, Duration::from_secs(120)).unwrap());
-                    let params: Vec<Tensor> = sizes
-                        .iter()
-                        .map(|&s| Tensor::ones([s], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true))
-                        .collect();
-                    let refs: Vec<&Tensor> = params.iter().collect();
-                    let ddp = Ddp::new(&group, &refs, &[], opts).unwrap();
-                    let mut seen = vec![ddp.bucket_bytes().unwrap()];
-                    for _ in 0..2 {
-                        ddp.pre_forward().unwrap();
-                        // A chain, each parameter after the last: the gradients come last first.
-                        let mut h = Tensor::zeros([], (Kind::Float, tch::Device::Cpu));
-                        for p in &params {
-                            h += p.sum(Kind::Float);
-                        }
-                        ddp.post_forward(&[&h]).unwrap();
-                        h.backward();
-                        seen.push(ddp.bucket_bytes().unwrap());
+        let seen = ranks(2, {
+            let sizes = sizes.clone();
+            move |group| {
+                let params = params_of(&sizes);
+                let refs: Vec<&Tensor> = params.iter().collect();
+                let ddp = Ddp::new(&group, &refs, &[], opts).unwrap();
+                let mut seen = vec![ddp.bucket_bytes().unwrap()];
+                for _ in 0..2 {
+                    ddp.pre_forward().unwrap();
+                    // A chain, each parameter after the last: the gradients come last first.
+                    let mut h = Tensor::zeros([], (Kind::Float, tch::Device::Cpu));
+                    for p in &params {
+                        h += p.sum(Kind::Float);
                     }
-                    seen
-                })
-            })
-            .collect();
-        let seen: Vec<Vec<Vec<u64>>> = ranks.into_iter().map(|r| r.join().unwrap()).collect();
+                    ddp.post_forward(&[&h]).unwrap();
+                    h.backward();
+                    seen.push(ddp.bucket_bytes().unwrap());
+                }
+                seen
+            }
+        });
         let params: Vec<Param> = sizes.iter().map(|&s| Param { bytes: 4 * s as u64, key: 0 }).collect();
         let bytes = |b: Vec<ddp::Bucket>| b.into_iter().map(|b| b.bytes).collect::<Vec<u64>>();
         let wrap = bytes(ddp::at_wrap(&params, &opts));
@@ -224,18 +230,12 @@ fn a_ranks_wrap_leaves_its_buckets_allocated() {
         let sizes: Vec<i64> = (0..n).map(|_| 1 + rng.below(5000) as i64).collect();
         let cap = if rng.below(2) == 0 { None } else { Some(64 + rng.below(8000) as u64) };
         let opts = DdpOptions { bucket_cap_bytes: cap, ..DdpOptions::default() };
-        let sb = Sandbox::new();
-        let at = Rendezvous::File(sb.path().join("store"));
         let sync = Arc::new(Barrier::new(3));
-        let ranks: Vec<_> = (0..2)
-            .map(|rank| {
-                let (at, sizes, sync) = (at.clone(), sizes.clone(), Arc::clone(&sync));
-                std::thread::spawn(move || {
-                    let group = Arc::new(Group::join(&at, rank, 2, Duration::from_secs(120)).unwrap());
-                    let params: Vec<Tensor> = sizes
-                        .iter()
-                        .map(|&s| Tensor::ones([s], (Kind::Float, tch::Device::Cpu)).set_requires_grad(true))
-                        .collect();
+        let both = std::thread::spawn({
+            let (sizes, sync) = (sizes.clone(), Arc::clone(&sync));
+            move || {
+                ranks(2, move |group| {
+                    let params = params_of(&sizes);
                     let refs: Vec<&Tensor> = params.iter().collect();
                     sync.wait(); // counted before the wrap
                     sync.wait();
@@ -244,8 +244,8 @@ fn a_ranks_wrap_leaves_its_buckets_allocated() {
                     sync.wait();
                     drop(ddp);
                 })
-            })
-            .collect();
+            }
+        });
         let params: Vec<Param> = sizes.iter().map(|&s| Param { bytes: 4 * s as u64, key: 0 }).collect();
         let total: u64 = params.iter().map(|p| p.bytes).sum();
         assert_eq!(ddp::wrap_bytes(&params, &opts), total, "the first step's buckets hold every gradient");
@@ -266,9 +266,7 @@ fn a_ranks_wrap_leaves_its_buckets_allocated() {
             after = oomlab::ffi::cpu_stats().allocated;
         }
         sync.wait();
-        for r in ranks {
-            r.join().unwrap();
-        }
+        both.join().unwrap();
         assert_eq!(
             (after - before) as u64,
             2 * ddp::wrap_bytes(&params, &opts),
