@@ -28,6 +28,9 @@ Examples:
   oomlab run experiments/depth_sweep.toml --resume
       Continue a run stopped by Ctrl-C (which ends it at the next phase) or a crash, from its
       completed trials.
+  oomlab run experiments/ddp.toml
+      DistributedDataParallel over 1, 2 and 4 ranks, each a process on this machine measuring its
+      own memory: what each rank holds (`oomlab estimate` answers for any world size).
   oomlab devices
       What libtorch sees here: devices, names, memory, versions.
   oomlab claims results/cpu-amd-epyc
@@ -170,6 +173,10 @@ pub enum Command {
     /// JSON line of step times on stdout.
     #[command(hide = true)]
     BenchWorker(bench::WorkerArgs),
+    /// One rank of a `[parallel]` trial that `oomlab run` started: its place in `RANK` and
+    /// `WORLD_SIZE`, the job (JSON) on stdin, its records and summary as JSON lines on stdout.
+    #[command(hide = true)]
+    RankWorker,
 }
 
 /// `--device` and `--budget`: what `run`, `estimate` and `advise` may override in a spec, declared
@@ -207,7 +214,7 @@ impl Command {
     /// Whether the command answers Ctrl-C, SIGTERM and SIGHUP by stopping cleanly between its
     /// phases (see `interrupt`): `run` and `bench`, whose work is long and kept as it goes.
     pub fn stops_cleanly(&self) -> bool {
-        matches!(self, Command::Run(_) | Command::Bench(_))
+        matches!(self, Command::Run(_) | Command::Bench(_) | Command::RankWorker)
     }
 }
 
@@ -229,6 +236,7 @@ pub fn dispatch(cli: Cli) -> Result<()> {
         Command::Slurm(args) => slurm::run(args),
         Command::Bench(args) => bench::run(args),
         Command::BenchWorker(args) => bench::worker(args),
+        Command::RankWorker => crate::run::ranks::worker(),
     }
 }
 

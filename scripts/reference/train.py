@@ -54,7 +54,7 @@ from torch.utils.checkpoint import checkpoint, checkpoint_sequential  # noqa: E4
 TRACE_COLUMNS = [
     "trial", "step", "micro", "phase", "memory_allocated", "memory_reserved",
     "max_memory_allocated", "max_memory_reserved", "device_used", "phase_seconds",
-    "elapsed_seconds",
+    "elapsed_seconds", "rank",
 ]
 # What happened first (status, where an OOM struck: oom_phase and oom_step, as oomlab's
 # summary.csv names them since 2026-11-26, peaks, message); then what compare.py needs
@@ -62,7 +62,7 @@ TRACE_COLUMNS = [
 SUMMARY_COLUMNS = [
     "trial", "status", "oom_phase", "oom_step", "max_memory_allocated", "max_memory_reserved",
     "message", "baseline_allocated", "after_allocated", "final_loss", "skipped_steps",
-    "final_scale", "step_seconds",
+    "final_scale", "step_seconds", "rank",
 ]
 DTYPES = {
     "float32": torch.float32, "float64": torch.float64,
@@ -121,7 +121,7 @@ def trial_config(manifest: dict, row: dict) -> dict:
             # data.seq_len, data.size, ...) sets cfg[section][key]: whole numbers, unless the
             # spec holds a float there (model.dropout).
             section, key = field.split(".")
-            target = {"model": m, "data": d, "training": t}[section]
+            target = {"model": m, "data": d, "training": t, "parallel": cfg.get("parallel", {})}[section]
             if key == "accumulation":
                 t["techniques"]["accumulation"] = int(v)
             elif isinstance(target.get(key), float):
@@ -156,7 +156,15 @@ def trial_config(manifest: dict, row: dict) -> dict:
     else:
         tech["checkpoint"] = {"every": int(ck)}
     tech["mode"], tech["history"] = row["mode"], row["history"]
+    if row.get("world_size"):
+        cfg["parallel"]["world_size"] = int(row["world_size"])
     return cfg
+
+
+def ddp_of(cfg: dict) -> dict | None:
+    """The config's DistributedDataParallel knobs (`[parallel]` strategy = "ddp"), or None."""
+    strategy = cfg.get("parallel", {}).get("strategy", {})
+    return strategy if strategy.get("name") == "ddp" else None
 
 
 def model_kind(model: dict) -> str:
@@ -480,13 +488,16 @@ def make_data(cfg: dict, dtype: torch.dtype, home: torch.device) -> Dataset:
     return Dataset(x, y)
 
 
-def gather(data: Dataset, index: int, batch: int, device: torch.device):
+def gather(data: Dataset, index: int, batch: int, device: torch.device, shard: tuple[int, int] = (0, 1)):
     """Micro-batch `index`: rows index*batch .. +batch, wrapping around the end, in tensors of
     their own (step.rs's gather). On the host the batch is gathered there and then copied, as a
-    DataLoader hands a CPU batch to `.to(device)`."""
+    DataLoader hands a CPU batch to `.to(device)`. `shard` = (rank, world): the rank's rows as an
+    unshuffled DistributedSampler deals them, its k-th row being row k * world + rank."""
     n = data.x.shape[0]
     start = (index * batch) % n
-    idx = torch.arange(start, start + batch, dtype=torch.int64, device=data.x.device) % n
+    rank, world = shard
+    idx = torch.arange(start * world + rank, (start + batch) * world + rank, world, dtype=torch.int64,
+                       device=data.x.device) % n
     if data.extra:
         # Several inputs: each gathered and moved before the next, as a collate and
         # [t.to(device) for t in batch] do; the model reads them as one tuple.
@@ -814,6 +825,17 @@ def run_trial(cfg: dict, device: torch.device, rec: Recorder, args, out: dict):
 
     model, opt, scaler = rec.phase(0, "model", build)
     seg = segment_len(tech["checkpoint"], len(model.units()))
+    ddp = ddp_of(cfg)
+    if ddp is not None and getattr(args, "ddp_world", 0):
+        if seg is not None:
+            sys.exit("train.py: DDP with checkpointing is not run here")
+        # What a DDP user writes: the module wrapped once the optimizer holds its parameters.
+        cap = ddp.get("bucket_cap_bytes")
+        model = rec.phase(0, "wrap", lambda: torch.nn.parallel.DistributedDataParallel(
+            model, bucket_cap_mb=None if cap is None else cap / (1024 * 1024),
+            find_unused_parameters=bool(ddp.get("find_unused_parameters")),
+            gradient_as_bucket_view=bool(ddp.get("gradient_as_bucket_view")),
+            static_graph=bool(ddp.get("static_graph"))))
     steps = args.steps or int(t["steps"])
     kept_tensors, kept_values = [], []
 
@@ -827,7 +849,7 @@ def run_trial(cfg: dict, device: torch.device, rec: Recorder, args, out: dict):
     for step in range(1, steps + 1):
         if tech["mode"] == "train":
             loss, skip, mean = train_step(cfg, data, model, opt, scaler, seg, step, rec, keep, device,
-                                          read_loss=step == steps)
+                                          read_loss=step == steps, shard=shard_of(args))
             skipped += int(skip)
         else:
             loss, mean = forward_step(cfg, data, model, step, rec, keep, device), None
@@ -845,7 +867,7 @@ def run_trial(cfg: dict, device: torch.device, rec: Recorder, args, out: dict):
         out["params"] = [p.detach() for p in model.parameters()]
 
 
-def train_step(cfg, data, model, opt, scaler, seg, step, rec, keep, device, read_loss=False):
+def train_step(cfg, data, model, opt, scaler, seg, step, rec, keep, device, read_loss=False, shard=(0, 1)):
     t, tech = cfg["training"], cfg["training"]["techniques"]
     n = int(tech["accumulation"])
     last = None
@@ -867,7 +889,8 @@ def train_step(cfg, data, model, opt, scaler, seg, step, rec, keep, device, read
 
     for micro in range(n):
         rec.micro = micro
-        x, y = rec.phase(step, "to_device", gather, data, (step - 1) * n + micro, t["batch_size"], device)
+        x, y = rec.phase(step, "to_device", gather, data, (step - 1) * n + micro, t["batch_size"], device,
+                         shard)
         loss = rec.phase(step, "forward", forward, x, y)
         keep(loss)
         rec.phase(step, "backward", backward, loss)
@@ -894,6 +917,49 @@ def train_step(cfg, data, model, opt, scaler, seg, step, rec, keep, device, read
     # set_to_none=True (the default since 2.0) frees the gradients, as libtorch's zero_grad.
     rec.phase(step, "zero_grad", opt.zero_grad)
     return last, skip, (total / n if read_loss else None)
+
+
+def shard_of(args) -> tuple[int, int]:
+    """This process's (rank, world) in a DDP trial's world; (0, 1) alone."""
+    # Callers that build their own args (params.py) run one process.
+    world = getattr(args, "ddp_world", 0)
+    return (args.ddp_rank, world) if world else (0, 1)
+
+
+def run_ranks(args, trial: int, world: int) -> list[tuple[list[dict], list[dict]]]:
+    """A DDP trial's ranks, each a process of this script (`--ddp-rank R --ddp-world W`) meeting
+    at a fresh FileStore, as torchrun starts them; their trace and summary rows, rank by rank."""
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="train-ddp-") as tmp:
+        store = Path(tmp) / "store"
+        procs, outs = [], []
+        for rank in range(world):
+            out = Path(tmp) / f"rank{rank}.csv"
+            argv = [sys.executable, str(Path(__file__).resolve()), "--summary", str(args.summary),
+                    "--device", "cpu", "--trials", str(trial), "--out", str(out), "--no-warmup",
+                    "--ddp-rank", str(rank), "--ddp-world", str(world), "--ddp-store", str(store)]
+            if args.cpu_memory:
+                argv.append("--cpu-memory")
+            if args.threads:
+                argv += ["--threads", str(args.threads)]
+            procs.append(subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+            outs.append(out)
+        failed = [(r, p.wait(), p.stderr.read()) for r, p in enumerate(procs)]
+        failed = [f for f in failed if f[1] != 0]
+        if failed:
+            rank, code, err = failed[0]
+            sys.exit(f"train.py: DDP rank {rank} of trial {trial} exited {code}: {err.strip()[-2000:]}")
+        results = []
+        for rank, out in enumerate(outs):
+            with open(out) as f:
+                trace = list(csv.DictReader(f))
+            with open(str(out) + ".summary.csv") as f:
+                summary = list(csv.DictReader(f))
+            for r in trace + summary:
+                r["rank"] = rank
+            results.append((trace, summary))
+        return results
 
 
 def forward_step(cfg, data, model, step, rec, keep, device):
@@ -1066,6 +1132,9 @@ def main():
                         "allocator (built once with g++ from cpu_alloc.cpp beside this script), "
                         "so that the trace has memory columns as oomlab's CPU runs do")
     p.add_argument("--out", type=Path, required=True, help="trace CSV to write")
+    p.add_argument("--ddp-rank", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--ddp-world", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--ddp-store", type=Path, default=None, help=argparse.SUPPRESS)
     p.add_argument("--history", type=Path, default=None,
                    help="also write every allocation and free of each phase to this CSV, in the "
                         "columns of `oomlab estimate --blocks` (for compare.py --blocks --history); "
@@ -1117,6 +1186,12 @@ def main():
         cpu_memory.install()
         counter = cpu_memory
     probe = Probe(device, counter)
+    if args.ddp_world:
+        # One rank of a DDP trial (run_ranks started it): the process group first, as a
+        # torchrun-started script's first line does; gloo on the CPU.
+        import torch.distributed as dist
+        dist.init_process_group("gloo", init_method=f"file://{args.ddp_store}", rank=args.ddp_rank,
+                                world_size=args.ddp_world)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     summary_path = Path(str(args.out) + ".summary.csv")
     hf = open(args.history, "w", newline="") if args.history else None
@@ -1140,6 +1215,17 @@ def main():
                 print(f"trial {trial:>3}  skipped (oom in oomlab, no CPU budget)", flush=True)
                 continue
             cfg = trial_config(manifest, row)
+            if ddp_of(cfg) is not None and not args.ddp_world:
+                ranks = run_ranks(args, trial, int(cfg["parallel"]["world_size"]))
+                for rank_trace, rank_summary in ranks:
+                    for r in rank_trace:
+                        trace.writerow(r)
+                    for r in rank_summary:
+                        summary.writerow(r)
+                tf.flush()
+                sf.flush()
+                print(f"trial {trial:>3}  {len(ranks)} ranks  (oomlab: {row['status']})", flush=True)
+                continue
             probe.empty_cache()
             baseline = probe.allocated()
             rec = Recorder(probe, trial, trace, history)

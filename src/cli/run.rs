@@ -1,10 +1,12 @@
 //! `oomlab run`: its arguments, the command that resumes it, and what it prints of the run that
 //! `run::pipeline` makes from a spec.
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Result;
 
 use super::{merge, report, DeviceBudget};
+use crate::run::launch::{self, Agent, Launch};
 use crate::run::plan::Plan;
 use crate::run::shard::Shard;
 use crate::run::{pipeline, RunOptions};
@@ -24,6 +26,9 @@ Examples:
       Continue a run stopped by Ctrl-C or a crash from its completed trials.
   oomlab run experiments/batch_size_sweep.toml --shard 2/4
       The second of 4 shards of the trials, for `oomlab merge` to put together.
+  torchrun --standalone --nproc-per-node 2 --no-python oomlab run experiments/ddp_launched.toml
+      DDP ranks that torchrun (or srun -n 2) starts: each process runs this command, rank 0
+      writes the results. Without a launcher, oomlab starts a [parallel] trial's ranks itself.
 
 Results go to <out>/<device>/<experiment>/ (out: runs unless --out): manifest.json, trace.csv
 (memory per trial, step and phase), summary.csv (one row per trial) and charts. Ctrl-C stops
@@ -85,8 +90,23 @@ fn parse_shard(s: &str) -> Result<Shard, String> {
 }
 
 /// Runs a spec: the plan resolved once, the trials and the charts (`run::pipeline`), then what
-/// they answer.
+/// they answer. Started as a rank of a world torchrun or srun launched, rank 0 does that, and
+/// the others train their shares of its trials and end as it ends.
 pub(super) fn run(args: RunArgs) -> Result<()> {
+    let Some(launch) = Launch::from_env()? else {
+        return run_here(args, None);
+    };
+    // The store first, before anything can fail: the other ranks wait there for rank 0's word.
+    let agent = Arc::new(Agent::open(launch)?);
+    if !agent.leads() {
+        return launch::follow(&agent, args.quiet);
+    }
+    let result = run_here(args, Some(Arc::clone(&agent)));
+    agent.finish(&result);
+    result
+}
+
+fn run_here(args: RunArgs, launched: Option<Arc<Agent>>) -> Result<()> {
     let plan = Plan::here(spec::load(&args.spec)?, args.target.overrides());
     let opts = RunOptions {
         out: args.out.clone(),
@@ -95,6 +115,7 @@ pub(super) fn run(args: RunArgs) -> Result<()> {
         quiet: args.quiet,
         trace: args.trace,
         shard: args.shard,
+        launched,
     };
     let done = pipeline::run_spec(&args.spec, &plan, &opts, resume_command(&args))?;
     if !args.quiet {

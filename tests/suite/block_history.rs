@@ -81,8 +81,9 @@ fn the_estimates_blocks_align_with_pytorchs_history() {
     let est = estimate_blocks(&spec_path, &blocks);
     assert!(est.status.success(), "estimate --blocks failed:\n{}", String::from_utf8_lossy(&est.stderr));
     let text = std::fs::read_to_string(&blocks).unwrap();
-    assert!(text
-        .starts_with("variant,trial,value,seq,step,micro,phase,action,requested,block,category,pool,site\n"));
+    assert!(text.starts_with(
+        "variant,trial,value,seq,step,micro,phase,action,requested,block,category,pool,site,ranks\n"
+    ));
     assert!(text.lines().count() > 50, "every allocation and free of two steps");
 
     // The rows add up to the run's memory at the end of every phase: what the loop frees between

@@ -343,7 +343,33 @@ fn the_guides_examples_and_model_advice_are_judged_from_real_runs() {
         .unwrap_or_default();
     assert!(counts.len() == 2 && counts[0] == counts[1] && counts[1] > 0, "{}", c.measured);
     let c = find("Multi-GPU");
-    assert_eq!(c.verdict, Verdict::NotTestable);
+    assert_eq!(c.verdict, Verdict::NotRun, "no ddp experiment here: {c:#?}");
+}
+
+/// "Multi-GPU training ... linear scaling", judged on the committed `ddp` run: the per-rank peak
+/// at 4 ranks against one rank's, and the verdict its stated rule gives.
+#[test]
+fn multi_gpu_scaling_is_judged_on_the_committed_ddp_run() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results/cpu-amd-epyc");
+    let judged = claims::judge(&dir).unwrap();
+    let c = judged.iter().find(|c| c.claim.starts_with("Multi-GPU")).expect("the claim");
+    assert_eq!(c.experiment, "ddp");
+    let share: f64 = c
+        .measured
+        .split("at 4 ranks ")
+        .nth(1)
+        .and_then(|rest| rest.split('%').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{}", c.measured));
+    let rule = if share <= 110.0 / 4.0 {
+        Verdict::Confirmed
+    } else if share >= 90.0 {
+        Verdict::Refuted
+    } else {
+        Verdict::Partly
+    };
+    assert_eq!(c.verdict, rule, "{}", c.measured);
+    assert!(c.measured.contains("(linear: 25.0%)") && c.why.contains("activations a rank keeps"), "{c:#?}");
 }
 
 /// The lesson's depth claim is about 5000-wide layers at batch 32 in its 15.90 GiB GPU: the same

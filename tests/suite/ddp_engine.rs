@@ -114,43 +114,50 @@ fn pytorch_ranks(world: usize, cap: Option<u64>) -> Vec<RankRecord> {
 
 #[test]
 fn ddp_holds_the_buckets_and_gradients_pytorchs_ddp_holds_on_every_rank() {
-    // Each case's PyTorch processes run while this process's ranks do theirs.
-    let cases = [(2, None), (2, Some(256)), (3, Some(64))];
-    let oracle: Vec<_> =
-        cases.iter().map(|&(world, cap)| std::thread::spawn(move || pytorch_ranks(world, cap))).collect();
-    for (&(world, cap), oracle) in cases.iter().zip(oracle) {
-        let ours = {
-            let _in_process = common::in_process();
-            oomlab_ranks(world, cap)
-        };
-        let theirs = oracle.join().unwrap();
-        let case = format!("world {world}, bucket cap {cap:?}");
-        assert_eq!(ours.len(), world, "{case}");
-        assert_eq!(theirs.len(), world, "{case}");
-        // The first step's one bucket of every gradient (872 bytes), then rebuilt under the cap.
-        let total: u64 = WIDTHS.windows(2).map(|p| ((p[0] * p[1] + p[1]) * 4) as u64).sum();
-        for (rank, (a, b)) in ours.iter().zip(&theirs).enumerate() {
-            assert_eq!(a.buckets, b.buckets, "{case}, rank {rank}: the reducer's buckets");
-            assert_eq!(a.buckets[0], [total], "{case}, rank {rank}");
-            assert_eq!(a.weight, b.weight, "{case}, rank {rank}: rank 0's weights after the wrap");
-            assert_eq!(a.weight, theirs[0].weight, "{case}, rank {rank}");
-            assert_eq!(a.grads.len(), STEPS, "{case}");
-            for (step, (ga, gb)) in a.grads.iter().zip(&b.grads).enumerate() {
-                assert_eq!(ga.len(), gb.len(), "{case}, rank {rank}, step {step}");
-                for (x, y) in ga.iter().zip(gb) {
-                    assert!(
-                        (x - y).abs() <= 1e-6 * y.abs().max(1.0),
-                        "{case}, rank {rank}, step {step}: {x} {y}"
-                    );
+    // A process of its own: gloo's threads and the reducers they serve stay out of the other
+    // tests' way, and theirs out of these.
+    common::in_own_process(|| {
+        // Each case's PyTorch processes run while this process's ranks do theirs.
+        let cases = [(2, None), (2, Some(256)), (3, Some(64))];
+        let oracle: Vec<_> =
+            cases.iter().map(|&(world, cap)| std::thread::spawn(move || pytorch_ranks(world, cap))).collect();
+        for (&(world, cap), oracle) in cases.iter().zip(oracle) {
+            let ours = {
+                let _in_process = common::in_process();
+                oomlab_ranks(world, cap)
+            };
+            let theirs = oracle.join().unwrap();
+            let case = format!("world {world}, bucket cap {cap:?}");
+            assert_eq!(ours.len(), world, "{case}");
+            assert_eq!(theirs.len(), world, "{case}");
+            // The first step's one bucket of every gradient (872 bytes), then rebuilt under the cap.
+            let total: u64 = WIDTHS.windows(2).map(|p| ((p[0] * p[1] + p[1]) * 4) as u64).sum();
+            for (rank, (a, b)) in ours.iter().zip(&theirs).enumerate() {
+                assert_eq!(a.buckets, b.buckets, "{case}, rank {rank}: the reducer's buckets");
+                assert_eq!(a.buckets[0], [total], "{case}, rank {rank}");
+                assert_eq!(a.weight, b.weight, "{case}, rank {rank}: rank 0's weights after the wrap");
+                assert_eq!(a.weight, theirs[0].weight, "{case}, rank {rank}");
+                assert_eq!(a.grads.len(), STEPS, "{case}");
+                for (step, (ga, gb)) in a.grads.iter().zip(&b.grads).enumerate() {
+                    assert_eq!(ga.len(), gb.len(), "{case}, rank {rank}, step {step}");
+                    for (x, y) in ga.iter().zip(gb) {
+                        assert!(
+                            (x - y).abs() <= 1e-6 * y.abs().max(1.0),
+                            "{case}, rank {rank}, step {step}: {x} {y}"
+                        );
+                    }
                 }
             }
+            if let Some(cap) = cap {
+                let rebuilt = &ours[0].buckets[STEPS];
+                assert!(rebuilt.len() > 1, "{case}: rebuilt under the cap: {rebuilt:?}");
+                assert!(
+                    rebuilt.iter().sum::<u64>() == total && rebuilt.iter().all(|&b| b > 0),
+                    "{case}: {cap}"
+                );
+            }
         }
-        if let Some(cap) = cap {
-            let rebuilt = &ours[0].buckets[STEPS];
-            assert!(rebuilt.len() > 1, "{case}: rebuilt under the cap: {rebuilt:?}");
-            assert!(rebuilt.iter().sum::<u64>() == total && rebuilt.iter().all(|&b| b > 0), "{case}: {cap}");
-        }
-    }
+    });
 }
 
 /// The estimate's buckets (`oomlab::estimate::ddp`, from the parameters' sizes alone) against
@@ -158,61 +165,65 @@ fn ddp_holds_the_buckets_and_gradients_pytorchs_ddp_holds_on_every_rank() {
 /// and without `find_unused_parameters`: the same buckets, in the same order.
 #[test]
 fn the_estimates_buckets_are_the_reducers_for_random_models() {
-    use oomlab::estimate::ddp::{self, Param};
-    let mut rng = common::rng::Rng(0x5eed_0dd9);
-    let _in_process = common::in_process();
-    for case in 0..24 {
-        let n = 2 + rng.below(10);
-        // Mostly small parameters, now and then one past the default first bucket (1 MiB).
-        let sizes: Vec<i64> = (0..n)
-            .map(|_| {
-                let most = if rng.below(4) == 0 { 400_000 } else { 3000 };
-                1 + rng.below(most) as i64
-            })
-            .collect();
-        let cap = match rng.below(3) {
-            0 => None,
-            _ => Some(64 + rng.below(40_000) as u64),
-        };
-        let opts = DdpOptions {
-            bucket_cap_bytes: cap,
-            find_unused_parameters: rng.below(3) == 0,
-            ..DdpOptions::default()
-        };
-        let seen = ranks(2, {
-            let sizes = sizes.clone();
-            move |group| {
-                let params = params_of(&sizes);
-                let refs: Vec<&Tensor> = params.iter().collect();
-                let ddp = Ddp::new(&group, &refs, &[], opts).unwrap();
-                let mut seen = vec![ddp.bucket_bytes().unwrap()];
-                for _ in 0..2 {
-                    ddp.pre_forward().unwrap();
-                    // A chain, each parameter after the last: the gradients come last first.
-                    let mut h = Tensor::zeros([], (Kind::Float, tch::Device::Cpu));
-                    for p in &params {
-                        h += p.sum(Kind::Float);
+    // A process of its own: gloo's threads and the reducers they serve stay out of the other
+    // tests' way, and theirs out of these.
+    common::in_own_process(|| {
+        use oomlab::estimate::ddp::{self, Param};
+        let mut rng = common::rng::Rng(0x5eed_0dd9);
+        let _in_process = common::in_process();
+        for case in 0..24 {
+            let n = 2 + rng.below(10);
+            // Mostly small parameters, now and then one past the default first bucket (1 MiB).
+            let sizes: Vec<i64> = (0..n)
+                .map(|_| {
+                    let most = if rng.below(4) == 0 { 400_000 } else { 3000 };
+                    1 + rng.below(most) as i64
+                })
+                .collect();
+            let cap = match rng.below(3) {
+                0 => None,
+                _ => Some(64 + rng.below(40_000) as u64),
+            };
+            let opts = DdpOptions {
+                bucket_cap_bytes: cap,
+                find_unused_parameters: rng.below(3) == 0,
+                ..DdpOptions::default()
+            };
+            let seen = ranks(2, {
+                let sizes = sizes.clone();
+                move |group| {
+                    let params = params_of(&sizes);
+                    let refs: Vec<&Tensor> = params.iter().collect();
+                    let ddp = Ddp::new(&group, &refs, &[], opts).unwrap();
+                    let mut seen = vec![ddp.bucket_bytes().unwrap()];
+                    for _ in 0..2 {
+                        ddp.pre_forward().unwrap();
+                        // A chain, each parameter after the last: the gradients come last first.
+                        let mut h = Tensor::zeros([], (Kind::Float, tch::Device::Cpu));
+                        for p in &params {
+                            h += p.sum(Kind::Float);
+                        }
+                        ddp.post_forward(&[&h]).unwrap();
+                        h.backward();
+                        seen.push(ddp.bucket_bytes().unwrap());
                     }
-                    ddp.post_forward(&[&h]).unwrap();
-                    h.backward();
-                    seen.push(ddp.bucket_bytes().unwrap());
+                    seen
                 }
-                seen
+            });
+            let params: Vec<Param> = sizes.iter().map(|&s| Param { bytes: 4 * s as u64, key: 0 }).collect();
+            let bytes = |b: Vec<ddp::Bucket>| b.into_iter().map(|b| b.bytes).collect::<Vec<u64>>();
+            let wrap = bytes(ddp::at_wrap(&params, &opts));
+            let ready: Vec<usize> = (0..n).rev().collect();
+            let second =
+                if ddp::rebuilds(&opts) { bytes(ddp::rebuilt(&params, &ready, &opts)) } else { wrap.clone() };
+            let what = format!("case {case}: sizes {sizes:?}, {opts:?}");
+            for s in &seen {
+                assert_eq!(s[0], wrap, "{what}: at the wrap");
+                assert_eq!(s[1], wrap, "{what}: after the first step");
+                assert_eq!(s[2], second, "{what}: after the second step");
             }
-        });
-        let params: Vec<Param> = sizes.iter().map(|&s| Param { bytes: 4 * s as u64, key: 0 }).collect();
-        let bytes = |b: Vec<ddp::Bucket>| b.into_iter().map(|b| b.bytes).collect::<Vec<u64>>();
-        let wrap = bytes(ddp::at_wrap(&params, &opts));
-        let ready: Vec<usize> = (0..n).rev().collect();
-        let second =
-            if ddp::rebuilds(&opts) { bytes(ddp::rebuilt(&params, &ready, &opts)) } else { wrap.clone() };
-        let what = format!("case {case}: sizes {sizes:?}, {opts:?}");
-        for s in &seen {
-            assert_eq!(s[0], wrap, "{what}: at the wrap");
-            assert_eq!(s[1], wrap, "{what}: after the first step");
-            assert_eq!(s[2], second, "{what}: after the second step");
         }
-    }
+    });
 }
 
 /// What a rank's wrap leaves allocated, counted by oomlab's CPU allocator (the counts of both
@@ -220,57 +231,65 @@ fn the_estimates_buckets_are_the_reducers_for_random_models() {
 /// `estimate::ddp::wrap_bytes` says, for random models and caps.
 #[test]
 fn a_ranks_wrap_leaves_its_buckets_allocated() {
-    use oomlab::estimate::ddp::{self, Param};
-    use std::sync::Barrier;
-    let _in_process = common::in_process();
-    let _probe = oomlab::probe::CpuProbe::new(None).expect("the counting allocator");
-    let mut rng = common::rng::Rng(0x0b0c_4e75);
-    for case in 0..8 {
-        let n = 2 + rng.below(8);
-        let sizes: Vec<i64> = (0..n).map(|_| 1 + rng.below(5000) as i64).collect();
-        let cap = if rng.below(2) == 0 { None } else { Some(64 + rng.below(8000) as u64) };
-        let opts = DdpOptions { bucket_cap_bytes: cap, ..DdpOptions::default() };
-        let sync = Arc::new(Barrier::new(3));
-        let both = std::thread::spawn({
-            let (sizes, sync) = (sizes.clone(), Arc::clone(&sync));
-            move || {
-                ranks(2, move |group| {
-                    let params = params_of(&sizes);
-                    let refs: Vec<&Tensor> = params.iter().collect();
-                    sync.wait(); // counted before the wrap
-                    sync.wait();
-                    let ddp = Ddp::new(&group, &refs, &[], opts).unwrap();
-                    sync.wait(); // counted after
-                    sync.wait();
-                    drop(ddp);
-                })
+    // A process of its own: gloo's threads and the reducers they serve stay out of the other
+    // tests' way, and theirs out of these.
+    common::in_own_process(|| {
+        use oomlab::estimate::ddp::{self, Param};
+        use std::sync::Barrier;
+        let _in_process = common::in_process();
+        let _probe = oomlab::probe::CpuProbe::new(None).expect("the counting allocator");
+        let mut rng = common::rng::Rng(0x0b0c_4e75);
+        for case in 0..8 {
+            let n = 2 + rng.below(8);
+            let sizes: Vec<i64> = (0..n).map(|_| 1 + rng.below(5000) as i64).collect();
+            let cap = if rng.below(2) == 0 { None } else { Some(64 + rng.below(8000) as u64) };
+            let opts = DdpOptions { bucket_cap_bytes: cap, ..DdpOptions::default() };
+            let sync = Arc::new(Barrier::new(3));
+            let both = std::thread::spawn({
+                let (sizes, sync) = (sizes.clone(), Arc::clone(&sync));
+                move || {
+                    ranks(2, move |group| {
+                        let params = params_of(&sizes);
+                        let refs: Vec<&Tensor> = params.iter().collect();
+                        sync.wait(); // counted before the wrap
+                        sync.wait();
+                        let ddp = Ddp::new(&group, &refs, &[], opts).unwrap();
+                        sync.wait(); // counted after
+                        sync.wait();
+                        drop(ddp);
+                    })
+                }
+            });
+            let params: Vec<Param> = sizes.iter().map(|&s| Param { bytes: 4 * s as u64, key: 0 }).collect();
+            let total: u64 = params.iter().map(|p| p.bytes).sum();
+            assert_eq!(
+                ddp::wrap_bytes(&params, &opts),
+                total,
+                "the first step's buckets hold every gradient"
+            );
+            sync.wait();
+            let before = oomlab::ffi::cpu_stats().allocated;
+            sync.wait();
+            sync.wait();
+            // Rank 0's broadcast of its parameters runs on gloo's thread, whose work item keeps the
+            // flat copy until that thread lets it go, after the wrap has returned: on a busy machine
+            // the count holds it a moment longer (seen: one copy of the parameters). What stays is
+            // the buckets.
+            let mut after = oomlab::ffi::cpu_stats().allocated;
+            let settled = std::time::Instant::now() + Duration::from_secs(10);
+            while (after - before) as u64 != 2 * ddp::wrap_bytes(&params, &opts)
+                && std::time::Instant::now() < settled
+            {
+                std::thread::sleep(Duration::from_millis(20));
+                after = oomlab::ffi::cpu_stats().allocated;
             }
-        });
-        let params: Vec<Param> = sizes.iter().map(|&s| Param { bytes: 4 * s as u64, key: 0 }).collect();
-        let total: u64 = params.iter().map(|p| p.bytes).sum();
-        assert_eq!(ddp::wrap_bytes(&params, &opts), total, "the first step's buckets hold every gradient");
-        sync.wait();
-        let before = oomlab::ffi::cpu_stats().allocated;
-        sync.wait();
-        sync.wait();
-        // Rank 0's broadcast of its parameters runs on gloo's thread, whose work item keeps the
-        // flat copy until that thread lets it go, after the wrap has returned: on a busy machine
-        // the count holds it a moment longer (seen: one copy of the parameters). What stays is
-        // the buckets.
-        let mut after = oomlab::ffi::cpu_stats().allocated;
-        let settled = std::time::Instant::now() + Duration::from_secs(10);
-        while (after - before) as u64 != 2 * ddp::wrap_bytes(&params, &opts)
-            && std::time::Instant::now() < settled
-        {
-            std::thread::sleep(Duration::from_millis(20));
-            after = oomlab::ffi::cpu_stats().allocated;
+            sync.wait();
+            both.join().unwrap();
+            assert_eq!(
+                (after - before) as u64,
+                2 * ddp::wrap_bytes(&params, &opts),
+                "case {case}: sizes {sizes:?}, {opts:?}"
+            );
         }
-        sync.wait();
-        both.join().unwrap();
-        assert_eq!(
-            (after - before) as u64,
-            2 * ddp::wrap_bytes(&params, &opts),
-            "case {case}: sizes {sizes:?}, {opts:?}"
-        );
-    }
+    });
 }

@@ -66,6 +66,7 @@ impl Case {
                 seed: 1,
             },
             location: DataLocation::Host,
+            parallel: Default::default(),
             training: TrainingSpec {
                 optimizer: self.optimizer,
                 batch_size: self.batch,

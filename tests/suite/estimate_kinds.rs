@@ -41,6 +41,7 @@ fn config(
         model,
         data,
         location: DataLocation::Host,
+        parallel: Default::default(),
         training: TrainingSpec {
             optimizer,
             batch_size: batch,

@@ -26,6 +26,7 @@ mod corpus;
 mod cpu_budget_oom;
 mod cpu_warmup;
 mod ddp_engine;
+mod ddp_run;
 mod estimate_accuracy;
 mod estimate_cache;
 mod estimate_kinds;

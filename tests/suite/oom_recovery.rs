@@ -72,6 +72,7 @@ fn draw(rng: &mut Rng, i: usize) -> Config {
             seed: rng.next() % 100,
         },
         location: rng.pick(&[DataLocation::Host, DataLocation::Device]),
+        parallel: Default::default(),
         training: TrainingSpec {
             optimizer: OPTIMIZERS[i % 4],
             batch_size: rng.pick(&[8, 16, 32, 64]),

@@ -51,6 +51,7 @@ fn config(optimizer: OptimizerSpec, implementation: OptimizerImpl, techniques: T
         model: ModelSpec::mlp(24, 3),
         data: DataSpec::Synthetic { samples: 96, features: 10, classes: 4, seed: 7 },
         location: DataLocation::Host,
+        parallel: Default::default(),
         training: TrainingSpec {
             optimizer,
             batch_size: 16,

@@ -349,7 +349,12 @@ fn holds_signals(pid: u32) -> bool {
 #[test]
 fn a_signal_before_the_run_writes_anything_leaves_nothing() {
     let sb = Sandbox::new();
-    let spec = sb.spec("early.toml", &tiny_spec("early", "hidden = 8\ndepth = 1", None, ""));
+    // Trains long enough (seconds) that the last signal still finds it running on a fast machine:
+    // with one step the run once ended before SIGHUP came, 300 ms after it held its signals.
+    let text =
+        tiny_spec("early", "hidden = 8\ndepth = 1", None, "").replace("steps = 1\n", "steps = 20000\n");
+    assert!(text.contains("steps = 20000"));
+    let spec = sb.spec("early.toml", &text);
     for (after_ms, name, code) in [(0, "TERM", 143), (150, "INT", 130), (300, "HUP", 129)] {
         let out = sb.path().join(format!("out-{after_ms}"));
         let child = Process::new(common::bin())

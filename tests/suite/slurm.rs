@@ -3,7 +3,8 @@
 //! a temp folder); `oomlab slurm --submit` submits a CPU job array of 4 shards of a small spec
 //! and its merge, and the per-GPU-kind arrays (the local node's fake kinds alpha and beta). The
 //! merged folders must equal the same spec run in one process, trial for trial and byte for byte
-//! in every column but the times. The daemons are stopped however the test ends (a guard's
+//! in every column but the times; a DDP trial's two ranks run as one `srun -n 2` step's tasks
+//! equal the ranks oomlab starts itself. The daemons are stopped however the test ends (a guard's
 //! Drop). Without a Slurm it can start, the test fails and says why: it never skips.
 use crate::common;
 
@@ -241,7 +242,62 @@ fn job_arrays_of_shards_merged_equal_one_process() {
         &["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--out", compared.to_str().unwrap()],
     );
     assert!(compared.join("COMPARE.md").exists());
+
+    // A DDP trial's two ranks as one srun step's two tasks: rank 0 writes the one folder, with
+    // every rank's bytes those of the ranks oomlab starts itself.
+    let ddp = sb.spec("ranks.toml", DDP_SPEC);
+    let (own, launched) = (sb.path().join("own"), sb.path().join("srun"));
+    slurm.output(oomlab, &["run", ddp.to_str().unwrap(), "--out", own.to_str().unwrap(), "--quiet"]);
+    let step = ["-n", "2", "-p", "debug", "-t", "5", oomlab, "run", ddp.to_str().unwrap(), "--out"];
+    slurm.output("srun", &[&step[..], &[launched.to_str().unwrap(), "--quiet"]].concat());
+    let read = |root: &Path| {
+        let dir = std::fs::read_dir(root).unwrap().next().unwrap().unwrap().path().join("ranks");
+        let rows: Vec<oomlab::schema::SummaryRow> = common::read_csv(&dir.join("summary.csv"));
+        let trace: Vec<oomlab::schema::PhaseRecord> = common::read_csv(&dir.join("trace.csv"));
+        (rows, trace)
+    };
+    let ((own_rows, own_trace), (rows, trace)) = (read(&own), read(&launched));
+    assert_eq!(std::fs::read_dir(&launched).unwrap().count(), 1, "one results folder");
+    assert_eq!(own_rows.len(), 1);
+    let summary = |r: &oomlab::schema::SummaryRow| (r.status, r.world_size, r.final_loss, r.trace_rows);
+    assert_eq!(summary(&own_rows[0]), summary(&rows[0]));
+    assert_eq!(trace.iter().filter(|t| t.rank == Some(1)).count(), trace.len() / 2, "both ranks' phases");
+    for (a, b) in own_trace.iter().zip(&trace) {
+        assert_eq!((a.rank, a.step, a.phase), (b.rank, b.step, b.phase));
+        // From the third step exactly; before it a gloo thread may still hold a collective's
+        // tensors (at most a flat copy of the 712 B of parameters).
+        let slack = if a.step < 3 { 712 + 64 } else { 0 };
+        assert!(a.memory_allocated.abs_diff(b.memory_allocated) <= slack, "{a:?}\n{b:?}");
+        assert!(a.max_memory_allocated.abs_diff(b.max_memory_allocated) <= slack, "{a:?}\n{b:?}");
+    }
 }
+
+/// One DDP trial of two ranks, parameters of 712 bytes: 8 -> 16 -> 2.
+const DDP_SPEC: &str = r#"[experiment]
+name = "ranks"
+
+[model]
+hidden = 16
+depth = 1
+
+[data]
+samples = 64
+features = 8
+classes = 2
+
+[training]
+optimizer = "adam"
+lr = 0.01
+batch_size = 4
+steps = 4
+
+[run]
+device = "cpu"
+
+[parallel]
+strategy = "ddp"
+world_size = 2
+"#;
 
 /// `oomlab slurm --per-gpu-kind` writes the scripts a user submits, and prints how; no Slurm
 /// needed.

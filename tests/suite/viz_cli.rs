@@ -56,6 +56,7 @@ fn trial_trace(trial: usize, depth: u64, per_layer: u64, oom: bool) -> Vec<Phase
             elapsed_seconds: t,
             predicted_peak: None,
             page_faults: None,
+            rank: None,
         });
     };
     push(0, Phase::Data, MIB);

@@ -7,9 +7,12 @@
 //! micro-batch's index, autocast, checkpointing, the loss's divisor, the grad scaler) are
 //! decided here, once; an executor gives each action its meaning on real tensors or on
 //! symbolic ones. A technique is added by adding it here, and `match` then makes every executor
-//! say what it does (the next ones: the buckets and collectives of data-parallel training).
+//! say what it does. Data-parallel training (`[parallel]`, DDP) is three of its actions: the
+//! wrap after the model (rank 0's weights broadcast, the reducer's buckets made), a forward
+//! that readies the reducer, and each rank's micro-batch taken from its shard; the all-reduce
+//! itself runs inside the backward, through the reducer's hooks, as in PyTorch.
 use crate::schema::Phase;
-use crate::spec::{Amp, Checkpoint, Config, History, Mode};
+use crate::spec::{Amp, Checkpoint, Config, DdpSpec, History, Mode};
 
 /// What a trial does next. Actions with a [`phase`](Action::phase) are measured as that phase;
 /// the others happen between phases and allocate nothing a phase would not see.
@@ -19,12 +22,18 @@ pub enum Action {
     Data,
     /// The model (seeded), the optimizer and, with fp16 autocast, the grad scaler.
     Model,
-    /// The micro-batch `index` (rows `index * batch_size ..`, wrapping) gathered where the data
-    /// set lives and moved to the device.
+    /// `DistributedDataParallel(model)`, a phase of its own: rank 0's parameters broadcast to
+    /// every rank, the reducer's buckets (the first step's) allocated.
+    Wrap(DdpSpec),
+    /// The micro-batch `index` gathered where the data set lives and moved to the device: rows
+    /// `index * batch_size ..`, wrapping; in a world of ranks, each rank's rows of its shard
+    /// (`DistributedSampler`'s: every `world_size`-th row from the rank's own).
     Gather { index: usize },
     /// The forward and the loss: with gradient tracking or under no_grad, under autocast
-    /// (`Amp::Off`: none), plain or cut for checkpointing (the executor cuts its model's units).
-    Forward { grad: bool, autocast: Amp, checkpoint: Checkpoint },
+    /// (`Amp::Off`: none), plain or cut for checkpointing (the executor cuts its model's units);
+    /// `reducer`: a DDP forward, which readies the reducer before (rebuilding its buckets at the
+    /// second step) and tells it after that a backward follows.
+    Forward { grad: bool, autocast: Amp, checkpoint: Checkpoint, reducer: bool },
     /// What the loop keeps of this loss (`losses.append(loss)` or `loss.item()`); an error here
     /// is the forward's.
     Keep(History),
@@ -50,6 +59,7 @@ impl Action {
         Some(match self {
             Action::Data => Phase::Data,
             Action::Model => Phase::Model,
+            Action::Wrap(_) => Phase::Wrap,
             Action::Gather { .. } => Phase::ToDevice,
             Action::Forward { .. } => Phase::Forward,
             Action::Backward { .. } => Phase::Backward,
@@ -86,8 +96,14 @@ pub fn plan(config: &Config) -> impl Iterator<Item = Event> + use<> {
     let t = config.training.techniques;
     let steps = config.training.steps;
     let at = |step, micro, action| Event { step, micro, action };
-    let setup =
-        [at(0, 0, Action::Data), at(0, 0, Action::Model), at(0, 0, Action::EndStep { last: steps == 0 })];
+    let ddp = config.parallel.ddp();
+    let wrap = ddp.map(|d| at(0, 0, Action::Wrap(d)));
+    let setup = [at(0, 0, Action::Data), at(0, 0, Action::Model)].into_iter().chain(wrap).chain([at(
+        0,
+        0,
+        Action::EndStep { last: steps == 0 },
+    )]);
+    let reducer = ddp.is_some();
     let keep = (t.history != History::None).then_some(Action::Keep(t.history));
     let body = (1..=steps).flat_map(move |step| {
         let last = step == steps;
@@ -98,7 +114,8 @@ pub fn plan(config: &Config) -> impl Iterator<Item = Event> + use<> {
                 let scaled = matches!(t.amp, Amp::Fp16 { .. });
                 for micro in 0..n {
                     events.push(at(step, micro, Action::Gather { index: (step - 1) * n + micro }));
-                    let forward = Action::Forward { grad: true, autocast: t.amp, checkpoint: t.checkpoint };
+                    let forward =
+                        Action::Forward { grad: true, autocast: t.amp, checkpoint: t.checkpoint, reducer };
                     events.push(at(step, micro, forward));
                     events.extend(keep.map(|k| at(step, micro, k)));
                     let backward = Action::Backward { divide_by: n, scaled, autocast: t.amp };
@@ -112,7 +129,8 @@ pub fn plan(config: &Config) -> impl Iterator<Item = Event> + use<> {
                 events.push(at(step, 0, Action::Gather { index: step - 1 }));
                 let grad = t.mode == Mode::Forward;
                 // A forward-only step checkpoints nothing: there is no backward to recompute for.
-                let forward = Action::Forward { grad, autocast: t.amp, checkpoint: Checkpoint::None };
+                let forward =
+                    Action::Forward { grad, autocast: t.amp, checkpoint: Checkpoint::None, reducer: false };
                 events.push(at(step, 0, forward));
                 events.extend(keep.map(|k| at(step, 0, k)));
                 events.push(at(step, 0, Action::EndMicro { last: true }));
@@ -121,7 +139,7 @@ pub fn plan(config: &Config) -> impl Iterator<Item = Event> + use<> {
         events.push(at(step, 0, Action::EndStep { last }));
         events
     });
-    setup.into_iter().chain(body)
+    setup.chain(body)
 }
 
 /// The measured phases of `config`'s trial, in order, as (step, micro-batch, phase): what a
@@ -203,7 +221,7 @@ mod tests {
             let forward = plan(&c).find(|e| matches!(e.action, Action::Forward { .. })).unwrap();
             assert_eq!(
                 forward.action,
-                Action::Forward { grad, autocast: Amp::Off, checkpoint: Checkpoint::None }
+                Action::Forward { grad, autocast: Amp::Off, checkpoint: Checkpoint::None, reducer: false }
             );
             assert_eq!(gathered(plan(&c)), [0, 1, 2]);
         }
@@ -221,6 +239,33 @@ mod tests {
             assert!(matches!(events[i - 1], Action::Forward { .. }), "{events:?}");
         }
         assert!(!plan(&config(1, Techniques::default())).any(|e| matches!(e.action, Action::Keep(_))));
+    }
+
+    /// DDP wraps the model in the set-up, a phase of its own, and every training forward
+    /// readies the reducer; the steps' phases are one process's.
+    #[test]
+    fn ddp_wraps_after_the_model_and_readies_the_reducer_in_each_forward() {
+        let mut c = config(2, Techniques { accumulation: 2, ..Techniques::default() });
+        let single = names(&c);
+        let ddp = DdpSpec { gradient_as_bucket_view: true, ..DdpSpec::default() };
+        c.parallel = crate::spec::Parallel {
+            strategy: crate::spec::Strategy::Ddp(ddp),
+            world_size: 4,
+            global_batch: None,
+        };
+        let setup: Vec<Action> = plan(&c).filter(|e| e.step == 0).map(|e| e.action).collect();
+        assert_eq!(setup, [Action::Data, Action::Model, Action::Wrap(ddp), Action::EndStep { last: false }]);
+        assert_eq!(Action::Wrap(ddp).phase(), Some(Phase::Wrap));
+        let forwards: Vec<bool> = plan(&c)
+            .filter_map(|e| match e.action {
+                Action::Forward { reducer, .. } => Some(reducer),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(forwards, [true; 4]);
+        let mut got = names(&c);
+        assert_eq!(got.remove(2), "0.0 wrap");
+        assert_eq!(got, single);
     }
 
     /// Driving stops at the first error: an executor's failure is the trial's end.

@@ -19,6 +19,9 @@ pub enum Phase {
     Data,
     /// Parameters are made and the optimizer is built (its state comes at the first step).
     Model,
+    /// `DistributedDataParallel(model)` (`[parallel]` DDP): rank 0's parameters broadcast to
+    /// every rank, the reducer's gradient buckets made.
+    Wrap,
     /// The step's batch is gathered from the data set into tensors of its own.
     ToDevice,
     /// Forward pass and loss.
@@ -42,6 +45,7 @@ impl Phase {
         match self {
             Phase::Data => "data",
             Phase::Model => "model",
+            Phase::Wrap => "wrap",
             Phase::ToDevice => "to_device",
             Phase::Forward => "forward",
             Phase::Backward => "backward",
@@ -136,6 +140,10 @@ pub struct PhaseRecord {
     /// Empty in runs made before it was recorded.
     #[serde(default)]
     pub page_faults: Option<u64>,
+    /// The rank whose phase this is, in a `[parallel]` trial (every rank records its own);
+    /// empty for one process.
+    #[serde(default)]
+    pub rank: Option<usize>,
 }
 
 /// How a trial ended.
@@ -295,7 +303,8 @@ pub struct SummaryRow {
     /// Wall time of the whole trial, from its first allocation to its clean-up checked.
     pub trial_seconds: Option<f64>,
     /// The last step's loss: with accumulation, the mean of its micro-batches' losses (the
-    /// effective batch's loss; results from before 2026-11-25 hold the last micro-batch's).
+    /// effective batch's loss; results from before 2026-11-25 hold the last micro-batch's); in a
+    /// `[parallel]` trial, the mean of the ranks' (the global batch's loss).
     pub final_loss: Option<f64>,
     /// Optimizer steps the grad scaler skipped (inf/NaN gradients); empty without fp16.
     pub skipped_steps: Option<usize>,
@@ -315,9 +324,21 @@ pub struct SummaryRow {
     /// (a run cut short on a full disk, or a file edited, loses rows silently otherwise). Empty in
     /// results from before 2026-11-26.
     pub trace_rows: Option<usize>,
+    /// The ranks of a `[parallel]` trial (`parallel.world_size`); empty for one process.
+    pub world_size: Option<usize>,
+    /// In a `[parallel]` trial, the rank this row's measurements are: the rank that ran out of
+    /// memory (or failed) first, else the rank with the highest peak. Every rank's phases are in
+    /// trace.csv.
+    pub rank: Option<usize>,
 }
 
 impl PhaseRecord {
+    /// Whether this record is of `row`'s trial and of the rank its numbers are (a `[parallel]`
+    /// trial's other ranks record the same phases beside it).
+    pub fn measured_by(&self, row: &SummaryRow) -> bool {
+        self.trial == row.trial && (row.rank.is_none() || self.rank == row.rank)
+    }
+
     /// The record without its times and page faults, which differ from run to run: what two
     /// runs of one configuration must agree on.
     pub fn untimed(&self) -> PhaseRecord {
@@ -444,6 +465,7 @@ pub(crate) mod tests {
             elapsed_seconds: 0.0,
             predicted_peak: None,
             page_faults: None,
+            rank: None,
         }
     }
 

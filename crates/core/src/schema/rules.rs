@@ -62,6 +62,7 @@ pub enum Rule {
 use crate::spec::limits::{
     MAX_ACCUMULATION, MAX_BATCH_SIZE, MAX_CHANNELS, MAX_CLASSES, MAX_DEPTH, MAX_HIDDEN, MAX_IMAGE_SIZE,
     MAX_PHASES, MAX_ROUNDS, MAX_SAMPLES, MAX_SAMPLE_ELEMENTS, MAX_SEQ_LEN, MAX_STEPS, MAX_VOCAB,
+    MAX_WORLD_SIZE,
 };
 
 /// `summary.csv`'s columns, in the file's order, each with its rule.
@@ -126,6 +127,8 @@ pub const SUMMARY: &[(&str, Rule)] = &[
     ("message", Rule::Text),
     ("round", Rule::AtMost(MAX_ROUNDS as u64)),
     ("trace_rows", Rule::AtMost(MAX_PHASES as u64)),
+    ("world_size", Rule::AtMost(MAX_WORLD_SIZE as u64)),
+    ("rank", Rule::AtMost(MAX_WORLD_SIZE as u64)),
 ];
 
 /// `trace.csv`'s columns, in the file's order, each with its rule. (A trace row's trial must be
@@ -145,6 +148,7 @@ pub const TRACE: &[(&str, Rule)] = &[
     ("elapsed_seconds", Rule::Seconds),
     ("predicted_peak", Rule::Bytes),
     ("page_faults", Rule::AtMost(MAX_BYTES)),
+    ("rank", Rule::AtMost(MAX_WORLD_SIZE as u64)),
 ];
 
 /// Columns by the names older files gave them: `summary.csv` called `oom_phase` and `oom_step`
@@ -159,7 +163,7 @@ pub fn rule_for(table: &[(&str, Rule)], name: &str) -> Option<Rule> {
 
 /// The phases' words, as `Phase::as_str` writes them.
 const PHASES: &[&str] =
-    &["data", "model", "to_device", "forward", "backward", "optimizer_step", "zero_grad", "step"];
+    &["data", "model", "wrap", "to_device", "forward", "backward", "optimizer_step", "zero_grad", "step"];
 
 /// What the cells are checked against: the device's capacity as the manifest records it (0 or
 /// unknown: only 2^63 bounds what it held).
@@ -430,6 +434,7 @@ mod tests {
         let phases: Vec<&str> = [
             Phase::Data,
             Phase::Model,
+            Phase::Wrap,
             Phase::ToDevice,
             Phase::Forward,
             Phase::Backward,

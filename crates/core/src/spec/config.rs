@@ -27,7 +27,9 @@ impl Config {
             (Field::Channels, ModelSpec::Cnn(CnnSpec::Plain { channels, .. }), _) => n(*channels),
             (Field::DModel, ModelSpec::Transformer(t), _) => n(t.d_model),
             (Field::NumLayers, ModelSpec::Transformer(t), _) => n(t.num_layers),
-            (Field::BatchSize, ..) => n(self.training.batch_size),
+            // A global batch reads as written: the per-rank share follows from it.
+            (Field::BatchSize, ..) => n(self.parallel.global_batch.unwrap_or(self.training.batch_size)),
+            (Field::WorldSize, ..) if self.parallel.is_distributed() => n(self.parallel.world_size),
             (Field::Steps, ..) => n(self.training.steps),
             (Field::Samples, _, d) => n(d.samples()?),
             (Field::Features, _, DataSpec::Synthetic { features, .. }) => n(*features),
@@ -52,6 +54,30 @@ impl Config {
             return Err(Invalid::new(field.key(), format!("takes whole numbers, not {value}")));
         }
         let v = value as usize;
+        // The batch and the world size meet in a global batch: each rank's share is set anew.
+        match field {
+            Field::WorldSize if !c.parallel.is_distributed() => {
+                return Err(Invalid::new(
+                    field.key(),
+                    format!("does not apply here: it is {}", field.applies_to()),
+                ))
+            }
+            Field::WorldSize => c.parallel.world_size = v,
+            Field::BatchSize if c.parallel.global_batch.is_some() => c.parallel.global_batch = Some(v),
+            _ => {}
+        }
+        if matches!(field, Field::WorldSize | Field::BatchSize) {
+            if let Some(global) = c.parallel.global_batch {
+                c.training.batch_size = global / c.parallel.world_size.max(1);
+                c.check_global_batch(global)?;
+                c.check()?;
+                return Ok(c);
+            }
+            if field == Field::WorldSize {
+                c.check()?;
+                return Ok(c);
+            }
+        }
         let slot: &mut usize = match (field, &mut c.model, &mut c.data) {
             (Field::Depth, ModelSpec::Mlp(MlpSpec::Uniform { depth, .. }), _) => depth,
             (Field::Depth, ModelSpec::Cnn(CnnSpec::Plain { depth, .. }), _) => depth,
@@ -85,9 +111,73 @@ impl Config {
         Ok(c)
     }
 
+    /// A global batch splits evenly over the world's ranks (the per-rank share is whole, >= 1).
+    fn check_global_batch(&self, global: usize) -> Result<(), Invalid> {
+        let world = self.parallel.world_size;
+        if world == 0 || !global.is_multiple_of(world) || global < world {
+            return Err(Invalid {
+                fix: Some("give a global batch that the world size divides, or batch = \"per_rank\""),
+                ..Invalid::new(
+                    "training.batch_size",
+                    format!(
+                        "= {global} with batch = \"global\" does not split evenly over world_size = {world} \
+                         ranks: each rank takes an equal whole share"
+                    ),
+                )
+            });
+        }
+        Ok(())
+    }
+
+    /// `[parallel]`'s rules: a world of one process without a strategy; DDP trains.
+    fn check_parallel(&self) -> Result<(), Invalid> {
+        let p = &self.parallel;
+        if p.world_size == 0 {
+            return Err(Invalid::new("parallel.world_size", "must be at least 1"));
+        }
+        if p.world_size > limits::MAX_WORLD_SIZE {
+            return Err(Invalid::new(
+                "parallel.world_size",
+                format!("must be at most {}, not {}", limits::MAX_WORLD_SIZE, p.world_size),
+            ));
+        }
+        if !p.is_distributed() && p.world_size > 1 {
+            return Err(Invalid {
+                fix: Some("set parallel.strategy = \"ddp\""),
+                ..Invalid::new(
+                    "parallel.world_size",
+                    format!("= {} needs a strategy that shares the work between the ranks", p.world_size),
+                )
+            });
+        }
+        if let Some(global) = p.global_batch {
+            self.check_global_batch(global)?;
+            if self.training.batch_size * p.world_size != global {
+                return Err(Invalid::new(
+                    "training.batch_size",
+                    format!(
+                        "each rank's share {} times world_size = {} is not the global batch {global}",
+                        self.training.batch_size, p.world_size
+                    ),
+                ));
+            }
+        }
+        if p.ddp().is_some() && self.training.techniques.mode != Mode::Train {
+            return Err(Invalid {
+                fix: Some("set training.mode = \"train\", or remove [parallel]"),
+                ..Invalid::new(
+                    "parallel.strategy",
+                    "\"ddp\" all-reduces gradients in the backward pass, and this mode has none",
+                )
+            });
+        }
+        Ok(())
+    }
+
     /// The invariants that tie fields together.
     pub fn check(&self) -> Result<(), Invalid> {
         self.check_model()?;
+        self.check_parallel()?;
         if self.training.batch_size == 0 {
             return Err(Invalid::new("training.batch_size", "must be at least 1"));
         }

@@ -9,6 +9,7 @@ pub fn mlp(depth: usize, hidden: usize, batch: usize, optimizer: OptimizerSpec) 
         model: ModelSpec::mlp(hidden, depth),
         data: DataSpec::Synthetic { samples: 32, features: 32, classes: 4, seed: 0 },
         location: DataLocation::Host,
+        parallel: Default::default(),
         training: TrainingSpec {
             optimizer,
             batch_size: batch,

@@ -62,6 +62,12 @@ pub const MAX_SAMPLE_ELEMENTS: usize = 1_000_000_000;
 pub const MAX_BATCH_SIZE: usize = 100_000_000;
 pub const MAX_STEPS: usize = 1_000_000;
 pub const MAX_ACCUMULATION: usize = 10_000;
+/// Ranks of a `[parallel]` world: the estimate answers up to 1024 GPUs; a run on one machine
+/// is refused sooner, at what the machine can host.
+pub const MAX_WORLD_SIZE: usize = 1024;
+/// `parallel.bucket_cap_mb`: DDP's default is 25; a bucket of a gibibyte is already one
+/// bucket for most models.
+pub const MAX_BUCKET_CAP_MB: f64 = 1024.0 * 1024.0;
 /// Phases of one trial (to_device, forward and backward per micro-batch, then optimizer_step and
 /// zero_grad, every step).
 pub const MAX_PHASES: usize = 2_000_000;

@@ -131,6 +131,72 @@ pub struct Config {
     /// Where the data set lives (`data.location`).
     pub location: DataLocation,
     pub training: TrainingSpec,
+    /// How the trial spreads over ranks (`[parallel]`); one process when absent.
+    pub parallel: Parallel,
+}
+
+/// `[parallel]`: how many ranks train the trial and how they share the work. The strategy is a
+/// table of its own knobs so that part 2's strategies (ZeRO, FSDP, DataParallel, a model split)
+/// follow as variants beside DDP's.
+///
+/// Invariants: `world_size >= 1`; `world_size > 1` only with a strategy; with a global batch,
+/// `training.batch_size` is the per-rank share (`global_batch / world_size`, which divides).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Parallel {
+    pub strategy: Strategy,
+    /// Ranks in the world (`parallel.world_size`), one process each.
+    pub world_size: usize,
+    /// `batch = "global"`: the batch as written, split evenly over the ranks (a sweep of the
+    /// world size then keeps the effective batch); `None`: `training.batch_size` is each rank's
+    /// (`batch = "per_rank"`, the default, as a DataLoader per process gives it).
+    pub global_batch: Option<usize>,
+}
+
+impl Default for Parallel {
+    fn default() -> Self {
+        Parallel { strategy: Strategy::None, world_size: 1, global_batch: None }
+    }
+}
+
+impl Parallel {
+    /// The DDP knobs when the strategy is DDP.
+    pub fn ddp(&self) -> Option<DdpSpec> {
+        match self.strategy {
+            Strategy::Ddp(d) => Some(d),
+            Strategy::None => None,
+        }
+    }
+
+    /// Whether the trial runs as several ranks (a world of one with DDP runs the reducer too,
+    /// as PyTorch's DDP does at world size 1).
+    pub fn is_distributed(&self) -> bool {
+        self.strategy != Strategy::None
+    }
+}
+
+/// `parallel.strategy`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "name", rename_all = "snake_case")]
+pub enum Strategy {
+    /// One process, as without `[parallel]`.
+    None,
+    /// `DistributedDataParallel`: every rank holds the whole model and optimizer, trains on its
+    /// shard of the data, and all-reduces the gradients through the reducer's buckets.
+    Ddp(DdpSpec),
+}
+
+/// DistributedDataParallel's knobs that change what a rank holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct DdpSpec {
+    /// `bucket_cap_mb` in bytes (`int(bucket_cap_mb * 1024 * 1024)`, as DDP computes it); `None`:
+    /// DDP's default, 25 MiB, the first bucket 1 MiB.
+    pub bucket_cap_bytes: Option<u64>,
+    /// `gradient_as_bucket_view`: the gradients are views into the buckets, not a second copy.
+    pub gradient_as_bucket_view: bool,
+    /// `find_unused_parameters`: the graph searched after each forward for parameters it skips.
+    pub find_unused_parameters: bool,
+    /// `static_graph`: the graph the same every step (the buckets rebuilt once, as usual).
+    pub static_graph: bool,
 }
 
 /// Where the data set lives during training.
@@ -682,10 +748,13 @@ pub enum Field {
     Lr,
     #[serde(rename = "training.accumulation")]
     Accumulation,
+    /// The ranks of a `[parallel]` strategy.
+    #[serde(rename = "parallel.world_size")]
+    WorldSize,
 }
 
 impl Field {
-    pub const ALL: [Field; 13] = [
+    pub const ALL: [Field; 14] = [
         Field::Depth,
         Field::Hidden,
         Field::Channels,
@@ -699,6 +768,7 @@ impl Field {
         Field::SeqLen,
         Field::Lr,
         Field::Accumulation,
+        Field::WorldSize,
     ];
 
     /// The TOML key, e.g. `model.depth`.
@@ -717,6 +787,7 @@ impl Field {
             Field::SeqLen => "data.seq_len",
             Field::Lr => "training.lr",
             Field::Accumulation => "training.accumulation",
+            Field::WorldSize => "parallel.world_size",
         }
     }
 
@@ -745,6 +816,7 @@ impl Field {
             Field::ImageSize => r#"images' side (data kind = "images")"#,
             Field::SeqLen => r#"token sequences' length (data kind = "tokens")"#,
             Field::BatchSize | Field::Steps | Field::Lr | Field::Accumulation => "every model's",
+            Field::WorldSize => r#"a [parallel] table with a strategy (strategy = "ddp")"#,
         }
     }
 }

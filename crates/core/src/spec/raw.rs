@@ -51,6 +51,7 @@ pub(super) struct RawSpec {
     pub training: Tab<RawTraining>,
     pub run: Tab<RawRun>,
     pub sweep: Tab<RawSweep>,
+    pub parallel: Tab<RawParallel>,
     /// `[[variant]]` tables, in order.
     pub variant: Option<Vec<S<Table<RawVariant>>>>,
 }
@@ -166,6 +167,21 @@ pub(super) struct RawRun {
     pub rounds: Option<S<i64>>,
 }
 
+/// `[parallel]`: the strategy's name, the world, how the batch is counted, and the strategy's
+/// knobs (every strategy's here, so that a knob of another gets a message saying so).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawParallel {
+    pub strategy: Option<S<String>>,
+    pub world_size: Option<S<i64>>,
+    pub batch: Option<S<String>>,
+    // ddp
+    pub bucket_cap_mb: Option<S<f64>>,
+    pub gradient_as_bucket_view: Option<S<bool>>,
+    pub find_unused_parameters: Option<S<bool>>,
+    pub static_graph: Option<S<bool>>,
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSweep {
@@ -202,6 +218,7 @@ pub(super) struct RawVariant {
     pub model: Tab<RawModel>,
     pub data: Tab<RawData>,
     pub training: Tab<RawTraining>,
+    pub parallel: Tab<RawParallel>,
 }
 
 /// Laying a variant's keys over the base's: a key written in `over` replaces this one's, keys
@@ -270,6 +287,15 @@ overlay!(RawTraining {
     optimizer, lr, momentum, weight_decay, batch_size, steps, dtype, seed, accumulation, amp,
     checkpoint, mode, history, optimizer_impl
 } tables { scaler });
+overlay!(RawParallel {
+    strategy,
+    world_size,
+    batch,
+    bucket_cap_mb,
+    gradient_as_bucket_view,
+    find_unused_parameters,
+    static_graph
+});
 overlay!(RawScaler { init_scale, growth_factor, backoff_factor, growth_interval });
 
 /// Lays table `over` over `base`. The result keeps the span of `over`'s header when it was

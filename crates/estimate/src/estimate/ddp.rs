@@ -22,6 +22,9 @@ use oomlab_torch::ffi::dist::DdpOptions;
 /// DDP's default `bucket_cap_mb` (25 MiB) and `dist._DEFAULT_FIRST_BUCKET_BYTES` (1 MiB).
 pub const DEFAULT_CAP: u64 = 25 << 20;
 pub const DEFAULT_FIRST: u64 = 1 << 20;
+/// `_sync_module_states`'s `broadcast_bucket_size`: the wrap broadcasts rank 0's parameters
+/// in flat buffers of up to 250 MiB.
+pub const BROADCAST_BUCKET: u64 = 250 << 20;
 
 /// A parameter as the reducer sees it: its bytes, and what may share a bucket with it (its dtype
 /// and device, as one key).

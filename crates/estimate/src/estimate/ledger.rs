@@ -94,7 +94,8 @@ pub enum Category {
     Batch,
     /// Weights and biases.
     Params,
-    /// `.grad` of every parameter, from backward to `zero_grad`.
+    /// `.grad` of every parameter, from backward to `zero_grad`; and DDP's buckets, a rank's
+    /// second copy of the gradients, from the wrap to the trial's end.
     Grads,
     /// Momentum buffers, Adam's two moments; the fp16 grad scaler's scale and growth tracker.
     OptimizerState,

@@ -121,6 +121,16 @@ fn replay(
 ) -> Result<(Prediction, Vec<BlockEvent>)> {
     let t = &config.training;
     let tech = t.techniques;
+    if config.parallel.ddp().is_some() {
+        // Modelled: the wrap's broadcast and buckets, their rebuild, the map of used parameters,
+        // gradients as bucket views (`phases::net`), measured against CPU ranks.
+        if matches!(config.model, ModelSpec::Torchscript(_)) {
+            bail!(
+                "estimate predicts DDP ranks of oomlab's own models; a TorchScript module is estimated from a \
+                 recorded step of one process, which records no ranks yet: `oomlab run` measures every rank"
+            );
+        }
+    }
     if let ModelSpec::Torchscript(_) = &config.model {
         // An mse target has no classes: only the rows matter to a recording.
         if shape.samples == 0 {
@@ -226,6 +236,22 @@ fn replay(
             t.optimizer.name(),
             implementation.as_str()
         ));
+    }
+    if config.parallel.ddp().is_some() {
+        let world = config.parallel.world_size;
+        notes.push(format!(
+            "ddp: one rank of {world}, at its batch of {}: the wrap's shape check and broadcast and the reducer's \
+             buckets (a second copy of the gradients) replayed as PyTorch 2.11's DDP makes them, held to CPU ranks \
+             over gloo",
+            t.batch_size
+        ));
+        if options.target == Target::Cuda {
+            notes.push(
+                "ddp on cuda: NCCL's own buffers live outside PyTorch's allocator and are not counted; DDP on GPUs \
+                 has not been measured by oomlab yet"
+                    .into(),
+            );
+        }
     }
     if matches!(t.dtype, Dtype::Float16 | Dtype::Bfloat16) {
         notes.push(

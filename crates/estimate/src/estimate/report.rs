@@ -23,6 +23,10 @@ struct BlockRow<'a> {
     category: &'a str,
     pool: &'a str,
     site: &'a str,
+    /// The ranks that make this event, for a `[parallel]` trial ("0-3"; empty for one
+    /// process). DDP's ranks all make the same: its wrap, buckets and broadcasts allocate alike
+    /// on the root and the others (measured: every rank's phases equal, and PyTorch's).
+    ranks: &'a str,
 }
 
 /// Writes `--blocks`: each trial replayed again, recording (a replay takes milliseconds).
@@ -39,6 +43,12 @@ pub fn write_blocks(path: &std::path::Path, sweeps: &[SweepPrediction]) -> Resul
         {
             let p = &point.prediction;
             let (_, events) = estimate::predict_blocks(&point.config, p.shape, &p.options)?;
+            let world = point.config.parallel.world_size;
+            let ranks = if point.config.parallel.is_distributed() {
+                format!("0-{}", world - 1)
+            } else {
+                String::new()
+            };
             for (seq, event) in events.iter().enumerate() {
                 let e = event;
                 w.serialize(BlockRow {
@@ -55,6 +65,7 @@ pub fn write_blocks(path: &std::path::Path, sweeps: &[SweepPrediction]) -> Resul
                     category: e.category,
                     pool: e.pool,
                     site: &e.site,
+                    ranks: &ranks,
                 })?;
             }
         }

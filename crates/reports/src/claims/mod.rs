@@ -67,7 +67,7 @@ impl Claim {
 }
 
 /// Every experiment the claims read, by folder name.
-pub const EXPERIMENTS: [&str; 21] = [
+pub const EXPERIMENTS: [&str; 22] = [
     "whole_dataset_batch",
     "depth_sweep",
     "batch_size_sweep",
@@ -89,6 +89,7 @@ pub const EXPERIMENTS: [&str; 21] = [
     "checkpoint_example",
     "resnet_checkpointing",
     "own_model",
+    "ddp",
 ];
 
 /// Reads a device's results folder and judges every claim.

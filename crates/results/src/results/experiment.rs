@@ -205,27 +205,26 @@ impl ExperimentDir {
         self.rows.iter().find(|r| r.variant == name)
     }
 
+    /// A trial's trace rows of the rank its summary row measures (every row, for one process).
+    fn trace_of(&self, trial: usize) -> impl Iterator<Item = &PhaseRecord> {
+        let rank = self.rows.iter().find(|r| r.trial == trial).and_then(|r| r.rank);
+        self.trace.iter().filter(move |t| t.trial == trial && (rank.is_none() || t.rank == rank))
+    }
+
     /// Allocated bytes at the end of a phase of a step (the last micro-batch's, if several).
     pub fn allocated_after(&self, trial: usize, step: usize, phase: Phase) -> Option<u64> {
-        self.trace
-            .iter()
-            .rfind(|t| t.trial == trial && t.step == step && t.phase == phase)
-            .map(|t| t.memory_allocated)
+        self.trace_of(trial).filter(|t| t.step == step && t.phase == phase).last().map(|t| t.memory_allocated)
     }
 
     /// The highest peak within one phase over a trial's steps.
     pub fn phase_peak(&self, trial: usize, phase: Phase) -> Option<u64> {
-        self.trace
-            .iter()
-            .filter(|t| t.trial == trial && t.phase == phase)
-            .map(|t| t.max_memory_allocated)
-            .max()
+        self.trace_of(trial).filter(|t| t.phase == phase).map(|t| t.max_memory_allocated).max()
     }
 
     /// Allocated bytes at the end of each step (its last phase), in step order.
     pub fn end_of_steps(&self, trial: usize) -> Vec<(usize, u64)> {
         let mut out: Vec<(usize, u64)> = Vec::new();
-        for t in self.trace.iter().filter(|t| t.trial == trial && t.step > 0) {
+        for t in self.trace_of(trial).filter(|t| t.step > 0) {
             match out.last_mut() {
                 Some(last) if last.0 == t.step => last.1 = t.memory_allocated,
                 _ => out.push((t.step, t.memory_allocated)),

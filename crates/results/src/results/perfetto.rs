@@ -341,6 +341,7 @@ mod tests {
             elapsed_seconds: elapsed,
             predicted_peak: None,
             page_faults: None,
+            rank: None,
         }
     }
 

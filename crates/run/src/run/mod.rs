@@ -1,9 +1,11 @@
 //! Running a spec: open the probe for the device, prepare the results folder, run the trials
 //! in the order the sweep asks, export each as it finishes, and work out the answer.
 pub mod expected;
+pub mod launch;
 pub mod pipeline;
 pub mod plan;
 pub mod progress;
+pub mod ranks;
 pub mod resume;
 pub mod shard;
 
@@ -44,6 +46,9 @@ pub struct RunOptions {
     pub trace: TraceLevel,
     /// Run only this shard of the spec's independent trials, into `<experiment>/shards/I-of-N/`.
     pub shard: Option<Shard>,
+    /// This process leads a world torchrun or srun started: a `[parallel]` trial's ranks are
+    /// that world's processes (each starts its own), not processes this one starts.
+    pub launched: Option<std::sync::Arc<launch::Agent>>,
 }
 
 pub struct RunReport {
@@ -105,6 +110,8 @@ pub fn run(plan: &Plan, opts: &RunOptions) -> Result<RunReport> {
 /// Runs a plan on an open probe: warms up, then runs and exports every trial.
 pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result<RunReport> {
     let (spec, requested) = (&plan.spec, plan.device);
+    // A [parallel] trial this machine cannot run is refused before anything is written.
+    ranks::refuse(spec, probe.device(), probe.budget(), opts.launched.as_deref().map(launch::Agent::launch))?;
     let slug = device::slug(&probe.name());
     let mut dir = opts.out.join(&slug).join(&spec.name);
     if let Some(s) = opts.shard {
@@ -476,6 +483,45 @@ fn run_trials(
             let mut traced = 0;
             let mut row = match predicted_oom(spec, prediction.as_ref(), probe)? {
                 Some(skipped) => skipped,
+                None if config.parallel.is_distributed() => {
+                    // The ranks' processes; every rank's phases, then the deciding rank's row.
+                    let world = config.parallel.world_size;
+                    // Unused in a launched world, whose ranks meet at its own store.
+                    let store = tempfile::Builder::new().prefix("oomlab-ranks-").tempdir()?;
+                    let job = ranks::RankJob {
+                        spec_path: spec.path.clone(),
+                        source: spec.source.clone(),
+                        variant: variant.unwrap_or_default().to_string(),
+                        value: field.map(|_| value),
+                        trial,
+                        trace: opts.trace,
+                        budget: probe.budget(),
+                        meet: ranks::Meet::File(store.path().join("store")),
+                        world_size: world,
+                        timeout_seconds: ranks::COLLECTIVE_TIMEOUT.as_secs_f64(),
+                    };
+                    let exe =
+                        std::env::current_exe().context("finding this oomlab binary to start the ranks")?;
+                    let outcomes = match &opts.launched {
+                        Some(agent) => agent.run_world(&exe, &job)?,
+                        None => ranks::run_world(&exe, &job)?,
+                    };
+                    let (records, row) = ranks::combine(outcomes)?;
+                    lock.beat(true, || {
+                        results::lock::beat_line(trial, config.training.steps, "step", host())
+                    });
+                    for rec in &records {
+                        // The estimate is per rank: every rank's phase beside the same prediction.
+                        let mut rec = rec.clone();
+                        rec.predicted_peak = prediction
+                            .as_ref()
+                            .and_then(|p| p.row_peak(rec.step, rec.micro, rec.phase))
+                            .map(|peak| row.baseline_allocated + peak);
+                        traced += 1;
+                        exporters.iter_mut().try_for_each(|e| e.phase(&rec))?;
+                    }
+                    row
+                }
                 None => {
                     // Each row carries the prediction made here, on this machine, so that a chart
                     // drawn later anywhere draws this run's prediction.
@@ -504,7 +550,9 @@ fn run_trials(
             row.round = (rounds > 1).then_some(round);
             results::write_trial(exporters, &row)?;
             progress.done(&format!("trial {trial:>3}  {label:<28} {}", describe(&row)));
-            if let Some(bytes) = row.leaked() {
+            // A [parallel] trial's ranks were processes of their own, gone with the trial: what
+            // they held at the end stays in the row and cannot reach the next trial.
+            if let Some(bytes) = row.leaked().filter(|_| !config.parallel.is_distributed()) {
                 bail!(
                     "trial {trial} ({label}) leaked {}: allocated memory was {} before it and {} after its \
                      clean-up, so later trials would be measured wrong; the run stops here (its rows are \
@@ -640,6 +688,9 @@ fn fill_config(
     row.accumulation = t.accumulation;
     (row.amp, row.checkpoint) = (Some(t.amp.kind()), t.checkpoint.name());
     (row.mode, row.history) = (Some(t.mode), Some(t.history));
+    if config.parallel.is_distributed() {
+        row.world_size = Some(config.parallel.world_size);
+    }
 }
 
 fn start_manifest(spec: &Spec, requested: DeviceChoice, probe: &dyn MemoryProbe, slug: String) -> Manifest {

@@ -26,6 +26,7 @@
 #include <climits>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,16 +61,25 @@ std::vector<at::Tensor> tensors(void* const* ptrs, size_t n) {
   return out;
 }
 
+// Gives the group's finished collectives the moment to let go of their tensors (not when the
+// reducer goes: a barrier there crashed the random-models test 2 times in 18 under load): a barrier, which
+// the group's one worker runs after the works before it (see `opts->threads`). gloo's own
+// barrier, not the ProcessGroup's, which makes a one-byte tensor to dispatch on that outlives
+// the call.
+void settle(Group& g) { g.pg->getBackend(c10::DeviceType::CPU)->barrier()->wait(); }
+
 }  // namespace
 
 extern "C" {
 
 // `init_process_group(backend="gloo", ...)` on one store: a FileStore at `file` when it is not
 // null (ranks of one machine started together), else a TCPStore at host:port whose server is
-// rank 0 (as torchrun's `MASTER_ADDR`/`MASTER_PORT`). `timeout_ms` bounds the rendezvous and
-// every collective: a rank that died or hangs makes the others fail after it, not wait forever.
-void* oomlab_dist_group(const char* host, int port, const char* file, int rank, int size,
-                        int64_t timeout_ms, char* err, size_t len) noexcept {
+// rank 0 (as torchrun's `MASTER_ADDR`/`MASTER_PORT`), or, with `prefix` not null, the keys under
+// `prefix` of a TCPStore some other process serves (a launched world's agents', every rank a
+// client). `timeout_ms` bounds the rendezvous and every collective: a rank that died or hangs
+// makes the others fail after it, not wait forever.
+void* oomlab_dist_group(const char* host, int port, const char* prefix, const char* file,
+                        int rank, int size, int64_t timeout_ms, char* err, size_t len) noexcept {
   Group* out = nullptr;
   guarded(err, len, [&] {
     TORCH_CHECK(size >= 1 && rank >= 0 && rank < size, "rank ", rank, " of a world of ", size);
@@ -78,6 +88,14 @@ void* oomlab_dist_group(const char* host, int port, const char* file, int rank, 
     if (file != nullptr) {
       store = c10::make_intrusive<c10d::FileStore>(file, size);
       store->setTimeout(timeout);
+    } else if (prefix != nullptr) {
+      c10d::TCPStoreOptions opts;
+      opts.port = static_cast<std::uint16_t>(port);
+      opts.isServer = false;
+      opts.waitWorkers = false;
+      opts.timeout = timeout;
+      store = c10::make_intrusive<c10d::PrefixStore>(
+          prefix, c10::make_intrusive<c10d::TCPStore>(host, opts));
     } else {
       c10d::TCPStoreOptions opts;
       opts.port = static_cast<std::uint16_t>(port);
@@ -93,6 +111,14 @@ void* oomlab_dist_group(const char* host, int port, const char* file, int rank, 
     auto backend_store = c10::make_intrusive<c10d::PrefixStore>("gloo/", group_store);
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
     opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    // One worker thread (PyTorch's default is two): gloo's worker lets go of a finished
+    // collective's tensors a moment after the caller's wait returns, on its own thread, so a
+    // measurement taken then may still see them. With one worker the works run in order, and a
+    // barrier after a collective (`settle`) leaves a later phase that moment: measured, it
+    // makes the leftovers rare, not impossible (tests/suite/ddp_run.rs allows one collective's
+    // tensors in the first two steps). CPU collectives allocate nothing through PyTorch's
+    // allocator besides their tensors, so the bytes are PyTorch's.
+    opts->threads = 1;
     auto backend = c10::make_intrusive<c10d::ProcessGroupGloo>(backend_store, rank, size, opts);
     backend->setSequenceNumberForGroup();
     auto pg = c10::make_intrusive<c10d::ProcessGroup>(group_store, rank, size);
@@ -129,6 +155,53 @@ int oomlab_dist_barrier(void* g, char* err, size_t len) noexcept {
   return guarded(err, len, [&] { static_cast<Group*>(g)->pg->barrier()->wait(); });
 }
 
+// A launched world's own TCPStore (`torch.distributed.TCPStore`): its server in this process
+// when `server` (then it waits for `workers` participants, itself included), else a client of the one
+// at host:port (torchrun's agent's, or rank 0's). Its agents meet and pass their trials on it.
+void* oomlab_store_tcp(const char* host, int port, int server, int workers, int64_t timeout_ms,
+                       char* err, size_t len) noexcept {
+  c10d::Store* out = nullptr;
+  guarded(err, len, [&] {
+    c10d::TCPStoreOptions opts;
+    opts.port = static_cast<std::uint16_t>(port);
+    opts.isServer = server != 0;
+    // Every participant counts itself in (`waitForWorkers`); the server waits for the count.
+    opts.numWorkers = static_cast<size_t>(workers);
+    opts.waitWorkers = true;
+    opts.timeout = std::chrono::milliseconds(timeout_ms);
+    auto store = c10::make_intrusive<c10d::TCPStore>(host, opts);
+    out = store.release();
+  });
+  return out;
+}
+
+void oomlab_store_free(void* s) noexcept {
+  c10::intrusive_ptr<c10d::Store>::reclaim(static_cast<c10d::Store*>(s));
+}
+
+int oomlab_store_set(void* s, const char* key, const uint8_t* data, size_t n, char* err,
+                     size_t len) noexcept {
+  return guarded(err, len, [&] {
+    static_cast<c10d::Store*>(s)->set(key, std::vector<uint8_t>(data, data + n));
+  });
+}
+
+// Whether `key` is set, without waiting: `*present` 1 or 0.
+int oomlab_store_check(void* s, const char* key, int* present, char* err, size_t len) noexcept {
+  return guarded(err, len, [&] {
+    *present = static_cast<c10d::Store*>(s)->check({std::string(key)}) ? 1 : 0;
+  });
+}
+
+// `key`'s value, set already (see `oomlab_store_check`), handed to `sink`.
+int oomlab_store_get(void* s, const char* key, void* ctx,
+                     void (*sink)(void*, const uint8_t*, size_t), char* err, size_t len) noexcept {
+  return guarded(err, len, [&] {
+    const auto value = static_cast<c10d::Store*>(s)->get(key);
+    sink(ctx, value.data(), value.size());
+  });
+}
+
 // `DistributedDataParallel(module, process_group=..., bucket_cap_mb=..., ...)` on the CPU:
 // parameters (those that need a gradient, in `module.parameters()` order) and buffers.
 // `bucket_cap_bytes` < 0 is the default (25 MiB, the first bucket 1 MiB).
@@ -145,6 +218,7 @@ void* oomlab_ddp_new(void* g, void* const* params, size_t n, void* const* buffer
     const int64_t cap = cap_default ? 25 * 1024 * 1024 : bucket_cap_bytes;
     // `_verify_param_shape_across_processes`: every rank's parameters the same shapes.
     c10d::verify_params_across_processes(group->pg, parameters, std::nullopt);
+    settle(*group);
     // `_sync_module_states`: rank 0's parameters and buffers broadcast to every rank, in
     // coalesced buffers of 250 MiB.
     {
@@ -154,6 +228,7 @@ void* oomlab_ddp_new(void* g, void* const* params, size_t n, void* const* buffer
       for (const auto& b : module_buffers) states.push_back(b.detach());
       if (!states.empty()) c10d::broadcast_coalesced(group->pg, states, kBroadcastBucketBytes, 0);
     }
+    settle(*group);
     // `_ddp_init_helper`: the first step's buckets. Without unused parameters to find (or with
     // a static graph) one bucket of every parameter, rebuilt after the first step in the order
     // the gradients came; else buckets of the first cap, then the cap.
@@ -191,12 +266,16 @@ int oomlab_ddp_pre_forward(void* raw, char* err, size_t len) noexcept {
   return guarded(err, len, [&] {
     auto& d = *static_cast<Ddp*>(raw);
     const bool grad = at::GradMode::is_enabled();
+    // The last backward's all-reduces let go of their buckets before a rebuild frees them.
+    settle(*d.group);
     if (grad) d.reducer->prepare_for_forward();
     if (grad) d.reducer->rebuild_buckets();
     if (!d.buffers.empty()) {
       at::NoGradGuard no_grad;
       c10d::broadcast_coalesced(d.group->pg, d.buffers, kBroadcastBucketBytes, 0);
     }
+    // The rebuild's broadcast of the bucket order, and the buffers', let go.
+    settle(*d.group);
   });
 }
 

@@ -13,6 +13,7 @@ extern "C" {
     fn oomlab_dist_group(
         host: *const c_char,
         port: c_int,
+        prefix: *const c_char,
         file: *const c_char,
         rank: c_int,
         size: c_int,
@@ -21,6 +22,39 @@ extern "C" {
         len: usize,
     ) -> *mut c_void;
     fn oomlab_dist_group_free(group: *mut c_void);
+    fn oomlab_store_tcp(
+        host: *const c_char,
+        port: c_int,
+        server: c_int,
+        workers: c_int,
+        timeout_ms: i64,
+        err: *mut c_char,
+        len: usize,
+    ) -> *mut c_void;
+    fn oomlab_store_free(store: *mut c_void);
+    fn oomlab_store_set(
+        store: *mut c_void,
+        key: *const c_char,
+        data: *const u8,
+        n: usize,
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
+    fn oomlab_store_check(
+        store: *mut c_void,
+        key: *const c_char,
+        present: *mut c_int,
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
+    fn oomlab_store_get(
+        store: *mut c_void,
+        key: *const c_char,
+        ctx: *mut c_void,
+        sink: extern "C" fn(*mut c_void, *const u8, usize),
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
     fn oomlab_dist_all_reduce(group: *mut c_void, tensor: *mut c_void, err: *mut c_char, len: usize)
         -> c_int;
     fn oomlab_dist_broadcast(
@@ -64,6 +98,9 @@ pub enum Rendezvous {
     File(std::path::PathBuf),
     /// A TCP store whose server rank 0 runs (torchrun's `MASTER_ADDR` and `MASTER_PORT`).
     Tcp { host: String, port: u16 },
+    /// The keys under `prefix` of a TCP store another process serves (a launched world's
+    /// [`Store`]): every rank a client, each trial's ranks under a prefix of their own.
+    Served { host: String, port: u16, prefix: String },
 }
 
 /// One rank's process group (WORLD) on libtorch's gloo backend.
@@ -90,9 +127,12 @@ impl Group {
         timeout: Duration,
     ) -> Result<Group, String> {
         let cstr = |s: &str| CString::new(s).map_err(|_| format!("a NUL byte in {s:?}"));
-        let (host, port, file) = match rendezvous {
-            Rendezvous::File(path) => (None, 0, Some(cstr(&path_str(path)?)?)),
-            Rendezvous::Tcp { host, port } => (Some(cstr(host)?), *port, None),
+        let (host, port, prefix, file) = match rendezvous {
+            Rendezvous::File(path) => (None, 0, None, Some(cstr(&path_str(path)?)?)),
+            Rendezvous::Tcp { host, port } => (Some(cstr(host)?), *port, None, None),
+            Rendezvous::Served { host, port, prefix } => {
+                (Some(cstr(host)?), *port, Some(cstr(prefix)?), None)
+            }
         };
         let as_ptr = |s: &Option<CString>| s.as_ref().map_or(std::ptr::null(), |s| s.as_ptr());
         let (rank_c, size_c) = (to_int(rank)?, to_int(size)?);
@@ -108,6 +148,7 @@ impl Group {
                 oomlab_dist_group(
                     as_ptr(&host),
                     c_int::from(port),
+                    as_ptr(&prefix),
                     as_ptr(&file),
                     rank_c,
                     size_c,
@@ -169,6 +210,18 @@ pub struct DdpOptions {
     pub find_unused_parameters: bool,
     pub gradient_as_bucket_view: bool,
     pub static_graph: bool,
+}
+
+impl From<oomlab_core::spec::DdpSpec> for DdpOptions {
+    /// The spec's `[parallel]` DDP knobs, as the engine takes them.
+    fn from(spec: oomlab_core::spec::DdpSpec) -> Self {
+        DdpOptions {
+            bucket_cap_bytes: spec.bucket_cap_bytes,
+            find_unused_parameters: spec.find_unused_parameters,
+            gradient_as_bucket_view: spec.gradient_as_bucket_view,
+            static_graph: spec.static_graph,
+        }
+    }
 }
 
 /// A model's parameters and buffers wrapped as `DistributedDataParallel` wraps a module: made,
@@ -254,12 +307,115 @@ impl Drop for Ddp {
     }
 }
 
+/// A TCP store (`torch.distributed.TCPStore`) that a launched world's processes share: one
+/// serves it (or torchrun's agent does), all read and write keys in it.
+pub struct Store {
+    raw: NonNull<c_void>,
+}
+
+// SAFETY: c10d's TCPStore serialises its client's requests under its own lock.
+unsafe impl Send for Store {}
+// SAFETY: as above.
+unsafe impl Sync for Store {}
+
+impl Store {
+    /// The store at `host:port`: served by this process when `server` (which then waits for
+    /// `workers` clients, itself included, up to `timeout`), else a client of the one there.
+    /// `timeout` also bounds each request.
+    pub fn tcp(
+        host: &str,
+        port: u16,
+        server: bool,
+        workers: usize,
+        timeout: Duration,
+    ) -> Result<Store, String> {
+        let host_c = CString::new(host).map_err(|_| format!("a NUL byte in {host:?}"))?;
+        let timeout_ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
+        let mut raw = std::ptr::null_mut();
+        call(|e, l| {
+            // SAFETY: the string outlives the call; a null result comes with a message.
+            raw = unsafe {
+                oomlab_store_tcp(
+                    host_c.as_ptr(),
+                    c_int::from(port),
+                    c_int::from(server),
+                    to_int(workers).unwrap_or(c_int::MAX),
+                    timeout_ms,
+                    e,
+                    l,
+                )
+            };
+            c_int::from(raw.is_null())
+        })
+        .map_err(|raw| {
+            let lower = raw.to_lowercase();
+            if server && (lower.contains("eaddrinuse") || lower.contains("address already in use")) {
+                format!(
+                    "port {port} on {host} is in use by another process: give the ranks another MASTER_PORT, or end \
+                     that process ({raw})"
+                )
+            } else if lower.contains("timeout") || lower.contains("timed out") {
+                let whom = if server { format!("all {workers} ranks arrive") } else { "rank 0 open it".into() };
+                format!(
+                    "the ranks' store at {host}:{port}: did not see {whom} within {} s (was every rank started, with \
+                     the same MASTER_ADDR and MASTER_PORT?): {raw}",
+                    timeout.as_secs_f64()
+                )
+            } else {
+                format!("the ranks' store at {host}:{port}: {raw}")
+            }
+        })?;
+        Ok(Store { raw: NonNull::new(raw).expect("checked above") })
+    }
+
+    pub fn set(&self, key: &str, value: &[u8]) -> Result<(), String> {
+        let key_c = CString::new(key).map_err(|_| format!("a NUL byte in {key:?}"))?;
+        // SAFETY: the store is live; key and value outlive the call.
+        call(|e, l| unsafe {
+            oomlab_store_set(self.raw.as_ptr(), key_c.as_ptr(), value.as_ptr(), value.len(), e, l)
+        })
+    }
+
+    /// Whether `key` is set, without waiting for it.
+    pub fn check(&self, key: &str) -> Result<bool, String> {
+        let key_c = CString::new(key).map_err(|_| format!("a NUL byte in {key:?}"))?;
+        let mut present: c_int = 0;
+        // SAFETY: the store is live; the key and the flag outlive the call.
+        call(|e, l| unsafe { oomlab_store_check(self.raw.as_ptr(), key_c.as_ptr(), &mut present, e, l) })?;
+        Ok(present != 0)
+    }
+
+    /// `key`'s value, once set (a key not set within the store's timeout is an error).
+    pub fn get(&self, key: &str) -> Result<Vec<u8>, String> {
+        extern "C" fn sink(ctx: *mut c_void, data: *const u8, n: usize) {
+            if n > 0 {
+                // SAFETY: ctx is the Vec below; data holds n bytes for the call's length.
+                unsafe { (*ctx.cast::<Vec<u8>>()).extend_from_slice(std::slice::from_raw_parts(data, n)) }
+            }
+        }
+        let key_c = CString::new(key).map_err(|_| format!("a NUL byte in {key:?}"))?;
+        let mut out: Vec<u8> = Vec::new();
+        let ctx = (&mut out as *mut Vec<u8>).cast::<c_void>();
+        // SAFETY: the store is live; the key and the sink's Vec outlive the call.
+        call(|e, l| unsafe { oomlab_store_get(self.raw.as_ptr(), key_c.as_ptr(), ctx, sink, e, l) })?;
+        Ok(out)
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // SAFETY: made by oomlab_store_tcp, freed once.
+        unsafe { oomlab_store_free(self.raw.as_ptr()) }
+    }
+}
+
 /// c10d's words for a failed rendezvous, with what happened and what to do in front: the two a
 /// user meets are a port another process holds and ranks that never all arrive.
 fn join_error(raw: &str, at: &Rendezvous, rank: usize, size: usize, timeout: Duration) -> String {
     let lower = raw.to_lowercase();
     let (place, cause) = match at {
         Rendezvous::Tcp { host, port } => (format!("{host}:{port}"), Some(port)),
+        Rendezvous::Served { host, port, .. } => (format!("{host}:{port}"), None),
         Rendezvous::File(path) => (path.display().to_string(), None),
     };
     let head = format!("rank {rank} of {size} could not join the others at {place}");

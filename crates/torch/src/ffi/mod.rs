@@ -131,6 +131,14 @@ extern "C" {
         err: *mut c_char,
         len: usize,
     ) -> c_int;
+    fn oomlab_script_buffers(
+        module: *mut c_void,
+        out: *mut *mut c_void,
+        cap: i64,
+        count: *mut i64,
+        err: *mut c_char,
+        len: usize,
+    ) -> c_int;
     fn oomlab_script_forward(
         module: *mut c_void,
         inputs: *const *mut c_void,
@@ -707,6 +715,30 @@ pub fn script_children(module: &tch::CModule) -> Result<Vec<String>, String> {
         return Err(format!("{count} children, {} names read", names.len()));
     }
     Ok(names)
+}
+
+/// A module's buffers as Python's `module.buffers()` lists them (each once, modules in
+/// pre-order): what DDP broadcasts from rank 0.
+pub fn script_buffers(module: &tch::CModule) -> Result<Vec<tch::Tensor>, String> {
+    let mut cap = 64;
+    loop {
+        let mut out = vec![std::ptr::null_mut(); cap];
+        let mut count = 0i64;
+        // SAFETY: the module is live; `out` holds `cap` slots; `count` is writable.
+        call(|e, l| unsafe {
+            oomlab_script_buffers(module_ptr(module), out.as_mut_ptr(), cap as i64, &mut count, e, l)
+        })?;
+        let n = usize::try_from(count).map_err(|_| format!("{count} buffers"))?;
+        if n > cap {
+            cap = n;
+            continue;
+        }
+        // SAFETY: the first n slots are heap at::Tensors the shim made for us, now owned here.
+        return Ok(out[..n]
+            .iter()
+            .map(|&p| unsafe { tch::Tensor::from_ptr(p as *mut torch_sys::C_tensor) })
+            .collect());
+    }
 }
 
 /// A module's forward on `inputs`, and the logits in what it returns: the tensor, a tuple's or

@@ -9,6 +9,7 @@
 #include "guarded.h"
 #include "log.h"
 
+#include <algorithm>
 #include <functional>
 #include <unordered_map>
 #include <optional>
@@ -31,6 +32,29 @@ int oomlab_script_children(void* module, int64_t* count, char* names, size_t nam
     }
     *count = n;
     oomlab::set_err(names, names_len, joined.c_str());
+  });
+}
+
+// `module.buffers()` as Python lists them (`named_modules()` in pre-order, each module's own
+// buffers in their order, a tensor listed twice once): what DDP broadcasts from rank 0 at the
+// wrap and before every forward. The first `cap` go into `out` (new heap at::Tensors), their
+// number into `*count`; the caller asks again with a larger `cap` when it was short.
+int oomlab_script_buffers(void* module, void** out, int64_t cap, int64_t* count, char* err,
+                          size_t len) noexcept {
+  return guarded(err, len, [&] {
+    std::vector<at::Tensor> found;
+    std::vector<const c10::TensorImpl*> seen;
+    for (const auto& m : static_cast<torch::jit::Module*>(module)->named_modules()) {
+      for (const auto& b : m.value.named_buffers(false)) {
+        const auto* impl = b.value.unsafeGetTensorImpl();
+        if (std::find(seen.begin(), seen.end(), impl) != seen.end()) continue;
+        seen.push_back(impl);
+        found.push_back(b.value);
+      }
+    }
+    *count = static_cast<int64_t>(found.size());
+    if (*count > cap) return;
+    for (size_t i = 0; i < found.size(); ++i) out[i] = new at::Tensor(found[i]);
   });
 }
 

@@ -173,6 +173,11 @@ impl<T: Ops> BatchNorm2d<T> {
         [&self.weight, &self.bias]
     }
 
+    /// The buffers, in `module.buffers()`'s order: what DDP broadcasts from rank 0.
+    pub fn buffers(&self) -> [&T; 3] {
+        [&self.running_mean, &self.running_var, &self.num_batches_tracked]
+    }
+
     /// Every tensor, and whether it is a parameter, in `Module._apply`'s order: parameters,
     /// then buffers.
     pub fn tensors_mut(&mut self) -> Vec<(&mut T, bool)> {

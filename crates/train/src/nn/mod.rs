@@ -92,6 +92,17 @@ impl<T: Ops> Model<T> {
         }
     }
 
+    /// The buffers DDP broadcasts from rank 0 (a ResNet's BatchNorm statistics), in
+    /// `module.buffers()`'s order; a TorchScript module's are not listed (DDP over one is
+    /// refused).
+    pub fn buffers(&self) -> Vec<&T> {
+        match self {
+            Model::ResNet(m) => m.buffers(),
+            Model::Script(m) => m.buffers(),
+            Model::Mlp(_) | Model::Conv(_) | Model::Transformer(_) => Vec::new(),
+        }
+    }
+
     pub fn param_count(&self) -> u64 {
         self.parameters().iter().map(|p| numel(&p.size())).sum()
     }

@@ -67,6 +67,8 @@ pub trait Ops: Sized {
     fn script_forward(module: &tch::CModule, inputs: &[&Self]) -> Result<Self>;
     /// The names of a module's top-level children, in order.
     fn script_children(module: &tch::CModule) -> Result<Vec<String>>;
+    /// A module's buffers, as `module.buffers()` lists them.
+    fn script_buffers(module: &tch::CModule) -> Result<Vec<Self>>;
     /// Child `i`'s forward on `x`.
     fn script_child_forward(module: &tch::CModule, i: usize, x: &Self) -> Result<Self>;
     /// A module's loss (`nn::script::Script::loss`): `F.cross_entropy` over the output's last
@@ -179,6 +181,10 @@ impl Ops for Tensor {
 
     fn script_children(module: &tch::CModule) -> Result<Vec<String>> {
         crate::ffi::script_children(module).map_err(TchError::Torch)
+    }
+
+    fn script_buffers(module: &tch::CModule) -> Result<Vec<Self>> {
+        crate::ffi::script_buffers(module).map_err(TchError::Torch)
     }
 
     fn script_child_forward(module: &tch::CModule, i: usize, x: &Self) -> Result<Self> {

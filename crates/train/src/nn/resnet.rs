@@ -118,6 +118,18 @@ impl<T: Ops> ResNet<T> {
         out
     }
 
+    /// The BatchNorms' buffers, in `module.buffers()`'s order (the modules as `parameters`
+    /// walks them).
+    pub fn buffers(&self) -> Vec<&T> {
+        let mut out: Vec<&T> = self.bn1.buffers().to_vec();
+        for b in &self.blocks {
+            for (_, n) in b.convs.iter().chain(b.downsample.iter()) {
+                out.extend(n.buffers());
+            }
+        }
+        out
+    }
+
     pub fn units(&self) -> usize {
         1 + self.blocks.len()
     }

@@ -21,6 +21,8 @@ use crate::spec::{Loss, ScriptSpec, ScriptUnits};
 pub struct Script<T> {
     module: Arc<CModule>,
     params: Vec<T>,
+    /// `module.buffers()`: what DDP broadcasts from rank 0 (a BatchNorm's statistics).
+    buffers: Vec<T>,
     loss: Loss,
     /// The data's classes (cross_entropy), which the output's last dimension must be.
     classes: usize,
@@ -42,12 +44,18 @@ impl<T: Ops> Script<T> {
                 spec.path.display()
             )));
         }
-        Ok(Script { module, params, loss: spec.loss, classes, children })
+        let buffers = T::script_buffers(&module)?;
+        Ok(Script { module, params, buffers, loss: spec.loss, classes, children })
     }
 
     /// `module.parameters()`, in the module's order.
     pub fn parameters(&self) -> Vec<&T> {
         self.params.iter().collect()
+    }
+
+    /// `module.buffers()`, in the module's order.
+    pub fn buffers(&self) -> Vec<&T> {
+        self.buffers.iter().collect()
     }
 
     /// Its units: its children, or itself.
@@ -101,6 +109,7 @@ impl<T: Ops> Script<T> {
         Script {
             module: self.module.clone(),
             params: self.params.iter().map(T::shallow_clone).collect(),
+            buffers: self.buffers.iter().map(T::shallow_clone).collect(),
             loss: self.loss,
             classes: self.classes,
             children: self.children.clone(),

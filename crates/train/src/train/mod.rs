@@ -50,7 +50,7 @@ pub fn trained_parameters(config: &Config, probe: &dyn MemoryProbe) -> Result<Ve
     let mut sink = |_: &PhaseRecord| Ok(());
     let mut rec = Recorder::new(probe, 1, TraceLevel::Phases, &mut sink)?;
     let mut learned = Learned::default();
-    match step::train(config, probe.device(), &mut rec, &mut learned) {
+    match step::train(config, probe.device(), &mut rec, &mut learned, None) {
         Ok(model) => Ok(model.parameters().iter().map(|p| p.detach()).collect()),
         Err(Stop::Infra(e)) => Err(e),
         Err(Stop::Torch(e)) => Err(anyhow::anyhow!("{} in step {}: {}", e.phase.as_str(), e.step, e.error)),
@@ -70,7 +70,20 @@ pub fn run_trial(
     level: TraceLevel,
     sink: &mut dyn FnMut(&PhaseRecord) -> Result<()>,
 ) -> Result<SummaryRow> {
-    trial_with(config, probe, trial, level, sink, None)
+    trial_with(config, probe, trial, level, sink, None, None)
+}
+
+/// [`run_trial`] as one rank of a `[parallel]` trial, in the process group `world` (which
+/// every other rank has joined): the same phases, measured on this rank's own device.
+pub fn run_rank(
+    config: &Config,
+    probe: &dyn MemoryProbe,
+    trial: usize,
+    level: TraceLevel,
+    sink: &mut dyn FnMut(&PhaseRecord) -> Result<()>,
+    world: &std::sync::Arc<crate::ffi::dist::Group>,
+) -> Result<SummaryRow> {
+    trial_with(config, probe, trial, level, sink, None, Some(world))
 }
 
 /// [`run_trial`] for a benchmark: also returns each step's host wall time, the device waited
@@ -82,7 +95,7 @@ pub fn run_trial_timed(
     sink: &mut dyn FnMut(&PhaseRecord) -> Result<()>,
 ) -> Result<(SummaryRow, Vec<f64>)> {
     let mut ends = Vec::new();
-    let row = trial_with(config, probe, 1, level, sink, Some(&mut ends))?;
+    let row = trial_with(config, probe, 1, level, sink, Some(&mut ends), None)?;
     let secs = ends.windows(2).map(|w| w[1].duration_since(w[0]).as_secs_f64()).collect();
     Ok((row, secs))
 }
@@ -95,6 +108,7 @@ fn trial_with(
     level: TraceLevel,
     sink: &mut dyn FnMut(&PhaseRecord) -> Result<()>,
     ends: Option<&mut Vec<std::time::Instant>>,
+    world: Option<&std::sync::Arc<crate::ffi::dist::Group>>,
 ) -> Result<SummaryRow> {
     let started = std::time::Instant::now();
     probe.empty_cache()?;
@@ -108,7 +122,7 @@ fn trial_with(
     // Everything the trial allocates lives inside this call, so it is all dropped when it
     // returns, however it returns. catch_unwind is a last guard: only fallible calls are used.
     let result = catch_unwind(AssertUnwindSafe(|| {
-        step::train(config, probe.device(), &mut rec, &mut learned).map(drop)
+        step::train(config, probe.device(), &mut rec, &mut learned, world).map(drop)
     }));
     // A stop outside any phase (a kept loss that ran out of memory) leaves times to read.
     let finished = rec.finish();

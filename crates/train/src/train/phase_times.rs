@@ -67,6 +67,7 @@ mod tests {
             elapsed_seconds: 0.0,
             predicted_peak: None,
             page_faults: None,
+            rank: None,
         }
     }
 

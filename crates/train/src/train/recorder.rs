@@ -236,6 +236,7 @@ impl<'a> Recorder<'a> {
             elapsed_seconds: 0.0,
             predicted_peak: None,
             page_faults: None,
+            rank: None,
         }
     }
 

@@ -7,6 +7,8 @@
 //!
 //! Phases, in order: to_device, forward, backward (once per micro-batch), then optimizer_step
 //! and zero_grad once per step. zero_grad sets gradients to none, which frees them.
+use std::sync::Arc;
+
 use tch::{Device, TchError, Tensor};
 
 use super::amp::{Autocast, GradScaler};
@@ -14,6 +16,7 @@ use super::data::{self, Dataset};
 use super::optim::Optimizer;
 use super::recorder::{Recorder, Stop};
 use super::Learned;
+use crate::ffi::dist::{Ddp, DdpOptions, Group};
 use crate::libtorch::{autograd, scalar};
 use crate::nn::{checkpoint, Input, Model, Place};
 use crate::schema::Phase;
@@ -28,14 +31,16 @@ struct Kept {
 }
 
 /// Trains `config` as [`step::plan`] describes it, each phase measured by `rec`; returns the
-/// trained model.
+/// trained model. `world`: this rank's process group, for a `[parallel]` trial.
 pub(super) fn train(
     config: &Config,
     device: Device,
     rec: &mut Recorder,
     learned: &mut Learned,
+    world: Option<&Arc<Group>>,
 ) -> Result<Model<Tensor>, Stop> {
     let mut trainer = Trainer::new(config, device, rec, learned);
+    trainer.world = world.cloned();
     step::drive(config, &mut trainer)?;
     if let Some(s) = &trainer.scaler {
         trainer.learned.skipped_steps = Some(trainer.skipped);
@@ -70,6 +75,10 @@ struct Trainer<'c, 'r, 'p> {
     kept: Kept,
     /// Steps the grad scaler skipped.
     skipped: usize,
+    /// This rank's process group, in a world of ranks.
+    world: Option<Arc<Group>>,
+    /// The model's DDP wrapper, from the wrap on.
+    ddp: Option<Ddp>,
 }
 
 impl<'c, 'r, 'p> Trainer<'c, 'r, 'p> {
@@ -90,6 +99,8 @@ impl<'c, 'r, 'p> Trainer<'c, 'r, 'p> {
             sum: Some((0.0, 0)),
             kept: Kept::default(),
             skipped: 0,
+            world: None,
+            ddp: None,
         }
     }
 }
@@ -140,25 +151,48 @@ impl Executor for Trainer<'_, '_, '_> {
                 self.learned.param_bytes = model.param_bytes();
                 (self.model, self.opt, self.scaler) = (Some(model), Some(opt), scaler);
             }
+            Action::Wrap(spec) => {
+                let model = self.model.as_ref().expect("the model before its wrap");
+                let group = self.world.as_ref().ok_or_else(|| {
+                    Stop::Infra(anyhow::anyhow!(
+                        "a [parallel] trial trains as ranks, each with its process group: this one has none"
+                    ))
+                })?;
+                let opts = DdpOptions::from(spec);
+                let ddp = self.rec.phase(0, measured(), || {
+                    Ddp::new(group, &model.parameters(), &model.buffers(), opts).map_err(TchError::Torch)
+                })?;
+                self.ddp = Some(ddp);
+            }
             Action::Gather { index } => {
                 let data = self.data.as_ref().expect("the data before a batch");
                 let device = self.model.as_ref().expect("the model before a batch").device();
                 let batch = config.training.batch_size;
-                self.batch = Some(self.rec.phase(step, measured(), || gather(data, index, batch, device))?);
+                let shard = self.world.as_ref().map_or((0, 1), |g| (g.rank(), g.size()));
+                self.batch =
+                    Some(self.rec.phase(step, measured(), || gather(data, index, batch, shard, device))?);
             }
-            Action::Forward { grad, autocast, checkpoint: cut } => {
+            Action::Forward { grad, autocast, checkpoint: cut, reducer } => {
                 let model = self.model.as_ref().expect("the model before a forward");
                 let (x, extra, y) = self.batch.as_ref().expect("a batch before its forward");
                 let device = model.device();
+                let ddp = self.ddp.as_ref().filter(|_| reducer);
                 let fwd = self.rec.phase(step, measured(), || {
+                    if let Some(d) = ddp {
+                        d.pre_forward().map_err(TchError::Torch)?;
+                    }
                     let _no_grad = (!grad).then(tch::no_grad_guard);
                     let _autocast = Autocast::enter(device, &autocast)?;
                     // None: the plain path (no checkpointing, or `{ sequential = 1 }`, which
                     // checkpoints nothing).
-                    Ok(match cut.segments(model.units()) {
+                    let fwd = match cut.segments(model.units()) {
                         None => Forward::Plain(model.loss(&model.forward_inputs(x, extra)?, y)?),
                         Some(cut) => Forward::Checkpointed(checkpoint::forward(model, x, y, &cut)?),
-                    })
+                    };
+                    if let Some(d) = ddp {
+                        d.post_forward(&[fwd.loss()]).map_err(TchError::Torch)?;
+                    }
+                    Ok(fwd)
                 })?;
                 self.loss = Some(fwd.loss().shallow_clone());
                 self.forward = Some(fwd);
@@ -289,15 +323,32 @@ type Batch = (Tensor, Vec<Tensor>, Tensor);
 /// set lives and then moved (a no-op when it lives on `device`): the inputs in order, then the
 /// target, each gathered and moved before the next, as a DataLoader's collate and
 /// `[t.to(device) for t in batch]` do.
-fn gather(data: &Dataset, index: usize, batch: usize, device: Device) -> Result<Batch, TchError> {
+///
+/// `(rank, world)`: in a world of ranks, the rank's shard as `DistributedSampler` (unshuffled)
+/// deals it: its `k`-th row is row `k * world + rank`; ranks take disjoint rows wherever the
+/// world divides the data set.
+fn gather(
+    data: &Dataset,
+    index: usize,
+    batch: usize,
+    (rank, world): (usize, usize),
+    device: Device,
+) -> Result<Batch, TchError> {
     let n = data.samples() as i64;
     let start = (index * batch) as i64 % n;
+    let (w, r) = (world as i64, rank as i64);
     let range = match data.x.device() {
         // tch cannot name the meta device in a factory call; the indices' values are not read.
         crate::ffi::META => {
             crate::ffi::meta_empty(&[batch as i64], tch::Kind::Int64).map_err(TchError::Torch)?
         }
-        here => Tensor::f_arange_start(start, start + batch as i64, (tch::Kind::Int64, here))?,
+        // One tensor of indices, as one process's: the shard is in the range's step.
+        here => Tensor::f_arange_start_step(
+            start * w + r,
+            (start + batch as i64) * w + r,
+            w,
+            (tch::Kind::Int64, here),
+        )?,
     };
     let idx = scalar::remainder(&range, n)?;
     drop(range);
@@ -333,6 +384,7 @@ mod tests {
             model: ModelSpec::mlp(16, 2),
             data: DataSpec::Synthetic { samples: 64, features: 8, classes: 3, seed: 1 },
             location: DataLocation::Host,
+            parallel: Default::default(),
             training: TrainingSpec {
                 optimizer: OptimizerSpec::Sgd { lr: 1.0, momentum: 0.0, weight_decay: 0.0 },
                 batch_size: batch,
@@ -397,9 +449,17 @@ mod tests {
         let _alone = crate::probe::cpu_alone();
         let spec = DataSpec::Synthetic { samples: 10, features: 2, classes: 2, seed: 0 };
         let d = data::make(&spec, Kind::Float, Device::Cpu).unwrap();
-        let (x, _, y) = gather(&d, 1, 4, Device::Cpu).unwrap();
+        let (x, _, y) = gather(&d, 1, 4, (0, 1), Device::Cpu).unwrap();
         assert!(x.equal(&d.x.narrow(0, 4, 4)) && y.equal(&d.y.narrow(0, 4, 4)));
-        let (x, _, _) = gather(&d, 2, 4, Device::Cpu).unwrap(); // rows 8, 9, 0, 1
+        let (x, _, _) = gather(&d, 2, 4, (0, 1), Device::Cpu).unwrap(); // rows 8, 9, 0, 1
         assert!(x.narrow(0, 2, 2).equal(&d.x.narrow(0, 0, 2)));
+        // Rank 1 of 2: rows 1, 3, 5, 7, then 9, 1 (wrapping), 3, 5.
+        let rows = |i, rank| {
+            let (x, _, _) = gather(&d, i, 4, (rank, 2), Device::Cpu).unwrap();
+            (0..4).map(|k| (0..10).find(|&row| x.get(k).equal(&d.x.get(row))).unwrap()).collect::<Vec<i64>>()
+        };
+        assert_eq!(rows(0, 1), [1, 3, 5, 7]);
+        assert_eq!(rows(1, 1), [9, 1, 3, 5]);
+        assert_eq!(rows(0, 0), [0, 2, 4, 6]);
     }
 }

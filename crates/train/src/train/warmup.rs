@@ -101,6 +101,9 @@ fn tiny(config: &Config) -> Config {
         Some(_) => Checkpoint::Every(1),
         None => Checkpoint::None,
     };
+    // One process warms up its own kernels: the ranks of a distributed trial are processes of
+    // their own, each warmed as it starts.
+    c.parallel = crate::spec::Parallel::default();
     c
 }
 
@@ -114,6 +117,7 @@ mod tests {
             model: ModelSpec::mlp(64, 5),
             data: DataSpec::Synthetic { samples: 256, features: 16, classes: 3, seed: 1 },
             location: DataLocation::Host,
+            parallel: Default::default(),
             training: TrainingSpec {
                 optimizer: OptimizerSpec::Adam { lr: 0.01, weight_decay: 0.0 },
                 batch_size: 64,

@@ -12,11 +12,12 @@ use super::{kinds, Cx, Scope, SpecError};
 use crate::device::DeviceChoice;
 use crate::device::HalfPrecision;
 use crate::spec::raw::{
-    overlay_table, RawData, RawModel, RawRun, RawScaler, RawSpec, RawTraining, RawVariant, Tab, Table, S,
+    overlay_table, RawData, RawModel, RawParallel, RawRun, RawScaler, RawSpec, RawTraining, RawVariant, Tab,
+    Table, S,
 };
 use crate::spec::{
-    limits, Amp, Checkpoint, Config, Dtype, Field, History, Mode, OnOom, OptimizerSpec, RunSpec, ScalerSpec,
-    Spec, Sweep, SweepMode, Techniques, TrainingSpec, Variant,
+    limits, Amp, Checkpoint, Config, DdpSpec, Dtype, Field, History, Mode, OnOom, OptimizerSpec, Parallel,
+    RunSpec, ScalerSpec, Spec, Strategy, Sweep, SweepMode, Techniques, TrainingSpec, Variant,
 };
 
 /// The tables a config is built from: the base's, or a variant's laid over them.
@@ -25,6 +26,7 @@ struct Tables {
     model: Tab<RawModel>,
     data: Tab<RawData>,
     training: Tab<RawTraining>,
+    parallel: Tab<RawParallel>,
 }
 
 /// Splits an optional table into its header span and its contents (empty when absent).
@@ -43,7 +45,8 @@ impl Cx<'_> {
         let description = exp.description.map(|d| d.into_inner()).unwrap_or_default();
         // The sweep comes first: it decides whether the swept field may be left out of its table.
         let draft = self.sweep(raw.sweep)?;
-        let tables = Tables { model: raw.model, data: raw.data, training: raw.training };
+        let tables =
+            Tables { model: raw.model, data: raw.data, training: raw.training, parallel: raw.parallel };
         let base = self.config(tables.clone(), draft.as_ref())?;
         let rounds_span = raw.run.as_ref().and_then(|r| r.get_ref().0.rounds.as_ref().map(|v| v.span()));
         let run = self.run(raw.run)?;
@@ -80,8 +83,9 @@ impl Cx<'_> {
         let (table, m) = split(t.model);
         let model = self.model(table, m, swept)?;
         let (data, location) = self.data(t.data, &model, swept)?;
-        let training = self.training(t.training, swept)?;
-        self.checked(Config { model, data, location, training }, draft)
+        let mut training = self.training(t.training, swept)?;
+        let parallel = self.parallel(t.parallel, swept, &mut training)?;
+        self.checked(Config { model, data, location, training, parallel }, draft)
     }
 
     /// Each `[[variant]]`'s name, and its keys laid over `base` and validated as a config.
@@ -131,7 +135,7 @@ impl Cx<'_> {
                     ));
                 }
             }
-            let RawVariant { name, skip_on_cpu_without, model, data, training } = v.into_inner().0;
+            let RawVariant { name, skip_on_cpu_without, model, data, training, parallel } = v.into_inner().0;
             let key = format!("{label}.name");
             let name_v = self.require(name, &key, &Some(header.clone()))?;
             let name = self.name(&name_v, &key)?;
@@ -172,6 +176,7 @@ impl Cx<'_> {
             overlay_table(&mut tables.model, model, &mut taken);
             overlay_table(&mut tables.data, data, &mut taken);
             overlay_table(&mut tables.training, training, &mut taken);
+            overlay_table(&mut tables.parallel, parallel, &mut taken);
             let line = line_col(self.text, header.start).0;
             self.scope = Some(Scope { label, name: name.clone(), line, taken });
             let config = self.config(tables, draft);
@@ -348,6 +353,82 @@ impl Cx<'_> {
             }
             _ => Err(self.bad(&v.span(), key, rule, self.src(&v.span()))),
         }
+    }
+
+    /// `[parallel]`; a global batch turns `training.batch_size` into each rank's share.
+    fn parallel(
+        &mut self,
+        raw: Tab<RawParallel>,
+        swept: Option<Field>,
+        training: &mut TrainingSpec,
+    ) -> Result<Parallel, SpecError> {
+        let (table, p) = split(raw);
+        let strategy = match &p.strategy {
+            Some(v) => self.word(v, "parallel.strategy", &[("none", false), ("ddp", true)])?,
+            None if table.is_some() => return Err(self.missing("parallel.strategy", &table)),
+            None => false,
+        };
+        // Knobs of DDP written without it would silently do nothing.
+        let knobs = [
+            ("parallel.bucket_cap_mb", p.bucket_cap_mb.as_ref().map(|v| v.span())),
+            ("parallel.gradient_as_bucket_view", p.gradient_as_bucket_view.as_ref().map(|v| v.span())),
+            ("parallel.find_unused_parameters", p.find_unused_parameters.as_ref().map(|v| v.span())),
+            ("parallel.static_graph", p.static_graph.as_ref().map(|v| v.span())),
+        ];
+        if let (false, Some((key, Some(span)))) = (strategy, knobs.iter().find(|(_, s)| s.is_some())) {
+            return Err(self.at(
+                span,
+                Problem::value(
+                    *key,
+                    "is DistributedDataParallel's (strategy = \"ddp\"), and parallel.strategy is \"none\": set \
+                     strategy = \"ddp\", or remove it",
+                ),
+            ));
+        }
+        let world_size = if strategy || p.world_size.is_some() {
+            self.count_or_swept(p.world_size, Field::WorldSize, 1, &table, swept, Some(1))?
+        } else {
+            1
+        };
+        let global = match &p.batch {
+            Some(v) => self.word(v, "parallel.batch", &[("per_rank", false), ("global", true)])?,
+            None => false,
+        };
+        let flag = |this: &mut Self, v: &Option<S<bool>>, key: &'static str| {
+            if let Some(v) = v {
+                this.spans.insert(key, v.span());
+            }
+            v.as_ref().is_some_and(|v| *v.get_ref())
+        };
+        let bucket_cap_bytes = match &p.bucket_cap_mb {
+            Some(v) => {
+                let mb =
+                    self.float(v, "parallel.bucket_cap_mb", "a number of MiB in 0 < mb <= 1048576", |x| {
+                        x > 0.0 && x <= limits::MAX_BUCKET_CAP_MB
+                    })?;
+                // DDP's own arithmetic: int(bucket_cap_mb * 1024 * 1024).
+                Some((mb * 1024.0 * 1024.0) as u64)
+            }
+            None => None,
+        };
+        let ddp = DdpSpec {
+            bucket_cap_bytes,
+            gradient_as_bucket_view: flag(
+                self,
+                &p.gradient_as_bucket_view,
+                "parallel.gradient_as_bucket_view",
+            ),
+            find_unused_parameters: flag(self, &p.find_unused_parameters, "parallel.find_unused_parameters"),
+            static_graph: flag(self, &p.static_graph, "parallel.static_graph"),
+        };
+        let global_batch = global.then_some(training.batch_size);
+        if let Some(g) = global_batch {
+            // The share is checked with the rest (Config::check): a world that does not divide
+            // the batch is refused there, naming both.
+            training.batch_size = g / world_size.max(1);
+        }
+        let strategy = if strategy { Strategy::Ddp(ddp) } else { Strategy::None };
+        Ok(Parallel { strategy, world_size, global_batch })
     }
 
     fn run(&mut self, raw: Tab<RawRun>) -> Result<RunSpec, SpecError> {

@@ -156,9 +156,18 @@ fn accumulate(ctx: &Rc<Ctx>, old: Sym, new: Sym) -> Sym {
     }
 }
 
-/// `AccumulateGrad`: the gradient becomes the leaf's `.grad`.
+/// `AccumulateGrad`: the gradient becomes the leaf's `.grad`. Under DDP with
+/// `gradient_as_bucket_view`, the reducer's hook after it copies the gradient into the leaf's
+/// view of its bucket and makes the view the `.grad` (`Reducer::mark_variable_ready_dense`):
+/// the gradient autograd made goes.
 fn accumulate_grad(ctx: &Rc<Ctx>, leaf: &Rc<Inner>, inputs: Vec<Option<Sym>>) {
     let Some(Some(grad)) = inputs.into_iter().next() else { return };
+    let view = ctx.grad_views.borrow().iter().find(|(k, _)| Rc::ptr_eq(k, leaf)).map(|(_, v)| v.handle());
+    if let Some(view) = view {
+        leaf.autograd.borrow_mut().grad.get_or_insert(view);
+        drop(grad);
+        return;
+    }
     let leaf = Sym(leaf.clone());
     let is_param = leaf.storage().is_some_and(|s| s.category() == Category::Params);
     let filed = if is_param { Category::Grads } else { Category::Transient };

@@ -54,6 +54,9 @@ pub struct Ctx {
     /// Autocast's cast cache: the low-precision copies of fp32 leaves that require grad (the
     /// parameters), by the leaf, until autocast exits.
     pub(crate) cast_cache: RefCell<Vec<(Rc<tensor::Inner>, Sym)>>,
+    /// DDP with `gradient_as_bucket_view`: each parameter's view into its bucket, by the
+    /// parameter, which its gradient becomes once the reducer has copied it in.
+    pub(crate) grad_views: RefCell<Vec<(Rc<tensor::Inner>, Sym)>>,
     /// Whether OOMLAB_REPLAY_LOG prints its events (not a scratch replay's).
     pub(crate) logged: bool,
     /// CUDA: each distinct cuDNN convolution call replayed, and whether a GPU measured its
@@ -81,6 +84,7 @@ impl Ctx {
             seq: Cell::new(0),
             autocast: Cell::new(None),
             cast_cache: RefCell::new(Vec::new()),
+            grad_views: RefCell::new(Vec::new()),
             logged: true,
             cudnn_calls: RefCell::default(),
         })
@@ -98,6 +102,7 @@ impl Ctx {
             seq: Cell::new(0),
             autocast: Cell::new(None),
             cast_cache: RefCell::new(Vec::new()),
+            grad_views: RefCell::new(Vec::new()),
             logged: false,
             cudnn_calls: RefCell::default(),
         })

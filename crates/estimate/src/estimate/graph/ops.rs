@@ -256,6 +256,15 @@ impl Sym {
         drop(grad);
     }
 
+    /// Makes `view` the leaf's `.grad` if it has one (`grad = bucket_view` after
+    /// `bucket_view.copy_(grad)`); the old one goes.
+    pub(crate) fn repoint_grad(&self, view: &Sym) {
+        let mut autograd = self.0.autograd.borrow_mut();
+        if let Some(old) = autograd.grad.as_mut() {
+            drop(std::mem::replace(old, view.handle()));
+        }
+    }
+
     /// Whether the leaf has a `.grad`.
     pub fn has_grad(&self) -> bool {
         self.0.autograd.borrow().grad.is_some()
@@ -312,6 +321,10 @@ impl Ops for Sym {
     }
 
     fn script_children(_module: &tch::CModule) -> Result<Vec<String>> {
+        Err(tch::TchError::Torch(crate::estimate::NOT_REPLAYED_SCRIPT.into()))
+    }
+
+    fn script_buffers(_module: &tch::CModule) -> Result<Vec<Self>> {
         Err(tch::TchError::Torch(crate::estimate::NOT_REPLAYED_SCRIPT.into()))
     }
 

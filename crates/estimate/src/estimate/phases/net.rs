@@ -18,9 +18,10 @@ use tch::{Device, Kind};
 use super::{Replay, Sim};
 use crate::estimate::graph::{Ctx, Installed, Sym};
 use crate::estimate::ledger::Category::{
-    Activations, Batch, Data, History as Kept, OptimizerState, Transient,
+    Activations, Batch, Data, Grads, History as Kept, OptimizerState, Transient,
 };
-use crate::estimate::Target;
+use crate::estimate::{ddp, Target};
+use crate::ffi::dist::DdpOptions;
 use crate::nn::checkpoint::{self, Checkpointed};
 use crate::nn::{Input, Model, Ops, Place};
 use crate::spec::{DataLocation, DataSpec, History, Segments};
@@ -47,6 +48,15 @@ pub(super) struct Net {
     last: Option<(Sym, bool)>,
     /// The losses the loop keeps, with what their graphs saved, to the trial's end.
     kept: Vec<Sym>,
+    /// DDP's options (from the wrap on) and its buckets (one flat buffer each), to the trial's
+    /// end.
+    ddp: Option<DdpOptions>,
+    buckets: Vec<Sym>,
+    /// The reducer's map of used parameters, with unused ones to find or a static graph.
+    used: Vec<Sym>,
+    /// A backward has run since the wrap, and whether the buckets were rebuilt after it.
+    backward_seen: bool,
+    rebuilt: bool,
 }
 
 /// What a forward left for its backward.
@@ -79,6 +89,11 @@ impl Net {
             loss: None,
             last: None,
             kept: Vec::new(),
+            ddp: None,
+            buckets: Vec::new(),
+            used: Vec::new(),
+            backward_seen: false,
+            rebuilt: false,
         }
     }
 }
@@ -93,6 +108,17 @@ pub(crate) fn parameter_numels(config: &crate::spec::Config, input: Input, targe
         Ok(m) => m.parameters().iter().map(|p| crate::nn::numel(&p.size())).collect(),
         Err(_) => Vec::new(),
     }
+}
+
+/// Tensors (bytes, dtype) as DDP's bucket assignment takes them: a key per dtype.
+fn reducer_view(tensors: &[(u64, Kind)]) -> Vec<ddp::Param> {
+    tensors.iter().map(|&(bytes, kind)| ddp::Param { bytes, key: kind as u32 }).collect()
+}
+
+/// A bucket of `tensors` as one flat buffer of their dtype.
+fn flat(bucket: &ddp::Bucket, tensors: &[(u64, Kind)], category: crate::estimate::ledger::Category) -> Sym {
+    let kind = tensors[bucket.params[0]].1;
+    Sym::made(&[(bucket.bytes / kind.elt_size_in_bytes() as u64) as i64], kind, category, false)
 }
 
 fn place(config: &crate::spec::Config, target: Target) -> Place {
@@ -175,6 +201,116 @@ impl Sim<'_> {
         let model = Model::<Sym>::new(&self.config.model, input, place(self.config, self.t.target))
             .expect("the estimate's replay of a model cannot fail");
         self.net.as_mut().expect("net").model = Some(model);
+    }
+
+    /// The model's parameters, or its buffers, as DDP sees them: each one's bytes and dtype.
+    fn ddp_tensors(&self, buffers: bool) -> Vec<(u64, Kind)> {
+        let model = self.net().model.as_ref().expect("model first");
+        let tensors = if buffers { model.buffers() } else { model.parameters() };
+        tensors.iter().map(|t| (t.numel() * t.kind().elt_size_in_bytes() as u64, t.kind())).collect()
+    }
+
+    /// `c10d::broadcast_coalesced` of `tensors`: flat buffers of one dtype up to 250 MiB each,
+    /// two in flight, each gone once copied back.
+    fn broadcast_coalesced(tensors: &[(u64, Kind)]) {
+        let order: Vec<usize> = (0..tensors.len()).collect();
+        let chunks = ddp::assign(&reducer_view(tensors), &order, &[ddp::BROADCAST_BUCKET], false);
+        let mut in_flight = std::collections::VecDeque::new();
+        for chunk in &chunks {
+            if in_flight.len() >= 2 {
+                drop(in_flight.pop_front());
+            }
+            in_flight.push_back(flat(chunk, tensors, Transient));
+        }
+    }
+
+    /// `DistributedDataParallel(model)` as `ffi::dist` makes it: the parameters' shapes checked
+    /// across ranks (`c10d::verify_params_across_processes`: their count all-gathered from
+    /// every rank, then every size and stride as int64, twice at once: measured on CPU ranks,
+    /// 8 bytes a rank more at each world size); rank 0's parameters broadcast in coalesced
+    /// flat buffers (`c10d::broadcast_coalesced`: buffers of up to 250 MiB, two in flight, each
+    /// gone once copied back); then the reducer's first buckets, one flat buffer each.
+    fn net_wrap(&mut self, opts: DdpOptions, world: usize) {
+        let dims: i64 = {
+            let model = self.net().model.as_ref().expect("model first");
+            model.parameters().iter().map(|p| 2 * p.size().len() as i64).sum()
+        };
+        let count = Sym::made(&[1], Kind::Int64, Transient, false);
+        let gathered: Vec<Sym> = (0..world).map(|_| Sym::made(&[1], Kind::Int64, Transient, false)).collect();
+        let metadata = Sym::made(&[dims], Kind::Int64, Transient, false);
+        let control = Sym::made(&[dims], Kind::Int64, Transient, false);
+        drop((control, metadata, gathered, count));
+        let params = self.ddp_tensors(false);
+        // `_sync_module_states`: the parameters and then the buffers, in one broadcast.
+        Self::broadcast_coalesced(&[params.clone(), self.ddp_tensors(true)].concat());
+        let layout = ddp::at_wrap(&reducer_view(&params), &opts);
+        let buckets = self.buckets(&layout, &params, &opts);
+        let mut used = Vec::new();
+        if opts.find_unused_parameters || opts.static_graph {
+            // `initialize_local_used_map`: which parameters the step used, an int32 a
+            // parameter, and its copy that is all-reduced (on the CPU a tensor of its own).
+            let n = params.len() as i64;
+            used.push(Sym::made(&[n], Kind::Int, Grads, false));
+            used.push(Sym::made(&[n], Kind::Int, Grads, false));
+        }
+        let net = self.net_mut();
+        (net.buckets, net.used, net.rebuilt) = (buckets, used, false);
+        net.ddp = Some(opts);
+    }
+
+    /// The reducer's buckets of `layout`, one flat buffer each (`Reducer::initialize_buckets`);
+    /// with `gradient_as_bucket_view`, each parameter's view into its bucket too, which its
+    /// gradient becomes in the backward, and at once where it has one (a rebuild between two
+    /// micro-batches): copied in, the old gradient (a view into the old buckets) goes
+    /// (`Reducer::initialize_bucket_views`, bucket by bucket).
+    fn buckets(&self, layout: &[ddp::Bucket], params: &[(u64, Kind)], opts: &DdpOptions) -> Vec<Sym> {
+        let model = self.net().model.as_ref().expect("model first");
+        let leaves = model.parameters();
+        let mut buckets = Vec::new();
+        for bucket in layout {
+            let buffer = flat(bucket, params, Grads);
+            if opts.gradient_as_bucket_view {
+                let storage = buffer.storage().expect("a bucket has its storage");
+                for &i in &bucket.params {
+                    let leaf = &leaves[i];
+                    let view = Sym::with_storage(&leaf.shape(), leaf.dt(), storage.clone(), false);
+                    leaf.repoint_grad(&view);
+                    self.net().ctx.grad_views.borrow_mut().push((leaf.0.clone(), view));
+                }
+            }
+            buckets.push(buffer);
+        }
+        buckets
+    }
+
+    /// DDP's `_pre_forward`: at the first forward after a backward the reducer rebuilds its
+    /// buckets in the order the gradients came (here: the parameters' reversed, as a
+    /// sequential model's backward makes them); then rank 0's buffers are broadcast.
+    fn net_pre_forward(&mut self) {
+        let net = self.net();
+        let Some(opts) = net.ddp else { return };
+        if net.backward_seen && !net.rebuilt && ddp::rebuilds(&opts) {
+            self.net_rebuild(opts);
+        }
+        // `broadcast_buffers=True`: rank 0's buffers, every forward.
+        let buffers = self.ddp_tensors(true);
+        if !buffers.is_empty() {
+            Self::broadcast_coalesced(&buffers);
+        }
+    }
+
+    /// `Reducer::rebuild_buckets`: the buckets laid out again in the order the first backward's
+    /// gradients came, the old ones gone first.
+    fn net_rebuild(&mut self, opts: DdpOptions) {
+        let params = self.ddp_tensors(false);
+        let ready: Vec<usize> = (0..params.len()).rev().collect();
+        // The old buckets go first (the gradients, views into them or not, were set to none).
+        self.net().ctx.grad_views.borrow_mut().clear();
+        drop(std::mem::take(&mut self.net_mut().buckets));
+        let layout = ddp::rebuilt(&reducer_view(&params), &ready, &opts);
+        let buckets = self.buckets(&layout, &params, &opts);
+        let net = self.net_mut();
+        (net.buckets, net.rebuilt) = (buckets, true);
     }
 
     /// `train::step::gather`: rows `index * batch ..` (wrapping) selected where the data set
@@ -284,10 +420,17 @@ impl Executor for Sim<'_> {
                 let batch = self.phase(step, micro, measured(), |s| s.net_gather());
                 self.net_mut().batch = Some(batch);
             }
-            Action::Forward { grad, autocast, checkpoint } => {
+            Action::Wrap(spec) => {
+                let world = self.config.parallel.world_size;
+                self.phase(0, 0, measured(), |s| s.net_wrap(DdpOptions::from(spec), world))
+            }
+            Action::Forward { grad, autocast, checkpoint, reducer } => {
                 let (x, y) = self.net_mut().batch.take().expect("a batch before its forward");
                 let segment = checkpoint.segments(self.config.model.units());
                 let graph = self.phase(step, micro, measured(), |s| {
+                    if reducer {
+                        s.net_pre_forward();
+                    }
                     let _grad = s.net().ctx.grad_mode(grad);
                     s.net_forward(&x, &y, autocast.autocast(), segment.as_ref())
                 });
@@ -309,6 +452,7 @@ impl Executor for Sim<'_> {
                 self.phase(step, micro, measured(), |s| {
                     s.net_backward(graph, &loss, divide_by, scaled, autocast.autocast())
                 });
+                self.net_mut().backward_seen = true;
             }
             Action::EndMicro { last } => {
                 let net = self.net_mut();

@@ -301,6 +301,7 @@ mod tests {
                         elapsed_seconds: 0.0,
                         predicted_peak: None,
                         page_faults: Some(10),
+                        rank: None,
                     });
                 }
             }

@@ -39,7 +39,7 @@ impl CategoryBar {
     /// The categories of `row`'s trial, from its rows of `trace`. Phases missing from the trace
     /// count as not having allocated anything.
     pub fn from_trace(label: impl Into<String>, row: &SummaryRow, trace: &[PhaseRecord]) -> CategoryBar {
-        let mine: Vec<&PhaseRecord> = trace.iter().filter(|r| r.trial == row.trial).collect();
+        let mine: Vec<&PhaseRecord> = trace.iter().filter(|r| r.measured_by(row)).collect();
         let first = |phase: Phase| mine.iter().find(|r| r.phase == phase).map(|r| r.memory_allocated);
         let baseline = row.baseline_allocated;
         let data = first(Phase::Data).unwrap_or(baseline);

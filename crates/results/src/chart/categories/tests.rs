@@ -20,6 +20,7 @@ fn rec(trial: usize, step: usize, micro: usize, phase: Phase, allocated: u64) ->
         elapsed_seconds: 0.1,
         predicted_peak: None,
         page_faults: None,
+        rank: None,
     }
 }
 

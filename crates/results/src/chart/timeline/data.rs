@@ -98,7 +98,7 @@ impl Timeline {
         budget: Option<u64>,
     ) -> Timeline {
         let points: Vec<TimelinePoint> =
-            trace.iter().filter(|r| r.trial == row.trial).map(TimelinePoint::from_record).collect();
+            trace.iter().filter(|r| r.measured_by(row)).map(TimelinePoint::from_record).collect();
         let oom = (row.status == Status::Oom).then(|| {
             let at = |p: &TimelinePoint| Some(p.phase) == row.phase && Some(p.step) == row.step;
             let index = points.iter().rposition(at).or(points.len().checked_sub(1));

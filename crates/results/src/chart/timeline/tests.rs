@@ -36,6 +36,7 @@ fn trace(trial: usize, steps: usize, params: u64, act: u64) -> Vec<PhaseRecord> 
             elapsed_seconds: t,
             predicted_peak: None,
             page_faults: None,
+            rank: None,
         });
     };
     push(0, Phase::Data, MIB, MIB, 0.01);

@@ -12,6 +12,7 @@ use crate::spec::{
 
 mod checks;
 mod limits;
+mod parallel;
 mod sweeps;
 mod tables;
 mod techniques;
@@ -62,6 +63,7 @@ fn minimal_config() -> Config {
         model: ModelSpec::mlp(64, 2),
         data: DataSpec::Synthetic { samples: 128, features: 4, classes: 3, seed: 0 },
         location: DataLocation::Host,
+        parallel: Default::default(),
         training: TrainingSpec {
             optimizer: OptimizerSpec::Adam { lr: 0.001, weight_decay: 0.0 },
             batch_size: 32,
@@ -125,6 +127,7 @@ values = [1, 2, 4]
         model: ModelSpec::mlp(5000, 1),
         data: DataSpec::Synthetic { samples: 1024, features: 20, classes: 10, seed: 7 },
         location: DataLocation::Host,
+        parallel: Default::default(),
         training: TrainingSpec {
             optimizer: OptimizerSpec::Sgd { lr: 0.01, momentum: 0.9, weight_decay: 0.0001 },
             batch_size: 32,

@@ -13,7 +13,7 @@ fn unknown_key_names_the_key_table_line_and_choices() {
 fn unknown_table_is_refused() {
     assert_eq!(
         err(&format!("{MINIMAL}\n[modle]\nhidden = 3\n")),
-        "experiments/x.toml:17:2: unknown table [modle]; expected one of: [experiment], [model], [data], [training], [run], [sweep], [[variant]]"
+        "experiments/x.toml:17:2: unknown table [modle]; expected one of: [experiment], [model], [data], [training], [run], [sweep], [parallel], [[variant]]"
     );
 }
 

@@ -30,6 +30,7 @@ data = {{ samples = 256, seed = 3 }}
         model: ModelSpec::mlp(64, 2),
         data: DataSpec::Synthetic { samples: 256, features: 4, classes: 3, seed: 3 },
         location: DataLocation::Host,
+        parallel: Default::default(),
         training: TrainingSpec {
             optimizer: OptimizerSpec::Sgd { lr: 0.001, momentum: 0.9, weight_decay: 0.0 },
             batch_size: 32,
@@ -103,7 +104,7 @@ fn unknown_keys_in_a_variant_are_named() {
     let e = err(&format!("{MINIMAL}\n[[variant]]\nname = \"a\"\nhiden = 3\n"));
     assert_eq!(
         e,
-        "experiments/x.toml:19:1: unknown key `hiden` in variant[0]; expected one of: name, skip_on_cpu_without, model, data, training"
+        "experiments/x.toml:19:1: unknown key `hiden` in variant[0]; expected one of: name, skip_on_cpu_without, model, data, training, parallel"
     );
     let text = format!(
         "{MINIMAL}\n[[variant]]\nname = \"a\"\n[[variant]]\nname = \"b\"\n[variant.model]\nwidht = 3\n"
