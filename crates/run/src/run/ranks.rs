@@ -91,6 +91,10 @@ pub struct RankOutcome {
     pub row: Option<SummaryRow>,
     pub stderr: String,
     pub exit: Option<i32>,
+    /// Killed by oomlab because another rank's process had failed (it could only wait for that
+    /// one): never the rank a lost trial is blamed on while one that failed by itself exists.
+    #[serde(default)]
+    pub stopped: bool,
 }
 
 /// Refuses, before anything starts, the `[parallel]` trials this machine cannot run: on a GPU
@@ -187,6 +191,8 @@ pub(crate) struct RankProcess {
     lines: std::thread::JoinHandle<Result<(Vec<PhaseRecord>, Option<SummaryRow>)>>,
     text: std::thread::JoinHandle<String>,
     exit: Option<ExitStatus>,
+    /// Whether [`RankProcess::kill`] ended it (it was still running).
+    stopped: bool,
 }
 
 impl RankProcess {
@@ -221,7 +227,7 @@ impl RankProcess {
             let _ = err.read_to_string(&mut s);
             s
         });
-        Ok(RankProcess { rank, child, lines, text, exit: None })
+        Ok(RankProcess { rank, child, lines, text, exit: None, stopped: false })
     }
 
     /// Whether it has ended, and how.
@@ -233,7 +239,9 @@ impl RankProcess {
     }
 
     pub(crate) fn kill(&mut self) {
-        if self.exit.is_none() {
+        // A process that ended by itself meanwhile is not one this kill stopped.
+        if self.poll().ok().flatten().is_none() {
+            self.stopped = true;
             let _ = self.child.kill();
             self.exit = self.child.wait().ok();
         }
@@ -243,12 +251,13 @@ impl RankProcess {
         let rank = self.rank;
         let (records, row) = self.lines.join().map_err(|_| anyhow!("reading rank {rank}'s output"))??;
         let stderr = self.text.join().unwrap_or_default();
-        Ok(RankOutcome { rank, records, row, stderr, exit: self.exit.and_then(|s| s.code()) })
+        let exit = self.exit.and_then(|s| s.code());
+        Ok(RankOutcome { rank, records, row, stderr, exit, stopped: self.stopped })
     }
 }
 
-/// Waits until every process has ended. `stop` is asked every 20 ms, told whether one of them
-/// failed, and answers whether the rest must be killed now (they could only wait for a peer that
+/// Waits until every process has ended. `stop` is asked every 20 ms and once more at the end,
+/// told whether one of them failed, and answers whether the rest must be killed now (they could only wait for a peer that
 /// is gone). A signal to this process kills them all and is the error.
 pub(crate) fn wait_all(procs: &mut [RankProcess], mut stop: impl FnMut(bool) -> Result<bool>) -> Result<()> {
     loop {
@@ -264,10 +273,13 @@ pub(crate) fn wait_all(procs: &mut [RankProcess], mut stop: impl FnMut(bool) -> 
                 None => running = true,
             }
         }
+        // Asked even when every process has ended: a failure must still be told (a launched
+        // rank's only process, killed before it joined the others, ends its wait at once).
+        let stop_now = stop(failed)?;
         if !running {
             return Ok(());
         }
-        if stop(failed)? {
+        if stop_now {
             procs.iter_mut().for_each(RankProcess::kill);
             return Ok(());
         }
@@ -297,7 +309,10 @@ fn read_lines(rank: usize, out: impl Read) -> Result<(Vec<PhaseRecord>, Option<S
 /// words.
 pub fn combine(outcomes: Vec<RankOutcome>) -> Result<(Vec<PhaseRecord>, SummaryRow)> {
     let world = outcomes.len();
-    if let Some(lost) = outcomes.iter().find(|o| o.row.is_none()) {
+    // The rank that died by itself, not one oomlab stopped after it (that one has no summary
+    // either when it was killed before it noticed its peer was gone).
+    let lost = outcomes.iter().filter(|o| o.row.is_none()).min_by_key(|o| o.stopped);
+    if let Some(lost) = lost {
         let words: Vec<&str> = lost.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
         let tail = words[words.len().saturating_sub(3)..].join(" | ");
         let how = match lost.exit {
@@ -448,5 +463,10 @@ mod tests {
         };
         let e = combine(vec![outcome(0, Status::Ok, 1, ""), lost]).unwrap_err().to_string();
         assert_eq!(e, "rank 1 of 2 exited with status 1 before it reported its trial: error: boom; the other ranks were stopped");
+        // Rank 0, killed by oomlab once rank 1 had died, is not the one to blame.
+        let stopped = RankOutcome { rank: 0, stopped: true, ..RankOutcome::default() };
+        let died = RankOutcome { rank: 1, ..RankOutcome::default() };
+        let e = combine(vec![stopped, died]).unwrap_err().to_string();
+        assert!(e.starts_with("rank 1 of 2 was killed before it reported its trial"), "{e}");
     }
 }
