@@ -212,9 +212,13 @@ fn pytorchs_ddp_holds_every_rank_as_oomlab_does() {
         (&resnet_summary, &resnet_ref),
         (&views_summary, &views_ref),
     ]);
-    let runs = [("mlp", mlp), ("resnet18", resnet), ("bucket views", views)];
-    for ((name, (rows, ours)), (py, theirs)) in runs.into_iter().zip(refs) {
-        assert_as_pytorch(name, &rows, &ours, &py, &theirs, true);
+    // ResNet-18's buffers: 20 BatchNorms of 4,800 channels in all, a running mean and variance
+    // each (float32) and a batch count (int64).
+    let resnet_buffers = [4 * 2 * 4800, 8 * 20];
+    let runs =
+        [("mlp", mlp, &[][..]), ("resnet18", resnet, &resnet_buffers[..]), ("bucket views", views, &[][..])];
+    for ((name, (rows, ours), buffers), (py, theirs)) in runs.into_iter().zip(refs) {
+        assert_as_pytorch(name, &rows, &ours, &py, &theirs, true, buffers);
     }
 }
 
@@ -587,8 +591,18 @@ fn assert_as_pytorch(
     py: &[common::PySummary],
     theirs: &[PhaseRecord],
     predicted: bool,
+    buffer_flats: &[u64],
 ) {
     assert_eq!(theirs.len(), ours.len(), "{name}: the same phases on the same ranks");
+    // What PyTorch's DDP may still hold after the early steps: the flat tensors (one a dtype) of
+    // the buffers' broadcast before each forward, which gloo's thread lets go of a moment after
+    // the broadcast ended (oomlab waits for it). Seen once in a CI run: 256 bytes, the
+    // BatchNorm's 64 statistics, at the end of a step-4 forward. Only those exact sizes pass.
+    let lingering: Vec<i64> = (1..1u32 << buffer_flats.len())
+        .map(|set| {
+            (0..buffer_flats.len()).filter(|i| set & (1 << i) != 0).map(|i| buffer_flats[i] as i64).sum()
+        })
+        .collect();
     // A collective's tensors that gloo's thread may still hold early on: at most the wrap's flat
     // copy of this model's parameters and buffers (a ResNet-18's are 45 MB, not the MLP's 21 KB).
     let flat = rows.iter().map(|r| r.param_bytes).max().unwrap_or(0) + (64 << 10);
@@ -607,7 +621,7 @@ fn assert_as_pytorch(
         for (what, mine, other) in pairs {
             let d = mine as i64 - other as i64;
             assert!(
-                settled_within(t.step, d.abs(), 0, flat),
+                settled_within(t.step, d.abs(), 0, flat) || (t.step > 2 && lingering.contains(&-d)),
                 "{name} {:?}: oomlab's {what} {mine}, PyTorch's {other}",
                 key(t)
             );
@@ -655,7 +669,8 @@ fn a_torchscript_module_trains_under_ddp_as_pytorchs_ddp_trains_it() {
     let (py, theirs) =
         common::pytorch_cpu_memory_each(&[(&folder(&sb, "script").join("summary.csv"), &reference)])
             .remove(0);
-    assert_as_pytorch("torchscript", &rows, &ours, &py, &theirs, false);
+    // Its buffers: the BatchNorm's 32 means and 32 variances, and its batch count.
+    assert_as_pytorch("torchscript", &rows, &ours, &py, &theirs, false, &[4 * 64, 8]);
     // The wrap broadcast the buffers with the parameters: one float32 flat buffer of the 707
     // parameters and the 64 statistics (without the buffers, the wrap's peak would be the
     // parameters' 2,828 bytes over the model's).
