@@ -372,6 +372,29 @@ fn children_of(pid: u32) -> Vec<u32> {
     out
 }
 
+/// Kills `pid` (one of `run`'s processes, or theirs), and waits for `run`: it must fail within
+/// 30 s of the kill. Its stderr.
+fn kill_and_wait(run: &mut std::process::Child, pid: u32) -> String {
+    use std::time::{Duration, Instant};
+    // SAFETY: a plain kill(2) of a process this test's run started.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let killed = Instant::now();
+    let status = run.wait().unwrap();
+    assert!(killed.elapsed() < Duration::from_secs(30), "the run took {:?} to stop", killed.elapsed());
+    let mut err = String::new();
+    std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(!status.success());
+    err
+}
+
+/// Every one of `pids` has ended (and been reaped).
+fn assert_gone(pids: impl IntoIterator<Item = u32>) {
+    for pid in pids {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        assert!(state.is_empty(), "process {pid} is still there: {state}");
+    }
+}
+
 /// A rank killed mid-trial ends the run within moments with an error naming it, the other rank
 /// stopped: no process is left behind, and the folder holds the trials before it.
 #[test]
@@ -400,23 +423,13 @@ fn a_killed_rank_stops_the_others_and_the_run_says_which() {
         std::thread::sleep(Duration::from_millis(50));
     };
     std::thread::sleep(Duration::from_millis(500));
-    // SAFETY: a plain kill(2) of a child process this test's run started.
-    unsafe { libc::kill(ranks[1] as i32, libc::SIGKILL) };
-    let killed = Instant::now();
-    let status = run.wait().unwrap();
-    assert!(killed.elapsed() < Duration::from_secs(30), "the run took {:?} to stop", killed.elapsed());
-    let mut err = String::new();
-    std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert!(!status.success());
+    let err = kill_and_wait(&mut run, ranks[1]);
     assert!(
         err.contains("of 2 was killed before it reported its trial")
             && err.contains("the other ranks were stopped"),
         "{err}"
     );
-    for pid in ranks {
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        assert!(state.is_empty(), "rank process {pid} is still there: {state}");
-    }
+    assert_gone(ranks);
     let rows: Vec<SummaryRow> = common::read_csv(&folder(&sb, "killed").join("summary.csv"));
     assert_eq!(rows.len(), 1, "trial 1 kept");
 }
@@ -563,19 +576,9 @@ fn a_killed_rank_in_a_launched_world_ends_the_run_and_is_named() {
         std::thread::sleep(Duration::from_millis(50));
     };
     let workers: Vec<u32> = agents.iter().flat_map(|&a| children_of(a)).collect();
-    // SAFETY: a plain kill(2) of a process this test's torchrun started.
-    unsafe { libc::kill(trial as i32, libc::SIGKILL) };
-    let killed = Instant::now();
-    let status = run.wait().unwrap();
-    assert!(killed.elapsed() < Duration::from_secs(30), "the run took {:?} to stop", killed.elapsed());
-    let mut err = String::new();
-    std::io::Read::read_to_string(run.stderr.as_mut().unwrap(), &mut err).unwrap();
-    assert!(!status.success());
+    let err = kill_and_wait(&mut run, trial);
     assert!(err.contains("rank 1 of 2 was killed before it reported its trial"), "{err}");
-    for pid in agents.into_iter().chain(workers) {
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        assert!(state.is_empty(), "process {pid} is still there: {state}");
-    }
+    assert_gone(agents.into_iter().chain(workers));
     let rows: Vec<SummaryRow> = common::read_csv(&dir.join("summary.csv"));
     assert_eq!(rows.len(), 1, "trial 1 kept");
 }
