@@ -162,9 +162,15 @@ def trial_config(manifest: dict, row: dict) -> dict:
 
 
 def ddp_of(cfg: dict) -> dict | None:
-    """The config's DistributedDataParallel knobs (`[parallel]` strategy = "ddp"), or None."""
+    """The config's DistributedDataParallel knobs (`[parallel]` strategy = "ddp", or "zero":
+    ZeroRedundancyOptimizer over a DDP model), or None."""
     strategy = cfg.get("parallel", {}).get("strategy", {})
-    return strategy if strategy.get("name") == "ddp" else None
+    return strategy if strategy.get("name") in ("ddp", "zero") else None
+
+
+def shards_optimizer(cfg: dict) -> bool:
+    """`[parallel]` strategy = "zero": torch.distributed.optim.ZeroRedundancyOptimizer."""
+    return cfg.get("parallel", {}).get("strategy", {}).get("name") == "zero"
 
 
 def model_kind(model: dict) -> str:
@@ -735,20 +741,25 @@ def make_model(cfg: dict, features_or_shape, classes: int, dtype, device) -> Uni
     raise ValueError(f"model kind {kind!r}")
 
 
-def make_optimizer(spec: dict, params, impl: str) -> torch.optim.Optimizer:
+def make_optimizer(spec: dict, params, impl: str, zero: bool = False) -> torch.optim.Optimizer:
     """torch.optim with oomlab's settings (betas 0.9/0.999, eps 1e-8, no nesterov, no
     dampening) in the implementation oomlab ran (the spec's training.optimizer_impl, else
-    PyTorch's own pick: `default`, foreach on CUDA and the for-loop on the CPU)."""
+    PyTorch's own pick: `default`, foreach on CUDA and the for-loop on the CPU); with `zero`,
+    as the local optimizer of torch.distributed.optim.ZeroRedundancyOptimizer over `params`."""
     kw = {"for_loop": {"foreach": False}, "foreach": {"foreach": True},
           "fused": {"fused": True}, "default": {}}[impl]
     name, lr, wd = spec["name"], spec["lr"], spec.get("weight_decay", 0.0)
     if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=spec.get("momentum", 0.0), weight_decay=wd, **kw)
-    if name == "adam":
-        return torch.optim.Adam(params, lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=wd, **kw)
-    if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=wd, **kw)
-    raise ValueError(f"optimizer {name!r}")
+        cls, kw = torch.optim.SGD, dict(lr=lr, momentum=spec.get("momentum", 0.0), weight_decay=wd, **kw)
+    elif name in ("adam", "adamw"):
+        cls = torch.optim.Adam if name == "adam" else torch.optim.AdamW
+        kw = dict(lr=lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=wd, **kw)
+    else:
+        raise ValueError(f"optimizer {name!r}")
+    if zero:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+        return ZeroRedundancyOptimizer(params, optimizer_class=cls, **kw)
+    return cls(params, **kw)
 
 
 def autocast(device: torch.device, amp: dict):
@@ -811,7 +822,9 @@ def run_trial(cfg: dict, device: torch.device, rec: Recorder, args, out: dict):
         torch.manual_seed(int(t["seed"]))
         model = make_model(cfg, shape, classes, dtype, device)
         impl = args.optimizer_impl or tech.get("optimizer_impl") or "default"
-        opt = make_optimizer(t["optimizer"], model.parameters(), impl)
+        # ZeRO's wrapper needs the ranks' process group: a rank's process (--ddp-world) has it.
+        zero = shards_optimizer(cfg) and bool(getattr(args, "ddp_world", 0))
+        opt = make_optimizer(t["optimizer"], model.parameters(), impl, zero=zero)
         scaler = None
         if tech["amp"]["dtype"] == "fp16":
             s = tech["amp"]["scaler"]

@@ -4,7 +4,8 @@
 //! the rank's batch plus one copy of the gradients in DDP's buckets (none left after the
 //! backward with `gradient_as_bucket_view`); the global batch trains to the same loss at any
 //! world size; an out-of-memory on the ranks ends the trial as data and the next starts clean;
-//! a world the machine cannot host is refused before anything is written.
+//! a world the machine cannot host is refused before anything is written. ZeRO stage 1 (the
+//! same ranks with `ZeroRedundancyOptimizer`) is held to PyTorch's and to what it must save.
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -640,6 +641,63 @@ fn assert_as_pytorch(
             "{name} trial {}: PyTorch's {mean}, oomlab's {ours}",
             row.trial
         );
+    }
+}
+
+/// ZeRO stage 1 (`strategy = "zero"`) against PyTorch's own `ZeroRedundancyOptimizer` over a
+/// DDP model, per rank: an MLP with AdamW and weight decay at world sizes 2 and 3 (uneven shards:
+/// the largest weight alone on rank 0), and a world of 5 over a model of 4 parameter tensors in
+/// the foreach implementation, where rank 4 owns nothing and steps over nothing. Every rank's
+/// phases, end and peak, and its own prediction equal PyTorch's (from the third step exactly),
+/// and the ranks' mean loss is oomlab's.
+#[test]
+fn pytorchs_zero_redundancy_optimizer_holds_every_rank_as_oomlab_does() {
+    let sb = Sandbox::new();
+    let sweep =
+        "[parallel]\nstrategy = \"zero\"\n\n[sweep]\nfield = \"parallel.world_size\"\nvalues = [2, 3]\n";
+    let adamw =
+        spec("zero", 8, sweep).replace("optimizer = \"adam\"", "optimizer = \"adamw\"\nweight_decay = 0.01");
+    let mlp = run(&sb, "zero", &adamw);
+    let empty = spec("empty", 4, "[parallel]\nstrategy = \"zero\"\nworld_size = 5\n")
+        .replace("depth = 2", "depth = 1")
+        .replace("steps = 4", "steps = 4\noptimizer_impl = \"foreach\"");
+    let empty = run(&sb, "empty", &empty);
+    let (mlp_ref, empty_ref) = (sb.path().join("zero.csv"), sb.path().join("empty.csv"));
+    let (s1, s2) = (folder(&sb, "zero").join("summary.csv"), folder(&sb, "empty").join("summary.csv"));
+    let refs = common::pytorch_cpu_memory_each(&[(&s1, &mlp_ref), (&s2, &empty_ref)]);
+    for ((name, (rows, ours)), (py, theirs)) in
+        [("zero adamw", mlp), ("zero, a rank with no shard", empty)].into_iter().zip(refs)
+    {
+        assert_as_pytorch(name, &rows, &ours, &py, &theirs, true, &[]);
+    }
+}
+
+/// What ZeRO stage 1 saves, held to what it must be: on every rank, from the third step on,
+/// DDP's phases minus ZeRO's are what the rank's optimizer state would have held for the other
+/// ranks' shards; over the world those savings add up to `world_size - 1` copies of Adam's
+/// whole state (two moments of every parameter and a 4-byte step counter each), and no rank
+/// ever holds more than under DDP.
+#[test]
+fn zero_saves_every_rank_the_other_shards_optimizer_state() {
+    let sb = Sandbox::new();
+    let sweep = "\n[sweep]\nfield = \"parallel.world_size\"\nvalues = [2, 3]\n";
+    let (_, ddp) = run(&sb, "ddp", &spec("ddp", 8, &format!("[parallel]\nstrategy = \"ddp\"{sweep}")));
+    let (rows, zero) = run(&sb, "zero", &spec("zero", 8, &format!("[parallel]\nstrategy = \"zero\"{sweep}")));
+    // An MLP 16 -> 64 -> 64 -> 3 has 6 parameter tensors.
+    let state = 2 * PARAM_BYTES + 6 * 4;
+    let key = |t: &PhaseRecord| (t.trial, t.rank, t.step, t.micro, t.phase);
+    let ddp: HashMap<_, _> = ddp.iter().map(|t| (key(t), t)).collect();
+    for row in &rows {
+        let world = row.world_size.unwrap();
+        let mut saved = 0;
+        for z in zero.iter().filter(|t| t.trial == row.trial && t.step >= 3) {
+            let d = ddp[&key(z)];
+            assert!(z.max_memory_allocated <= d.max_memory_allocated, "{:?}: ZeRO above DDP", key(z));
+            if z.step == 3 && z.phase == Phase::ZeroGrad {
+                saved += d.memory_allocated - z.memory_allocated;
+            }
+        }
+        assert_eq!(saved, (world as u64 - 1) * state, "trial {} (world {world})", row.trial);
     }
 }
 

@@ -3,8 +3,9 @@
 //! spec, typed and checked once ([`spec`]), what a run measures ([`schema`]), which values a sweep
 //! tries ([`sweep`]), files written whole and read as untrusted ([`fsio`]), Markdown tables
 //! ([`markdown`]), commands for a shell ([`shell`]), interrupts ([`interrupt`]), the cache folder
-//! ([`cache`]), huge pages ([`hugepages`]) and the revision the binary was built from
-//! ([`revision`]). Nothing here runs libtorch: tch's `Kind` and `Device` are named as values only.
+//! ([`cache`]), huge pages ([`hugepages`]), the revision the binary was built from
+//! ([`revision`]) and ZeRO's partition of the parameters over ranks ([`zero`]). Nothing here
+//! runs libtorch: tch's `Kind` and `Device` are named as values only.
 /// `println!` that never panics: a closed stdout (`oomlab run … | head -3`) ends the output,
 /// not the work.
 #[macro_export]
@@ -38,3 +39,4 @@ pub mod spec;
 pub mod step;
 pub mod sweep;
 pub mod units;
+pub mod zero;

@@ -44,8 +44,11 @@ pub enum Action {
     /// The micro-batch's iteration ends: its batch goes, and its loss unless it is the step's
     /// `last`, which lives on through the optimizer's step and zero_grad.
     EndMicro { last: bool },
-    /// `scaler.step(optimizer)` when `scaled`, else `optimizer.step()`.
-    OptimizerStep { scaled: bool },
+    /// `scaler.step(optimizer)` when `scaled`, else `optimizer.step()`. `shards`: the optimizer
+    /// is ZeRO's, whose step updates this rank's shard of the parameters ([`crate::zero`]) and
+    /// then broadcasts every rank's shard from its owner, parameter by parameter, rank by rank
+    /// (none when the grad scaler skips the step).
+    OptimizerStep { scaled: bool, shards: bool },
     /// `zero_grad()`: every gradient set to none.
     ZeroGrad,
     /// The step ends (step 0: the set-up), the last loss with it; `last`: the trial's last step,
@@ -104,6 +107,7 @@ pub fn plan(config: &Config) -> impl Iterator<Item = Event> + use<> {
         Action::EndStep { last: steps == 0 },
     )]);
     let reducer = ddp.is_some();
+    let shards = config.parallel.shards_optimizer();
     let keep = (t.history != History::None).then_some(Action::Keep(t.history));
     let body = (1..=steps).flat_map(move |step| {
         let last = step == steps;
@@ -122,7 +126,7 @@ pub fn plan(config: &Config) -> impl Iterator<Item = Event> + use<> {
                     events.push(at(step, micro, backward));
                     events.push(at(step, micro, Action::EndMicro { last: micro + 1 == n }));
                 }
-                events.push(at(step, 0, Action::OptimizerStep { scaled }));
+                events.push(at(step, 0, Action::OptimizerStep { scaled, shards }));
                 events.push(at(step, 0, Action::ZeroGrad));
             }
             Mode::Forward | Mode::ForwardNoGrad => {
@@ -207,7 +211,7 @@ mod tests {
             })
             .collect();
         assert_eq!(lasts, [false, false, true]);
-        assert!(step2.iter().any(|e| e.action == Action::OptimizerStep { scaled: true }));
+        assert!(step2.iter().any(|e| e.action == Action::OptimizerStep { scaled: true, shards: false }));
         assert_eq!(step2.last().unwrap().action, Action::EndStep { last: true });
     }
 
@@ -266,6 +270,37 @@ mod tests {
         let mut got = names(&c);
         assert_eq!(got.remove(2), "0.0 wrap");
         assert_eq!(got, single);
+    }
+
+    /// ZeRO is DDP's plan whose optimizer steps broadcast the shards; nothing else differs.
+    #[test]
+    fn zero_is_ddps_plan_with_a_sharded_optimizer_step() {
+        let mut c = config(2, Techniques::default());
+        let ddp = DdpSpec::default();
+        c.parallel = crate::spec::Parallel {
+            strategy: crate::spec::Strategy::Ddp(ddp),
+            world_size: 2,
+            global_batch: None,
+        };
+        let of_ddp: Vec<Action> = plan(&c).map(|e| e.action).collect();
+        c.parallel.strategy = crate::spec::Strategy::Zero(ddp);
+        let of_zero: Vec<Action> = plan(&c).map(|e| e.action).collect();
+        assert_eq!(of_zero.len(), of_ddp.len());
+        for (z, d) in of_zero.iter().zip(&of_ddp) {
+            match (z, d) {
+                (
+                    Action::OptimizerStep { scaled: a, shards: true },
+                    Action::OptimizerStep { scaled: b, shards: false },
+                ) => {
+                    assert_eq!(a, b)
+                }
+                _ => assert_eq!(z, d),
+            }
+        }
+        assert_eq!(
+            of_zero.iter().filter(|a| matches!(a, Action::OptimizerStep { shards: true, .. })).count(),
+            2
+        );
     }
 
     /// Driving stops at the first error: an executor's failure is the trial's end.

@@ -5,6 +5,6 @@
 pub mod estimate;
 
 // The floors below, under the paths these modules name them by.
-use oomlab_core::{cache, device, fsio, revision, schema, spec, step, sweep, units};
+use oomlab_core::{cache, device, fsio, revision, schema, spec, step, sweep, units, zero};
 use oomlab_torch::ffi;
 use oomlab_train::{nn, train};

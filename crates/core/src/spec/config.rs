@@ -167,7 +167,10 @@ impl Config {
                 fix: Some("set training.mode = \"train\", or remove [parallel]"),
                 ..Invalid::new(
                     "parallel.strategy",
-                    "\"ddp\" all-reduces gradients in the backward pass, and this mode has none",
+                    format!(
+                        "\"{}\" all-reduces gradients in the backward pass, and this mode has none",
+                        p.strategy.name()
+                    ),
                 )
             });
         }

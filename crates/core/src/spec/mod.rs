@@ -159,12 +159,19 @@ impl Default for Parallel {
 }
 
 impl Parallel {
-    /// The DDP knobs when the strategy is DDP.
+    /// The DDP knobs when the model is wrapped in DistributedDataParallel (DDP itself, or ZeRO's
+    /// optimizer over a DDP model).
     pub fn ddp(&self) -> Option<DdpSpec> {
         match self.strategy {
-            Strategy::Ddp(d) => Some(d),
+            Strategy::Ddp(d) | Strategy::Zero(d) => Some(d),
             Strategy::None => None,
         }
+    }
+
+    /// Whether each rank's optimizer holds state for its shard of the parameters only
+    /// (ZeroRedundancyOptimizer), the shards broadcast from their owners after each step.
+    pub fn shards_optimizer(&self) -> bool {
+        matches!(self.strategy, Strategy::Zero(_))
     }
 
     /// Whether the trial runs as several ranks (a world of one with DDP runs the reducer too,
@@ -183,6 +190,22 @@ pub enum Strategy {
     /// `DistributedDataParallel`: every rank holds the whole model and optimizer, trains on its
     /// shard of the data, and all-reduces the gradients through the reducer's buckets.
     Ddp(DdpSpec),
+    /// `torch.distributed.optim.ZeroRedundancyOptimizer` (ZeRO stage 1) over a DDP model: the
+    /// gradients all-reduced as DDP does, each rank's optimizer over its shard of the parameters
+    /// (PyTorch's sorted-greedy partition, [`crate::zero`]), so its state is the shard's; after
+    /// each step every shard is broadcast from its owner.
+    Zero(DdpSpec),
+}
+
+impl Strategy {
+    /// The strategy's name in `parallel.strategy`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Strategy::None => "none",
+            Strategy::Ddp(_) => "ddp",
+            Strategy::Zero(_) => "zero",
+        }
+    }
 }
 
 /// DistributedDataParallel's knobs that change what a rank holds.

@@ -148,7 +148,26 @@ fn replay(
     bounds::check(config, shape, options.target)?;
     let input = crate::nn::Input::of(&config.data, shape.features, shape.classes);
     let params = phases::parameter_numels(config, input, options.target);
-    let terms = terms::Terms::new(shape, params, t.batch_size, t.dtype, options.target);
+    let mut terms = terms::Terms::new(shape, params, t.batch_size, t.dtype, options.target);
+    let mut zero_note = None;
+    if config.parallel.shards_optimizer() {
+        let world = config.parallel.world_size;
+        let rank = options.rank.unwrap_or_else(|| crate::zero::largest_part(&terms.params, world));
+        if rank >= world {
+            bail!("estimate of rank {rank} asked of a world of {world} ranks (0 to {})", world - 1);
+        }
+        let parts = crate::zero::partition(&terms.params, world);
+        terms = terms.optimizing(&parts[rank]);
+        let which = if options.rank.is_some() { "" } else { ", the one with the largest shard" };
+        zero_note = Some(format!(
+            "zero: rank {rank} of {world}{which}: ZeroRedundancyOptimizer's optimizer over {} of the {} parameter \
+             tensors ({} of {}), PyTorch's sorted-greedy partition; every shard broadcast in place after each step",
+            parts[rank].len(),
+            terms.params.len(),
+            crate::spec::format_size(terms.optimized_bytes()),
+            crate::spec::format_size(terms.param_bytes()),
+        ));
+    }
     let sim = phases::Sim::new(config, &terms, options);
     let replay = if record { sim.record().run() } else { sim.run() };
     let blocks = replay.blocks;
@@ -245,6 +264,7 @@ fn replay(
              over gloo",
             t.batch_size
         ));
+        notes.extend(zero_note);
         if options.target == Target::Cuda {
             notes.push(
                 "ddp on cuda: NCCL's own buffers live outside PyTorch's allocator and are not counted; DDP on GPUs \

@@ -31,6 +31,9 @@ pub struct Options {
     /// sets it; a single estimate records its own.
     #[serde(skip)]
     pub shared_checks: bool,
+    /// The rank predicted where ranks differ (ZeRO's shards): `None`, the rank whose shard is
+    /// the largest (the one whose optimizer state is the most); DDP's ranks are all alike.
+    pub rank: Option<usize>,
 }
 
 impl Default for Options {
@@ -44,6 +47,7 @@ impl Default for Options {
             gpu: GpuArch::default(),
             ladder_budget: None,
             shared_checks: false,
+            rank: None,
         }
     }
 }
@@ -65,5 +69,10 @@ impl Options {
     /// allocate").
     pub fn under(self, budget: Option<u64>) -> Self {
         Options { limit: budget, ..self }
+    }
+
+    /// For rank `rank` of a world whose ranks differ (ZeRO's).
+    pub fn at_rank(self, rank: usize) -> Self {
+        Options { rank: Some(rank), ..self }
     }
 }

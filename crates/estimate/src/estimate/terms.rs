@@ -57,8 +57,10 @@ pub struct Terms {
     /// Element size of the training dtype.
     pub elt: u64,
     pub dtype: Dtype,
-    /// The parameters' element counts in the optimizer's order.
+    /// The parameters' element counts in the model's order.
     pub params: Vec<u64>,
+    /// Those the optimizer holds, in its order: all of them, or a ZeRO rank's shard.
+    pub optimized: Vec<u64>,
     pub shape: DataShape,
     /// The micro-batch: `training.batch_size` rows per forward/backward.
     pub batch: u64,
@@ -68,7 +70,32 @@ pub struct Terms {
 impl Terms {
     /// A model with these parameters (`nn::Model::parameters`' element counts, in its order).
     pub fn new(shape: DataShape, params: Vec<u64>, batch: usize, dtype: Dtype, target: Target) -> Self {
-        Terms { elt: dtype.bytes(), dtype, params, shape, batch: batch as u64, target }
+        Terms {
+            elt: dtype.bytes(),
+            dtype,
+            optimized: params.clone(),
+            params,
+            shape,
+            batch: batch as u64,
+            target,
+        }
+    }
+
+    /// With the optimizer over `part` only (indices into the parameters, in its order): a ZeRO
+    /// rank's shard.
+    pub fn optimizing(self, part: &[usize]) -> Self {
+        let optimized = part.iter().map(|&i| self.params[i]).collect();
+        Terms { optimized, ..self }
+    }
+
+    /// The parameters the optimizer holds, in its order, in elements.
+    pub fn optimizer_numels(&self) -> &[u64] {
+        &self.optimized
+    }
+
+    /// Bytes of the parameters the optimizer holds.
+    pub fn optimized_bytes(&self) -> u64 {
+        self.optimized.iter().fold(0u64, |sum, &n| sum.saturating_add(self.bytes(n)))
     }
 
     /// The parameter tensors in the order the optimizer holds them (for an MLP `Mlp::parameters`:
@@ -102,9 +129,9 @@ impl Terms {
     }
 }
 
-/// Optimizer state bytes once every parameter has some.
+/// Optimizer state bytes once every parameter the optimizer holds has some.
 pub fn optimizer_state_bytes(opt: &OptimizerSpec, terms: &Terms) -> u64 {
-    opt.kind().state_tensors().saturating_mul(terms.param_bytes())
+    opt.kind().state_tensors().saturating_mul(terms.optimized_bytes())
 }
 
 #[cfg(test)]

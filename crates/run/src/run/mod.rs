@@ -507,14 +507,23 @@ fn run_trials(
                         None => ranks::run_world(&exe, &job)?,
                     };
                     let (records, row) = ranks::combine(outcomes)?;
+                    // ZeRO's ranks differ (each holds its shard's optimizer state): each rank's
+                    // phases beside its own prediction; DDP's are alike.
+                    let per_rank: Vec<Option<estimate::Prediction>> =
+                        if config.parallel.shards_optimizer() && prediction.is_some() {
+                            (0..world).map(|r| predict(&config, &options.at_rank(r)).ok()).collect()
+                        } else {
+                            Vec::new()
+                        };
                     lock.beat(true, || {
                         results::lock::beat_line(trial, config.training.steps, "step", host())
                     });
                     for rec in &records {
-                        // The estimate is per rank: every rank's phase beside the same prediction.
+                        // The estimate is per rank: every rank's phase beside its prediction.
                         let mut rec = rec.clone();
-                        rec.predicted_peak = prediction
-                            .as_ref()
+                        let of_rank = rec.rank.and_then(|r| per_rank.get(r)).map(Option::as_ref);
+                        rec.predicted_peak = of_rank
+                            .unwrap_or(prediction.as_ref())
                             .and_then(|p| p.row_peak(rec.step, rec.micro, rec.phase))
                             .map(|peak| row.baseline_allocated + peak);
                         traced += 1;

@@ -179,6 +179,7 @@ extern "C" {
         len: usize,
     ) -> c_int;
     fn oomlab_optim_zero_grad(optim: *mut c_void);
+    fn oomlab_grads_reset(params: *const *mut c_void, n: usize);
 }
 
 /// Calls a shim function that reports failure through a message buffer.
@@ -944,6 +945,14 @@ impl Optim {
         // SAFETY: the optimizer is live.
         unsafe { oomlab_optim_zero_grad(self.0.as_ptr()) }
     }
+}
+
+/// Sets each tensor's gradient to none (`zero_grad(set_to_none=True)` over tensors an
+/// optimizer does not hold: ZeRO's, whose local optimizer holds the rank's shard).
+pub fn reset_grads(params: &[&tch::Tensor]) {
+    let ptrs: Vec<*mut c_void> = params.iter().map(|p| p.as_ptr() as *mut c_void).collect();
+    // SAFETY: each pointer is a live at::Tensor (tch's C_tensor) for the call.
+    unsafe { oomlab_grads_reset(ptrs.as_ptr(), ptrs.len()) }
 }
 
 impl Drop for Optim {

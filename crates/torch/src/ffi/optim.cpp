@@ -239,6 +239,10 @@ int oomlab_optim_step(void* raw, void* grad_scale, void* found_inf, char* err,
   return guarded(err, len, [&] {
     auto& o = *static_cast<Optim*>(raw);
     at::NoGradGuard no_grad;
+    // A ZeRO rank that owns no parameter (a world larger than the model's parameters): its
+    // local optimizer steps over nothing, as torch.optim's do (the multi-tensor and fused
+    // implementations return before making anything).
+    if (o.params.empty() && o.idle.empty()) return;
     if (!o.sorted) {
       std::vector<at::Tensor> with_grad;
       for (const auto& p : o.params) (p.grad().defined() ? with_grad : o.idle).push_back(p);
@@ -288,6 +292,12 @@ int oomlab_optim_step(void* raw, void* grad_scale, void* found_inf, char* err,
 // `zero_grad(set_to_none=True)`: every gradient goes, in parameter order.
 void oomlab_optim_zero_grad(void* raw) noexcept {
   for (auto& p : static_cast<Optim*>(raw)->params) p.mutable_grad().reset();
+}
+
+// ZeroRedundancyOptimizer.zero_grad() (Optimizer's, over every parameter, where the local
+// optimizer holds the rank's shard only): each gradient set to none, in the order given.
+void oomlab_grads_reset(void* const* params, size_t n) noexcept {
+  for (size_t i = 0; i < n; ++i) static_cast<at::Tensor*>(params[i])->mutable_grad().reset();
 }
 
 }  // extern "C"

@@ -136,11 +136,20 @@ impl Executor for Trainer<'_, '_, '_> {
             Action::Model => {
                 let data = self.data.as_ref().expect("the data before the model");
                 let (device, t) = (self.device, &config.training.techniques);
+                let zero = match (config.parallel.shards_optimizer(), &self.world) {
+                    (true, Some(group)) => Some(group.clone()),
+                    (true, None) => return Err(no_group()),
+                    (false, _) => None,
+                };
                 let (model, opt, scaler) = self.rec.phase(0, measured(), || {
                     tch::manual_seed(config.training.seed as i64);
                     let input = Input::of(&config.data, data.features, data.classes);
                     let model = Model::new(&config.model, input, Place { kind, device })?;
-                    let opt = Optimizer::new(&config.training.optimizer, t.optimizer_impl, &model)?;
+                    let (spec, choice) = (&config.training.optimizer, t.optimizer_impl);
+                    let opt = match &zero {
+                        Some(group) => Optimizer::zero(spec, choice, &model, group)?,
+                        None => Optimizer::new(spec, choice, &model)?,
+                    };
                     let scaler = match &t.amp {
                         crate::spec::Amp::Fp16 { scaler } => Some(GradScaler::new(scaler, device)?),
                         _ => None,
@@ -153,11 +162,7 @@ impl Executor for Trainer<'_, '_, '_> {
             }
             Action::Wrap(spec) => {
                 let model = self.model.as_ref().expect("the model before its wrap");
-                let group = self.world.as_ref().ok_or_else(|| {
-                    Stop::Infra(anyhow::anyhow!(
-                        "a [parallel] trial trains as ranks, each with its process group: this one has none"
-                    ))
-                })?;
+                let group = self.world.as_ref().ok_or_else(no_group)?;
                 let opts = DdpOptions::from(spec);
                 let ddp = self.rec.phase(0, measured(), || {
                     Ddp::new(group, &model.parameters(), &model.buffers(), opts).map_err(TchError::Torch)
@@ -241,7 +246,8 @@ impl Executor for Trainer<'_, '_, '_> {
                     self.last = Some(loss);
                 }
             }
-            Action::OptimizerStep { scaled } => {
+            // ZeRO's shards are broadcast inside the optimizer's step (`Optimizer::zero`).
+            Action::OptimizerStep { scaled, shards: _ } => {
                 let (model, opt) =
                     (self.model.as_ref().expect("model"), self.opt.as_ref().expect("optimizer"));
                 let scaler = self.scaler.as_mut().filter(|_| scaled);
@@ -309,6 +315,12 @@ fn keep(history: History, loss: &Tensor, kept: &mut Kept) -> Result<(), TchError
         History::LossValue => kept.values.push(loss.f_double_value(&[])?),
     }
     Ok(())
+}
+
+fn no_group() -> Stop {
+    Stop::Infra(anyhow::anyhow!(
+        "a [parallel] trial trains as ranks, each with its process group: this one has none"
+    ))
 }
 
 fn stop(error: TchError, step: usize, phase: Phase) -> Stop {

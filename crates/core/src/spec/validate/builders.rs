@@ -364,10 +364,16 @@ impl Cx<'_> {
     ) -> Result<Parallel, SpecError> {
         let (table, p) = split(raw);
         let strategy = match &p.strategy {
-            Some(v) => self.word(v, "parallel.strategy", &[("none", false), ("ddp", true)])?,
+            Some(v) => self.word(
+                v,
+                "parallel.strategy",
+                &[("none", Named::None), ("ddp", Named::Ddp), ("zero", Named::Zero)],
+            )?,
             None if table.is_some() => return Err(self.missing("parallel.strategy", &table)),
-            None => false,
+            None => Named::None,
         };
+        let named = strategy;
+        let strategy = named != Named::None;
         // Knobs of DDP written without it would silently do nothing.
         let knobs = [
             ("parallel.bucket_cap_mb", p.bucket_cap_mb.as_ref().map(|v| v.span())),
@@ -380,8 +386,8 @@ impl Cx<'_> {
                 span,
                 Problem::value(
                     *key,
-                    "is DistributedDataParallel's (strategy = \"ddp\"), and parallel.strategy is \"none\": set \
-                     strategy = \"ddp\", or remove it",
+                    "is DistributedDataParallel's (strategy = \"ddp\" or \"zero\"), and parallel.strategy is \
+                     \"none\": set strategy = \"ddp\", or remove it",
                 ),
             ));
         }
@@ -427,7 +433,11 @@ impl Cx<'_> {
             // the batch is refused there, naming both.
             training.batch_size = g / world_size.max(1);
         }
-        let strategy = if strategy { Strategy::Ddp(ddp) } else { Strategy::None };
+        let strategy = match named {
+            Named::None => Strategy::None,
+            Named::Ddp => Strategy::Ddp(ddp),
+            Named::Zero => Strategy::Zero(ddp),
+        };
         Ok(Parallel { strategy, world_size, global_batch })
     }
 
@@ -523,4 +533,12 @@ impl Cx<'_> {
             None => PathBuf::from(p),
         }
     }
+}
+
+/// `parallel.strategy` as written, before its knobs are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Named {
+    None,
+    Ddp,
+    Zero,
 }

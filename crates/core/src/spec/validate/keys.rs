@@ -66,7 +66,7 @@ const KEYS: &[KeyInfo] = &[
     KeyInfo { key: "training.checkpoint.sequential", about: "checkpoint_sequential's segments, 1 to the model's units (the last segment is not checkpointed)", example: "checkpoint = { sequential = 4 }" },
     KeyInfo { key: "training.mode", about: r#""train", "forward" or "forward_no_grad""#, example: r#"mode = "train""# },
     KeyInfo { key: "training.history", about: r#""none", "loss_tensor" or "loss_value""#, example: r#"history = "loss_value""# },
-    KeyInfo { key: "parallel.strategy", about: r#""none" or "ddp" (DistributedDataParallel: every rank holds the model and all-reduces the gradients)"#, example: r#"strategy = "ddp""# },
+    KeyInfo { key: "parallel.strategy", about: r#""none", "ddp" (DistributedDataParallel: every rank holds the model and all-reduces the gradients) or "zero" (ZeroRedundancyOptimizer over DDP: each rank's optimizer state is its shard's)"#, example: r#"strategy = "ddp""# },
     KeyInfo { key: "parallel.world_size", about: "the ranks, one process each (sweepable)", example: "world_size = 2" },
     KeyInfo { key: "parallel.batch", about: r#""per_rank" (training.batch_size is each rank's, the default) or "global" (split evenly over the ranks)"#, example: r#"batch = "per_rank""# },
     KeyInfo { key: "parallel.bucket_cap_mb", about: "DDP's gradient bucket size in MiB (default 25, the first bucket 1)", example: "bucket_cap_mb = 25" },

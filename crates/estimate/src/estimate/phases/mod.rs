@@ -106,7 +106,8 @@ impl<'a> Sim<'a> {
     /// `GradScaler.step` (with fp16) and the optimizer's step ([`optim`]).
     fn optimizer_step(&mut self, scaled: bool) {
         let implementation = self.optimizer_impl();
-        if scaled && implementation == OptimizerImpl::Fused {
+        // ZeRO's wrapper does not take the grad scale into its step: the scaler unscales first.
+        if scaled && implementation == OptimizerImpl::Fused && !self.config.parallel.shards_optimizer() {
             return self.scaled_fused_step();
         }
         let unscaled = if scaled { self.unscale() } else { 0 };

@@ -465,7 +465,8 @@ impl Executor for Sim<'_> {
                     net.release(loss);
                 }
             }
-            Action::OptimizerStep { scaled } => {
+            // ZeRO's broadcasts of the shards are in place: they make nothing.
+            Action::OptimizerStep { scaled, shards: _ } => {
                 self.phase(step, micro, measured(), |s| s.optimizer_step(scaled))
             }
             Action::ZeroGrad => self.phase(step, micro, measured(), Self::net_zero_grad),

@@ -47,7 +47,7 @@ impl Sim<'_> {
     /// wrapping the scalar for a moment; on CUDA the fused kernel takes it as an argument.
     fn foreach_scalar_op(&mut self, wrap: u64) {
         if self.t.target == Target::Cpu {
-            for _ in self.t.param_numels() {
+            for _ in self.t.optimizer_numels().to_vec() {
                 self.ledger.alloc(Transient, wrap);
                 self.ledger.free(Transient, wrap);
             }
@@ -63,6 +63,11 @@ impl Sim<'_> {
     /// `optimizer.step()` without a grad scaler's help (a fused step with one is
     /// [`Self::scaled_fused_step`]).
     pub(super) fn torch_optimizer_step(&mut self, implementation: OptimizerImpl) {
+        if self.t.optimizer_numels().is_empty() {
+            // A ZeRO rank that owns no parameter: torch.optim's step over an empty list makes
+            // nothing (the multi-tensor and fused implementations return first).
+            return;
+        }
         let first = !self.has_state;
         match (self.config.training.optimizer, implementation) {
             (OptimizerSpec::Sgd { momentum, weight_decay, .. }, OptimizerImpl::ForLoop) => {
@@ -96,7 +101,7 @@ impl Sim<'_> {
     /// `Adam._init_group` at the first step: per parameter, `step`, `exp_avg`, `exp_avg_sq`.
     fn adam_state(&mut self, fused: bool) {
         let step = if fused { self.t.target.counted(4) } else { self.host_f32() };
-        for n in self.t.param_numels() {
+        for n in self.t.optimizer_numels().to_vec() {
             self.ledger.alloc(OptimizerState, step);
             self.ledger.alloc(OptimizerState, self.t.bytes(n)); // exp_avg
             self.ledger.alloc(OptimizerState, self.t.bytes(n)); // exp_avg_sq
@@ -107,7 +112,7 @@ impl Sim<'_> {
     fn adam_for_loop(&mut self, decoupled: bool, wd: bool) {
         let (t, w, step_wrap) = (self.t, self.t.wrapped_scalar(), self.host_f32_wrap());
         let (mut grad, mut denom): (Option<Held>, Option<Held>) = (None, None);
-        for n in t.param_numels() {
+        for n in t.optimizer_numels().to_vec() {
             let s = t.bytes(n);
             if let Some(g) = grad.take() {
                 self.ledger.release(g); // `grad = grads[i]`
@@ -144,7 +149,7 @@ impl Sim<'_> {
         if wd && decoupled {
             self.foreach_scalar_op(w); // _foreach_mul_(params, 1 - lr * wd)
         } else if wd {
-            for n in t.param_numels() {
+            for n in t.optimizer_numels().to_vec() {
                 self.ledger.alloc(Transient, t.bytes(n)); // _foreach_add(grads, params, wd)
                 decayed += t.bytes(n);
             }
@@ -152,7 +157,7 @@ impl Sim<'_> {
         self.foreach_scalar_op(w); // _foreach_mul_(exp_avg_sqs, beta2)
         self.ledger.free(Transient, decayed); // del device_grads
         let mut roots = 0;
-        for n in t.param_numels() {
+        for n in t.optimizer_numels().to_vec() {
             self.ledger.alloc(Transient, t.bytes(n)); // _foreach_sqrt(exp_avg_sqs)
             roots += t.bytes(n);
         }
@@ -172,7 +177,7 @@ impl Sim<'_> {
     fn sgd_for_loop(&mut self, first: bool, momentum: bool, wd: bool) {
         let (t, w) = (self.t, self.t.wrapped_scalar());
         let mut grad: Option<Held> = None;
-        for n in t.param_numels() {
+        for n in t.optimizer_numels().to_vec() {
             let s = t.bytes(n);
             if let Some(g) = grad.take() {
                 self.ledger.release(g); // `grad = grads[i]`
@@ -201,14 +206,14 @@ impl Sim<'_> {
         let (t, w) = (self.t, self.t.wrapped_scalar());
         let mut decayed = 0;
         if wd {
-            for n in t.param_numels() {
+            for n in t.optimizer_numels().to_vec() {
                 self.ledger.alloc(Transient, t.bytes(n)); // _foreach_add(grads, params, wd)
                 decayed += t.bytes(n);
             }
         }
         if momentum {
             if first {
-                for n in t.param_numels() {
+                for n in t.optimizer_numels().to_vec() {
                     self.ledger.alloc(OptimizerState, t.bytes(n)); // clone of each gradient
                 }
             } else {
@@ -222,7 +227,7 @@ impl Sim<'_> {
     /// `_fused_sgd`: the first step with momentum makes the buffers (`empty_like`).
     fn sgd_fused(&mut self, first: bool, momentum: bool) {
         if first && momentum {
-            for n in self.t.param_numels() {
+            for n in self.t.optimizer_numels().to_vec() {
                 self.ledger.alloc(OptimizerState, self.t.bytes(n));
             }
         }

@@ -81,7 +81,7 @@ fn mistakes_name_the_key_and_the_fix() {
         "{e}"
     );
     let e = err(&with_parallel("strategy = \"none\"\nbucket_cap_mb = 25\n"));
-    assert!(e.starts_with("experiments/x.toml:19:17: parallel.bucket_cap_mb: is DistributedDataParallel's (strategy = \"ddp\")"), "{e}");
+    assert!(e.starts_with("experiments/x.toml:19:17: parallel.bucket_cap_mb: is DistributedDataParallel's (strategy = \"ddp\" or \"zero\")"), "{e}");
     let e = err(&with_parallel("strategy = \"fsdp2\"\n"));
     assert!(e.contains("parallel.strategy") && e.contains("\"ddp\""), "{e}");
     let e = err(&with_parallel("strategy = \"ddp\"\nworld_size = 0\n"));
@@ -105,4 +105,21 @@ fn a_variant_may_take_another_strategy() {
     let spec = parse_at(&text).unwrap();
     assert!(!spec.variants[0].config.parallel.is_distributed());
     assert_eq!(spec.variants[1].config.parallel.world_size, 2);
+}
+
+#[test]
+fn zero_is_ddp_with_a_sharded_optimizer_and_takes_ddps_knobs() {
+    let spec = parse_at(&with_parallel("strategy = \"zero\"\nworld_size = 3\nbucket_cap_mb = 1\n")).unwrap();
+    let want = DdpSpec { bucket_cap_bytes: Some(1 << 20), ..DdpSpec::default() };
+    assert_eq!(spec.base.parallel.strategy, Strategy::Zero(want));
+    assert_eq!(spec.base.parallel.ddp(), Some(want), "the model is wrapped in DDP");
+    assert!(spec.base.parallel.shards_optimizer());
+    assert!(!parse_at(&with_parallel("strategy = \"ddp\"\n")).unwrap().base.parallel.shards_optimizer());
+    let e = err(&format!(
+        "{}\n[parallel]\nstrategy = \"zero\"\n",
+        MINIMAL.replace("batch_size = 32\n", "batch_size = 32\nmode = \"forward\"\n")
+    ));
+    assert!(e.contains("\"zero\" all-reduces gradients in the backward pass"), "{e}");
+    let e = err(&with_parallel("strategy = \"zero3\"\n"));
+    assert!(e.contains(r#"must be one of "none", "ddp", "zero", got "zero3""#), "{e}");
 }
