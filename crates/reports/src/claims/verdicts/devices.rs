@@ -102,6 +102,18 @@ pub(super) fn multi_gpu(get: Get) -> Claim {
     } else {
         format!("; with gradient_as_bucket_view {}", peaks(&views))
     };
+    // ZeRO stage 1 on the same ranks: the largest rank's peak (the one with the largest shard of
+    // the optimizer's state; a trial's row is its highest rank).
+    let zero = worlds("zero");
+    let zero_at_most = zero.iter().find(|&&(w, _, _)| w == most).map(|&(_, p, _)| p);
+    let zero = match zero_at_most {
+        Some(p) => format!(
+            "; with ZeRO stage 1 (ZeroRedundancyOptimizer) {}, at {most} ranks {} of one rank's",
+            peaks(&zero),
+            pct(p as f64 / at_one as f64)
+        ),
+        None => String::new(),
+    };
     // What the forward keeps for the backward: the part of a rank that its batch share divides.
     let kept = |trial: usize| {
         Some(
@@ -118,7 +130,7 @@ pub(super) fn multi_gpu(get: Get) -> Claim {
         _ => String::new(),
     };
     let measured = format!(
-        "per-rank peak at one global batch of {}: {} ranks{views}; at {most} ranks {} of one rank's (linear: {})",
+        "per-rank peak at one global batch of {}: {} ranks{views}; at {most} ranks {} of one rank's (linear: {}){zero}",
         e.variant("buckets").map_or(0, |r| r.batch_size * r.world_size.unwrap_or(1)),
         peaks(&default),
         pct(ratio),
@@ -143,9 +155,12 @@ pub(super) fn multi_gpu(get: Get) -> Claim {
              rank and adds its gradient buckets (a second copy of the gradients, unless \
              gradient_as_bucket_view); only the batch and the activations divide{activations}. So the global \
              batch grows with the ranks, each taking its share, but what one GPU must hold does not fall: a \
-             model whose states do not fit one GPU does not fit N under DDP. Measured on CPU ranks over gloo, \
-             each a process with its own allocator, held to PyTorch's DDP; on GPUs NCCL's own buffers come \
-             beside. `oomlab estimate` answers for a rank at any world size."
+             model whose states do not fit one GPU does not fit N under DDP. ZeRO stage 1 (strategy = \"zero\") \
+             keeps on each rank the optimizer's state of its shard of the parameters only, so Adam's two moments \
+             divide over the ranks; the parameters, the gradients and DDP's buckets do not, and the step's own \
+             temporaries follow the rank's largest parameters. Measured on CPU ranks over gloo, each a process \
+             with its own allocator, held to PyTorch's DDP and ZeroRedundancyOptimizer; on GPUs NCCL's own \
+             buffers come beside. `oomlab estimate` answers for a rank at any world size."
         ),
     )
 }
