@@ -172,3 +172,32 @@ fn export_model_refuses_what_oomlab_would_refuse_and_writes_nothing() {
         sb.path().join("specs/deep/r18.toml").is_file() && sb.path().join("models/resnet18.pt").is_file()
     );
 }
+
+/// The README's "depth challenge on 8 H100s" runs as written, and the depths its text gives for
+/// one GPU, DDP over 8 and ZeRO stage 1 over 8 are the ones the estimate answers; more than
+/// that, what they say holds: DDP's buckets cost depth, ZeRO's shards buy it.
+#[test]
+fn the_readmes_eight_gpu_answer_is_what_the_estimate_says() {
+    let readme = std::fs::read_to_string("README.md").expect("README.md at the crate's root");
+    let section = readme.split("**The depth challenge on 8 H100s**").nth(1).expect("the section");
+    let block = section.split("```sh").nth(1).and_then(|b| b.split("```").next()).expect("its sh block");
+    let line = block.lines().map(str::trim).find(|l| !l.is_empty()).expect("a command");
+    let args: Vec<&str> = line.split(" -- ").nth(1).expect("cargo run -- ARGS").split_whitespace().collect();
+    let out = std::process::Command::new(common::bin()).args(&args).output().expect("oomlab runs");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{line}:\n{said}\n{}", String::from_utf8_lossy(&out.stderr));
+    // Each variant's "largest depth predicted to fit in …: N", in the spec's order.
+    let depths: Vec<u64> = said
+        .lines()
+        .filter_map(|l| l.strip_prefix("largest depth predicted to fit in "))
+        .filter_map(|l| l.split(": ").nth(1)?.split_whitespace().next()?.parse().ok())
+        .collect();
+    let [one, ddp, zero] = depths[..] else { panic!("three answers:\n{said}") };
+    let text = section.split("\n\n").take(3).collect::<Vec<_>>().join(" ").replace('\n', " ");
+    for (words, n) in
+        [("on one GPU", one), ("a GPU with DDP over 8", ddp), ("with ZeRO stage 1 over 8", zero)]
+    {
+        assert!(text.contains(&format!("{n} layers {words}")), "README says {n} layers {words}?\n{text}");
+    }
+    assert!(ddp < one && one < zero, "DDP's buckets cost depth, ZeRO's shards buy it: {depths:?}");
+}
