@@ -251,3 +251,37 @@ fn other_model_kinds_are_advised_and_verified() {
         }
     }
 }
+
+/// The lesson's depth sweep, advised for an H100, lists the same training on 2, 4 and 8 GPUs
+/// with DDP and ZeRO stage 1: each GPU's peak and what a step sends. ZeRO's GPU holds less than
+/// DDP's at every count and less the more GPUs share Adam's state; DDP's holds what one GPU at
+/// its share of the batch holds plus its buckets, so at the depth one GPU runs out, DDP's run
+/// out too.
+#[test]
+fn the_lessons_depth_sweep_is_offered_more_gpus_with_ddp_and_zero() {
+    let sb = Sandbox::new();
+    let lesson = Path::new(env!("CARGO_MANIFEST_DIR")).join("experiments/depth_sweep.toml");
+    let lesson = lesson.to_str().unwrap();
+    let a = advise_json(&sb, &[lesson, "--device", "cuda", "--gpu", "h100", "--no-write", "--no-calibrate"]);
+    assert_eq!(a["written"]["verdict"], "oom");
+    let options = a["gpus"]["options"].as_array().expect("options on more GPUs");
+    let got: Vec<(u64, &str)> =
+        options.iter().map(|o| (o["gpus"].as_u64().unwrap(), o["strategy"].as_str().unwrap())).collect();
+    assert_eq!(got, [(2, "ddp"), (2, "zero"), (4, "ddp"), (4, "zero"), (8, "ddp"), (8, "zero")]);
+    let peak = |o: &Value| o["peak"].as_u64().unwrap();
+    for pair in options.chunks(2) {
+        assert!(peak(&pair[1]) < peak(&pair[0]), "ZeRO below DDP: {pair:?}");
+        assert_eq!(pair[0]["verdict"], "oom", "DDP over the budget where one GPU is: {pair:?}");
+        assert!(pair[1]["communicated"].as_u64() > pair[0]["communicated"].as_u64(), "ZeRO also broadcasts");
+    }
+    let zero: Vec<u64> = options.iter().skip(1).step_by(2).map(peak).collect();
+    assert!(zero.windows(2).all(|w| w[1] < w[0]), "more GPUs, less of Adam's state each: {zero:?}");
+    let text = common::advise::oomlab(&sb)
+        .arg("advise")
+        .arg(lesson)
+        .args(["--device", "cuda", "--gpu", "h100", "--no-write", "--no-calibrate", "-q"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("on more GPUs") && text.contains("ZeRO stage 1"), "{text}");
+}

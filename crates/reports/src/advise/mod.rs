@@ -12,6 +12,7 @@ pub mod calibrate;
 pub mod candidates;
 pub mod chart;
 mod evaluate;
+pub mod gpus;
 mod point;
 mod rank;
 pub mod report;
@@ -83,6 +84,8 @@ pub struct Advice {
     pub timing: TimingSource,
     pub calibration: Option<Calibration>,
     pub verified: Vec<Verified>,
+    /// The same training on 2, 4 and 8 GPUs with DDP or ZeRO stage 1, or why none is offered.
+    pub gpus: gpus::Gpus,
     pub notes: Vec<String>,
     pub provenance: Provenance,
 }
@@ -220,6 +223,7 @@ pub fn advise(req: &Request) -> Result<Advice> {
         timing,
         calibration,
         verified: Vec::new(),
+        gpus: gpus::Gpus::of(&base, &eval),
         notes,
         provenance: Provenance::here(),
     };

@@ -115,6 +115,45 @@ fn options_table(rows: &[&Evaluated], markdown: bool) -> Table {
     t
 }
 
+/// The options on more GPUs (`advise::gpus`).
+fn gpus_table(a: &Advice, markdown: bool) -> Table {
+    let mut t = Table::new();
+    t.load_preset(if markdown { presets::ASCII_MARKDOWN } else { presets::NOTHING });
+    t.set_header(["GPUs", "strategy", "batch a GPU", "predicted", "peak a GPU", "headroom", "sent a step"]);
+    for o in &a.gpus.options {
+        let strategy = match o.strategy {
+            "zero" => "ZeRO stage 1",
+            _ => "DDP",
+        };
+        let (verdict, peak, headroom, sent) = match &o.error {
+            Some(e) => (format!("unknown: {e}"), "-".into(), "-".into(), "-".into()),
+            None => (
+                o.verdict.as_str().to_string(),
+                format_size(o.peak),
+                signed_size(o.headroom),
+                format_size(o.communicated),
+            ),
+        };
+        t.add_row(vec![
+            Cell::new(o.gpus).set_alignment(CellAlignment::Right),
+            Cell::new(strategy),
+            Cell::new(o.batch_per_gpu).set_alignment(CellAlignment::Right),
+            Cell::new(verdict),
+            Cell::new(peak).set_alignment(CellAlignment::Right),
+            Cell::new(headroom).set_alignment(CellAlignment::Right),
+            Cell::new(sent).set_alignment(CellAlignment::Right),
+        ]);
+    }
+    t
+}
+
+/// What the many-GPU table is, in a sentence.
+const GPUS_WHAT: &str = "the same training with its batch split evenly over the GPUs (the ranks' mean gradient is the \
+    whole batch's), each GPU's peak the estimate of a rank (ZeRO's: the rank with the largest shard), held to CPU \
+    ranks over gloo and to PyTorch's DDP and ZeroRedundancyOptimizer; NCCL's own buffers come beside it and are not \
+    counted, and no step time is predicted. \"sent a step\": what each GPU sends as ring collectives move it, the \
+    gradients' all-reduce once a backward and, under ZeRO, the updated parameters' broadcast";
+
 /// The furthest a verified step time is from its prediction, as a factor either way, where
 /// that is more than 2x: `None` where every time is within it (or none was timed).
 fn time_off(verified: &[super::verify::Verified]) -> Option<f64> {
@@ -272,6 +311,16 @@ pub fn text(a: &Advice) -> String {
     if !a.verified.is_empty() {
         s += &format!("\nverified by training on {}:\n{}\n", a.device, verified_table(a, false));
     }
+    match &a.gpus.none_because {
+        Some(why) => s += &format!("\non more GPUs: none offered: {why}\n"),
+        None => {
+            s += &format!(
+            "\non more GPUs: the same training, its batch split evenly; a GPU's peak by the estimate of a \
+                 rank; NCCL's buffers not counted (advice.md says more):\n{}\n",
+            gpus_table(a, false)
+        )
+        }
+    }
     for n in &a.notes {
         s += &format!("note: {n}\n");
     }
@@ -343,6 +392,15 @@ pub fn markdown(a: &Advice, chart: Option<&str>) -> String {
                  smaller model and scaled; here they are off by up to {off:.1}x: they rank the options, their values \
                  are not this device's.\n"
             );
+        }
+    }
+    match &a.gpus.none_because {
+        Some(why) => s += &format!("\n## On more GPUs\n\nNone offered: {why}.\n"),
+        None => {
+            s += &format!(
+                "\n## On more GPUs\n\nBeside the options on one device: {GPUS_WHAT}.\n\n{}\n",
+                gpus_table(a, true)
+            )
         }
     }
     if let TimingSource::Calibrated { .. } | TimingSource::File { .. } = a.timing {
