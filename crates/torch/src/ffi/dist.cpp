@@ -25,6 +25,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +34,17 @@
 namespace {
 
 using oomlab::guarded;
+
+// c10d's flight recorder (a process-wide log of collectives, for debugging hangs, on by default
+// in 2.11) keeps each process group's status in a map it reads and inserts into outside its lock
+// when a collective is enqueued (FlightRecorder::recordWithResetEnabled): two groups of one
+// process enqueueing at once can corrupt it. oomlab's ranks are a process each, one group each,
+// whose enqueues the group's own lock orders; its tests run ranks as threads of one process,
+// where it crashed (a segfault in _Rb_tree_insert_and_rebalance under verify_params_across_
+// processes, 5 runs of 8 of ddp_engine's random-bucket test). Turned off here, before main and
+// so before any thread or group exists, unless TORCH_FR_BUFFER_SIZE is set already; it records
+// sizes, not tensors, so nothing the allocator counts changes.
+const bool flight_recorder_off = [] { return setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/0) == 0; }();
 
 // A process group with its store: what `dist.init_process_group("gloo", ...)` leaves as WORLD.
 struct Group {
