@@ -31,7 +31,8 @@ pub struct EstimateArgs {
     /// allocation history to find the first allocation where they part. What the loop frees
     /// between phases comes under the next phase as `outside_free` (as PyTorch's history is
     /// written), so the rows add up to the estimate's memory. A `[parallel]` trial's rows say
-    /// which ranks make them (`ranks`: DDP's all alike). Not overwritten.
+    /// which ranks make them (`ranks`: DDP's all alike; under ZeRO the rank replayed, the one
+    /// with the largest shard). Not overwritten.
     #[arg(long, value_name = "FILE")]
     pub blocks: Option<PathBuf>,
     /// For a TorchScript module: where its step is recorded. meta: on libtorch's meta device,

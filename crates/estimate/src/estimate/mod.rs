@@ -152,7 +152,7 @@ fn replay(
     let mut zero_note = None;
     if config.parallel.shards_optimizer() {
         let world = config.parallel.world_size;
-        let rank = options.rank.unwrap_or_else(|| crate::zero::largest_part(&terms.params, world));
+        let rank = zero_rank(options, &terms.params, world);
         if rank >= world {
             bail!("estimate of rank {rank} asked of a world of {world} ranks (0 to {})", world - 1);
         }
@@ -310,6 +310,23 @@ fn replay(
         notes,
     };
     Ok((prediction, blocks))
+}
+
+/// The rank a prediction of `config` is of where ranks differ (ZeRO's shards): the one
+/// `options` names, else the one with the largest shard. `None` where every rank is alike (one
+/// process, DDP).
+pub fn predicted_rank(config: &Config, shape: DataShape, options: &Options) -> Option<usize> {
+    if !config.parallel.shards_optimizer() {
+        return None;
+    }
+    let input = crate::nn::Input::of(&config.data, shape.features, shape.classes);
+    let numels = phases::parameter_numels(config, input, options.target);
+    Some(zero_rank(options, &numels, config.parallel.world_size))
+}
+
+/// The ZeRO rank `options` names, else the one whose shard of `numels` is the largest.
+fn zero_rank(options: &Options, numels: &[u64], world: usize) -> usize {
+    options.rank.unwrap_or_else(|| crate::zero::largest_part(numels, world))
 }
 
 /// What the CUDA replay of a convolutional model knew of cuDNN's workspaces: `(measured, calls)`.

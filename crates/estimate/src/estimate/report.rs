@@ -25,7 +25,8 @@ struct BlockRow<'a> {
     site: &'a str,
     /// The ranks that make this event, for a `[parallel]` trial ("0-3"; empty for one
     /// process). DDP's ranks all make the same: its wrap, buckets and broadcasts allocate alike
-    /// on the root and the others (measured: every rank's phases equal, and PyTorch's).
+    /// on the root and the others (measured: every rank's phases equal, and PyTorch's). ZeRO's
+    /// differ by their shards: the rank replayed ("0").
     ranks: &'a str,
 }
 
@@ -44,10 +45,10 @@ pub fn write_blocks(path: &std::path::Path, sweeps: &[SweepPrediction]) -> Resul
             let p = &point.prediction;
             let (_, events) = estimate::predict_blocks(&point.config, p.shape, &p.options)?;
             let world = point.config.parallel.world_size;
-            let ranks = if point.config.parallel.is_distributed() {
-                format!("0-{}", world - 1)
-            } else {
-                String::new()
+            let ranks = match estimate::predicted_rank(&point.config, p.shape, &p.options) {
+                Some(rank) => rank.to_string(),
+                None if point.config.parallel.is_distributed() => format!("0-{}", world - 1),
+                None => String::new(),
             };
             for (seq, event) in events.iter().enumerate() {
                 let e = event;
