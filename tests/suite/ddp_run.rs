@@ -647,9 +647,10 @@ fn assert_as_pytorch(
 /// ZeRO stage 1 (`strategy = "zero"`) against PyTorch's own `ZeroRedundancyOptimizer` over a
 /// DDP model, per rank: an MLP with AdamW and weight decay at world sizes 2 and 3 (uneven shards:
 /// the largest weight alone on rank 0), and a world of 5 over a model of 4 parameter tensors in
-/// the foreach implementation, where rank 4 owns nothing and steps over nothing. Every rank's
-/// phases, end and peak, and its own prediction equal PyTorch's (from the third step exactly),
-/// and the ranks' mean loss is oomlab's.
+/// the foreach implementation, where rank 4 owns nothing and steps over nothing; and fp16
+/// autocast with the grad scaler over a fused local optimizer. Every rank's phases, end and
+/// peak, and its own prediction equal PyTorch's (from the third step exactly; under fp16 the
+/// bytes, not the prediction), and the ranks' mean loss is oomlab's.
 #[test]
 fn pytorchs_zero_redundancy_optimizer_holds_every_rank_as_oomlab_does() {
     let sb = Sandbox::new();
@@ -662,13 +663,22 @@ fn pytorchs_zero_redundancy_optimizer_holds_every_rank_as_oomlab_does() {
         .replace("depth = 2", "depth = 1")
         .replace("steps = 4", "steps = 4\noptimizer_impl = \"foreach\"");
     let empty = run(&sb, "empty", &empty);
-    let (mlp_ref, empty_ref) = (sb.path().join("zero.csv"), sb.path().join("empty.csv"));
-    let (s1, s2) = (folder(&sb, "zero").join("summary.csv"), folder(&sb, "empty").join("summary.csv"));
-    let refs = common::pytorch_cpu_memory_each(&[(&s1, &mlp_ref), (&s2, &empty_ref)]);
-    for ((name, (rows, ours)), (py, theirs)) in
-        [("zero adamw", mlp), ("zero, a rank with no shard", empty)].into_iter().zip(refs)
-    {
-        assert_as_pytorch(name, &rows, &ours, &py, &theirs, true, &[]);
+    // fp16 autocast with the grad scaler over a fused local optimizer: ZeroRedundancyOptimizer
+    // takes no grad scale into its step, so the scaler unscales every gradient first and skips
+    // the whole step (the broadcasts with it) on an overflow.
+    let amp = spec("amp", 8, "[parallel]\nstrategy = \"zero\"\nworld_size = 2\n")
+        .replace("steps = 4", "steps = 4\namp = \"fp16\"\noptimizer_impl = \"fused\"");
+    let amp = run(&sb, "amp", &amp);
+    let summary = |name: &str| folder(&sb, name).join("summary.csv");
+    let (s1, s2, s3) = (summary("zero"), summary("empty"), summary("amp"));
+    let (r1, r2, r3) = (sb.path().join("zero.csv"), sb.path().join("empty.csv"), sb.path().join("amp.csv"));
+    let refs = common::pytorch_cpu_memory_each(&[(&s1, &r1), (&s2, &r2), (&s3, &r3)]);
+    // fp16 on a CPU: oneDNN's matmul scratch, which the estimate leaves out (and says so), differs
+    // between CPUs; PyTorch's and oomlab's bytes are held equal there, not the estimate's.
+    let runs =
+        [("zero adamw", mlp, true), ("zero, a rank with no shard", empty, true), ("zero fp16", amp, false)];
+    for ((name, (rows, ours), predicted), (py, theirs)) in runs.into_iter().zip(refs) {
+        assert_as_pytorch(name, &rows, &ours, &py, &theirs, predicted, &[]);
     }
 }
 
