@@ -2,7 +2,7 @@
 //! (the chart itself, `chart::CompareSweep`, knows nothing of folders).
 use super::{Comparison, Side};
 use crate::chart::scale::swept_key;
-use crate::chart::{CompareSeries, CompareSweep, SweepPeak};
+use crate::chart::{CompareSeries, CompareSweep, SeriesOf, SweepPeak};
 use crate::spec::Field;
 
 /// One chart per (field, variant) with a sweep in `c`, in table order.
@@ -28,6 +28,7 @@ pub fn sweeps(c: &Comparison) -> Vec<CompareSweep> {
                 ),
                 x_label,
                 variant: v.to_string(),
+                series_of: SeriesOf::Folders,
                 series: c.folders.iter().map(|s| series(s, t.field, v)).collect(),
             });
         }

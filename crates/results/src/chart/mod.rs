@@ -31,7 +31,7 @@ mod tradeoff;
 pub use advice::{AdviceChart, AdvicePoint, Mark};
 pub use bench::{BenchBar, BenchChart, BenchGroup, BenchSeries};
 pub use categories::{CategoryBar, CategoryBars, CATEGORY_NAMES};
-pub use compare::{CompareSeries, CompareSweep};
+pub use compare::{CompareSeries, CompareSweep, SeriesOf};
 pub use style::phase_colour;
 pub use sweep_peak::{PeakPoint, SweepPeak};
 pub use timeline::{OomMark, Timeline, TimelinePoint};

@@ -2,7 +2,8 @@
 //! run) and `oomlab plot` (from the CSVs and manifest, later) draw the same things:
 //!
 //! - per variant whose rows have a swept value, the peak-vs-swept-value chart
-//!   (`peak_vs_<key>[-<variant>]`);
+//!   (`peak_vs_<key>[-<variant>]`), and where two or more sweep the same field, theirs on one
+//!   chart, a line per variant (`peak_vs_<key>-variants`);
 //! - per variant, the memory timeline ([`Timeline`]) of the trial with the highest peak that
 //!   fit, and of the first trial that ran out of memory (the smallest swept value that did, or
 //!   the earliest trial without a sweep): what the largest model that fits does step by step,
@@ -16,7 +17,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use crate::chart::{self, CategoryBars, SweepPeak, Timeline, Tradeoff};
+use crate::chart::{
+    self, CategoryBars, CompareSeries, CompareSweep, SeriesOf, SweepPeak, Timeline, Tradeoff,
+};
 use crate::results::{perfetto, ExperimentDir, Manifest};
 use crate::schema::{Status, SummaryRow, TraceLevel};
 use crate::spec::format_size;
@@ -108,6 +111,42 @@ fn charts(
                 let mine: Vec<SummaryRow> = rows.iter().filter(|r| r.variant == variant).cloned().collect();
                 let mut chart = SweepPeak::from_summary(&mine, title.clone(), subtitle(&variant), budget);
                 chart.stem_suffix = (!variant.is_empty()).then(|| format!("-{variant}"));
+                drawn(&chart, dir, draw)?
+            }
+            Pick::Variants => {
+                let Some(field) = rows.iter().find(|r| r.value.is_some_and(f64::is_finite)).map(|r| r.field)
+                else {
+                    continue;
+                };
+                let x_label = crate::chart::scale::swept_key(field).to_string();
+                let mut variants: Vec<&str> = Vec::new();
+                for r in rows.iter().filter(|r| r.value.is_some_and(f64::is_finite)) {
+                    if !variants.contains(&r.variant.as_str()) {
+                        variants.push(&r.variant);
+                    }
+                }
+                let series = variants
+                    .iter()
+                    .map(|v| {
+                        let mine: Vec<SummaryRow> =
+                            rows.iter().filter(|r| r.variant == *v).cloned().collect();
+                        CompareSeries {
+                            label: v.to_string(),
+                            // No budget, no line: a CPU's capacity would flatten every curve.
+                            limit: budget.unwrap_or(0),
+                            limit_name: "budget".into(),
+                            points: SweepPeak::from_summary(&mine, "", "", None).points,
+                        }
+                    })
+                    .collect();
+                let chart = CompareSweep {
+                    title: format!("{title}: peak memory by {x_label}, a line per variant"),
+                    subtitle: subtitle(""),
+                    x_label,
+                    variant: String::new(),
+                    series_of: SeriesOf::Variants,
+                    series,
+                };
                 drawn(&chart, dir, draw)?
             }
             Pick::Timeline { trial, why } => {
@@ -281,6 +320,40 @@ mod tests {
         let sweeps: Vec<Pick> =
             select(&swept, &[]).unwrap().into_iter().filter(|p| matches!(p, Pick::Sweep { .. })).collect();
         assert_eq!(sweeps, [Pick::Sweep { variant: "a".into() }, Pick::Sweep { variant: "b".into() }]);
+    }
+
+    /// Two variants or more sweeping one field get a chart of theirs together, after their own;
+    /// one variant, or variants of no sweep, do not.
+    #[test]
+    fn variants_sweeping_one_field_are_drawn_together_too() {
+        let swept = [
+            row(1, "ddp", Some(1.0), Status::Ok, 10),
+            row(2, "ddp", Some(2.0), Status::Ok, 10),
+            row(3, "zero", Some(1.0), Status::Ok, 11),
+            row(4, "zero", Some(2.0), Status::Ok, 8),
+        ];
+        let picks = select(&swept, &[]).unwrap();
+        assert_eq!(
+            picks[..3],
+            [Pick::Sweep { variant: "ddp".into() }, Pick::Sweep { variant: "zero".into() }, Pick::Variants]
+        );
+        assert!(!select(&swept[..2], &[]).unwrap().contains(&Pick::Variants), "one variant");
+        let unswept = [row(1, "a", None, Status::Ok, 1), row(2, "b", None, Status::Ok, 1)];
+        assert!(!select(&unswept, &[]).unwrap().contains(&Pick::Variants), "no sweep");
+        // Drawn: a line per variant, under no budget line when the run had none.
+        let dir = tempfile::tempdir().unwrap();
+        let exp = ExperimentDir {
+            dir: dir.path().to_path_buf(),
+            manifest: crate::results::fixtures::manifest("strategies", "AMD EPYC", None, 64 << 30),
+            rows: swept.to_vec(),
+            trace: Vec::new(),
+            cut_row: false,
+        };
+        let files = draw_charts(&exp, &[], None).unwrap();
+        let names: Vec<String> =
+            files.iter().map(|f| f.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        assert!(names.contains(&"peak_vs_depth-variants.png".to_string()), "{names:?}");
+        assert!(names.contains(&"peak_vs_depth-variants.svg".to_string()), "{names:?}");
     }
 
     #[test]

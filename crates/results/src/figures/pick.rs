@@ -15,6 +15,9 @@ use crate::units::format_tick;
 pub enum Pick {
     /// Peak against the swept value, for one variant ("" without variants).
     Sweep { variant: String },
+    /// Peak against the swept value, a line per variant: where two variants or more sweep the
+    /// same field (the strategies of `ddp`, the Adam implementations of `depth_sweep`).
+    Variants,
     /// One trial's memory timeline.
     Timeline { trial: usize, why: Why },
     /// Memory by category, one bar per variant.
@@ -35,7 +38,8 @@ pub enum Why {
 }
 
 /// The charts for an experiment, in the order they are drawn: the sweep chart of each variant
-/// with a swept value, then the timelines, each trial once, then with two variants or more the
+/// with a swept value (and with two or more sweeping one field, theirs together), then the
+/// timelines, each trial once, then with two variants or more the
 /// category and time-against-memory charts. A trial asked for that is not in the summary is
 /// an error (the reader keeps whole trials only).
 pub fn select(rows: &[SummaryRow], extra_trials: &[usize]) -> Result<Vec<Pick>> {
@@ -50,6 +54,10 @@ pub fn select(rows: &[SummaryRow], extra_trials: &[usize]) -> Result<Vec<Pick>> 
         .filter(|v| rows.iter().any(|r| r.variant == **v && r.value.is_some_and(f64::is_finite)))
         .map(|v| Pick::Sweep { variant: v.to_string() })
         .collect();
+    let swept: Vec<&SummaryRow> = rows.iter().filter(|r| r.value.is_some_and(f64::is_finite)).collect();
+    if picks.len() >= 2 && swept.iter().all(|r| r.field == swept[0].field) {
+        picks.push(Pick::Variants);
+    }
     let mut trials: Vec<(usize, Why)> = Vec::new();
     for v in &variants {
         let mine = || rows.iter().filter(|r| r.variant == *v);

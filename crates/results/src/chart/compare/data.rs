@@ -13,15 +13,35 @@ pub struct CompareSweep {
     pub x_label: String,
     /// The variant, empty without variants; it goes into the file stem.
     pub variant: String,
+    /// What a series is: a folder (`compare`) or a variant of one run.
+    pub series_of: SeriesOf,
     pub series: Vec<CompareSeries>,
 }
 
-/// One folder's sweep.
+/// What the chart's lines are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeriesOf {
+    /// Folders of the same experiment (`oomlab compare`): `compare_peak_vs_<key>[-<variant>]`.
+    Folders,
+    /// The variants of one run: `peak_vs_<key>-variants`.
+    Variants,
+}
+
+impl SeriesOf {
+    pub fn word(self) -> &'static str {
+        match self {
+            SeriesOf::Folders => "folder",
+            SeriesOf::Variants => "variant",
+        }
+    }
+}
+
+/// One folder's (or variant's) sweep.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CompareSeries {
     /// "A: Tesla T4, budget 15.90 GiB".
     pub label: String,
-    /// What shares are of: the budget, or the capacity.
+    /// What shares are of: the budget, or the capacity; 0: none, and no line drawn.
     pub limit: u64,
     /// "budget" or "capacity".
     pub limit_name: String,
@@ -81,7 +101,7 @@ impl CompareSweep {
             .flat_map(|s| {
                 let peaks = s.ok().map(|p| p.max_reserved.max(p.max_allocated));
                 let ooms = s.ooms().map(|p| s.oom_marker(p));
-                peaks.chain(ooms).chain([s.limit])
+                peaks.chain(ooms).chain((s.limit > 0).then_some(s.limit))
             })
             .max()
             .unwrap_or(0)

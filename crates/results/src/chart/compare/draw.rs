@@ -2,7 +2,7 @@
 //! each folder's limit on the right, the legend on the right one; where every folder has the
 //! same limit the shares would repeat the bytes, and the bytes panel is drawn alone, full width,
 //! with the legend.
-use super::data::{CompareSeries, CompareSweep};
+use super::data::{CompareSeries, CompareSweep, SeriesOf};
 use crate::chart::legend::{densify, Glyph, Legend};
 use crate::chart::scale::{ByteAxis, XScale};
 use crate::chart::style::{across, budget_style, label_style, palette, series_style, OOM_LABEL};
@@ -45,7 +45,12 @@ impl Frame {
 
 impl Chart for CompareSweep {
     fn file_stem(&self) -> String {
-        format!("compare_peak_vs_{}{}", file_safe(&self.x_label), variant_suffix(&self.variant))
+        match self.series_of {
+            SeriesOf::Folders => {
+                format!("compare_peak_vs_{}{}", file_safe(&self.x_label), variant_suffix(&self.variant))
+            }
+            SeriesOf::Variants => format!("peak_vs_{}-variants", file_safe(&self.x_label)),
+        }
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
@@ -81,14 +86,16 @@ impl CompareSweep {
     where
         DB::ErrorType: 'static,
     {
+        let of = self.series_of.word();
         let caption = match (frame.panel, frame.shared) {
+            (Panel::Bytes, Some(0)) => format!("in bytes; no budget, so no line for one; a line per {of}"),
             (Panel::Bytes, Some(limit)) => format!(
-                "in bytes; dashed: the {} every folder has ({}), so shares of it would draw the same lines",
+                "in bytes; dashed: the {} every {of} has ({}), so shares of it would draw the same lines",
                 self.shared_limit_name(),
                 crate::units::format_bytes(limit)
             ),
-            (Panel::Bytes, None) => "in bytes; dashed: each folder's budget".to_string(),
-            (Panel::Share, _) => "as a share of each folder's budget (or capacity)".to_string(),
+            (Panel::Bytes, None) => format!("in bytes; dashed: each {of}'s budget"),
+            (Panel::Share, _) => format!("as a share of each {of}'s budget (or capacity)"),
         };
         let mut plot = ChartBuilder::on(area)
             .caption(caption, label_style())
@@ -111,6 +118,7 @@ impl CompareSweep {
         // Limits: one dashed line per folder in bytes, in its colour; one at 100% in shares.
         let dashed = |y: f64, colour: RGBColor| across(&frame.x, y, colour.stroke_width(2));
         match (frame.panel, frame.shared) {
+            (Panel::Bytes, Some(0)) => {}
             (Panel::Bytes, Some(limit)) => {
                 plot.draw_series(dashed(frame.axis.value(limit), palette::BUDGET))?;
             }
@@ -161,9 +169,10 @@ impl CompareSweep {
             legend.add(OOM_LABEL, Glyph::Cross(palette::AXIS.stroke_width(3)));
         }
         let limit_y = match (frame.panel, frame.shared) {
+            (Panel::Bytes, Some(0)) => 0.0,
             (Panel::Bytes, Some(limit)) => {
                 legend.add(
-                    format!("{} of every folder", self.shared_limit_name()),
+                    format!("{} of every {}", self.shared_limit_name(), self.series_of.word()),
                     Glyph::Dashed(budget_style()),
                 );
                 frame.axis.value(limit)

@@ -8,8 +8,11 @@
 //! crosses in their folder's colour, at what they needed (allocated + requested) or at the
 //! folder's limit when the message did not say.
 //!
+//! The same chart draws one run's variants, a line each, under the budget they share (none drawn
+//! without one).
+//!
 //! [`data`] takes each folder's sweep from the comparison; [`draw`] draws the two panels.
 mod data;
 mod draw;
 
-pub use data::{CompareSeries, CompareSweep};
+pub use data::{CompareSeries, CompareSweep, SeriesOf};
