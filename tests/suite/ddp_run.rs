@@ -762,3 +762,22 @@ fn a_torchscript_module_trains_under_ddp_as_pytorchs_ddp_trains_it() {
         }
     }
 }
+
+/// The same TorchScript module under ZeRO stage 1 at world size 2 trains as PyTorch's
+/// ZeroRedundancyOptimizer over its DDP trains it: the shards partitioned over the module's own
+/// parameters (`module.parameters()`), every rank's phases PyTorch's, the ranks' mean loss
+/// oomlab's.
+#[test]
+fn a_torchscript_module_trains_under_zero_as_pytorchs_zero_trains_it() {
+    let sb = Sandbox::new();
+    common::export_modules(&sb, BATCHNORM_MODULE);
+    let text = spec("zscript", 8, "[parallel]\nstrategy = \"zero\"\nworld_size = 2\n")
+        .replace("hidden = 64\ndepth = 2", "kind = \"torchscript\"\npath = \"bn.pt\"");
+    let (rows, ours) = run(&sb, "zscript", &text);
+    assert!(rows.iter().all(|r| r.status == Status::Ok), "{rows:?}");
+    let reference = sb.path().join("zscript.csv");
+    let (py, theirs) =
+        common::pytorch_cpu_memory_each(&[(&folder(&sb, "zscript").join("summary.csv"), &reference)])
+            .remove(0);
+    assert_as_pytorch("torchscript under zero", &rows, &ours, &py, &theirs, false, &[4 * 64, 8]);
+}
