@@ -302,7 +302,7 @@ mod tests {
             "## Summary",
             "| experiment | figure | A | B | C | B / A | C / A | A step time | B step time | C step time | step B / A | \
              step C / A |",
-            "| depth_sweep | largest depth that fit | 40 | 4 | — | 0.10 | — | 0.320 s | 0.012 s | — | 0.04 | — |",
+            "| depth_sweep | largest depth that fit | 40 | 4 | — | 0.10 | — | 0.320 s | 0.012 s | — | 0.037 | — |",
             // zz_sweep has no A: its B and C, and no ratio to A.
             "| zz_sweep | largest depth that fit | — | 40 | 4 | — | — | — | 0.320 s | 0.012 s | — | — |",
             "## depth_sweep: 2 results compared",

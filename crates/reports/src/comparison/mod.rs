@@ -131,13 +131,23 @@ impl Figure {
 pub fn ratio(a: Option<&Cell>, b: Option<&Cell>) -> String {
     let (Some(a), Some(b)) = (a, b) else { return "—".into() };
     match (a.number, b.number, a.at_least, b.at_least) {
-        (Some(x), Some(y), false, false) if x != 0.0 => format!("{:.2}", y / x),
+        (Some(x), Some(y), false, false) if x != 0.0 => significant(y / x),
         // B is at least y, so B / A is at least y / x.
-        (Some(x), Some(y), false, true) if x != 0.0 => format!("≥ {:.2}", y / x),
+        (Some(x), Some(y), false, true) if x != 0.0 => format!("≥ {}", significant(y / x)),
         // A is at least x, so B / A is at most y / x.
-        (Some(x), Some(y), true, false) if x != 0.0 => format!("≤ {:.2}", y / x),
+        (Some(x), Some(y), true, false) if x != 0.0 => format!("≤ {}", significant(y / x)),
         _ => "—".into(),
     }
+}
+
+/// A ratio with two decimals, or below 0.1 with two significant digits ("0.0020", not "0.00",
+/// which would say B is nothing beside A).
+fn significant(r: f64) -> String {
+    if r == 0.0 || !r.is_finite() || r.abs() >= 0.1 {
+        return format!("{r:.2}");
+    }
+    let decimals = (1 - r.abs().log10().floor() as i32).clamp(2, 12) as usize;
+    format!("{r:.decimals$}")
 }
 
 /// What a summary of several experiments shows for one: a figure and the step time beside it.

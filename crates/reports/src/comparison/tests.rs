@@ -92,7 +92,7 @@ fn two_devices_make_the_expected_table() {
         "| first depth out of memory | 41 | 5 | 0.12 |",
         "| peak allocated at the largest fit | 15.65 GiB (98%) | 1.77 GiB (88%) | 0.11 |",
         "| peak reserved at the largest fit | 15.89 GiB (100%) | 1.80 GiB (90%) | 0.11 |",
-        "| step time at the largest fit | 0.320 s | 0.012 s | 0.04 |",
+        "| step time at the largest fit | 0.320 s | 0.012 s | 0.037 |",
         "",
         "## Charts",
         "",
@@ -266,4 +266,19 @@ fn letters_go_on_past_z() {
     assert_eq!(letter(25), "Z");
     assert_eq!(letter(26), "AA");
     assert_eq!(letter(27), "AB");
+}
+
+/// A ratio keeps two decimals, and two significant digits where two decimals would round it to
+/// nothing: 0.002 is "0.0020", not "0.00".
+#[test]
+fn small_ratios_keep_their_significant_digits() {
+    let cell = |n: f64, at_least: bool| Cell { text: String::new(), number: Some(n), at_least };
+    let r = |a: f64, b: f64| ratio(Some(&cell(a, false)), Some(&cell(b, false)));
+    assert_eq!(r(1000.0, 2.0), "0.0020");
+    assert_eq!(r(1000.0, 12.3), "0.012");
+    assert_eq!(r(10.0, 1.0), "0.10");
+    assert_eq!(r(10.0, 16.0), "1.60");
+    assert_eq!(r(10.0, 0.0), "0.00");
+    assert_eq!(ratio(Some(&cell(1000.0, false)), Some(&cell(2.0, true))), "≥ 0.0020");
+    assert_eq!(ratio(Some(&cell(0.0, false)), Some(&cell(2.0, false))), "—");
 }
