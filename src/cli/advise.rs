@@ -47,8 +47,9 @@ pub struct AdviseArgs {
     /// not to fit).
     #[arg(long, allow_hyphen_values = true)]
     pub at: Option<f64>,
-    /// Train the top N options that fit and the N nearest misses under the budget, and report
-    /// predicted against measured peak and step time.
+    /// Train N options that fit (the smallest change the answer names first, then the top
+    /// ranked) and the N nearest misses under the budget, and report predicted against measured
+    /// peak and step time.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub verify: usize,
     /// Step times from this calibration.json (written by an earlier advise), not from runs here.

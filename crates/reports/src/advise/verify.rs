@@ -33,10 +33,13 @@ pub struct Verified {
     pub message: String,
 }
 
-/// The options `--verify N` trains: the first `n` that fit (of those the table lists: none
-/// that only adds a change buying nothing to another), then the `n` nearest misses.
-pub fn chosen(options: &[Evaluated], n: usize) -> Vec<&Evaluated> {
-    let fit = options.iter().filter(|o| o.listed).take(n);
+/// The options `--verify N` trains: the smallest change that fits first (rank `smallest`, what
+/// the report's answer names), then the first that fit until `n` of them (of those the table
+/// lists: none that only adds a change buying nothing to another), then the `n` nearest misses.
+pub fn chosen(options: &[Evaluated], smallest: Option<usize>, n: usize) -> Vec<&Evaluated> {
+    let named = smallest.and_then(|r| options.iter().find(|o| o.rank == r)).filter(|_| n > 0);
+    let rest = options.iter().filter(|o| o.listed && Some(o.rank) != named.map(|o| o.rank));
+    let fit = named.into_iter().chain(rest).take(n);
     let miss = options.iter().filter(|o| o.verdict == Verdict::Oom).take(n);
     fit.chain(miss).collect()
 }
@@ -48,7 +51,7 @@ pub fn verify(
     eval: &Evaluator,
     quiet: bool,
 ) -> Result<Vec<Verified>> {
-    let picked = chosen(&advice.options, n);
+    let picked = chosen(&advice.options, advice.smallest, n);
     let device = plan.device.resolve(crate::libtorch::cuda::devices()).map_err(anyhow::Error::msg)?;
     let probe = crate::run::open_probe(device, Some(advice.budget))?;
     let configs: Vec<crate::spec::Config> = picked
@@ -109,4 +112,39 @@ pub fn verify(
     }
     progress.finish();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::advise::rank::{rank, tests::evaluated};
+
+    /// The smallest change the answer names is trained first, even where faster options rank
+    /// above it; then the fastest until N fit, then the N nearest misses.
+    #[test]
+    fn the_smallest_change_named_is_verified_first() {
+        let written = evaluated("written", Verdict::Oom, 100, Some(2.0), 0);
+        let options = vec![
+            evaluated("fast, two changes", Verdict::Fits, 60, Some(1.0), 2),
+            evaluated("faster, two changes", Verdict::Fits, 70, Some(0.5), 2),
+            evaluated("slow, one change", Verdict::Fits, 50, Some(4.0), 1),
+            evaluated("near miss", Verdict::Oom, 101, Some(1.0), 1),
+        ];
+        let (ranked, smallest) = rank(options, &written);
+        let smallest = smallest.expect("a smallest change that fits");
+        let named = |n: usize| -> Vec<String> {
+            chosen(&ranked, Some(smallest), n).iter().map(|o| o.describe.clone()).collect()
+        };
+        assert_eq!(ranked[smallest - 1].describe, "slow, one change");
+        assert_ne!(ranked[0].describe, "slow, one change", "ranked below a faster option");
+        assert_eq!(named(1), ["slow, one change", "near miss"]);
+        let two = named(2);
+        assert_eq!(two[0], "slow, one change");
+        assert_eq!(two.len(), 3, "{two:?}");
+        assert_eq!(two.iter().filter(|d| *d == "slow, one change").count(), 1, "once: {two:?}");
+        assert!(named(0).is_empty());
+        // Without a smallest change (the spec fits as written), the table's order.
+        let plain: Vec<&str> = chosen(&ranked, None, 1).iter().map(|o| o.describe.as_str()).collect();
+        assert_eq!(plain[0], ranked.iter().find(|o| o.listed).unwrap().describe);
+    }
 }
