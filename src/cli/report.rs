@@ -18,6 +18,16 @@ pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {
         .map(|b| format!(", budget {}", ByteSize::b(b).display().iec()))
         .unwrap_or_default();
     say!("{} on {}{budget}: {}", spec.name, m.device.name, count(report.rows.len(), "trial"));
+    if let Some(shard) = &m.shard {
+        // A shard's answers are its own trials' only: read as the spec's answer, a shard's
+        // "largest that fits" can be half the merged one.
+        say!(
+            "  shard {} of {}: the answers below are this shard's trials only, not the spec's; the merge \
+             named at the end gives the whole run's",
+            shard.index,
+            shard.count
+        );
+    }
     match &spec.sweep {
         Some(sweep) => {
             let configs = spec.configs();

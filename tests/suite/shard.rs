@@ -38,6 +38,10 @@ fn sharded_searches_merge_into_the_single_process_run() {
     for i in 1..=3 {
         let said = run(&spec, &sharded, &["--shard", &format!("{i}/3")]);
         assert!(said.contains("when all 3 shards are done: oomlab merge"), "{said}");
+        assert!(
+            said.contains(&format!("shard {i} of 3: the answers below are this shard's trials only")),
+            "{said}"
+        );
         assert_eq!(said.contains("had nothing to run"), i == 3, "shard {i}: {said}");
     }
     let dir = folder(&sharded, "searches");
