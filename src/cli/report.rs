@@ -31,6 +31,9 @@ pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {
     match &spec.sweep {
         Some(sweep) => {
             let configs = spec.configs();
+            // What each probe's steps are for is said once where every variant's are the same
+            // (the lesson's three Adam implementations: three 230-character lines alike).
+            let mut said_steps: Option<String> = None;
             for a in &m.answers {
                 print_answer(sweep.field.column(), a, report);
                 if let Some(line) = probes_line(a) {
@@ -40,7 +43,13 @@ pub fn print(spec: &Spec, report: &RunReport, charts: &[PathBuf]) {
                 let searches = !matches!(sweep.mode, SweepMode::List(_)) && sweep.field != Field::Steps;
                 let config = configs.iter().find(|(v, _)| v.unwrap_or_default() == a.variant);
                 if let (true, Some((_, c))) = (searches, config) {
-                    say!("  steps: {}", estimate::describe_steps(c));
+                    let steps = estimate::describe_steps(c);
+                    if said_steps.as_deref() == Some(steps.as_str()) {
+                        say!("  steps: as above");
+                    } else {
+                        say!("  steps: {steps}");
+                        said_steps = Some(steps);
+                    }
                     if let Some(line) = scaler_line(c, &a.variant, report) {
                         say!("  {line}");
                     }

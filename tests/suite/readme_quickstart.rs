@@ -63,6 +63,12 @@ fn the_quick_start_runs_as_written() {
         assert_eq!(oom, fit + 1, "{a:?}");
         assert!(stdout.contains(&a.variant), "the answer names {}:\n{stdout}", a.variant);
     }
+    // What a probe's steps are for, said once where the variants' are alike, never twice.
+    let steps: Vec<&str> = stdout.lines().filter_map(|l| l.trim().strip_prefix("steps: ")).collect();
+    assert_eq!(steps.len(), m.answers.len(), "a steps line per answer:\n{stdout}");
+    let said: Vec<&&str> = steps.iter().filter(|s| **s != "as above").collect();
+    let unique: std::collections::HashSet<&&&str> = said.iter().collect();
+    assert_eq!(unique.len(), said.len(), "a description said twice:\n{stdout}");
     for file in ["summary.csv", "trace.csv"] {
         assert!(dir.join(file).is_file(), "{file}");
     }
