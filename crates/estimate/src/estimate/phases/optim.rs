@@ -47,7 +47,8 @@ impl Sim<'_> {
     /// wrapping the scalar for a moment; on CUDA the fused kernel takes it as an argument.
     fn foreach_scalar_op(&mut self, wrap: u64) {
         if self.t.target == Target::Cpu {
-            for _ in self.t.optimizer_numels().to_vec() {
+            let t = self.t;
+            for _ in t.optimizer_numels() {
                 self.ledger.alloc(Transient, wrap);
                 self.ledger.free(Transient, wrap);
             }
@@ -101,7 +102,8 @@ impl Sim<'_> {
     /// `Adam._init_group` at the first step: per parameter, `step`, `exp_avg`, `exp_avg_sq`.
     fn adam_state(&mut self, fused: bool) {
         let step = if fused { self.t.target.counted(4) } else { self.host_f32() };
-        for n in self.t.optimizer_numels().to_vec() {
+        let t = self.t;
+        for &n in t.optimizer_numels() {
             self.ledger.alloc(OptimizerState, step);
             self.ledger.alloc(OptimizerState, self.t.bytes(n)); // exp_avg
             self.ledger.alloc(OptimizerState, self.t.bytes(n)); // exp_avg_sq
@@ -112,7 +114,7 @@ impl Sim<'_> {
     fn adam_for_loop(&mut self, decoupled: bool, wd: bool) {
         let (t, w, step_wrap) = (self.t, self.t.wrapped_scalar(), self.host_f32_wrap());
         let (mut grad, mut denom): (Option<Held>, Option<Held>) = (None, None);
-        for n in t.optimizer_numels().to_vec() {
+        for &n in t.optimizer_numels() {
             let s = t.bytes(n);
             if let Some(g) = grad.take() {
                 self.ledger.release(g); // `grad = grads[i]`
@@ -149,7 +151,7 @@ impl Sim<'_> {
         if wd && decoupled {
             self.foreach_scalar_op(w); // _foreach_mul_(params, 1 - lr * wd)
         } else if wd {
-            for n in t.optimizer_numels().to_vec() {
+            for &n in t.optimizer_numels() {
                 self.ledger.alloc(Transient, t.bytes(n)); // _foreach_add(grads, params, wd)
                 decayed += t.bytes(n);
             }
@@ -157,7 +159,7 @@ impl Sim<'_> {
         self.foreach_scalar_op(w); // _foreach_mul_(exp_avg_sqs, beta2)
         self.ledger.free(Transient, decayed); // del device_grads
         let mut roots = 0;
-        for n in t.optimizer_numels().to_vec() {
+        for &n in t.optimizer_numels() {
             self.ledger.alloc(Transient, t.bytes(n)); // _foreach_sqrt(exp_avg_sqs)
             roots += t.bytes(n);
         }
@@ -177,7 +179,7 @@ impl Sim<'_> {
     fn sgd_for_loop(&mut self, first: bool, momentum: bool, wd: bool) {
         let (t, w) = (self.t, self.t.wrapped_scalar());
         let mut grad: Option<Held> = None;
-        for n in t.optimizer_numels().to_vec() {
+        for &n in t.optimizer_numels() {
             let s = t.bytes(n);
             if let Some(g) = grad.take() {
                 self.ledger.release(g); // `grad = grads[i]`
@@ -206,14 +208,14 @@ impl Sim<'_> {
         let (t, w) = (self.t, self.t.wrapped_scalar());
         let mut decayed = 0;
         if wd {
-            for n in t.optimizer_numels().to_vec() {
+            for &n in t.optimizer_numels() {
                 self.ledger.alloc(Transient, t.bytes(n)); // _foreach_add(grads, params, wd)
                 decayed += t.bytes(n);
             }
         }
         if momentum {
             if first {
-                for n in t.optimizer_numels().to_vec() {
+                for &n in t.optimizer_numels() {
                     self.ledger.alloc(OptimizerState, t.bytes(n)); // clone of each gradient
                 }
             } else {
@@ -227,7 +229,8 @@ impl Sim<'_> {
     /// `_fused_sgd`: the first step with momentum makes the buffers (`empty_like`).
     fn sgd_fused(&mut self, first: bool, momentum: bool) {
         if first && momentum {
-            for n in self.t.optimizer_numels().to_vec() {
+            let t = self.t;
+            for &n in t.optimizer_numels() {
                 self.ledger.alloc(OptimizerState, self.t.bytes(n));
             }
         }
