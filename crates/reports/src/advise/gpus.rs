@@ -37,13 +37,12 @@ pub struct GpuOption {
 }
 
 impl GpuOption {
-    /// "8 GPUs, ZeRO stage 1".
-    pub fn describe(&self) -> String {
-        let how = match self.strategy {
-            "zero" => "ZeRO stage 1 (ZeroRedundancyOptimizer over DDP)",
+    /// The strategy as a table names it: "DDP", "ZeRO stage 1".
+    pub fn strategy_words(&self) -> &'static str {
+        match self.strategy {
+            "zero" => "ZeRO stage 1",
             _ => "DDP",
-        };
-        format!("{} GPUs, {how}", self.gpus)
+        }
     }
 }
 

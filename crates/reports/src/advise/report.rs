@@ -121,10 +121,6 @@ fn gpus_table(a: &Advice, markdown: bool) -> Table {
     t.load_preset(if markdown { presets::ASCII_MARKDOWN } else { presets::NOTHING });
     t.set_header(["GPUs", "strategy", "batch a GPU", "predicted", "peak a GPU", "headroom", "sent a step"]);
     for o in &a.gpus.options {
-        let strategy = match o.strategy {
-            "zero" => "ZeRO stage 1",
-            _ => "DDP",
-        };
         let (verdict, peak, headroom, sent) = match &o.error {
             Some(e) => (format!("unknown: {e}"), "-".into(), "-".into(), "-".into()),
             None => (
@@ -136,7 +132,7 @@ fn gpus_table(a: &Advice, markdown: bool) -> Table {
         };
         t.add_row(vec![
             Cell::new(o.gpus).set_alignment(CellAlignment::Right),
-            Cell::new(strategy),
+            Cell::new(o.strategy_words()),
             Cell::new(o.batch_per_gpu).set_alignment(CellAlignment::Right),
             Cell::new(verdict),
             Cell::new(peak).set_alignment(CellAlignment::Right),
