@@ -113,23 +113,17 @@ fn charts(
                 chart.stem_suffix = (!variant.is_empty()).then(|| format!("-{variant}"));
                 drawn(&chart, dir, draw)?
             }
-            Pick::Variants => {
+            Pick::Variants { variants } => {
                 let Some(field) = rows.iter().find(|r| r.value.is_some_and(f64::is_finite)).map(|r| r.field)
                 else {
                     continue;
                 };
                 let x_label = crate::chart::scale::swept_key(field).to_string();
-                let mut variants: Vec<&str> = Vec::new();
-                for r in rows.iter().filter(|r| r.value.is_some_and(f64::is_finite)) {
-                    if !variants.contains(&r.variant.as_str()) {
-                        variants.push(&r.variant);
-                    }
-                }
                 let series = variants
                     .iter()
                     .map(|v| {
                         let mine: Vec<SummaryRow> =
-                            rows.iter().filter(|r| r.variant == *v).cloned().collect();
+                            rows.iter().filter(|r| r.variant == **v).cloned().collect();
                         CompareSeries {
                             label: v.to_string(),
                             // No budget, no line: a CPU's capacity would flatten every curve.
@@ -335,11 +329,21 @@ mod tests {
         let picks = select(&swept, &[]).unwrap();
         assert_eq!(
             picks[..3],
-            [Pick::Sweep { variant: "ddp".into() }, Pick::Sweep { variant: "zero".into() }, Pick::Variants]
+            [
+                Pick::Sweep { variant: "ddp".into() },
+                Pick::Sweep { variant: "zero".into() },
+                Pick::Variants { variants: vec!["ddp".into(), "zero".into()] }
+            ]
         );
-        assert!(!select(&swept[..2], &[]).unwrap().contains(&Pick::Variants), "one variant");
+        assert!(
+            !select(&swept[..2], &[]).unwrap().iter().any(|p| matches!(p, Pick::Variants { .. })),
+            "one variant"
+        );
         let unswept = [row(1, "a", None, Status::Ok, 1), row(2, "b", None, Status::Ok, 1)];
-        assert!(!select(&unswept, &[]).unwrap().contains(&Pick::Variants), "no sweep");
+        assert!(
+            !select(&unswept, &[]).unwrap().iter().any(|p| matches!(p, Pick::Variants { .. })),
+            "no sweep"
+        );
         // Drawn: a line per variant, under no budget line when the run had none.
         let dir = tempfile::tempdir().unwrap();
         let exp = ExperimentDir {

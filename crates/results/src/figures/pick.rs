@@ -15,9 +15,10 @@ use crate::units::format_tick;
 pub enum Pick {
     /// Peak against the swept value, for one variant ("" without variants).
     Sweep { variant: String },
-    /// Peak against the swept value, a line per variant: where two variants or more sweep the
-    /// same field (the strategies of `ddp`, the Adam implementations of `depth_sweep`).
-    Variants,
+    /// Peak against the swept value, a line per variant (those of the `Sweep` picks, in their
+    /// order): where two variants or more sweep the same field (the strategies of `ddp`, the
+    /// Adam implementations of `depth_sweep`).
+    Variants { variants: Vec<String> },
     /// One trial's memory timeline.
     Timeline { trial: usize, why: Why },
     /// Memory by category, one bar per variant.
@@ -56,7 +57,14 @@ pub fn select(rows: &[SummaryRow], extra_trials: &[usize]) -> Result<Vec<Pick>> 
         .collect();
     let swept: Vec<&SummaryRow> = rows.iter().filter(|r| r.value.is_some_and(f64::is_finite)).collect();
     if picks.len() >= 2 && swept.iter().all(|r| r.field == swept[0].field) {
-        picks.push(Pick::Variants);
+        let variants = picks
+            .iter()
+            .filter_map(|p| match p {
+                Pick::Sweep { variant } => Some(variant.clone()),
+                _ => None,
+            })
+            .collect();
+        picks.push(Pick::Variants { variants });
     }
     let mut trials: Vec<(usize, Why)> = Vec::new();
     for v in &variants {
