@@ -711,6 +711,29 @@ fn zero_saves_every_rank_the_other_shards_optimizer_state() {
     }
 }
 
+/// Under ZeRO the ranks differ by their shards: `estimate` predicts the rank with the largest
+/// (rank 0 here, which owns the 64 x 64 weight alone), says so, and `--blocks` names that rank
+/// beside each event, not the whole world as for DDP.
+#[test]
+fn zeros_estimate_names_the_rank_it_replays() {
+    let sb = Sandbox::new();
+    let path = sb.spec("z.toml", &spec("z", 8, "[parallel]\nstrategy = \"zero\"\nworld_size = 3\n"));
+    let blocks = sb.path().join("blocks.csv");
+    let out = common::oomlab()
+        .args(["estimate", "--device", "cpu", "--blocks"])
+        .arg(&blocks)
+        .arg(&path)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("zero: rank 0 of 3, the one with the largest shard"), "{said}");
+    let mut csv = csv::Reader::from_path(&blocks).unwrap();
+    let ranks = csv.headers().unwrap().iter().position(|h| h == "ranks").expect("a ranks column");
+    let rows: Vec<csv::StringRecord> = csv.records().map(Result::unwrap).collect();
+    assert!(!rows.is_empty() && rows.iter().all(|r| &r[ranks] == "0"), "{:?}", rows.first());
+}
+
 /// A TorchScript module of the user's with a BatchNorm, whose statistics DDP broadcasts from
 /// rank 0 before every forward.
 const BATCHNORM_MODULE: &str = r#"
