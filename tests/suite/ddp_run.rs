@@ -356,6 +356,12 @@ fn a_world_the_machine_cannot_host_is_refused_before_anything_is_written() {
     let out = common::oomlab().args(["estimate", "--device", "cpu"]).arg(&path).assert().success();
     let said = String::from_utf8_lossy(&out.get_output().stdout).to_string();
     assert!(said.contains("one rank of 1000, at its batch of 8"), "{said}");
+    // The refusal names the strategy as written.
+    let path = sb.spec("bigz.toml", &spec("bigz", 8, "[parallel]\nstrategy = \"zero\"\nworld_size = 1000\n"));
+    let out = common::oomlab().args(["run", "-q", "--out"]).arg(sb.out()).arg(&path).assert().failure();
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(err.contains("[parallel] strategy = \"zero\"") && err.contains("asks for 1000 ranks"), "{err}");
+    assert!(!folder(&sb, "bigz").exists(), "nothing written");
 }
 
 /// The processes whose parent is `pid`.

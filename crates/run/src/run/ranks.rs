@@ -116,7 +116,7 @@ pub fn refuse(
             continue;
         }
         let name = variant.map(|v| format!(" (variant {v:?})")).unwrap_or_default();
-        let at = format!("{}{name}: [parallel] strategy = \"ddp\"", spec.path.display());
+        let at = format!("{}{name}: [parallel] strategy = \"{}\"", spec.path.display(), p.strategy.name());
         if device != tch::Device::Cpu {
             bail!(
                 "{at} runs its ranks on the CPU over gloo; ranks on GPUs (NCCL) are not built yet: run it with \
