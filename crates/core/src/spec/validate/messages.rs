@@ -5,6 +5,7 @@ use std::ops::Range;
 
 use super::key_path::{header_keys, key_path_at, number_variant};
 use super::keys::{fix, info};
+use super::suggest::did_you_mean;
 use super::sweep::Point;
 use super::{Cx, SpecError};
 use crate::spec::Invalid;
@@ -223,8 +224,15 @@ fn unknown_key(rest: &str, path: &[String], header: bool) -> String {
             .iter()
             .map(|t| if *t == "variant" { "[[variant]]".into() } else { format!("[{t}]") })
             .collect();
+        let guess = did_you_mean(name, expected.iter().copied(), |t| {
+            if t == "variant" {
+                "[[variant]]".into()
+            } else {
+                format!("[{t}]")
+            }
+        });
         return if header {
-            format!("unknown table [{name}]; expected one of: {}", tables.join(", "))
+            format!("unknown table [{name}]; {guess}expected one of: {}", tables.join(", "))
         } else {
             format!("unknown key `{name}` outside any table; keys go under one of: {}", tables.join(", "))
         };
@@ -240,7 +248,8 @@ fn unknown_key(rest: &str, path: &[String], header: bool) -> String {
             );
         }
     }
-    format!("unknown key `{name}` in {place}; expected one of: {}", expected.join(", "))
+    let guess = did_you_mean(name, expected.iter().copied(), |k| format!("`{k}`"));
+    format!("unknown key `{name}` in {place}; {guess}expected one of: {}", expected.join(", "))
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use toml::Value;
 
 use super::keys::info;
 use super::messages::Problem;
+use super::suggest::did_you_mean;
 use super::{Cx, SpecError};
 use crate::spec::limits::MAX_NAME;
 use crate::spec::raw::S;
@@ -109,11 +110,12 @@ impl Cx<'_> {
         }
         let names: Vec<String> = options.iter().map(|(w, _)| format!("{w:?}")).collect();
         let example = info(key).map_or("", |i| i.example);
+        let guess = did_you_mean(v.get_ref(), options.iter().map(|(w, _)| *w), |w| format!("{w:?}"));
         Err(self.at(
             &v.span(),
             Problem::value(
                 key,
-                format!("must be one of {}, got {:?}; e.g. {example}", names.join(", "), v.get_ref()),
+                format!("must be one of {}, got {:?}; {guess}e.g. {example}", names.join(", "), v.get_ref()),
             ),
         ))
     }

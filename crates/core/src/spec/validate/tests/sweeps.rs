@@ -67,7 +67,7 @@ fn guidance_is_on_unless_turned_off() {
     let e = err(&sweep("{ start = 16, max = 4096, guide = false }"));
     assert_eq!(
         e,
-        "experiments/x.toml:18:36: unknown key `guide` in sweep.search; expected one of: start, factor, max, guided, anchor"
+        "experiments/x.toml:18:36: unknown key `guide` in sweep.search; did you mean `guided`? expected one of: start, factor, max, guided, anchor"
     );
 }
 

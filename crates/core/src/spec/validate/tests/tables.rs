@@ -5,7 +5,7 @@ use super::*;
 fn unknown_key_names_the_key_table_line_and_choices() {
     assert_eq!(
         err(&edit("depth = 2\n", "depth = 2\nwidht = 3\n")),
-        "experiments/x.toml:7:1: unknown key `widht` in [model]; expected one of: kind, hidden, depth, widths, arch, channels, conv, kernel, d_model, nhead, num_layers, dim_feedforward, dropout, norm_first, path, loss, units"
+        "experiments/x.toml:7:1: unknown key `widht` in [model]; did you mean `widths`? expected one of: kind, hidden, depth, widths, arch, channels, conv, kernel, d_model, nhead, num_layers, dim_feedforward, dropout, norm_first, path, loss, units"
     );
 }
 
@@ -13,7 +13,7 @@ fn unknown_key_names_the_key_table_line_and_choices() {
 fn unknown_table_is_refused() {
     assert_eq!(
         err(&format!("{MINIMAL}\n[modle]\nhidden = 3\n")),
-        "experiments/x.toml:17:2: unknown table [modle]; expected one of: [experiment], [model], [data], [training], [run], [sweep], [parallel], [[variant]]"
+        "experiments/x.toml:17:2: unknown table [modle]; did you mean [model]? expected one of: [experiment], [model], [data], [training], [run], [sweep], [parallel], [[variant]]"
     );
 }
 
@@ -24,7 +24,7 @@ fn unknown_key_in_an_inline_table_names_the_inline_table() {
     );
     assert_eq!(
         err(&text),
-        "experiments/x.toml:19:23: unknown key `fctor` in sweep.search; expected one of: start, factor, max, guided, anchor"
+        "experiments/x.toml:19:23: unknown key `fctor` in sweep.search; did you mean `factor`? expected one of: start, factor, max, guided, anchor"
     );
 }
 
@@ -425,4 +425,49 @@ fn a_module_may_be_cut_into_its_children_with_one_input() {
     let two = "kind = \"tensors\"\nsamples = 64\ninputs = [{ shape = [4] }, { shape = [4] }]\nclasses = 3\n";
     let e = err(&script_with("units = \"children\"\n", two));
     assert!(e.contains("model.units = \"children\" runs the batch through the first child"), "{e}");
+}
+
+#[test]
+fn every_misspelt_key_and_table_is_said_at_once_in_file_order_then_the_first_other_error() {
+    let text = edit("depth = 2\n", "depht = 2\n").replace("batch_size = 32\n", "batchsize = 32\n")
+        + "\n[runn]\nbudget = \"1GiB\"\nsteps = 3\n";
+    let e = err(&text);
+    let lines: Vec<&str> = e.lines().collect();
+    assert_eq!(lines.len(), 4, "{e}");
+    assert!(
+        lines[0].starts_with("experiments/x.toml:6:1: unknown key `depht` in [model]; did you mean `depth`?"),
+        "{e}"
+    );
+    assert!(
+        lines[1].starts_with(
+            "experiments/x.toml:15:1: unknown key `batchsize` in [training]; did you mean `batch_size`?"
+        ),
+        "{e}"
+    );
+    assert!(
+        lines[2].starts_with("experiments/x.toml:17:2: unknown table [runn]; did you mean [run]?"),
+        "{e}"
+    );
+    // What is wrong once the unknown are put aside: depth was not given.
+    assert!(lines[3].contains("model.depth is missing"), "{e}");
+}
+
+#[test]
+fn a_misspelt_key_that_cannot_be_put_aside_alone_ends_the_list_with_no_error_of_its_own_making() {
+    // `fctor` shares its line with the search's other keys: blanking the line would make `search`
+    // missing, an error the user did not write, so the first error is the only one.
+    let text = format!(
+        "{MINIMAL}\n[sweep]\nfield = \"model.depth\"\nsearch = {{ start = 1, fctor = 2, max = 8 }}\nvalus = [1]\n"
+    );
+    let e = err(&text);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("unknown key `fctor`"), "{e}");
+}
+
+#[test]
+fn a_misspelt_choice_is_offered_the_nearest_one() {
+    let e = err(&edit("optimizer = \"adam\"", "optimizer = \"Adamw\""));
+    assert!(e.contains(r#"got "Adamw"; did you mean "adamw"? e.g. optimizer = "adam""#), "{e}");
+    let e = err(&edit("optimizer = \"adam\"", "optimizer = \"lion\""));
+    assert!(!e.contains("did you mean"), "{e}");
 }

@@ -165,7 +165,7 @@ fn scaler_values_are_checked() {
     );
     assert_eq!(
         fp16("growth = 3"),
-        "experiments/x.toml:17:12: unknown key `growth` in training.scaler; expected one of: init_scale, growth_factor, backoff_factor, growth_interval"
+        "experiments/x.toml:17:12: unknown key `growth` in training.scaler; did you mean `growth_factor`? expected one of: init_scale, growth_factor, backoff_factor, growth_interval"
     );
 }
 

@@ -111,7 +111,7 @@ fn unknown_keys_in_a_variant_are_named() {
     );
     assert_eq!(
         err(&text),
-        "experiments/x.toml:22:1: unknown key `widht` in variant[1].model; expected one of: kind, hidden, depth, widths, arch, channels, conv, kernel, d_model, nhead, num_layers, dim_feedforward, dropout, norm_first, path, loss, units"
+        "experiments/x.toml:22:1: unknown key `widht` in variant[1].model; did you mean `widths`? expected one of: kind, hidden, depth, widths, arch, channels, conv, kernel, d_model, nhead, num_layers, dim_feedforward, dropout, norm_first, path, loss, units"
     );
     let e = err(&format!("{MINIMAL}\n[[variant]]\nname = \"a\"\n[variant.run]\ndevice = \"cpu\"\n"));
     assert_eq!(
