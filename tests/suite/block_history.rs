@@ -110,16 +110,21 @@ fn the_estimates_blocks_align_with_pytorchs_history() {
     let row = &report.rows[0];
     let trace = std::fs::read_to_string(report.dir.join("trace.csv")).unwrap();
     let mut checked = 0;
-    for l in trace.lines().skip(1) {
+    let mut lines = trace.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no {name}"));
+    let (step, micro, phase, allocated) = (col("step"), col("micro"), col("phase"), col("memory_allocated"));
+    for l in lines {
         let c: Vec<&str> = l.split(',').collect();
-        let Some(&sum) = at_end.get(&(c[1].to_string(), c[2].to_string(), c[3].to_string())) else {
+        let Some(&sum) = at_end.get(&(c[step].to_string(), c[micro].to_string(), c[phase].to_string()))
+        else {
             continue;
         };
-        let measured = c[4].parse::<i64>().unwrap() - row.baseline_allocated as i64;
+        let measured = c[allocated].parse::<i64>().unwrap() - row.baseline_allocated as i64;
         assert_eq!(
             sum, measured,
             "allocated at the end of step {} {}: the blocks' sum against the run",
-            c[1], c[3]
+            c[step], c[phase]
         );
         checked += 1;
     }

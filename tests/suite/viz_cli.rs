@@ -44,6 +44,8 @@ fn trial_trace(trial: usize, depth: u64, per_layer: u64, oom: bool) -> Vec<Phase
         t += 0.01;
         out.push(PhaseRecord {
             trial,
+            variant: String::new(),
+            value: None,
             step,
             micro: 0,
             phase,
@@ -197,24 +199,27 @@ fn compare_writes_the_table_and_overlaid_charts() {
     let a = sweep_folder(&sb.path().join("results/t4/depth_sweep"), "Tesla T4", 600 * MIB, 40 * MIB, SPEC);
     let b = sweep_folder(&sb.path().join("results/h100/depth_sweep"), "H100", 1200 * MIB, 40 * MIB, SPEC);
     // The H100 fits twice as deep: its trials at twice the depths (2, 4, 8 fit, 16 and 12 OOM,
-    // 10 fits), and its answer so.
-    let mut reader = csv::Reader::from_path(b.join("summary.csv")).unwrap();
-    let header = reader.headers().unwrap().clone();
-    let doubled: Vec<csv::StringRecord> = reader
-        .records()
-        .map(|r| {
-            let r = r.unwrap();
-            let twice = |c: &str| (c.parse::<f64>().unwrap() * 2.0).to_string();
-            r.iter()
-                .zip(&header)
-                .map(|(c, h)| if h == "value" || h == "depth" { twice(c) } else { c.into() })
-                .collect()
-        })
-        .collect();
-    let mut writer = csv::Writer::from_path(b.join("summary.csv")).unwrap();
-    writer.write_record(&header).unwrap();
-    doubled.iter().for_each(|r| writer.write_record(r).unwrap());
-    writer.flush().unwrap();
+    // 10 fits), in summary.csv and in trace.csv's rows, which name their trial's value too; and
+    // its answer so.
+    for file in ["summary.csv", "trace.csv"] {
+        let mut reader = csv::Reader::from_path(b.join(file)).unwrap();
+        let header = reader.headers().unwrap().clone();
+        let doubled: Vec<csv::StringRecord> = reader
+            .records()
+            .map(|r| {
+                let r = r.unwrap();
+                let twice = |c: &str| (c.parse::<f64>().unwrap() * 2.0).to_string();
+                r.iter()
+                    .zip(&header)
+                    .map(|(c, h)| if h == "value" || h == "depth" { twice(c) } else { c.into() })
+                    .collect()
+            })
+            .collect();
+        let mut writer = csv::Writer::from_path(b.join(file)).unwrap();
+        writer.write_record(&header).unwrap();
+        doubled.iter().for_each(|r| writer.write_record(r).unwrap());
+        writer.flush().unwrap();
+    }
     let mut m: Value =
         serde_json::from_str(&std::fs::read_to_string(b.join("manifest.json")).unwrap()).unwrap();
     m["answers"][0]["largest_fit"] = json!(10);

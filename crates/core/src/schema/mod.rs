@@ -112,6 +112,13 @@ pub struct MemSnapshot {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PhaseRecord {
     pub trial: usize,
+    /// The trial's `[[variant]]` and swept value, as its summary.csv row names them, so that a
+    /// trace plots without a join: written when the trial's rows are (the recorder leaves them
+    /// empty), empty where the spec has none and in runs made before they were written.
+    #[serde(default)]
+    pub variant: String,
+    #[serde(default, serialize_with = "whole_as_integer")]
+    pub value: Option<f64>,
     /// 0 for the set-up phases, then 1, 2, ...
     pub step: usize,
     /// The micro-batch within the step (gradient accumulation), from 0.
@@ -453,6 +460,8 @@ pub(crate) mod tests {
     pub(crate) fn a_record() -> PhaseRecord {
         PhaseRecord {
             trial: 1,
+            variant: String::new(),
+            value: None,
             step: 1,
             micro: 0,
             phase: Phase::Forward,

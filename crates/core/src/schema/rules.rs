@@ -136,6 +136,8 @@ pub const SUMMARY: &[(&str, Rule)] = &[
 /// checks those against the rows.)
 pub const TRACE: &[(&str, Rule)] = &[
     ("trial", Rule::Trial),
+    ("variant", Rule::Variant),
+    ("value", Rule::SweptValue),
     ("step", Rule::Step),
     ("micro", Rule::AtMost(MAX_ACCUMULATION as u64)),
     ("phase", Rule::OneOf(PHASES)),

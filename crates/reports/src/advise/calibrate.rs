@@ -427,6 +427,8 @@ mod tests {
     fn record(step: usize, phase: Phase, seconds: f64) -> PhaseRecord {
         PhaseRecord {
             trial: 1,
+            variant: String::new(),
+            value: None,
             step,
             micro: 0,
             phase,

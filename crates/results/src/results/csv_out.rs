@@ -61,7 +61,8 @@ impl TrialFile {
     }
 }
 
-/// `trace.csv`. A trial's rows are kept until the trial ends and then written at once, so the
+/// `trace.csv`. A trial's rows are kept until the trial ends and then written at once, with its
+/// variant and swept value (which the summary row brings), so the
 /// file holds whole trials only: a trial dropped by a signal leaves none, and a hard kill during
 /// that write leaves a part of one trial, which readers drop (its summary row comes after).
 pub struct TraceCsv {
@@ -81,8 +82,13 @@ impl Exporter for TraceCsv {
         Ok(())
     }
     fn trial(&mut self, row: &SummaryRow) -> Result<()> {
-        let mine: Vec<PhaseRecord> = self.pending.drain(..).filter(|r| r.trial == row.trial).collect();
-        self.file.append(mine)
+        // Each row names its trial's variant and swept value, known only now (the summary row's).
+        let mine = self.pending.drain(..).filter(|r| r.trial == row.trial).map(|r| PhaseRecord {
+            variant: row.variant.clone(),
+            value: row.value,
+            ..r
+        });
+        self.file.append(mine.collect::<Vec<_>>())
     }
     fn undo(&mut self) -> Result<()> {
         self.file.undo()
@@ -104,5 +110,56 @@ impl Exporter for SummaryCsv {
     }
     fn undo(&mut self) -> Result<()> {
         self.0.undo()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::Phase;
+
+    /// The recorder knows a phase, not the trial's variant or value: the rows get them from the
+    /// summary row when the trial ends, all of them and only that trial's.
+    #[test]
+    fn trace_rows_are_written_with_their_trials_variant_and_value() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut trace = TraceCsv::create(tmp.path()).unwrap();
+        let rec = |trial, phase| PhaseRecord {
+            trial,
+            variant: String::new(),
+            value: None,
+            step: 1,
+            micro: 0,
+            phase,
+            memory_allocated: 1,
+            memory_reserved: 1,
+            max_memory_allocated: 1,
+            max_memory_reserved: 1,
+            device_used: None,
+            phase_seconds: 0.0,
+            elapsed_seconds: 0.0,
+            predicted_peak: None,
+            page_faults: None,
+            rank: None,
+        };
+        for (trial, variant, value) in [(1, "fused", 35.0), (2, "foreach", 0.5)] {
+            trace.phase(&rec(trial, Phase::Forward)).unwrap();
+            trace.phase(&rec(trial, Phase::Backward)).unwrap();
+            let row =
+                SummaryRow { trial, variant: variant.into(), value: Some(value), ..SummaryRow::default() };
+            trace.trial(&row).unwrap();
+        }
+        let text = std::fs::read_to_string(tmp.path().join(super::super::TRACE)).unwrap();
+        let cells: Vec<Vec<&str>> = text.lines().map(|l| l.split(',').take(4).collect()).collect();
+        assert_eq!(cells[0], ["trial", "variant", "value", "step"]);
+        assert_eq!(
+            cells[1..],
+            [
+                ["1", "fused", "35", "1"],
+                ["1", "fused", "35", "1"],
+                ["2", "foreach", "0.5", "1"],
+                ["2", "foreach", "0.5", "1"]
+            ]
+        );
     }
 }

@@ -115,6 +115,23 @@ impl ExperimentDir {
                 );
             }
             seen = t.trial;
+            // Rows of a run from before they were written name neither; a run's own name both.
+            let named = !t.variant.is_empty() || t.value.is_some();
+            if let Some(r) =
+                rows.get(t.trial - 1).filter(|r| named && (r.variant != t.variant || r.value != t.value))
+            {
+                bail!(
+                    "{}: row {}, columns `variant` and `value`: trial {} is {:?} at {:?} here and {:?} at {:?} in \
+                     summary.csv; the file is damaged or not this folder's",
+                    trace_path.display(),
+                    i + 2,
+                    t.trial,
+                    t.variant,
+                    t.value,
+                    r.variant,
+                    r.value
+                );
+            }
             let (steps, micros) = within.get(t.trial - 1).copied().unwrap_or((MAX_STEPS, MAX_ACCUMULATION));
             if t.step > steps || t.micro >= micros.max(1) {
                 bail!(
@@ -501,6 +518,46 @@ mod tests {
         std::fs::write(tmp.path().join(super::super::SUMMARY), bad).unwrap();
         let err = format!("{:#}", ExperimentDir::read(tmp.path()).unwrap_err());
         assert!(err.contains("row 2") && err.contains("field") && err.contains("model.depthh"), "{err}");
+    }
+
+    /// A trace written with its trials' variant and value reads back with them, checked against
+    /// summary.csv; the committed folder, written before those columns, reads with them empty.
+    #[test]
+    fn a_trace_rows_variant_and_value_are_its_summary_rows() {
+        let committed =
+            Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("results/cpu-amd-epyc/depth_sweep");
+        let old = ExperimentDir::read(&committed).unwrap();
+        assert!(
+            old.trace.iter().all(|t| t.variant.is_empty() && t.value.is_none()),
+            "written before the columns"
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        Manifest::read(&committed).unwrap().write(tmp.path()).unwrap();
+        std::fs::copy(committed.join(super::super::SUMMARY), tmp.path().join(super::super::SUMMARY)).unwrap();
+        // The committed trace as today's writer writes it: the two columns after `trial`.
+        let trace = std::fs::read_to_string(committed.join(super::super::TRACE)).unwrap();
+        let with = |shift: usize| -> String {
+            let mut lines = trace.lines();
+            let head = lines.next().unwrap().replacen("trial,", "trial,variant,value,", 1);
+            let rows = lines.enumerate().map(|(i, l)| {
+                let (trial, rest) = l.split_once(',').unwrap();
+                let r = &old.rows[trial.parse::<usize>().unwrap() - 1];
+                let value = r.value.unwrap() + if i == shift { 1.0 } else { 0.0 };
+                format!("{trial},{},{value},{rest}", r.variant)
+            });
+            std::iter::once(head).chain(rows).collect::<Vec<_>>().join("\n") + "\n"
+        };
+        std::fs::write(tmp.path().join(super::super::TRACE), with(usize::MAX)).unwrap();
+        let exp = ExperimentDir::read(tmp.path()).unwrap();
+        assert_eq!(exp.trace.len(), old.trace.len());
+        for t in &exp.trace {
+            let r = &exp.rows[t.trial - 1];
+            assert_eq!((&t.variant, t.value), (&r.variant, r.value));
+            assert!(!t.variant.is_empty() && t.value.is_some());
+        }
+        std::fs::write(tmp.path().join(super::super::TRACE), with(5)).unwrap();
+        let err = format!("{:#}", ExperimentDir::read(tmp.path()).unwrap_err());
+        assert!(err.contains("row 7, columns `variant` and `value`"), "{err}");
     }
 
     #[test]

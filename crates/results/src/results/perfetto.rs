@@ -329,6 +329,8 @@ mod tests {
     fn rec(trial: usize, step: usize, phase: Phase, allocated: u64, secs: f64, elapsed: f64) -> PhaseRecord {
         PhaseRecord {
             trial,
+            variant: String::new(),
+            value: None,
             step,
             micro: 0,
             phase,

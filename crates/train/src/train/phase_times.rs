@@ -55,6 +55,8 @@ mod tests {
     fn rec(step: usize, micro: usize, phase: Phase, secs: f64) -> PhaseRecord {
         PhaseRecord {
             trial: 1,
+            variant: String::new(),
+            value: None,
             step,
             micro,
             phase,

@@ -224,6 +224,8 @@ impl<'a> Recorder<'a> {
     fn record(&self, step: usize, phase: Phase, mem: MemSnapshot) -> PhaseRecord {
         PhaseRecord {
             trial: self.trial,
+            variant: String::new(),
+            value: None,
             step,
             micro: if phase == Phase::Step { 0 } else { self.micro },
             phase,

@@ -289,6 +289,8 @@ mod tests {
                 for (i, &secs) in [1.0].iter().chain(steps).enumerate() {
                     trace.push(PhaseRecord {
                         trial,
+                        variant: String::new(),
+                        value: None,
                         step: i + 1,
                         micro: 0,
                         phase: Phase::Backward,

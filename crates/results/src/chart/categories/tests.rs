@@ -8,6 +8,8 @@ use crate::schema::{Phase, PhaseRecord, Status};
 fn rec(trial: usize, step: usize, micro: usize, phase: Phase, allocated: u64) -> PhaseRecord {
     PhaseRecord {
         trial,
+        variant: String::new(),
+        value: None,
         step,
         micro,
         phase,

@@ -24,6 +24,8 @@ fn trace(trial: usize, steps: usize, params: u64, act: u64) -> Vec<PhaseRecord> 
         t += secs;
         out.push(PhaseRecord {
             trial,
+            variant: String::new(),
+            value: None,
             step,
             micro: 0,
             phase,
