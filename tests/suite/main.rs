@@ -27,6 +27,7 @@ mod cpu_budget_oom;
 mod cpu_warmup;
 mod ddp_engine;
 mod ddp_run;
+mod docs_commands;
 mod estimate_accuracy;
 mod estimate_cache;
 mod estimate_kinds;

@@ -487,18 +487,22 @@ pub(crate) mod tests {
             .collect()
     }
 
-    /// README's column reference lists every column of both files, in the files' order, and
+    /// docs/results.md's column reference lists every column of both files, in the files' order, and
     /// nothing else: a column added or renamed without its line there fails here.
     #[test]
     fn the_readme_lists_every_column_with_its_unit() {
         let readme =
-            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/results.md")).unwrap();
         let start = readme.find("### Columns of trace.csv and summary.csv").expect("the column reference");
         let section = &readme[start..];
         let section = &section[..section.find("\n## ").unwrap_or(section.len())];
         let (trace, summary) = section.split_once("`summary.csv`, one row per trial:").expect("two tables");
-        assert_eq!(table(trace), header(&a_record()), "trace.csv's columns in README.md");
-        assert_eq!(table(summary), header(&SummaryRow::default()), "summary.csv's columns in README.md");
+        assert_eq!(table(trace), header(&a_record()), "trace.csv's columns in docs/results.md");
+        assert_eq!(
+            table(summary),
+            header(&SummaryRow::default()),
+            "summary.csv's columns in docs/results.md"
+        );
         for line in section.lines().filter(|l| l.starts_with("| `")) {
             let unit = line.split('|').nth(2).unwrap_or_default().trim();
             assert!(!unit.is_empty(), "no unit: {line}");
