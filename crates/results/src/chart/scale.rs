@@ -50,7 +50,9 @@ pub fn swept_key(field: Option<Field>) -> &'static str {
 }
 
 /// How x values map to the axis: as they are, or as their base-2 logarithm when they span
-/// more than [`LOG_RATIO`] (batch sizes 1 to 4096 would crowd everything on the left). The
+/// more than [`LOG_RATIO`] (batch sizes 1 to 4096 would crowd everything on the left) or step
+/// by one factor (16, 32, ..., 8192; world sizes 1, 2, 4), where a linear axis bunches the small
+/// values and equal spacing shows the sweep as it was made. The
 /// axis itself stays linear over the mapped values, so one chart type serves both, and the
 /// ticks of a log axis, at whole log2 steps, read as powers of two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,11 +64,23 @@ pub enum XScale {
 /// Above this max/min ratio of the x values, the x axis is logarithmic.
 const LOG_RATIO: f64 = 64.0;
 
+/// Whether the distinct values, sorted, are three or more that each multiply the one before by
+/// the same factor, 2 or more (within 1%): a sweep made geometric, as `values = [16, 32, ...]`
+/// or a search's doubling writes them.
+fn geometric(xs: &[f64]) -> bool {
+    let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite() && *x > 0.0).collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup();
+    let ratios: Vec<f64> = v.windows(2).map(|w| w[1] / w[0]).collect();
+    let Some(&first) = ratios.first() else { return false };
+    ratios.len() >= 2 && first >= 2.0 && ratios.iter().all(|r| (r / first - 1.0).abs() < 0.01)
+}
+
 impl XScale {
     pub fn for_values(xs: &[f64]) -> XScale {
         let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
         let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        if min > 0.0 && max / min > LOG_RATIO {
+        if min > 0.0 && (max / min > LOG_RATIO || geometric(xs)) {
             XScale::Log2
         } else {
             XScale::Linear
@@ -174,6 +188,13 @@ mod tests {
         assert_eq!(XScale::for_values(&[1.0, 64.0]), XScale::Linear);
         assert_eq!(XScale::for_values(&[1.0, 4096.0]), XScale::Log2);
         assert_eq!(XScale::for_values(&[0.0, 4096.0]), XScale::Linear);
+        // Stepped by one factor: log, whatever the span; a search's trials near the answer are not.
+        assert_eq!(XScale::for_values(&[1.0, 2.0, 4.0, 2.0]), XScale::Log2);
+        assert_eq!(XScale::for_values(&[64.0, 256.0, 1024.0, 4096.0]), XScale::Log2);
+        assert_eq!(XScale::for_values(&[1.0, 2.0]), XScale::Linear);
+        assert_eq!(XScale::for_values(&[35.0, 36.0, 34.0]), XScale::Linear);
+        assert_eq!(XScale::for_values(&[1.0, 2.0, 4.0, 5.0]), XScale::Linear);
+        assert_eq!(XScale::for_values(&[10.0, 15.0, 22.5]), XScale::Linear);
         assert_eq!(XScale::Log2.tick(10.0), "1024");
         assert_eq!(XScale::Linear.range(&[1.0, 41.0]), 0.0..43.0);
         assert_eq!(XScale::Log2.desc("batch_size"), "batch_size (log scale)");
