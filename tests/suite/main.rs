@@ -19,6 +19,7 @@ mod common;
 mod advise;
 mod bench;
 mod block_history;
+mod chart_text;
 mod claims;
 mod cli;
 mod compare_devices;

@@ -19,12 +19,14 @@ mod advice;
 mod bench;
 mod categories;
 mod compare;
+mod labels;
 pub mod legend;
 pub mod scale;
 pub mod style;
 mod sweep_peak;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
+pub mod text_check;
 mod timeline;
 mod tradeoff;
 
@@ -179,19 +181,51 @@ where
     let (width, _) = root.dim_in_pixel();
     let centre = width as i32 / 2;
     let top = Pos::new(HPos::Center, VPos::Top);
-    // A long title shrinks until it fits the width, rather than running off both edges.
-    let mut size = 30.0;
-    let fits = |size: f64| {
-        root.estimate_text_size(title, &title_style(size)).map(|(w, _)| w + 40 <= width).unwrap_or(true)
+    let fits = |text: &str, style: &TextStyle| {
+        root.estimate_text_size(text, style).map(|(w, _)| w + 40 <= width).unwrap_or(true)
     };
-    while size > 14.0 && !fits(size) {
-        size -= 1.0;
+    // A long title shrinks until it fits the width; one that does not fit at 18 points is set
+    // in two lines, and a subtitle likewise, so that nothing runs off either edge.
+    let (size, lines) = fit_lines(title, (30.0, 18.0), (20.0, 11.0), |t, size| fits(t, &title_style(size)));
+    for (i, line) in lines.iter().enumerate() {
+        let y = if lines.len() == 1 { 14 } else { 4 + i as i32 * (size as i32 + 4) };
+        root.draw_text(line, &title_style(size).pos(top), (centre, y))?;
     }
-    root.draw_text(title, &title_style(size).pos(top), (centre, 14))?;
     if !subtitle.is_empty() {
-        root.draw_text(subtitle, &subtitle_style().pos(top), (centre, 54))?;
+        let (size, lines) =
+            fit_lines(subtitle, (19.0, 14.0), (14.0, 10.0), |t, size| fits(t, &subtitle_style(size)));
+        for (i, line) in lines.iter().enumerate() {
+            let y = if lines.len() == 1 { 54 } else { 50 + i as i32 * (size as i32 + 3) };
+            root.draw_text(line, &subtitle_style(size).pos(top), (centre, y))?;
+        }
     }
     Ok(root.split_vertically(HEADER_HEIGHT).1)
+}
+
+/// `text` as the largest size in `one` (from its first size down to its last, a point at a
+/// time) at which it fits on one line, else split in two at the space that balances them, at
+/// the largest size in `two` at which both fit (the smallest, if none does).
+fn fit_lines(
+    text: &str,
+    one: (f64, f64),
+    two: (f64, f64),
+    fits: impl Fn(&str, f64) -> bool,
+) -> (f64, Vec<String>) {
+    let sizes = |(from, to): (f64, f64)| {
+        std::iter::successors(Some(from), |s| Some(s - 1.0)).take_while(move |s| *s >= to)
+    };
+    if let Some(size) = sizes(one).find(|&s| fits(text, s)) {
+        return (size, vec![text.to_string()]);
+    }
+    let middle = text.len() / 2;
+    let split = text
+        .match_indices(' ')
+        .map(|(i, _)| i)
+        .min_by_key(|&i| i.abs_diff(middle))
+        .map(|i| vec![text[..i].to_string(), text[i + 1..].to_string()])
+        .unwrap_or_else(|| vec![text.to_string()]);
+    let size = sizes(two).find(|&s| split.iter().all(|l| fits(l, s))).unwrap_or(two.1);
+    (size, split)
 }
 
 /// Draws `notes` (what a reader must know to read the chart right) one a row in muted text

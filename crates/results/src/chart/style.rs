@@ -77,8 +77,8 @@ pub fn title_style(size: f64) -> TextStyle<'static> {
 }
 
 /// Text style of a chart's subtitle (device, model, ...).
-pub fn subtitle_style() -> TextStyle<'static> {
-    (FONT, 19).into_font().color(&palette::MUTED)
+pub fn subtitle_style(size: f64) -> TextStyle<'static> {
+    (FONT, size).into_font().color(&palette::MUTED)
 }
 
 /// Text style of axis descriptions ("peak memory (GiB)").

@@ -100,29 +100,27 @@ impl Chart for Tradeoff {
         let (plot_w, plot_h) = plot.plotting_area().dim_in_pixel();
         let x_per_px = (x_range.end - x_range.start) / f64::from(plot_w.max(1));
         let y_per_px = y_top / f64::from(plot_h.max(1));
-        // Labels of points at about the same place go one under the other, not on top.
-        let mut placed: Vec<(f64, f64)> = Vec::new();
-        for (i, p) in self.points.iter().enumerate() {
-            let colour = palette::category(i);
-            let at = (axis.value(p.peak), p.step_seconds);
-            plot.draw_series(std::iter::once(Circle::new(at, 8, colour.filled())))?;
-            let text = format!("{}: {}, {} s", p.label, format_bytes(p.peak), format_tick(p.step_seconds));
-            let width = plot.plotting_area().estimate_text_size(&text, &label_style())?.0;
-            // Right of the point, or left of it when it would run off the plot.
-            let right = at.0 + (14.0 + f64::from(width)) * x_per_px <= x_range.end;
-            let mut y = at.1;
-            while placed
-                .iter()
-                .any(|&(px, py)| (px - at.0).abs() < 150.0 * x_per_px && (py - y).abs() < 24.0 * y_per_px)
-            {
-                y -= 24.0 * y_per_px;
-            }
-            placed.push((at.0, y));
-            let (x, h) = if right {
-                (at.0 + 14.0 * x_per_px, HPos::Left)
-            } else {
-                (at.0 - 14.0 * x_per_px, HPos::Right)
-            };
+        // Each label beside its point, in the first place that hides no other label or point.
+        let texts: Vec<String> = self
+            .points
+            .iter()
+            .map(|p| format!("{}: {}, {} s", p.label, format_bytes(p.peak), format_tick(p.step_seconds)))
+            .collect();
+        let sizes = texts
+            .iter()
+            .map(|t| plot.plotting_area().estimate_text_size(t, &label_style()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let at: Vec<(f64, f64)> = self.points.iter().map(|p| (axis.value(p.peak), p.step_seconds)).collect();
+        let to_px = |(x, y): (f64, f64)| {
+            (((x - x_range.start) / x_per_px).round() as i32, ((y_top - y) / y_per_px).round() as i32)
+        };
+        let pixels: Vec<(i32, i32)> = at.iter().map(|&a| to_px(a)).collect();
+        let placed = super::labels::place(&pixels, &sizes, (plot_w, plot_h), &pixels);
+        for (i, ((text, &point), spot)) in texts.into_iter().zip(&at).zip(placed).enumerate() {
+            plot.draw_series(std::iter::once(Circle::new(point, 8, palette::category(i).filled())))?;
+            let x = x_range.start + f64::from(spot.x) * x_per_px;
+            let y = y_top - f64::from(spot.y) * y_per_px;
+            let h = if spot.left_anchored { HPos::Left } else { HPos::Right };
             let style = label_style().pos(Pos::new(h, VPos::Center));
             plot.draw_series(std::iter::once(Text::new(text, (x, y), style)))?;
         }

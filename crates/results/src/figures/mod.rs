@@ -52,7 +52,26 @@ pub fn draw_charts(
     extra_trials: &[usize],
     spec_budget: Option<u64>,
 ) -> Result<Vec<PathBuf>> {
-    charts(exp, extra_trials, spec_budget, true)
+    charts(exp, extra_trials, spec_budget, &mut Mode::Draw)
+}
+
+/// What is wrong with the text of the charts [`draw_charts`] draws, drawing none: each line
+/// names the chart and says which text leaves the canvas or lies over another
+/// ([`chart::text_check`]). Empty where every chart reads at a glance.
+pub fn text_problems(exp: &ExperimentDir, spec_budget: Option<u64>) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    charts(exp, &[], spec_budget, &mut Mode::Check(&mut problems))?;
+    Ok(problems)
+}
+
+/// What [`charts`] does with each chart it picks.
+enum Mode<'a> {
+    /// Draws it (its files claimed in the manifest first).
+    Draw,
+    /// Names its files only.
+    Name,
+    /// Checks its text, into the list.
+    Check(&'a mut Vec<String>),
 }
 
 /// The files a run's charts take in its folder, named but not drawn: what a run wrote there
@@ -63,18 +82,25 @@ pub fn drawn_by(dir: &Path) -> Vec<String> {
     let mut names = crate::results::outputs::unlisted_data_files();
     if let Ok(exp) = ExperimentDir::read(dir) {
         let budget = recorded_spec_budget(&exp.manifest);
-        let charts = charts(&exp, &[], budget, false).unwrap_or_default();
+        let charts = charts(&exp, &[], budget, &mut Mode::Name).unwrap_or_default();
         names.extend(charts.iter().filter_map(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned()));
     }
     names
 }
 
-/// A chart's two files in `dir`: listed in the folder's manifest as oomlab's, then drawn
-/// (`draw`), or only named.
-fn drawn(chart: &impl chart::Chart, dir: &Path, draw: bool) -> Result<chart::Rendered> {
+/// A chart's two files in `dir`: listed in the folder's manifest as oomlab's, then drawn; or
+/// only named; or named, and its text checked.
+fn drawn(chart: &impl chart::Chart, dir: &Path, mode: &mut Mode) -> Result<chart::Rendered> {
     let files = chart::files(chart, dir);
-    if !draw {
-        return Ok(files);
+    match mode {
+        Mode::Draw => {}
+        Mode::Name => return Ok(files),
+        Mode::Check(problems) => {
+            let name = files.png.display().to_string();
+            problems
+                .extend(chart::text_check::text_problems(chart)?.into_iter().map(|p| format!("{name}: {p}")));
+            return Ok(files);
+        }
     }
     let names: Vec<String> = [&files.png, &files.svg]
         .iter()
@@ -85,12 +111,12 @@ fn drawn(chart: &impl chart::Chart, dir: &Path, draw: bool) -> Result<chart::Ren
     chart::render(chart, dir)
 }
 
-/// [`draw_charts`], or with `draw` false only the files it would write.
+/// [`draw_charts`], or as `mode` says: only the files it would write, or its text checked.
 fn charts(
     exp: &ExperimentDir,
     extra_trials: &[usize],
     spec_budget: Option<u64>,
-    draw: bool,
+    mode: &mut Mode,
 ) -> Result<Vec<PathBuf>> {
     let (dir, manifest, rows, trace) = (&exp.dir, &exp.manifest, &exp.rows, &exp.trace);
     let subtitle = |variant: &str| subtitle(manifest, variant, spec_budget);
@@ -103,7 +129,7 @@ fn charts(
     for pick in select(rows, extra_trials)? {
         // Drawing many charts takes a while: a signal stops it between two (the folder's
         // measurements are whole; `oomlab plot` or `run --resume` draws the rest).
-        if draw {
+        if matches!(mode, Mode::Draw) {
             crate::interrupt::check()?;
         }
         let out = match pick {
@@ -111,7 +137,7 @@ fn charts(
                 let mine: Vec<SummaryRow> = rows.iter().filter(|r| r.variant == variant).cloned().collect();
                 let mut chart = SweepPeak::from_summary(&mine, title.clone(), subtitle(&variant), budget);
                 chart.stem_suffix = (!variant.is_empty()).then(|| format!("-{variant}"));
-                drawn(&chart, dir, draw)?
+                drawn(&chart, dir, mode)?
             }
             Pick::Variants { variants } => {
                 let Some(field) = rows.iter().find(|r| r.value.is_some_and(f64::is_finite)).map(|r| r.field)
@@ -141,7 +167,7 @@ fn charts(
                     series_of: SeriesOf::Variants,
                     series,
                 };
-                drawn(&chart, dir, draw)?
+                drawn(&chart, dir, mode)?
             }
             Pick::Timeline { trial, why } => {
                 // `select` picks trials of the summary only: the reader keeps no trace rows of a
@@ -168,7 +194,7 @@ fn charts(
                     subtitle(&row.variant),
                     budget,
                 );
-                drawn(&chart, dir, draw)?
+                drawn(&chart, dir, mode)?
             }
             // Categories are told apart by what each phase adds: they need a row per phase.
             Pick::Categories if !per_phase => continue,
@@ -179,7 +205,7 @@ fn charts(
                     format!("{title}: memory by category"),
                     subtitle(""),
                 );
-                drawn(&chart, dir, draw)?
+                drawn(&chart, dir, mode)?
             }
             Pick::Tradeoff => {
                 let chart = Tradeoff::from_picked(
@@ -187,7 +213,7 @@ fn charts(
                     format!("{title}: step time against peak memory"),
                     format!("{}; step times from that machine (--trace {})", subtitle(""), level.as_str()),
                 );
-                drawn(&chart, dir, draw)?
+                drawn(&chart, dir, mode)?
             }
         };
         files.extend([out.png, out.svg]);

@@ -4,7 +4,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::data::{AdviceChart, Mark};
+use super::data::{AdviceChart, AdvicePoint, Mark};
 use crate::chart::legend::{Glyph, Legend};
 use crate::chart::scale::ByteAxis;
 use crate::chart::style::{budget_label, budget_style, house_style, label_style, palette};
@@ -87,26 +87,26 @@ impl Chart for AdviceChart {
         let (w, h) = plot.plotting_area().dim_in_pixel();
         let x_per_px = x_end / f64::from(w.max(1));
         let y_per_px = (y_range.end - y_range.start) / f64::from(h.max(1));
-        // Labels of points at about the same place go one under the other, not on top.
-        let mut placed: Vec<(f64, f64, f64)> = Vec::new();
-        // The spec as written first: it stands alone, the others stack beside it.
+        let to_px = |(x, y): (f64, f64)| {
+            ((x / x_per_px).round() as i32, ((y_range.end - y) / y_per_px).round() as i32)
+        };
+        // The spec as written first: it stands alone, the others take places beside it; each in
+        // the first place that hides no other label and no point, labelled or not.
         let labelled = self.points.iter().filter(|p| p.mark == Mark::Written && !p.label.is_empty());
         let others = self.points.iter().filter(|p| p.mark != Mark::Written && !p.label.is_empty());
-        for p in labelled.chain(others) {
-            let at = (axis.value(p.peak), y_of(p.y));
-            let width = f64::from(plot.plotting_area().estimate_text_size(&p.label, &label_style())?.0);
-            let right = at.0 + (14.0 + width) * x_per_px <= x_end;
-            let (x0, x1) = if right {
-                (at.0 + 14.0 * x_per_px, at.0 + (14.0 + width) * x_per_px)
-            } else {
-                (at.0 - (14.0 + width) * x_per_px, at.0 - 14.0 * x_per_px)
-            };
-            let mut y = at.1;
-            while placed.iter().any(|&(a, b, py)| x0 < b && a < x1 && (py - y).abs() < 22.0 * y_per_px) {
-                y += 22.0 * y_per_px;
-            }
-            placed.push((x0, x1, y));
-            let (x, hpos) = if right { (x0, HPos::Left) } else { (x1, HPos::Right) };
+        let labelled: Vec<&AdvicePoint> = labelled.chain(others).collect();
+        let markers: Vec<(i32, i32)> =
+            self.points.iter().map(|p| to_px((axis.value(p.peak), y_of(p.y)))).collect();
+        let pixels: Vec<(i32, i32)> =
+            labelled.iter().map(|p| to_px((axis.value(p.peak), y_of(p.y)))).collect();
+        let sizes = labelled
+            .iter()
+            .map(|p| plot.plotting_area().estimate_text_size(&p.label, &label_style()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let placed = crate::chart::labels::place(&pixels, &sizes, (w, h), &markers);
+        for (p, spot) in labelled.iter().zip(placed) {
+            let (x, y) = (f64::from(spot.x) * x_per_px, y_range.end - f64::from(spot.y) * y_per_px);
+            let hpos = if spot.left_anchored { HPos::Left } else { HPos::Right };
             let style = label_style().pos(Pos::new(hpos, VPos::Center));
             plot.draw_series(std::iter::once(Text::new(p.label.clone(), (x, y), style)))?;
         }

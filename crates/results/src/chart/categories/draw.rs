@@ -34,7 +34,13 @@ impl Chart for CategoryBars {
         let top = axis.value(top_bytes);
         let y_top = if top > 0.0 { top * 1.12 } else { 1.0 };
         let n = self.bars.len().max(1);
-        let labels: Vec<String> = self.bars.iter().map(|b| b.label.clone()).collect();
+        // A bar's name wider than its slot would run into the next one's: it is said shorter
+        // (the swept value without its key, then cut), as the peak labels are. The slot is the
+        // plot's width (the area less the y axis's labels and the margins, as `framed` lays it).
+        let slot = f64::from(area.dim_in_pixel().0.saturating_sub(78 + 20 + 10)) / n as f64 - 12.0;
+        let measure =
+            |t: &str| root.estimate_text_size(t, &label_style()).map_or(f64::INFINITY, |(w, _)| f64::from(w));
+        let labels: Vec<String> = self.bars.iter().map(|b| fit_label(&b.label, slot, measure)).collect();
         let x_fmt = move |x: &f64| {
             let i = x.round();
             if (x - i).abs() > 1e-6 || i < 0.0 {
@@ -140,6 +146,30 @@ impl CategoryBars {
 }
 
 /// The first of `texts` (longest first) no wider than `room` pixels.
+/// `label` as it fits `room` pixels: whole; or `name (value)` for `name (key value)`; or cut,
+/// with an ellipsis, to what fits.
+pub(super) fn fit_label(label: &str, room: f64, width: impl Fn(&str) -> f64) -> String {
+    if width(label) <= room {
+        return label.to_string();
+    }
+    let short = match label.rsplit_once(" (") {
+        Some((name, inside)) => match inside.strip_suffix(')').and_then(|i| i.rsplit_once(' ')) {
+            Some((_, value)) => format!("{name} ({value})"),
+            None => label.to_string(),
+        },
+        None => label.to_string(),
+    };
+    if width(&short) <= room {
+        return short;
+    }
+    let chars: Vec<char> = short.chars().collect();
+    (1..chars.len())
+        .rev()
+        .map(|k| chars[..k].iter().collect::<String>() + "…")
+        .find(|t| width(t) <= room)
+        .unwrap_or_else(|| "…".to_string())
+}
+
 pub(super) fn first_fitting(texts: &[String], room: f64, width: impl Fn(&str) -> f64) -> Option<&String> {
     texts.iter().find(|t| width(t) <= room)
 }

@@ -168,3 +168,13 @@ fn labels_too_wide_for_their_bars_are_shortened_or_left_out() {
     let many = sizes(60);
     assert!(many.is_empty(), "60 bars leave no room for a size: {many:?}");
 }
+
+#[test]
+fn a_bar_name_too_wide_for_its_slot_is_said_shorter() {
+    use super::draw::fit_label;
+    let width = |t: &str| t.chars().count() as f64 * 10.0;
+    assert_eq!(fit_label("fp32 (batch_size 64)", 300.0, width), "fp32 (batch_size 64)");
+    assert_eq!(fit_label("transformer_fp32 (batch_size 140)", 250.0, width), "transformer_fp32 (140)");
+    assert_eq!(fit_label("transformer_fp32 (batch_size 140)", 100.0, width), "transform…");
+    assert_eq!(fit_label("none", 10.0, width), "…");
+}
