@@ -58,10 +58,21 @@ fn the_quick_start_runs_as_written() {
     let budget = args.iter().skip_while(|a| **a != "--budget").nth(1).expect("--budget SIZE");
     assert_eq!(m.device.budget_bytes, Some(oomlab::spec::parse_size(budget).unwrap()));
     assert_eq!(m.answers.len(), 3, "one answer per Adam implementation: {:?}", m.answers);
+    let exp = oomlab::results::experiment::ExperimentDir::read(&dir).expect("the folder reads");
     for a in &m.answers {
         let (fit, oom) = (a.largest_fit.expect("some depth fits"), a.first_oom.expect("and one does not"));
         assert_eq!(oom, fit + 1, "{a:?}");
         assert!(stdout.contains(&a.variant), "the answer names {}:\n{stdout}", a.variant);
+        // The chart's curve: every depth from 1 past the first OOM, growing, and through each
+        // probe's own prediction (the same estimate, the same baseline).
+        let depths: Vec<u64> = a.curve.iter().map(|p| p.0).collect();
+        assert_eq!(depths, (1..=depths.len() as u64).collect::<Vec<_>>(), "{a:?}");
+        assert!(depths.len() as u64 > oom, "the curve goes past the first OOM: {a:?}");
+        assert!(a.curve.windows(2).all(|w| w[1].1 > w[0].1), "deeper needs more: {a:?}");
+        for r in exp.rows.iter().filter(|r| r.variant == a.variant) {
+            let at = a.curve.iter().find(|p| Some(p.0 as f64) == r.value).expect("the probe's depth");
+            assert_eq!(Some(at.1), r.predicted_peak, "trial {}: the curve through its prediction", r.trial);
+        }
     }
     // What a probe's steps are for, said once where the variants' are alike, never twice.
     let steps: Vec<&str> = stdout.lines().filter_map(|l| l.trim().strip_prefix("steps: ")).collect();

@@ -571,6 +571,12 @@ fn every_column_is_refused_its_bad_values_by_name() {
     let other = spec_text("1MiB").replace("name = \"depth_sweep\"", "name = \"width_sweep\"");
     let other: &'static str = Box::leak(other.into_boxed_str());
     refused("manifest.json", &spec_source(other), "spec_source", "another experiment's");
+    let curve = |t: String| {
+        let mut m: serde_json::Value = serde_json::from_str(&t).unwrap();
+        m["answers"][0]["curve"] = serde_json::json!([[2, 100], [1, 50]]);
+        serde_json::to_string_pretty(&m).unwrap()
+    };
+    refused("manifest.json", &curve, "curve", "values counting down");
     let timings = |t: String| {
         let mut m: serde_json::Value = serde_json::from_str(&t).unwrap();
         m["timings"]["total"] = 1e308.into();

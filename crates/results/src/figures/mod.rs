@@ -137,6 +137,12 @@ fn charts(
                 let mine: Vec<SummaryRow> = rows.iter().filter(|r| r.variant == variant).cloned().collect();
                 let mut chart = SweepPeak::from_summary(&mine, title.clone(), subtitle(&variant), budget);
                 chart.stem_suffix = (!variant.is_empty()).then(|| format!("-{variant}"));
+                chart.curve = manifest
+                    .answers
+                    .iter()
+                    .find(|a| a.variant == variant)
+                    .map(|a| a.curve.iter().map(|&(x, b)| (x as f64, b)).collect())
+                    .unwrap_or_default();
                 drawn(&chart, dir, mode)?
             }
             Pick::Variants { variants } => {

@@ -11,8 +11,12 @@ use anyhow::{bail, Result};
 use super::manifest::{Answer, Manifest};
 use super::strict_csv;
 use crate::fsio;
+use crate::schema::rules::MAX_BYTES;
 use crate::schema::{rules, Phase, PhaseRecord, Status, SummaryRow, TraceLevel};
 use crate::spec::limits::{MAX_ACCUMULATION, MAX_STEPS};
+
+/// The most points a search's predicted curve may have (the run writes at most 64).
+pub const MAX_CURVE: usize = 1000;
 use crate::spec::{Field, Spec};
 
 /// One experiment's results folder, read whole.
@@ -444,6 +448,17 @@ fn check_against_manifest(path: &Path, rows: &[SummaryRow], manifest: &Manifest)
             bail!(
                 "manifest.json: the answer{named} says {} = {v} fits largest, and no row of summary.csv fitted there; \
                  the folder is damaged",
+                a.field.key()
+            );
+        }
+        // A curve is values counting up, each with bytes a device could be asked for.
+        if a.curve.len() > MAX_CURVE
+            || a.curve.windows(2).any(|w| w[1].0 <= w[0].0)
+            || a.curve.iter().any(|p| p.0 == 0 || p.1 > MAX_BYTES)
+        {
+            bail!(
+                "manifest.json: the answer{named}'s `curve` is not {} values counting up from 1 with their bytes \
+                 (at most {MAX_CURVE} points); the folder is damaged",
                 a.field.key()
             );
         }

@@ -292,6 +292,11 @@ pub struct Answer {
     /// "unguided: <why>".
     #[serde(default)]
     pub strategy: Option<String>,
+    /// A guided search's curve: the estimate's predicted peak, the baseline included, at values
+    /// from 1 to past the largest tried, as the run predicted them on its machine (the sweep
+    /// chart draws it through the probes). Empty where none was made.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub curve: Vec<(u64, u64)>,
 }
 
 impl Answer {
@@ -306,6 +311,7 @@ impl Answer {
             probe_seconds: None,
             guess: None,
             strategy: None,
+            curve: Vec::new(),
         }
     }
 }

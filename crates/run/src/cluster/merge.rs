@@ -505,8 +505,8 @@ fn shard_run(shard: Shard, m: &Manifest) -> ShardRun {
 }
 
 /// Each variant's answer from the merged rows, as a single run records it: the trials it ran,
-/// their time summed over the shards, and a search's guess and how it was guided (one shard ran
-/// each search whole).
+/// their time summed over the shards, and a search's guess, how it was guided and its predicted
+/// curve (one shard ran each search whole).
 fn answers(spec: &Spec, rows: &[SummaryRow], shards: &[&Manifest]) -> Vec<Answer> {
     let Some(sweep) = &spec.sweep else { return Vec::new() };
     spec.configs()
@@ -520,6 +520,7 @@ fn answers(spec: &Spec, rows: &[SummaryRow], shards: &[&Manifest]) -> Vec<Answer
                 probe_seconds: Some(theirs.iter().filter_map(|a| a.probe_seconds).sum()),
                 guess: theirs.iter().find_map(|a| a.guess),
                 strategy: theirs.iter().find_map(|a| a.strategy.clone()),
+                curve: theirs.iter().map(|a| a.curve.clone()).find(|c| !c.is_empty()).unwrap_or_default(),
                 ..experiment::answer(v, sweep.field, rows)
             }
         })

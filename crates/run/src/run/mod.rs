@@ -330,6 +330,8 @@ struct Probed {
     probes: usize,
     seconds: f64,
     guide: Option<estimate::Guide>,
+    /// A guided search's predicted curve ([`curve`]).
+    curve: Vec<(u64, u64)>,
 }
 
 impl Probed {
@@ -339,6 +341,7 @@ impl Probed {
             probe_seconds: Some(self.seconds),
             guess: self.guide.as_ref().and_then(estimate::Guide::guess),
             strategy: self.guide.as_ref().map(estimate::Guide::describe),
+            curve: self.curve.clone(),
             ..answer
         }
     }
@@ -423,7 +426,7 @@ fn run_trials(
         let guess = guide.as_ref().and_then(estimate::Guide::guess);
         let name = variant.unwrap_or_default();
         if !probed.iter().any(|p| p.variant == name) {
-            probed.push(Probed { variant: name.into(), probes: 0, seconds: 0.0, guide });
+            probed.push(Probed { variant: name.into(), probes: 0, seconds: 0.0, guide, curve: Vec::new() });
         }
         let this = probed.iter_mut().find(|p| p.variant == name).expect("just pushed");
         let mut order = take.restrict(sweep::strategy(mode, spec.run.on_oom, guess));
@@ -576,7 +579,64 @@ fn run_trials(
         }
     }
     progress.finish();
+    // Each guided search's curve, for the chart that draws its probes: made after the trials,
+    // so that it costs the answer nothing, and only where the estimate guided it (it covers
+    // the configuration, and has a budget to be read against).
+    if let Some(SweepMode::Search { max, .. }) = mode {
+        let field = field.filter(|f| f.is_integer()).expect("a search sweeps an integer field");
+        for p in probed.iter_mut().filter(|p| p.guide.as_ref().and_then(estimate::Guide::guess).is_some()) {
+            let Some((_, base)) = configs.iter().find(|(v, _)| v.unwrap_or_default() == p.variant) else {
+                continue;
+            };
+            let mine: Vec<&SummaryRow> = rows.iter().filter(|r| r.variant == p.variant).collect();
+            p.curve = curve(base, field, &mine, *max, &options);
+        }
+    }
     Ok(rows)
+}
+
+/// The most points of a predicted curve, and the most time it may take to make (a TorchScript
+/// module's step is synthesised per value: a curve costing more than the probes is left out).
+const CURVE_POINTS: u64 = 64;
+const CURVE_SECONDS: f64 = 20.0;
+
+/// The estimate's predicted peak of `base` at values of `field` from 1 to a tenth past the
+/// largest `rows` tried (within the search's `max`), the baseline of the first trial with a
+/// prediction added as its own was: every value up to 64 of them, else 64 spread evenly
+/// (geometrically where they span more than the chart draws on a linear axis). Empty where
+/// no trial had a prediction, where one fails or where they take longer than 20 s.
+fn curve(
+    base: &Config,
+    field: Field,
+    rows: &[&SummaryRow],
+    max: u64,
+    options: &estimate::Options,
+) -> Vec<(u64, u64)> {
+    let tried = rows.iter().filter_map(|r| r.value).map(|v| v as u64).max();
+    let baseline = rows.iter().find(|r| r.predicted_peak.is_some()).map(|r| r.baseline_allocated);
+    let (Some(tried), Some(baseline)) = (tried, baseline) else { return Vec::new() };
+    let top = (tried + tried / 10 + 1).min(max).max(tried);
+    let values: Vec<u64> = if top <= CURVE_POINTS {
+        (1..=top).collect()
+    } else if top > 64 * CURVE_POINTS {
+        let mut v: Vec<u64> = (0..CURVE_POINTS)
+            .map(|k| (top as f64).powf(k as f64 / (CURVE_POINTS - 1) as f64).round() as u64)
+            .collect();
+        v.dedup();
+        v
+    } else {
+        (0..CURVE_POINTS).map(|k| 1 + (top - 1) * k / (CURVE_POINTS - 1)).collect()
+    };
+    let started = Instant::now();
+    let mut out = Vec::new();
+    for v in values {
+        let Ok(config) = base.with(field, v as f64) else { continue };
+        match predict(&config, options) {
+            Ok(p) if started.elapsed().as_secs_f64() <= CURVE_SECONDS => out.push((v, baseline + p.peak)),
+            _ => return Vec::new(),
+        }
+    }
+    out
 }
 
 /// The estimate for a trial's configuration; `None` where the model does not reach (a

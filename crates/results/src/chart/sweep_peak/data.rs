@@ -17,6 +17,9 @@ pub struct SweepPeak {
     pub budget: Option<u64>,
     /// Appended to the file stem, e.g. "-fp16" for one variant of a spec.
     pub stem_suffix: Option<String>,
+    /// The estimate's curve through the values a guided search did not try, sorted by x: the
+    /// predicted peak (baseline included) as the run predicted it. Empty where it made none.
+    pub curve: Vec<(f64, u64)>,
 }
 
 /// One trial of the sweep.
@@ -79,6 +82,7 @@ impl SweepPeak {
             points,
             budget,
             stem_suffix: None,
+            curve: Vec::new(),
         }
     }
 
@@ -95,6 +99,17 @@ impl SweepPeak {
     /// The trials with a predicted peak, in order.
     pub(super) fn predicted_points(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
         self.points.iter().filter_map(|p| p.predicted.map(|b| (p.x, b)))
+    }
+
+    /// The predicted line: the curve where the run made one, else through the trials' own
+    /// predictions; drawn only up to the axis's top, a tenth past what was measured or budgeted,
+    /// so that the curve's far end does not flatten the trials.
+    pub(super) fn predicted_line(&self) -> Vec<(f64, u64)> {
+        if self.curve.is_empty() {
+            return self.predicted_points().collect();
+        }
+        let cap = self.top();
+        self.curve.iter().copied().take_while(|&(_, b)| b <= cap.saturating_add(cap / 10)).collect()
     }
 
     /// The trial with the largest swept value that ran.

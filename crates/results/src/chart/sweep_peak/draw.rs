@@ -26,8 +26,11 @@ struct Frame {
 
 impl Frame {
     fn new(chart: &SweepPeak) -> Frame {
-        let xs: Vec<f64> = chart.points.iter().map(|p| p.x).collect();
-        let scale = XScale::for_values(&xs);
+        // The trials' values decide the scale; the curve widens the range to show its course.
+        let trials: Vec<f64> = chart.points.iter().map(|p| p.x).collect();
+        let scale = XScale::for_values(&trials);
+        let xs: Vec<f64> =
+            trials.into_iter().chain(chart.predicted_line().into_iter().map(|(x, _)| x)).collect();
         let top_bytes = chart.top();
         let axis = ByteAxis::for_max(top_bytes);
         let top = axis.value(top_bytes);
@@ -113,8 +116,9 @@ impl SweepPeak {
         Ok(())
     }
 
-    /// The model's prediction for every trial: a thin dashed line with a ring per trial, under
-    /// the measurements so that where the two agree the measurement shows.
+    /// The model's prediction: a thin dashed line (the run's curve over every value, or through
+    /// the trials) with a ring per trial, under the measurements so that where the two agree the
+    /// measurement shows.
     fn draw_predicted<'a, DB: DrawingBackend + 'a>(
         &self,
         plot: &mut Plot<'a, DB>,
@@ -123,9 +127,10 @@ impl SweepPeak {
     where
         DB::ErrorType: 'static,
     {
-        let points: Vec<(f64, f64)> = self.predicted_points().map(|(x, b)| frame.at(x, b)).collect();
-        plot.draw_series(DashedLineSeries::new(points.iter().copied(), 10, 6, predicted_style()))?;
-        plot.draw_series(points.into_iter().map(|c| Circle::new(c, 8, predicted_style())))?;
+        let line: Vec<(f64, f64)> = self.predicted_line().into_iter().map(|(x, b)| frame.at(x, b)).collect();
+        plot.draw_series(DashedLineSeries::new(line, 10, 6, predicted_style()))?;
+        let rings = self.predicted_points().map(|(x, b)| Circle::new(frame.at(x, b), 8, predicted_style()));
+        plot.draw_series(rings)?;
         Ok(())
     }
 
@@ -252,7 +257,7 @@ impl SweepPeak {
         }
         drawn.extend(self.oom_points().map(|p| frame.fraction(frame.at(p.x, self.oom_marker(p)))));
         let predicted: Vec<(f64, f64)> =
-            self.predicted_points().map(|(x, b)| frame.fraction(frame.at(x, b))).collect();
+            self.predicted_line().into_iter().map(|(x, b)| frame.fraction(frame.at(x, b))).collect();
         drawn.extend(densify(&predicted, 20));
         if let Some(budget) = self.budget {
             let y = frame.axis.value(budget) / frame.y_top;

@@ -206,3 +206,22 @@ fn renders_all_oom_single_point_wide_and_empty_sweeps() {
     let empty = SweepPeak::from_summary(&[], "empty", "", None);
     render(&empty, &dir.join("empty")).expect("empty sweep renders");
 }
+
+/// A run's curve is the predicted line, cut a tenth above the highest thing drawn; without one
+/// the line goes through the trials' predictions.
+#[test]
+fn the_predicted_line_is_the_runs_curve_where_it_made_one() {
+    let fit = SummaryRow {
+        max_memory_allocated: 200,
+        max_memory_reserved: 200,
+        ..row(Some(Field::Depth), Some(2.0), Status::Ok)
+    };
+    let rows = [fit, row(Some(Field::Depth), Some(3.0), Status::Oom)];
+    let mut chart = SweepPeak::from_summary(&rows, "t", "s", Some(250));
+    chart.points[0].predicted = Some(200);
+    assert_eq!(chart.predicted_line(), [(2.0, 200)]);
+    chart.curve = vec![(1.0, 100), (2.0, 200), (3.0, 300), (4.0, 400)];
+    assert_eq!(chart.predicted_line(), [(1.0, 100), (2.0, 200)], "cut above 250 + 25");
+    chart.points[0].predicted = Some(280);
+    assert_eq!(chart.predicted_line(), [(1.0, 100), (2.0, 200), (3.0, 300)], "cut above 280 + 28");
+}
