@@ -54,6 +54,7 @@ pub enum RecordOn {
 }
 
 pub fn run(args: EstimateArgs) -> Result<()> {
+    crate::estimate::announce_profiling();
     let plan = Plan::here(spec::load(&args.spec)?, args.target.overrides());
     use crate::train::record::{choose, RecordWhere};
     choose(match args.record_on {

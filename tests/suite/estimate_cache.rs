@@ -11,13 +11,19 @@ const SPEC: &str = "[experiment]\nname = \"cached\"\n[model]\nkind = \"cnn\"\nar
 [training]\noptimizer = \"adam\"\nbatch_size = 8\nsteps = 2\n[run]\ndevice = \"cpu\"\n";
 
 fn estimate(sb: &Sandbox, spec: &std::path::Path) -> String {
+    estimate_said(sb, spec).0
+}
+
+/// What `estimate` printed, and whether it said it was measuring kernels (on stderr).
+fn estimate_said(sb: &Sandbox, spec: &std::path::Path) -> (String, bool) {
     let out = common::oomlab()
         .env("OOMLAB_CACHE", sb.path().join("cache"))
         .args(["estimate", spec.to_str().unwrap()])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    (String::from_utf8(out.stdout).unwrap(), stderr.contains("measuring this CPU's convolution"))
 }
 
 /// Every allocation a stored profile makes, made 1 GiB larger.
@@ -36,13 +42,19 @@ fn kernel_profiles_are_measured_once_per_machine_and_checked() {
     let sb = Sandbox::new();
     let spec = sb.spec("cached.toml", SPEC);
     let file = sb.path().join("cache").join("kernel-profiles.json");
-    let first = estimate(&sb, &spec);
+    let (first, said) = estimate_said(&sb, &spec);
+    assert!(said, "a cold estimate says why it takes a while");
     let git = oomlab::revision::git_info();
     if git.dirty != Some(false) {
         // The binary's code may differ from the revision it names: nothing is kept.
         assert!(!file.exists(), "a build from a tree with changes keeps no profiles on disk");
         return;
     }
+    assert_eq!(
+        estimate_said(&sb, &spec),
+        (first.clone(), false),
+        "a warm one measures nothing, so says nothing"
+    );
     let read = || -> Value { serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap() };
     let stored = read();
     let machine = stored["machine"].as_str().unwrap().to_string();

@@ -71,6 +71,7 @@ pub mod workspace;
 use anyhow::{bail, Result};
 
 pub use graph::flash_backward_racy;
+pub use graph::kernels::announce_profiling;
 pub use ledger::{BlockAction, BlockEvent, Categories, Category, Ledger};
 pub use options::Options;
 pub use prediction::{relative_error, PhasePrediction, PredictedOom, Prediction};

@@ -170,6 +170,16 @@ enum Key {
     },
 }
 
+/// Whether the first kernel measured in this process is said on stderr (`oomlab estimate` asks:
+/// a cold estimate of a CNN measures for seconds to a minute, and silence reads as a hang; a
+/// run keeps its own output, `--quiet` included).
+static ANNOUNCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says on stderr, at the first kernel this process measures, that it is measuring and why.
+pub fn announce_profiling() {
+    ANNOUNCE.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Measured profiles, per thread count, for the life of the process, and on disk for the next
 /// ([`Stored`]).
 static PROFILES: Mutex<Option<HashMap<(Key, usize), Profile>>> = Mutex::new(None);
@@ -271,6 +281,15 @@ fn profile(
         let exact_key = (key_at(&key, n), ctx.threads);
         if let Some(p) = map.get(&exact_key) {
             return Some(p.clone());
+        }
+        if ANNOUNCE.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            let cached = stored_path().map_or("not kept: a build from a changed tree".into(), |p| {
+                format!("kept in {}", p.display())
+            });
+            oomlab_core::note!(
+                "estimate: measuring this CPU's convolution and batch-norm kernels, once per machine \
+                 ({cached}): seconds to a minute the first time"
+            );
         }
         let (events, results) = on_threads(ctx.threads, || run(n))?;
         let p = Profile::measured(&events, &results);

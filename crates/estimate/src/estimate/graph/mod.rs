@@ -23,7 +23,7 @@ pub(crate) mod cudnn_attention;
 pub(crate) mod efficient;
 pub(crate) mod engine;
 pub(crate) mod flash;
-pub(crate) mod kernels;
+pub mod kernels;
 pub(crate) mod node;
 pub(crate) mod ops;
 pub(crate) mod tensor;
