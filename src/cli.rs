@@ -66,14 +66,14 @@ const COMPARE_EXAMPLES: &str = "\
 Examples:
   oomlab compare results/nvidia-h200/depth_sweep results/cpu-amd-epyc/depth_sweep
       The same experiment from two devices: COMPARE.md and overlaid charts, written to
-      results/compare/depth_sweep.
+      runs/compare/depth_sweep.
   oomlab compare runs/cpu-amd-epyc/amp runs/cpu-intel-r-xeon-r-processor/amp --out /tmp/cmp
       Two CPUs' mixed-precision runs, into /tmp/cmp.
   oomlab compare results/cpu-amd-epyc results/cpu-intel-r-xeon-r-processor
       Two devices' folders, experiment by experiment: one COMPARE.md (each folder's device, host
       and revision; a summary row per experiment; each experiment's tables; the experiments in
       one folder only) and each experiment's charts in a folder of its own, written to
-      results/compare/cpu-amd-epyc_vs_cpu-intel-r-xeon-r-processor. An earlier comparison there
+      runs/compare/cpu-amd-epyc_vs_cpu-intel-r-xeon-r-processor. An earlier comparison there
       is replaced only with --force. An experiment folder that cannot be read is left out with
       a warning (on stderr and in COMPARE.md) and the others are compared; it fails only when
       none can be.";

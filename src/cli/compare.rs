@@ -17,10 +17,11 @@ pub struct CompareArgs {
     /// each experiment that two or more of them hold. Not a mix of the two.
     #[arg(required = true, num_args = 2.., value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
-    /// Where to write COMPARE.md and the charts; default: compare/<experiment> beside the
-    /// device folders of the first DIR (results/compare/<experiment>); for device folders,
-    /// compare/<A>_vs_<B> beside them (results/compare/nvidia-h200_vs_cpu-amd-epyc), each
-    /// experiment's charts in a folder of its own there.
+    /// Where to write COMPARE.md and the charts; default: runs/compare/<experiment> under the
+    /// working folder, where `run` writes (never beside the folders compared, which may be a
+    /// checkout's committed results/); for device folders, runs/compare/<A>_vs_<B>
+    /// (runs/compare/nvidia-h200_vs_cpu-amd-epyc), each experiment's charts in a folder of its
+    /// own there.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// For device folders: replace an earlier comparison in the output folder (its COMPARE.md
@@ -103,7 +104,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
     if !c.spec_differs.is_empty() {
         note!("warning: {} (noted in {COMPARE_MD})", comparison::spec_warning(&c));
     }
-    let out = args.out.clone().unwrap_or_else(|| default_out(&resolved(&args.dirs[0]), &c.experiment));
+    let out = args.out.clone().unwrap_or_else(|| default_out(&c.experiment));
     not_into_an_input(&out, &args.dirs)?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let mut names = Vec::new();
@@ -147,7 +148,7 @@ fn run_devices(args: &CompareArgs, listing: Vec<Vec<(String, PathBuf)>>) -> Resu
                 .join("; ")
         );
     }
-    let out = args.out.clone().unwrap_or_else(|| default_devices_out(&resolved(&args.dirs[0]), &names));
+    let out = args.out.clone().unwrap_or_else(|| default_devices_out(&names));
     not_into_an_input(&out, &args.dirs)?;
     // An earlier comparison there is replaced only with --force.
     let md = out.join(COMPARE_MD);
@@ -249,26 +250,15 @@ fn folder_name(dir: &Path) -> String {
     name(dir).or_else(|| dir.canonicalize().ok().as_deref().and_then(name)).unwrap_or_else(|| "device".into())
 }
 
-/// `<root>/compare/<a>_vs_<b>` for device folders `<root>/<a>`, `<root>/<b>`; `./compare/...`
-/// when the first has no parent to speak of.
-fn default_devices_out(first: &Path, names: &[String]) -> PathBuf {
-    let root = first.parent().filter(|p| !p.as_os_str().is_empty());
-    root.unwrap_or(Path::new(".")).join("compare").join(names.join("_vs_"))
+/// `runs/compare/<a>_vs_<b>` for device folders `<a>` and `<b>`, under the working folder as a
+/// run's `runs/`: never beside the folders compared, which may be a checkout's committed
+/// `results/`.
+fn default_devices_out(names: &[String]) -> PathBuf {
+    Path::new(RUNS).join("compare").join(names.join("_vs_"))
 }
 
-/// `dir` as the filesystem has it where its text does not say where it is (`.`, `..`, too short
-/// to have a device folder and a root above it): the default output goes beside the device
-/// folders, which `.` inside an experiment's folder would put inside it.
-fn resolved(dir: &Path) -> PathBuf {
-    use std::path::Component;
-    let plain = dir.components().all(|c| matches!(c, Component::Normal(_) | Component::RootDir))
-        && dir.components().count() >= 3;
-    if plain {
-        dir.to_path_buf()
-    } else {
-        dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf())
-    }
-}
+/// Where comparisons go without `--out`: the folder `run` writes into by default.
+const RUNS: &str = "runs";
 
 /// Refuses a folder given twice (by the same path, or by two paths to one folder): its ratios
 /// against itself would all read 1.00, which says nothing, and a user who typed it meant
@@ -330,11 +320,9 @@ fn nearest_existing(path: &Path) -> Option<PathBuf> {
     }
 }
 
-/// `<root>/compare/<experiment>` for `<root>/<device>/<experiment>`; `compare/<experiment>`
-/// when the folder has no parent to speak of.
-fn default_out(first: &Path, experiment: &str) -> PathBuf {
-    let root = first.parent().and_then(Path::parent).filter(|p| !p.as_os_str().is_empty());
-    root.unwrap_or(Path::new(".")).join("compare").join(experiment)
+/// `runs/compare/<experiment>`, as [`default_devices_out`].
+fn default_out(experiment: &str) -> PathBuf {
+    Path::new(RUNS).join("compare").join(experiment)
 }
 
 #[cfg(test)]
@@ -342,23 +330,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn compare_goes_beside_the_device_folders() {
-        assert_eq!(
-            default_out(Path::new("results/tesla-t4/depth_sweep"), "depth_sweep"),
-            Path::new("results/compare/depth_sweep")
-        );
-        assert_eq!(default_out(Path::new("depth_sweep"), "depth_sweep"), Path::new("./compare/depth_sweep"));
-        assert_eq!(default_out(Path::new("a/depth_sweep"), "x"), Path::new("./compare/x"));
+    fn compare_goes_under_runs_never_beside_the_folders_compared() {
+        assert_eq!(default_out("depth_sweep"), Path::new("runs/compare/depth_sweep"));
     }
 
     #[test]
-    fn dot_inside_an_experiment_folder_still_compares_beside_the_device_folders() {
+    fn a_comparison_is_not_written_into_a_folder_compared() {
         let tmp = tempfile::tempdir().unwrap();
         let exp = tmp.path().join("results/cpu/depth_sweep");
         std::fs::create_dir_all(&exp).unwrap();
-        let from_inside = exp.join(".");
-        let out = default_out(&resolved(&from_inside), "depth_sweep");
-        assert_eq!(out, tmp.path().canonicalize().unwrap().join("results/compare/depth_sweep"));
         let refused =
             not_into_an_input(&exp.join("charts"), std::slice::from_ref(&exp)).unwrap_err().to_string();
         assert!(refused.contains("a folder compared"), "{refused}");
@@ -385,16 +365,9 @@ mod tests {
     }
 
     #[test]
-    fn device_folders_compare_into_a_vs_b_beside_them() {
+    fn device_folders_compare_into_a_vs_b_under_runs() {
         let names = ["cpu-amd-epyc".to_string(), "tesla-t4".to_string()];
-        assert_eq!(
-            default_devices_out(Path::new("results/cpu-amd-epyc"), &names),
-            Path::new("results/compare/cpu-amd-epyc_vs_tesla-t4")
-        );
-        assert_eq!(
-            default_devices_out(Path::new("cpu-amd-epyc"), &names),
-            Path::new("./compare/cpu-amd-epyc_vs_tesla-t4")
-        );
+        assert_eq!(default_devices_out(&names), Path::new("runs/compare/cpu-amd-epyc_vs_tesla-t4"));
         assert_eq!(folder_name(Path::new("results/tesla-t4/")), "tesla-t4");
     }
 }

@@ -57,14 +57,16 @@ fn device_folders_compare_experiment_by_experiment_into_one_table() {
     let temp = tempfile::tempdir().unwrap();
     let (a, b) = devices(temp.path());
     oomlab()
+        .current_dir(temp.path())
         .args(["compare", s(&a), s(&b)])
         .assert()
         .success()
         .stdout(predicate::str::contains("4 experiments compared, 2 in one folder only"))
         .stderr(predicate::str::contains("warning: checkpointing: the spec file of B differs from A's"));
-    let out = temp.path().join("results/compare/cpu-amd-epyc_vs_cpu-intel-r-xeon-r-processor");
-    let md =
-        std::fs::read_to_string(out.join("COMPARE.md")).expect("one COMPARE.md beside the device folders");
+    // Under the working folder's runs/, as a run's folders: never beside the folders compared.
+    let out = temp.path().join("runs/compare/cpu-amd-epyc_vs_cpu-intel-r-xeon-r-processor");
+    assert!(!temp.path().join("results/compare").exists(), "nothing written beside the inputs");
+    let md = std::fs::read_to_string(out.join("COMPARE.md")).expect("one COMPARE.md under runs/compare");
     let written = md.clone();
     let md = oomlab::markdown::squeezed(&md);
     let lines: Vec<&str> = md.lines().collect();
@@ -161,15 +163,15 @@ fn device_folders_compare_experiment_by_experiment_into_one_table() {
 
     // An earlier comparison is replaced only with --force.
     let before = written;
-    oomlab().args(["compare", s(&a), s(&b)]).assert().failure().stderr(
-        predicate::str::contains(out.display().to_string())
+    oomlab().current_dir(temp.path()).args(["compare", s(&a), s(&b)]).assert().failure().stderr(
+        predicate::str::contains("runs/compare/cpu-amd-epyc_vs_cpu-intel-r-xeon-r-processor")
             .and(predicate::str::contains("already holds a comparison (COMPARE.md, depth_sweep/"))
             .and(predicate::str::contains("--force")),
     );
     std::fs::write(out.join("COMPARE.md"), "mine").unwrap();
-    oomlab().args(["compare", s(&a), s(&b)]).assert().failure();
+    oomlab().current_dir(temp.path()).args(["compare", s(&a), s(&b)]).assert().failure();
     assert_eq!(std::fs::read_to_string(out.join("COMPARE.md")).unwrap(), "mine", "left as it was");
-    oomlab().args(["compare", s(&a), s(&b), "--force"]).assert().success();
+    oomlab().current_dir(temp.path()).args(["compare", s(&a), s(&b), "--force"]).assert().success();
     assert_eq!(std::fs::read_to_string(out.join("COMPARE.md")).unwrap(), before, "replaced, the same");
 
     // --out elsewhere, B first: B's are the reference.

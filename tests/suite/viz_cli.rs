@@ -227,13 +227,14 @@ fn compare_writes_the_table_and_overlaid_charts() {
     std::fs::write(b.join("manifest.json"), m.to_string()).unwrap();
 
     oomlab()
+        .current_dir(sb.path())
         .args(["compare", a.to_str().unwrap(), b.to_str().unwrap()])
         .assert()
         .success()
         .stderr(predicate::str::contains("warning").not())
         .stdout(predicate::str::contains("A: Tesla T4, budget 600.00 MiB"));
-    let out = sb.path().join("results/compare/depth_sweep");
-    let md = std::fs::read_to_string(out.join("COMPARE.md")).expect("COMPARE.md beside the device folders");
+    let out = sb.path().join("runs/compare/depth_sweep");
+    let md = std::fs::read_to_string(out.join("COMPARE.md")).expect("COMPARE.md under runs/compare");
     let md = oomlab::markdown::squeezed(&md);
     let lines: Vec<&str> = md.lines().collect();
     let a_line = format!("| A | Tesla T4 | 600.00 MiB | 16.00 GiB | complete | `{}` |", a.display());
