@@ -258,7 +258,7 @@ fn default_devices_out(names: &[String]) -> PathBuf {
 }
 
 /// Where comparisons go without `--out`: the folder `run` writes into by default.
-const RUNS: &str = "runs";
+const RUNS: &str = crate::results::DEFAULT_OUT;
 
 /// Refuses a folder given twice (by the same path, or by two paths to one folder): its ratios
 /// against itself would all read 1.00, which says nothing, and a user who typed it meant

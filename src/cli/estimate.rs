@@ -56,6 +56,10 @@ pub enum RecordOn {
 pub fn run(args: EstimateArgs) -> Result<()> {
     crate::estimate::announce_profiling();
     let plan = Plan::here(spec::load(&args.spec)?, args.target.overrides());
+    // The estimate of a search without max and without a budget would grow without end.
+    if let Some(why) = plan.unbounded_search(false) {
+        anyhow::bail!("{why}");
+    }
     use crate::train::record::{choose, RecordWhere};
     choose(match args.record_on {
         None => RecordWhere::Default,

@@ -105,7 +105,12 @@ fn check_page(page: &Path) -> Vec<String> {
                 let known = script_text(script);
                 for option in w.iter().filter(|a| a.starts_with("--")) {
                     let name = option.split('=').next().unwrap();
-                    if !known.contains(name) {
+                    // The whole option, not a prefix of a longer one (`--in` in `--input`).
+                    let whole = known.match_indices(name).any(|(i, _)| {
+                        !known[i + name.len()..]
+                            .starts_with(|c: char| c.is_alphanumeric() || c == '-' || c == '_')
+                    });
+                    if !whole {
                         say(format!("{first} does not know {name}"));
                     }
                 }
@@ -182,14 +187,14 @@ fn a_command_the_tools_would_refuse_is_found() {
     let page = dir.path().join("page.md");
     let text = "```sh\ncargo run --release -- run experiments/depth_sweep.toml --budgett 2GiB\n\
                 cargo run --release -- estimate experiments/no_such.toml\n\
-                scripts/export-model resnet18 --input images:3x32x32 --clases 10\n\
+                scripts/export-model resnet18 --input images:3x32x32 --class 10\n\
                 cargo run --release -- estimate models/resnet18.toml --brief\n```\n";
     std::fs::write(&page, text).unwrap();
     let wrong = check_page(&page);
     assert_eq!(wrong.len(), 3, "{wrong:#?}");
     assert!(wrong[0].contains("the CLI refuses it") && wrong[0].contains("--budgett"), "{}", wrong[0]);
     assert!(wrong[1].contains("experiments/no_such.toml is not in the repository"), "{}", wrong[1]);
-    assert!(wrong[2].contains("does not know --clases"), "{}", wrong[2]);
+    assert!(wrong[2].contains("does not know --class"), "{}", wrong[2]);
 }
 
 /// The anchor GitHub gives a heading: lower case, spaces as `-`, punctuation but `-` and `_`

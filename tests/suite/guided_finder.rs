@@ -162,3 +162,57 @@ fn an_anchor_is_every_variants_first_trial_and_a_variant_can_be_left_out() {
         assert_eq!(written.not_run, report.manifest.not_run);
     }
 }
+
+/// A search without `max` grows until out of memory: guided or not, it finds the answer a search
+/// with a max finds, unguided by galloping up from `start` (no probe at the data set's size);
+/// the estimate says where it may go. Without a budget on the CPU nothing bounds it but the
+/// host's memory, and both `run` and `estimate` refuse it before anything is written.
+#[test]
+fn a_search_without_max_grows_until_out_of_memory_and_needs_a_bound() {
+    let _in_process = common::in_process();
+    let sb = Sandbox::new();
+    let bounded = run(&sb, "bounded", "adam", 2, false);
+    for guided in [true, false] {
+        let name = format!("open_{guided}");
+        let text = spec_text(&name, "adam", 2, guided).replace("max = 2048, ", "");
+        assert!(!text.contains("max ="), "{text}");
+        let path = sb.spec(&format!("{name}.toml"), &text);
+        let spec = oomlab::spec::load(&path).expect("a search without max is a valid spec");
+        let opts = RunOptions { out: sb.out(), quiet: true, ..RunOptions::default() };
+        let report = run::run(&Plan::here(spec, Overrides::default()), &opts).expect("run completes");
+        let a = &report.manifest.answers[0];
+        let what = format!("{name}: tried {:?}", tried(&report.rows));
+        assert_eq!(
+            (a.largest_fit, a.first_oom),
+            (bounded.answer.largest_fit, bounded.answer.first_oom),
+            "{what}"
+        );
+        if !guided {
+            // Galloping up from start (no probe at the largest value first), at distances 1, 2,
+            // 4, ..., then bisecting: for a boundary e above start, 2 ceil(log2(e + 1)) + 1 at most.
+            let e = a.largest_fit.unwrap() - 8;
+            assert_eq!(tried(&report.rows)[..2], [8, 9], "{what}");
+            assert!(report.rows.len() <= 2 * log2_ceil(e + 1) + 1, "{what}");
+        }
+    }
+    let open = sb.spec("open.toml", &spec_text("open", "adam", 2, true).replace("max = 2048, ", ""));
+    let out = common::oomlab().args(["estimate", open.to_str().unwrap()]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("search from 8 up, no max (the spec takes up to 2048)"), "{said}");
+
+    // No budget, on the CPU: refused by both, naming the way out, and no folder written.
+    let unbounded = sb
+        .spec("unbounded.toml", &std::fs::read_to_string(&open).unwrap().replace("budget = \"2MiB\"\n", ""));
+    for args in [
+        vec!["estimate", unbounded.to_str().unwrap()],
+        vec!["run", unbounded.to_str().unwrap(), "--out", sb.path().join("none").to_str().unwrap()],
+    ] {
+        let out = common::oomlab().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("sweep.search has no max") && err.contains("--budget"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!sb.path().join("none").exists(), "nothing written by a refused run");
+}

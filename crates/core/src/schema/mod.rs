@@ -490,7 +490,7 @@ pub(crate) mod tests {
     /// docs/results.md's column reference lists every column of both files, in the files' order, and
     /// nothing else: a column added or renamed without its line there fails here.
     #[test]
-    fn the_readme_lists_every_column_with_its_unit() {
+    fn the_column_reference_lists_every_column_with_its_unit() {
         let readme =
             std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/results.md")).unwrap();
         let start = readme.find("### Columns of trace.csv and summary.csv").expect("the column reference");

@@ -731,6 +731,12 @@ pub enum SweepMode {
         guided: bool,
         #[serde(skip_serializing_if = "Option::is_none")]
         anchor: Option<u64>,
+        /// `max` was left out: it is the largest value every config of the spec takes (a batch
+        /// no larger than the data set, a depth within oomlab's limits), and the search grows
+        /// from `start` (or the estimate's guess) until out of memory instead of trying `max`,
+        /// so that on a larger device it finds the boundary a fixed `max` would have cut off.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        implied_max: bool,
     },
     /// The guide's batch-size strategy: try `start`, then halve until a trial fits.
     /// Integer fields only; `start >= 1`.

@@ -85,9 +85,11 @@ pub fn strategy(mode: Option<&SweepMode>, on_oom: OnOom, guess: Option<u64>) -> 
     match mode {
         None => Box::new(Single(false)),
         Some(SweepMode::List(values)) => Box::new(List::new(values.clone(), on_oom)),
-        Some(&SweepMode::Search { start, factor, max, guided, anchor }) => {
+        Some(&SweepMode::Search { start, factor, max, guided, anchor, implied_max }) => {
             let search = match guess.filter(|_| guided) {
                 Some(g) => Search::guided(start, factor, max, g),
+                // No max of the spec's to try: grow from start until out of memory, then bisect.
+                None if implied_max => Search::guided(start, factor, max, start),
                 None => Search::new(start, factor, max),
             };
             Box::new(match anchor {

@@ -95,14 +95,18 @@ pub fn render(
     if let Some(s) = &spec.sweep {
         let how = match &s.mode {
             SweepMode::List(v) => format!("values {v:?}"),
-            SweepMode::Search { start, factor, max, guided, anchor } => {
+            SweepMode::Search { start, factor, max, guided, anchor, implied_max } => {
                 let how = match guided {
                     true => format!("guided by the estimate (widening x{factor} from a wrong guess)"),
                     false => "bisecting (guided = false)".into(),
                 };
                 let anchor =
                     anchor.map(|a| format!(", {a} tried first by every variant")).unwrap_or_default();
-                format!("search {start}..{max} for the largest value that fits, {how}{anchor}")
+                let range = match implied_max {
+                    true => format!("from {start} up, no max (the spec takes up to {max})"),
+                    false => format!("{start}..{max}"),
+                };
+                format!("search {range} for the largest value that fits, {how}{anchor}")
             }
             SweepMode::Halve { start } => format!("halving from {start}"),
         };

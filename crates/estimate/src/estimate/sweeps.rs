@@ -344,7 +344,14 @@ mod tests {
         let budget = (peak(9) + peak(10)) / 2;
         let search = |guided| Sweep {
             field: Field::Depth,
-            mode: SweepMode::Search { start: 1, factor: 2, max: 64, guided, anchor: None },
+            mode: SweepMode::Search {
+                start: 1,
+                factor: 2,
+                max: 64,
+                guided,
+                anchor: None,
+                implied_max: false,
+            },
         };
         let p = predict_sweep(&base, Some(&search(false)), OnOom::Continue, Some(budget), &opts).unwrap();
         let tried: Vec<u64> = p.points.iter().map(|p| p.value.unwrap() as u64).collect();

@@ -457,7 +457,7 @@ fn check_against_manifest(path: &Path, rows: &[SummaryRow], manifest: &Manifest)
             || a.curve.iter().any(|p| p.0 == 0 || p.1 > MAX_BYTES)
         {
             bail!(
-                "manifest.json: the answer{named}'s `curve` is not {} values counting up from 1 with their bytes \
+                "manifest.json: the answer{named}'s `curve` is not {} values counting up with their bytes \
                  (at most {MAX_CURVE} points); the folder is damaged",
                 a.field.key()
             );
@@ -535,44 +535,46 @@ mod tests {
         assert!(err.contains("row 2") && err.contains("field") && err.contains("model.depthh"), "{err}");
     }
 
-    /// A trace written with its trials' variant and value reads back with them, checked against
-    /// summary.csv; the committed folder, written before those columns, reads with them empty.
+    /// The committed depth sweep, run since trace.csv named each row's variant and value, reads
+    /// back with them equal to its summary rows; one row changed is refused; a folder written
+    /// before the columns (width_sweep) reads with them empty.
     #[test]
     fn a_trace_rows_variant_and_value_are_its_summary_rows() {
-        let committed =
-            Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("results/cpu-amd-epyc/depth_sweep");
-        let old = ExperimentDir::read(&committed).unwrap();
+        let results = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("results/cpu-amd-epyc");
+        let old = ExperimentDir::read(&results.join("width_sweep")).unwrap();
         assert!(
             old.trace.iter().all(|t| t.variant.is_empty() && t.value.is_none()),
             "written before the columns"
         );
-        let tmp = tempfile::tempdir().unwrap();
-        Manifest::read(&committed).unwrap().write(tmp.path()).unwrap();
-        std::fs::copy(committed.join(super::super::SUMMARY), tmp.path().join(super::super::SUMMARY)).unwrap();
-        // The committed trace as today's writer writes it: the two columns after `trial`.
-        let trace = std::fs::read_to_string(committed.join(super::super::TRACE)).unwrap();
-        let with = |shift: usize| -> String {
-            let mut lines = trace.lines();
-            let head = lines.next().unwrap().replacen("trial,", "trial,variant,value,", 1);
-            let rows = lines.enumerate().map(|(i, l)| {
-                let (trial, rest) = l.split_once(',').unwrap();
-                let r = &old.rows[trial.parse::<usize>().unwrap() - 1];
-                let value = r.value.unwrap() + if i == shift { 1.0 } else { 0.0 };
-                format!("{trial},{},{value},{rest}", r.variant)
-            });
-            std::iter::once(head).chain(rows).collect::<Vec<_>>().join("\n") + "\n"
-        };
-        std::fs::write(tmp.path().join(super::super::TRACE), with(usize::MAX)).unwrap();
-        let exp = ExperimentDir::read(tmp.path()).unwrap();
-        assert_eq!(exp.trace.len(), old.trace.len());
+        let committed = results.join("depth_sweep");
+        let exp = ExperimentDir::read(&committed).unwrap();
+        assert!(!exp.trace.is_empty());
         for t in &exp.trace {
             let r = &exp.rows[t.trial - 1];
             assert_eq!((&t.variant, t.value), (&r.variant, r.value));
             assert!(!t.variant.is_empty() && t.value.is_some());
         }
-        std::fs::write(tmp.path().join(super::super::TRACE), with(5)).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        Manifest::read(&committed).unwrap().write(tmp.path()).unwrap();
+        std::fs::copy(committed.join(super::super::SUMMARY), tmp.path().join(super::super::SUMMARY)).unwrap();
+        let trace = std::fs::read_to_string(committed.join(super::super::TRACE)).unwrap();
+        assert!(trace.starts_with("trial,variant,value,step,"), "the columns after `trial`");
+        // Row 7 (the file's 8th line) moved to another depth.
+        let lines: Vec<String> = trace
+            .lines()
+            .enumerate()
+            .map(|(i, l)| {
+                if i != 7 {
+                    return l.to_string();
+                }
+                let cells: Vec<&str> = l.splitn(4, ',').collect();
+                let value: u64 = cells[2].parse().unwrap();
+                format!("{},{},{},{}", cells[0], cells[1], value + 1, cells[3])
+            })
+            .collect();
+        std::fs::write(tmp.path().join(super::super::TRACE), lines.join("\n") + "\n").unwrap();
         let err = format!("{:#}", ExperimentDir::read(tmp.path()).unwrap_err());
-        assert!(err.contains("row 7, columns `variant` and `value`"), "{err}");
+        assert!(err.contains("row 8, columns `variant` and `value`"), "{err}");
     }
 
     #[test]

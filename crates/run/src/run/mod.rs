@@ -112,6 +112,10 @@ pub fn run_on(plan: &Plan, opts: &RunOptions, probe: &dyn MemoryProbe) -> Result
     let (spec, requested) = (&plan.spec, plan.device);
     // A [parallel] trial this machine cannot run is refused before anything is written.
     ranks::refuse(spec, probe.device(), probe.budget(), opts.launched.as_deref().map(launch::Agent::launch))?;
+    // So is a search that would grow until the host runs out of memory.
+    if let Some(why) = plan.unbounded_search(probe.device() != tch::Device::Cpu) {
+        bail!("{why}");
+    }
     let slug = device::slug(&probe.name());
     let mut dir = opts.out.join(&slug).join(&spec.name);
     if let Some(s) = opts.shard {
@@ -589,7 +593,7 @@ fn run_trials(
                 continue;
             };
             let mine: Vec<&SummaryRow> = rows.iter().filter(|r| r.variant == p.variant).collect();
-            p.curve = curve(base, field, &mine, *max, &options);
+            p.curve = curve(base, field, &mine, *max, &options)?;
         }
     }
     Ok(rows)
@@ -602,41 +606,49 @@ const CURVE_SECONDS: f64 = 20.0;
 
 /// The estimate's predicted peak of `base` at values of `field` from 1 to a tenth past the
 /// largest `rows` tried (within the search's `max`), the baseline of the first trial with a
-/// prediction added as its own was: every value up to 64 of them, else 64 spread evenly
-/// (geometrically where they span more than the chart draws on a linear axis). Empty where
-/// no trial had a prediction, where one fails or where they take longer than 20 s.
+/// prediction added as its own was: every value up to 64 of them, else 64 spread as the chart's
+/// x axis spreads the trials (geometrically where it is logarithmic), and the values tried among
+/// them so that the line meets each ring. Empty where no trial had a prediction, where one fails,
+/// or where the next would start past 20 s.
 fn curve(
     base: &Config,
     field: Field,
     rows: &[&SummaryRow],
     max: u64,
     options: &estimate::Options,
-) -> Vec<(u64, u64)> {
-    let tried = rows.iter().filter_map(|r| r.value).map(|v| v as u64).max();
+) -> Result<Vec<(u64, u64)>> {
+    use crate::chart::scale::XScale;
+    let tried: Vec<u64> = rows.iter().filter_map(|r| r.value).map(|v| v as u64).collect();
     let baseline = rows.iter().find(|r| r.predicted_peak.is_some()).map(|r| r.baseline_allocated);
-    let (Some(tried), Some(baseline)) = (tried, baseline) else { return Vec::new() };
-    let top = (tried + tried / 10 + 1).min(max).max(tried);
-    let values: Vec<u64> = if top <= CURVE_POINTS {
+    let (Some(&most), Some(baseline)) = (tried.iter().max(), baseline) else { return Ok(Vec::new()) };
+    let top = (most + most / 10 + 1).min(max).max(most);
+    let log = XScale::for_values(&tried.iter().map(|&v| v as f64).collect::<Vec<_>>()) == XScale::Log2;
+    let mut values: Vec<u64> = if top <= CURVE_POINTS {
         (1..=top).collect()
-    } else if top > 64 * CURVE_POINTS {
-        let mut v: Vec<u64> = (0..CURVE_POINTS)
+    } else if log {
+        (0..CURVE_POINTS)
             .map(|k| (top as f64).powf(k as f64 / (CURVE_POINTS - 1) as f64).round() as u64)
-            .collect();
-        v.dedup();
-        v
+            .collect()
     } else {
         (0..CURVE_POINTS).map(|k| 1 + (top - 1) * k / (CURVE_POINTS - 1)).collect()
     };
+    values.extend(&tried);
+    values.sort_unstable();
+    values.dedup();
     let started = Instant::now();
     let mut out = Vec::new();
     for v in values {
+        interrupt::check()?;
+        if started.elapsed().as_secs_f64() > CURVE_SECONDS {
+            return Ok(Vec::new());
+        }
         let Ok(config) = base.with(field, v as f64) else { continue };
         match predict(&config, options) {
-            Ok(p) if started.elapsed().as_secs_f64() <= CURVE_SECONDS => out.push((v, baseline + p.peak)),
-            _ => return Vec::new(),
+            Ok(p) => out.push((v, baseline + p.peak)),
+            Err(_) => return Ok(Vec::new()),
         }
     }
-    out
+    Ok(out)
 }
 
 /// The estimate for a trial's configuration; `None` where the model does not reach (a

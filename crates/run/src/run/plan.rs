@@ -90,6 +90,24 @@ impl Plan {
     /// The spec as written, on this machine (`auto` asks libtorch whether it sees a GPU). Where
     /// the spec may run on a GPU, libtorch's CUDA is loaded here, before the command runs any step
     /// (libtorch sizes what it keeps per device at the first; see `libtorch::cuda`).
+    /// Why this plan cannot go on, for a search without `max` and without a budget where nothing
+    /// else bounds it (`bounded`: a GPU's capacity does for a run; the CPU's host memory must not,
+    /// and an estimate has no device to run out of): it would grow without end.
+    pub fn unbounded_search(&self, bounded: bool) -> Option<String> {
+        let implied = matches!(
+            self.spec.sweep.as_ref().map(|s| &s.mode),
+            Some(crate::spec::SweepMode::Search { implied_max: true, .. })
+        );
+        (implied && !bounded && self.budget.is_none()).then(|| {
+            format!(
+                "{}: sweep.search has no max, so it grows until out of memory, and without a budget nothing \
+                 bounds it here (on the CPU it would be the host's own memory); give a budget (--budget 4GiB, \
+                 or run.budget in the spec) or a max (search = {{ start = …, max = … }})",
+                self.spec.path.display()
+            )
+        })
+    }
+
     pub fn here(spec: Spec, overrides: Overrides) -> Plan {
         let cuda = match overrides.device.unwrap_or(spec.run.device) {
             DeviceChoice::Auto => crate::libtorch::cuda::available(),

@@ -63,6 +63,23 @@ impl Cx<'_> {
             }
         }
         let variants = self.variants(raw.variant.unwrap_or_default(), &tables, draft.as_ref())?;
+        let mut draft = draft;
+        if let Some(d) = draft.as_mut() {
+            let configs: Vec<&Config> =
+                std::iter::once(&base).chain(variants.iter().map(|v| &v.config)).collect();
+            Cx::implied_max(&mut d.mode, d.field, &configs);
+            if let SweepMode::Search { max, anchor: Some(a), implied_max: true, .. } = d.mode {
+                if a > max {
+                    return Err(self.nowhere(Problem::value(
+                        "sweep.search.anchor",
+                        format!(
+                            "must be <= {max}, the largest {} the spec takes; lower the anchor",
+                            d.field.key()
+                        ),
+                    )));
+                }
+            }
+        }
         Ok(Spec {
             path: self.path.to_path_buf(),
             source: self.text.to_string(),

@@ -37,8 +37,9 @@ pub struct SpecError(pub String);
 /// Parses and validates spec text read from `path`. Relative CSV paths are resolved against the
 /// folder of `path`.
 ///
-/// Misspelt keys and tables are all reported at once, a line each, with the first other error
-/// after them: serde stops at the first unknown key, so each one found is blanked out of the text
+/// Misspelt keys and tables are all reported at once, a line each in file order, with the first
+/// other error among them (a later misspelling past a wrong value waits for that value's fix):
+/// serde stops at the first unknown key, so each one found is blanked out of the text
 /// (spaces for its bytes, so every later line and column is still the file's) and the text read
 /// again, as if the key had not been written. A key that cannot be blanked alone (inside an inline
 /// table, or a value over several lines) ends the search there, so no error is an artefact of
@@ -53,7 +54,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Spec, SpecError> {
             Err(e) => {
                 let error = cx.toml_error(&e);
                 let start = e.span().map_or(0, |s| s.start);
-                let blanked = e.message().starts_with("unknown field ").then(|| blank_unknown(&text, start));
+                // Without a place in the text there is nothing to blank: the search ends there.
+                let blanked = (e.span().is_some() && e.message().starts_with("unknown field "))
+                    .then(|| blank_unknown(&text, start));
                 match blanked.flatten() {
                     Some(next) if unknown.len() < MAX_REPORTED => {
                         unknown.push((start, error.0));
@@ -100,7 +103,8 @@ fn blank_unknown(text: &str, at: usize) -> Option<String> {
         }
         end
     } else {
-        if !text[line_start..at].trim().is_empty() || toml::from_str::<toml::Table>(first).is_err() {
+        let alone = first.trim_end_matches('\r');
+        if !text[line_start..at].trim().is_empty() || toml::from_str::<toml::Table>(alone).is_err() {
             return None;
         }
         line_end(line_start)

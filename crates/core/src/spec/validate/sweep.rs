@@ -10,6 +10,10 @@ use super::{span, Cx, SpecError};
 use crate::spec::raw::{RawHalve, RawSearch, RawSweep, Tab, Table, S};
 use crate::spec::{limits, Config, Field, SweepMode};
 
+/// The most a search without `max` may reach, whatever its configs take: 2^40, past any batch or
+/// width a device holds.
+pub(super) const IMPLIED_MAX_CAP: u64 = 1 << 40;
+
 /// A value of a sweep, with where it was written and the key to name it by.
 pub(super) struct Point {
     pub value: f64,
@@ -176,30 +180,36 @@ impl Cx<'_> {
         self.whole_number_field(field, &search.span(), "search", "searched")?;
         let s = search.into_inner().0;
         let start_v = self.require(s.start, "sweep.search.start", &span)?;
-        let max_v = self.require(s.max, "sweep.search.max", &span)?;
         let start = self.int(&start_v, "sweep.search.start", 1)?;
         let factor = match &s.factor {
             Some(v) => self.int(v, "sweep.search.factor", 2)?,
             None => 2,
         };
-        let max = self.int(&max_v, "sweep.search.max", 1)?;
-        if max < start {
-            return Err(self.at(
-                &max_v.span(),
-                Problem::value(
-                    "sweep.search.max",
-                    format!("must be >= start ({start}), got {max}; raise max or lower start"),
-                ),
-            ));
-        }
-        let mut points = vec![
-            Point { value: start as f64, span: start_v.span(), key: "sweep.search.start".into() },
-            Point { value: max as f64, span: max_v.span(), key: "sweep.search.max".into() },
-        ];
+        let mut points =
+            vec![Point { value: start as f64, span: start_v.span(), key: "sweep.search.start".into() }];
+        // Without a max, the largest value the configs take, found once they are known
+        // (`implied_max`); until then none bounds the anchor.
+        let max = match &s.max {
+            Some(max_v) => {
+                let max = self.int(max_v, "sweep.search.max", 1)?;
+                if max < start {
+                    return Err(self.at(
+                        &max_v.span(),
+                        Problem::value(
+                            "sweep.search.max",
+                            format!("must be >= start ({start}), got {max}; raise max or lower start"),
+                        ),
+                    ));
+                }
+                points.push(Point { value: max as f64, span: max_v.span(), key: "sweep.search.max".into() });
+                Some(max)
+            }
+            None => None,
+        };
         let anchor = match &s.anchor {
             Some(v) => {
                 let a = self.int(v, "sweep.search.anchor", 1)?;
-                if a > max {
+                if let Some(max) = max.filter(|&m| a > m) {
                     return Err(self.at(
                         &v.span(),
                         Problem::value(
@@ -216,11 +226,40 @@ impl Cx<'_> {
         let mode = SweepMode::Search {
             start: start.unsigned_abs(),
             factor: factor.unsigned_abs(),
-            max: max.unsigned_abs(),
+            max: max.map_or(u64::MAX, i64::unsigned_abs),
             guided: s.guided.is_none_or(|g| *g.get_ref()),
             anchor,
+            implied_max: max.is_none(),
         };
         Ok((points, mode))
+    }
+
+    /// A search without `max` bounded by what its configs take: the largest value of `field`
+    /// that every one of `configs` accepts (`Config::with`), found by doubling from `start`
+    /// and bisecting, at most [`IMPLIED_MAX_CAP`].
+    pub(super) fn implied_max(mode: &mut SweepMode, field: Field, configs: &[&Config]) {
+        let SweepMode::Search { start, max, implied_max: true, .. } = mode else { return };
+        let takes = |v: u64| configs.iter().all(|c| c.with(field, v as f64).is_ok());
+        let (mut ok, mut over) = (*start, None);
+        while over.is_none() && ok < IMPLIED_MAX_CAP {
+            let next = (ok * 2).min(IMPLIED_MAX_CAP);
+            if takes(next) {
+                ok = next;
+            } else {
+                over = Some(next);
+            }
+        }
+        if let Some(mut bad) = over {
+            while bad - ok > 1 {
+                let mid = ok + (bad - ok) / 2;
+                if takes(mid) {
+                    ok = mid;
+                } else {
+                    bad = mid;
+                }
+            }
+        }
+        *max = ok;
     }
 
     /// Searching and halving step through whole numbers: refuse them on a float field.

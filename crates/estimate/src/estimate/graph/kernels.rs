@@ -283,9 +283,13 @@ fn profile(
             return Some(p.clone());
         }
         if ANNOUNCE.swap(false, std::sync::atomic::Ordering::Relaxed) {
-            let cached = stored_path().map_or("not kept: a build from a changed tree".into(), |p| {
-                format!("kept in {}", p.display())
-            });
+            let cached = match (machine(), stored_path()) {
+                (None, _) => "not kept: a build from a tree with changes".to_string(),
+                (Some(_), None) => {
+                    "not kept: no cache folder ($OOMLAB_CACHE, $XDG_CACHE_HOME or $HOME)".into()
+                }
+                (Some(_), Some(p)) => format!("kept in {}", p.display()),
+            };
             oomlab_core::note!(
                 "estimate: measuring this CPU's convolution and batch-norm kernels, once per machine \
                  ({cached}): seconds to a minute the first time"

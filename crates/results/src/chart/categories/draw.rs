@@ -145,7 +145,6 @@ impl CategoryBars {
     }
 }
 
-/// The first of `texts` (longest first) no wider than `room` pixels.
 /// `label` as it fits `room` pixels: whole; or `name (value)` for `name (key value)`; or cut,
 /// with an ellipsis, to what fits.
 pub(super) fn fit_label(label: &str, room: f64, width: impl Fn(&str) -> f64) -> String {
@@ -170,6 +169,7 @@ pub(super) fn fit_label(label: &str, room: f64, width: impl Fn(&str) -> f64) -> 
         .unwrap_or_else(|| "…".to_string())
 }
 
+/// The first of `texts` (longest first) no wider than `room` pixels.
 pub(super) fn first_fitting(texts: &[String], room: f64, width: impl Fn(&str) -> f64) -> Option<&String> {
     texts.iter().find(|t| width(t) <= room)
 }

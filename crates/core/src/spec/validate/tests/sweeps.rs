@@ -41,13 +41,9 @@ fn search_bounds_are_checked() {
         e.starts_with("experiments/x.toml:18:32: sweep.search.factor: must be a whole number >= 2, got 1;"),
         "{e}"
     );
-    let e = err(&sweep("{ start = 1 }"));
-    assert!(
-        e.starts_with("experiments/x.toml:18:10: sweep.search.max is missing; write it as search = {"),
-        "{e}"
-    );
     let spec = parse_at(&sweep("{ start = 16, max = 4096 }")).unwrap();
-    let mode = SweepMode::Search { start: 16, factor: 2, max: 4096, guided: true, anchor: None };
+    let mode =
+        SweepMode::Search { start: 16, factor: 2, max: 4096, guided: true, anchor: None, implied_max: false };
     assert_eq!(spec.sweep, Some(Sweep { field: Field::Hidden, mode }));
 }
 
@@ -55,7 +51,14 @@ fn search_bounds_are_checked() {
 fn guidance_is_on_unless_turned_off() {
     let sweep = |s: &str| format!("{MINIMAL}[sweep]\nfield = \"model.hidden\"\nsearch = {s}\n");
     let spec = parse_at(&sweep("{ start = 16, factor = 3, max = 4096, guided = false }")).unwrap();
-    let mode = SweepMode::Search { start: 16, factor: 3, max: 4096, guided: false, anchor: None };
+    let mode = SweepMode::Search {
+        start: 16,
+        factor: 3,
+        max: 4096,
+        guided: false,
+        anchor: None,
+        implied_max: false,
+    };
     assert_eq!(spec.sweep, Some(Sweep { field: Field::Hidden, mode }));
     let e = err(&sweep("{ start = 16, max = 4096, guided = \"no\" }"));
     assert_eq!(
@@ -247,7 +250,14 @@ fn rounds_repeat_a_list_and_are_refused_for_a_search() {
 fn an_anchor_lies_within_the_search() {
     let sweep = |s: &str| format!("{MINIMAL}[sweep]\nfield = \"model.hidden\"\nsearch = {s}\n");
     let spec = parse_at(&sweep("{ start = 16, max = 4096, anchor = 64 }")).unwrap();
-    let mode = SweepMode::Search { start: 16, factor: 2, max: 4096, guided: true, anchor: Some(64) };
+    let mode = SweepMode::Search {
+        start: 16,
+        factor: 2,
+        max: 4096,
+        guided: true,
+        anchor: Some(64),
+        implied_max: false,
+    };
     assert_eq!(spec.sweep, Some(Sweep { field: Field::Hidden, mode }));
     let e = err(&sweep("{ start = 16, max = 4096, anchor = 5000 }"));
     assert!(
@@ -256,4 +266,29 @@ fn an_anchor_lies_within_the_search() {
     );
     let e = err(&sweep("{ start = 16, max = 4096, anchor = 0 }"));
     assert!(e.contains("sweep.search.anchor"), "{e}");
+}
+
+/// Without `max` a search is bounded by what its configs take: a width by oomlab's limit, a batch
+/// by the data set's samples (in every variant: the smallest), and an anchor past that is refused.
+#[test]
+fn a_search_without_max_reaches_the_largest_value_every_config_takes() {
+    let implied = |text: &str| match parse_at(text).unwrap().sweep.unwrap().mode {
+        SweepMode::Search { max, implied_max, .. } => (max, implied_max),
+        m => panic!("{m:?}"),
+    };
+    let hidden = format!("{MINIMAL}[sweep]\nfield = \"model.hidden\"\nsearch = {{ start = 16 }}\n");
+    assert_eq!(implied(&hidden), (crate::spec::limits::MAX_HIDDEN as u64, true));
+    let batch = format!("{MINIMAL}[sweep]\nfield = \"training.batch_size\"\nsearch = {{ start = 1 }}\n");
+    let (max, _) = implied(&batch);
+    assert_eq!(max, 128, "MINIMAL's data set has 128 samples");
+    let variant = format!("{batch}\n[[variant]]\nname = \"small\"\ndata = {{ samples = 100 }}\n");
+    assert_eq!(implied(&variant).0, 100, "the smallest data set of the variants");
+    let anchored = format!(
+        "{MINIMAL}[sweep]\nfield = \"training.batch_size\"\nsearch = {{ start = 1, anchor = 200 }}\n"
+    );
+    let e = err(&anchored);
+    assert!(
+        e.contains("sweep.search.anchor: training.batch_size 200 is larger than data.samples 128"),
+        "{e}"
+    );
 }
