@@ -78,7 +78,7 @@ pub fn place(
 mod tests {
     use super::*;
 
-    fn boxes(points: &[(i32, i32)], sizes: &[(u32, u32)], placed: &[Placed]) -> Vec<Box> {
+    fn boxes(sizes: &[(u32, u32)], placed: &[Placed]) -> Vec<Box> {
         placed
             .iter()
             .zip(sizes)
@@ -106,7 +106,7 @@ mod tests {
         for points in cases {
             let sizes = vec![(210, 16); points.len()];
             let placed = place(points, &sizes, (1100, 600), points);
-            let b = boxes(points, &sizes, &placed);
+            let b = boxes(&sizes, &placed);
             for i in 0..b.len() {
                 for j in i + 1..b.len() {
                     assert!(!b[i].meets(&b[j]), "{points:?}: labels {i} and {j}: {placed:?}");
