@@ -73,9 +73,27 @@ fn device_folders_compare_experiment_by_experiment_into_one_table() {
 
     // The header: each folder's device, host, CPU and revision, from its manifests.
     // The revision each folder's manifests name (the results are regenerated now and then).
+    // A folder whose experiments ran at several revisions names each with its count, most first.
     let rev = |dir: &Path| {
-        let m = oomlab::results::Manifest::read(&dir.join("accumulation")).unwrap();
-        m.git.revision.unwrap()[..12].to_string()
+        let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.join("manifest.json").is_file())
+            .collect();
+        names.sort();
+        let mut revs: Vec<(String, usize)> = Vec::new();
+        for exp in names {
+            let r = oomlab::results::Manifest::read(&exp).unwrap().git.revision.unwrap()[..12].to_string();
+            match revs.iter_mut().find(|(have, _)| *have == r) {
+                Some((_, n)) => *n += 1,
+                None => revs.push((r, 1)),
+            }
+        }
+        revs.sort_by_key(|r| std::cmp::Reverse(r.1));
+        match revs.as_slice() {
+            [(r, _)] => r.clone(),
+            _ => revs.iter().map(|(r, n)| format!("{r} ({n})")).collect::<Vec<_>>().join(", "),
+        }
     };
     let a_line = format!("| A | CPU (AMD EPYC) | vm | CPU (AMD EPYC) | {} | `{}` |", rev(&a), a.display());
     let b_line = format!(

@@ -45,7 +45,28 @@ fn what_ran(m: &Manifest) -> Value {
             o.remove(key);
         }
     }
+    drop_defaults(&mut spec);
     spec
+}
+
+/// Removes, wherever a configuration holds it, a table that later oomlab records and earlier did
+/// not, where it has the value that ran before it existed: a `parallel` of one process. Two runs
+/// of the same spec file, recorded before and after the table was, then run the same.
+fn drop_defaults(v: &mut Value) {
+    let one_process = serde_json::to_value(crate::spec::Parallel::default()).unwrap_or(Value::Null);
+    fn walk(v: &mut Value, key: &str, default: &Value) {
+        match v {
+            Value::Object(o) => {
+                if o.get(key) == Some(default) {
+                    o.remove(key);
+                }
+                o.values_mut().for_each(|x| walk(x, key, default));
+            }
+            Value::Array(a) => a.iter_mut().for_each(|x| walk(x, key, default)),
+            _ => {}
+        }
+    }
+    walk(v, "parallel", &one_process);
 }
 
 /// How `other` differs from `first` in what it runs; empty where it runs the same. `letters`
@@ -226,6 +247,19 @@ mod tests {
         let a = json!({"path": "a.toml", "description": "x", "run": {"device": "cpu"}, "sweep": {"field": "model.depth"}});
         let b = json!({"path": "b.toml", "description": "y", "run": {"device": "cuda"}, "seed": null});
         assert_eq!(pair(a, b), [r#"sweep: {"field":"model.depth"} in A, absent in B"#], "a null is absent");
+    }
+
+    /// A run recorded before `parallel` was (no table) and one after it (one process) ran the
+    /// same; two ranks against none is a difference.
+    #[test]
+    fn a_parallel_table_of_one_process_is_what_ran_before_it_was_recorded() {
+        let one = serde_json::to_value(crate::spec::Parallel::default()).unwrap();
+        let before = json!({"base": {"training": {"batch_size": 32}}});
+        let after = json!({"base": {"training": {"batch_size": 32}, "parallel": one}});
+        assert!(pair(before.clone(), after.clone()).is_empty(), "the same run");
+        let mut two = after;
+        two["base"]["parallel"]["world_size"] = json!(2);
+        assert_eq!(pair(before, two).len(), 1, "two ranks differ");
     }
 
     #[test]
