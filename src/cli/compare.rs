@@ -254,11 +254,8 @@ fn folder_name(dir: &Path) -> String {
 /// run's `runs/`: never beside the folders compared, which may be a checkout's committed
 /// `results/`.
 fn default_devices_out(names: &[String]) -> PathBuf {
-    Path::new(RUNS).join("compare").join(names.join("_vs_"))
+    Path::new(crate::results::DEFAULT_OUT).join("compare").join(names.join("_vs_"))
 }
-
-/// Where comparisons go without `--out`: the folder `run` writes into by default.
-const RUNS: &str = crate::results::DEFAULT_OUT;
 
 /// Refuses a folder given twice (by the same path, or by two paths to one folder): its ratios
 /// against itself would all read 1.00, which says nothing, and a user who typed it meant
@@ -322,7 +319,7 @@ fn nearest_existing(path: &Path) -> Option<PathBuf> {
 
 /// `runs/compare/<experiment>`, as [`default_devices_out`].
 fn default_out(experiment: &str) -> PathBuf {
-    Path::new(RUNS).join("compare").join(experiment)
+    Path::new(crate::results::DEFAULT_OUT).join("compare").join(experiment)
 }
 
 #[cfg(test)]

@@ -6,15 +6,15 @@
 
 /// A box in pixels, `x0..x1` across and `y0..y1` down (the plot's top left is 0, 0).
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Box {
+struct Rect {
     x0: i32,
     y0: i32,
     x1: i32,
     y1: i32,
 }
 
-impl Box {
-    fn meets(&self, o: &Box) -> bool {
+impl Rect {
+    fn meets(&self, o: &Rect) -> bool {
         self.x0 < o.x1 && o.x0 < self.x1 && self.y0 < o.y1 && o.y0 < self.y1
     }
 }
@@ -44,11 +44,11 @@ pub fn place(
     markers: &[(i32, i32)],
 ) -> Vec<Placed> {
     let (w, h) = (plot.0 as i32, plot.1 as i32);
-    let markers: Vec<Box> = markers
+    let markers: Vec<Rect> = markers
         .iter()
-        .map(|&(x, y)| Box { x0: x - MARKER, y0: y - MARKER, x1: x + MARKER, y1: y + MARKER })
+        .map(|&(x, y)| Rect { x0: x - MARKER, y0: y - MARKER, x1: x + MARKER, y1: y + MARKER })
         .collect();
-    let mut taken: Vec<Box> = Vec::new();
+    let mut taken: Vec<Rect> = Vec::new();
     let mut out = Vec::new();
     for (&(px, py), &(lw, lh)) in points.iter().zip(sizes) {
         let (lw, lh) = (lw as i32, lh as i32);
@@ -57,7 +57,7 @@ pub fn place(
             let y = py + dy;
             let (x0, x1) = if left_anchored { (px + GAP, px + GAP + lw) } else { (px - GAP - lw, px - GAP) };
             let placed = Placed { x: if left_anchored { x0 } else { x1 }, y, left_anchored };
-            (placed, Box { x0, y0: y - lh / 2 - 1, x1, y1: y + lh / 2 + 1 })
+            (placed, Rect { x0, y0: y - lh / 2 - 1, x1, y1: y + lh / 2 + 1 })
         };
         let shifts = std::iter::once(0).chain((1..=ROWS).flat_map(|k| [-k * row, k * row]));
         let free = shifts.flat_map(|dy| [boxed(true, dy), boxed(false, dy)]).find(|(_, b)| {
@@ -78,13 +78,13 @@ pub fn place(
 mod tests {
     use super::*;
 
-    fn boxes(sizes: &[(u32, u32)], placed: &[Placed]) -> Vec<Box> {
+    fn boxes(sizes: &[(u32, u32)], placed: &[Placed]) -> Vec<Rect> {
         placed
             .iter()
             .zip(sizes)
             .map(|(p, &(w, h))| {
                 let x0 = if p.left_anchored { p.x } else { p.x - w as i32 };
-                Box { x0, y0: p.y - h as i32 / 2, x1: x0 + w as i32, y1: p.y + h as i32 / 2 }
+                Rect { x0, y0: p.y - h as i32 / 2, x1: x0 + w as i32, y1: p.y + h as i32 / 2 }
             })
             .collect()
     }
@@ -112,7 +112,7 @@ mod tests {
                     assert!(!b[i].meets(&b[j]), "{points:?}: labels {i} and {j}: {placed:?}");
                 }
                 for &(x, y) in points {
-                    let marker = Box { x0: x - MARKER, y0: y - MARKER, x1: x + MARKER, y1: y + MARKER };
+                    let marker = Rect { x0: x - MARKER, y0: y - MARKER, x1: x + MARKER, y1: y + MARKER };
                     assert!(!b[i].meets(&marker), "label {i} over the point at ({x}, {y}): {placed:?}");
                 }
                 assert!(b[i].x0 >= 0 && b[i].x1 <= 1100 && b[i].y0 >= 0 && b[i].y1 <= 600);

@@ -88,7 +88,7 @@ impl Exporter for TraceCsv {
             value: row.value,
             ..r
         });
-        self.file.append(mine.collect::<Vec<_>>())
+        self.file.append(mine)
     }
     fn undo(&mut self) -> Result<()> {
         self.file.undo()

@@ -14,10 +14,10 @@ use crate::fsio;
 use crate::schema::rules::MAX_BYTES;
 use crate::schema::{rules, Phase, PhaseRecord, Status, SummaryRow, TraceLevel};
 use crate::spec::limits::{MAX_ACCUMULATION, MAX_STEPS};
+use crate::spec::{Field, Spec};
 
 /// The most points a search's predicted curve may have (the run writes at most 64).
 pub const MAX_CURVE: usize = 1000;
-use crate::spec::{Field, Spec};
 
 /// One experiment's results folder, read whole.
 #[derive(Debug, Clone)]

@@ -520,7 +520,11 @@ fn answers(spec: &Spec, rows: &[SummaryRow], shards: &[&Manifest]) -> Vec<Answer
                 probe_seconds: Some(theirs.iter().filter_map(|a| a.probe_seconds).sum()),
                 guess: theirs.iter().find_map(|a| a.guess),
                 strategy: theirs.iter().find_map(|a| a.strategy.clone()),
-                curve: theirs.iter().map(|a| a.curve.clone()).find(|c| !c.is_empty()).unwrap_or_default(),
+                curve: theirs
+                    .iter()
+                    .find(|a| !a.curve.is_empty())
+                    .map(|a| a.curve.clone())
+                    .unwrap_or_default(),
                 ..experiment::answer(v, sweep.field, rows)
             }
         })
