@@ -609,7 +609,9 @@ const CURVE_SECONDS: f64 = 20.0;
 /// prediction added as its own was: every value up to 64 of them, else 64 spread as the chart's
 /// x axis spreads the trials (geometrically where it is logarithmic), and the values tried among
 /// them so that the line meets each ring. Empty where no trial had a prediction, where one fails,
-/// or where the next would start past 20 s.
+/// or where the next would start past 20 s; and for a TorchScript module, whose step is recorded
+/// rather than replayed, each batch past its recordings anew (seconds each: squeezenet at 32 x 32
+/// spent the whole 20 s and kept nothing), so its chart draws the line through its trials.
 fn curve(
     base: &Config,
     field: Field,
@@ -618,6 +620,9 @@ fn curve(
     options: &estimate::Options,
 ) -> Result<Vec<(u64, u64)>> {
     use crate::chart::scale::XScale;
+    if matches!(base.model, crate::spec::ModelSpec::Torchscript(_)) {
+        return Ok(Vec::new());
+    }
     let tried: Vec<u64> = rows.iter().filter_map(|r| r.value).map(|v| v as u64).collect();
     let baseline = rows.iter().find(|r| r.predicted_peak.is_some()).map(|r| r.baseline_allocated);
     let (Some(&most), Some(baseline)) = (tried.iter().max(), baseline) else { return Ok(Vec::new()) };
